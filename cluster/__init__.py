@@ -1,0 +1,1 @@
+"""RocketBox: Apache RocketMQ's architecture as a multi-process cluster in a box."""

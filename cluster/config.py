@@ -1,0 +1,192 @@
+"""Every setting of the cluster, in frozen dataclasses with unit-suffixed names.
+
+Defaults are RocketMQ's where RocketMQ has one (SPEC §1-§4). Each class has
+``validate()`` which raises ``ValueError`` with a readable reason; processes call
+it at start so a bad setting stops a boot instead of a restart loop.
+
+Native (ZeroMQ) endpoints get their own default ports, away from RocketMQ's 9876
+(NameServer) and 10911 (broker), which stay free for the remoting front doors a
+later issue adds:
+
+| endpoint | default port |
+| --- | --- |
+| NameServer RPC | 9871 (second NameServer 9872, ...) |
+| broker RPC (first broker group) | 10811 (next group +10) |
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from dataclasses import dataclass, field
+
+NAMESRV_PORT_DEFAULT = 9871
+BROKER_PORT_DEFAULT = 10811
+BROKER_PORT_STEP = 10
+
+ASYNC_FLUSH = "ASYNC_FLUSH"
+SYNC_FLUSH = "SYNC_FLUSH"
+FLUSH_MODES = (ASYNC_FLUSH, SYNC_FLUSH)
+
+ASYNC_MASTER = "ASYNC_MASTER"
+SYNC_MASTER = "SYNC_MASTER"
+SLAVE = "SLAVE"
+BROKER_ROLES = (ASYNC_MASTER, SYNC_MASTER, SLAVE)
+
+# RocketMQ's rule for topic and group names (TopicValidator / Validators).
+NAME_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+NAME_LENGTH_MAX = 127
+
+MIB = 1024 * 1024
+GIB = 1024 * MIB
+
+
+def name_problem(kind: str, name: str) -> str | None:
+    """Why ``name`` is not a valid topic or group name, or None when it is."""
+    if not isinstance(name, str) or not name:
+        return f"{kind} name is empty"
+    if len(name) > NAME_LENGTH_MAX:
+        return f"{kind} name is {len(name)} characters, more than {NAME_LENGTH_MAX}"
+    if not NAME_PATTERN.match(name):
+        return f"{kind} name {name!r} has characters outside [%|a-zA-Z0-9_-]"
+    return None
+
+
+@dataclass(frozen=True)
+class StoreConfig:
+    """One broker's store (SPEC §4). Sizes are RocketMQ's defaults; tests shrink them."""
+
+    store_dir: str
+    commitlog_file_size_bytes: int = GIB
+    consumequeue_entries_per_file: int = 300_000
+    index_slot_count: int = 5_000_000
+    index_entry_count_max: int = 20_000_000
+    flush_mode: str = ASYNC_FLUSH
+    flush_interval_ms: int = 500
+    # A sync-flush send not flushed within this answers FLUSH_DISK_TIMEOUT.
+    flush_sync_timeout_ms: int = 5000
+    # The flush worker also flushes ConsumeQueue/IndexFile and writes the checkpoint this often.
+    flush_logics_interval_ms: int = 1000
+    message_size_bytes_max: int = 4 * MIB
+    # Refuse writes (DISK_FULL) when free space under the store falls below this.
+    disk_free_bytes_min: int = 64 * MIB
+    # Touch every page of a fresh CommitLog segment and advise the kernel to keep it.
+    preheat_enabled: bool = True
+    # mlock the current CommitLog segment (RocketMQ's warmMapedFileEnable + mlock).
+    mlock_enabled: bool = False
+
+    def validate(self) -> None:
+        if self.flush_mode not in FLUSH_MODES:
+            raise ValueError(f"flush_mode must be one of {FLUSH_MODES}, not {self.flush_mode!r}")
+        if self.commitlog_file_size_bytes < 4096:
+            raise ValueError("commitlog_file_size_bytes must be at least 4096")
+        if self.message_size_bytes_max + 4096 > self.commitlog_file_size_bytes:
+            # A record never spans two files, so one must always fit in an empty file.
+            raise ValueError("commitlog_file_size_bytes must exceed message_size_bytes_max + 4096")
+        for name in ("consumequeue_entries_per_file", "index_slot_count", "index_entry_count_max",
+                     "flush_interval_ms", "flush_sync_timeout_ms", "flush_logics_interval_ms"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive")
+
+
+@dataclass(frozen=True)
+class NamesrvConfig:
+    host: str = "127.0.0.1"
+    port: int = NAMESRV_PORT_DEFAULT
+    data_dir: str = ""
+    # A broker silent for this long is dropped from routes (RocketMQ: 120 s).
+    broker_expiry_ms: int = 120_000
+    scan_interval_ms: int = 5_000
+
+    def validate(self) -> None:
+        if not 0 < self.port < 65536:
+            raise ValueError(f"port {self.port} is out of range")
+        if self.broker_expiry_ms <= 0:
+            raise ValueError("broker_expiry_ms must be positive")
+
+    @property
+    def endpoint(self) -> str:
+        return f"tcp://{self.host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    store: StoreConfig
+    cluster_name: str = "DefaultCluster"
+    broker_name: str = "broker-a"
+    broker_id: int = 0
+    broker_role: str = ASYNC_MASTER
+    host: str = "127.0.0.1"
+    port: int = BROKER_PORT_DEFAULT
+    namesrv_endpoints: tuple[str, ...] = ()
+    # Broker -> NameServer registration heartbeat (RocketMQ: 30 s).
+    register_interval_ms: int = 30_000
+    auto_create_topic_enabled: bool = True
+    # Queues of an auto-created topic: min(client default 4, broker default 8) (SPEC §2).
+    topic_queue_count_default: int = 8
+    client_topic_queue_count_default: int = 4
+    # Long polling: longest hold of a pull with nothing new (RocketMQ client: 15 s).
+    pull_suspend_ms_max: int = 30_000
+    pull_batch_count_max: int = 1024
+    pull_batch_bytes_max: int = 4 * MIB
+    # A client not heard from for this long leaves its consumer groups (RocketMQ: 120 s).
+    client_expiry_ms: int = 120_000
+    consumer_offset_persist_interval_ms: int = 5_000
+
+    def validate(self) -> None:
+        self.store.validate()
+        if self.broker_role not in BROKER_ROLES:
+            raise ValueError(f"broker_role must be one of {BROKER_ROLES}")
+        problem = name_problem("broker", self.broker_name) or name_problem("cluster", self.cluster_name)
+        if problem:
+            raise ValueError(problem)
+        if not 0 < self.port < 65536:
+            raise ValueError(f"port {self.port} is out of range")
+        if self.broker_id < 0:
+            raise ValueError("broker_id must be >= 0")
+
+    @property
+    def endpoint(self) -> str:
+        return f"tcp://{self.host}:{self.port}"
+
+    @property
+    def address(self) -> str:
+        """host:port as routes carry it (RocketMQ's brokerAddrs values)."""
+        return f"{self.host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class ClientConfig:
+    namesrv_endpoints: tuple[str, ...] = (f"tcp://127.0.0.1:{NAMESRV_PORT_DEFAULT}",)
+    route_refresh_interval_ms: int = 30_000
+    request_timeout_ms: int = 3_000
+    send_retry_count: int = 2
+    compress_body_threshold_bytes: int = 4 * 1024
+    message_size_bytes_max: int = 4 * MIB
+    client_heartbeat_interval_ms: int = 30_000
+    pull_batch_count: int = 32
+    pull_suspend_ms: int = 15_000
+    consumer_offset_commit_interval_ms: int = 5_000
+    rebalance_interval_ms: int = 20_000
+    instance_name: str = "DEFAULT"
+
+    def validate(self) -> None:
+        if not self.namesrv_endpoints:
+            raise ValueError("at least one NameServer endpoint is needed")
+
+
+def to_json(cfg) -> str:
+    """Config as JSON, the form the supervisor hands to a child process."""
+    return json.dumps(dataclasses.asdict(cfg), sort_keys=True)
+
+
+def broker_config_from_json(text: str) -> BrokerConfig:
+    raw = json.loads(text)
+    raw["store"] = StoreConfig(**raw["store"])
+    raw["namesrv_endpoints"] = tuple(raw.get("namesrv_endpoints", ()))
+    return BrokerConfig(**raw)
+
+
+def namesrv_config_from_json(text: str) -> NamesrvConfig:
+    return NamesrvConfig(**json.loads(text))

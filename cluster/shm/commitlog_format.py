@@ -1,0 +1,277 @@
+"""The CommitLog record: RocketMQ's byte layout, the only place that knows it.
+
+Pure: no I/O. The broker, reput, recovery, replication and the client all call
+these functions; nobody else packs or unpacks a record.
+
+Record, big-endian (SPEC §4), 91 fixed bytes + body + topic + properties:
+
+| off | field | bytes |
+| --- | --- | --- |
+| 0 | TOTALSIZE (whole record) | 4 |
+| 4 | MAGICCODE (0xdaa320a7 message, 0xcbd43194 end-of-file blank) | 4 |
+| 8 | BODYCRC (crc32(body) & 0x7FFFFFFF) | 4 |
+| 12 | QUEUEID | 4 |
+| 16 | FLAG | 4 |
+| 20 | QUEUEOFFSET | 8 |
+| 28 | PHYSICALOFFSET | 8 |
+| 36 | SYSFLAG | 4 |
+| 40 | BORNTIMESTAMP ms | 8 |
+| 48 | BORNHOST (IPv4 4 + port 4) | 8 |
+| 56 | STORETIMESTAMP ms | 8 |
+| 64 | STOREHOSTADDRESS (IPv4 4 + port 4) | 8 |
+| 72 | RECONSUMETIMES | 4 |
+| 76 | PREPARED TRANSACTION OFFSET | 8 |
+| 84 | BODY length + body | 4 + n |
+| .. | TOPIC length (signed byte) + topic | 1 + n |
+| .. | PROPERTIES length (int16) + properties | 2 + n |
+
+The end-of-file blank is TOTALSIZE (= bytes left in the file) + BLANK_MAGIC; the
+rest of the file after it is not read.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import zlib
+from typing import NamedTuple
+
+MAGIC = 0xDAA320A7
+BLANK_MAGIC = 0xCBD43194
+# MAGIC as the signed int the head struct yields.
+MAGIC_SIGNED = MAGIC - (1 << 32)
+BLANK_MAGIC_SIGNED = BLANK_MAGIC - (1 << 32)
+
+# Everything up to and including the body length field.
+HEAD = struct.Struct(">iiiiiqqiq8sq8siqi")
+HEAD_SIZE = HEAD.size  # 88
+FIXED_SIZE = HEAD_SIZE + 1 + 2  # 91: + topic length byte + properties length
+BLANK_HEAD = struct.Struct(">ii")
+BLANK_SIZE_MIN = BLANK_HEAD.size  # a file always keeps room for the blank marker
+
+OFF_TOTALSIZE = 0
+OFF_MAGIC = 4
+OFF_BODYCRC = 8
+OFF_QUEUEID = 12
+OFF_QUEUEOFFSET = 20
+OFF_PHYSICALOFFSET = 28
+OFF_SYSFLAG = 36
+OFF_STORETIMESTAMP = 56
+OFF_BODY = HEAD_SIZE
+
+TOPIC_LENGTH_MAX = 127
+PROPERTIES_LENGTH_MAX = 32767
+
+# SYSFLAG bits (RocketMQ MessageSysFlag).
+SYSFLAG_COMPRESSED = 0x1
+SYSFLAG_MULTI_TAGS = 0x2
+SYSFLAG_TRANSACTION_PREPARED = 0x4
+SYSFLAG_TRANSACTION_COMMIT = 0x8
+SYSFLAG_TRANSACTION_ROLLBACK = 0xC
+SYSFLAG_TRANSACTION_MASK = 0xC
+
+# Property names (RocketMQ MessageConst).
+PROPERTY_KEYS = "KEYS"
+PROPERTY_TAGS = "TAGS"
+PROPERTY_UNIQ_KEY = "UNIQ_KEY"
+PROPERTY_WAIT = "WAIT"
+PROPERTY_DELAY = "DELAY"
+PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
+PROPERTY_REAL_TOPIC = "REAL_TOPIC"
+PROPERTY_REAL_QID = "REAL_QID"
+PROPERTY_TRAN_MSG = "TRAN_MSG"
+PROPERTY_PGROUP = "PGROUP"
+NAME_VALUE_SEPARATOR = "\x01"
+PROPERTY_SEPARATOR = "\x02"
+
+
+def body_crc(body: bytes) -> int:
+    """BODYCRC as RocketMQ stores it: CRC32 masked to 31 bits."""
+    return zlib.crc32(body) & 0x7FFFFFFF
+
+
+def pack_host(ip: str, port: int) -> bytes:
+    """IPv4 + port as the 8 bytes BORNHOST/STOREHOSTADDRESS hold."""
+    return socket.inet_aton(ip) + port.to_bytes(4, "big")
+
+
+def unpack_host(raw: bytes) -> tuple[str, int]:
+    return socket.inet_ntoa(raw[:4]), int.from_bytes(raw[4:8], "big")
+
+
+def encode_properties(properties: dict[str, str]) -> bytes:
+    """`name \\x01 value \\x02` pairs, UTF-8 (RocketMQ MessageDecoder)."""
+    if not properties:
+        return b""
+    return "".join(f"{k}\x01{v}\x02" for k, v in properties.items()).encode()
+
+
+def decode_properties(raw: bytes | memoryview) -> dict[str, str]:
+    if not raw:
+        return {}
+    text = bytes(raw).decode("utf-8", "replace")
+    out = {}
+    for pair in text.split(PROPERTY_SEPARATOR):
+        if pair:
+            name, _, value = pair.partition(NAME_VALUE_SEPARATOR)
+            out[name] = value
+    return out
+
+
+class Record(NamedTuple):
+    """One decoded message record. ``body`` is as stored (still compressed if SYSFLAG says so)."""
+
+    total_size: int
+    body_crc: int
+    queue_id: int
+    flag: int
+    queue_offset: int
+    phys_offset: int
+    sys_flag: int
+    born_timestamp_ms: int
+    born_host: bytes
+    store_timestamp_ms: int
+    store_host: bytes
+    reconsume_times: int
+    prepared_transaction_offset: int
+    body: bytes
+    topic: str
+    properties_raw: bytes
+
+    @property
+    def properties(self) -> dict[str, str]:
+        return decode_properties(self.properties_raw)
+
+    @property
+    def offset_msg_id(self) -> str:
+        return offset_msg_id(self.store_host, self.phys_offset)
+
+
+class EndOfFile(NamedTuple):
+    """The blank that fills the rest of a file; the next record starts in the next file."""
+
+    total_size: int
+
+
+class Incomplete(NamedTuple):
+    """Fewer bytes than the record needs are available (end of data, or a torn tail)."""
+
+
+class Corrupt(NamedTuple):
+    reason: str
+
+
+def record_size(body_len: int, topic_len: int, properties_len: int) -> int:
+    return FIXED_SIZE + body_len + topic_len + properties_len
+
+
+def encode_into(buf, pos: int, *, queue_id: int, flag: int, queue_offset: int, phys_offset: int,
+                sys_flag: int, born_timestamp_ms: int, born_host: bytes, store_timestamp_ms: int,
+                store_host: bytes, reconsume_times: int, prepared_transaction_offset: int,
+                body: bytes, topic: bytes, properties: bytes, crc: int | None = None) -> int:
+    """Write one record at ``buf[pos:]``; return its size. ``topic`` and ``properties`` are bytes."""
+    if len(topic) > TOPIC_LENGTH_MAX:
+        raise ValueError(f"topic is {len(topic)} bytes, more than {TOPIC_LENGTH_MAX}")
+    if len(properties) > PROPERTIES_LENGTH_MAX:
+        raise ValueError(f"properties are {len(properties)} bytes, more than {PROPERTIES_LENGTH_MAX}")
+    size = record_size(len(body), len(topic), len(properties))
+    HEAD.pack_into(buf, pos, size, MAGIC_SIGNED, body_crc(body) if crc is None else crc, queue_id, flag,
+                   queue_offset, phys_offset, sys_flag, born_timestamp_ms, born_host,
+                   store_timestamp_ms, store_host, reconsume_times, prepared_transaction_offset,
+                   len(body))
+    p = pos + HEAD_SIZE
+    buf[p:p + len(body)] = body
+    p += len(body)
+    buf[p] = len(topic)
+    p += 1
+    buf[p:p + len(topic)] = topic
+    p += len(topic)
+    buf[p:p + 2] = len(properties).to_bytes(2, "big")
+    p += 2
+    buf[p:p + len(properties)] = properties
+    return size
+
+
+def encode(**fields) -> bytes:
+    """One record as bytes (tests, replication, the client's fake brokers)."""
+    size = record_size(len(fields["body"]), len(fields["topic"]), len(fields["properties"]))
+    buf = bytearray(size)
+    encode_into(buf, 0, **fields)
+    return bytes(buf)
+
+
+def encode_blank_into(buf, pos: int, remaining: int) -> None:
+    """Mark the rest of a file, ``remaining`` bytes from ``pos``, as an end-of-file blank."""
+    BLANK_HEAD.pack_into(buf, pos, remaining, BLANK_MAGIC_SIGNED)
+
+
+def decode_at(buf, pos: int, limit: int | None = None, *, check_crc: bool = True):
+    """Decode the record at ``buf[pos:]``, reading no further than ``limit``.
+
+    Returns ``Record``, ``EndOfFile``, ``Incomplete`` (zeros, or not enough bytes) or
+    ``Corrupt`` (bad magic, size or CRC).
+    """
+    end = len(buf) if limit is None else min(limit, len(buf))
+    if end - pos < BLANK_HEAD.size:
+        return Incomplete()
+    total_size, magic = BLANK_HEAD.unpack_from(buf, pos)
+    if total_size == 0 and magic == 0:
+        return Incomplete()
+    if magic == BLANK_MAGIC_SIGNED:
+        if total_size < BLANK_SIZE_MIN:
+            return Corrupt(f"blank of size {total_size}")
+        return EndOfFile(total_size)
+    if magic != MAGIC_SIGNED:
+        return Corrupt(f"bad magic 0x{magic & 0xFFFFFFFF:08x} at {pos}")
+    if total_size < FIXED_SIZE:
+        return Corrupt(f"total size {total_size} below {FIXED_SIZE}")
+    if end - pos < total_size:
+        return Incomplete()
+    (total_size, _, crc, queue_id, flag, queue_offset, phys_offset, sys_flag, born_ts, born_host,
+     store_ts, store_host, reconsume_times, prepared_offset, body_len) = HEAD.unpack_from(buf, pos)
+    p = pos + HEAD_SIZE
+    if body_len < 0 or p + body_len + 3 > pos + total_size:
+        return Corrupt(f"body length {body_len} does not fit in record of {total_size}")
+    body = bytes(buf[p:p + body_len])
+    p += body_len
+    topic_len = buf[p]
+    p += 1
+    if topic_len > TOPIC_LENGTH_MAX or p + topic_len + 2 > pos + total_size:
+        return Corrupt(f"topic length {topic_len} does not fit")
+    topic = bytes(buf[p:p + topic_len]).decode("utf-8", "replace")
+    p += topic_len
+    props_len = int.from_bytes(buf[p:p + 2], "big")
+    p += 2
+    if p + props_len != pos + total_size:
+        return Corrupt(f"properties length {props_len} does not match total size {total_size}")
+    props = bytes(buf[p:p + props_len])
+    if check_crc and body_crc(body) != crc:
+        return Corrupt(f"body CRC mismatch at {pos}")
+    return Record(total_size, crc, queue_id, flag, queue_offset, phys_offset, sys_flag, born_ts,
+                  born_host, store_ts, store_host, reconsume_times, prepared_offset, body, topic, props)
+
+
+def iter_records(buf, *, check_crc: bool = False):
+    """Records of a concatenation (a pull response body). Stops at the first non-record."""
+    pos = 0
+    n = len(buf)
+    while pos < n:
+        rec = decode_at(buf, pos, n, check_crc=check_crc)
+        if not isinstance(rec, Record):
+            raise ValueError(f"not a record at {pos}: {rec!r}")
+        yield rec
+        pos += rec.total_size
+
+
+def offset_msg_id(store_host: bytes, phys_offset: int) -> str:
+    """RocketMQ's offset message id: store IPv4 + port (int32) + phys offset (int64), 32 upper hex."""
+    return (store_host[:8] + phys_offset.to_bytes(8, "big")).hex().upper()
+
+
+def parse_offset_msg_id(msg_id: str) -> tuple[str, int, int]:
+    """(ip, port, phys_offset) from an offset message id; ValueError when it is not one."""
+    if len(msg_id) != 32:
+        raise ValueError(f"offset message id must be 32 hex characters, got {len(msg_id)}")
+    raw = bytes.fromhex(msg_id)
+    ip, port = unpack_host(raw[:8])
+    return ip, port, int.from_bytes(raw[8:], "big")
