@@ -1,0 +1,55 @@
+"""Names of the in-box ZeroMQ channels between one broker's processes.
+
+Abstract-namespace IPC sockets (Linux ``ipc://@name``): no file to clean up, no path
+length limit from the data directory, never reachable from the network. The name is
+derived from the store directory so two brokers on one machine never collide.
+
+| channel | bound by | connected by | carries |
+| --- | --- | --- | --- |
+| flush_wake | flush worker (PULL) | broker (PUSH) | "a sync send is waiting": flush now |
+| reput_wake | reput worker (PULL) | broker (PUSH) | "new bytes were written": dispatch now |
+| broker_notify | broker (PULL) | flush, reput workers (PUSH) | "flushed_pos / dispatched_pos moved" (+ queues touched) |
+
+The messages are wake-ups only: positions themselves are read from the shared
+control block, where each cursor has one writer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+FLUSHED = b"F"
+DISPATCHED = b"D"
+WAKE = b"W"
+
+
+def _base(store_dir: str) -> str:
+    digest = hashlib.sha1(os.path.realpath(store_dir).encode()).hexdigest()[:16]
+    return f"ipc://@rocketbox-{digest}"
+
+
+def flush_wake(store_dir: str) -> str:
+    return _base(store_dir) + "-flush"
+
+
+def reput_wake(store_dir: str) -> str:
+    return _base(store_dir) + "-reput"
+
+
+def broker_notify(store_dir: str) -> str:
+    return _base(store_dir) + "-notify"
+
+
+def encode_touched(queues) -> bytes:
+    """Queues a dispatch step touched, as "topic\\x00qid\\n" lines (topic names have no NUL)."""
+    return b"".join(f"{topic}\x00{qid}\n".encode() for topic, qid in queues)
+
+
+def decode_touched(raw: bytes) -> list[tuple[str, int]]:
+    out = []
+    for line in raw.split(b"\n"):
+        if line:
+            topic, _, qid = line.partition(b"\x00")
+            out.append((topic.decode(), int(qid)))
+    return out

@@ -1,0 +1,63 @@
+"""Live clients seen through heartbeats: who is in each consumer group, and what they subscribe."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class ConsumerMember:
+    client_id: str
+    last_heartbeat_ms: int
+    message_model: str = "CLUSTERING"
+    subscriptions: dict[str, str] = field(default_factory=dict)  # topic -> expression
+
+
+class ClientRegistry:
+    def __init__(self, expiry_ms: int):
+        self.expiry_ms = expiry_ms
+        # group -> client id -> member
+        self.groups: dict[str, dict[str, ConsumerMember]] = {}
+        self.producers: dict[str, dict[str, int]] = {}
+
+    def heartbeat(self, heartbeat: dict, now_ms: int) -> bool:
+        """Record a HEART_BEAT body; True when some group's membership changed."""
+        client_id = str(heartbeat.get("clientID", ""))
+        changed = False
+        for consumer in heartbeat.get("consumerDataSet") or []:
+            group = str(consumer.get("groupName", ""))
+            members = self.groups.setdefault(group, {})
+            changed |= client_id not in members
+            subs = {str(s.get("topic")): str(s.get("subString", "*"))
+                    for s in consumer.get("subscriptionDataSet") or []}
+            model = consumer.get("messageModel", "CLUSTERING")
+            if model in (0, "0"):
+                model = "BROADCASTING"
+            elif model in (1, "1"):
+                model = "CLUSTERING"
+            members[client_id] = ConsumerMember(client_id, now_ms, str(model), subs)
+        for producer in heartbeat.get("producerDataSet") or []:
+            self.producers.setdefault(str(producer.get("groupName", "")), {})[client_id] = now_ms
+        return changed
+
+    def unregister(self, client_id: str, consumer_group: str | None, producer_group: str | None) -> bool:
+        changed = False
+        groups = [consumer_group] if consumer_group else list(self.groups)
+        for group in groups:
+            if self.groups.get(group, {}).pop(client_id, None) is not None:
+                changed = True
+        for group in ([producer_group] if producer_group else list(self.producers)):
+            self.producers.get(group, {}).pop(client_id, None)
+        return changed
+
+    def expire(self, now_ms: int) -> list[tuple[str, str]]:
+        gone = []
+        for group, members in self.groups.items():
+            for client_id, member in list(members.items()):
+                if now_ms - member.last_heartbeat_ms > self.expiry_ms:
+                    del members[client_id]
+                    gone.append((group, client_id))
+        return gone
+
+    def consumer_ids(self, group: str) -> list[str]:
+        return sorted(self.groups.get(group, {}))

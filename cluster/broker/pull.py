@@ -1,0 +1,109 @@
+"""PULL_MESSAGE with long polling; the response body is raw CommitLog records.
+
+Response codes and ``nextBeginOffset`` follow RocketMQ's PullMessageProcessor
+(rocketmq-protocol.md §5.4). With nothing new and the SUSPEND flag set, the pull is
+parked until a dispatch touches its queue or its hold time ends.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from cluster.broker.filtering import tag_hashes_of
+from cluster.protocol import (PERM_READ, PULL_FLAG_COMMIT_OFFSET, PULL_FLAG_SUSPEND, ProtocolError,
+                              ResponseCode, field_int, field_str)
+from cluster.shm.store import GetStatus
+from cluster.wire_format import Command
+
+log = logging.getLogger(__name__)
+
+
+class PullProcessor:
+    def __init__(self, broker):
+        self.broker = broker
+        self.cfg = broker.cfg
+        self.store = broker.store
+        self.messages_served = 0
+
+    def on_pull(self, request: Command, reply) -> Command | None:
+        try:
+            topic = field_str(request, "topic")
+            group = field_str(request, "consumerGroup")
+            queue_id = field_int(request, "queueId")
+            offset = field_int(request, "queueOffset")
+            max_count = max(1, min(field_int(request, "maxMsgNums", 32), self.cfg.pull_batch_count_max))
+            sys_flag = field_int(request, "sysFlag", 0)
+            suspend_ms = min(field_int(request, "suspendTimeoutMillis", 15_000), self.cfg.pull_suspend_ms_max)
+            tag_hashes = tag_hashes_of(request.fields.get("subscription", "*"))
+        except ProtocolError as exc:
+            log.warning("pull refused: %s", exc)
+            return request.response(exc.code, remark=str(exc))
+        topic_cfg = self.broker.topics.get(topic)
+        if topic_cfg is None:
+            return request.response(ResponseCode.TOPIC_NOT_EXIST, remark=f"topic {topic} does not exist")
+        if not topic_cfg.perm & PERM_READ:
+            return request.response(ResponseCode.NO_PERMISSION, remark=f"topic {topic} is not readable")
+        if not 0 <= queue_id < topic_cfg.readQueueNums:
+            return request.response(ResponseCode.SYSTEM_ERROR,
+                                    remark=f"queueId {queue_id} is out of range: topic {topic} has "
+                                           f"{topic_cfg.readQueueNums} read queues")
+        if sys_flag & PULL_FLAG_COMMIT_OFFSET:
+            commit_offset = field_int(request, "commitOffset", -1)
+            if commit_offset >= 0:
+                self.broker.offsets.commit(group, topic, queue_id, commit_offset)
+        may_suspend = bool(sys_flag & PULL_FLAG_SUSPEND) and suspend_ms > 0
+        deadline = time.monotonic() + suspend_ms / 1000
+
+        def serve(final: bool) -> bool:
+            response = self._serve(request, topic, queue_id, offset, max_count, tag_hashes)
+            if response is None:
+                if not final:
+                    return False
+                response = self._not_found(request, topic, queue_id, offset)
+            reply(response)
+            return True
+
+        if serve(not may_suspend):
+            return None
+        self.broker.pull_waiters.park(topic, queue_id, deadline, serve)
+        return None
+
+    def _not_found(self, request, topic, queue_id, offset) -> Command:
+        return request.response(ResponseCode.PULL_NOT_FOUND, self._offset_fields(topic, queue_id, offset))
+
+    def _offset_fields(self, topic, queue_id, next_begin) -> dict[str, str]:
+        return {"nextBeginOffset": str(next_begin),
+                "minOffset": str(self.store.min_offset(topic, queue_id)),
+                "maxOffset": str(self.store.max_offset(topic, queue_id)),
+                "suggestWhichBrokerId": "0"}
+
+    def _serve(self, request, topic, queue_id, offset, max_count, tag_hashes) -> Command | None:
+        """The answer, or None when the consumer is caught up (park or PULL_NOT_FOUND)."""
+        result = self.store.get_messages(topic, queue_id, offset, max_count,
+                                         self.cfg.pull_batch_bytes_max, tag_hashes)
+        status = result.status
+        fields = {"nextBeginOffset": str(result.next_begin_offset), "minOffset": str(result.min_offset),
+                  "maxOffset": str(result.max_offset), "suggestWhichBrokerId": "0"}
+        if status == GetStatus.FOUND:
+            self.messages_served += len(result.records)
+            return request.response(ResponseCode.SUCCESS, fields, b"".join(result.records))
+        if status == GetStatus.OFFSET_OVERFLOW_ONE:
+            return None
+        if status in (GetStatus.NO_MESSAGE_IN_QUEUE, GetStatus.NO_MATCHED_LOGIC_QUEUE):
+            if offset == 0:
+                return None
+            fields["nextBeginOffset"] = "0"
+            return request.response(ResponseCode.PULL_OFFSET_MOVED, fields,
+                                    remark=f"queue {topic}:{queue_id} is empty; offset {offset} moved to 0")
+        if status == GetStatus.NO_MATCHED_MESSAGE:
+            return request.response(ResponseCode.PULL_RETRY_IMMEDIATELY, fields)
+        if status == GetStatus.OFFSET_TOO_SMALL:
+            fields["nextBeginOffset"] = str(result.min_offset)
+            return request.response(ResponseCode.PULL_OFFSET_MOVED, fields,
+                                    remark=f"offset {offset} is below the queue's minimum {result.min_offset}")
+        if status == GetStatus.OFFSET_OVERFLOW_BADLY:
+            fields["nextBeginOffset"] = str(result.max_offset)
+            return request.response(ResponseCode.PULL_OFFSET_MOVED, fields,
+                                    remark=f"offset {offset} is past the queue's maximum {result.max_offset}")
+        return request.response(ResponseCode.SYSTEM_ERROR, fields, remark=f"store answered {status.name}")

@@ -1,0 +1,125 @@
+"""SEND_MESSAGE / SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE: validate, store, answer per flush policy."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+
+from cluster.config import SYNC_FLUSH, BrokerConfig, name_problem
+from cluster.protocol import (AUTO_CREATE_TOPIC_KEY, PERM_WRITE, ProtocolError, RequestCode, ResponseCode,
+                              field_bool, field_int, send_fields_long)
+from cluster.shm import batch_format
+from cluster.shm.commitlog_format import PROPERTY_WAIT, decode_properties, pack_host
+from cluster.shm.store import MessageToStore, PutStatus
+from cluster.wire_format import Command
+
+log = logging.getLogger(__name__)
+
+_PUT_STATUS_CODES = {
+    PutStatus.MESSAGE_ILLEGAL: ResponseCode.MESSAGE_ILLEGAL,
+    PutStatus.PROPERTIES_SIZE_EXCEEDED: ResponseCode.MESSAGE_ILLEGAL,
+    PutStatus.DISK_FULL: ResponseCode.DISK_FULL,
+}
+
+
+class SendProcessor:
+    def __init__(self, broker):
+        self.broker = broker
+        self.cfg: BrokerConfig = broker.cfg
+        self.store = broker.store
+        self.topics = broker.topics
+        self.sync_flush = self.cfg.store.flush_mode == SYNC_FLUSH
+        self._round_robin = itertools.count()
+        self.messages_stored = 0
+
+    def on_send(self, request: Command, reply) -> Command | None:
+        try:
+            return self._send(request, reply)
+        except ProtocolError as exc:
+            log.warning("send refused: %s", exc)
+            return request.response(exc.code, remark=str(exc))
+
+    def _send(self, request: Command, reply) -> Command | None:
+        fields = send_fields_long(request)
+        request_long = Command(request.code, fields, request.body)
+        topic = fields.get("topic", "")
+        problem = name_problem("topic", topic)
+        if problem:
+            raise ProtocolError(problem, ResponseCode.MESSAGE_ILLEGAL)
+        if topic == AUTO_CREATE_TOPIC_KEY:
+            raise ProtocolError(f"the topic {topic} is reserved for auto-creation routes",
+                                ResponseCode.NO_PERMISSION)
+        body = request.body
+        size_max = self.cfg.store.message_size_bytes_max
+        if len(body) > size_max:
+            raise ProtocolError(f"the message body is {len(body)} bytes, more than the {size_max}-byte limit",
+                                ResponseCode.MESSAGE_ILLEGAL)
+        topic_cfg = self.topics.get(topic)
+        if topic_cfg is None:
+            topic_cfg = self.topics.create_on_send(
+                topic, field_int(request_long, "defaultTopicQueueNums",
+                                 self.cfg.client_topic_queue_count_default))
+            if topic_cfg is None:
+                raise ProtocolError(f"topic {topic} does not exist and auto-create is off",
+                                    ResponseCode.TOPIC_NOT_EXIST)
+            log.info("auto-created topic %s with %d queues", topic, topic_cfg.writeQueueNums)
+            self.broker.register_with_namesrvs()
+        if not topic_cfg.perm & PERM_WRITE:
+            raise ProtocolError(f"topic {topic} is not writable on this broker", ResponseCode.NO_PERMISSION)
+        queue_id = field_int(request_long, "queueId", -1)
+        if queue_id < 0 or queue_id >= topic_cfg.writeQueueNums:
+            if queue_id >= topic_cfg.writeQueueNums:
+                raise ProtocolError(f"queue {queue_id} does not exist: topic {topic} has "
+                                    f"{topic_cfg.writeQueueNums} write queues", ResponseCode.MESSAGE_ILLEGAL)
+            queue_id = next(self._round_robin) % topic_cfg.writeQueueNums
+        sys_flag = field_int(request_long, "sysFlag", 0)
+        born_ts = field_int(request_long, "bornTimestamp", int(time.time() * 1000))
+        born_host = pack_host("127.0.0.1", 0)
+        properties_text = fields.get("properties", "")
+        is_batch = request.code == RequestCode.SEND_BATCH_MESSAGE or field_bool(request_long, "batch")
+        if is_batch:
+            try:
+                items = batch_format.decode_items(body)
+            except ValueError as exc:
+                raise ProtocolError(f"malformed batch body: {exc}", ResponseCode.MESSAGE_ILLEGAL) from None
+            if not items:
+                raise ProtocolError("the batch is empty", ResponseCode.MESSAGE_ILLEGAL)
+            messages = [MessageToStore(body=item_body, flag=item_flag, properties=item_props,
+                                       sys_flag=sys_flag, born_timestamp_ms=born_ts, born_host=born_host,
+                                       reconsume_times=0)
+                        for item_flag, item_body, item_props in items]
+            wait_store = True
+        else:
+            properties = properties_text.encode()
+            messages = [MessageToStore(body=body, flag=field_int(request_long, "flag", 0), properties=properties,
+                                       sys_flag=sys_flag, born_timestamp_ms=born_ts, born_host=born_host,
+                                       reconsume_times=field_int(request_long, "reconsumeTimes", 0))]
+            wait_store = decode_properties(properties).get(PROPERTY_WAIT, "true") != "false" \
+                if PROPERTY_WAIT in properties_text else True
+        result = self.store.put_messages(topic, queue_id, messages)
+        if result.status != PutStatus.PUT_OK:
+            code = _PUT_STATUS_CODES.get(result.status, ResponseCode.SYSTEM_ERROR)
+            remark = f"store refused the message: {result.status.name}"
+            if result.status == PutStatus.DISK_FULL:
+                remark = "the disk under the store is full: writes are refused until space returns"
+            log.warning("send to %s refused: %s", topic, remark)
+            return request.response(code, remark=remark)
+        self.messages_stored += result.count
+        self.broker.on_written()
+        response = request.response(ResponseCode.SUCCESS, {
+            "msgId": ",".join(result.msg_ids) if is_batch else result.msg_ids[0],
+            "queueId": str(queue_id),
+            "queueOffset": str(result.queue_offset),
+        })
+        if not (self.sync_flush and wait_store):
+            return response
+        deadline = time.monotonic() + self.cfg.store.flush_sync_timeout_ms / 1000
+
+        def on_timeout():
+            response.code = ResponseCode.FLUSH_DISK_TIMEOUT
+            response.remark = f"not flushed within {self.cfg.store.flush_sync_timeout_ms} ms"
+            reply(response)
+
+        self.broker.flush_waiters.park(result.end_phys_offset, deadline, lambda: reply(response), on_timeout)
+        return None

@@ -1,0 +1,371 @@
+"""The broker main process: its handlers, its registration with NameServers, its wake-ups.
+
+Runs on one thread (``EventLoop``): no locks. The store is appended here and only
+here (this process owns ``write_pos``); the flush and reput workers are separate
+processes that publish ``flushed_pos`` and ``dispatched_pos`` in the shared control
+block and ping ``broker_notify`` when they move, which releases group-commit waiters
+and wakes long-polling pulls.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+
+import zmq
+
+from cluster.broker import channels
+from cluster.broker.clients import ClientRegistry
+from cluster.broker.offsets import ConsumerOffsetManager
+from cluster.broker.pull import PullProcessor
+from cluster.broker.send import SendProcessor
+from cluster.broker.topics import TopicConfig, TopicConfigManager
+from cluster.broker.waiters import FlushWaiters, PullWaiters
+from cluster.config import BrokerConfig, name_problem
+from cluster.protocol import (PERM_READ_WRITE, ProtocolError, RequestCode, ResponseCode, field_int, field_str,
+                              json_body, to_json_bytes)
+from cluster.shm.commitlog_format import Record, pack_host, parse_offset_msg_id
+from cluster.shm.control import ControlBlock
+from cluster.shm.store import MessageStore
+from cluster.wire_format import Command
+from cluster.zmq_transport import CONTEXT, EventLoop, RpcClient, RpcServer
+
+log = logging.getLogger(__name__)
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class BrokerService:
+    def __init__(self, cfg: BrokerConfig):
+        self.cfg = cfg
+        store_dir = cfg.store.store_dir
+        os.makedirs(store_dir, exist_ok=True)
+        self.control = ControlBlock(os.path.join(store_dir, "control"))
+        self.store = MessageStore(cfg.store, self.control, store_host=pack_host(cfg.host, cfg.port))
+        self.recovery = self.store.recover()
+        log.info("recovery: %s", self.recovery)
+        self.topics = TopicConfigManager(store_dir, auto_create_enabled=cfg.auto_create_topic_enabled,
+                                         queue_count_default=cfg.topic_queue_count_default)
+        self.offsets = ConsumerOffsetManager(store_dir)
+        self.clients = ClientRegistry(cfg.client_expiry_ms)
+        self.flush_waiters = FlushWaiters()
+        self.pull_waiters = PullWaiters()
+        self.sender = SendProcessor(self)
+        self.puller = PullProcessor(self)
+        self.namesrv_client = RpcClient(default_timeout_ms=3000)
+        self.started_ms = now_ms()
+        self._written_since_wake = False
+        self.handlers = {
+            RequestCode.SEND_MESSAGE: self.sender.on_send,
+            RequestCode.SEND_MESSAGE_V2: self.sender.on_send,
+            RequestCode.SEND_BATCH_MESSAGE: self.sender.on_send,
+            RequestCode.PULL_MESSAGE: self.puller.on_pull,
+            RequestCode.QUERY_CONSUMER_OFFSET: self.on_query_consumer_offset,
+            RequestCode.UPDATE_CONSUMER_OFFSET: self.on_update_consumer_offset,
+            RequestCode.GET_MAX_OFFSET: self.on_get_max_offset,
+            RequestCode.GET_MIN_OFFSET: self.on_get_min_offset,
+            RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: self.on_search_offset_by_timestamp,
+            RequestCode.HEART_BEAT: self.on_heartbeat,
+            RequestCode.UNREGISTER_CLIENT: self.on_unregister_client,
+            RequestCode.GET_CONSUMER_LIST_BY_GROUP: self.on_consumer_list,
+            RequestCode.UPDATE_AND_CREATE_TOPIC: self.on_update_topic,
+            RequestCode.DELETE_TOPIC_IN_BROKER: self.on_delete_topic,
+            RequestCode.GET_ALL_TOPIC_CONFIG: self.on_all_topic_config,
+            RequestCode.VIEW_MESSAGE_BY_ID: self.on_view_message,
+            RequestCode.QUERY_MESSAGE: self.on_query_message,
+            RequestCode.GET_BROKER_RUNTIME_INFO: self.on_runtime_info,
+        }
+
+    # ------------------------------------------------------------ wiring
+
+    def serve(self, loop: EventLoop) -> RpcServer:
+        store_dir = self.cfg.store.store_dir
+        context = CONTEXT.get()
+        self.server = RpcServer(self.cfg.endpoint, self.handlers, name=f"broker {self.cfg.broker_name}")
+        self.server.attach(loop)
+        self.notify_socket = context.socket(zmq.PULL)
+        self.notify_socket.setsockopt(zmq.LINGER, 0)
+        self.notify_socket.bind(channels.broker_notify(store_dir))
+        loop.add_reader(self.notify_socket, self.on_notify)
+        self.flush_wake = self._push(context, channels.flush_wake(store_dir))
+        self.reput_wake = self._push(context, channels.reput_wake(store_dir))
+        loop.after_each_batch(self.after_batch)
+        loop.call_every(0.05, self.on_tick)
+        loop.call_every(self.cfg.register_interval_ms / 1000, self.register_with_namesrvs)
+        loop.call_every(self.cfg.consumer_offset_persist_interval_ms / 1000, self.offsets.persist)
+        loop.call_every(10.0, self.expire_clients)
+        self.register_with_namesrvs()
+        return self.server
+
+    @staticmethod
+    def _push(context, endpoint):
+        sock = context.socket(zmq.PUSH)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.SNDHWM, 16)
+        sock.connect(endpoint)
+        return sock
+
+    @staticmethod
+    def _wake(sock) -> None:
+        try:
+            sock.send(channels.WAKE, zmq.NOBLOCK)
+        except zmq.Again:
+            pass  # a wake is already queued, or the worker is restarting: it polls anyway
+
+    def on_written(self) -> None:
+        self._written_since_wake = True
+
+    def after_batch(self) -> None:
+        """Once per loop turn: one wake for all sends of the turn (batching across processes)."""
+        if self._written_since_wake:
+            self._written_since_wake = False
+            self._wake(self.reput_wake)
+        if self.flush_waiters.parked_since_wake:
+            self.flush_waiters.parked_since_wake = 0
+            self._wake(self.flush_wake)
+        if len(self.flush_waiters):
+            self.flush_waiters.release(self.control.flushed_pos)
+
+    def on_notify(self) -> None:
+        touched = []
+        for _ in range(256):
+            try:
+                frames = self.notify_socket.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                break
+            if frames[0] == channels.DISPATCHED and len(frames) > 1:
+                touched.extend(channels.decode_touched(frames[1]))
+        if touched:
+            self.pull_waiters.wake(set(touched))
+        if len(self.flush_waiters):
+            self.flush_waiters.release(self.control.flushed_pos)
+
+    def on_tick(self) -> None:
+        self.control.set_heartbeat("broker", now_ms())
+        if len(self.flush_waiters):
+            self.flush_waiters.release(self.control.flushed_pos)
+        self.pull_waiters.expire()
+
+    def expire_clients(self) -> None:
+        for group, client_id in self.clients.expire(now_ms()):
+            log.info("client %s of group %s expired", client_id, group)
+
+    def register_with_namesrvs(self) -> None:
+        body = to_json_bytes({"topicConfigTable": self.topics.table()})
+        for endpoint in self.cfg.namesrv_endpoints:
+            request = Command(RequestCode.REGISTER_BROKER, {
+                "brokerName": self.cfg.broker_name, "brokerAddr": self.cfg.address,
+                "clusterName": self.cfg.cluster_name, "brokerId": str(self.cfg.broker_id),
+                "haServerAddr": ""}, body)
+            future = self.namesrv_client.call_async(endpoint, request)
+            future.add_done_callback(lambda f, e=endpoint: self._registered(e, f))
+
+    @staticmethod
+    def _registered(endpoint, future) -> None:
+        exc = future.exception()
+        if exc is not None:
+            log.warning("registration with NameServer %s failed: %s", endpoint, exc)
+        elif future.result().code != ResponseCode.SUCCESS:
+            log.warning("NameServer %s refused registration: %s", endpoint, future.result().remark)
+
+    def shutdown(self) -> None:
+        self.flush_waiters.fail_all()
+        self.pull_waiters.expire(float("inf"))
+        self.offsets.persist(force=True)
+        for endpoint in self.cfg.namesrv_endpoints:
+            try:
+                self.namesrv_client.call(endpoint, Command(RequestCode.UNREGISTER_BROKER, {
+                    "brokerName": self.cfg.broker_name, "brokerAddr": self.cfg.address,
+                    "clusterName": self.cfg.cluster_name, "brokerId": str(self.cfg.broker_id)}), 500)
+            except Exception as exc:  # the NameServer may already be gone; expiry covers it
+                log.info("unregister from %s skipped: %s", endpoint, exc)
+        self.namesrv_client.close()
+        self.store.mark_clean_shutdown()
+        self.store.close()
+
+    # ------------------------------------------------------------ handlers
+
+    def _answer(self, request: Command, work) -> Command:
+        try:
+            return work()
+        except ProtocolError as exc:
+            log.warning("request %d refused: %s", request.code, exc)
+            return request.response(exc.code, remark=str(exc))
+
+    def _topic_queue(self, request: Command) -> tuple[str, int]:
+        topic = field_str(request, "topic")
+        queue_id = field_int(request, "queueId")
+        cfg = self.topics.get(topic)
+        if cfg is None:
+            raise ProtocolError(f"topic {topic} does not exist", ResponseCode.TOPIC_NOT_EXIST)
+        if not 0 <= queue_id < max(cfg.readQueueNums, cfg.writeQueueNums):
+            raise ProtocolError(f"queueId {queue_id} is out of range for topic {topic}")
+        return topic, queue_id
+
+    def on_query_consumer_offset(self, request: Command, reply=None) -> Command:
+        def work():
+            group = field_str(request, "consumerGroup")
+            topic, queue_id = self._topic_queue(request)
+            offset = self.offsets.query(group, topic, queue_id)
+            if offset is None:
+                # RocketMQ's new-group rule: start at 0 while the queue still holds its first message.
+                if self.store.min_offset(topic, queue_id) <= 0:
+                    offset = 0
+                else:
+                    return request.response(ResponseCode.QUERY_NOT_FOUND,
+                                            remark=f"no offset committed by {group} for {topic}:{queue_id}")
+            return request.response(ResponseCode.SUCCESS, {"offset": str(offset)})
+        return self._answer(request, work)
+
+    def on_update_consumer_offset(self, request: Command, reply=None) -> Command:
+        def work():
+            group = field_str(request, "consumerGroup")
+            problem = name_problem("group", group)
+            if problem:
+                raise ProtocolError(problem)
+            topic, queue_id = self._topic_queue(request)
+            offset = field_int(request, "commitOffset")
+            if offset < 0 or offset > self.store.max_offset(topic, queue_id):
+                raise ProtocolError(f"offset {offset} is outside [0, {self.store.max_offset(topic, queue_id)}] "
+                                    f"of {topic}:{queue_id}")
+            self.offsets.commit(group, topic, queue_id, offset)
+            return request.response(ResponseCode.SUCCESS)
+        return self._answer(request, work)
+
+    def on_get_max_offset(self, request: Command, reply=None) -> Command:
+        def work():
+            topic, queue_id = self._topic_queue(request)
+            return request.response(ResponseCode.SUCCESS, {"offset": str(self.store.max_offset(topic, queue_id))})
+        return self._answer(request, work)
+
+    def on_get_min_offset(self, request: Command, reply=None) -> Command:
+        def work():
+            topic, queue_id = self._topic_queue(request)
+            return request.response(ResponseCode.SUCCESS, {"offset": str(self.store.min_offset(topic, queue_id))})
+        return self._answer(request, work)
+
+    def on_search_offset_by_timestamp(self, request: Command, reply=None) -> Command:
+        def work():
+            topic, queue_id = self._topic_queue(request)
+            timestamp_ms = field_int(request, "timestamp")
+            offset = self.store.offset_by_time(topic, queue_id, timestamp_ms)
+            return request.response(ResponseCode.SUCCESS, {"offset": str(offset)})
+        return self._answer(request, work)
+
+    def on_heartbeat(self, request: Command, reply=None) -> Command:
+        def work():
+            body = json_body(request)
+            for consumer in body.get("consumerDataSet") or []:
+                problem = name_problem("group", str(consumer.get("groupName", "")))
+                if problem:
+                    raise ProtocolError(problem)
+            if self.clients.heartbeat(body, now_ms()):
+                log.info("consumer groups changed: %s", {g: self.clients.consumer_ids(g)
+                                                         for g in self.clients.groups})
+            return request.response(ResponseCode.SUCCESS)
+        return self._answer(request, work)
+
+    def on_unregister_client(self, request: Command, reply=None) -> Command:
+        def work():
+            client_id = field_str(request, "clientID")
+            self.clients.unregister(client_id, request.fields.get("consumerGroup") or None,
+                                    request.fields.get("producerGroup") or None)
+            return request.response(ResponseCode.SUCCESS)
+        return self._answer(request, work)
+
+    def on_consumer_list(self, request: Command, reply=None) -> Command:
+        def work():
+            group = field_str(request, "consumerGroup")
+            ids = self.clients.consumer_ids(group)
+            if not ids:
+                return request.response(ResponseCode.SYSTEM_ERROR, remark=f"no live consumer in group {group}")
+            return request.response(ResponseCode.SUCCESS, body=to_json_bytes({"consumerIdList": ids}))
+        return self._answer(request, work)
+
+    def on_update_topic(self, request: Command, reply=None) -> Command:
+        def work():
+            topic = field_str(request, "topic")
+            problem = name_problem("topic", topic)
+            if problem:
+                raise ProtocolError(problem)
+            read = field_int(request, "readQueueNums", self.cfg.topic_queue_count_default)
+            write = field_int(request, "writeQueueNums", read)
+            if not (0 < read <= 1024 and 0 < write <= 1024):
+                raise ProtocolError(f"queue counts must be within 1..1024, got read {read} write {write}")
+            perm = field_int(request, "perm", PERM_READ_WRITE)
+            self.topics.upsert(TopicConfig(topic, read, write, perm, field_int(request, "topicSysFlag", 0),
+                                           request.fields.get("order", "false") == "true"))
+            log.info("topic %s set: read %d write %d perm %d", topic, read, write, perm)
+            self.register_with_namesrvs()
+            return request.response(ResponseCode.SUCCESS)
+        return self._answer(request, work)
+
+    def on_delete_topic(self, request: Command, reply=None) -> Command:
+        def work():
+            topic = field_str(request, "topic")
+            if not self.topics.delete(topic):
+                raise ProtocolError(f"topic {topic} does not exist", ResponseCode.TOPIC_NOT_EXIST)
+            self.store.delete_topic(topic)
+            self.offsets.drop_topic(topic)
+            log.info("topic %s deleted", topic)
+            self.register_with_namesrvs()
+            return request.response(ResponseCode.SUCCESS)
+        return self._answer(request, work)
+
+    def on_all_topic_config(self, request: Command, reply=None) -> Command:
+        return request.response(ResponseCode.SUCCESS, body=to_json_bytes({"topicConfigTable": self.topics.table()}))
+
+    def on_view_message(self, request: Command, reply=None) -> Command:
+        def work():
+            if "msgId" in request.fields:
+                _, _, phys_offset = _parse_msg_id(request.fields["msgId"])
+            else:
+                phys_offset = field_int(request, "offset")
+            raw = self.store.read_record_bytes(phys_offset)
+            if raw is None:
+                return request.response(ResponseCode.SYSTEM_ERROR,
+                                        remark=f"no message at CommitLog offset {phys_offset}")
+            return request.response(ResponseCode.SUCCESS, body=raw)
+        return self._answer(request, work)
+
+    def on_query_message(self, request: Command, reply=None) -> Command:
+        def work():
+            topic = field_str(request, "topic")
+            key = field_str(request, "key")
+            max_num = max(1, min(field_int(request, "maxNum", 32), 64))
+            begin = field_int(request, "beginTimestamp", 0)
+            end = field_int(request, "endTimestamp", 2**62)
+            records = self.store.query_by_key(topic, key, max_num, begin, end)
+            if not records:
+                return request.response(ResponseCode.QUERY_NOT_FOUND,
+                                        remark=f"no message with key {key} in topic {topic} in that time range")
+            body = b"".join(self.store.read_record_bytes(r.phys_offset) for r in records)
+            return request.response(ResponseCode.SUCCESS, {"indexLastUpdatePhyoffset": str(self.control.dispatched_pos)},
+                                    body)
+        return self._answer(request, work)
+
+    def on_runtime_info(self, request: Command, reply=None) -> Command:
+        control = self.control
+        info = {
+            "brokerName": self.cfg.broker_name, "brokerId": self.cfg.broker_id, "address": self.cfg.address,
+            "flushMode": self.cfg.store.flush_mode, "writePos": control.write_pos,
+            "flushedPos": control.flushed_pos, "dispatchedPos": control.dispatched_pos,
+            "messagesStored": self.sender.messages_stored, "messagesServed": self.puller.messages_served,
+            "parkedFlushWaiters": len(self.flush_waiters), "parkedPulls": len(self.pull_waiters),
+            "topics": len(self.topics.topics), "uptimeMs": now_ms() - self.started_ms,
+            "recovery": str(self.recovery),
+        }
+        return request.response(ResponseCode.SUCCESS, body=to_json_bytes(info))
+
+
+def _parse_msg_id(msg_id: str):
+    try:
+        return parse_offset_msg_id(msg_id)
+    except ValueError as exc:
+        raise ProtocolError(f"not an offset message id: {exc}") from None
+
+
+__all__ = ["BrokerService", "Record"]

@@ -1,0 +1,63 @@
+"""A broker's topic configuration, persisted as JSON (config/topics.json)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass
+
+from cluster.protocol import AUTO_CREATE_TOPIC_KEY, PERM_READ_WRITE
+from cluster.shm.json_store import read_json, write_json_atomic
+
+
+@dataclass
+class TopicConfig:
+    topicName: str
+    readQueueNums: int
+    writeQueueNums: int
+    perm: int = PERM_READ_WRITE
+    topicSysFlag: int = 0
+    order: bool = False
+
+
+class TopicConfigManager:
+    def __init__(self, store_dir: str, *, auto_create_enabled: bool, queue_count_default: int):
+        self.path = os.path.join(store_dir, "config", "topics.json")
+        self.auto_create_enabled = auto_create_enabled
+        self.queue_count_default = queue_count_default
+        raw = read_json(self.path, {"topicConfigTable": {}})
+        self.topics: dict[str, TopicConfig] = {
+            name: TopicConfig(**cfg) for name, cfg in raw.get("topicConfigTable", {}).items()}
+        if auto_create_enabled and AUTO_CREATE_TOPIC_KEY not in self.topics:
+            # Clients ask for this route when a topic is unknown (RocketMQ's TBW102 rule).
+            self.topics[AUTO_CREATE_TOPIC_KEY] = TopicConfig(
+                AUTO_CREATE_TOPIC_KEY, queue_count_default, queue_count_default, 7)
+        elif not auto_create_enabled:
+            self.topics.pop(AUTO_CREATE_TOPIC_KEY, None)
+
+    def get(self, topic: str) -> TopicConfig | None:
+        return self.topics.get(topic)
+
+    def upsert(self, cfg: TopicConfig) -> None:
+        self.topics[cfg.topicName] = cfg
+        self.persist()
+
+    def create_on_send(self, topic: str, requested_queue_count: int) -> TopicConfig | None:
+        """Auto-create an unknown topic on its first send: min(client default, broker default) queues."""
+        if not self.auto_create_enabled:
+            return None
+        count = max(1, min(requested_queue_count, self.queue_count_default))
+        cfg = TopicConfig(topic, count, count)
+        self.upsert(cfg)
+        return cfg
+
+    def delete(self, topic: str) -> bool:
+        if self.topics.pop(topic, None) is None:
+            return False
+        self.persist()
+        return True
+
+    def table(self) -> dict[str, dict]:
+        return {name: asdict(cfg) for name, cfg in self.topics.items()}
+
+    def persist(self) -> None:
+        write_json_atomic(self.path, {"topicConfigTable": self.table()})

@@ -1,0 +1,93 @@
+"""Requests the broker parks: sends waiting for the flush (group commit) and long-polling pulls.
+
+Group commit (SPEC §4 durability): every sync-flush send is parked with the CommitLog
+offset its bytes end at; when the flush worker publishes ``flushed_pos``, every
+waiter whose end <= flushed_pos is answered at once. A waiter past its deadline
+answers FLUSH_DISK_TIMEOUT. Parking costs a deque append; releasing is an offset
+comparison per waiter, done once per flush, never a message per send.
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+from typing import Callable
+
+
+class FlushWaiters:
+    def __init__(self):
+        # (end_phys_offset, deadline_s, on_flushed, on_timeout) in CommitLog order, so the head
+        # always has the smallest end offset and the earliest deadline (one time-out for all).
+        self._queue: collections.deque = collections.deque()
+        self.parked_since_wake = 0
+
+    def park(self, end_phys_offset: int, deadline_s: float, on_flushed: Callable[[], None],
+             on_timeout: Callable[[], None]) -> None:
+        self._queue.append((end_phys_offset, deadline_s, on_flushed, on_timeout))
+        self.parked_since_wake += 1
+
+    def __len__(self) -> int:
+        return len(self._queue)
+
+    def release(self, flushed_pos: int, now_s: float | None = None) -> int:
+        """Answer every waiter flushed by now, and every one past its deadline."""
+        now_s = time.monotonic() if now_s is None else now_s
+        queue = self._queue
+        released = 0
+        while queue:
+            end, deadline, on_flushed, on_timeout = queue[0]
+            if end <= flushed_pos:
+                queue.popleft()
+                on_flushed()
+                released += 1
+            elif deadline <= now_s:
+                queue.popleft()
+                on_timeout()
+                released += 1
+            else:
+                break
+        return released
+
+    def fail_all(self) -> None:
+        while self._queue:
+            self._queue.popleft()[3]()
+
+
+class PullWaiters:
+    """Long-polling pulls, keyed by queue, retried when a dispatch touches their queue."""
+
+    def __init__(self):
+        self._by_queue: dict[tuple[str, int], list] = {}
+
+    def park(self, topic: str, queue_id: int, deadline_s: float, retry: Callable[[bool], bool]) -> None:
+        """``retry(final)`` re-serves the pull; returns True once it has answered."""
+        self._by_queue.setdefault((topic, queue_id), []).append((deadline_s, retry))
+
+    def __len__(self) -> int:
+        return sum(len(v) for v in self._by_queue.values())
+
+    def wake(self, queues) -> None:
+        for key in queues:
+            parked = self._by_queue.pop(key, None)
+            if parked:
+                keep = [(d, retry) for d, retry in parked if not retry(False)]
+                if keep:
+                    self._by_queue.setdefault(key, []).extend(keep)
+
+    def wake_all(self) -> None:
+        self.wake(list(self._by_queue))
+
+    def expire(self, now_s: float | None = None) -> None:
+        now_s = time.monotonic() if now_s is None else now_s
+        for key in list(self._by_queue):
+            parked = self._by_queue[key]
+            keep = []
+            for deadline, retry in parked:
+                if deadline <= now_s:
+                    retry(True)
+                else:
+                    keep.append((deadline, retry))
+            if keep:
+                self._by_queue[key] = keep
+            else:
+                del self._by_queue[key]

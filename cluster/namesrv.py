@@ -1,0 +1,197 @@
+"""The NameServer: a routing registry (pure state) and the handlers that serve it.
+
+NameServers never talk to each other; every broker registers with all of them, so
+each holds the whole picture and losing one loses nothing (SPEC §1). A broker that
+has not re-registered for ``broker_expiry_ms`` is dropped from every route.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+
+from cluster.config import NamesrvConfig, name_problem
+from cluster.protocol import (MASTER_ID, ProtocolError, RequestCode, ResponseCode, field_int,
+                              field_str, json_body, to_json_bytes)
+from cluster.wire_format import Command
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class LiveBroker:
+    cluster_name: str
+    broker_name: str
+    broker_id: int
+    address: str
+    last_heartbeat_ms: int
+    ha_address: str = ""
+
+
+@dataclass
+class RouteTable:
+    """Brokers and topic routes. Pure: time is passed in."""
+
+    # address -> LiveBroker
+    brokers: dict[str, LiveBroker] = field(default_factory=dict)
+    # topic -> broker name -> queue data (readQueueNums, writeQueueNums, perm, topicSysFlag)
+    topics: dict[str, dict[str, dict]] = field(default_factory=dict)
+
+    def register(self, broker: LiveBroker, topic_configs: dict[str, dict] | None) -> None:
+        self.brokers[broker.address] = broker
+        if topic_configs is None or broker.broker_id != MASTER_ID:
+            return  # slaves serve reads of their master's queues; only masters define routes
+        for topic, cfg in topic_configs.items():
+            self.topics.setdefault(topic, {})[broker.broker_name] = {
+                "brokerName": broker.broker_name,
+                "readQueueNums": int(cfg.get("readQueueNums", 0)),
+                "writeQueueNums": int(cfg.get("writeQueueNums", 0)),
+                "perm": int(cfg.get("perm", 6)),
+                "topicSysFlag": int(cfg.get("topicSysFlag", 0)),
+            }
+        # A topic the master no longer has was deleted on it.
+        for topic, per_broker in list(self.topics.items()):
+            if broker.broker_name in per_broker and topic not in topic_configs:
+                del per_broker[broker.broker_name]
+                if not per_broker:
+                    del self.topics[topic]
+
+    def unregister(self, address: str) -> LiveBroker | None:
+        broker = self.brokers.pop(address, None)
+        if broker is not None and broker.broker_id == MASTER_ID:
+            self._drop_master_routes(broker.broker_name)
+        return broker
+
+    def _drop_master_routes(self, broker_name: str) -> None:
+        if any(b.broker_name == broker_name and b.broker_id == MASTER_ID for b in self.brokers.values()):
+            return
+        for topic, per_broker in list(self.topics.items()):
+            per_broker.pop(broker_name, None)
+            if not per_broker:
+                del self.topics[topic]
+
+    def expire(self, now_ms: int, expiry_ms: int) -> list[LiveBroker]:
+        gone = [b for b in self.brokers.values() if now_ms - b.last_heartbeat_ms > expiry_ms]
+        for broker in gone:
+            self.unregister(broker.address)
+        return gone
+
+    def delete_topic(self, topic: str) -> bool:
+        return self.topics.pop(topic, None) is not None
+
+    def broker_addrs(self, broker_name: str) -> dict[str, str]:
+        return {str(b.broker_id): b.address for b in self.brokers.values() if b.broker_name == broker_name}
+
+    def route(self, topic: str) -> dict | None:
+        """TopicRouteData as RocketMQ serialises it, or None for an unknown topic."""
+        per_broker = self.topics.get(topic)
+        if not per_broker:
+            return None
+        queue_datas = [dict(q) for _, q in sorted(per_broker.items())]
+        broker_datas = []
+        for broker_name in sorted(per_broker):
+            addrs = self.broker_addrs(broker_name)
+            if not addrs:
+                continue
+            cluster = next(b.cluster_name for b in self.brokers.values() if b.broker_name == broker_name)
+            broker_datas.append({"cluster": cluster, "brokerName": broker_name, "brokerAddrs": addrs})
+        if not broker_datas:
+            return None
+        return {"orderTopicConf": None, "queueDatas": queue_datas, "brokerDatas": broker_datas,
+                "filterServerTable": {}}
+
+    def cluster_info(self) -> dict:
+        broker_addr_table: dict[str, dict] = {}
+        cluster_addr_table: dict[str, list[str]] = {}
+        for b in self.brokers.values():
+            entry = broker_addr_table.setdefault(
+                b.broker_name, {"cluster": b.cluster_name, "brokerName": b.broker_name, "brokerAddrs": {}})
+            entry["brokerAddrs"][str(b.broker_id)] = b.address
+            names = cluster_addr_table.setdefault(b.cluster_name, [])
+            if b.broker_name not in names:
+                names.append(b.broker_name)
+        return {"brokerAddrTable": broker_addr_table, "clusterAddrTable": cluster_addr_table}
+
+
+class NamesrvService:
+    """Request handlers of one NameServer process."""
+
+    def __init__(self, cfg: NamesrvConfig, clock_ms=lambda: int(time.time() * 1000)):
+        self.cfg = cfg
+        self.clock_ms = clock_ms
+        self.table = RouteTable()
+        self.handlers = {
+            RequestCode.REGISTER_BROKER: self.on_register_broker,
+            RequestCode.UNREGISTER_BROKER: self.on_unregister_broker,
+            RequestCode.GET_ROUTEINFO_BY_TOPIC: self.on_get_route,
+            RequestCode.GET_BROKER_CLUSTER_INFO: self.on_cluster_info,
+            RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: self.on_topic_list,
+            RequestCode.DELETE_TOPIC_IN_NAMESRV: self.on_delete_topic,
+        }
+
+    def scan_expired(self) -> None:
+        for broker in self.table.expire(self.clock_ms(), self.cfg.broker_expiry_ms):
+            log.warning("broker %s (%s id %d) silent for over %d ms: dropped from routes",
+                        broker.address, broker.broker_name, broker.broker_id, self.cfg.broker_expiry_ms)
+
+    def _answer(self, request: Command, fn) -> Command:
+        try:
+            return fn()
+        except ProtocolError as exc:
+            log.warning("request %d refused: %s", request.code, exc)
+            return request.response(exc.code, remark=str(exc))
+
+    def on_register_broker(self, request: Command, reply=None) -> Command:
+        def work():
+            body = json_body(request)
+            broker = LiveBroker(
+                cluster_name=field_str(request, "clusterName"),
+                broker_name=field_str(request, "brokerName"),
+                broker_id=field_int(request, "brokerId"),
+                address=field_str(request, "brokerAddr"),
+                last_heartbeat_ms=self.clock_ms(),
+                ha_address=request.fields.get("haServerAddr", ""),
+            )
+            problem = name_problem("broker", broker.broker_name)
+            if problem:
+                raise ProtocolError(problem)
+            is_new = broker.address not in self.table.brokers
+            self.table.register(broker, body.get("topicConfigTable"))
+            if is_new:
+                log.info("broker registered: %s %s id %d at %s", broker.cluster_name,
+                         broker.broker_name, broker.broker_id, broker.address)
+            return request.response(ResponseCode.SUCCESS)
+        return self._answer(request, work)
+
+    def on_unregister_broker(self, request: Command, reply=None) -> Command:
+        def work():
+            gone = self.table.unregister(field_str(request, "brokerAddr"))
+            if gone:
+                log.info("broker unregistered: %s", gone.address)
+            return request.response(ResponseCode.SUCCESS)
+        return self._answer(request, work)
+
+    def on_get_route(self, request: Command, reply=None) -> Command:
+        def work():
+            topic = field_str(request, "topic")
+            route = self.table.route(topic)
+            if route is None:
+                return request.response(ResponseCode.TOPIC_NOT_EXIST,
+                                        remark=f"No topic route info in name server for the topic: {topic}")
+            return request.response(ResponseCode.SUCCESS, body=to_json_bytes(route))
+        return self._answer(request, work)
+
+    def on_cluster_info(self, request: Command, reply=None) -> Command:
+        return request.response(ResponseCode.SUCCESS, body=to_json_bytes(self.table.cluster_info()))
+
+    def on_topic_list(self, request: Command, reply=None) -> Command:
+        return request.response(ResponseCode.SUCCESS,
+                                body=to_json_bytes({"topicList": sorted(self.table.topics)}))
+
+    def on_delete_topic(self, request: Command, reply=None) -> Command:
+        def work():
+            topic = field_str(request, "topic")
+            self.table.delete_topic(topic)
+            return request.response(ResponseCode.SUCCESS)
+        return self._answer(request, work)

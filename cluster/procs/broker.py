@@ -1,0 +1,36 @@
+"""Broker main process: ``python -m cluster.procs.broker --config-json '{...}'``.
+
+Runs recovery before serving, so the supervisor starts the flush, reput and
+allocate workers only after this process reports ready.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from cluster.broker.service import BrokerService
+from cluster.config import broker_config_from_json
+from cluster.procs.runner import run_role
+from cluster.zmq_transport import EventLoop
+
+
+def build(config_json: str):
+    cfg = broker_config_from_json(config_json)
+    cfg.validate()
+    service = BrokerService(cfg)
+    loop = EventLoop()
+    server = service.serve(loop)
+
+    def on_exit():
+        service.shutdown()
+        server.close()
+    return loop, {"endpoint": server.endpoint, "role": "broker", "brokerName": cfg.broker_name,
+                  "address": cfg.address}, on_exit
+
+
+def main(argv=None) -> int:
+    return run_role("broker", sys.argv[1:] if argv is None else argv, build)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,58 @@
+"""What every role's entry point shares: config from argv, logging, signals, readiness.
+
+Entry points stay thin: parse config, build the service, run its loop, return an
+exit code (``lifecycle`` holds the codes the supervisor understands).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+
+from cluster.procs import lifecycle
+
+
+def parse_config_arg(argv, description: str) -> str:
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--config-json", required=True, help="the role's config as JSON")
+    return parser.parse_args(argv).config_json
+
+
+def setup_logging(role: str) -> None:
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format=f"%(asctime)s {role} %(levelname)s %(name)s: %(message)s")
+
+
+def stop_on_signals(on_stop) -> None:
+    """SIGTERM/SIGINT only set a flag; the loop notices it on its next turn."""
+    def handler(signum, frame):
+        on_stop()
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+
+
+def run_role(role: str, argv, build):
+    """Boot ``build(config_json)`` -> (loop-like object with .run() and .stopping, ready info, on_exit)."""
+    setup_logging(role)
+    lifecycle.install_parent_death_signal()
+    config_json = parse_config_arg(argv, f"RocketBox {role}")
+    try:
+        loop, ready_info, on_exit = build(config_json)
+    except (ValueError, KeyError, TypeError) as exc:
+        logging.getLogger(role).error("bad configuration: %s", exc)
+        return lifecycle.EXIT_BOOT_ERROR
+    except OSError as exc:
+        logging.getLogger(role).error("cannot start: %s", exc)
+        return lifecycle.EXIT_BOOT_ERROR if "Address already in use" in str(exc) else 1
+
+    def stop():
+        loop.stopping = True
+    stop_on_signals(stop)
+    lifecycle.notify_ready(ready_info)
+    try:
+        loop.run()
+    finally:
+        on_exit()
+    return 0

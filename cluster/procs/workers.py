@@ -1,0 +1,69 @@
+"""The loop shared by the broker's worker processes (flush, reput, allocate).
+
+Each worker blocks on its wake socket with a time-out, runs one bounded step of its
+service, publishes its heartbeat, and pings the broker when its cursor moved.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import zmq
+
+from cluster.broker import channels
+from cluster.shm.control import ControlBlock
+from cluster.zmq_transport import CONTEXT
+
+
+class WorkerLoop:
+    """``step()`` returns the frames to notify the broker with, or None when nothing moved."""
+
+    def __init__(self, role: str, store_dir: str, wake_endpoint: str | None, interval_s: float, step):
+        self.role = role
+        self.stopping = False
+        self.interval_s = interval_s
+        self.step = step
+        self.control = ControlBlock(os.path.join(store_dir, "control"))
+        context = CONTEXT.get()
+        self.wake = None
+        if wake_endpoint:
+            self.wake = context.socket(zmq.PULL)
+            self.wake.setsockopt(zmq.LINGER, 0)
+            self.wake.bind(wake_endpoint)
+        self.notify = context.socket(zmq.PUSH)
+        self.notify.setsockopt(zmq.LINGER, 0)
+        self.notify.setsockopt(zmq.SNDHWM, 1000)
+        self.notify.connect(channels.broker_notify(store_dir))
+
+    def run(self) -> None:
+        next_due = 0.0
+        while not self.stopping:
+            timeout_ms = max(0, int((next_due - time.monotonic()) * 1000))
+            woken = False
+            if self.wake is not None:
+                if self.wake.poll(timeout_ms):
+                    woken = True
+                    while True:  # one step serves every wake queued so far
+                        try:
+                            self.wake.recv(zmq.NOBLOCK)
+                        except zmq.Again:
+                            break
+            elif timeout_ms:
+                time.sleep(min(timeout_ms / 1000, 0.2))
+            if not woken and time.monotonic() < next_due:
+                continue
+            frames = self.step()
+            self.control.set_heartbeat(self.role, int(time.time() * 1000))
+            if frames is not None:
+                try:
+                    self.notify.send_multipart(frames, zmq.NOBLOCK)
+                except zmq.Again:
+                    pass  # the broker is restarting; it reads cursors from the control block anyway
+            if not woken:
+                next_due = time.monotonic() + self.interval_s
+
+    def close(self) -> None:
+        if self.wake is not None:
+            self.wake.close(0)
+        self.notify.close(0)

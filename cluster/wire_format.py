@@ -1,0 +1,150 @@
+"""Bytes on the wire: one RPC command as ZeroMQ frames. The only module that packs them.
+
+A command travels as two ZeroMQ frames, ``[header, body]``. The header is
+RocketMQ's own binary header serialisation (``RocketMQSerializable``, serializeType 1),
+so the remoting front door a later issue adds can reuse this codec unchanged; the
+body is opaque bytes (records, JSON, a batch).
+
+Header, big-endian:
+
+| bytes | field |
+| --- | --- |
+| 2 | code (int16): request code, or response code in a response |
+| 1 | language (LanguageCode: JAVA=0, CPP=1, PYTHON=3, ...) |
+| 2 | version (int16) |
+| 4 | opaque (int32): request id, echoed by the response |
+| 4 | flag (int32): bit 0 response, bit 1 one-way |
+| 4 + n | remark: int32 length (0 = none) + UTF-8 |
+| 4 + m | extFields: int32 total length, then { int16 key length, key, int32 value length, value }* |
+
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+
+LANGUAGE_JAVA = 0
+LANGUAGE_CPP = 1
+LANGUAGE_PYTHON = 3
+# Our MQVersion ordinal: RocketMQ V4_9_4 (401) and later speak standard JSON routes.
+VERSION = 401
+
+FLAG_RESPONSE = 0x1
+FLAG_ONEWAY = 0x2
+
+_FIXED = struct.Struct(">hBhii")  # code, language, version, opaque, flag
+_INT = struct.Struct(">i")
+_SHORT = struct.Struct(">H")
+HEADER_BYTES_MAX = 1 << 20
+
+
+class FrameError(ValueError):
+    """A header that does not decode: answered with an error, never a crash."""
+
+
+@dataclass(slots=True)
+class Command:
+    """One request or response, independent of how it is framed."""
+
+    code: int
+    fields: dict[str, str] = field(default_factory=dict)
+    body: bytes = b""
+    opaque: int = 0
+    flag: int = 0
+    remark: str = ""
+    language: int = LANGUAGE_PYTHON
+    version: int = VERSION
+
+    @property
+    def is_response(self) -> bool:
+        return bool(self.flag & FLAG_RESPONSE)
+
+    @property
+    def is_oneway(self) -> bool:
+        return bool(self.flag & FLAG_ONEWAY)
+
+    def response(self, code: int, fields: dict[str, str] | None = None, body: bytes = b"",
+                 remark: str = "") -> "Command":
+        """The answer to this request: same opaque, response flag set."""
+        return Command(code, fields or {}, body, self.opaque, FLAG_RESPONSE, remark)
+
+
+def encode_header(cmd: Command) -> bytes:
+    parts = [_FIXED.pack(cmd.code, cmd.language, cmd.version, cmd.opaque, cmd.flag)]
+    remark = cmd.remark.encode() if cmd.remark else b""
+    parts.append(_INT.pack(len(remark)))
+    parts.append(remark)
+    ext = []
+    for key, value in cmd.fields.items():
+        k = key.encode()
+        v = str(value).encode()
+        ext.append(_SHORT.pack(len(k)))
+        ext.append(k)
+        ext.append(_INT.pack(len(v)))
+        ext.append(v)
+    ext_bytes = b"".join(ext)
+    parts.append(_INT.pack(len(ext_bytes)))
+    parts.append(ext_bytes)
+    return b"".join(parts)
+
+
+def decode_header(raw: bytes | memoryview) -> Command:
+    """The command a header frame holds (body left empty); FrameError when malformed."""
+    raw = bytes(raw)
+    n = len(raw)
+    if n > HEADER_BYTES_MAX:
+        raise FrameError(f"header of {n} bytes exceeds {HEADER_BYTES_MAX}")
+    if n < _FIXED.size + 8:
+        raise FrameError(f"header of {n} bytes is shorter than the {_FIXED.size + 8}-byte minimum")
+    code, language, version, opaque, flag = _FIXED.unpack_from(raw, 0)
+    p = _FIXED.size
+    (remark_len,) = _INT.unpack_from(raw, p)
+    p += 4
+    if remark_len < 0 or p + remark_len + 4 > n:
+        raise FrameError(f"remark length {remark_len} runs past the header")
+    try:
+        remark = raw[p:p + remark_len].decode()
+    except UnicodeDecodeError as exc:
+        raise FrameError(f"remark is not UTF-8: {exc}") from None
+    p += remark_len
+    (ext_len,) = _INT.unpack_from(raw, p)
+    p += 4
+    if ext_len < 0 or p + ext_len != n:
+        raise FrameError(f"extFields length {ext_len} does not match the {n - p} bytes left")
+    fields: dict[str, str] = {}
+    try:
+        while p < n:
+            if p + 2 > n:
+                raise FrameError("truncated extFields key length")
+            (klen,) = _SHORT.unpack_from(raw, p)
+            p += 2
+            key = raw[p:p + klen].decode()
+            p += klen
+            if p + 4 > n:
+                raise FrameError("truncated extFields value length")
+            (vlen,) = _INT.unpack_from(raw, p)
+            p += 4
+            if vlen < 0 or p + vlen > n:
+                raise FrameError(f"extFields value of {vlen} bytes runs past the header")
+            fields[key] = raw[p:p + vlen].decode()
+            p += vlen
+    except UnicodeDecodeError as exc:
+        raise FrameError(f"extFields are not UTF-8: {exc}") from None
+    return Command(code, fields, b"", opaque, flag, remark, language, version)
+
+
+def to_frames(cmd: Command) -> list[bytes]:
+    return [encode_header(cmd), cmd.body]
+
+
+def from_frames(frames: list) -> Command:
+    """A command from ``[header, body]`` (a missing body frame means an empty body)."""
+    if not frames or len(frames) > 2:
+        raise FrameError(f"expected 1 or 2 frames (header, body), got {len(frames)}")
+    cmd = decode_header(frames[0])
+    if len(frames) == 2:
+        body = frames[1]
+        cmd.body = body.bytes if hasattr(body, "bytes") else bytes(body)
+    return cmd

@@ -1,0 +1,407 @@
+"""Moves commands over ZeroMQ. Knows frames, peers and time-outs; nothing of topics.
+
+Server side: ``EventLoop`` (one thread: sockets, timers, a stop flag) and
+``RpcServer`` (a ROUTER socket; each request becomes a ``Command`` plus a ``Reply``
+that may be used at once or later, which is how long polling and group commit park a
+request). Client side: ``RpcClient`` with ``call`` (blocking, on a socket owned by the
+calling thread, the lowest-latency path), ``call_async`` (a future, served by one I/O
+thread) and ``oneway``.
+
+Fork safety: every object remembers the pid that made its context; after ``fork`` the
+child builds a fresh context and sockets on first use and never touches the parent's.
+"""
+
+from __future__ import annotations
+
+import collections
+import heapq
+import itertools
+import logging
+import os
+import threading
+import time
+from concurrent.futures import Future
+from typing import Callable
+
+import zmq
+
+from cluster.wire_format import FLAG_ONEWAY, FLAG_RESPONSE, Command, FrameError, from_frames, to_frames
+
+log = logging.getLogger(__name__)
+
+_opaque_counter = itertools.count(1)
+
+
+def next_opaque() -> int:
+    return next(_opaque_counter) & 0x7FFFFFFF
+
+
+class TransportError(Exception):
+    """The peer could not be reached or did not answer in time."""
+
+
+class RequestTimeout(TransportError):
+    pass
+
+
+def _tune(sock: zmq.Socket) -> None:
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.setsockopt(zmq.RECONNECT_IVL, 50)
+    sock.setsockopt(zmq.RECONNECT_IVL_MAX, 1000)
+    sock.setsockopt(zmq.SNDHWM, 100_000)
+    sock.setsockopt(zmq.RCVHWM, 100_000)
+
+
+class _ContextHolder:
+    """A ZeroMQ context that is rebuilt in a forked child instead of being shared."""
+
+    def __init__(self):
+        self._pid = -1
+        self._context: zmq.Context | None = None
+        self._lock = threading.Lock()
+
+    def get(self) -> zmq.Context:
+        pid = os.getpid()
+        if self._pid != pid:
+            with self._lock:
+                if self._pid != pid:
+                    # The parent's context is not usable after fork; never term() it here.
+                    self._context = zmq.Context()
+                    self._pid = pid
+        return self._context
+
+
+CONTEXT = _ContextHolder()
+
+
+# ---------------------------------------------------------------- server side
+
+class Reply:
+    """Answers one request, now or later, exactly once."""
+
+    __slots__ = ("_server", "_peer", "_opaque", "_oneway", "done")
+
+    def __init__(self, server: "RpcServer", peer: bytes, opaque: int, oneway: bool):
+        self._server = server
+        self._peer = peer
+        self._opaque = opaque
+        self._oneway = oneway
+        self.done = False
+
+    def __call__(self, response: Command) -> None:
+        if self.done:
+            return
+        self.done = True
+        if self._oneway:
+            return
+        response.opaque = self._opaque
+        response.flag |= FLAG_RESPONSE
+        self._server.send(self._peer, response)
+
+
+Handler = Callable[[Command, Reply], "Command | None"]
+
+
+class EventLoop:
+    """One thread's loop: readable sockets, timers, and a stop flag set from a signal."""
+
+    def __init__(self):
+        self._poller = zmq.Poller()
+        self._readers: dict = {}
+        self._timers: list = []
+        self._timer_seq = itertools.count()
+        self.stopping = False
+        self._after_batch: list[Callable[[], None]] = []
+
+    def add_reader(self, sock, callback: Callable[[], None]) -> None:
+        self._poller.register(sock, zmq.POLLIN)
+        self._readers[sock] = callback
+
+    def call_at(self, when_s: float, callback: Callable[[], None]) -> None:
+        heapq.heappush(self._timers, (when_s, next(self._timer_seq), callback))
+
+    def call_every(self, interval_s: float, callback: Callable[[], None]) -> None:
+        def tick():
+            try:
+                callback()
+            finally:
+                self.call_at(time.monotonic() + interval_s, tick)
+        self.call_at(time.monotonic() + interval_s, tick)
+
+    def after_each_batch(self, callback: Callable[[], None]) -> None:
+        """Run once per loop turn after every ready socket was served (batching hook)."""
+        self._after_batch.append(callback)
+
+    def run(self) -> None:
+        while not self.stopping:
+            now = time.monotonic()
+            timeout_ms = 1000
+            if self._timers:
+                timeout_ms = max(0, min(timeout_ms, int((self._timers[0][0] - now) * 1000) + 1))
+            for sock, _ in self._poller.poll(timeout_ms):
+                self._readers[sock]()
+            for hook in self._after_batch:
+                hook()
+            now = time.monotonic()
+            while self._timers and self._timers[0][0] <= now:
+                _, _, callback = heapq.heappop(self._timers)
+                callback()
+
+
+class RpcServer:
+    """A ROUTER socket dispatching requests to handlers by request code."""
+
+    def __init__(self, endpoint: str, handlers: dict[int, Handler], *, name: str,
+                 drain_max: int = 512):
+        self.name = name
+        self.handlers = handlers
+        self.drain_max = drain_max
+        self.socket = CONTEXT.get().socket(zmq.ROUTER)
+        _tune(self.socket)
+        self.socket.bind(endpoint)
+        self.endpoint = self.socket.getsockopt_string(zmq.LAST_ENDPOINT)
+        self.requests_served = 0
+        self.malformed_frames = 0
+
+    def attach(self, loop: EventLoop) -> None:
+        loop.add_reader(self.socket, self.on_readable)
+
+    def send(self, peer: bytes, cmd: Command) -> None:
+        try:
+            self.socket.send_multipart([peer, *to_frames(cmd)], flags=zmq.NOBLOCK, copy=False)
+        except zmq.Again:
+            log.warning("%s: dropped a response to a peer that is not reading", self.name)
+
+    def on_readable(self) -> None:
+        for _ in range(self.drain_max):
+            try:
+                frames = self.socket.recv_multipart(flags=zmq.NOBLOCK, copy=False)
+            except zmq.Again:
+                return
+            self._dispatch(frames)
+
+    def _dispatch(self, frames) -> None:
+        from cluster.protocol import ResponseCode  # local: protocol imports nothing of ours back
+
+        peer = frames[0].bytes
+        try:
+            request = from_frames(frames[1:])
+        except FrameError as exc:
+            self.malformed_frames += 1
+            log.warning("%s: malformed frame from peer %s: %s", self.name, peer.hex(), exc)
+            self.send(peer, Command(ResponseCode.SYSTEM_ERROR, {}, b"", 0, FLAG_RESPONSE,
+                                    f"malformed frame: {exc}"))
+            return
+        self.requests_served += 1
+        reply = Reply(self, peer, request.opaque, request.is_oneway)
+        handler = self.handlers.get(request.code)
+        if handler is None:
+            log.warning("%s: request code %d is not supported", self.name, request.code)
+            reply(request.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                                   remark=f"request code {request.code} is not supported by {self.name}"))
+            return
+        try:
+            response = handler(request, reply)
+        except Exception as exc:  # a handler bug must not take the process down
+            log.exception("%s: handler for code %d failed", self.name, request.code)
+            response = request.response(ResponseCode.SYSTEM_ERROR,
+                                        remark=f"{type(exc).__name__}: {exc}")
+        if response is not None:
+            reply(response)
+
+    def close(self) -> None:
+        self.socket.close(0)
+
+
+# ---------------------------------------------------------------- client side
+
+class RpcClient:
+    """Requests to many endpoints; thread-safe and fork-safe."""
+
+    def __init__(self, default_timeout_ms: int = 3000):
+        self.default_timeout_ms = default_timeout_ms
+        self._local = threading.local()
+        self._pid = os.getpid()
+        self._io: _IoThread | None = None
+        self._io_lock = threading.Lock()
+        self._closed = False
+
+    # Sockets owned by the calling thread: no hand-off between threads on the sync path.
+    def _thread_socket(self, endpoint: str) -> zmq.Socket:
+        local = self._local
+        if getattr(local, "pid", None) != os.getpid():
+            local.pid = os.getpid()
+            local.sockets = {}
+        sock = local.sockets.get(endpoint)
+        if sock is None:
+            sock = CONTEXT.get().socket(zmq.DEALER)
+            _tune(sock)
+            sock.setsockopt(zmq.IMMEDIATE, 1)
+            sock.connect(endpoint)
+            local.sockets[endpoint] = sock
+        return sock
+
+    def _drop_thread_socket(self, endpoint: str) -> None:
+        sock = self._local.sockets.pop(endpoint, None)
+        if sock is not None:
+            sock.close(0)
+
+    def call(self, endpoint: str, request: Command, timeout_ms: int | None = None) -> Command:
+        """Send and wait for the answer; RequestTimeout when none comes in time."""
+        if self._closed:
+            raise TransportError("client is closed")
+        timeout_ms = self.default_timeout_ms if timeout_ms is None else timeout_ms
+        deadline = time.monotonic() + timeout_ms / 1000
+        request.opaque = next_opaque()
+        sock = self._thread_socket(endpoint)
+        sock.setsockopt(zmq.SNDTIMEO, max(1, timeout_ms))
+        try:
+            sock.send_multipart(to_frames(request), copy=False)
+        except zmq.Again:
+            self._drop_thread_socket(endpoint)
+            raise TransportError(f"{endpoint} is not reachable (no connection within {timeout_ms} ms)") from None
+        while True:
+            left_ms = int((deadline - time.monotonic()) * 1000)
+            if left_ms <= 0 or not sock.poll(left_ms, zmq.POLLIN):
+                # A late answer would confuse the next call on this socket: start afresh.
+                self._drop_thread_socket(endpoint)
+                raise RequestTimeout(f"no answer from {endpoint} to request code {request.code} "
+                                     f"within {timeout_ms} ms")
+            response = _decode_response(sock.recv_multipart(copy=False))
+            if response is not None and response.opaque == request.opaque:
+                return response
+
+    def oneway(self, endpoint: str, request: Command) -> None:
+        request.opaque = next_opaque()
+        request.flag |= FLAG_ONEWAY
+        sock = self._thread_socket(endpoint)
+        sock.setsockopt(zmq.SNDTIMEO, 0)
+        try:
+            sock.send_multipart(to_frames(request), copy=False)
+        except zmq.Again:
+            pass  # one-way means best effort
+
+    def call_async(self, endpoint: str, request: Command, timeout_ms: int | None = None) -> Future:
+        """A future resolved with the response Command, or with a TransportError."""
+        timeout_ms = self.default_timeout_ms if timeout_ms is None else timeout_ms
+        request.opaque = next_opaque()
+        future: Future = Future()
+        self._io_thread().submit(endpoint, request, future, time.monotonic() + timeout_ms / 1000)
+        return future
+
+    def _io_thread(self) -> "_IoThread":
+        if self._closed:
+            raise TransportError("client is closed")
+        io = self._io
+        if io is None or io.pid != os.getpid():
+            with self._io_lock:
+                if self._io is None or self._io.pid != os.getpid():
+                    self._io = _IoThread()
+                io = self._io
+        return io
+
+    def close(self) -> None:
+        self._closed = True
+        if self._io is not None and self._io.pid == os.getpid():
+            self._io.stop()
+        local = self._local
+        if getattr(local, "pid", None) == os.getpid():
+            for sock in local.sockets.values():
+                sock.close(0)
+            local.sockets = {}
+
+
+def _decode_response(frames) -> Command | None:
+    try:
+        return from_frames(frames)
+    except FrameError as exc:
+        log.warning("dropped a malformed response: %s", exc)
+        return None
+
+
+class _IoThread:
+    """One thread owning the sockets of every asynchronous request of a client."""
+
+    def __init__(self):
+        self.pid = os.getpid()
+        self._submitted: collections.deque = collections.deque()
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        self._stopping = False
+        self._thread = threading.Thread(target=self._run, name="rpc-io", daemon=True)
+        self._thread.start()
+
+    def submit(self, endpoint, request, future, deadline) -> None:
+        self._submitted.append((endpoint, request, future, deadline))
+        try:
+            os.write(self._wake_w, b"x")
+        except (BlockingIOError, OSError):
+            pass
+
+    def stop(self) -> None:
+        self._stopping = True
+        try:
+            os.write(self._wake_w, b"x")
+        except OSError:
+            pass
+        self._thread.join(timeout=2)
+
+    def _run(self) -> None:
+        context = CONTEXT.get()
+        sockets: dict[str, zmq.Socket] = {}
+        pending: dict[int, tuple[Future, float]] = {}
+        poller = zmq.Poller()
+        poller.register(self._wake_r, zmq.POLLIN)
+        by_socket: dict = {}
+        while not self._stopping:
+            timeout_ms = 200
+            if pending:
+                nearest = min(deadline for _, deadline in pending.values())
+                timeout_ms = max(0, min(timeout_ms, int((nearest - time.monotonic()) * 1000) + 1))
+            for sock, _ in poller.poll(timeout_ms):
+                if sock == self._wake_r:
+                    try:
+                        os.read(self._wake_r, 4096)
+                    except BlockingIOError:
+                        pass
+                    continue
+                for _ in range(1024):
+                    try:
+                        frames = sock.recv_multipart(flags=zmq.NOBLOCK, copy=False)
+                    except zmq.Again:
+                        break
+                    response = _decode_response(frames)
+                    if response is None:
+                        continue
+                    entry = pending.pop(response.opaque, None)
+                    if entry is not None and not entry[0].done():
+                        entry[0].set_result(response)
+            while self._submitted:
+                endpoint, request, future, deadline = self._submitted.popleft()
+                sock = sockets.get(endpoint)
+                if sock is None:
+                    sock = context.socket(zmq.DEALER)
+                    _tune(sock)
+                    sock.connect(endpoint)
+                    sockets[endpoint] = sock
+                    by_socket[sock] = endpoint
+                    poller.register(sock, zmq.POLLIN)
+                try:
+                    sock.send_multipart(to_frames(request), flags=zmq.NOBLOCK, copy=False)
+                except zmq.Again:
+                    future.set_exception(TransportError(f"{endpoint}: send queue is full"))
+                    continue
+                pending[request.opaque] = (future, deadline)
+            now = time.monotonic()
+            expired = [opaque for opaque, (_, deadline) in pending.items() if deadline <= now]
+            for opaque in expired:
+                future, _ = pending.pop(opaque)
+                if not future.done():
+                    future.set_exception(RequestTimeout("no answer within the time-out"))
+        for future, _ in pending.values():
+            if not future.done():
+                future.set_exception(TransportError("client is closed"))
+        for sock in sockets.values():
+            sock.close(0)
+        os.close(self._wake_r)
+        os.close(self._wake_w)
