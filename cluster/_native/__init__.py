@@ -1,0 +1,273 @@
+"""The native helper: what Python cannot do, or cannot do fast enough, in one small C file.
+
+The contract is declared in ``helper.h`` (return codes, byte orders, the scan
+row layout), implemented in ``helper.c`` and built by cffi (``build.py``) when
+the package is installed. This module wraps each C function: Python buffers
+(mmap objects, bytes, bytearray, memoryview) go in, Python values come out,
+and ``_check`` turns every negative return code into an exception.
+
+| function | why it is native |
+| --- | --- |
+| ``msync_range`` / ``mlock`` / ``munlock`` / ``madvise_willneed`` | a byte range of an mmap, page-aligned here (``mmap.flush`` only takes whole-page offsets; ``mlock`` has no stdlib form) |
+| ``preheat_write`` / ``preheat_read`` | touch every page of a new segment before the first append needs it |
+| ``load_u64`` / ``store_u64`` | cursors published between processes through a shared mmap need acquire/release ordering |
+| ``crc32`` / ``body_crc`` | zlib-compatible CRC-32 usable inside the C loops below |
+| ``measure_batch`` / ``encode_batch`` | a batch body to CommitLog records in one pass (twin: ``cluster.shm.batch_format``) |
+| ``scan_records`` | the reput worker and recovery walk records without decoding each one in Python |
+
+Every buffer is held only for the duration of a call, so ``mmap.close()``
+never meets a ``BufferError`` because of this module.
+"""
+
+from __future__ import annotations
+
+import os
+from array import array
+from typing import NamedTuple
+
+try:
+    from cluster._native._rocketbox_native import ffi, lib
+except ImportError as exc:  # pragma: no cover - depends on the installation
+    raise ImportError(
+        "RocketBox's native helper (cluster._native._rocketbox_native) is not built: "
+        "run `make install`, or `pip install -e .` from the repository root inside the venv "
+        "(needs gcc). After changing helper.c/helper.h, run it again."
+    ) from exc
+
+from cluster.shm.batch_format import DestinationTooSmall, MalformedBatch
+
+__all__ = [
+    "DestinationTooSmall", "MalformedBatch", "ScanResult", "ScannedRecord",
+    "body_crc", "crc32", "encode_batch", "load_u64", "madvise_willneed", "measure_batch",
+    "mlock", "msync_range", "munlock", "preheat_read", "preheat_write", "scan_records",
+    "store_u64",
+]
+
+PAGE_BYTES_DEFAULT = 4096
+HOST_BYTES = 8  # IPv4 4 + port 4
+U64_MAX = (1 << 64) - 1
+
+# The helper's own codes (helper.h enum rb_status); anything else negative is -errno.
+_ERRORS = {
+    lib.RB_E_RANGE: (ValueError, "range is not inside the buffer"),
+    lib.RB_E_ALIGNMENT: (ValueError, "u64 slot is not 8-byte aligned in memory"),
+    lib.RB_E_ARGUMENT: (ValueError, "invalid argument"),
+    lib.RB_E_BATCH_MALFORMED: (MalformedBatch, "batch item sizes do not add up"),
+    lib.RB_E_DEST_TOO_SMALL: (DestinationTooSmall, "the records do not fit in the destination"),
+}
+
+
+def _check(rc: int, what: str) -> int:
+    """Return ``rc`` if it is a success (>= 0); raise the exception it stands for otherwise."""
+    if rc >= 0:
+        return rc
+    if rc in _ERRORS:
+        exc_type, reason = _ERRORS[rc]
+        raise exc_type(f"{what}: {reason}")
+    # OSError picks the subclass (PermissionError for EPERM, ...) from the errno.
+    raise OSError(-rc, f"{what}: {os.strerror(-rc)}")
+
+
+def _readable(buffer):
+    """The buffer's bytes for one call; use in ``with`` so the export ends with the call."""
+    return ffi.from_buffer("uint8_t[]", buffer)
+
+
+def _writable(buffer):
+    return ffi.from_buffer("uint8_t[]", buffer, require_writable=True)
+
+
+# ---- memory ----
+
+def msync_range(buffer, start: int, end: int, sync: bool = True) -> None:
+    """Flush ``buffer[start:end]`` of an mmap to its file (MS_SYNC, or MS_ASYNC if not ``sync``)."""
+    with _readable(buffer) as buf:
+        _check(lib.rb_msync_range(buf, len(buf), start, end, int(bool(sync))), "msync")
+
+
+def mlock(buffer, start: int, length: int) -> None:
+    """Pin the pages of ``buffer[start:start+length]`` in RAM (RLIMIT_MEMLOCK applies)."""
+    with _readable(buffer) as buf:
+        _check(lib.rb_mlock(buf, len(buf), start, length), "mlock")
+
+
+def munlock(buffer, start: int, length: int) -> None:
+    with _readable(buffer) as buf:
+        _check(lib.rb_munlock(buf, len(buf), start, length), "munlock")
+
+
+def madvise_willneed(buffer, start: int, length: int) -> None:
+    """Ask the kernel to read ``buffer[start:start+length]`` ahead (MADV_WILLNEED)."""
+    with _readable(buffer) as buf:
+        _check(lib.rb_madvise_willneed(buf, len(buf), start, length), "madvise")
+
+
+def preheat_write(buffer, start: int, length: int, page_bytes: int = PAGE_BYTES_DEFAULT) -> int:
+    """Write a zero byte into every page of ``buffer[start:start+length]``; return pages touched.
+
+    Only for a FRESH, all-zero segment (it overwrites a byte per page with 0):
+    it faults every page in now so that the first appends do not.
+    """
+    with _writable(buffer) as buf:
+        return _check(lib.rb_preheat_write(buf, len(buf), start, length, page_bytes), "preheat_write")
+
+
+def preheat_read(buffer, start: int, length: int, page_bytes: int = PAGE_BYTES_DEFAULT) -> int:
+    """Read a byte of every page of ``buffer[start:start+length]``; return pages touched."""
+    with _readable(buffer) as buf:
+        return _check(lib.rb_preheat_read(buf, len(buf), start, length, page_bytes), "preheat_read")
+
+
+# ---- cursors ----
+
+def load_u64(buffer, offset: int) -> int:
+    """Acquire-load the native-order u64 (``struct`` "=Q") at ``buffer[offset]``; 8-byte aligned."""
+    value = ffi.new("uint64_t *")
+    with _readable(buffer) as buf:
+        _check(lib.rb_load_u64(buf, len(buf), offset, value), "load_u64")
+    return value[0]
+
+
+def store_u64(buffer, offset: int, value: int) -> None:
+    """Release-store ``value`` as a native-order u64 at ``buffer[offset]``; 8-byte aligned.
+
+    Everything written before this store is visible to a process that
+    ``load_u64``s the new value (one writer per cursor).
+    """
+    if not 0 <= value <= U64_MAX:
+        raise ValueError(f"store_u64: {value} is not an unsigned 64-bit value")
+    with _writable(buffer) as buf:
+        _check(lib.rb_store_u64(buf, len(buf), offset, value), "store_u64")
+
+
+# ---- CRC ----
+
+def crc32(data, value: int = 0) -> int:
+    """The same as ``zlib.crc32(data, value)``."""
+    with _readable(data) as buf:
+        return lib.rb_crc32(value, buf, len(buf))
+
+
+def body_crc(data) -> int:
+    """BODYCRC as a record stores it: ``crc32(data) & 0x7FFFFFFF``."""
+    return crc32(data) & 0x7FFFFFFF
+
+
+# ---- batch -> records ----
+
+def measure_batch(batch_body, topic_len: int) -> tuple[int, int]:
+    """(item count, bytes its records will take); MalformedBatch if the sizes do not add up."""
+    count = ffi.new("int64_t *")
+    record_bytes = ffi.new("int64_t *")
+    with _readable(batch_body) as batch:
+        _check(lib.rb_measure_batch(batch, len(batch), topic_len, count, record_bytes), "measure_batch")
+    return count[0], record_bytes[0]
+
+
+def encode_batch(dst, dst_pos: int, batch_body, topic: bytes, queue_id: int,
+                 queue_offset_first: int, phys_offset_first: int, sys_flag: int,
+                 born_timestamp_ms: int, born_host: bytes, store_timestamp_ms: int,
+                 store_host: bytes, *, dst_limit: int | None = None) -> tuple[int, int, array]:
+    """Write a batch body's items as CommitLog records at ``dst[dst_pos:dst_limit]``.
+
+    All or nothing: ``MalformedBatch`` or ``DestinationTooSmall`` (roll to the next
+    file) before any byte is written. Returns ``(bytes_written, count, record_ends)``,
+    ``record_ends[i]`` being the position in ``dst`` just after record i. The same
+    contract and bytes as ``cluster.shm.batch_format.encode_batch``.
+    """
+    for name, host in (("born_host", born_host), ("store_host", store_host)):
+        if len(host) != HOST_BYTES:
+            raise ValueError(f"{name} must be {HOST_BYTES} bytes (IPv4 + port), got {len(host)}")
+    count, _ = measure_batch(batch_body, len(topic))
+    record_ends = array("q", bytes(8 * count))
+    written_count = ffi.new("int64_t *")
+    fields = ffi.new("struct rb_record_fields *", {
+        "queue_id": queue_id, "queue_offset_first": queue_offset_first,
+        "phys_offset_first": phys_offset_first, "sys_flag": sys_flag,
+        "born_timestamp_ms": born_timestamp_ms, "born_host": list(born_host),
+        "store_timestamp_ms": store_timestamp_ms, "store_host": list(store_host),
+    })
+    with _writable(dst) as out, _readable(batch_body) as batch, _readable(topic) as topic_bytes, \
+            ffi.from_buffer("int64_t[]", record_ends, require_writable=True) as ends:
+        limit = len(out) if dst_limit is None else dst_limit
+        written = _check(lib.rb_encode_batch(out, len(out), dst_pos, limit, batch, len(batch),
+                                             topic_bytes, len(topic_bytes), fields,
+                                             ends, count, written_count), "encode_batch")
+    return written, written_count[0], record_ends
+
+
+# ---- scanning ----
+
+SCAN_COLUMNS = lib.RB_SCAN_COLUMNS
+SCAN_END = "end"                 # reached ``end`` exactly
+SCAN_LIMIT = "limit"             # ``max_rows`` records returned; scan again from next_pos
+SCAN_INCOMPLETE = "incomplete"   # zeros, or a record running past ``end`` (not written yet, or torn)
+SCAN_BLANK = "blank"             # an end-of-file blank at next_pos: go on in the next file
+SCAN_CORRUPT = "corrupt"         # bad magic or sizes, or a BODYCRC mismatch with check_crc
+_STOPS = {
+    lib.RB_SCAN_END: SCAN_END, lib.RB_SCAN_LIMIT: SCAN_LIMIT,
+    lib.RB_SCAN_INCOMPLETE: SCAN_INCOMPLETE, lib.RB_SCAN_BLANK: SCAN_BLANK,
+    lib.RB_SCAN_CORRUPT: SCAN_CORRUPT,
+}
+
+
+class ScannedRecord(NamedTuple):
+    """One row of a scan, fields in helper.h's column order; positions are positions in the buffer."""
+
+    pos: int
+    total_size: int
+    queue_id: int
+    queue_offset: int
+    phys_offset: int
+    sys_flag: int
+    store_timestamp_ms: int
+    body_pos: int
+    body_len: int
+    topic_pos: int
+    topic_len: int
+    properties_pos: int
+    properties_len: int
+
+
+assert len(ScannedRecord._fields) == SCAN_COLUMNS
+
+
+class ScanResult(NamedTuple):
+    """``rows`` holds ``count`` rows of ``SCAN_COLUMNS`` int64 each, flat.
+
+    ``memoryview(rows).cast("B").cast("q", (count, SCAN_COLUMNS))`` gives a 2-D
+    view; ``row(i)`` a named tuple. ``next_pos`` is where the next scan starts and
+    ``stop`` says why this one stopped (one of the ``SCAN_*`` strings).
+    """
+
+    rows: array
+    count: int
+    next_pos: int
+    stop: str
+
+    def row(self, i: int) -> ScannedRecord:
+        if not 0 <= i < self.count:
+            raise IndexError(f"row {i} of {self.count}")
+        return ScannedRecord(*self.rows[i * SCAN_COLUMNS:(i + 1) * SCAN_COLUMNS])
+
+    def records(self) -> list[ScannedRecord]:
+        return [self.row(i) for i in range(self.count)]
+
+
+def scan_records(buffer, start: int, end: int, *, max_rows: int = 1024,
+                 check_crc: bool = False) -> ScanResult:
+    """Walk the records of ``buffer[start:end]`` as ``commitlog_format.decode_at`` would.
+
+    The reput worker scans without ``check_crc`` (the broker wrote the bytes);
+    recovery scans with it.
+    """
+    if max_rows < 0:
+        raise ValueError(f"max_rows must be >= 0, got {max_rows}")
+    rows = array("q", bytes(8 * SCAN_COLUMNS * max(max_rows, 1)))
+    count = ffi.new("int64_t *")
+    next_pos = ffi.new("int64_t *")
+    with _readable(buffer) as buf, ffi.from_buffer("int64_t[]", rows, require_writable=True) as out:
+        stop = _check(lib.rb_scan_records(buf, len(buf), start, end, int(bool(check_crc)),
+                                          out, max_rows, count, next_pos), "scan_records")
+    del rows[count[0] * SCAN_COLUMNS:]
+    return ScanResult(rows, count[0], next_pos[0], _STOPS[stop])

@@ -1,0 +1,136 @@
+/* RocketBox native helper: the whole C surface, declarations only.
+ *
+ * This file is read twice: by the C compiler (helper.c and the cffi wrapper
+ * include it) and by cffi's cdef (build.py drops the preprocessor lines and
+ * hands it the rest). So: no macros below the includes, only plain C
+ * declarations and enums.
+ *
+ * Contract shared by every function but rb_crc32 (which cannot fail):
+ *   - a return value >= 0 is success (a count where the function says so);
+ *   - a negative value is -errno from a failed system call, or one of the
+ *     rb_status codes below (all < -4095, beyond any errno).
+ *   cluster/_native/__init__.py turns them into exceptions in one function.
+ *   - positions and lengths are int64_t so that a negative value from Python
+ *     is an RB_E_RANGE, checked here, rather than a wrap-around.
+ *
+ * Byte order: the CommitLog record and the batch items are big-endian, as
+ * in RocketMQ. The u64 cursor slots are NATIVE byte order (Python struct
+ * format "=Q"): they never leave the machine.
+ */
+#ifndef ROCKETBOX_HELPER_H
+#define ROCKETBOX_HELPER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum rb_status {
+    RB_OK = 0,
+    RB_E_RANGE = -10001,           /* [start, end) not inside the buffer */
+    RB_E_ALIGNMENT = -10002,       /* a u64 slot not on an 8-byte boundary */
+    RB_E_ARGUMENT = -10003,        /* topic longer than 127 bytes, page size not a power of two */
+    RB_E_BATCH_MALFORMED = -10004, /* batch item sizes do not add up */
+    RB_E_DEST_TOO_SMALL = -10005   /* the records do not fit: roll to the next file */
+};
+
+/* ---- memory: page-aligned in here, so callers pass byte positions ---- */
+
+/* msync the pages covering buf[start, end); sync != 0: MS_SYNC, else MS_ASYNC. */
+int rb_msync_range(uint8_t *buf, size_t buf_len, int64_t start, int64_t end, int sync);
+int rb_mlock(uint8_t *buf, size_t buf_len, int64_t start, int64_t length);
+int rb_munlock(uint8_t *buf, size_t buf_len, int64_t start, int64_t length);
+int rb_madvise_willneed(uint8_t *buf, size_t buf_len, int64_t start, int64_t length);
+
+/* Write a zero byte into every page_bytes page that buf[start, start + length)
+ * touches. Only for a FRESH all-zero segment: it faults every page
+ * into the page cache so the first appends do not. Returns pages touched. */
+int64_t rb_preheat_write(uint8_t *buf, size_t buf_len, int64_t start, int64_t length,
+                         int64_t page_bytes);
+/* The same by reading (for a segment that already holds data). */
+int64_t rb_preheat_read(const uint8_t *buf, size_t buf_len, int64_t start, int64_t length,
+                        int64_t page_bytes);
+
+/* ---- cursors shared between processes through one mmap ---- */
+
+/* Acquire load / release store of the native-order u64 at buf[offset]. */
+int rb_load_u64(const uint8_t *buf, size_t buf_len, int64_t offset, uint64_t *value_out);
+int rb_store_u64(uint8_t *buf, size_t buf_len, int64_t offset, uint64_t value);
+
+/* ---- CRC-32 (zlib's: reflected polynomial 0xEDB88320) ---- */
+
+/* crc32(data, value) as zlib.crc32: value is the running CRC, 0 to start. */
+uint32_t rb_crc32(uint32_t value, const uint8_t *data, size_t length);
+
+/* ---- batch -> CommitLog records ----
+ *
+ * Batch item (RocketMQ MessageDecoder.encodeMessages), big-endian, items
+ * back to back; cluster/shm/batch_format.py is the Python twin:
+ *   TOTALSIZE 4 | MAGIC 4 (ignored) | BODYCRC 4 (ignored) | FLAG 4 |
+ *   BODYLEN 4 | body | PROPERTIESLEN 2 | properties
+ * Record layout: cluster/shm/commitlog_format.py.
+ */
+
+/* Everything a record takes from the broker rather than from the item. */
+struct rb_record_fields {
+    int32_t queue_id;
+    int64_t queue_offset_first;   /* item i gets queue_offset_first + i */
+    int64_t phys_offset_first;    /* item i gets this + bytes written before it */
+    int32_t sys_flag;
+    int64_t born_timestamp_ms;
+    uint8_t born_host[8];         /* IPv4 4 + port 4 */
+    int64_t store_timestamp_ms;
+    uint8_t store_host[8];
+};
+
+/* Validate a batch; count its items and the bytes its records will take. */
+int rb_measure_batch(const uint8_t *batch, size_t batch_len, int64_t topic_len,
+                     int64_t *count_out, int64_t *record_bytes_out);
+
+/* Encode every item of the batch as a record at dst[dst_pos, dst_limit);
+ * dst_limit <= dst_len lets the caller keep room for the end-of-file blank.
+ * All or nothing: validated and measured before the first byte is written.
+ * record_ends receives the dst position after each record (record_ends_max
+ * slots, at least the item count). Returns bytes written. */
+int64_t rb_encode_batch(uint8_t *dst, size_t dst_len, int64_t dst_pos, int64_t dst_limit,
+                        const uint8_t *batch, size_t batch_len,
+                        const uint8_t *topic, int64_t topic_len,
+                        const struct rb_record_fields *fields,
+                        int64_t *record_ends, int64_t record_ends_max, int64_t *count_out);
+
+/* ---- scanning CommitLog records (reput, recovery) ----
+ *
+ * rb_scan_records fills rows of RB_SCAN_COLUMNS int64 values, one row per
+ * record, columns in this order; positions are positions in buf: */
+enum rb_scan_column {
+    RB_COL_POS = 0,              /* where the record starts */
+    RB_COL_TOTAL_SIZE = 1,
+    RB_COL_QUEUE_ID = 2,
+    RB_COL_QUEUE_OFFSET = 3,
+    RB_COL_PHYS_OFFSET = 4,      /* the PHYSICALOFFSET field as stored */
+    RB_COL_SYS_FLAG = 5,
+    RB_COL_STORE_TIMESTAMP_MS = 6,
+    RB_COL_BODY_POS = 7,
+    RB_COL_BODY_LEN = 8,
+    RB_COL_TOPIC_POS = 9,
+    RB_COL_TOPIC_LEN = 10,
+    RB_COL_PROPERTIES_POS = 11,
+    RB_COL_PROPERTIES_LEN = 12,
+    RB_SCAN_COLUMNS = 13
+};
+
+/* Why a scan stopped; *next_pos_out is where the next scan starts (the
+ * first record not returned). */
+enum rb_scan_stop {
+    RB_SCAN_END = 0,         /* reached end exactly */
+    RB_SCAN_LIMIT = 1,       /* rows_max rows filled */
+    RB_SCAN_INCOMPLETE = 2,  /* zeros, or a record that runs past end (not written yet, or torn) */
+    RB_SCAN_BLANK = 3,       /* an end-of-file blank at *next_pos_out */
+    RB_SCAN_CORRUPT = 4      /* bad magic or sizes, or a BODYCRC mismatch when check_crc */
+};
+
+/* Scan records in buf[start, end) as commitlog_format.decode_at would.
+ * Returns an rb_scan_stop (>= 0) or an error. */
+int rb_scan_records(const uint8_t *buf, size_t buf_len, int64_t start, int64_t end,
+                    int check_crc, int64_t *rows, int64_t rows_max,
+                    int64_t *row_count_out, int64_t *next_pos_out);
+
+#endif
