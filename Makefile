@@ -1,0 +1,45 @@
+# RocketBox: make run | make test | make bench. Everything runs from .venv.
+
+PYTHON ?= $(shell command -v python3.11 >/dev/null 2>&1 && echo python3.11 || echo python3)
+VENV := .venv
+VENV_PYTHON := $(VENV)/bin/python
+# Touched after a successful install; the install re-runs when the packaging or
+# the native helper's sources are newer than it.
+INSTALL_STAMP := $(VENV)/.rocketbox-installed
+INSTALL_INPUTS := setup.py pyproject.toml MANIFEST.in \
+	cluster/_native/helper.h cluster/_native/helper.c cluster/_native/build.py
+
+.PHONY: venv install test run bench clean distclean
+
+venv: $(VENV_PYTHON)
+
+$(VENV_PYTHON):
+	$(PYTHON) -m venv $(VENV)
+	$(VENV_PYTHON) -m pip install --upgrade pip
+
+install: $(INSTALL_STAMP)
+
+$(INSTALL_STAMP): $(VENV_PYTHON) $(INSTALL_INPUTS)
+	$(VENV_PYTHON) -m pip install -e '.[test]'
+	touch $@
+
+# pytest exits 5 when it collects nothing: that is a failure too, and says so.
+test: install
+	@$(VENV_PYTHON) -m pytest -q -p no:cacheprovider tests; status=$$?; \
+	if [ $$status -eq 5 ]; then echo "make test: pytest collected no tests" >&2; fi; \
+	exit $$status
+
+run: install
+	$(VENV_PYTHON) -m cluster.demo
+
+bench: install
+	$(VENV_PYTHON) -m perf
+
+# Build output only; distclean also removes the venv.
+clean:
+	rm -rf build dist *.egg-info $(INSTALL_STAMP)
+	rm -f cluster/_native/_rocketbox_native.c cluster/_native/*.o cluster/_native/*.so
+	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -exec rm -rf {} +
+
+distclean: clean
+	rm -rf $(VENV)

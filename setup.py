@@ -1,0 +1,22 @@
+"""RocketBox packaging. ``pip install -e .`` (``make install``) also builds the
+native helper in place: cluster/_native/build.py via cffi_modules."""
+
+from setuptools import find_packages, setup
+
+setup(
+    name="rocketbox",
+    version="0.1.0",
+    description="Apache RocketMQ's architecture as a multi-process cluster on one machine",
+    python_requires=">=3.11",
+    # spark and perf join when they become packages (an __init__.py).
+    packages=find_packages(include=["cluster", "cluster.*", "spark", "spark.*", "perf", "perf.*"]),
+    setup_requires=["cffi>=1.15"],
+    cffi_modules=["cluster/_native/build.py:ffibuilder"],
+    install_requires=["pyzmq", "cffi>=1.15", "psutil", "rich"],
+    extras_require={
+        "test": ["pytest", "pytest-benchmark", "hypothesis"],
+        "spark": ["pyspark>=4"],
+    },
+    entry_points={"console_scripts": ["cluster = cluster.cli:main"]},
+    zip_safe=False,
+)
