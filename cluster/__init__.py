@@ -1,1 +1,36 @@
-"""RocketBox: Apache RocketMQ's architecture as a multi-process cluster in a box."""
+"""RocketBox: Apache RocketMQ's architecture as a multi-process cluster in a box.
+
+Public names (the client library):
+
+    Producer, PushConsumer, PullConsumer, Admin      clients (cluster.client.*)
+    Message, MessageExt, MessageQueue, SendResult    values
+    SendStatus, ConsumeStatus, PullStatus            outcomes
+    ClientError and subclasses                       errors (cluster.errors)
+
+Map of the package:
+
+    config.py           every setting (frozen dataclasses, unit-suffixed names)
+    wire_format.py      the bytes of one RPC command (RocketMQ's binary header)
+    protocol.py         request/response codes, header fields, who serves what
+    zmq_transport.py    ZeroMQ event loop, RPC server and client
+    namesrv.py          the NameServer's route table and handlers
+    broker/             the broker's handlers: send, pull, offsets, clients, topics
+    shm/                the store: byte formats, mapped files, CommitLog, ConsumeQueue,
+                        IndexFile, control block, checkpoint, recovery, services
+    _native/            the cffi C helper (msync, mlock, preheat, CRC, batch encode)
+    procs/              the supervisor and one thin entry point per process role
+    client/             routes, producer, consumers, admin
+    topology.py         what `cluster up` starts;  cli.py  the `cluster` command
+"""
+
+from cluster.client.admin import Admin
+from cluster.client.broker_api import PullResult, PullStatus
+from cluster.client.consumer import ConsumeStatus, PullConsumer, PushConsumer
+from cluster.client.message import Message, MessageExt, MessageQueue, SendResult, SendStatus
+from cluster.client.producer import Producer
+from cluster.errors import (BrokerError, BrokerUnreachable, ClientClosed, ClientError, MessageInvalid, NoRouteError,
+                            RequestTimeout)
+
+__all__ = ["Admin", "Producer", "PushConsumer", "PullConsumer", "Message", "MessageExt", "MessageQueue",
+           "SendResult", "SendStatus", "ConsumeStatus", "PullResult", "PullStatus", "ClientError", "BrokerError",
+           "BrokerUnreachable", "ClientClosed", "MessageInvalid", "NoRouteError", "RequestTimeout"]

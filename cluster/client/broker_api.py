@@ -1,0 +1,111 @@
+"""Broker requests the consumers and the admin share: one function per request code.
+
+Each builds the Command RocketMQ's vocabulary names, sends it, and turns the answer
+into a value (or raises through ``errors.raise_for``).
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from dataclasses import dataclass, field
+
+from cluster.client.message import MessageExt, MessageQueue, decode_messages
+from cluster.errors import raise_for
+from cluster.protocol import (PULL_FLAG_COMMIT_OFFSET, PULL_FLAG_SUBSCRIPTION, PULL_FLAG_SUSPEND, RequestCode,
+                              ResponseCode, to_json_bytes)
+from cluster.wire_format import Command
+from cluster.zmq_transport import RpcClient
+
+
+class PullStatus(enum.Enum):
+    FOUND = "FOUND"
+    NO_NEW_MSG = "NO_NEW_MSG"
+    NO_MATCHED_MSG = "NO_MATCHED_MSG"
+    OFFSET_ILLEGAL = "OFFSET_ILLEGAL"
+
+
+_PULL_STATUS = {ResponseCode.SUCCESS: PullStatus.FOUND, ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
+                ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
+                ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL}
+
+
+@dataclass
+class PullResult:
+    status: PullStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    messages: list[MessageExt] = field(default_factory=list)
+
+
+def pull_request(group: str, mq: MessageQueue, offset: int, max_nums: int, expression: str,
+                 suspend_ms: int, commit_offset: int | None = None) -> Command:
+    sys_flag = PULL_FLAG_SUBSCRIPTION
+    if suspend_ms > 0:
+        sys_flag |= PULL_FLAG_SUSPEND
+    if commit_offset is not None and commit_offset >= 0:
+        sys_flag |= PULL_FLAG_COMMIT_OFFSET
+    return Command(RequestCode.PULL_MESSAGE, {
+        "consumerGroup": group, "topic": mq.topic, "queueId": str(mq.queue_id), "queueOffset": str(offset),
+        "maxMsgNums": str(max_nums), "sysFlag": str(sys_flag),
+        "commitOffset": str(commit_offset if commit_offset is not None else -1),
+        "suspendTimeoutMillis": str(suspend_ms), "subscription": expression or "*", "subVersion": "0"})
+
+
+def pull_result(response: Command, mq: MessageQueue, endpoint: str, tags: frozenset[str] | None) -> PullResult:
+    """The answer to a pull; messages re-filtered by tag string (hash collisions)."""
+    status = _PULL_STATUS.get(response.code)
+    if status is None:
+        raise_for(response, endpoint)
+    fields = response.fields
+    messages = decode_messages(response.body, mq.broker_name) if status == PullStatus.FOUND else []
+    if tags is not None:
+        messages = [m for m in messages if m.tags in tags]
+    return PullResult(status, int(fields.get("nextBeginOffset", 0)), int(fields.get("minOffset", 0)),
+                      int(fields.get("maxOffset", 0)), messages)
+
+
+def _offset_call(rpc: RpcClient, endpoint: str, code: int, fields: dict, timeout_ms=None) -> int | None:
+    response = rpc.call(endpoint, Command(code, fields), timeout_ms)
+    if response.code == ResponseCode.QUERY_NOT_FOUND:
+        return None
+    raise_for(response, endpoint)
+    return int(response.fields["offset"])
+
+
+def query_consumer_offset(rpc, endpoint, group: str, mq: MessageQueue) -> int | None:
+    return _offset_call(rpc, endpoint, RequestCode.QUERY_CONSUMER_OFFSET,
+                        {"consumerGroup": group, "topic": mq.topic, "queueId": str(mq.queue_id)})
+
+
+def update_consumer_offset(rpc, endpoint, group: str, mq: MessageQueue, offset: int) -> None:
+    raise_for(rpc.call(endpoint, Command(RequestCode.UPDATE_CONSUMER_OFFSET, {
+        "consumerGroup": group, "topic": mq.topic, "queueId": str(mq.queue_id), "commitOffset": str(offset)})),
+        endpoint)
+
+
+def max_offset(rpc, endpoint, mq: MessageQueue) -> int:
+    return _offset_call(rpc, endpoint, RequestCode.GET_MAX_OFFSET, {"topic": mq.topic, "queueId": str(mq.queue_id)})
+
+
+def min_offset(rpc, endpoint, mq: MessageQueue) -> int:
+    return _offset_call(rpc, endpoint, RequestCode.GET_MIN_OFFSET, {"topic": mq.topic, "queueId": str(mq.queue_id)})
+
+
+def heartbeat(rpc, endpoint, client_id: str, consumer_groups: list[dict], producer_groups: list[str],
+              timeout_ms=None) -> None:
+    body = {"clientID": client_id, "consumerDataSet": consumer_groups,
+            "producerDataSet": [{"groupName": g} for g in producer_groups]}
+    raise_for(rpc.call(endpoint, Command(RequestCode.HEART_BEAT, {}, to_json_bytes(body)), timeout_ms), endpoint)
+
+
+def unregister_client(rpc, endpoint, client_id: str, consumer_group: str = "", producer_group: str = "") -> None:
+    raise_for(rpc.call(endpoint, Command(RequestCode.UNREGISTER_CLIENT, {
+        "clientID": client_id, "consumerGroup": consumer_group, "producerGroup": producer_group}), 1000), endpoint)
+
+
+def consumer_ids(rpc, endpoint, group: str) -> list[str]:
+    response = rpc.call(endpoint, Command(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": group}))
+    raise_for(response, endpoint)
+    return list(json.loads(response.body)["consumerIdList"])

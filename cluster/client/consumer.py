@@ -1,0 +1,389 @@
+"""PullConsumer (explicit queue and offset) and PushConsumer (a clustering consumer group).
+
+PushConsumer, at-least-once: long-polling pulls per assigned queue run on the RPC
+I/O thread; messages go to a pool of consume threads; a queue's committed offset
+is the lowest offset still being consumed (or the next to pull when none is), sent
+to the broker every ``consumer_offset_commit_interval_ms``, on rebalance and at
+shutdown. Rebalance (average allocation) runs at start, every
+``rebalance_interval_ms``, and whenever the group's member list changes.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Callable, Sequence
+
+from cluster.broker.filtering import parse_tags
+from cluster.client import broker_api
+from cluster.client.allocation import allocate_average
+from cluster.client.base import ClientBase
+from cluster.client.broker_api import PullResult, PullStatus
+from cluster.client.message import MessageExt, MessageQueue
+from cluster.config import ClientConfig, name_problem
+from cluster.errors import ClientError, NoRouteError
+from cluster.zmq_transport import TransportError
+
+log = logging.getLogger(__name__)
+
+
+class ConsumeStatus(enum.Enum):
+    CONSUME_SUCCESS = "CONSUME_SUCCESS"
+    RECONSUME_LATER = "RECONSUME_LATER"
+
+
+class _QueueClient(ClientBase):
+    def _endpoint(self, mq: MessageQueue) -> str:
+        route = self.routes.get(mq.topic)
+        endpoint = route.master_endpoint(mq.broker_name) if route else None
+        if endpoint is None:
+            route = self.routes.get(mq.topic, refresh=True)
+            endpoint = route.master_endpoint(mq.broker_name) if route else None
+        if endpoint is None:
+            raise NoRouteError(f"no live master for {mq.broker_name} of topic {mq.topic}")
+        return endpoint
+
+    def queues(self, topic: str) -> list[MessageQueue]:
+        route = self.routes.get(topic)
+        if route is None:
+            raise NoRouteError(f"topic {topic} has no route")
+        return route.subscribe_queues()
+
+
+class PullConsumer(_QueueClient):
+    """Reads a queue from an offset the application chooses (RocketMQ's DefaultMQPullConsumer)."""
+
+    def __init__(self, group: str = "DEFAULT_CONSUMER", namesrv=None, config: ClientConfig | None = None):
+        super().__init__(namesrv, config)
+        problem = name_problem("consumer group", group)
+        if problem:
+            raise ValueError(problem)
+        self.group = group
+
+    def pull(self, mq: MessageQueue, offset: int, max_nums: int = 32, expression: str = "*",
+             suspend_ms: int = 0, timeout_ms: int | None = None) -> PullResult:
+        self._check_open()
+        endpoint = self._endpoint(mq)
+        timeout_ms = (timeout_ms or self.cfg.request_timeout_ms) + suspend_ms
+        response = self.rpc.call(endpoint, broker_api.pull_request(self.group, mq, offset, max_nums, expression,
+                                                                   suspend_ms), timeout_ms)
+        return broker_api.pull_result(response, mq, endpoint, parse_tags(expression))
+
+    def committed_offset(self, mq: MessageQueue) -> int | None:
+        return broker_api.query_consumer_offset(self.rpc, self._endpoint(mq), self.group, mq)
+
+    def commit_offset(self, mq: MessageQueue, offset: int) -> None:
+        broker_api.update_consumer_offset(self.rpc, self._endpoint(mq), self.group, mq, offset)
+
+    def min_offset(self, mq: MessageQueue) -> int:
+        return broker_api.min_offset(self.rpc, self._endpoint(mq), mq)
+
+    def max_offset(self, mq: MessageQueue) -> int:
+        return broker_api.max_offset(self.rpc, self._endpoint(mq), mq)
+
+
+class _ProcessQueue:
+    """One assigned queue: where to pull next and what is still being consumed."""
+
+    def __init__(self, mq: MessageQueue, next_offset: int):
+        self.mq = mq
+        self.next_offset = next_offset
+        self.in_flight: dict[int, MessageExt] = {}
+        self.lock = threading.Lock()
+        self.dropped = False
+        self.last_committed = next_offset
+        self.pulling = False
+
+    def add(self, messages: list[MessageExt]) -> None:
+        with self.lock:
+            for m in messages:
+                self.in_flight[m.queue_offset] = m
+
+    def done(self, messages: list[MessageExt]) -> None:
+        with self.lock:
+            for m in messages:
+                self.in_flight.pop(m.queue_offset, None)
+
+    def commit_point(self) -> int:
+        with self.lock:
+            return min(self.in_flight) if self.in_flight else self.next_offset
+
+    def cached(self) -> int:
+        return len(self.in_flight)
+
+
+Listener = Callable[[list[MessageExt]], "ConsumeStatus | bool | None"]
+
+
+class PushConsumer(_QueueClient):
+    """A member of a consumer group in clustering mode (RocketMQ's DefaultMQPushConsumer)."""
+
+    def __init__(self, group: str, namesrv=None, config: ClientConfig | None = None, *,
+                 consume_threads: int = 4, consume_batch_max: int = 32, cached_messages_max: int = 1000,
+                 allocate=allocate_average, reconsume_delay_s: float = 1.0):
+        super().__init__(namesrv, config)
+        problem = name_problem("consumer group", group)
+        if problem:
+            raise ValueError(problem)
+        self.group = group
+        self.subscriptions: dict[str, str] = {}
+        self.listener: Listener | None = None
+        self.allocate = allocate
+        self.consume_batch_max = consume_batch_max
+        self.cached_messages_max = cached_messages_max
+        self.reconsume_delay_s = reconsume_delay_s
+        self._consume_threads = consume_threads
+        self._queues: dict[MessageQueue, _ProcessQueue] = {}
+        self._queues_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._paused: list[tuple[float, _ProcessQueue]] = []
+        self._paused_lock = threading.Lock()
+        self._members: dict[str, list[str]] = {}
+        self.consumed = 0
+        self.consume_failures = 0
+        self.rebalances = 0
+
+    def subscribe(self, topic: str, expression: str = "*") -> None:
+        problem = name_problem("topic", topic)
+        if problem:
+            raise ValueError(problem)
+        self.subscriptions[topic] = expression
+
+    def register_listener(self, listener: Listener) -> None:
+        self.listener = listener
+
+    def start(self) -> None:
+        if self.listener is None or not self.subscriptions:
+            raise ClientError("subscribe to a topic and register a listener before start()")
+        self._executor = ThreadPoolExecutor(self._consume_threads, thread_name_prefix=f"consume-{self.group}")
+        self._heartbeat_all()
+        self._rebalance()
+        self._thread = threading.Thread(target=self._background, name=f"rebalance-{self.group}", daemon=True)
+        self._thread.start()
+
+    def shutdown(self) -> None:
+        if self._closed:
+            return
+        self._stop.set()
+        self._thread.join(timeout=5)
+        with self._queues_lock:
+            queues = list(self._queues.values())
+            self._queues.clear()
+        for pq in queues:
+            pq.dropped = True
+        self._executor.shutdown(wait=True)
+        for pq in queues:
+            self._commit(pq, force=True)
+        for endpoint in self._broker_endpoints().values():
+            try:
+                broker_api.unregister_client(self.rpc, endpoint, self.client_id, consumer_group=self.group)
+            except (ClientError, TransportError) as exc:
+                log.info("unregister from %s skipped: %s", endpoint, exc)
+        super().shutdown()
+
+    def assigned_queues(self) -> set[MessageQueue]:
+        with self._queues_lock:
+            return set(self._queues)
+
+    def statistics(self) -> dict:
+        return {"consumed": self.consumed, "consume_failures": self.consume_failures,
+                "assigned_queues": len(self._queues), "rebalances": self.rebalances,
+                "cached": sum(pq.cached() for pq in list(self._queues.values()))}
+
+    # ----------------------------------------------------------- background
+
+    def _background(self) -> None:
+        cfg = self.cfg
+        now = time.monotonic()
+        next_heartbeat = now + cfg.client_heartbeat_interval_ms / 1000
+        next_rebalance = now + cfg.rebalance_interval_ms / 1000
+        next_commit = now + cfg.consumer_offset_commit_interval_ms / 1000
+        while not self._stop.wait(0.05):
+            now = time.monotonic()
+            try:
+                self._resume_paused(now)
+                if now >= next_heartbeat:
+                    next_heartbeat = now + cfg.client_heartbeat_interval_ms / 1000
+                    self._heartbeat_all()
+                if now >= next_rebalance:
+                    next_rebalance = now + cfg.rebalance_interval_ms / 1000
+                    self._rebalance()
+                if now >= next_commit:
+                    next_commit = now + cfg.consumer_offset_commit_interval_ms / 1000
+                    for pq in list(self._queues.values()):
+                        self._commit(pq)
+            except (ClientError, TransportError) as exc:
+                log.warning("consumer %s background work failed, will retry: %s", self.group, exc)
+            except Exception:
+                log.exception("consumer %s background work failed", self.group)
+
+    def _broker_endpoints(self) -> dict[str, str]:
+        return self.routes.all_broker_endpoints()
+
+    def _heartbeat_all(self) -> None:
+        for topic in self.subscriptions:
+            try:
+                self.routes.get(topic)
+            except NoRouteError:
+                pass
+        data = [{"groupName": self.group, "consumeType": "CONSUME_PASSIVELY", "messageModel": "CLUSTERING",
+                 "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
+                 "subscriptionDataSet": [{"topic": t, "subString": e} for t, e in self.subscriptions.items()]}]
+        for endpoint in self._broker_endpoints().values():
+            try:
+                broker_api.heartbeat(self.rpc, endpoint, self.client_id, data, [])
+            except (ClientError, TransportError) as exc:
+                log.warning("heartbeat to %s failed: %s", endpoint, exc)
+
+    def _rebalance(self) -> None:
+        wanted: set[MessageQueue] = set()
+        for topic in self.subscriptions:
+            try:
+                route = self.routes.get(topic)
+            except NoRouteError:
+                route = None
+            if route is None:
+                continue
+            queues = route.subscribe_queues()
+            members = self._group_members(route)
+            if not members:
+                continue
+            if members != self._members.get(topic):
+                log.info("consumer %s: group %s members of %s now %s", self.client_id, self.group, topic, members)
+                self._members[topic] = members
+            wanted.update(self.allocate(queues, members, self.client_id))
+        with self._queues_lock:
+            current = set(self._queues)
+        removed = current - wanted
+        added = wanted - current
+        if not (removed or added):
+            return
+        self.rebalances += 1
+        for mq in removed:
+            with self._queues_lock:
+                pq = self._queues.pop(mq, None)
+            if pq is not None:
+                pq.dropped = True
+                self._commit(pq, force=True)
+        for mq in sorted(added):
+            try:
+                pq = _ProcessQueue(mq, self._start_offset(mq))
+            except (ClientError, TransportError) as exc:
+                log.warning("cannot start %s: %s", mq, exc)
+                continue
+            with self._queues_lock:
+                self._queues[mq] = pq
+            self._pull(pq)
+
+    def _group_members(self, route) -> list[str]:
+        for name in sorted(route.broker_addrs):
+            endpoint = route.master_endpoint(name)
+            if endpoint is None:
+                continue
+            try:
+                return sorted(broker_api.consumer_ids(self.rpc, endpoint, self.group))
+            except (ClientError, TransportError) as exc:
+                log.info("member list from %s failed: %s", endpoint, exc)
+        return []
+
+    def _start_offset(self, mq: MessageQueue) -> int:
+        endpoint = self._endpoint(mq)
+        offset = broker_api.query_consumer_offset(self.rpc, endpoint, self.group, mq)
+        if offset is None:  # CONSUME_FROM_LAST_OFFSET for a group new to a queue with history
+            offset = broker_api.max_offset(self.rpc, endpoint, mq)
+        return offset
+
+    def _commit(self, pq: _ProcessQueue, force: bool = False) -> None:
+        point = pq.commit_point()
+        if point == pq.last_committed and not force:
+            return
+        try:
+            broker_api.update_consumer_offset(self.rpc, self._endpoint(pq.mq), self.group, pq.mq, point)
+            pq.last_committed = point
+        except (ClientError, TransportError) as exc:
+            log.warning("offset commit for %s failed: %s", pq.mq, exc)
+
+    # ----------------------------------------------------------- pulling
+
+    def _pull(self, pq: _ProcessQueue) -> None:
+        if pq.dropped or self._stop.is_set():
+            return
+        if pq.cached() >= self.cached_messages_max:
+            self._pause(pq, 0.05)  # flow control: let consumption catch up
+            return
+        try:
+            endpoint = self._endpoint(pq.mq)
+        except ClientError as exc:
+            log.warning("no broker for %s: %s", pq.mq, exc)
+            self._pause(pq, 1.0)
+            return
+        expression = self.subscriptions.get(pq.mq.topic, "*")
+        request = broker_api.pull_request(self.group, pq.mq, pq.next_offset, self.cfg.pull_batch_count, expression,
+                                          self.cfg.pull_suspend_ms)
+        future = self.rpc.call_async(endpoint, request, self.cfg.pull_suspend_ms + self.cfg.request_timeout_ms)
+        future.add_done_callback(lambda f: self._on_pulled(pq, endpoint, expression, f))
+
+    def _pause(self, pq: _ProcessQueue, delay_s: float) -> None:
+        with self._paused_lock:
+            self._paused.append((time.monotonic() + delay_s, pq))
+
+    def _resume_paused(self, now: float) -> None:
+        with self._paused_lock:
+            due = [pq for t, pq in self._paused if t <= now]
+            self._paused = [(t, pq) for t, pq in self._paused if t > now]
+        for pq in due:
+            self._pull(pq)
+
+    def _on_pulled(self, pq: _ProcessQueue, endpoint: str, expression: str, future: Future) -> None:
+        if pq.dropped or self._stop.is_set():
+            return
+        exc = future.exception()
+        if exc is not None:
+            log.info("pull of %s failed, retrying: %s", pq.mq, exc)
+            self._pause(pq, 0.5)
+            return
+        try:
+            result = broker_api.pull_result(future.result(), pq.mq, endpoint, parse_tags(expression))
+        except ClientError as error:
+            log.warning("pull of %s refused: %s", pq.mq, error)
+            self._pause(pq, 1.0)
+            return
+        if result.status == PullStatus.OFFSET_ILLEGAL:
+            log.warning("offset %d of %s is illegal; moving to %d", pq.next_offset, pq.mq, result.next_begin_offset)
+        pq.next_offset = result.next_begin_offset
+        if result.messages:
+            pq.add(result.messages)
+            for i in range(0, len(result.messages), self.consume_batch_max):
+                self._executor.submit(self._consume, pq, result.messages[i:i + self.consume_batch_max])
+        self._pull(pq)
+
+    def _consume(self, pq: _ProcessQueue, messages: list[MessageExt]) -> None:
+        if pq.dropped:
+            return
+        try:
+            status = self.listener(messages)
+        except Exception:
+            log.exception("listener of %s raised; the messages will be consumed again", self.group)
+            status = ConsumeStatus.RECONSUME_LATER
+        if status is False or status == ConsumeStatus.RECONSUME_LATER:
+            self.consume_failures += len(messages)
+            # At-least-once: keep them in flight (the offset cannot pass them) and try again later.
+            timer = threading.Timer(self.reconsume_delay_s, self._retry_consume, args=(pq, messages))
+            timer.daemon = True
+            timer.start()
+            return
+        pq.done(messages)
+        self.consumed += len(messages)
+
+    def _retry_consume(self, pq: _ProcessQueue, messages: list[MessageExt]) -> None:
+        if not pq.dropped and not self._stop.is_set():
+            try:
+                self._executor.submit(self._consume, pq, messages)
+            except RuntimeError:
+                pass  # shutting down: the offset was not committed past them, so they return later
+
+
+__all__ = ["PullConsumer", "PushConsumer", "ConsumeStatus", "PullResult", "PullStatus", "Sequence"]

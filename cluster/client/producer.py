@@ -1,0 +1,246 @@
+"""Producer: sync, async (future or callback), one-way and batch sends.
+
+Queue choice is RocketMQ's: round-robin over the route's writable queues; a failed
+send is retried (``send_retry_count`` more times) on a queue of another broker.
+Every message gets a client-made UNIQ_KEY; bodies over 4 KiB are zlib-compressed
+with SYSFLAG 0x1 (batches are not, as in RocketMQ).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+import time
+import zlib
+from concurrent.futures import Future
+from typing import Callable, Sequence
+
+from cluster.client.base import ClientBase
+from cluster.client.message import UNIQUE_IDS, Message, MessageQueue, SendResult, SendStatus
+from cluster.config import ClientConfig, name_problem
+from cluster.errors import BrokerError, BrokerUnreachable, ClientError, MessageInvalid, NoRouteError
+from cluster.protocol import (AUTO_CREATE_TOPIC_KEY, RequestCode, ResponseCode, send_fields_short)
+from cluster.shm import batch_format
+from cluster.shm.commitlog_format import (PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_KEY,
+                                          SYSFLAG_COMPRESSED, encode_properties)
+from cluster.wire_format import Command
+from cluster.zmq_transport import TransportError
+
+log = logging.getLogger(__name__)
+
+_SEND_STATUS_CODES = {
+    ResponseCode.SUCCESS: SendStatus.SEND_OK,
+    ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
+    ResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE,
+    ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
+}
+# Worth another broker (RocketMQ's DefaultMQProducerImpl retry list).
+_RETRIABLE_CODES = {ResponseCode.TOPIC_NOT_EXIST, ResponseCode.SERVICE_NOT_AVAILABLE, ResponseCode.SYSTEM_ERROR,
+                    ResponseCode.NO_PERMISSION, ResponseCode.SYSTEM_BUSY, ResponseCode.DISK_FULL}
+
+
+class Producer(ClientBase):
+    def __init__(self, group: str = "DEFAULT_PRODUCER", namesrv: str | Sequence[str] | None = None,
+                 config: ClientConfig | None = None):
+        super().__init__(namesrv, config)
+        problem = name_problem("producer group", group)
+        if problem:
+            raise ValueError(problem)
+        self.group = group
+        self._counter = itertools.count()
+        self._stats_lock = threading.Lock()
+        self.sent_ok = 0
+        self.send_failures = 0
+
+    # -------------------------------------------------------------- building
+
+    def _prepare(self, msg: Message) -> tuple[bytes, str, int]:
+        """(body as sent, properties text, sysFlag); fills in UNIQ_KEY."""
+        problem = name_problem("topic", msg.topic)
+        if problem:
+            raise MessageInvalid(problem)
+        body = msg.body
+        if not isinstance(body, (bytes, bytearray, memoryview)):
+            raise MessageInvalid("the message body must be bytes")
+        if len(body) == 0:
+            raise MessageInvalid("the message body is empty")
+        if len(body) > self.cfg.message_size_bytes_max:
+            raise MessageInvalid(f"the message body is {len(body)} bytes, more than the "
+                                 f"{self.cfg.message_size_bytes_max}-byte limit")
+        sys_flag = 0
+        if len(body) > self.cfg.compress_body_threshold_bytes:
+            body = zlib.compress(body, 5)
+            sys_flag |= SYSFLAG_COMPRESSED
+        props = self._properties(msg)
+        return bytes(body), props, sys_flag
+
+    @staticmethod
+    def _properties(msg: Message) -> str:
+        props = dict(msg.properties)
+        if msg.tags:
+            props[PROPERTY_TAGS] = msg.tags
+        keys = msg.keys_text()
+        if keys:
+            props[PROPERTY_KEYS] = keys
+        props.setdefault(PROPERTY_UNIQ_KEY, UNIQUE_IDS.next())
+        msg.properties[PROPERTY_UNIQ_KEY] = props[PROPERTY_UNIQ_KEY]
+        return "".join(f"{k}\x01{v}\x02" for k, v in props.items())
+
+    def _request(self, code: int, topic: str, queue: MessageQueue, body: bytes, props: str, sys_flag: int,
+                 flag: int, auto_create: bool, batch: bool) -> Command:
+        fields = {"producerGroup": self.group, "topic": topic, "queueId": str(queue.queue_id),
+                  "sysFlag": str(sys_flag), "bornTimestamp": str(int(time.time() * 1000)), "flag": str(flag),
+                  "properties": props, "reconsumeTimes": "0", "unitMode": "false",
+                  "batch": "true" if batch else "false"}
+        if auto_create:
+            fields["defaultTopic"] = AUTO_CREATE_TOPIC_KEY
+            fields["defaultTopicQueueNums"] = "4"
+        return Command(code, send_fields_short(fields), body)
+
+    def _pick_queue(self, queues: list[MessageQueue], avoid_broker: str | None) -> MessageQueue:
+        n = len(queues)
+        start = next(self._counter)
+        for i in range(n):
+            queue = queues[(start + i) % n]
+            if queue.broker_name != avoid_broker:
+                return queue
+        return queues[start % n]
+
+    @staticmethod
+    def _result(response: Command, queue: MessageQueue, uniq: str) -> SendResult:
+        return SendResult(_SEND_STATUS_CODES[response.code], uniq, response.fields.get("msgId", ""),
+                          MessageQueue(queue.topic, queue.broker_name, int(response.fields.get("queueId", queue.queue_id))),
+                          int(response.fields.get("queueOffset", -1)))
+
+    # -------------------------------------------------------------- sending
+
+    def send(self, msg: Message, timeout_ms: int | None = None, queue: MessageQueue | None = None) -> SendResult:
+        """Send and wait for the store's answer; retries on another broker on failure."""
+        body, props, sys_flag = self._prepare(msg)
+        return self._send_with_retries(msg.topic, body, props, sys_flag, msg.flag, msg.properties[PROPERTY_UNIQ_KEY],
+                                       timeout_ms, queue, RequestCode.SEND_MESSAGE_V2, batch=False)
+
+    def send_batch(self, messages: Sequence[Message], timeout_ms: int | None = None,
+                   queue: MessageQueue | None = None) -> SendResult:
+        """Send messages of one topic as one request to one queue (RocketMQ's batch send)."""
+        if not messages:
+            raise MessageInvalid("the batch is empty")
+        topic = messages[0].topic
+        problem = name_problem("topic", topic)
+        if problem:
+            raise MessageInvalid(problem)
+        items = []
+        uniqs = []
+        for msg in messages:
+            if msg.topic != topic:
+                raise MessageInvalid("every message of a batch must have the same topic")
+            props = self._properties(msg)
+            uniqs.append(msg.properties[PROPERTY_UNIQ_KEY])
+            items.append((msg.flag, bytes(msg.body), props.encode()))
+        body = batch_format.encode_items(items)
+        if len(body) > self.cfg.message_size_bytes_max:
+            raise MessageInvalid(f"the batch is {len(body)} bytes, more than the "
+                                 f"{self.cfg.message_size_bytes_max}-byte limit: split it")
+        return self._send_with_retries(topic, body, "", 0, 0, ",".join(uniqs), timeout_ms, queue,
+                                       RequestCode.SEND_BATCH_MESSAGE, batch=True)
+
+    def _send_with_retries(self, topic, body, props, sys_flag, flag, uniq, timeout_ms, queue, code, batch):
+        self._check_open()
+        timeout_ms = timeout_ms or self.cfg.request_timeout_ms
+        deadline = time.monotonic() + timeout_ms / 1000
+        avoid = None
+        last_exc: Exception | None = None
+        for attempt in range(1 + self.cfg.send_retry_count):
+            left_ms = int((deadline - time.monotonic()) * 1000)
+            if left_ms <= 0:
+                break
+            try:
+                route, queues, auto_create = self.routes.publish_route(topic)
+            except NoRouteError as exc:
+                last_exc = exc
+                break
+            target = queue if (queue is not None and attempt == 0) else self._pick_queue(queues, avoid)
+            endpoint = route.master_endpoint(target.broker_name)
+            if endpoint is None:
+                avoid = target.broker_name
+                last_exc = NoRouteError(f"broker {target.broker_name} has no master")
+                continue
+            request = self._request(code, topic, target, body, props, sys_flag, flag, auto_create, batch)
+            try:
+                response = self.rpc.call(endpoint, request, left_ms)
+            except TransportError as exc:
+                last_exc = BrokerUnreachable(f"{target.broker_name} ({endpoint}): {exc}")
+                avoid = target.broker_name
+                continue
+            if response.code in _SEND_STATUS_CODES:
+                with self._stats_lock:
+                    self.sent_ok += 1
+                return self._result(response, MessageQueue(topic, target.broker_name, target.queue_id), uniq)
+            last_exc = BrokerError(response.code, response.remark, endpoint)
+            if response.code not in _RETRIABLE_CODES:
+                break
+            avoid = target.broker_name
+        with self._stats_lock:
+            self.send_failures += 1
+        if isinstance(last_exc, ClientError):
+            raise last_exc
+        raise BrokerUnreachable(f"send to {topic} failed within {timeout_ms} ms: {last_exc}")
+
+    def send_async(self, msg: Message, callback: Callable[[SendResult | None, Exception | None], None] | None = None,
+                   timeout_ms: int | None = None) -> Future:
+        """A future of the SendResult; ``callback(result, error)`` runs when it resolves."""
+        self._check_open()
+        body, props, sys_flag = self._prepare(msg)
+        uniq = msg.properties[PROPERTY_UNIQ_KEY]
+        timeout_ms = timeout_ms or self.cfg.request_timeout_ms
+        outer: Future = Future()
+        if callback is not None:
+            outer.add_done_callback(lambda f: callback(f.result() if not f.exception() else None, f.exception()))
+        deadline = time.monotonic() + timeout_ms / 1000
+
+        def attempt(n: int, avoid: str | None) -> None:
+            left_ms = int((deadline - time.monotonic()) * 1000)
+            if left_ms <= 0:
+                outer.set_exception(BrokerUnreachable(f"async send to {msg.topic} timed out"))
+                return
+            try:
+                route, queues, auto_create = self.routes.publish_route(msg.topic)
+            except ClientError as exc:
+                outer.set_exception(exc)
+                return
+            target = self._pick_queue(queues, avoid)
+            endpoint = route.master_endpoint(target.broker_name)
+            request = self._request(RequestCode.SEND_MESSAGE_V2, msg.topic, target, body, props, sys_flag,
+                                    msg.flag, auto_create, False)
+            inner = self.rpc.call_async(endpoint, request, left_ms)
+
+            def done(f: Future) -> None:
+                exc = f.exception()
+                if exc is None and f.result().code in _SEND_STATUS_CODES:
+                    outer.set_result(self._result(f.result(), target, uniq))
+                    return
+                error = exc if exc is not None else BrokerError(f.result().code, f.result().remark, endpoint)
+                retriable = exc is not None or f.result().code in _RETRIABLE_CODES
+                if retriable and n < self.cfg.send_retry_count:
+                    # Resubmitting from the I/O thread is safe: call_async only queues.
+                    threading.Thread(target=attempt, args=(n + 1, target.broker_name), daemon=True).start()
+                else:
+                    outer.set_exception(error if isinstance(error, ClientError) else BrokerUnreachable(str(error)))
+            inner.add_done_callback(done)
+
+        attempt(0, None)
+        return outer
+
+    def send_oneway(self, msg: Message) -> None:
+        """Fire and forget: no answer, no retry (RocketMQ's sendOneway)."""
+        self._check_open()
+        body, props, sys_flag = self._prepare(msg)
+        route, queues, auto_create = self.routes.publish_route(msg.topic)
+        target = self._pick_queue(queues, None)
+        self.rpc.oneway(route.master_endpoint(target.broker_name),
+                        self._request(RequestCode.SEND_MESSAGE_V2, msg.topic, target, body, props, sys_flag,
+                                      msg.flag, auto_create, False))
+
+    def statistics(self) -> dict:
+        return {"sent_ok": self.sent_ok, "send_failures": self.send_failures}

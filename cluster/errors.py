@@ -1,0 +1,56 @@
+"""The client's exception vocabulary, and the one place a status becomes an exception.
+
+- ``ClientClosed``: used after ``shutdown()`` (closed by you).
+- ``BrokerUnreachable`` / ``RequestTimeout``: no answer in time (broken by the world).
+- ``BrokerError``: the server answered with an error code and a reason.
+- ``NoRouteError``: no NameServer knows the topic, or no writable queue.
+- ``MessageInvalid``: refused before sending (too large, bad name).
+"""
+
+from __future__ import annotations
+
+from cluster.protocol import ResponseCode
+from cluster.zmq_transport import RequestTimeout, TransportError
+
+
+class ClientError(Exception):
+    pass
+
+
+class ClientClosed(ClientError):
+    pass
+
+
+class BrokerUnreachable(ClientError):
+    pass
+
+
+class NoRouteError(ClientError):
+    pass
+
+
+class MessageInvalid(ClientError):
+    pass
+
+
+class BrokerError(ClientError):
+    def __init__(self, code: int, remark: str, endpoint: str = ""):
+        try:
+            name = ResponseCode(code).name
+        except ValueError:
+            name = str(code)
+        super().__init__(f"{name} ({code}) from {endpoint or 'server'}: {remark}")
+        self.code = code
+        self.remark = remark
+        self.endpoint = endpoint
+
+
+def raise_for(response, endpoint: str = "", ok=(ResponseCode.SUCCESS,)):
+    """Return ``response`` when its code is in ``ok``, else raise BrokerError."""
+    if response.code in ok:
+        return response
+    raise BrokerError(response.code, response.remark, endpoint)
+
+
+__all__ = ["ClientError", "ClientClosed", "BrokerUnreachable", "NoRouteError", "MessageInvalid",
+           "BrokerError", "RequestTimeout", "TransportError", "raise_for"]

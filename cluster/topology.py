@@ -1,0 +1,109 @@
+"""What ``cluster up`` starts: NameServers and broker groups as a supervisor child table.
+
+Data layout under the data directory:
+
+    namesrv-<n>/            (NameServer state and logs)
+    <broker-name>/store/    (commitlog/, consumequeue/, index/, config/, checkpoint, abort, control)
+    logs/<child>.log        (each child's stdout/stderr, written by the supervisor)
+    cluster.json            (the supervisor's run state)
+
+A broker group is a fate-sharing group led by the broker main process: its flush,
+reput and allocate workers start after it (it recovers the store first) and are
+restarted with it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+from dataclasses import dataclass
+
+from cluster.config import (ASYNC_FLUSH, BROKER_PORT_DEFAULT, BROKER_PORT_STEP, NAMESRV_PORT_DEFAULT, BrokerConfig,
+                            NamesrvConfig, StoreConfig, to_json)
+from cluster.procs.supervisor import ChildSpec
+
+BROKER_WORKER_ROLES = ("flush", "reput", "allocate")
+
+
+@dataclass(frozen=True)
+class Topology:
+    data_dir: str
+    namesrvs: tuple[NamesrvConfig, ...]
+    brokers: tuple[BrokerConfig, ...]
+
+    @property
+    def namesrv_endpoints(self) -> tuple[str, ...]:
+        return tuple(n.endpoint for n in self.namesrvs)
+
+    @property
+    def namesrv_env(self) -> str:
+        """The value of ROCKETBOX_NAMESRV for clients of this cluster."""
+        return ";".join(f"{n.host}:{n.port}" for n in self.namesrvs)
+
+
+def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """Ports free right now (tests use them so parallel runs never collide)."""
+    sockets = []
+    try:
+        for _ in range(count):
+            s = socket.socket()
+            s.bind((host, 0))
+            sockets.append(s)
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def broker_name(index: int) -> str:
+    return f"broker-{chr(ord('a') + index)}" if index < 26 else f"broker-{index}"
+
+
+def build_topology(data_dir: str, *, namesrv_count: int = 1, broker_count: int = 1, flush_mode: str = ASYNC_FLUSH,
+                   host: str = "127.0.0.1", namesrv_ports: list[int] | None = None,
+                   broker_ports: list[int] | None = None, store_overrides: dict | None = None,
+                   broker_overrides: dict | None = None, namesrv_overrides: dict | None = None) -> Topology:
+    data_dir = os.path.abspath(data_dir)
+    namesrv_ports = namesrv_ports or [NAMESRV_PORT_DEFAULT + i for i in range(namesrv_count)]
+    broker_ports = broker_ports or [BROKER_PORT_DEFAULT + BROKER_PORT_STEP * i for i in range(broker_count)]
+    namesrvs = tuple(NamesrvConfig(host=host, port=namesrv_ports[i], data_dir=os.path.join(data_dir, f"namesrv-{i}"),
+                                   **(namesrv_overrides or {}))
+                     for i in range(namesrv_count))
+    endpoints = tuple(n.endpoint for n in namesrvs)
+    brokers = []
+    for i in range(broker_count):
+        name = broker_name(i)
+        store = StoreConfig(store_dir=os.path.join(data_dir, name, "store"), flush_mode=flush_mode,
+                            **(store_overrides or {}))
+        cfg = BrokerConfig(store=store, broker_name=name, host=host, port=broker_ports[i],
+                           namesrv_endpoints=endpoints, **(broker_overrides or {}))
+        cfg.validate()
+        brokers.append(cfg)
+    return Topology(data_dir, namesrvs, tuple(brokers))
+
+
+def child_specs(topology: Topology, *, restart_backoff_initial_s: float = 0.1) -> list[ChildSpec]:
+    specs = []
+    for i, ns in enumerate(topology.namesrvs):
+        specs.append(ChildSpec(name=f"namesrv-{i}", module="cluster.procs.namesrv",
+                               args=("--config-json", to_json(ns)), role="namesrv", start_order=0,
+                               backoff_initial_s=restart_backoff_initial_s))
+    for cfg in topology.brokers:
+        config_json = to_json(cfg)
+        specs.append(ChildSpec(name=cfg.broker_name, module="cluster.procs.broker",
+                               args=("--config-json", config_json), role="broker", group=cfg.broker_name,
+                               leader=True, start_order=1, ready_timeout_s=120.0,
+                               backoff_initial_s=restart_backoff_initial_s))
+        for role in BROKER_WORKER_ROLES:
+            specs.append(ChildSpec(name=f"{cfg.broker_name}-{role}", module=f"cluster.procs.{role}",
+                                   args=("--config-json", config_json), role=role, group=cfg.broker_name,
+                                   start_order=2, backoff_initial_s=restart_backoff_initial_s))
+    return specs
+
+
+def with_store(topology: Topology, **store_changes) -> Topology:
+    """A copy with every broker's store settings changed (tests shrink file sizes this way)."""
+    brokers = tuple(dataclasses.replace(b, store=dataclasses.replace(b.store, **store_changes))
+                    for b in topology.brokers)
+    return dataclasses.replace(topology, brokers=brokers)
