@@ -1040,7 +1040,8 @@ class Supervisor:
 
     def _boot_error(self, child: _Child) -> BootError:
         tail = read_log_tail(child.log_path, child.log_offset_at_spawn)
-        message = f"{child.name} ({child.spec.role or 'child'}) failed to start: {child.last_exit}"
+        label = f"{child.name} ({child.spec.role})" if child.spec.role else child.name
+        message = f"{label} failed to start: {child.last_exit}"
         if tail:
             message += f"\n--- last lines of {child.log_path} ---\n{tail}"
         return BootError(message, child_name=child.name, reason=child.last_exit,
