@@ -1,0 +1,133 @@
+"""A real cluster for tests, benchmarks and the demo: a supervisor process and its children.
+
+``LocalCluster`` writes the child table, starts ``python -m cluster.procs.supervisor``
+(which dies with its parent: PR_SET_PDEATHSIG), waits until cluster.json says ready,
+and exposes what tests need: NameServer addresses, child pids, kill-and-await-restart.
+Every port is picked free on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from cluster.config import ASYNC_FLUSH
+from cluster.procs import lifecycle
+from cluster.procs.supervisor import read_state_file
+from cluster.topology import Topology, build_topology, child_specs, free_ports
+
+# Small files so tests roll segments and stay light; production defaults are RocketMQ's.
+SMALL_STORE = {
+    "commitlog_file_size_bytes": 16 * 1024 * 1024,
+    "consumequeue_entries_per_file": 100_000,
+    "index_slot_count": 50_000,
+    "index_entry_count_max": 200_000,
+    "flush_interval_ms": 200,
+    "disk_free_bytes_min": 8 * 1024 * 1024,
+    "message_size_bytes_max": 4 * 1024 * 1024,
+}
+
+
+def wait_until(condition, timeout_s: float, interval_s: float = 0.02, what: str = "condition"):
+    """Poll ``condition`` until it returns a truthy value; TimeoutError after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"{what} not reached within {timeout_s} s")
+        time.sleep(interval_s)
+
+
+class LocalCluster:
+    def __init__(self, data_dir: str, *, namesrvs: int = 1, brokers: int = 1, flush_mode: str = ASYNC_FLUSH,
+                 store_overrides: dict | None = None, broker_overrides: dict | None = None,
+                 namesrv_overrides: dict | None = None):
+        ports = free_ports(namesrvs + brokers)
+        store = dict(SMALL_STORE)
+        store.update(store_overrides or {})
+        self.topology: Topology = build_topology(
+            data_dir, namesrv_count=namesrvs, broker_count=brokers, flush_mode=flush_mode,
+            namesrv_ports=ports[:namesrvs], broker_ports=ports[namesrvs:], store_overrides=store,
+            broker_overrides=broker_overrides, namesrv_overrides=namesrv_overrides)
+        self.data_dir = self.topology.data_dir
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def namesrv(self) -> str:
+        return self.topology.namesrv_env
+
+    def start(self, ready_timeout_s: float = 60.0) -> "LocalCluster":
+        os.makedirs(self.data_dir, exist_ok=True)
+        specs_path = os.path.join(self.data_dir, "children.json")
+        with open(specs_path, "w") as f:
+            json.dump([s.to_dict() for s in child_specs(self.topology)], f)
+        log = open(os.path.join(self.data_dir, "supervisor.out"), "ab")
+        lifecycle._load_libc()  # before fork: the child only makes the prctl syscall
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "cluster.procs.supervisor", "--data-dir", self.data_dir, "--specs", specs_path],
+            stdout=log, stderr=log, stdin=subprocess.DEVNULL,
+            preexec_fn=lambda: lifecycle.set_parent_death_signal(signal.SIGTERM))
+        log.close()
+        try:
+            wait_until(self._ready, ready_timeout_s, what="cluster ready")
+        except TimeoutError:
+            self.stop()
+            raise RuntimeError(f"cluster did not start; see {self.data_dir}/supervisor.out and logs/") from None
+        return self
+
+    def _ready(self) -> bool:
+        if self.process.poll() is not None:
+            raise RuntimeError(f"supervisor exited with {self.process.returncode}; "
+                               f"see {self.data_dir}/supervisor.out")
+        state = read_state_file(self.data_dir) or {}
+        return state.get("supervisor_pid") == self.process.pid and state.get("state") == "ready"
+
+    def state(self) -> dict:
+        return read_state_file(self.data_dir) or {}
+
+    def child(self, name: str) -> dict:
+        for child in self.state().get("children", []):
+            if child["name"] == name:
+                return child
+        raise KeyError(name)
+
+    def pid(self, name: str) -> int | None:
+        return self.child(name).get("pid")
+
+    def kill(self, name: str, sig: int = signal.SIGKILL) -> int:
+        pid = self.pid(name)
+        os.kill(pid, sig)
+        return pid
+
+    def await_running(self, name: str, not_pid: int | None = None, timeout_s: float = 60.0) -> int:
+        """Wait until ``name`` runs (ready) with a pid other than ``not_pid``; return the pid."""
+        def running():
+            child = self.child(name)
+            return child["state"] == "running" and child["pid"] != not_pid and child["pid"]
+        return wait_until(running, timeout_s, what=f"{name} running again")
+
+    def await_all_running(self, timeout_s: float = 60.0) -> None:
+        wait_until(lambda: all(c["state"] == "running" for c in self.state().get("children", [])),
+                   timeout_s, what="every child running")
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(5)
+
+    def __enter__(self) -> "LocalCluster":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

@@ -1,0 +1,89 @@
+"""SIGKILL a broker process during a sync-flush load: every acknowledged message survives.
+
+The producer keeps sending while the process dies and the supervisor restarts it
+(the broker main takes its workers with it and recovers the store; a worker
+restarts alone). Afterwards every message answered SEND_OK is read back.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+
+import pytest
+
+from cluster import Admin, ClientError, Message, Producer, PullConsumer, SendStatus
+from cluster.config import SYNC_FLUSH
+from cluster.testing import wait_until
+from tests.conftest import client_config
+
+TOPIC = "Durable"
+
+
+class LoadThread(threading.Thread):
+    def __init__(self, cfg):
+        super().__init__(daemon=True)
+        self.cfg = cfg
+        self.acked: dict[str, bytes] = {}
+        self.failures = 0
+        self.stop = threading.Event()
+
+    def run(self):
+        with Producer("LoadPG", config=self.cfg) as producer:
+            i = 0
+            while not self.stop.is_set() and i < 200_000:
+                i += 1
+                batch = [Message(TOPIC, f"m-{i}-{j}".encode()) for j in range(10)]
+                try:
+                    result = producer.send_batch(batch, timeout_ms=3000)
+                except ClientError:
+                    self.failures += 1
+                    time.sleep(0.01)
+                    continue
+                if result.status == SendStatus.SEND_OK:
+                    for m in batch:
+                        self.acked[m.properties["UNIQ_KEY"]] = m.body
+
+
+def _read_all(cfg) -> dict[str, bytes]:
+    got = {}
+    with PullConsumer("Verify", config=cfg) as consumer:
+        for mq in consumer.queues(TOPIC):
+            offset = 0
+            while True:
+                result = consumer.pull(mq, offset, 1024)
+                if not result.messages:
+                    break
+                offset = result.next_begin_offset
+                for m in result.messages:
+                    got[m.msg_id] = m.body
+    return got
+
+
+@pytest.mark.parametrize("victim", ["broker-a", "broker-a-flush", "broker-a-reput"])
+def test_sigkill_during_sync_flush_load_loses_no_acknowledged_message(start_cluster, victim):
+    cluster = start_cluster(flush_mode=SYNC_FLUSH)
+    cfg = client_config(cluster, request_timeout_ms=3000)
+    with Admin(config=cfg) as admin:
+        admin.create_topic(TOPIC, 4)
+    load = LoadThread(cfg)
+    load.start()
+    try:
+        wait_until(lambda: len(load.acked) >= 2000, 60, what="2000 acknowledged before the kill")
+        old_pid = cluster.kill(victim, signal.SIGKILL)
+        cluster.await_running(victim, not_pid=old_pid)
+        cluster.await_all_running()
+        acked_at_restart = len(load.acked)
+        wait_until(lambda: len(load.acked) >= acked_at_restart + 2000, 60,
+                   what="2000 more acknowledged after the restart")
+    finally:
+        load.stop.set()
+        load.join(30)
+    acked = dict(load.acked)
+    got = wait_until(lambda: (lambda g: g if all(k in g for k in acked) else None)(_read_all(cfg)), 30,
+                     what="every acknowledged message readable")
+    lost = [k for k in acked if k not in got]
+    assert not lost, f"{len(lost)} acknowledged messages lost of {len(acked)}"
+    assert all(got[k] == body for k, body in acked.items())
+    assert cluster.child(victim)["restarts"] >= 1

@@ -1,0 +1,84 @@
+"""Bad input gets an error answer with a readable reason, and the process keeps serving."""
+
+from __future__ import annotations
+
+import zmq
+
+from cluster import Admin, Message, MessageInvalid, Producer, PullConsumer
+from cluster.errors import BrokerError
+from cluster.protocol import RequestCode, ResponseCode
+from cluster.wire_format import Command, decode_header, to_frames
+from cluster.zmq_transport import RpcClient
+from tests.conftest import client_config
+
+
+def _raw_exchange(endpoint: str, frames: list[bytes]) -> list[bytes]:
+    context = zmq.Context.instance()
+    sock = context.socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.connect(endpoint)
+    try:
+        sock.send_multipart(frames)
+        assert sock.poll(5000), "no answer to a malformed frame"
+        return sock.recv_multipart()
+    finally:
+        sock.close()
+
+
+def test_broker_and_namesrv_survive_malformed_frames_and_bad_requests(start_cluster):
+    cluster = start_cluster(broker_overrides={"auto_create_topic_enabled": False})
+    cfg = client_config(cluster)
+    broker = f"tcp://{cluster.topology.brokers[0].address}"
+    namesrv = cluster.topology.namesrv_endpoints[0]
+    for endpoint in (broker, namesrv):
+        for frames in ([b"\x00"], [b"garbage" * 3, b"body"], [b"a", b"b", b"c"],
+                       [b"\x00\x0a\x03\x01\x91\x00\x00\x00\x01\x00\x00\x00\x00\xff\xff\xff\xff"]):
+            answer = decode_header(_raw_exchange(endpoint, frames)[0])
+            assert answer.code == ResponseCode.SYSTEM_ERROR and "malformed" in answer.remark
+        unknown = decode_header(_raw_exchange(endpoint, to_frames(Command(9999, {"x": "y"})))[0])
+        assert unknown.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED and "9999" in unknown.remark
+    rpc = RpcClient()
+    try:
+        missing = rpc.call(broker, Command(RequestCode.PULL_MESSAGE, {"topic": "X"}))
+        assert missing.code != ResponseCode.SUCCESS and "missing" in missing.remark
+        not_int = rpc.call(broker, Command(RequestCode.GET_MAX_OFFSET, {"topic": "X", "queueId": "zero"}))
+        assert not_int.code != ResponseCode.SUCCESS
+    finally:
+        rpc.close()
+    with Admin(config=cfg) as admin:
+        admin.create_topic("Good", 1)
+    with Producer("PG", config=cfg) as producer:
+        try:
+            producer.send(Message("Good", b"x" * (4 * 1024 * 1024 + 1)))
+            raise AssertionError("an oversized message was accepted by the client")
+        except MessageInvalid:
+            pass
+        # Bypass the client's own checks: the broker must refuse these itself.
+        for fields, body, expected in [
+            ({"b": "Good", "e": "0"}, b"x" * (4 * 1024 * 1024 + 1), ResponseCode.MESSAGE_ILLEGAL),
+            ({"b": "bad topic!", "e": "0"}, b"x", ResponseCode.MESSAGE_ILLEGAL),
+            ({"b": "t" * 128, "e": "0"}, b"x", ResponseCode.MESSAGE_ILLEGAL),
+            ({"b": "NoSuchTopic", "e": "0"}, b"x", ResponseCode.TOPIC_NOT_EXIST),
+            ({"b": "Good", "e": "7"}, b"x", ResponseCode.MESSAGE_ILLEGAL),
+        ]:
+            answer = producer.rpc.call(broker, Command(RequestCode.SEND_MESSAGE_V2, {"a": "PG", **fields}, body))
+            assert answer.code == expected, (fields, answer)
+            assert answer.remark
+        batch = producer.rpc.call(broker, Command(RequestCode.SEND_BATCH_MESSAGE, {"a": "PG", "b": "Good", "e": "0"},
+                                                  b"\x00\x00\x00\x05junk"))
+        assert batch.code == ResponseCode.MESSAGE_ILLEGAL and "batch" in batch.remark
+        assert producer.send(Message("Good", b"still serving")).status.name == "SEND_OK"
+    with PullConsumer("CG", config=cfg) as consumer:
+        mq = consumer.queues("Good")[0]
+        try:
+            consumer.commit_offset(mq, 10_000)
+            raise AssertionError("an offset past the end was accepted")
+        except BrokerError as exc:
+            assert "outside" in str(exc)
+        bad_group = consumer.rpc.call(broker, Command(RequestCode.UPDATE_CONSUMER_OFFSET, {
+            "consumerGroup": "bad group!", "topic": "Good", "queueId": "0", "commitOffset": "0"}))
+        assert bad_group.code != ResponseCode.SUCCESS and "group" in bad_group.remark
+    with Admin(config=cfg) as admin:
+        assert "Good" in admin.topic_list()
+    assert cluster.child("broker-a")["restarts"] == 0
+    assert cluster.child("namesrv-0")["restarts"] == 0
