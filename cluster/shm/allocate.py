@@ -1,0 +1,65 @@
+"""The allocate service: creates and warms the next CommitLog segment ahead of need.
+
+Runs in the allocate worker process. ``step`` looks at ``control.write_pos``; if the
+segment after the one being written does not exist it creates it (preallocated, see
+mapped_file), then preheats it a bounded chunk per step, so the broker's roll-over
+finds a ready file and its first appends do not fault. Creation races with the
+broker's own on-demand creation are harmless (first creator wins).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import NamedTuple
+
+from cluster.config import StoreConfig
+from cluster.shm.commitlog import CommitLog
+from cluster.shm.control import ControlBlock
+from cluster.shm.mapped_file import MappedFileCreateError, create_file
+
+PREHEAT_CHUNK_BYTES = 32 * 1024 * 1024
+
+
+class AllocateReport(NamedTuple):
+    created_start: int | None  # segment created by this step
+    preheated_bytes: int
+    problem: str | None = None  # e.g. the disk is full: the broker will answer DISK_FULL
+
+
+class AllocateService:
+    def __init__(self, cfg: StoreConfig, control: ControlBlock, *, commitlog: CommitLog | None = None,
+                 preheat_chunk_bytes: int = PREHEAT_CHUNK_BYTES):
+        self.cfg = cfg
+        self.control = control
+        self.commitlog = commitlog or CommitLog(cfg)
+        self.preheat_chunk_bytes = preheat_chunk_bytes
+        self._preheat_start: int | None = None  # segment being preheated
+        self._preheat_pos = 0
+
+    def step(self) -> AllocateReport:
+        self.control.heartbeat_allocate_ms = int(time.time() * 1000)
+        cl = self.commitlog
+        next_start = cl.segment_start(self.control.write_pos) + cl.file_size_bytes
+        created = None
+        if self._preheat_start != next_start:
+            try:
+                if create_file(cl.segment_path(next_start), cl.file_size_bytes):
+                    created = next_start
+            except MappedFileCreateError as e:
+                return AllocateReport(None, 0, str(e))
+            self._preheat_start = next_start if self.cfg.preheat_enabled else None
+            self._preheat_pos = 0
+            if self._preheat_start is None:
+                return AllocateReport(created, 0)
+        if self._preheat_pos >= cl.file_size_bytes:
+            return AllocateReport(created, 0)
+        seg = cl.segment_for(next_start)
+        if seg is None:  # deleted under us (recovery of a restarted broker): try again later
+            self._preheat_start = None
+            return AllocateReport(created, 0)
+        done = seg.preheat(self._preheat_pos, self.preheat_chunk_bytes)
+        self._preheat_pos += done
+        return AllocateReport(created, done)
+
+    def close(self) -> None:
+        self.commitlog.close()

@@ -1,0 +1,286 @@
+"""ConsumeQueues: per (topic, queue id), the index of that queue's records in the CommitLog.
+
+Files: ``<store_dir>/consumequeue/<topic>/<queueId>/<20-digit start byte offset>``, each
+``consumequeue_entries_per_file`` 20-byte entries (layout: consumequeue_format), preallocated,
+all zero until written. Entry n (the queue offset) is at byte ``n * 20``.
+
+Processes: the reput worker is the only writer (``put``, in queue-offset order, and
+idempotent: a re-dispatch after a crash rewrites identical bytes). The broker reads;
+the flush worker msyncs. Recovery (broker, no workers running) truncates.
+
+Concurrent readers: an entry is written phys + tag first and size last, and a reader
+checks size before reading phys, so a nonzero size always comes with the right phys
+(x86-64 keeps stores, and loads, in program order). Even so an entry only counts as
+visible once ``phys + size <= dispatched_pos``, which the reput worker publishes
+after writing the entries (``refresh_max``); entries below the visible max never
+change again, so they are read in bulk without care.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+from cluster.config import StoreConfig
+from cluster.shm.consumequeue_format import (ENTRY, ENTRY_SIZE, OFF_SIZE, OFF_TAG, PHYS, SIZE,
+                                             TAG)
+from cluster.shm.mapped_file import MappedFile, create_file
+
+_ZERO_ENTRY = bytes(ENTRY_SIZE)
+
+
+def file_name(start_byte: int) -> str:
+    return f"{start_byte:020d}"
+
+
+def _parse_name(name: str) -> int | None:
+    return int(name) if len(name) == 20 and name.isdigit() else None
+
+
+class ConsumeQueue:
+    def __init__(self, cfg: StoreConfig, topic: str, queue_id: int):
+        self.topic = topic
+        self.queue_id = queue_id
+        self.dir = os.path.join(cfg.store_dir, "consumequeue", topic, str(queue_id))
+        self.entries_per_file = cfg.consumequeue_entries_per_file
+        self.file_size_bytes = self.entries_per_file * ENTRY_SIZE
+        self._files: dict[int, MappedFile] = {}
+        self._visible_max: int | None = None  # cache of refresh_max
+        self._flushed_file_start = 0  # files before this one were full and flushed
+
+    # ---- files ----
+
+    def file_starts(self) -> list[int]:
+        try:
+            names = os.listdir(self.dir)
+        except FileNotFoundError:
+            return []
+        return sorted(s for s in map(_parse_name, names) if s is not None)
+
+    def exists(self) -> bool:
+        return os.path.isdir(self.dir)
+
+    def _file(self, start_byte: int, *, create: bool = False) -> MappedFile | None:
+        f = self._files.get(start_byte)
+        if f is None:
+            path = os.path.join(self.dir, file_name(start_byte))
+            if create:
+                create_file(path, self.file_size_bytes)  # MappedFileCreateError when the disk is full
+            elif not os.path.exists(path):
+                return None
+            f = self._files[start_byte] = MappedFile(path, self.file_size_bytes)
+        return f
+
+    def _locate(self, queue_offset: int, *, create: bool = False) -> tuple[MappedFile | None, int]:
+        byte = queue_offset * ENTRY_SIZE
+        pos = byte % self.file_size_bytes
+        return self._file(byte - pos, create=create), pos
+
+    # ---- writing (reput worker) ----
+
+    def put(self, queue_offset: int, phys_offset: int, size: int, tag_hash: int) -> None:
+        f, pos = self._locate(queue_offset, create=True)
+        mm = f.mm
+        PHYS.pack_into(mm, pos, phys_offset)
+        TAG.pack_into(mm, pos + OFF_TAG, tag_hash)
+        SIZE.pack_into(mm, pos + OFF_SIZE, size)  # last: a nonzero size marks the entry complete
+
+    # ---- reading ----
+
+    def get(self, queue_offset: int) -> tuple[int, int, int] | None:
+        """(phys_offset, size, tag_hash), or None when the entry is empty or absent."""
+        if queue_offset < 0:
+            return None
+        f, pos = self._locate(queue_offset)
+        if f is None:
+            return None
+        size = SIZE.unpack_from(f.mm, pos + OFF_SIZE)[0]
+        if size == 0:
+            return None
+        return PHYS.unpack_from(f.mm, pos)[0], size, TAG.unpack_from(f.mm, pos + OFF_TAG)[0]
+
+    def read(self, queue_offset: int, max_count: int) -> list[tuple[int, int, int]]:
+        """Up to ``max_count`` entries from ``queue_offset``, stopping at the first empty one."""
+        out: list[tuple[int, int, int]] = []
+        while len(out) < max_count and queue_offset >= 0:
+            f, pos = self._locate(queue_offset)
+            if f is None:
+                break
+            n = min(max_count - len(out), (self.file_size_bytes - pos) // ENTRY_SIZE)
+            raw = f.mm[pos:pos + n * ENTRY_SIZE]
+            for entry in ENTRY.iter_unpack(raw):
+                if entry[1] == 0:
+                    return out
+                out.append(entry)
+            queue_offset += n
+        return out
+
+    def min_offset(self) -> int:
+        starts = self.file_starts()
+        return starts[0] // ENTRY_SIZE if starts else 0
+
+    def max_offset(self) -> int:
+        """Entries written (last non-empty + 1). Entries are contiguous, so binary search the last file."""
+        starts = self.file_starts()
+        if not starts:
+            return 0
+        last = starts[-1]
+        f = self._file(last)
+        if f is None:  # deleted meanwhile
+            return 0
+        lo, hi = 0, self.entries_per_file  # first empty entry is in [lo, hi]
+        mm = f.mm
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if SIZE.unpack_from(mm, mid * ENTRY_SIZE + OFF_SIZE)[0] != 0:
+                lo = mid + 1
+            else:
+                hi = mid
+        return last // ENTRY_SIZE + lo
+
+    def refresh_max(self, limit_phys: int) -> int:
+        """Entries visible to consumers: a prefix whose records end at or below ``limit_phys``.
+
+        Incremental: only entries past the previous answer are looked at.
+        """
+        m = self._visible_max
+        if m is None:
+            m = self.max_offset()
+            floor = self.min_offset()
+            while m > floor:
+                e = self.get(m - 1)
+                if e is not None and e[0] + e[1] <= limit_phys:
+                    break
+                m -= 1
+        else:
+            while True:
+                e = self.get(m)
+                if e is None or e[0] + e[1] > limit_phys:
+                    break
+                m += 1
+        self._visible_max = m
+        return m
+
+    # ---- repair, durability, removal ----
+
+    def truncate_after_phys(self, phys_end: int) -> int:
+        """Zero entries whose record ends past ``phys_end``; return how many (recovery only)."""
+        m = self.max_offset()
+        floor = self.min_offset()
+        zeroed = 0
+        while m > floor:
+            e = self.get(m - 1)
+            if e is not None and e[0] + e[1] <= phys_end:
+                break
+            f, pos = self._locate(m - 1)
+            f.mm[pos:pos + ENTRY_SIZE] = _ZERO_ENTRY
+            zeroed += 1
+            m -= 1
+        # Files left empty go, but never the first: it carries the queue's min offset.
+        starts = self.file_starts()
+        for start in starts[1:]:
+            if start >= m * ENTRY_SIZE:
+                self._remove_file(start)
+        self._visible_max = None
+        return zeroed
+
+    def flush(self) -> int:
+        """msync the files written since the last flush; returns files flushed."""
+        starts = [s for s in self.file_starts() if s >= self._flushed_file_start]
+        for start in starts:
+            f = self._file(start)
+            if f is not None:
+                f.flush()
+        if starts:
+            self._flushed_file_start = starts[-1]
+        return len(starts)
+
+    def _remove_file(self, start: int) -> None:
+        f = self._files.pop(start, None)
+        if f is not None:
+            f.close()
+        try:
+            os.unlink(os.path.join(self.dir, file_name(start)))
+        except FileNotFoundError:
+            pass
+
+    def delete_files(self) -> None:
+        self.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+        self._visible_max = None
+        self._flushed_file_start = 0
+
+    def forget_cache(self) -> None:
+        """Drop the visible-max cache (after recovery rewrote the files)."""
+        self._visible_max = None
+
+    def close(self) -> None:
+        for f in self._files.values():
+            f.close()
+        self._files.clear()
+
+
+class ConsumeQueueSet:
+    """All ConsumeQueues of a store, (topic, queue_id) -> ConsumeQueue, opened on demand."""
+
+    def __init__(self, cfg: StoreConfig):
+        self.cfg = cfg
+        self.dir = os.path.join(cfg.store_dir, "consumequeue")
+        os.makedirs(self.dir, exist_ok=True)
+        self._queues: dict[tuple[str, int], ConsumeQueue] = {}
+
+    def discover(self) -> list[tuple[str, int]]:
+        """(topic, queue_id) of every queue directory on disk, also opening them."""
+        found = []
+        for topic in sorted(os.listdir(self.dir)):
+            tdir = os.path.join(self.dir, topic)
+            if not os.path.isdir(tdir):
+                continue
+            for q in os.listdir(tdir):
+                if q.isdigit():
+                    found.append((topic, int(q)))
+                    self.get(topic, int(q), create=True)
+        return sorted(found)
+
+    def get(self, topic: str, queue_id: int, *, create: bool = False) -> ConsumeQueue | None:
+        """The queue object; without ``create``, None unless its directory exists (another
+        process may have created it since the last call, so a miss is not cached)."""
+        key = (topic, queue_id)
+        cq = self._queues.get(key)
+        if cq is None:
+            cq = ConsumeQueue(self.cfg, topic, queue_id)
+            if not create and not cq.exists():
+                return None
+            self._queues[key] = cq
+        return cq
+
+    def queues(self) -> list[ConsumeQueue]:
+        return list(self._queues.values())
+
+    def keys(self) -> list[tuple[str, int]]:
+        return list(self._queues)
+
+    def delete_topic(self, topic: str) -> int:
+        """Remove every queue file of ``topic``; returns queues removed."""
+        removed = 0
+        for key in [k for k in self._queues if k[0] == topic]:
+            self._queues.pop(key).delete_files()
+            removed += 1
+        shutil.rmtree(os.path.join(self.dir, topic), ignore_errors=True)
+        return removed
+
+    def drop_vanished(self) -> int:
+        """Close queues whose directory was deleted by another process (topic deletion)."""
+        gone = [k for k, cq in self._queues.items() if not cq.exists()]
+        for key in gone:
+            self._queues.pop(key).close()
+        return len(gone)
+
+    def flush_all(self) -> None:
+        for cq in list(self._queues.values()):
+            cq.flush()
+
+    def close(self) -> None:
+        for cq in self._queues.values():
+            cq.close()
+        self._queues.clear()

@@ -1,0 +1,112 @@
+"""The control block: a 4 KiB shared file of u64 cursors, one writing process each.
+
+Every process of a broker maps ``<store_dir>/control`` (or another path given to
+``ControlBlock``). Each slot is an 8-byte aligned native-order u64: an aligned 64-bit
+load or store is a single instruction on x86-64, so a reader sees the old value or
+the new one, never a torn mix, and because each slot has exactly one writer no lock
+is needed. Sync flush is then "wait until flushed_pos >= my end", a comparison.
+
+| slot | name | written by | meaning |
+| --- | --- | --- | --- |
+| 0 | magic | creator | ``MAGIC``: file format and version |
+| 1 | write_pos | broker | end of the bytes appended to the CommitLog (whole batches only) |
+| 2 | flushed_pos | flush worker | CommitLog bytes below this are msynced |
+| 3 | dispatched_pos | reput worker | records below this are in ConsumeQueue/IndexFile, visible to consumers |
+| 4 | confirm_pos | replication (reserved) | bytes a slave has confirmed |
+| 5 | heartbeat_broker_ms | broker | wall-clock ms of its last loop |
+| 6 | heartbeat_flush_ms | flush worker | |
+| 7 | heartbeat_reput_ms | reput worker | |
+| 8 | heartbeat_allocate_ms | allocate worker | |
+
+Exception: recovery runs in the broker before any worker starts and sets write_pos,
+flushed_pos and dispatched_pos together. Writers publish a cursor only after the bytes
+it covers are written (x86-64 keeps stores in order), so a reader that loads a cursor
+and then reads below it sees complete data.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import sys
+
+from cluster.shm.mapped_file import create_file
+
+SIZE_BYTES = 4096
+MAGIC = 0x52424F58_43544C01  # "RBOXCTL" + version 1
+
+SLOTS = {
+    "magic": 0,
+    "write_pos": 1,
+    "flushed_pos": 2,
+    "dispatched_pos": 3,
+    "confirm_pos": 4,
+    "heartbeat_broker_ms": 5,
+    "heartbeat_flush_ms": 6,
+    "heartbeat_reput_ms": 7,
+    "heartbeat_allocate_ms": 8,
+}
+ROLES = ("broker", "flush", "reput", "allocate")
+
+
+def _slot_property(name: str):
+    index = SLOTS[name]
+
+    def get(self) -> int:
+        return self._u64[index]
+
+    def set(self, value: int) -> None:
+        self._u64[index] = value
+
+    return property(get, set, doc=f"u64 slot {index} ({name})")
+
+
+class ControlBlock:
+    def __init__(self, path: str):
+        self.path = path
+        # The magic goes in before the file gets its name: nobody sees a block without it.
+        create_file(path, SIZE_BYTES, header=MAGIC.to_bytes(8, sys.byteorder))
+        fd = os.open(path, os.O_RDWR)
+        try:
+            if os.fstat(fd).st_size != SIZE_BYTES:
+                raise ValueError(f"{path} is not a control block: size {os.fstat(fd).st_size}")
+            self._mm = mmap.mmap(fd, SIZE_BYTES)
+        finally:
+            os.close(fd)
+        # The one view of the mapping; close() releases it before closing the mmap.
+        self._u64 = memoryview(self._mm).cast("Q")
+        magic = self._u64[0]
+        if magic != MAGIC:
+            self.close()
+            raise ValueError(f"{path} is not a control block (magic 0x{magic:016x})")
+
+    write_pos = _slot_property("write_pos")
+    flushed_pos = _slot_property("flushed_pos")
+    dispatched_pos = _slot_property("dispatched_pos")
+    confirm_pos = _slot_property("confirm_pos")
+    heartbeat_broker_ms = _slot_property("heartbeat_broker_ms")
+    heartbeat_flush_ms = _slot_property("heartbeat_flush_ms")
+    heartbeat_reput_ms = _slot_property("heartbeat_reput_ms")
+    heartbeat_allocate_ms = _slot_property("heartbeat_allocate_ms")
+
+    def get(self, name: str) -> int:
+        return self._u64[SLOTS[name]]
+
+    def set(self, name: str, value: int) -> None:
+        self._u64[SLOTS[name]] = value
+
+    def heartbeat(self, role: str, now_ms: int) -> None:
+        self._u64[SLOTS[f"heartbeat_{role}_ms"]] = now_ms
+
+    def heartbeat_ms(self, role: str) -> int:
+        return self._u64[SLOTS[f"heartbeat_{role}_ms"]]
+
+    def snapshot(self) -> dict[str, int]:
+        return {name: self._u64[i] for name, i in SLOTS.items() if name != "magic"}
+
+    def close(self) -> None:
+        if self._u64 is not None:
+            self._u64.release()
+            self._u64 = None
+        if not self._mm.closed:
+            self._mm.close()

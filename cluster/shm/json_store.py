@@ -1,0 +1,39 @@
+"""Atomic JSON files (topic configs, consumer offsets, ... under ``<store_dir>/config/``).
+
+A write goes to a temp file, is fsynced, renamed over the old file, and the
+directory is fsynced: a crash leaves either the old or the new content, never half.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from cluster.shm.mapped_file import fsync_dir
+
+
+def write_json(path: str, value) -> None:
+    directory = os.path.dirname(path) or "."
+    os.makedirs(directory, exist_ok=True)
+    tmp = f"{path}.tmp.{os.getpid()}"
+    data = json.dumps(value, sort_keys=True, indent=1).encode()
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fsync_dir(directory)
+
+
+def read_json(path: str, default=None):
+    """The stored value; ``default`` when the file is missing or not valid JSON."""
+    try:
+        with open(path, "rb") as f:
+            return json.loads(f.read())
+    except (FileNotFoundError, ValueError):
+        return default
+
+
+def config_path(store_dir: str, name: str) -> str:
+    """``<store_dir>/config/<name>.json`` (topics, consumerOffset, delayOffset, subscriptionGroup)."""
+    return os.path.join(store_dir, "config", f"{name}.json")

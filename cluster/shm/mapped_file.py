@@ -1,0 +1,165 @@
+"""A fixed-size file mapped with mmap, shared by several processes.
+
+Creation is atomic and idempotent: the file is built as ``<name>.tmp.<pid>``, its
+blocks reserved with ``posix_fallocate`` and fsynced, then published under the final
+name. So any process (the broker on a roll-over, the allocate worker ahead of need)
+may create the same file. Publishing uses ``os.link`` rather than ``os.rename``:
+rename would silently replace a file another process created a moment earlier and
+may already be appending to; link fails with EEXIST instead, and the loser just
+drops its temp file.
+
+Why fallocate: writing through a mapping of a sparse file on a full disk kills the
+process with SIGBUS. With the blocks reserved up front, a full disk shows up here,
+at creation, as ``MappedFileCreateError`` (a status the caller turns into
+DISK_FULL), never as a signal in the middle of an append.
+
+Views: ``mmap.close()`` raises BufferError while a memoryview of it is alive. This
+class hands out the mmap object itself (slicing it copies, ``struct.pack_into``
+and slice assignment write in place) and keeps no views, so ``close()`` is safe
+unless a caller holds one of its own.
+"""
+
+from __future__ import annotations
+
+import errno
+import mmap
+import os
+
+PAGE_BYTES = mmap.ALLOCATIONGRANULARITY
+PREHEAT_CHUNK_BYTES = 16 * 1024 * 1024
+
+try:  # The C helper is optional: written in parallel and may not be built.
+    from cluster import _native as native
+except Exception:  # noqa: BLE001 - any import problem means "no helper"
+    native = None
+
+
+class MappedFileCreateError(Exception):
+    """A file could not be created (``disk_full`` when the cause was ENOSPC/EDQUOT)."""
+
+    def __init__(self, path: str, cause: OSError):
+        super().__init__(f"cannot create {path}: {cause}")
+        self.path = path
+        self.cause = cause
+        self.disk_full = cause.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+def fallocate(fd: int, length: int) -> None:
+    """Reserve the blocks of ``fd`` (a module function so tests can make it fail)."""
+    os.posix_fallocate(fd, 0, length)
+
+
+def fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def create_file(path: str, size_bytes: int, *, header: bytes = b"") -> bool:
+    """Create ``path`` of ``size_bytes`` with reserved blocks, unless it exists.
+
+    ``header`` is written at offset 0 before the file becomes visible. Returns True
+    when this call created it. Raises MappedFileCreateError on any OS failure.
+    """
+    if os.path.exists(path):
+        return False
+    tmp = f"{path}.tmp.{os.getpid()}"
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            fallocate(fd, size_bytes)
+            if header:
+                os.pwrite(fd, header, 0)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            # link() fails when the name exists: the first creator wins and a file
+            # someone may already be writing is never replaced by our empty one.
+            os.link(tmp, path)
+            created = True
+        except FileExistsError:
+            created = False
+        os.unlink(tmp)
+        if created:
+            fsync_dir(os.path.dirname(path))
+        return created
+    except OSError as e:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise MappedFileCreateError(path, e) from e
+
+
+class MappedFile:
+    """One mapped file. ``mm`` is the mmap; positions are positions in this file."""
+
+    __slots__ = ("path", "size_bytes", "mm")
+
+    def __init__(self, path: str, size_bytes: int | None = None):
+        self.path = path
+        fd = os.open(path, os.O_RDWR)
+        try:
+            actual = os.fstat(fd).st_size
+            if size_bytes is not None and actual != size_bytes:
+                raise ValueError(f"{path} is {actual} bytes, expected {size_bytes}")
+            self.size_bytes = actual
+            self.mm = mmap.mmap(fd, actual, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        finally:
+            os.close(fd)  # the mapping keeps the file open
+
+    @classmethod
+    def create_or_open(cls, path: str, size_bytes: int, *, header: bytes = b"") -> "MappedFile":
+        create_file(path, size_bytes, header=header)
+        return cls(path, size_bytes)
+
+    def flush(self, start: int = 0, end: int | None = None) -> None:
+        """msync ``[start, end)``; mmap.flush wants a page-aligned offset."""
+        end = self.size_bytes if end is None else min(end, self.size_bytes)
+        if end <= start:
+            return
+        aligned = start - start % PAGE_BYTES
+        self.mm.flush(aligned, end - aligned)
+
+    def preheat(self, start: int = 0, length: int | None = None) -> int:
+        """Fault ``[start, start+length)`` into the page cache so appends do not; returns bytes.
+
+        Reads only (one byte per page): safe while another process appends to the
+        file, which writing zeros would not be.
+        """
+        length = self.size_bytes - start if length is None else min(length, self.size_bytes - start)
+        if length <= 0:
+            return 0
+        if native is not None and hasattr(native, "preheat_read"):
+            try:
+                native.preheat_read(self.mm, start, length, PAGE_BYTES)
+                return length
+            except TypeError:
+                pass  # a different signature than expected: fall back to Python
+        aligned = start - start % PAGE_BYTES
+        try:
+            self.mm.madvise(mmap.MADV_WILLNEED, aligned, start + length - aligned)
+        except (AttributeError, OSError):
+            pass  # advice only
+        mm = self.mm
+        for pos in range(aligned, start + length, PAGE_BYTES):
+            mm[pos]
+        return length
+
+    def mlock(self) -> bool:
+        """Pin the file in memory when the C helper offers it; False when it cannot."""
+        if native is None or not hasattr(native, "mlock"):
+            return False
+        try:
+            native.mlock(self.mm, 0, self.size_bytes)
+            return True
+        except (TypeError, OSError):
+            return False
+
+    def close(self) -> None:
+        if not self.mm.closed:
+            self.mm.close()

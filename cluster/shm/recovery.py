@@ -1,0 +1,198 @@
+"""Recovery: bring the CommitLog, ConsumeQueues, IndexFiles and cursors back in line.
+
+Runs in the broker process at start, before the flush, reput and allocate workers
+(so it may write every cursor and the checkpoint). Steps:
+
+1. Find the true end of the CommitLog. Verification (magic, sizes, body CRC, and the
+   PHYSICALOFFSET field matching the position, which catches stale bytes) starts at
+   the checkpoint's ``commitlog_flushed_pos``, durable by definition; after an unclean
+   stop (``abort`` present) at the start of that position's segment, to also catch
+   damage just behind it. With no usable checkpoint: from the first segment.
+2. Truncate the torn tail: zero it, delete later segments.
+3. ConsumeQueues: drop entries past the end; mark for rebuild every queue whose files
+   are not a contiguous run from 0, or whose last entry does not match its record.
+4. IndexFiles: delete files reaching past the end (re-indexed below).
+5. Re-dispatch synchronously from min(checkpoint.dispatched_flushed_pos, end, first
+   deleted index file) to the end, with the reput code. A record whose queue offset is
+   beyond its queue's entries reveals missing files: that queue is rebuilt too.
+   Rebuilt queues are rescanned from the first segment.
+6. Flush everything, set write_pos = flushed_pos = dispatched_pos = end, write the
+   checkpoint, and create ``abort`` (removed on a clean shutdown).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+
+from cluster.shm import checkpoint
+from cluster.shm import commitlog_format as fmt
+from cluster.shm.commitlog import CommitLog
+from cluster.shm.consumequeue import ConsumeQueue, ConsumeQueueSet
+from cluster.shm.consumequeue_format import ENTRY_SIZE
+from cluster.shm.control import ControlBlock
+from cluster.shm.indexfile import IndexService
+from cluster.shm.reput import Dispatcher
+
+ABORT_FILE = "abort"
+
+
+@dataclass
+class RecoveryReport:
+    clean_shutdown: bool
+    checkpoint_found: bool
+    verify_from_phys: int = 0
+    end_phys: int = 0
+    stop_reason: str = ""  # what ended the data: "end", "incomplete", or a corruption
+    records_verified: int = 0
+    bytes_truncated: int = 0
+    segments_deleted: int = 0
+    cq_entries_truncated: int = 0
+    cq_queues_rebuilt: list = field(default_factory=list)
+    index_files_deleted_from_phys: int | None = None
+    redispatch_from_phys: int = 0
+    records_redispatched: int = 0
+    seconds: float = 0.0
+
+
+def abort_path(store_dir: str) -> str:
+    return os.path.join(store_dir, ABORT_FILE)
+
+
+def find_end(commitlog: CommitLog, start: int) -> tuple[int, int, str]:
+    """(end of valid data, records verified, why it stopped) walking from ``start``."""
+    end = start
+    verified = 0
+    reason = "end"
+    for phys, item in commitlog.walk(start, check_crc=True):
+        kind = type(item)
+        if kind is fmt.Record:
+            if item.phys_offset != phys:
+                reason = f"record at {phys} says it is at {item.phys_offset}"
+                break
+            verified += 1
+        elif kind is fmt.EndOfFile:
+            pass
+        else:
+            reason = "incomplete" if kind is fmt.Incomplete else item.reason
+            break
+        end = phys + item.total_size
+    return end, verified, reason
+
+
+def queue_looks_broken(cq: ConsumeQueue, commitlog: CommitLog) -> bool:
+    """True when files are missing or the last entry does not describe its record."""
+    starts = cq.file_starts()
+    if not starts:
+        return True
+    if starts != [i * cq.file_size_bytes for i in range(len(starts))]:
+        return True  # a file is missing (no retention: queues always start at 0)
+    for start in starts[:-1]:
+        if cq.get((start + cq.file_size_bytes) // ENTRY_SIZE - 1) is None:
+            return True  # a file before the last is not full
+    last = cq.max_offset() - 1
+    if last < 0:
+        return False
+    phys, size, _ = cq.get(last)
+    rec = commitlog.decode_at(phys, check_crc=False)
+    return not (type(rec) is fmt.Record and rec.total_size == size and rec.topic == cq.topic
+                and rec.queue_id == cq.queue_id and rec.queue_offset == last)
+
+
+def recover(store_dir: str, commitlog: CommitLog, cqs: ConsumeQueueSet, index: IndexService,
+            control: ControlBlock) -> RecoveryReport:
+    t0 = time.monotonic()
+    report = RecoveryReport(clean_shutdown=not os.path.exists(abort_path(store_dir)),
+                            checkpoint_found=False)
+    cp = checkpoint.read(store_dir)
+    first = commitlog.min_offset()
+    disk_end = commitlog.max_offset_on_disk()
+
+    # 1. the true end
+    start = first
+    if cp is not None and first <= cp.commitlog_flushed_pos <= disk_end:
+        report.checkpoint_found = True
+        start = cp.commitlog_flushed_pos
+        if not report.clean_shutdown:
+            start = max(first, commitlog.segment_start(start))
+    end, report.records_verified, report.stop_reason = find_end(commitlog, start)
+    report.verify_from_phys, report.end_phys = start, end
+
+    # 2. the torn tail
+    report.bytes_truncated, report.segments_deleted = commitlog.truncate_after(end)
+
+    # 3. ConsumeQueues
+    cqs.discover()
+    rebuild: set[tuple[str, int]] = set()
+    for cq in cqs.queues():
+        report.cq_entries_truncated += cq.truncate_after_phys(end)
+        if queue_looks_broken(cq, commitlog):
+            rebuild.add((cq.topic, cq.queue_id))
+
+    # 4. IndexFiles
+    report.index_files_deleted_from_phys = index.delete_after_phys(end)
+
+    # 5. re-dispatch
+    dispatcher = Dispatcher(cqs, index)
+    redispatch_from = first if cp is None else max(first, min(cp.dispatched_flushed_pos, end))
+    if report.index_files_deleted_from_phys is not None:
+        redispatch_from = max(first, min(redispatch_from, report.index_files_deleted_from_phys))
+    report.redispatch_from_phys = redispatch_from
+    _rebuild_queues(rebuild, commitlog, cqs, dispatcher, first, redispatch_from)
+    gaps = _redispatch(commitlog, cqs, dispatcher, redispatch_from, end, report)
+    _rebuild_queues(gaps, commitlog, cqs, dispatcher, first, end)
+    report.cq_queues_rebuilt = sorted(rebuild | gaps)
+
+    # 6. durable, cursors, checkpoint, abort marker
+    commitlog.flush(commitlog.segment_start(end), end + commitlog.file_size_bytes)
+    cqs.flush_all()
+    index.flush()
+    commitlog.set_write_pos(end)
+    control.write_pos = end
+    control.flushed_pos = end
+    control.dispatched_pos = end
+    now_ms = int(time.time() * 1000)
+    checkpoint.write(store_dir, checkpoint.Checkpoint(end, end, now_ms, now_ms))
+    with open(abort_path(store_dir), "wb") as f:
+        os.fsync(f.fileno())
+    report.seconds = time.monotonic() - t0
+    return report
+
+
+def _rebuild_queues(keys: set, commitlog: CommitLog, cqs: ConsumeQueueSet, dispatcher: Dispatcher,
+                    start: int, end: int) -> None:
+    """Recreate the ConsumeQueues ``keys`` from the records in [start, end)."""
+    if not keys:
+        return
+    for topic, queue_id in keys:
+        cq = cqs.get(topic, queue_id, create=True)
+        cq.delete_files()
+    for phys, rec in commitlog.iter_from(start, end):
+        if (rec.topic, rec.queue_id) in keys:
+            dispatcher.dispatch(phys, rec, build_index=False)
+
+
+def _redispatch(commitlog: CommitLog, cqs: ConsumeQueueSet, dispatcher: Dispatcher, start: int,
+                end: int, report: RecoveryReport) -> set:
+    """Dispatch [start, end); returns queues found to have missing entries."""
+    expected: dict[tuple[str, int], int] = {}
+    gaps: set[tuple[str, int]] = set()
+    for phys, rec in commitlog.iter_from(start, end):
+        key = (rec.topic, rec.queue_id)
+        visible = dispatcher.dispatch(phys, rec)
+        report.records_redispatched += 1
+        if visible is None or key in gaps:
+            continue
+        want = expected.get(key)
+        if (want is None and _hole_before(cqs.get(*key, create=True), rec.queue_offset)) or \
+                (want is not None and rec.queue_offset > want):
+            gaps.add(key)
+            continue
+        expected[key] = rec.queue_offset + 1
+    return gaps
+
+
+def _hole_before(cq: ConsumeQueue, queue_offset: int) -> bool:
+    """True when an entry before ``queue_offset`` is missing (its file was deleted)."""
+    return queue_offset > 0 and cq.get(queue_offset - 1) is None

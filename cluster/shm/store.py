@@ -1,0 +1,291 @@
+"""MessageStore: the broker's facade over CommitLog, ConsumeQueues and IndexFiles.
+
+Lives in the broker process, which is the only writer of CommitLog records and of
+``control.write_pos``. ConsumeQueue and IndexFile files are written by the reput
+worker and only read here; a message is visible to ``get_messages`` once the reput
+worker's ``dispatched_pos`` has passed it.
+
+Outcomes are values: ``put_messages`` and ``get_messages`` return a status enum
+(RocketMQ's PutMessageStatus / GetMessageStatus names) and never raise for bad input.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import struct
+import time
+from typing import NamedTuple, Sequence
+
+from cluster.config import StoreConfig
+from cluster.shm import commitlog_format as fmt
+from cluster.shm.commitlog import AppendStatus, CommitLog
+from cluster.shm.consumequeue import ConsumeQueueSet
+from cluster.shm.control import ControlBlock
+from cluster.shm.indexfile import IndexService
+from cluster.shm.indexfile_format import index_key
+from cluster.shm.recovery import RecoveryReport, abort_path, recover
+
+# A pull scans at most this many ConsumeQueue entries when tags filter most of them out
+# (RocketMQ: max(16000 bytes of entries, maxMsgNums entries)).
+SCAN_ENTRIES_MIN = 800
+
+
+class PutMessageStatus(enum.Enum):
+    PUT_OK = "PUT_OK"
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"  # set by the broker (sync flush waits)
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"  # set by the broker (sync replication)
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
+    SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"  # not recovered yet, or closed
+    MESSAGE_ILLEGAL = "MESSAGE_ILLEGAL"
+    DISK_FULL = "DISK_FULL"  # RocketMQ: CREATE_MAPPED_FILE_FAILED / disk full
+    UNKNOWN_ERROR = "UNKNOWN_ERROR"
+
+
+class GetMessageStatus(enum.Enum):
+    FOUND = "FOUND"
+    NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
+    NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
+    OFFSET_OVERFLOW_ONE = "OFFSET_OVERFLOW_ONE"
+    OFFSET_OVERFLOW_BADLY = "OFFSET_OVERFLOW_BADLY"
+    OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
+    NO_MATCHED_LOGIC_QUEUE = "NO_MATCHED_LOGIC_QUEUE"
+
+
+class MessageToStore(NamedTuple):
+    body: bytes  # as sent (compressed when sys_flag says so)
+    flag: int
+    properties: bytes  # already encoded (commitlog_format.encode_properties)
+    sys_flag: int
+    born_timestamp_ms: int
+    born_host: bytes  # 8 bytes: IPv4 + port
+    reconsume_times: int = 0
+    prepared_transaction_offset: int = 0
+
+
+class PutResult(NamedTuple):
+    status: PutMessageStatus
+    phys_offset: int = -1  # first record
+    queue_offset: int = -1  # first record's queue offset
+    count: int = 0
+    end_phys_offset: int = -1  # just past the last record: sync flush waits for flushed_pos >= this
+    msg_ids: list = []  # offset message ids, one per message
+
+
+class GetResult(NamedTuple):
+    status: GetMessageStatus
+    records: list  # raw record bytes, exactly as in the CommitLog
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+
+
+_EMPTY: list = []
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class MessageStore:
+    def __init__(self, cfg: StoreConfig, control: ControlBlock, *,
+                 store_host: bytes = fmt.pack_host("127.0.0.1", 10911)):
+        self.cfg = cfg
+        self.control = control
+        self.store_host = store_host
+        self.commitlog = CommitLog(cfg)
+        self.cqs = ConsumeQueueSet(cfg)
+        self.index = IndexService(cfg)
+        self._next_offsets: dict[tuple[str, int], int] = {}
+        self._topic_bytes: dict[str, bytes] = {}
+        self._ready = False
+
+    # ---- life cycle ----
+
+    def recover(self) -> RecoveryReport:
+        """Run at broker start, before the workers (see recovery.py)."""
+        report = recover(self.cfg.store_dir, self.commitlog, self.cqs, self.index, self.control)
+        self._next_offsets = {(cq.topic, cq.queue_id): cq.max_offset() for cq in self.cqs.queues()}
+        for cq in self.cqs.queues():
+            cq.forget_cache()
+        self._ready = True
+        return report
+
+    def mark_clean_shutdown(self) -> None:
+        """The broker's last act on a clean stop: flush what it wrote, drop ``abort``."""
+        end = self.commitlog.write_pos
+        self.commitlog.flush(self.commitlog.segment_start(end), end)
+        try:
+            os.unlink(abort_path(self.cfg.store_dir))
+        except FileNotFoundError:
+            pass
+
+    def close(self) -> None:
+        self._ready = False
+        self.commitlog.close()
+        self.cqs.close()
+        self.index.close()
+
+    # ---- writing ----
+
+    def put_messages(self, topic: str, queue_id: int,
+                     messages: Sequence[MessageToStore]) -> PutResult:
+        """Append ``messages`` to one queue, consecutively, in one CommitLog segment."""
+        if not self._ready:
+            return PutResult(PutMessageStatus.SERVICE_NOT_AVAILABLE)
+        topic_bytes = self._topic_bytes.get(topic)
+        if topic_bytes is None:
+            if not isinstance(topic, str) or not topic:
+                return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
+            topic_bytes = topic.encode()
+            if len(topic_bytes) > fmt.TOPIC_LENGTH_MAX:
+                return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
+            self._topic_bytes[topic] = topic_bytes
+        if not messages or not isinstance(queue_id, int) or not 0 <= queue_id < 1 << 31:
+            return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
+        try:
+            sizes = fmt.batch_record_sizes(len(topic_bytes), messages)
+            for m in messages:
+                if len(m.properties) > fmt.PROPERTIES_LENGTH_MAX:
+                    return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
+        except (AttributeError, TypeError):
+            return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
+        if max(sizes) > self.cfg.message_size_bytes_max:
+            return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
+        total = sum(sizes)
+        key = (topic, queue_id)
+        queue_offset = self._next_offsets.get(key, 0)
+        store_ts = _now_ms()
+        store_host = self.store_host
+        commitlog = self.commitlog
+        # Encode at the position the batch will most likely get; re-encode only if the
+        # append rolls to the next segment (the phys offsets change).
+        guess = commitlog.write_pos
+        try:
+            data, next_queue_offset = fmt.encode_batch(
+                messages, sizes, topic=topic_bytes, queue_id=queue_id,
+                queue_offset_first=queue_offset, phys_offset_first=guess,
+                store_timestamp_ms=store_ts, store_host=store_host)
+        except (struct.error, ValueError, TypeError, AttributeError, OverflowError):
+            return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
+
+        def fill(buf, pos: int, phys: int) -> None:
+            nonlocal data
+            if phys != guess:
+                data, _ = fmt.encode_batch(
+                    messages, sizes, topic=topic_bytes, queue_id=queue_id,
+                    queue_offset_first=queue_offset, phys_offset_first=phys,
+                    store_timestamp_ms=store_ts, store_host=store_host)
+            buf[pos:pos + total] = data
+
+        outcome = commitlog.append(total, fill)
+        if outcome.status is not AppendStatus.OK:
+            status = (PutMessageStatus.DISK_FULL if outcome.status is AppendStatus.DISK_FULL
+                      else PutMessageStatus.MESSAGE_ILLEGAL)
+            return PutResult(status)
+        self._next_offsets[key] = next_queue_offset
+        end = commitlog.write_pos
+        self.control.write_pos = end  # publish: the bytes are in place
+        phys = outcome.phys_offset
+        msg_ids = []
+        host_hex = store_host.hex().upper()
+        for size in sizes:
+            msg_ids.append(f"{host_hex}{phys:016X}")
+            phys += size
+        return PutResult(PutMessageStatus.PUT_OK, outcome.phys_offset, queue_offset,
+                         len(sizes), end, msg_ids)
+
+    # ---- reading ----
+
+    def get_messages(self, topic: str, queue_id: int, offset: int, max_count: int,
+                     max_bytes: int, tag_hashes: frozenset | None = None) -> GetResult:
+        """Records of one queue from queue offset ``offset`` (see GetMessageStatus).
+
+        ``next_begin_offset`` follows rocketmq-protocol.md §5.4. Only entries the reput
+        worker has published (phys + size <= dispatched_pos) count.
+        """
+        cq = self.cqs.get(topic, queue_id)
+        if cq is None:
+            status = (GetMessageStatus.NO_MESSAGE_IN_QUEUE if (topic, queue_id) in self._next_offsets
+                      else GetMessageStatus.NO_MATCHED_LOGIC_QUEUE)
+            return GetResult(status, _EMPTY, 0, 0, 0)
+        max_offset = cq.refresh_max(self.control.dispatched_pos)
+        min_offset = cq.min_offset()
+        if max_offset == 0:
+            return GetResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, _EMPTY, 0, min_offset, max_offset)
+        if offset < min_offset:
+            return GetResult(GetMessageStatus.OFFSET_TOO_SMALL, _EMPTY, min_offset, min_offset,
+                             max_offset)
+        if offset == max_offset:
+            return GetResult(GetMessageStatus.OFFSET_OVERFLOW_ONE, _EMPTY, offset, min_offset,
+                             max_offset)
+        if offset > max_offset:
+            return GetResult(GetMessageStatus.OFFSET_OVERFLOW_BADLY, _EMPTY, max_offset, min_offset,
+                             max_offset)
+        scan = min(max_offset - offset, max(max_count, SCAN_ENTRIES_MIN))
+        records: list[bytes] = []
+        total_bytes = 0
+        scanned = 0
+        read = self.commitlog.read
+        for phys, size, tag_hash in cq.read(offset, scan):
+            if records and (len(records) >= max_count or total_bytes + size > max_bytes):
+                break
+            scanned += 1
+            if tag_hashes is not None and tag_hash not in tag_hashes:
+                continue
+            raw = read(phys, size)
+            if raw is None:
+                continue  # its segment is gone; skip rather than stall the consumer
+            records.append(raw)
+            total_bytes += size
+        status = GetMessageStatus.FOUND if records else GetMessageStatus.NO_MATCHED_MESSAGE
+        return GetResult(status, records, offset + scanned, min_offset, max_offset)
+
+    def min_offset(self, topic: str, queue_id: int) -> int:
+        cq = self.cqs.get(topic, queue_id)
+        return cq.min_offset() if cq is not None else 0
+
+    def max_offset(self, topic: str, queue_id: int) -> int:
+        """Queue offset just past the last entry visible to consumers."""
+        cq = self.cqs.get(topic, queue_id)
+        return cq.refresh_max(self.control.dispatched_pos) if cq is not None else 0
+
+    def queue_next_offset(self, topic: str, queue_id: int) -> int:
+        """Queue offset the next put gets (written, maybe not yet visible)."""
+        return self._next_offsets.get((topic, queue_id), 0)
+
+    def read_record(self, phys_offset: int) -> fmt.Record | None:
+        """The record at ``phys_offset`` (e.g. from an offset msg id), None if there is none."""
+        if not 0 <= phys_offset < self.control.write_pos:
+            return None
+        rec = self.commitlog.decode_at(phys_offset, check_crc=False)
+        return rec if type(rec) is fmt.Record and rec.phys_offset == phys_offset else None
+
+    def query_by_key(self, topic: str, key: str, max_num: int, begin_ms: int,
+                     end_ms: int) -> list[fmt.Record]:
+        """Records of ``topic`` whose UNIQ_KEY or one of whose KEYS is ``key``, newest first."""
+        found = []
+        for phys in self.index.lookup(index_key(topic, key), max_num, begin_ms, end_ms):
+            rec = self.read_record(phys)
+            if rec is None or rec.topic != topic or not begin_ms <= rec.store_timestamp_ms <= end_ms:
+                continue
+            props = rec.properties
+            if props.get(fmt.PROPERTY_UNIQ_KEY) == key or \
+                    key in props.get(fmt.PROPERTY_KEYS, "").split(" "):
+                found.append(rec)
+        return found
+
+    # ---- topics ----
+
+    def delete_topic(self, topic: str) -> int:
+        """Remove the topic's ConsumeQueues (CommitLog records stay); returns queues removed."""
+        for key in [k for k in self._next_offsets if k[0] == topic]:
+            del self._next_offsets[key]
+        return self.cqs.delete_topic(topic)
+
+    def topics_and_queues(self) -> dict[str, list[int]]:
+        keys = set(self._next_offsets) | set(self.cqs.discover())
+        out: dict[str, list[int]] = {}
+        for topic, queue_id in sorted(keys):
+            out.setdefault(topic, []).append(queue_id)
+        return out
