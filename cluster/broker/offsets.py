@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from cluster.shm.json_store import read_json, write_json_atomic
+from cluster.shm.json_store import read_json, write_json
 
 
 class ConsumerOffsetManager:
@@ -47,6 +47,6 @@ class ConsumerOffsetManager:
     def persist(self, force: bool = False) -> None:
         if not (self.dirty or force):
             return
-        write_json_atomic(self.path, {"offsetTable": {
+        write_json(self.path, {"offsetTable": {
             key: {str(q): o for q, o in queues.items()} for key, queues in self.table.items()}})
         self.dirty = False

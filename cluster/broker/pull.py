@@ -13,7 +13,7 @@ import time
 from cluster.broker.filtering import tag_hashes_of
 from cluster.protocol import (PERM_READ, PULL_FLAG_COMMIT_OFFSET, PULL_FLAG_SUSPEND, ProtocolError,
                               ResponseCode, field_int, field_str)
-from cluster.shm.store import GetStatus
+from cluster.shm.store import GetMessageStatus as GetStatus
 from cluster.wire_format import Command
 
 log = logging.getLogger(__name__)

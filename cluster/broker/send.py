@@ -11,14 +11,14 @@ from cluster.protocol import (AUTO_CREATE_TOPIC_KEY, PERM_WRITE, ProtocolError, 
                               field_bool, field_int, send_fields_long)
 from cluster.shm import batch_format
 from cluster.shm.commitlog_format import PROPERTY_WAIT, decode_properties, pack_host
-from cluster.shm.store import MessageToStore, PutStatus
+from cluster.shm.store import MessageToStore, PutMessageStatus as PutStatus
 from cluster.wire_format import Command
 
 log = logging.getLogger(__name__)
 
 _PUT_STATUS_CODES = {
     PutStatus.MESSAGE_ILLEGAL: ResponseCode.MESSAGE_ILLEGAL,
-    PutStatus.PROPERTIES_SIZE_EXCEEDED: ResponseCode.MESSAGE_ILLEGAL,
+    PutStatus.SERVICE_NOT_AVAILABLE: ResponseCode.SERVICE_NOT_AVAILABLE,
     PutStatus.DISK_FULL: ResponseCode.DISK_FULL,
 }
 

@@ -144,7 +144,7 @@ class BrokerService:
             self.flush_waiters.release(self.control.flushed_pos)
 
     def on_tick(self) -> None:
-        self.control.set_heartbeat("broker", now_ms())
+        self.control.heartbeat("broker", now_ms())
         if len(self.flush_waiters):
             self.flush_waiters.release(self.control.flushed_pos)
         self.pull_waiters.expire()
@@ -251,7 +251,7 @@ class BrokerService:
         def work():
             topic, queue_id = self._topic_queue(request)
             timestamp_ms = field_int(request, "timestamp")
-            offset = self.store.offset_by_time(topic, queue_id, timestamp_ms)
+            offset = self._offset_by_time(topic, queue_id, timestamp_ms)
             return request.response(ResponseCode.SUCCESS, {"offset": str(offset)})
         return self._answer(request, work)
 
@@ -324,7 +324,7 @@ class BrokerService:
                 _, _, phys_offset = _parse_msg_id(request.fields["msgId"])
             else:
                 phys_offset = field_int(request, "offset")
-            raw = self.store.read_record_bytes(phys_offset)
+            raw = self._record_bytes(phys_offset)
             if raw is None:
                 return request.response(ResponseCode.SYSTEM_ERROR,
                                         remark=f"no message at CommitLog offset {phys_offset}")
@@ -342,7 +342,7 @@ class BrokerService:
             if not records:
                 return request.response(ResponseCode.QUERY_NOT_FOUND,
                                         remark=f"no message with key {key} in topic {topic} in that time range")
-            body = b"".join(self.store.read_record_bytes(r.phys_offset) for r in records)
+            body = b"".join(self._record_bytes(r.phys_offset) for r in records)
             return request.response(ResponseCode.SUCCESS, {"indexLastUpdatePhyoffset": str(self.control.dispatched_pos)},
                                     body)
         return self._answer(request, work)
@@ -359,6 +359,25 @@ class BrokerService:
             "recovery": str(self.recovery),
         }
         return request.response(ResponseCode.SUCCESS, body=to_json_bytes(info))
+
+
+    def _record_bytes(self, phys_offset: int) -> bytes | None:
+        record = self.store.read_record(phys_offset)
+        return None if record is None else self.store.commitlog.read(phys_offset, record.total_size)
+
+    def _offset_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        """The first queue offset stored at or after ``timestamp_ms`` (binary search, as RocketMQ)."""
+        low, high = self.store.min_offset(topic, queue_id), self.store.max_offset(topic, queue_id)
+        cq = self.store.cqs.get(topic, queue_id)
+        while cq is not None and low < high:
+            middle = (low + high) // 2
+            entries = cq.read(middle, 1)
+            record = self.store.read_record(entries[0][0]) if entries else None
+            if record is None or record.store_timestamp_ms >= timestamp_ms:
+                high = middle
+            else:
+                low = middle + 1
+        return low
 
 
 def _parse_msg_id(msg_id: str):

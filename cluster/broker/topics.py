@@ -6,7 +6,7 @@ import os
 from dataclasses import asdict, dataclass
 
 from cluster.protocol import AUTO_CREATE_TOPIC_KEY, PERM_READ_WRITE
-from cluster.shm.json_store import read_json, write_json_atomic
+from cluster.shm.json_store import read_json, write_json
 
 
 @dataclass
@@ -60,4 +60,4 @@ class TopicConfigManager:
         return {name: asdict(cfg) for name, cfg in self.topics.items()}
 
     def persist(self) -> None:
-        write_json_atomic(self.path, {"topicConfigTable": self.table()})
+        write_json(self.path, {"topicConfigTable": self.table()})

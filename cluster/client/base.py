@@ -24,7 +24,7 @@ def _local_ip() -> str:
 
 
 class ClientBase:
-    def __init__(self, namesrv: str | Sequence[str] | None, config: ClientConfig | None):
+    def __init__(self, namesrv: str | Sequence[str] | None = None, config: ClientConfig | None = None):
         cfg = config or ClientConfig(namesrv_endpoints=namesrv_endpoints_from_env())
         if namesrv is not None:
             endpoints = (namesrv,) if isinstance(namesrv, str) else tuple(namesrv)

@@ -7,7 +7,7 @@ import sys
 from cluster.config import broker_config_from_json
 from cluster.procs.runner import run_role
 from cluster.procs.workers import WorkerLoop
-from cluster.shm.services import AllocateService
+from cluster.shm.allocate import AllocateService
 
 ALLOCATE_CHECK_INTERVAL_S = 0.2
 

@@ -14,7 +14,7 @@ from cluster.broker import channels
 from cluster.config import SYNC_FLUSH, broker_config_from_json
 from cluster.procs.runner import run_role
 from cluster.procs.workers import WorkerLoop
-from cluster.shm.services import FlushService
+from cluster.shm.flush import FlushService
 
 
 def build(config_json: str):

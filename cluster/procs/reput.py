@@ -12,7 +12,7 @@ from cluster.broker import channels
 from cluster.config import broker_config_from_json
 from cluster.procs.runner import run_role
 from cluster.procs.workers import WorkerLoop
-from cluster.shm.services import ReputService
+from cluster.shm.reput import ReputService
 
 DISPATCH_RECORDS_PER_STEP = 4096
 

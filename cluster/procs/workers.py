@@ -54,7 +54,7 @@ class WorkerLoop:
             if not woken and time.monotonic() < next_due:
                 continue
             frames = self.step()
-            self.control.set_heartbeat(self.role, int(time.time() * 1000))
+            self.control.heartbeat(self.role, int(time.time() * 1000))
             if frames is not None:
                 try:
                     self.notify.send_multipart(frames, zmq.NOBLOCK)
