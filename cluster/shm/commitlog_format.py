@@ -329,3 +329,15 @@ def encode_batch(messages, sizes, *, topic: bytes, queue_id: int, queue_offset_f
         append(props)
         phys += size
     return b"".join(parts), queue_offset
+
+
+def ends_in_zero(buf, pos: int, total_size: int) -> bool:
+    """True when the record at ``pos`` has a zero last byte: a torn write, for recovery.
+
+    BODYCRC covers the body only, so a record whose topic or properties were cut
+    short (the rest of a preallocated file is zeros) still decodes. Its last byte
+    tells: a record ends with the last topic character (topics are non-empty,
+    [%|a-zA-Z0-9_-]) or, with properties, with the \\x02 that closes every pair;
+    never with zero. Appends are sequential copies, so a torn record ends in zeros.
+    """
+    return total_size > 0 and buf[pos + total_size - 1] == 0

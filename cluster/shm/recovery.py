@@ -71,6 +71,9 @@ def find_end(commitlog: CommitLog, start: int) -> tuple[int, int, str]:
             if item.phys_offset != phys:
                 reason = f"record at {phys} says it is at {item.phys_offset}"
                 break
+            if commitlog.read(phys + item.total_size - 1, 1) == b"\0":
+                reason = f"record at {phys} ends in zero: torn (see commitlog_format.ends_in_zero)"
+                break
             verified += 1
         elif kind is fmt.EndOfFile:
             pass
