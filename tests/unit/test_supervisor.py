@@ -12,6 +12,7 @@ import json
 import os
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -302,6 +303,29 @@ def test_second_supervisor_on_the_same_data_dir_is_refused(tmp_path, events, sup
     start(supervisors, [child("a", events)], tmp_path)
     with pytest.raises(SupervisorError, match="another supervisor"):
         Supervisor([child("b", events)], str(tmp_path)).start()
+
+
+def test_supervisor_driven_from_another_thread_polls_instead_of_signals(tmp_path, events):
+    outcome: dict = {}
+
+    def drive() -> None:
+        # The thread must outlive the children: their death signal follows it.
+        sup = Supervisor([child("a", events)], str(tmp_path))
+        sup.start()
+        try:
+            old_pid = sup.child_pid("a")
+            os.kill(old_pid, signal.SIGKILL)
+            outcome["restarted"] = sup.run_until(lambda: running(sup, "a", other_than_pid=old_pid),
+                                                 DEADLINE_S)
+            outcome["pid"] = sup.child_pid("a")
+        finally:
+            sup.stop()
+
+    thread = threading.Thread(target=drive)
+    thread.start()
+    thread.join(DEADLINE_S * 2)
+    assert not thread.is_alive()
+    assert outcome["restarted"] and process_gone(outcome["pid"])
 
 
 # ------------------------------------------------------------------ supervisor as its own process
