@@ -1,0 +1,74 @@
+import os
+
+from cluster.shm.consumequeue import ConsumeQueue, ConsumeQueueSet
+from cluster.shm.consumequeue_format import ENTRY_SIZE
+from cluster.shm.testing import tiny_config
+
+
+def fill(cq: ConsumeQueue, count: int, *, size: int = 100) -> None:
+    for n in range(count):
+        cq.put(n, n * size, size, n % 3)
+
+
+def test_put_get_read_across_files(tmp_path):
+    cq = ConsumeQueue(tiny_config(tmp_path), "T", 2)
+    assert cq.max_offset() == 0 and cq.min_offset() == 0 and cq.get(0) is None
+    fill(cq, 150)
+    assert cq.file_starts() == [0, 64 * ENTRY_SIZE, 128 * ENTRY_SIZE]
+    assert os.path.isfile(tmp_path / "consumequeue" / "T" / "2" / "00000000000000001280")
+    assert cq.get(70) == (7000, 100, 1)
+    got = cq.read(60, 10)
+    assert [e[0] for e in got] == [n * 100 for n in range(60, 70)]
+    assert len(cq.read(140, 100)) == 10  # stops at the first empty entry
+    assert cq.max_offset() == 150
+    cq.put(3, 300, 100, 0)  # idempotent rewrite of an identical entry
+    assert cq.get(3) == (300, 100, 0)
+    cq.close()
+
+
+def test_max_offset_on_exactly_full_file(tmp_path):
+    cq = ConsumeQueue(tiny_config(tmp_path), "T", 0)
+    fill(cq, 64)
+    assert cq.max_offset() == 64
+    cq.close()
+
+
+def test_refresh_max_counts_only_dispatched_entries(tmp_path):
+    cfg = tiny_config(tmp_path)
+    writer = ConsumeQueue(cfg, "T", 0)
+    fill(writer, 10)
+    reader = ConsumeQueue(cfg, "T", 0)
+    assert reader.refresh_max(500) == 5  # entries end at 100, 200, ... ; 5 end <= 500
+    assert reader.refresh_max(450) == 5  # cached, never goes back
+    fill(writer, 100)
+    assert reader.refresh_max(7_000) == 70  # crosses into a file created after the first look
+    assert reader.refresh_max(1 << 40) == 100
+    writer.close()
+    reader.close()
+
+
+def test_truncate_after_phys(tmp_path):
+    cq = ConsumeQueue(tiny_config(tmp_path), "T", 0)
+    fill(cq, 100)
+    assert cq.truncate_after_phys(5_050) == 50  # entries ending past 5050: 50..99
+    assert cq.max_offset() == 50
+    assert cq.file_starts() == [0]  # the emptied second file is gone
+    assert cq.truncate_after_phys(0) == 50
+    assert cq.max_offset() == 0 and cq.file_starts() == [0]
+    cq.close()
+
+
+def test_set_discovers_and_deletes_topics(tmp_path):
+    cfg = tiny_config(tmp_path)
+    writer = ConsumeQueueSet(cfg)
+    for topic, qid in [("A", 0), ("A", 3), ("B", 1)]:
+        writer.get(topic, qid, create=True).put(0, 0, 10, 0)
+    reader = ConsumeQueueSet(cfg)
+    assert reader.get("A", 3) is not None and reader.get("C", 0) is None
+    assert reader.discover() == [("A", 0), ("A", 3), ("B", 1)]
+    assert reader.delete_topic("A") == 2
+    assert not os.path.exists(tmp_path / "consumequeue" / "A")
+    assert writer.drop_vanished() == 2
+    assert writer.keys() == [("B", 1)]
+    writer.close()
+    reader.close()
