@@ -1,0 +1,35 @@
+"""Every request code has exactly one serving process, and that process has exactly one handler."""
+
+from __future__ import annotations
+
+import inspect
+
+from cluster.broker.service import BrokerService
+from cluster.config import NamesrvConfig
+from cluster.namesrv import NamesrvService
+from cluster.protocol import BROKER, NAMESRV, SERVED_BY, RequestCode, send_fields_long, send_fields_short
+from cluster.wire_format import Command
+
+
+def _broker_handler_codes() -> set[int]:
+    # The broker's table is built in __init__; read it from the source of truth without a store.
+    source = inspect.getsource(BrokerService.__init__)
+    return {code for code in RequestCode if f"RequestCode.{code.name}:" in source}
+
+
+def test_every_code_is_served_by_exactly_one_process_with_one_handler():
+    namesrv_codes = set(NamesrvService(NamesrvConfig()).handlers)
+    broker_codes = _broker_handler_codes()
+    assert not namesrv_codes & broker_codes
+    for code in RequestCode:
+        server = SERVED_BY.get(code)
+        assert server in (BROKER, NAMESRV), f"{code.name} has no serving process"
+        assert (code in broker_codes) == (server == BROKER), code.name
+        assert (code in namesrv_codes) == (server == NAMESRV), code.name
+
+
+def test_send_v2_short_names_map_both_ways():
+    long = {"producerGroup": "G", "topic": "T", "queueId": "1", "properties": "p"}
+    short = send_fields_short(long)
+    assert short == {"a": "G", "b": "T", "e": "1", "i": "p"}
+    assert send_fields_long(Command(RequestCode.SEND_MESSAGE_V2, short)) == long
