@@ -493,6 +493,9 @@ class Supervisor:
         """One bounded turn of the loop: wait for an event or timer, then dispatch.
 
         Waits at most ``timeout_s`` (less if a deadline or restart falls due).
+        Once running, a stop signal, :meth:`request_stop` or a halt makes this
+        step call :meth:`stop`, so a caller's own loop can simply run
+        ``while sup.state not in ("stopped", "failed"): sup.step(0.5)``.
         """
         if self.state in (SupervisorState.NEW, SupervisorState.STOPPED, SupervisorState.FAILED):
             raise SupervisorError(f"step() called in state {self.state}")
@@ -506,6 +509,8 @@ class Supervisor:
         self._enforce_deadlines()
         self._start_due_children()
         self._write_state_if_due()
+        if self._stop_requested and self.state == SupervisorState.READY:
+            self.stop()
 
     def run_until(self, condition: Callable[[], bool], timeout_s: float) -> bool:
         """Step until ``condition()`` holds (True) or ``timeout_s`` passes (False)."""
@@ -523,15 +528,14 @@ class Supervisor:
         Returns the supervisor's exit code: ``EXIT_OK``, or ``EXIT_BOOT_ERROR``
         when a child's boot error halted it (see :attr:`halt_reason`).
         """
-        if self.state != SupervisorState.READY:
+        if self.state not in (SupervisorState.READY, SupervisorState.STOPPED, SupervisorState.FAILED):
             raise SupervisorError(f"run_forever() called in state {self.state}; call start() first")
-        while not self._stop_requested:
-            self.step(self.heartbeat_interval_s)
-        self.stop()
+        while self.state == SupervisorState.READY:
+            self.step(self.heartbeat_interval_s)  # stops the cluster itself once asked to
         return EXIT_BOOT_ERROR if self.halt_reason else EXIT_OK
 
     def request_stop(self) -> None:
-        """Ask :meth:`run_forever` to stop at its next turn (what SIGTERM does)."""
+        """Stop at the loop's next turn (what SIGTERM does); :meth:`stop` stops now."""
         self._stop_requested = True
 
     def stop(self) -> None:

@@ -299,6 +299,17 @@ def test_sigterm_stops_children_in_reverse_order_and_kills_stragglers(tmp_path, 
     assert signal.getsignal(signal.SIGTERM) is handler_before  # handlers restored
 
 
+def test_a_callers_own_step_loop_ends_once_stop_is_requested(tmp_path, events, supervisors):
+    sup = start(supervisors, [child("a", events), child("b", events)], tmp_path)
+    sup.request_stop()
+    turns = 0
+    while sup.state not in ("stopped", "failed"):  # how `cluster up`'s live view drives it
+        sup.step(0.5)
+        turns += 1
+    assert turns == 1
+    assert names_of(read_events(events), "stop") == ["b", "a"]
+
+
 def test_second_supervisor_on_the_same_data_dir_is_refused(tmp_path, events, supervisors):
     start(supervisors, [child("a", events)], tmp_path)
     with pytest.raises(SupervisorError, match="another supervisor"):
