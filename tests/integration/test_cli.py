@@ -1,0 +1,60 @@
+"""The `cluster` command end to end: up --detach, status, topic, send, consume, query, down."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from cluster.procs.supervisor import read_state_file
+from cluster.topology import free_ports
+
+
+def _cli(data_dir, *args, env=None, check=True, timeout=120):
+    proc = subprocess.run([sys.executable, "-m", "cluster.cli", "--data-dir", data_dir, *args],
+                          capture_output=True, text=True, timeout=timeout, env=env)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"cluster {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def test_cli_round_trip(tmp_path):
+    data_dir = str(tmp_path / "cli")
+    namesrv_port, broker_port = free_ports(2)
+    env = {k: v for k, v in os.environ.items() if k != "ROCKETBOX_NAMESRV"}
+    up = _cli(data_dir, "up", "--detach", "--namesrv-port", str(namesrv_port), "--broker-port", str(broker_port),
+              env=env)
+    try:
+        assert f"export ROCKETBOX_NAMESRV='127.0.0.1:{namesrv_port}'" in up.stdout
+        status = json.loads(_cli(data_dir, "status", "--json", env=env).stdout)
+        roles = sorted(c["role"] for c in status["children"])
+        assert roles == ["allocate", "broker", "flush", "namesrv", "reput"]
+        assert all(c["state"] == "running" for c in status["children"])
+        _cli(data_dir, "topic", "create", "CliTopic", "--queues", "2", env=env)
+        assert "CliTopic" in json.loads(_cli(data_dir, "topic", "list", "--json", env=env).stdout)
+        route = json.loads(_cli(data_dir, "topic", "route", "CliTopic", "--json", env=env).stdout)
+        assert route["queueDatas"][0]["writeQueueNums"] == 2
+        sent = json.loads(_cli(data_dir, "send", "CliTopic", "hello from the cli", "--tags", "T", "--keys", "K1",
+                               "--json", env=env).stdout)
+        assert sent[0]["status"] == "SEND_OK"
+        consumed = [json.loads(line) for line in
+                    _cli(data_dir, "consume", "CliTopic", "--json", "--max", "10", "--wait-s", "5",
+                         env=env).stdout.splitlines()]
+        assert [m["body"] for m in consumed] == ["hello from the cli"]
+        by_id = json.loads(_cli(data_dir, "query", "--id", sent[0]["offsetMsgId"], "--json", env=env).stdout)
+        assert by_id[0]["msgId"] == sent[0]["msgId"]
+        by_key = json.loads(_cli(data_dir, "query", "--key", "K1", "--topic", "CliTopic", "--json", env=env).stdout)
+        assert by_key[0]["body"] == "hello from the cli"
+        missing = _cli(data_dir, "query", "--key", "nope", "--topic", "CliTopic", env=env, check=False)
+        assert missing.returncode == 1 and "no message" in missing.stderr
+        bad = _cli(data_dir, "topic", "create", "bad topic!", env=env, check=False)
+        assert bad.returncode != 0 and "characters" in bad.stderr
+        _cli(data_dir, "topic", "delete", "CliTopic", env=env)
+        assert "CliTopic" not in json.loads(_cli(data_dir, "topic", "list", "--json", env=env).stdout)
+    finally:
+        down = _cli(data_dir, "down", env=env, check=False)
+    assert down.returncode == 0, down.stderr
+    state = read_state_file(data_dir)
+    assert state is None or state["state"] == "stopped"
+    assert _cli(data_dir, "status", env=env, check=False).returncode == 1
