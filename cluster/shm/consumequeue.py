@@ -262,12 +262,13 @@ class ConsumeQueueSet:
 
     def delete_topic(self, topic: str) -> int:
         """Remove every queue file of ``topic``; returns queues removed."""
-        removed = 0
-        for key in [k for k in self._queues if k[0] == topic]:
-            self._queues.pop(key).delete_files()
-            removed += 1
-        shutil.rmtree(os.path.join(self.dir, topic), ignore_errors=True)
-        return removed
+        tdir = os.path.join(self.dir, topic)
+        on_disk = {int(q) for q in os.listdir(tdir) if q.isdigit()} if os.path.isdir(tdir) else set()
+        known = {k[1] for k in self._queues if k[0] == topic}
+        for queue_id in known:
+            self._queues.pop((topic, queue_id)).delete_files()
+        shutil.rmtree(tdir, ignore_errors=True)
+        return len(on_disk | known)
 
     def drop_vanished(self) -> int:
         """Close queues whose directory was deleted by another process (topic deletion)."""

@@ -1,0 +1,172 @@
+"""MessageStore: puts, pulls (statuses and next offsets), tags, keys, topics, full disk."""
+
+import errno
+
+import pytest
+
+from cluster.shm import commitlog_format as fmt
+from cluster.shm import mapped_file
+from cluster.shm.consumequeue_format import tag_hash_code
+from cluster.shm.store import GetMessageStatus as G, MessageStore, PutMessageStatus as P
+from cluster.shm.testing import STORE_HOST, Harness, message, tiny_config
+
+
+@pytest.fixture
+def h(tmp_path):
+    harness = Harness(tiny_config(tmp_path))
+    yield harness
+    harness.close()
+
+
+def bodies(result):
+    return [fmt.decode_at(raw, 0).body for raw in result.records]
+
+
+def test_put_assigns_offsets_and_ids(h):
+    r = h.store.put_messages("T", 1, [message(b"a"), message(b"bb"), message(b"ccc")])
+    assert r.status is P.PUT_OK and r.count == 3 and r.queue_offset == 0 and r.phys_offset == 0
+    sizes = [fmt.record_size(n, 1, 0) for n in (1, 2, 3)]
+    assert r.end_phys_offset == sum(sizes) == h.control.write_pos
+    assert r.msg_ids == [fmt.offset_msg_id(STORE_HOST, p) for p in (0, sizes[0], sizes[0] + sizes[1])]
+    r2 = h.store.put_messages("T", 1, [message(b"d")])
+    assert r2.queue_offset == 3 and r2.phys_offset == r.end_phys_offset
+    rec = h.store.read_record(r2.phys_offset)
+    assert rec.queue_offset == 3 and rec.phys_offset == r2.phys_offset and rec.store_host == STORE_HOST
+    assert h.store.queue_next_offset("T", 1) == 4
+
+
+def test_messages_are_visible_only_after_dispatch(h):
+    h.store.put_messages("T", 0, [message(b"a")])
+    assert h.store.get_messages("T", 0, 0, 10, 1 << 20).status is G.NO_MESSAGE_IN_QUEUE
+    assert h.store.max_offset("T", 0) == 0
+    h.dispatch_all()
+    got = h.store.get_messages("T", 0, 0, 10, 1 << 20)
+    assert got.status is G.FOUND and bodies(got) == [b"a"] and got.next_begin_offset == 1
+    assert h.store.max_offset("T", 0) == 1
+
+
+def test_get_statuses_and_next_begin_offsets(h):
+    assert h.store.get_messages("X", 0, 5, 10, 1 << 20)[0] is G.NO_MATCHED_LOGIC_QUEUE
+    h.store.put_messages("T", 0, [message(bytes([i])) for i in range(10)])
+    h.dispatch_all()
+    get = h.store.get_messages
+    r = get("T", 0, 4, 3, 1 << 20)
+    assert (r.status, bodies(r), r.next_begin_offset, r.min_offset, r.max_offset) == \
+        (G.FOUND, [b"\x04", b"\x05", b"\x06"], 7, 0, 10)
+    r = get("T", 0, 10, 3, 1 << 20)
+    assert (r.status, r.next_begin_offset) == (G.OFFSET_OVERFLOW_ONE, 10)
+    r = get("T", 0, 15, 3, 1 << 20)
+    assert (r.status, r.next_begin_offset) == (G.OFFSET_OVERFLOW_BADLY, 10)
+    r = get("T", 0, -1, 3, 1 << 20)
+    assert (r.status, r.next_begin_offset) == (G.OFFSET_TOO_SMALL, 0)
+    size = fmt.record_size(1, 1, 0)
+    r = get("T", 0, 0, 32, 2 * size + 1)  # max bytes: two records fit
+    assert len(r.records) == 2 and r.next_begin_offset == 2
+    r = get("T", 0, 0, 32, 1)  # always at least one record
+    assert len(r.records) == 1 and r.records[0] == h.store.commitlog.read(0, size)
+
+
+def test_tag_filter(h):
+    msgs = [message(b"%d" % i, tags="A" if i % 3 == 0 else "B") for i in range(9)]
+    h.store.put_messages("T", 0, msgs)
+    h.dispatch_all()
+    want = frozenset({tag_hash_code("A")})
+    r = h.store.get_messages("T", 0, 0, 2, 1 << 20, want)
+    assert bodies(r) == [b"0", b"3"] and r.next_begin_offset == 4
+    r = h.store.get_messages("T", 0, 7, 10, 1 << 20, want)
+    assert (r.status, r.records, r.next_begin_offset) == (G.NO_MATCHED_MESSAGE, [], 9)
+
+
+def test_illegal_input_is_a_status(h):
+    put = h.store.put_messages
+    assert put("T" * 128, 0, [message()]).status is P.MESSAGE_ILLEGAL
+    assert put("", 0, [message()]).status is P.MESSAGE_ILLEGAL
+    assert put("T", 0, []).status is P.MESSAGE_ILLEGAL
+    assert put("T", -1, [message()]).status is P.MESSAGE_ILLEGAL
+    assert put("T", 0, [message(b"x" * 40_000)]).status is P.MESSAGE_ILLEGAL
+    big_props = message()._replace(properties=b"p" * 32768)
+    assert put("T", 0, [big_props]).status is P.MESSAGE_ILLEGAL
+    assert put("T", 0, [message()._replace(flag=1 << 40)]).status is P.MESSAGE_ILLEGAL
+    assert put("T", 0, [object()]).status is P.MESSAGE_ILLEGAL
+    assert put("T", 0, [message(b"x" * 20_000)] * 4).status is P.MESSAGE_ILLEGAL  # > a segment
+    assert h.control.write_pos == 0 and h.store.queue_next_offset("T", 0) == 0
+    assert put("T", 0, [message()]).status is P.PUT_OK
+
+
+def test_not_recovered_store_refuses(tmp_path):
+    from cluster.shm.control import ControlBlock
+    store = MessageStore(tiny_config(tmp_path), ControlBlock(str(tmp_path / "control")))
+    assert store.put_messages("T", 0, [message()]).status is P.SERVICE_NOT_AVAILABLE
+
+
+def test_batches_never_span_segments(h):
+    body = b"b" * 9_000
+    ends = []
+    for _ in range(10):
+        r = h.store.put_messages("T", 0, [message(body), message(body)])
+        assert r.status is P.PUT_OK
+        seg_start = r.phys_offset - r.phys_offset % (64 * 1024)
+        assert r.end_phys_offset <= seg_start + 64 * 1024
+        ends.append(r)
+    h.dispatch_all()
+    r = h.store.get_messages("T", 0, 0, 100, 1 << 30)
+    assert len(r.records) == 20 and {fmt.decode_at(x, 0).body for x in r.records} == {body}
+    assert [fmt.decode_at(x, 0).queue_offset for x in r.records] == list(range(20))
+
+
+def test_half_messages_stay_invisible(h):
+    prepared = message(b"half", sys_flag=fmt.SYSFLAG_TRANSACTION_PREPARED, uniq="H1")
+    r = h.store.put_messages("T", 0, [message(b"a"), prepared, message(b"b")])
+    assert r.status is P.PUT_OK and h.store.queue_next_offset("T", 0) == 2
+    h.dispatch_all()
+    assert bodies(h.store.get_messages("T", 0, 0, 10, 1 << 20)) == [b"a", b"b"]
+    assert [x.body for x in h.store.query_by_key("T", "H1", 10, 0, 1 << 62)] == [b"half"]
+
+
+def test_query_by_key_compares_real_keys(h):
+    h.store.put_messages("T", 0, [message(b"1", keys="order-1 user-9", uniq="U1"),
+                                  message(b"2", keys="order-2", uniq="U2")])
+    h.store.put_messages("Other", 0, [message(b"3", keys="order-1")])
+    h.dispatch_all()
+    q = h.store.query_by_key
+    assert [r.body for r in q("T", "order-1", 10, 0, 1 << 62)] == [b"1"]
+    assert [r.body for r in q("T", "user-9", 10, 0, 1 << 62)] == [b"1"]
+    assert [r.body for r in q("T", "U2", 10, 0, 1 << 62)] == [b"2"]
+    assert q("T", "order-1", 10, 0, 1000) == []  # outside the time range
+    assert [r.body for r in q("Other", "order-1", 10, 0, 1 << 62)] == [b"3"]
+
+
+def test_topics_and_delete(h):
+    h.store.put_messages("A", 0, [message()])
+    h.store.put_messages("A", 2, [message()])
+    h.store.put_messages("B", 1, [message()])
+    assert h.store.topics_and_queues() == {"A": [0, 2], "B": [1]}
+    h.dispatch_all()
+    assert h.store.delete_topic("A") == 2
+    assert h.store.topics_and_queues() == {"B": [1]}
+    assert h.store.get_messages("A", 0, 0, 1, 100).status is G.NO_MATCHED_LOGIC_QUEUE
+    assert h.store.queue_next_offset("A", 0) == 0
+
+
+def test_disk_full_then_resumes(h, monkeypatch):
+    body = b"f" * 10_000
+    while True:
+        r = h.store.put_messages("T", 0, [message(body)])
+        assert r.status is P.PUT_OK
+        if r.end_phys_offset + 2 * len(body) > 64 * 1024:
+            break
+
+    def no_space(fd, length):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(mapped_file, "fallocate", no_space)
+    before = h.control.write_pos
+    assert h.store.put_messages("T", 0, [message(body)] * 2).status is P.DISK_FULL
+    assert h.control.write_pos == before
+    next_offset = h.store.queue_next_offset("T", 0)
+    monkeypatch.undo()
+    r = h.store.put_messages("T", 0, [message(body)] * 2)
+    assert r.status is P.PUT_OK and r.phys_offset == 64 * 1024 and r.queue_offset == next_offset
+    h.dispatch_all()
+    got = h.store.get_messages("T", 0, 0, 100, 1 << 30)
+    assert [fmt.decode_at(x, 0).queue_offset for x in got.records] == list(range(next_offset + 2))
