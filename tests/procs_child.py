@@ -11,6 +11,7 @@ Knobs: ``--ready-delay-s`` (serve late), ``--exit-code N`` (exit with N before
 ready, after printing a line to stderr), ``--boot-error-if-exists PATH`` (exit
 EXIT_BOOT_ERROR before ready when PATH exists: a config that went bad between
 restarts), ``--ignore-sigterm`` (a hung child), ``--no-ready`` (never notify),
+``--close-ready-fd`` (close the ready pipe without a line),
 ``--endpoint`` (put in the ready info).
 """
 
@@ -52,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--boot-error-if-exists", default=None)
     parser.add_argument("--ignore-sigterm", action="store_true")
     parser.add_argument("--no-ready", action="store_true")
+    parser.add_argument("--close-ready-fd", action="store_true", help="close the ready pipe unused")
     parser.add_argument("--endpoint", default=None)
     options = parser.parse_args(argv)
 
@@ -69,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
     if options.exit_code is not None:
         print(f"{options.name}: exiting with {options.exit_code} as asked", file=sys.stderr, flush=True)
         return options.exit_code
+    if options.close_ready_fd:
+        os.close(int(os.environ.pop(lifecycle.READY_FD_ENV)))
     if options.ready_delay_s:
         stopping.wait(options.ready_delay_s)
     if not options.no_ready and not stopping.is_set():

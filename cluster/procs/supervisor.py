@@ -777,7 +777,7 @@ class Supervisor:
         now = time.monotonic()
         wake_at = now + max(0.0, timeout_s)
         for child in self._children:
-            if child.state == ChildState.STARTING and child.ready_reader is not None:
+            if child.state == ChildState.STARTING and not child.kill_sent:
                 wake_at = min(wake_at, child.ready_deadline)
             if child.kill_deadline is not None and not child.kill_sent:
                 wake_at = min(wake_at, child.kill_deadline)
@@ -896,7 +896,7 @@ class Supervisor:
         died_booting = child.state == ChildState.STARTING
 
         if child.state == ChildState.STOPPING or self.state == SupervisorState.STOPPING:
-            if child.restart_with_group:
+            if child.restart_with_group and self.state != SupervisorState.STOPPING:
                 child.last_exit = reason = f"stopped with its group, {child.restart_with_group} died ({reason})"
                 self._set_state(child, ChildState.BACKOFF)  # restart_due set by the leader's death
             else:
@@ -978,8 +978,9 @@ class Supervisor:
         for child in self._children:
             if not child.alive:
                 continue
-            if child.state == ChildState.STARTING and child.ready_reader is not None \
-                    and now >= child.ready_deadline and not child.kill_sent:
+            # Also when it closed its ready pipe without a line: it is still not ready.
+            if child.state == ChildState.STARTING and now >= child.ready_deadline \
+                    and not child.kill_sent:
                 self.log.warning("%s (pid %d) not ready within %g s: killing it",
                                  child.name, child.pid, child.spec.ready_timeout_s)
                 child.boot_timed_out = True

@@ -256,7 +256,9 @@ def test_boot_error_during_start_stops_everything_with_the_reason(tmp_path, even
 
 
 def test_child_not_ready_in_time_fails_start(tmp_path, events, supervisors):
-    sup = Supervisor([child("mute", events, "--no-ready", ready_timeout_s=0.3)], str(tmp_path))
+    # Closing the pipe without a line is not readiness either; the deadline still holds.
+    sup = Supervisor([child("mute", events, "--no-ready", "--close-ready-fd", ready_timeout_s=0.3)],
+                     str(tmp_path))
     supervisors.append(sup)
     with pytest.raises(BootError) as caught:
         sup.start()
