@@ -83,7 +83,7 @@ _PR_SET_PDEATHSIG = 1
 _libc: ctypes.CDLL | None = None
 
 
-def _load_libc() -> ctypes.CDLL | None:
+def preload_libc() -> ctypes.CDLL | None:
     """libc for prctl, loaded once (never inside a freshly forked child)."""
     global _libc
     if _libc is None and sys.platform.startswith("linux"):
@@ -95,9 +95,9 @@ def set_parent_death_signal(signum: int = signal.SIGTERM) -> bool:
     """Ask the kernel to send ``signum`` when our parent thread dies (Linux only).
 
     Returns False where prctl does not exist. Safe to call between fork and exec
-    (it is one syscall) as long as :func:`_load_libc` ran in the parent first.
+    (it is one syscall) as long as :func:`preload_libc` ran in the parent first.
     """
-    libc = _load_libc()
+    libc = preload_libc()
     if libc is None:
         return False
     if libc.prctl(_PR_SET_PDEATHSIG, int(signum), 0, 0, 0) != 0:

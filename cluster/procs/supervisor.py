@@ -453,7 +453,7 @@ class Supervisor:
             raise SupervisorError(f"start() called in state {self.state}")
         os.makedirs(self.logs_dir, exist_ok=True)
         self._acquire_lock()
-        lifecycle._load_libc()  # before any fork: the child must not dlopen between fork and exec
+        lifecycle.preload_libc()  # before any fork: the child must not dlopen between fork and exec
         self._install_signal_handlers()
         self.state = SupervisorState.STARTING
         self._started_at = time.time()
