@@ -68,7 +68,7 @@ class LocalCluster:
         with open(specs_path, "w") as f:
             json.dump([s.to_dict() for s in child_specs(self.topology)], f)
         log = open(os.path.join(self.data_dir, "supervisor.out"), "ab")
-        lifecycle._load_libc()  # before fork: the child only makes the prctl syscall
+        lifecycle.preload_libc()  # before fork: the child only makes the prctl syscall
         self.process = subprocess.Popen(
             [sys.executable, "-m", "cluster.procs.supervisor", "--data-dir", self.data_dir, "--specs", specs_path],
             stdout=log, stderr=log, stdin=subprocess.DEVNULL,
