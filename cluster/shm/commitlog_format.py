@@ -331,13 +331,15 @@ def encode_batch(messages, sizes, *, topic: bytes, queue_id: int, queue_offset_f
     return b"".join(parts), queue_offset
 
 
-def ends_in_zero(buf, pos: int, total_size: int) -> bool:
-    """True when the record at ``pos`` has a zero last byte: a torn write, for recovery.
+def looks_torn(rec: Record) -> bool:
+    """True when a decoded record is probably a torn write (recovery's extra check).
 
     BODYCRC covers the body only, so a record whose topic or properties were cut
-    short (the rest of a preallocated file is zeros) still decodes. Its last byte
-    tells: a record ends with the last topic character (topics are non-empty,
-    [%|a-zA-Z0-9_-]) or, with properties, with the \\x02 that closes every pair;
-    never with zero. Appends are sequential copies, so a torn record ends in zeros.
+    short (the rest of a preallocated file is zeros) still decodes. Its tail tells:
+    properties, when present, end with the \\x02 that closes every pair, and a topic
+    (non-empty, [%|a-zA-Z0-9_-]) never ends in NUL. Appends are sequential copies, so
+    a torn record ends in zeros.
     """
-    return total_size > 0 and buf[pos + total_size - 1] == 0
+    if rec.properties_raw:
+        return rec.properties_raw[-1] == 0
+    return not rec.topic or rec.topic[-1] == "\x00"

@@ -10,7 +10,10 @@ Runs in the broker process at start, before the flush, reput and allocate worker
    damage just behind it. With no usable checkpoint: from the first segment.
 2. Truncate the torn tail: zero it, delete later segments.
 3. ConsumeQueues: drop entries past the end; mark for rebuild every queue whose files
-   are not a contiguous run from 0, or whose last entry does not match its record.
+   are not a contiguous run from 0, or whose last entry does not match its record,
+   or whose last file is exactly full while the CommitLog holds later records of it
+   (a whole file lost). Not detected: a queue directory deleted as a whole with no
+   record of it after the checkpoint.
 4. IndexFiles: delete files reaching past the end (re-indexed below).
 5. Re-dispatch synchronously from min(checkpoint.dispatched_flushed_pos, end, first
    deleted index file) to the end, with the reput code. A record whose queue offset is
@@ -71,8 +74,8 @@ def find_end(commitlog: CommitLog, start: int) -> tuple[int, int, str]:
             if item.phys_offset != phys:
                 reason = f"record at {phys} says it is at {item.phys_offset}"
                 break
-            if commitlog.read(phys + item.total_size - 1, 1) == b"\0":
-                reason = f"record at {phys} ends in zero: torn (see commitlog_format.ends_in_zero)"
+            if fmt.looks_torn(item):
+                reason = f"record at {phys} ends in zeros: a torn write"
                 break
             verified += 1
         elif kind is fmt.EndOfFile:
@@ -101,6 +104,35 @@ def queue_looks_broken(cq: ConsumeQueue, commitlog: CommitLog) -> bool:
     rec = commitlog.decode_at(phys, check_crc=False)
     return not (type(rec) is fmt.Record and rec.total_size == size and rec.topic == cq.topic
                 and rec.queue_id == cq.queue_id and rec.queue_offset == last)
+
+
+def _probe_full_tails(cqs: ConsumeQueueSet, commitlog: CommitLog, end: int, skip: set) -> set:
+    """Queues whose last file is exactly full may have lost a whole next file.
+
+    Rare (1 in entries_per_file), so one CommitLog scan from the earliest such tail
+    is affordable: a later record of the queue means entries are missing.
+    """
+    tails: dict[tuple[str, int], int] = {}
+    for cq in cqs.queues():
+        key = (cq.topic, cq.queue_id)
+        count = cq.max_offset()
+        if key in skip or count == 0 or count % cq.entries_per_file:
+            continue
+        phys, size, _ = cq.get(count - 1)
+        tails[key] = phys + size
+    missing: set = set()
+    if not tails:
+        return missing
+    for _, rec in commitlog.iter_from(min(tails.values()), end):
+        key = (rec.topic, rec.queue_id)
+        hidden = rec.sys_flag & fmt.SYSFLAG_TRANSACTION_MASK in (
+            fmt.SYSFLAG_TRANSACTION_PREPARED, fmt.SYSFLAG_TRANSACTION_ROLLBACK)
+        if key in tails and rec.phys_offset >= tails[key] and not hidden:
+            missing.add(key)
+            del tails[key]
+            if not tails:
+                break
+    return missing
 
 
 def recover(store_dir: str, commitlog: CommitLog, cqs: ConsumeQueueSet, index: IndexService,
@@ -132,6 +164,8 @@ def recover(store_dir: str, commitlog: CommitLog, cqs: ConsumeQueueSet, index: I
         report.cq_entries_truncated += cq.truncate_after_phys(end)
         if queue_looks_broken(cq, commitlog):
             rebuild.add((cq.topic, cq.queue_id))
+
+    rebuild |= _probe_full_tails(cqs, commitlog, end, rebuild)
 
     # 4. IndexFiles
     report.index_files_deleted_from_phys = index.delete_after_phys(end)

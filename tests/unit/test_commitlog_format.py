@@ -58,7 +58,15 @@ def test_every_truncation_point_is_incomplete():
         # decode, and recovery rejects it by its zero last byte.
         padded = raw[:cut] + bytes(len(raw) + 64)
         got = fmt.decode_at(padded, 0)
-        assert type(got) in (fmt.Incomplete, fmt.Corrupt) or fmt.ends_in_zero(padded, 0, got.total_size), cut
+        assert type(got) in (fmt.Incomplete, fmt.Corrupt) or fmt.looks_torn(got), cut
+    # The same without properties: the record then ends with the topic.
+    # Cutting its zero properties length changes no byte: that record is whole.
+    raw = fmt.encode(**sample(properties=b""))
+    whole = fmt.decode_at(raw, 0)
+    assert not fmt.looks_torn(whole)
+    for cut in range(len(raw)):
+        got = fmt.decode_at(raw[:cut] + bytes(len(raw)), 0)
+        assert type(got) in (fmt.Incomplete, fmt.Corrupt) or fmt.looks_torn(got) or got == whole, cut
 
 
 def test_every_single_bit_flip_is_detected_or_decodes_differently():

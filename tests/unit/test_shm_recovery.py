@@ -1,0 +1,229 @@
+"""Recovery: torn tails at every byte, bit flips, lost checkpoint or ConsumeQueue files,
+re-dispatch idempotence, roll-over, and a reput worker in another process."""
+
+import multiprocessing
+import os
+import shutil
+
+import pytest
+
+from cluster.shm import commitlog_format as fmt
+from cluster.shm.control import ControlBlock
+from cluster.shm.reput import ReputService
+from cluster.shm.store import GetMessageStatus as G, PutMessageStatus as P
+from cluster.shm.testing import Harness, message, tiny_config
+
+SEG = 64 * 1024
+
+
+def cq_bytes(store_dir) -> dict[str, bytes]:
+    root = os.path.join(store_dir, "consumequeue")
+    out = {}
+    for dirpath, _, files in os.walk(root):
+        for name in files:
+            path = os.path.join(dirpath, name)
+            out[os.path.relpath(path, root)] = open(path, "rb").read()
+    return out
+
+
+def zero_range(store_dir, phys: int, length: int) -> None:
+    seg_path = os.path.join(store_dir, "commitlog", f"{phys - phys % SEG:020d}")
+    with open(seg_path, "r+b") as f:
+        f.seek(phys % SEG)
+        f.write(bytes(length))
+
+
+def bodies(result):
+    return [fmt.decode_at(raw, 0).body for raw in result.records]
+
+
+def test_torn_last_record_at_every_byte(tmp_path):
+    template = tmp_path / "template"
+    h = Harness(tiny_config(template))
+    for i in range(3):
+        h.store.put_messages("T", 0, [message(b"body-%d" % i, keys=f"k{i}", uniq=f"U{i}", tags="A")])
+    last = h.store.put_messages("T", 0, [message(b"the last one", keys="k3", uniq="U3", tags="A")])
+    h.dispatch_all()
+    h.close()  # a crash: abort stays
+    size = last.end_phys_offset - last.phys_offset
+    for cut in range(size):
+        d = tmp_path / f"cut{cut}"
+        shutil.copytree(template, d)
+        zero_range(d, last.phys_offset + cut, size - cut)
+        h = Harness(tiny_config(d))
+        r = h.report
+        assert not r.clean_shutdown
+        assert r.end_phys == last.phys_offset, cut
+        assert r.cq_entries_truncated == 1, cut
+        assert h.store.queue_next_offset("T", 0) == 3
+        assert h.store.query_by_key("T", "k3", 10, 0, 1 << 62) == []
+        again = h.store.put_messages("T", 0, [message(b"new", keys="k3")])
+        assert (again.status, again.phys_offset, again.queue_offset) == \
+            (P.PUT_OK, last.phys_offset, 3)
+        h.dispatch_all()
+        got = h.store.get_messages("T", 0, 0, 10, 1 << 20)
+        assert bodies(got) == [b"body-0", b"body-1", b"body-2", b"new"]
+        assert [x.body for x in h.store.query_by_key("T", "k3", 10, 0, 1 << 62)] == [b"new"]
+        h.close()
+        shutil.rmtree(d)
+
+
+def test_bit_flip_in_a_body_truncates_there(tmp_path):
+    h = Harness(tiny_config(tmp_path))
+    results = [h.store.put_messages("T", i % 2, [message(b"payload-%d" % i)]) for i in range(6)]
+    h.dispatch_all()
+    h.close()
+    victim = results[3]
+    body_pos = victim.phys_offset + fmt.OFF_BODY + 4 + 2
+    seg = os.path.join(tmp_path, "commitlog", f"{0:020d}")
+    with open(seg, "r+b") as f:
+        f.seek(body_pos)
+        byte = f.read(1)[0]
+        f.seek(body_pos)
+        f.write(bytes([byte ^ 0x10]))
+    h = Harness(tiny_config(tmp_path))
+    assert h.report.end_phys == victim.phys_offset
+    assert "CRC" in h.report.stop_reason
+    assert h.report.cq_entries_truncated == 3
+    # Records 0..2 survive: queue 0 holds 0 and 2, queue 1 holds 1.
+    assert h.store.queue_next_offset("T", 0) == 2 and h.store.queue_next_offset("T", 1) == 1
+    h.close()
+
+
+def build_store(store_dir, *, count=200, queues=3):
+    """Many messages over several queues and CommitLog segments, dispatched and checkpointed."""
+    h = Harness(tiny_config(store_dir))
+    for i in range(count):
+        r = h.store.put_messages("T", i % queues, [message(b"m%d" % i + b"." * 400, tags=f"t{i % 5}",
+                                                           keys=f"key{i}", uniq=f"U{i}")])
+        assert r.status is P.PUT_OK
+    h.dispatch_all()
+    h.flush.step()
+    h.flush.step_logics()
+    h.close(clean=True)
+    return cq_bytes(store_dir)
+
+
+def check_index_has_no_duplicates(h, count=200):
+    for i in range(0, count, 17):
+        got = h.store.query_by_key("T", f"key{i}", 10, 0, 1 << 62)
+        assert [r.body[:6].rstrip(b".") for r in got] == [b"m%d" % i]
+
+
+@pytest.mark.parametrize("damage", ["checkpoint", "checkpoint+cq", "cq-first", "cq-middle",
+                                    "cq-last", "queue-dir-files"])
+def test_lost_files_are_rebuilt_byte_identical(tmp_path, damage):
+    count = 200  # queue 0 gets 67 entries: two 64-entry files
+    reference = build_store(tmp_path, count=count)
+    q0 = os.path.join(tmp_path, "consumequeue", "T", "0")
+    files = sorted(os.listdir(q0))
+    if "checkpoint" in damage:
+        os.unlink(os.path.join(tmp_path, "checkpoint"))
+    if damage == "checkpoint+cq":
+        shutil.rmtree(os.path.join(tmp_path, "consumequeue"))
+    elif damage == "cq-first":
+        os.unlink(os.path.join(q0, files[0]))
+    elif damage == "cq-middle":
+        assert len(files) >= 2
+        os.unlink(os.path.join(q0, files[1]))
+    elif damage == "cq-last":
+        os.unlink(os.path.join(q0, files[-1]))
+    elif damage == "queue-dir-files":
+        for name in files:
+            os.unlink(os.path.join(q0, name))
+    h = Harness(tiny_config(tmp_path))
+    assert cq_bytes(tmp_path) == reference
+    if damage.startswith("cq") or damage == "queue-dir-files":
+        assert ("T", 0) in h.report.cq_queues_rebuilt
+    check_index_has_no_duplicates(h, count)
+    got = h.store.get_messages("T", 0, 0, 1000, 1 << 30)
+    assert len(got.records) == (count + 2) // 3
+    h.close()
+
+
+def test_cq_file_lost_at_exact_file_boundary(tmp_path):
+    count = 3 * 64 + 3  # queue 0 gets 65 entries: one full file and one in the next
+    reference = build_store(tmp_path, count=count)
+    q0 = os.path.join(tmp_path, "consumequeue", "T", "0")
+    os.unlink(os.path.join(q0, sorted(os.listdir(q0))[-1]))  # the last file after a full one
+    h = Harness(tiny_config(tmp_path))
+    assert ("T", 0) in h.report.cq_queues_rebuilt
+    assert cq_bytes(tmp_path) == reference
+    h.close()
+
+
+def test_reput_restart_is_idempotent(tmp_path):
+    h = Harness(tiny_config(tmp_path))
+    for i in range(120):
+        h.store.put_messages("T", i % 2, [message(b"r%d" % i, keys=f"key{i} shared", uniq=f"U{i}")])
+    h.reput.step(50)
+    h.reput.step(30)
+    mid = h.control.dispatched_pos
+    h.dispatch_all()
+    reference = cq_bytes(tmp_path)
+    index_files = {n: open(os.path.join(tmp_path, "index", n), "rb").read()
+                   for n in os.listdir(os.path.join(tmp_path, "index"))}
+    # The worker died after writing entries but before publishing its cursor.
+    for rewind in (mid, 0):
+        h.control.dispatched_pos = rewind
+        restarted = ReputService(h.cfg, h.control)
+        while restarted.step(37).count:
+            pass
+        restarted.close()
+        assert h.control.dispatched_pos == h.control.write_pos
+        assert cq_bytes(tmp_path) == reference
+        assert {n: open(os.path.join(tmp_path, "index", n), "rb").read()
+                for n in os.listdir(os.path.join(tmp_path, "index"))} == index_files
+    assert len(h.store.query_by_key("T", "shared", 1000, 0, 1 << 62)) == 120
+    assert [r.body for r in h.store.query_by_key("T", "key7", 10, 0, 1 << 62)] == [b"r7"]
+    h.close()
+
+
+def test_recovery_without_checkpoint_across_segments(tmp_path):
+    reference = build_store(tmp_path, count=400)  # ~6 segments of 64 KiB
+    assert len(os.listdir(os.path.join(tmp_path, "commitlog"))) >= 3
+    os.unlink(os.path.join(tmp_path, "checkpoint"))
+    h = Harness(tiny_config(tmp_path))
+    assert h.report.clean_shutdown and not h.report.checkpoint_found
+    assert h.report.records_verified == 400 and h.report.verify_from_phys == 0
+    assert cq_bytes(tmp_path) == reference
+    h.close()
+
+
+def test_clean_restart_keeps_everything(tmp_path):
+    reference = build_store(tmp_path, count=50)
+    h = Harness(tiny_config(tmp_path))
+    assert h.report.clean_shutdown and h.report.bytes_truncated == 0
+    assert h.report.records_redispatched == 0
+    assert cq_bytes(tmp_path) == reference
+    assert os.path.exists(os.path.join(tmp_path, "abort"))
+    h.close(clean=True)
+    assert not os.path.exists(os.path.join(tmp_path, "abort"))
+
+
+def _reput_worker(store_dir: str) -> None:
+    """Another process: dispatch everything the broker published, then exit."""
+    cfg = tiny_config(store_dir)
+    control = ControlBlock(os.path.join(store_dir, "control"))
+    service = ReputService(cfg, control)
+    while control.dispatched_pos < control.write_pos:
+        service.step(100)
+    service.close()
+    control.close()
+
+
+def test_reput_in_another_process(tmp_path):
+    h = Harness(tiny_config(tmp_path))
+    for i in range(150):
+        h.store.put_messages("P", i % 4, [message(b"x%d" % i + b"-" * 500, keys=f"k{i}")])
+    # Written, not dispatched: the broker knows the queue, no ConsumeQueue file exists yet.
+    assert h.store.get_messages("P", 1, 0, 100, 1 << 30).status is G.NO_MESSAGE_IN_QUEUE
+    assert not os.path.exists(os.path.join(tmp_path, "consumequeue", "P"))
+    worker = multiprocessing.get_context("spawn").Process(target=_reput_worker, args=(str(tmp_path),))
+    worker.start()
+    worker.join(30)
+    assert worker.exitcode == 0
+    got = h.store.get_messages("P", 1, 0, 100, 1 << 30)
+    assert got.status is G.FOUND and len(got.records) == 37 + 1
+    assert [r.body[:4] for r in h.store.query_by_key("P", "k149", 10, 0, 1 << 62)] == [b"x149"]
+    h.close()
