@@ -1,0 +1,91 @@
+"""Flush, reput and allocate services, stepped by hand as their worker loops would."""
+
+import errno
+import os
+
+from cluster.shm import checkpoint
+from cluster.shm import commitlog_format as fmt
+from cluster.shm import mapped_file
+from cluster.shm.allocate import AllocateService
+from cluster.shm.consumequeue_format import tag_hash_code
+from cluster.shm.testing import Harness, message, tiny_config
+
+SEG = 64 * 1024
+
+
+def test_flush_publishes_flushed_pos_and_checkpoint(tmp_path):
+    h = Harness(tiny_config(tmp_path))
+    h.store.put_messages("T", 0, [message(b"a" * 100)] * 3)
+    assert h.control.flushed_pos == 0
+    assert h.flush.step() == h.control.write_pos
+    assert h.control.flushed_pos == h.control.write_pos
+    assert h.flush.step() == 0
+    assert h.control.heartbeat_flush_ms > 0
+    h.reput.step(2)
+    dispatched = h.control.dispatched_pos
+    cp = h.flush.step_logics()
+    assert cp.dispatched_flushed_pos == dispatched
+    assert cp.commitlog_flushed_pos == h.control.write_pos
+    assert checkpoint.read(str(tmp_path)) == cp
+    h.close()
+
+
+def test_reput_report_tags_and_blanks(tmp_path):
+    h = Harness(tiny_config(tmp_path))
+    big = b"b" * 20_000
+    for i in range(6):  # three fit in a segment: crosses an end-of-file blank
+        h.store.put_messages("T", i % 2, [message(big, tags="TagA")])
+    h.store.put_messages("U", 5, [message(b"small")])
+    report = h.reput.step(4)
+    assert report.count == 4 and report.touched == frozenset({("T", 0), ("T", 1)})
+    report = h.reput.step(100)
+    assert report.count == 3 and ("U", 5) in report.touched and report.problem is None
+    assert report.dispatched_pos == h.control.dispatched_pos == h.control.write_pos
+    assert h.reput.step(100).count == 0
+    cq = h.reput.cqs.get("T", 1)
+    phys, size, tag = cq.get(2)
+    assert tag == tag_hash_code("TagA") and size == fmt.record_size(len(big), 1, len(
+        fmt.encode_properties({"TAGS": "TagA"})))
+    assert phys > SEG  # the sixth record went to the second segment
+    h.close()
+
+
+def test_reput_reports_corruption_without_moving(tmp_path):
+    h = Harness(tiny_config(tmp_path))
+    r = h.store.put_messages("T", 0, [message(b"ok"), message(b"bad")])
+    second = r.phys_offset + fmt.record_size(2, 1, 0)
+    seg = os.path.join(tmp_path, "commitlog", f"{0:020d}")
+    with open(seg, "r+b") as f:
+        f.seek(second + fmt.OFF_MAGIC)
+        f.write(b"\0\0\0\1")
+    report = h.reput.step(10)
+    assert report.count == 1 and report.dispatched_pos == second and "cannot read" in report.problem
+    h.close()
+
+
+def test_allocate_creates_next_segment_ahead(tmp_path, monkeypatch):
+    cfg = tiny_config(tmp_path, preheat_enabled=True)
+    h = Harness(cfg)
+    alloc = AllocateService(cfg, h.control, preheat_chunk_bytes=16 * 1024)
+    report = alloc.step()
+    assert report.created_start == SEG and report.preheated_bytes == 16 * 1024
+    assert os.path.exists(os.path.join(tmp_path, "commitlog", f"{SEG:020d}"))
+    steps = [alloc.step() for _ in range(4)]
+    assert sum(s.preheated_bytes for s in steps) == SEG - 16 * 1024
+    assert alloc.step().preheated_bytes == 0
+    # The roll-over uses the ready file.
+    for _ in range(4):
+        h.store.put_messages("T", 0, [message(b"r" * 20_000)])
+    assert h.control.write_pos > SEG
+
+    def no_space(fd, length):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(mapped_file, "fallocate", no_space)
+    report = alloc.step()
+    assert report.created_start is None and "cannot create" in report.problem
+    monkeypatch.undo()
+    assert alloc.step().created_start == 2 * SEG
+    assert h.control.heartbeat_allocate_ms > 0
+    alloc.close()
+    h.close()
