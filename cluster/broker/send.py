@@ -9,7 +9,6 @@ import time
 from cluster.config import SYNC_FLUSH, BrokerConfig, name_problem
 from cluster.protocol import (AUTO_CREATE_TOPIC_KEY, PERM_WRITE, ProtocolError, RequestCode, ResponseCode,
                               field_bool, field_int, send_fields_long)
-from cluster.shm import batch_format
 from cluster.shm.commitlog_format import PROPERTY_WAIT, decode_properties, pack_host
 from cluster.shm.store import MessageToStore, PutMessageStatus as PutStatus
 from cluster.wire_format import Command
@@ -78,26 +77,20 @@ class SendProcessor:
         born_host = pack_host("127.0.0.1", 0)
         properties_text = fields.get("properties", "")
         is_batch = request.code == RequestCode.SEND_BATCH_MESSAGE or field_bool(request_long, "batch")
+        # The WAIT property "false" asks not to wait for the store (RocketMQ's waitStoreMsgOK).
+        wait_store = is_batch or PROPERTY_WAIT not in properties_text or \
+            decode_properties(properties_text.encode()).get(PROPERTY_WAIT) != "false"
         if is_batch:
-            try:
-                items = batch_format.decode_items(body)
-            except ValueError as exc:
-                raise ProtocolError(f"malformed batch body: {exc}", ResponseCode.MESSAGE_ILLEGAL) from None
-            if not items:
-                raise ProtocolError("the batch is empty", ResponseCode.MESSAGE_ILLEGAL)
-            messages = [MessageToStore(body=item_body, flag=item_flag, properties=item_props,
-                                       sys_flag=sys_flag, born_timestamp_ms=born_ts, born_host=born_host,
-                                       reconsume_times=0)
-                        for item_flag, item_body, item_props in items]
-            wait_store = True
+            result = self.store.put_batch_body(topic, queue_id, body, sys_flag=sys_flag,
+                                               born_timestamp_ms=born_ts, born_host=born_host)
+            if result.status == PutStatus.MESSAGE_ILLEGAL:
+                raise ProtocolError("malformed batch body: its items do not add up", ResponseCode.MESSAGE_ILLEGAL)
         else:
             properties = properties_text.encode()
-            messages = [MessageToStore(body=body, flag=field_int(request_long, "flag", 0), properties=properties,
-                                       sys_flag=sys_flag, born_timestamp_ms=born_ts, born_host=born_host,
-                                       reconsume_times=field_int(request_long, "reconsumeTimes", 0))]
-            wait_store = decode_properties(properties).get(PROPERTY_WAIT, "true") != "false" \
-                if PROPERTY_WAIT in properties_text else True
-        result = self.store.put_messages(topic, queue_id, messages)
+            message = MessageToStore(body=body, flag=field_int(request_long, "flag", 0), properties=properties,
+                                     sys_flag=sys_flag, born_timestamp_ms=born_ts, born_host=born_host,
+                                     reconsume_times=field_int(request_long, "reconsumeTimes", 0))
+            result = self.store.put_messages(topic, queue_id, [message])
         if result.status != PutStatus.PUT_OK:
             code = _PUT_STATUS_CODES.get(result.status, ResponseCode.SYSTEM_ERROR)
             remark = f"store refused the message: {result.status.name}"
