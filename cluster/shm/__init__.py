@@ -1,0 +1,31 @@
+"""The store: shared-memory files that several processes of one broker map at once.
+
+Map (pure layouts first; nothing here opens a socket):
+
+| module | what |
+| --- | --- |
+| commitlog_format | the CommitLog record: encode/decode, batches, properties, offset msg ids |
+| consumequeue_format | the 20-byte ConsumeQueue entry, Java String.hashCode, tag hash |
+| indexfile_format | IndexFile header, slots, entries, key hash |
+| batch_format | the client's batch body (items before they become records) |
+| mapped_file | preallocated (fallocate), atomically created, mmap'ed fixed-size files |
+| commitlog | segments, append with roll-over, read/walk, flush, truncate |
+| consumequeue | one queue's entry files; the set of all queues |
+| indexfile | key -> phys offsets lookup files |
+| control | the shared u64 cursors (write/flushed/dispatched/confirm) and heartbeats |
+| checkpoint | durable positions for recovery |
+| json_store | atomic JSON files under config/ |
+| reput, flush, allocate | the steppable services the worker processes run |
+| recovery | start-up repair, with its report |
+| store | MessageStore, the broker's facade: put/get statuses, queries |
+| testing | tiny configs, messages and a one-process harness for tests |
+
+Who writes what: the broker appends records and ``write_pos``; the flush worker owns
+``flushed_pos`` and the checkpoint; the reput worker owns ConsumeQueue/IndexFile files
+and ``dispatched_pos``; the allocate worker only creates segments. Recovery runs in
+the broker before the workers start and may touch everything (control.py has the table).
+
+Three offsets: ``phys_offset`` is a byte position in the whole CommitLog;
+``queue_offset`` is an entry number in one ConsumeQueue (what consumers commit);
+``pos`` is a byte position inside one file.
+"""

@@ -42,6 +42,7 @@ class AllocateService:
         next_start = cl.segment_start(self.control.write_pos) + cl.file_size_bytes
         created = None
         if self._preheat_start != next_start:
+            cl.unmap_before(next_start)  # done with the segment preheated before
             try:
                 if create_file(cl.segment_path(next_start), cl.file_size_bytes):
                     created = next_start

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import struct
 from functools import lru_cache
+from operator import mul
 
 ENTRY = struct.Struct(">qiq")
 ENTRY_SIZE = ENTRY.size  # 20
@@ -27,17 +28,25 @@ OFF_SIZE = 8
 OFF_TAG = 12
 
 _U32 = 0xFFFFFFFF
+# h = sum(c[i] * 31^(n-1-i)) mod 2^32: with the powers precomputed, the sum runs in C
+# (map + operator.mul), several times faster than a Python loop per character.
+_POWERS_LEN = 256
+_POWERS_DESC = [pow(31, _POWERS_LEN - 1 - i, 1 << 32) for i in range(_POWERS_LEN)]
 
 
 def java_string_hash(s: str) -> int:
     """Java ``String.hashCode()``: ``h = 31*h + c`` over UTF-16 code units, as a signed int32."""
-    h = 0
     if s.isascii():
-        for ch in s.encode("ascii"):
-            h = (31 * h + ch) & _U32
+        units = s.encode("ascii")
     else:
         raw = s.encode("utf-16-be", "surrogatepass")
-        for unit in struct.unpack(f">{len(raw) // 2}H", raw):
+        units = struct.unpack(f">{len(raw) // 2}H", raw)
+    n = len(units)
+    if n <= _POWERS_LEN:
+        h = sum(map(mul, units, _POWERS_DESC[_POWERS_LEN - n:])) & _U32
+    else:
+        h = 0
+        for unit in units:
             h = (31 * h + unit) & _U32
     return h - (1 << 32) if h & 0x80000000 else h
 

@@ -31,17 +31,22 @@ class FlushService:
         self.commitlog_flushed_ms = 0
 
     def step(self) -> int:
-        """msync [flushed_pos, write_pos) and publish flushed_pos; returns bytes flushed."""
+        """msync [flushed_pos, write_pos), publish and return the new flushed_pos.
+
+        Compare the result with flushed_pos read before the call to know whether it moved.
+        """
         now_ms = int(time.time() * 1000)
         self.control.heartbeat_flush_ms = now_ms
         flushed = self.control.flushed_pos
         target = self.control.write_pos
         if target <= flushed:
-            return 0
+            return flushed
         self.commitlog.flush(flushed, target)
         self.control.flushed_pos = target
         self.commitlog_flushed_ms = now_ms
-        return target - flushed
+        # Segments behind the flushed position are never written again: unmap them.
+        self.commitlog.unmap_before(self.commitlog.segment_start(target))
+        return target
 
     def step_logics(self) -> checkpoint.Checkpoint:
         """msync ConsumeQueue/IndexFile files and write the checkpoint."""

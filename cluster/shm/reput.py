@@ -128,6 +128,8 @@ class ReputService:
         report = self.dispatcher.dispatch_range(start, limit, self.commitlog, max_records)
         if report.dispatched_pos != start:
             self.control.dispatched_pos = report.dispatched_pos
+            # Segments behind the cursor are never read here again: unmap them.
+            self.commitlog.unmap_before(self.commitlog.segment_start(report.dispatched_pos))
         return report
 
     def close(self) -> None:

@@ -37,3 +37,14 @@ def test_tag_hash_code_zero_without_tag():
     assert cqf.tag_hash_code(None) == 0
     assert cqf.tag_hash_code("") == 0
     assert cqf.tag_hash_code("TagA") == 2598919
+
+
+def test_java_string_hash_long_strings_take_the_loop():
+    s = "k" * 300 + "é"
+    units = s.encode("utf-16-be")
+    h = 0
+    for i in range(0, len(units), 2):
+        h = (h * 31 + int.from_bytes(units[i:i + 2], "big")) % (1 << 32)
+    assert cqf.java_string_hash(s) == (h - (1 << 32) if h >= 1 << 31 else h)
+    assert cqf.java_string_hash("k" * 256) == cqf.java_string_hash("k" * 255) * 31 + 107 - \
+        ((cqf.java_string_hash("k" * 255) * 31 + 107 + (1 << 31)) // (1 << 32)) * (1 << 32)
