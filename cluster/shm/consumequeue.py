@@ -46,6 +46,7 @@ class ConsumeQueue:
         self.file_size_bytes = self.entries_per_file * ENTRY_SIZE
         self._files: dict[int, MappedFile] = {}
         self._visible_max: int | None = None  # cache of refresh_max
+        self._min_offset: int | None = None  # cache of min_offset
         self._flushed_file_start = 0  # files before this one were full and flushed
 
     # ---- files ----
@@ -116,8 +117,17 @@ class ConsumeQueue:
         return out
 
     def min_offset(self) -> int:
-        starts = self.file_starts()
-        return starts[0] // ENTRY_SIZE if starts else 0
+        """Queue offset of the first entry kept (the first file's start).
+
+        Cached once files exist: only this process's truncation or deletion moves it
+        (there is no retention), and a pull asks for it every time.
+        """
+        if self._min_offset is None:
+            starts = self.file_starts()
+            if not starts:
+                return 0
+            self._min_offset = starts[0] // ENTRY_SIZE
+        return self._min_offset
 
     def max_offset(self) -> int:
         """Entries written (last non-empty + 1). Entries are contiguous, so binary search the last file."""
@@ -181,7 +191,7 @@ class ConsumeQueue:
         for start in starts[1:]:
             if start >= m * ENTRY_SIZE:
                 self._remove_file(start)
-        self._visible_max = None
+        self._visible_max = self._min_offset = None
         return zeroed
 
     def flush(self) -> int:
@@ -207,12 +217,12 @@ class ConsumeQueue:
     def delete_files(self) -> None:
         self.close()
         shutil.rmtree(self.dir, ignore_errors=True)
-        self._visible_max = None
+        self._visible_max = self._min_offset = None
         self._flushed_file_start = 0
 
     def forget_cache(self) -> None:
-        """Drop the visible-max cache (after recovery rewrote the files)."""
-        self._visible_max = None
+        """Drop the cached offsets (after recovery rewrote the files)."""
+        self._visible_max = self._min_offset = None
 
     def close(self) -> None:
         for f in self._files.values():
