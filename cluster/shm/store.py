@@ -18,7 +18,11 @@ import time
 from typing import NamedTuple, Sequence
 
 from cluster.config import StoreConfig
-from cluster import _native
+try:  # the C helper is optional: without it batches take the Python path
+    from cluster import _native
+except ImportError:
+    _native = None
+from cluster.shm import batch_format
 from cluster.shm import commitlog_format as fmt
 from cluster.shm.commitlog import AppendStatus, CommitLog
 from cluster.shm.consumequeue import ConsumeQueueSet
@@ -213,6 +217,14 @@ class MessageStore:
             self._topic_bytes[topic] = topic_bytes
         if not 0 <= queue_id < 1 << 31:
             return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
+        if _native is None:
+            try:
+                items = batch_format.decode_items(batch_body)
+            except ValueError:
+                return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
+            return self.put_messages(topic, queue_id, [
+                MessageToStore(item.body, item.flag, item.properties, sys_flag, born_timestamp_ms,
+                               born_host) for item in items])
         try:
             count, total = _native.measure_batch(batch_body, len(topic_bytes))
         except ValueError:

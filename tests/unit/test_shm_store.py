@@ -170,3 +170,23 @@ def test_disk_full_then_resumes(h, monkeypatch):
     h.dispatch_all()
     got = h.store.get_messages("T", 0, 0, 100, 1 << 30)
     assert [fmt.decode_at(x, 0).queue_offset for x in got.records] == list(range(next_offset + 2))
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_put_batch_body_matches_put_messages(h, monkeypatch, native):
+    from cluster.shm import batch_format, store as store_module
+    if not native:
+        monkeypatch.setattr(store_module, "_native", None)
+    elif store_module._native is None:
+        pytest.skip("C helper not built")
+    items = [(i, b"body-%d" % i, fmt.encode_properties({"KEYS": f"k{i}"})) for i in range(5)]
+    r = h.store.put_batch_body("T", 2, batch_format.encode_items(items), sys_flag=0,
+                               born_timestamp_ms=7, born_host=STORE_HOST)
+    assert r.status is P.PUT_OK and r.count == 5 and r.queue_offset == 0
+    h.dispatch_all()
+    recs = [fmt.decode_at(x, 0) for x in h.store.get_messages("T", 2, 0, 10, 1 << 20).records]
+    assert [(x.flag, x.body, x.properties_raw) for x in recs] == items
+    assert [x.queue_offset for x in recs] == list(range(5))
+    assert r.msg_ids == [fmt.offset_msg_id(STORE_HOST, x.phys_offset) for x in recs]
+    assert h.store.put_batch_body("T", 2, b"\x00\x01", sys_flag=0, born_timestamp_ms=7,
+                                  born_host=STORE_HOST).status is P.MESSAGE_ILLEGAL
