@@ -44,6 +44,14 @@ class RequestTimeout(TransportError):
     pass
 
 
+# Zero-copy sends cost more than a memcpy below this size (pyzmq's own measurements).
+ZERO_COPY_BYTES_MIN = 64 * 1024
+
+
+def _send(sock: zmq.Socket, frames: list, flags: int = 0) -> None:
+    sock.send_multipart(frames, flags=flags, copy=len(frames[-1]) < ZERO_COPY_BYTES_MIN)
+
+
 def _tune(sock: zmq.Socket) -> None:
     sock.setsockopt(zmq.LINGER, 0)
     sock.setsockopt(zmq.RECONNECT_IVL, 50)
@@ -168,7 +176,7 @@ class RpcServer:
 
     def send(self, peer: bytes, cmd: Command) -> None:
         try:
-            self.socket.send_multipart([peer, *to_frames(cmd)], flags=zmq.NOBLOCK, copy=False)
+            _send(self.socket, [peer, *to_frames(cmd)], zmq.NOBLOCK)
         except zmq.Again:
             log.warning("%s: dropped a response to a peer that is not reading", self.name)
 
@@ -256,7 +264,7 @@ class RpcClient:
         sock = self._thread_socket(endpoint)
         sock.setsockopt(zmq.SNDTIMEO, max(1, timeout_ms))
         try:
-            sock.send_multipart(to_frames(request), copy=False)
+            _send(sock, to_frames(request))
         except zmq.Again:
             self._drop_thread_socket(endpoint)
             raise TransportError(f"{endpoint} is not reachable (no connection within {timeout_ms} ms)") from None
@@ -277,7 +285,7 @@ class RpcClient:
         sock = self._thread_socket(endpoint)
         sock.setsockopt(zmq.SNDTIMEO, 0)
         try:
-            sock.send_multipart(to_frames(request), copy=False)
+            _send(sock, to_frames(request))
         except zmq.Again:
             pass  # one-way means best effort
 
@@ -387,7 +395,7 @@ class _IoThread:
                     by_socket[sock] = endpoint
                     poller.register(sock, zmq.POLLIN)
                 try:
-                    sock.send_multipart(to_frames(request), flags=zmq.NOBLOCK, copy=False)
+                    _send(sock, to_frames(request), zmq.NOBLOCK)
                 except zmq.Again:
                     future.set_exception(TransportError(f"{endpoint}: send queue is full"))
                     continue

@@ -77,15 +77,18 @@ class Producer(ClientBase):
 
     @staticmethod
     def _properties(msg: Message) -> str:
-        props = dict(msg.properties)
+        """The properties string (`name\\x01value\\x02`...), with a fresh UNIQ_KEY unless one is set."""
+        props = msg.properties
+        uniq = props.get(PROPERTY_UNIQ_KEY)
+        if uniq is None:
+            uniq = props[PROPERTY_UNIQ_KEY] = UNIQUE_IDS.next()
+        parts = [f"{k}\x01{v}\x02" for k, v in props.items()]
         if msg.tags:
-            props[PROPERTY_TAGS] = msg.tags
+            parts.append(f"TAGS\x01{msg.tags}\x02")
         keys = msg.keys_text()
         if keys:
-            props[PROPERTY_KEYS] = keys
-        props.setdefault(PROPERTY_UNIQ_KEY, UNIQUE_IDS.next())
-        msg.properties[PROPERTY_UNIQ_KEY] = props[PROPERTY_UNIQ_KEY]
-        return "".join(f"{k}\x01{v}\x02" for k, v in props.items())
+            parts.append(f"KEYS\x01{keys}\x02")
+        return "".join(parts)
 
     def _request(self, code: int, topic: str, queue: MessageQueue, body: bytes, props: str, sys_flag: int,
                  flag: int, auto_create: bool, batch: bool) -> Command:
