@@ -1,0 +1,18 @@
+"""RocketBox benchmarks: micro-benchmarks of the hot paths and an end-to-end runner.
+
+Map:
+
+    test_micro.py   pytest-benchmark micro-benchmarks (record encode/decode, ConsumeQueue,
+                    IndexFile, wire header, one RPC round trip over ZeroMQ); each states
+                    its back-of-envelope expectation in its docstring
+    conftest.py     the ``bench`` fixture and quick mode (ROCKETBOX_BENCH_QUICK=1 or
+                    ``--bench-quick``: one round, one iteration)
+    e2e.py          ``python -m perf``: real clusters (LocalCluster), one scenario each,
+                    a rich table and perf/results.json; targets beside the figures
+    profile.py      ``python -m perf.profile``: py-spy over the broker, reput and a
+                    producer process under batched produce, top functions by share
+    RESULTS.md      the latest full run and where the time goes
+
+Everything binds 127.0.0.1 only; every loop is bounded in count and in time.
+The test suite keeps all of this from rotting through tests/test_perf_quick.py.
+"""
