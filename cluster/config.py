@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 NAMESRV_PORT_DEFAULT = 9871
 BROKER_PORT_DEFAULT = 10811

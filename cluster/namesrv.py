@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 
 from cluster.config import NamesrvConfig, name_problem
-from cluster.protocol import (MASTER_ID, ProtocolError, RequestCode, ResponseCode, field_int,
+from cluster.protocol import (answers_refusals, MASTER_ID, ProtocolError, RequestCode, ResponseCode, field_int,
                               field_str, json_body, to_json_bytes)
 from cluster.wire_format import Command
 
@@ -135,52 +135,42 @@ class NamesrvService:
             log.warning("broker %s (%s id %d) silent for over %d ms: dropped from routes",
                         broker.address, broker.broker_name, broker.broker_id, self.cfg.broker_expiry_ms)
 
-    def _answer(self, request: Command, fn) -> Command:
-        try:
-            return fn()
-        except ProtocolError as exc:
-            log.warning("request %d refused: %s", request.code, exc)
-            return request.response(exc.code, remark=str(exc))
-
+    @answers_refusals
     def on_register_broker(self, request: Command, reply=None) -> Command:
-        def work():
-            body = json_body(request)
-            broker = LiveBroker(
-                cluster_name=field_str(request, "clusterName"),
-                broker_name=field_str(request, "brokerName"),
-                broker_id=field_int(request, "brokerId"),
-                address=field_str(request, "brokerAddr"),
-                last_heartbeat_ms=self.clock_ms(),
-                ha_address=request.fields.get("haServerAddr", ""),
-            )
-            problem = name_problem("broker", broker.broker_name)
-            if problem:
-                raise ProtocolError(problem)
-            is_new = broker.address not in self.table.brokers
-            self.table.register(broker, body.get("topicConfigTable"))
-            if is_new:
-                log.info("broker registered: %s %s id %d at %s", broker.cluster_name,
-                         broker.broker_name, broker.broker_id, broker.address)
-            return request.response(ResponseCode.SUCCESS)
-        return self._answer(request, work)
+        body = json_body(request)
+        broker = LiveBroker(
+            cluster_name=field_str(request, "clusterName"),
+            broker_name=field_str(request, "brokerName"),
+            broker_id=field_int(request, "brokerId"),
+            address=field_str(request, "brokerAddr"),
+            last_heartbeat_ms=self.clock_ms(),
+            ha_address=request.fields.get("haServerAddr", ""),
+        )
+        problem = name_problem("broker", broker.broker_name)
+        if problem:
+            raise ProtocolError(problem)
+        is_new = broker.address not in self.table.brokers
+        self.table.register(broker, body.get("topicConfigTable"))
+        if is_new:
+            log.info("broker registered: %s %s id %d at %s", broker.cluster_name,
+                     broker.broker_name, broker.broker_id, broker.address)
+        return request.response(ResponseCode.SUCCESS)
 
+    @answers_refusals
     def on_unregister_broker(self, request: Command, reply=None) -> Command:
-        def work():
-            gone = self.table.unregister(field_str(request, "brokerAddr"))
-            if gone:
-                log.info("broker unregistered: %s", gone.address)
-            return request.response(ResponseCode.SUCCESS)
-        return self._answer(request, work)
+        gone = self.table.unregister(field_str(request, "brokerAddr"))
+        if gone:
+            log.info("broker unregistered: %s", gone.address)
+        return request.response(ResponseCode.SUCCESS)
 
+    @answers_refusals
     def on_get_route(self, request: Command, reply=None) -> Command:
-        def work():
-            topic = field_str(request, "topic")
-            route = self.table.route(topic)
-            if route is None:
-                return request.response(ResponseCode.TOPIC_NOT_EXIST,
-                                        remark=f"No topic route info in name server for the topic: {topic}")
-            return request.response(ResponseCode.SUCCESS, body=to_json_bytes(route))
-        return self._answer(request, work)
+        topic = field_str(request, "topic")
+        route = self.table.route(topic)
+        if route is None:
+            return request.response(ResponseCode.TOPIC_NOT_EXIST,
+                                    remark=f"No topic route info in name server for the topic: {topic}")
+        return request.response(ResponseCode.SUCCESS, body=to_json_bytes(route))
 
     def on_cluster_info(self, request: Command, reply=None) -> Command:
         return request.response(ResponseCode.SUCCESS, body=to_json_bytes(self.table.cluster_info()))
@@ -189,9 +179,8 @@ class NamesrvService:
         return request.response(ResponseCode.SUCCESS,
                                 body=to_json_bytes({"topicList": sorted(self.table.topics)}))
 
+    @answers_refusals
     def on_delete_topic(self, request: Command, reply=None) -> Command:
-        def work():
-            topic = field_str(request, "topic")
-            self.table.delete_topic(topic)
-            return request.response(ResponseCode.SUCCESS)
-        return self._answer(request, work)
+        topic = field_str(request, "topic")
+        self.table.delete_topic(topic)
+        return request.response(ResponseCode.SUCCESS)

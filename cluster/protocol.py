@@ -128,6 +128,23 @@ class ProtocolError(ValueError):
         self.code = code
 
 
+def answers_refusals(handler):
+    """A handler whose ProtocolError becomes an error response with its reason, logged."""
+    import functools
+    import logging
+
+    log = logging.getLogger(handler.__module__)
+
+    @functools.wraps(handler)
+    def wrapper(self, request: Command, reply=None) -> Command:
+        try:
+            return handler(self, request, reply)
+        except ProtocolError as exc:
+            log.warning("request %d refused: %s", request.code, exc)
+            return request.response(exc.code, remark=str(exc))
+    return wrapper
+
+
 def send_fields_long(cmd: Command) -> dict[str, str]:
     """SEND_MESSAGE_V2/SEND_BATCH_MESSAGE carry one-letter names; SEND_MESSAGE the long ones."""
     if cmd.code in (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):

@@ -23,7 +23,7 @@ from cluster.broker.send import SendProcessor
 from cluster.broker.topics import TopicConfig, TopicConfigManager
 from cluster.broker.waiters import FlushWaiters, PullWaiters
 from cluster.config import BrokerConfig, name_problem
-from cluster.protocol import (PERM_READ_WRITE, ProtocolError, RequestCode, ResponseCode, field_int, field_str,
+from cluster.protocol import (answers_refusals, PERM_READ_WRITE, ProtocolError, RequestCode, ResponseCode, field_int, field_str,
                               json_body, to_json_bytes)
 from cluster.shm.commitlog_format import Record, pack_host, parse_offset_msg_id
 from cluster.shm.control import ControlBlock
@@ -188,13 +188,6 @@ class BrokerService:
 
     # ------------------------------------------------------------ handlers
 
-    def _answer(self, request: Command, work) -> Command:
-        try:
-            return work()
-        except ProtocolError as exc:
-            log.warning("request %d refused: %s", request.code, exc)
-            return request.response(exc.code, remark=str(exc))
-
     def _topic_queue(self, request: Command) -> tuple[str, int]:
         topic = field_str(request, "topic")
         queue_id = field_int(request, "queueId")
@@ -205,147 +198,135 @@ class BrokerService:
             raise ProtocolError(f"queueId {queue_id} is out of range for topic {topic}")
         return topic, queue_id
 
+    @answers_refusals
     def on_query_consumer_offset(self, request: Command, reply=None) -> Command:
-        def work():
-            group = field_str(request, "consumerGroup")
-            topic, queue_id = self._topic_queue(request)
-            offset = self.offsets.query(group, topic, queue_id)
-            if offset is None:
-                # RocketMQ's new-group rule: start at 0 while the queue still holds its first message.
-                if self.store.min_offset(topic, queue_id) <= 0:
-                    offset = 0
-                else:
-                    return request.response(ResponseCode.QUERY_NOT_FOUND,
-                                            remark=f"no offset committed by {group} for {topic}:{queue_id}")
-            return request.response(ResponseCode.SUCCESS, {"offset": str(offset)})
-        return self._answer(request, work)
+        group = field_str(request, "consumerGroup")
+        topic, queue_id = self._topic_queue(request)
+        offset = self.offsets.query(group, topic, queue_id)
+        if offset is None:
+            # RocketMQ's new-group rule: start at 0 while the queue still holds its first message.
+            if self.store.min_offset(topic, queue_id) <= 0:
+                offset = 0
+            else:
+                return request.response(ResponseCode.QUERY_NOT_FOUND,
+                                        remark=f"no offset committed by {group} for {topic}:{queue_id}")
+        return request.response(ResponseCode.SUCCESS, {"offset": str(offset)})
 
+    @answers_refusals
     def on_update_consumer_offset(self, request: Command, reply=None) -> Command:
-        def work():
-            group = field_str(request, "consumerGroup")
-            problem = name_problem("group", group)
-            if problem:
-                raise ProtocolError(problem)
-            topic, queue_id = self._topic_queue(request)
-            offset = field_int(request, "commitOffset")
-            if offset < 0 or offset > self.store.max_offset(topic, queue_id):
-                raise ProtocolError(f"offset {offset} is outside [0, {self.store.max_offset(topic, queue_id)}] "
-                                    f"of {topic}:{queue_id}")
-            self.offsets.commit(group, topic, queue_id, offset)
-            return request.response(ResponseCode.SUCCESS)
-        return self._answer(request, work)
+        group = field_str(request, "consumerGroup")
+        problem = name_problem("group", group)
+        if problem:
+            raise ProtocolError(problem)
+        topic, queue_id = self._topic_queue(request)
+        offset = field_int(request, "commitOffset")
+        if offset < 0 or offset > self.store.max_offset(topic, queue_id):
+            raise ProtocolError(f"offset {offset} is outside [0, {self.store.max_offset(topic, queue_id)}] "
+                                f"of {topic}:{queue_id}")
+        self.offsets.commit(group, topic, queue_id, offset)
+        return request.response(ResponseCode.SUCCESS)
 
+    @answers_refusals
     def on_get_max_offset(self, request: Command, reply=None) -> Command:
-        def work():
-            topic, queue_id = self._topic_queue(request)
-            return request.response(ResponseCode.SUCCESS, {"offset": str(self.store.max_offset(topic, queue_id))})
-        return self._answer(request, work)
+        topic, queue_id = self._topic_queue(request)
+        return request.response(ResponseCode.SUCCESS, {"offset": str(self.store.max_offset(topic, queue_id))})
 
+    @answers_refusals
     def on_get_min_offset(self, request: Command, reply=None) -> Command:
-        def work():
-            topic, queue_id = self._topic_queue(request)
-            return request.response(ResponseCode.SUCCESS, {"offset": str(self.store.min_offset(topic, queue_id))})
-        return self._answer(request, work)
+        topic, queue_id = self._topic_queue(request)
+        return request.response(ResponseCode.SUCCESS, {"offset": str(self.store.min_offset(topic, queue_id))})
 
+    @answers_refusals
     def on_search_offset_by_timestamp(self, request: Command, reply=None) -> Command:
-        def work():
-            topic, queue_id = self._topic_queue(request)
-            timestamp_ms = field_int(request, "timestamp")
-            offset = self._offset_by_time(topic, queue_id, timestamp_ms)
-            return request.response(ResponseCode.SUCCESS, {"offset": str(offset)})
-        return self._answer(request, work)
+        topic, queue_id = self._topic_queue(request)
+        timestamp_ms = field_int(request, "timestamp")
+        offset = self._offset_by_time(topic, queue_id, timestamp_ms)
+        return request.response(ResponseCode.SUCCESS, {"offset": str(offset)})
 
+    @answers_refusals
     def on_heartbeat(self, request: Command, reply=None) -> Command:
-        def work():
-            body = json_body(request)
-            for consumer in body.get("consumerDataSet") or []:
-                problem = name_problem("group", str(consumer.get("groupName", "")))
-                if problem:
-                    raise ProtocolError(problem)
-            if self.clients.heartbeat(body, now_ms()):
-                log.info("consumer groups changed: %s", {g: self.clients.consumer_ids(g)
-                                                         for g in self.clients.groups})
-            return request.response(ResponseCode.SUCCESS)
-        return self._answer(request, work)
-
-    def on_unregister_client(self, request: Command, reply=None) -> Command:
-        def work():
-            client_id = field_str(request, "clientID")
-            self.clients.unregister(client_id, request.fields.get("consumerGroup") or None,
-                                    request.fields.get("producerGroup") or None)
-            return request.response(ResponseCode.SUCCESS)
-        return self._answer(request, work)
-
-    def on_consumer_list(self, request: Command, reply=None) -> Command:
-        def work():
-            group = field_str(request, "consumerGroup")
-            ids = self.clients.consumer_ids(group)
-            if not ids:
-                return request.response(ResponseCode.SYSTEM_ERROR, remark=f"no live consumer in group {group}")
-            return request.response(ResponseCode.SUCCESS, body=to_json_bytes({"consumerIdList": ids}))
-        return self._answer(request, work)
-
-    def on_update_topic(self, request: Command, reply=None) -> Command:
-        def work():
-            topic = field_str(request, "topic")
-            problem = name_problem("topic", topic)
+        body = json_body(request)
+        for consumer in body.get("consumerDataSet") or []:
+            problem = name_problem("group", str(consumer.get("groupName", "")))
             if problem:
                 raise ProtocolError(problem)
-            read = field_int(request, "readQueueNums", self.cfg.topic_queue_count_default)
-            write = field_int(request, "writeQueueNums", read)
-            if not (0 < read <= 1024 and 0 < write <= 1024):
-                raise ProtocolError(f"queue counts must be within 1..1024, got read {read} write {write}")
-            perm = field_int(request, "perm", PERM_READ_WRITE)
-            self.topics.upsert(TopicConfig(topic, read, write, perm, field_int(request, "topicSysFlag", 0),
-                                           request.fields.get("order", "false") == "true"))
-            log.info("topic %s set: read %d write %d perm %d", topic, read, write, perm)
-            self.register_with_namesrvs()
-            return request.response(ResponseCode.SUCCESS)
-        return self._answer(request, work)
+        if self.clients.heartbeat(body, now_ms()):
+            log.info("consumer groups changed: %s", {g: self.clients.consumer_ids(g)
+                                                     for g in self.clients.groups})
+        return request.response(ResponseCode.SUCCESS)
 
+    @answers_refusals
+    def on_unregister_client(self, request: Command, reply=None) -> Command:
+        client_id = field_str(request, "clientID")
+        self.clients.unregister(client_id, request.fields.get("consumerGroup") or None,
+                                request.fields.get("producerGroup") or None)
+        return request.response(ResponseCode.SUCCESS)
+
+    @answers_refusals
+    def on_consumer_list(self, request: Command, reply=None) -> Command:
+        group = field_str(request, "consumerGroup")
+        ids = self.clients.consumer_ids(group)
+        if not ids:
+            return request.response(ResponseCode.SYSTEM_ERROR, remark=f"no live consumer in group {group}")
+        return request.response(ResponseCode.SUCCESS, body=to_json_bytes({"consumerIdList": ids}))
+
+    @answers_refusals
+    def on_update_topic(self, request: Command, reply=None) -> Command:
+        topic = field_str(request, "topic")
+        problem = name_problem("topic", topic)
+        if problem:
+            raise ProtocolError(problem)
+        read = field_int(request, "readQueueNums", self.cfg.topic_queue_count_default)
+        write = field_int(request, "writeQueueNums", read)
+        if not (0 < read <= 1024 and 0 < write <= 1024):
+            raise ProtocolError(f"queue counts must be within 1..1024, got read {read} write {write}")
+        perm = field_int(request, "perm", PERM_READ_WRITE)
+        self.topics.upsert(TopicConfig(topic, read, write, perm, field_int(request, "topicSysFlag", 0),
+                                       request.fields.get("order", "false") == "true"))
+        log.info("topic %s set: read %d write %d perm %d", topic, read, write, perm)
+        self.register_with_namesrvs()
+        return request.response(ResponseCode.SUCCESS)
+
+    @answers_refusals
     def on_delete_topic(self, request: Command, reply=None) -> Command:
-        def work():
-            topic = field_str(request, "topic")
-            if not self.topics.delete(topic):
-                raise ProtocolError(f"topic {topic} does not exist", ResponseCode.TOPIC_NOT_EXIST)
-            self.store.delete_topic(topic)
-            self.offsets.drop_topic(topic)
-            log.info("topic %s deleted", topic)
-            self.register_with_namesrvs()
-            return request.response(ResponseCode.SUCCESS)
-        return self._answer(request, work)
+        topic = field_str(request, "topic")
+        if not self.topics.delete(topic):
+            raise ProtocolError(f"topic {topic} does not exist", ResponseCode.TOPIC_NOT_EXIST)
+        self.store.delete_topic(topic)
+        self.offsets.drop_topic(topic)
+        log.info("topic %s deleted", topic)
+        self.register_with_namesrvs()
+        return request.response(ResponseCode.SUCCESS)
 
     def on_all_topic_config(self, request: Command, reply=None) -> Command:
         return request.response(ResponseCode.SUCCESS, body=to_json_bytes({"topicConfigTable": self.topics.table()}))
 
+    @answers_refusals
     def on_view_message(self, request: Command, reply=None) -> Command:
-        def work():
-            if "msgId" in request.fields:
-                _, _, phys_offset = _parse_msg_id(request.fields["msgId"])
-            else:
-                phys_offset = field_int(request, "offset")
-            raw = self._record_bytes(phys_offset)
-            if raw is None:
-                return request.response(ResponseCode.SYSTEM_ERROR,
-                                        remark=f"no message at CommitLog offset {phys_offset}")
-            return request.response(ResponseCode.SUCCESS, body=raw)
-        return self._answer(request, work)
+        if "msgId" in request.fields:
+            _, _, phys_offset = _parse_msg_id(request.fields["msgId"])
+        else:
+            phys_offset = field_int(request, "offset")
+        raw = self._record_bytes(phys_offset)
+        if raw is None:
+            return request.response(ResponseCode.SYSTEM_ERROR,
+                                    remark=f"no message at CommitLog offset {phys_offset}")
+        return request.response(ResponseCode.SUCCESS, body=raw)
 
+    @answers_refusals
     def on_query_message(self, request: Command, reply=None) -> Command:
-        def work():
-            topic = field_str(request, "topic")
-            key = field_str(request, "key")
-            max_num = max(1, min(field_int(request, "maxNum", 32), 64))
-            begin = field_int(request, "beginTimestamp", 0)
-            end = field_int(request, "endTimestamp", 2**62)
-            records = self.store.query_by_key(topic, key, max_num, begin, end)
-            if not records:
-                return request.response(ResponseCode.QUERY_NOT_FOUND,
-                                        remark=f"no message with key {key} in topic {topic} in that time range")
-            body = b"".join(self._record_bytes(r.phys_offset) for r in records)
-            return request.response(ResponseCode.SUCCESS, {"indexLastUpdatePhyoffset": str(self.control.dispatched_pos)},
-                                    body)
-        return self._answer(request, work)
+        topic = field_str(request, "topic")
+        key = field_str(request, "key")
+        max_num = max(1, min(field_int(request, "maxNum", 32), 64))
+        begin = field_int(request, "beginTimestamp", 0)
+        end = field_int(request, "endTimestamp", 2**62)
+        records = self.store.query_by_key(topic, key, max_num, begin, end)
+        if not records:
+            return request.response(ResponseCode.QUERY_NOT_FOUND,
+                                    remark=f"no message with key {key} in topic {topic} in that time range")
+        body = b"".join(self._record_bytes(r.phys_offset) for r in records)
+        return request.response(ResponseCode.SUCCESS, {"indexLastUpdatePhyoffset": str(self.control.dispatched_pos)},
+                                body)
 
     def on_runtime_info(self, request: Command, reply=None) -> Command:
         control = self.control

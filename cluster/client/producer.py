@@ -22,8 +22,7 @@ from cluster.config import ClientConfig, name_problem
 from cluster.errors import BrokerError, BrokerUnreachable, ClientError, MessageInvalid, NoRouteError
 from cluster.protocol import (AUTO_CREATE_TOPIC_KEY, RequestCode, ResponseCode, send_fields_short)
 from cluster.shm import batch_format
-from cluster.shm.commitlog_format import (PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_KEY,
-                                          SYSFLAG_COMPRESSED, encode_properties)
+from cluster.shm.commitlog_format import PROPERTY_UNIQ_KEY, SYSFLAG_COMPRESSED
 from cluster.wire_format import Command
 from cluster.zmq_transport import TransportError
 
