@@ -119,11 +119,17 @@ class UniqueIdMaker:
         self._counter = 0
 
     def next(self) -> str:
+        return self.next_many(1)[0]
+
+    def next_many(self, count: int) -> list[str]:
+        """``count`` fresh ids for one batch: one lock and one pid check for all of them."""
         with self._lock:
             if self._pid != os.getpid():
                 self._reset()
-            self._counter += 1
-            return f"{self._prefix}{self._counter:012X}"
+            first = self._counter + 1
+            self._counter += count
+        prefix = self._prefix
+        return [f"{prefix}{c:012X}" for c in range(first, first + count)]
 
 
 UNIQUE_IDS = UniqueIdMaker()

@@ -132,15 +132,30 @@ class Producer(ClientBase):
         problem = name_problem("topic", topic)
         if problem:
             raise MessageInvalid(problem)
-        items = []
-        uniqs = []
-        for msg in messages:
-            if msg.topic != topic:
-                raise MessageInvalid("every message of a batch must have the same topic")
-            props = self._properties(msg)
-            uniqs.append(msg.properties[PROPERTY_UNIQ_KEY])
-            items.append((msg.flag, bytes(msg.body), props.encode()))
-        body = batch_format.encode_items(items)
+        first = messages[0]
+        shared = all(m.topic == topic and m.keys is None and not m.properties and m.tags == first.tags
+                     and m.flag == first.flag for m in messages)
+        if shared:
+            # The common batch: one tag, no keys or user properties; only bodies and ids differ.
+            uniqs = UNIQUE_IDS.next_many(len(messages))
+            for msg, uniq in zip(messages, uniqs):
+                msg.properties[PROPERTY_UNIQ_KEY] = uniq
+            shared_properties = f"TAGS\x01{first.tags}\x02".encode() if first.tags else b""
+            bodies = [m.body if type(m.body) is bytes else bytes(m.body) for m in messages]
+            if not all(bodies):
+                raise MessageInvalid("a message body of the batch is empty")
+            body = batch_format.encode_items_sharing_properties(
+                first.flag, bodies, shared_properties, [u.encode() for u in uniqs])
+        else:
+            items = []
+            uniqs = []
+            for msg in messages:
+                if msg.topic != topic:
+                    raise MessageInvalid("every message of a batch must have the same topic")
+                props = self._properties(msg)
+                uniqs.append(msg.properties[PROPERTY_UNIQ_KEY])
+                items.append((msg.flag, bytes(msg.body), props.encode()))
+            body = batch_format.encode_items(items)
         if len(body) > self.cfg.message_size_bytes_max:
             raise MessageInvalid(f"the batch is {len(body)} bytes, more than the "
                                  f"{self.cfg.message_size_bytes_max}-byte limit: split it")

@@ -70,6 +70,37 @@ def encode_items(items: Iterable[tuple[int, bytes, bytes]]) -> bytes:
     return bytes(out)
 
 
+def encode_items_sharing_properties(flag: int, bodies: list, shared_properties: bytes,
+                                    uniq_ids: list[bytes]) -> bytes:
+    """A batch body whose items differ only in body and UNIQ_KEY (the common batch).
+
+    Each item's properties are ``shared_properties`` + ``UNIQ_KEY\\x01<id>\\x02``; the
+    bytes are exactly what ``encode_items`` makes for the same items, built with a
+    few operations per item instead of a properties dict each.
+    """
+    if not bodies:
+        return b""
+    prefix = shared_properties + b"UNIQ_KEY\x01"
+    id_len = len(uniq_ids[0])
+    properties_len = len(prefix) + id_len + 1
+    if properties_len > clf.PROPERTIES_LENGTH_MAX:
+        raise ValueError(f"properties are {properties_len} bytes, more than {clf.PROPERTIES_LENGTH_MAX}")
+    if any(len(i) != id_len for i in uniq_ids):
+        raise ValueError("every UNIQ_KEY of a shared-properties batch must have the same length")
+    between = PROPERTIES_LENGTH.pack(properties_len) + prefix
+    pack = ITEM_HEAD.pack
+    fixed = ITEM_FIXED_SIZE + properties_len
+    parts = []
+    append = parts.append
+    for body, uniq in zip(bodies, uniq_ids):
+        append(pack(fixed + len(body), 0, 0, flag, len(body)))
+        append(body)
+        append(between)
+        append(uniq)
+        append(b"\x02")
+    return b"".join(parts)
+
+
 def _item_at(batch, pos: int) -> tuple[BatchItem, int]:
     """The item at ``batch[pos:]`` and its size; MalformedBatch if its sizes do not add up."""
     left = len(batch) - pos

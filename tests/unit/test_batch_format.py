@@ -104,3 +104,13 @@ def test_encode_batch_is_all_or_nothing():
         bf.encode_batch(dst, 0, batch, b"T", 0, 0, 0, 0, 0, HOST, 0, HOST, dst_limit=total - 1)
     assert dst == bytearray(total + 10)
     assert bf.encode_batch(dst, 10, batch, b"T", 0, 0, 0, 0, 0, HOST, 0, HOST)[0] == total
+
+
+def test_shared_properties_encoding_equals_the_general_one():
+    from cluster.shm.batch_format import encode_items, encode_items_sharing_properties
+    bodies = [b"a", b"bb" * 100, bytes(range(256))]
+    ids = [b"%032X" % i for i in range(3)]
+    shared = b"TAGS\x01TagA\x02"
+    general = encode_items([(7, body, shared + b"UNIQ_KEY\x01" + uid + b"\x02") for body, uid in zip(bodies, ids)])
+    assert encode_items_sharing_properties(7, bodies, shared, ids) == general
+    assert encode_items_sharing_properties(0, [], b"", []) == b""
