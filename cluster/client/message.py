@@ -9,6 +9,7 @@ import threading
 import zlib
 from dataclasses import dataclass, field
 
+from cluster import _native
 from cluster.shm import commitlog_format as fmt
 
 
@@ -50,27 +51,59 @@ class SendResult:
     queue_offset: int
 
 
-@dataclass
 class MessageExt:
-    """A received message: the record's fields plus its queue and broker."""
+    """A received message: a view over one record of a pull response.
 
-    topic: str
-    body: bytes
-    properties: dict[str, str]
-    queue_id: int
-    queue_offset: int
-    phys_offset: int
-    sys_flag: int
-    flag: int
-    born_timestamp_ms: int
-    store_timestamp_ms: int
-    reconsume_times: int
-    offset_msg_id: str
-    broker_name: str = ""
+    The fields consumers read most (body, topic, queue, offsets, flags) are set when
+    the response is scanned; properties, hosts and born time are decoded from the
+    record only when asked for, which keeps per-message work off the consume path.
+    """
+
+    __slots__ = ("topic", "body", "queue_id", "queue_offset", "phys_offset", "sys_flag",
+                 "store_timestamp_ms", "broker_name", "_raw", "_pos", "_properties")
+
+    def __init__(self, raw: bytes, pos: int, topic: str, body: bytes, queue_id: int, queue_offset: int,
+                 phys_offset: int, sys_flag: int, store_timestamp_ms: int, broker_name: str = ""):
+        self._raw = raw
+        self._pos = pos
+        self.topic = topic
+        self.body = body
+        self.queue_id = queue_id
+        self.queue_offset = queue_offset
+        self.phys_offset = phys_offset
+        self.sys_flag = sys_flag
+        self.store_timestamp_ms = store_timestamp_ms
+        self.broker_name = broker_name
+        self._properties = None
+
+    def _record(self) -> fmt.Record:
+        return fmt.decode_at(self._raw, self._pos, check_crc=False)
+
+    @property
+    def properties(self) -> dict[str, str]:
+        if self._properties is None:
+            self._properties = self._record().properties
+        return self._properties
+
+    @property
+    def flag(self) -> int:
+        return self._record().flag
+
+    @property
+    def born_timestamp_ms(self) -> int:
+        return self._record().born_timestamp_ms
+
+    @property
+    def reconsume_times(self) -> int:
+        return self._record().reconsume_times
+
+    @property
+    def offset_msg_id(self) -> str:
+        return fmt.offset_msg_id(self._record().store_host, self.phys_offset)
 
     @property
     def msg_id(self) -> str:
-        return self.properties.get(fmt.PROPERTY_UNIQ_KEY, self.offset_msg_id)
+        return self.properties.get(fmt.PROPERTY_UNIQ_KEY) or self.offset_msg_id
 
     @property
     def tags(self) -> str | None:
@@ -81,18 +114,37 @@ class MessageExt:
         raw = self.properties.get(fmt.PROPERTY_KEYS)
         return raw.split(" ") if raw else []
 
-    @classmethod
-    def from_record(cls, rec: fmt.Record, broker_name: str = "") -> "MessageExt":
-        body = rec.body
-        if rec.sys_flag & fmt.SYSFLAG_COMPRESSED:
-            body = zlib.decompress(body)
-        return cls(rec.topic, body, rec.properties, rec.queue_id, rec.queue_offset, rec.phys_offset,
-                   rec.sys_flag, rec.flag, rec.born_timestamp_ms, rec.store_timestamp_ms,
-                   rec.reconsume_times, rec.offset_msg_id, broker_name)
+    def __repr__(self) -> str:
+        return (f"MessageExt(topic={self.topic!r}, queue_id={self.queue_id}, queue_offset={self.queue_offset}, "
+                f"body={self.body[:40]!r})")
 
 
-def decode_messages(body: bytes, broker_name: str = "") -> list[MessageExt]:
-    return [MessageExt.from_record(rec, broker_name) for rec in fmt.iter_records(body)]
+def decode_messages(raw: bytes, broker_name: str = "") -> list[MessageExt]:
+    """The messages of a pull (or query) response body: concatenated CommitLog records."""
+    out = []
+    topics: dict[bytes, str] = {}
+    pos, end = 0, len(raw)
+    while pos < end:
+        scan = _native.scan_records(raw, pos, end, max_rows=4096)
+        rows = scan.rows
+        for i in range(0, scan.count * _native.SCAN_COLUMNS, _native.SCAN_COLUMNS):
+            (rec_pos, _size, queue_id, queue_offset, phys, sys_flag, store_ts, body_pos, body_len,
+             topic_pos, topic_len, _props_pos, _props_len) = rows[i:i + _native.SCAN_COLUMNS]
+            topic_raw = raw[topic_pos:topic_pos + topic_len]
+            topic = topics.get(topic_raw)
+            if topic is None:
+                topic = topics[topic_raw] = topic_raw.decode("utf-8", "replace")
+            body = raw[body_pos:body_pos + body_len]
+            if sys_flag & fmt.SYSFLAG_COMPRESSED:
+                body = zlib.decompress(body)
+            out.append(MessageExt(raw, rec_pos, topic, body, queue_id, queue_offset, phys, sys_flag, store_ts,
+                                  broker_name))
+        if scan.count == 0 or scan.next_pos <= pos:
+            if scan.next_pos < end:
+                raise ValueError(f"not a record at {scan.next_pos} of a {end}-byte response ({scan.stop})")
+            break
+        pos = scan.next_pos
+    return out
 
 
 class UniqueIdMaker:

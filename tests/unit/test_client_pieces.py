@@ -51,3 +51,28 @@ def test_group_commit_releases_every_flushed_waiter_and_times_out_the_rest():
     assert answered == [("ok", 100), ("ok", 200)]
     assert waiters.release(flushed_pos=250, now_s=11.0) == 1
     assert answered[-1] == ("timeout", 300)
+
+
+def test_received_messages_decode_lazily_but_completely():
+    import zlib as _zlib
+
+    from cluster.client.message import decode_messages
+    from cluster.shm import commitlog_format as fmt
+
+    def record(phys, body, props, sys_flag=0):
+        return fmt.encode(queue_id=2, flag=5, queue_offset=phys // 1000, phys_offset=phys, sys_flag=sys_flag,
+                          born_timestamp_ms=11, born_host=fmt.pack_host("10.0.0.1", 7), store_timestamp_ms=22,
+                          store_host=fmt.pack_host("127.0.0.1", 10811), reconsume_times=3,
+                          prepared_transaction_offset=0, body=body, topic=b"T", properties=props)
+    props = fmt.encode_properties({"UNIQ_KEY": "ABC", "TAGS": "TagA", "KEYS": "k1 k2"})
+    raw = record(0, b"plain", props) + record(1000, _zlib.compress(b"z" * 5000), props, fmt.SYSFLAG_COMPRESSED)
+    first, second = decode_messages(raw, "broker-a")
+    assert (first.topic, first.body, first.queue_id, first.phys_offset, first.store_timestamp_ms) == \
+        ("T", b"plain", 2, 0, 22)
+    assert (first.msg_id, first.tags, first.keys, first.flag, first.born_timestamp_ms, first.reconsume_times) == \
+        ("ABC", "TagA", ["k1", "k2"], 5, 11, 3)
+    assert first.offset_msg_id == fmt.offset_msg_id(fmt.pack_host("127.0.0.1", 10811), 0)
+    assert second.body == b"z" * 5000 and second.broker_name == "broker-a"
+    import pytest
+    with pytest.raises(ValueError):
+        decode_messages(raw[:-3])
