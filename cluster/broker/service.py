@@ -34,6 +34,9 @@ from cluster.zmq_transport import CONTEXT, EventLoop, RpcClient, RpcServer
 log = logging.getLogger(__name__)
 
 
+REPUT_WAKE_INTERVAL_S = 0.001
+
+
 def now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -58,6 +61,8 @@ class BrokerService:
         self.namesrv_client = RpcClient(default_timeout_ms=3000)
         self.started_ms = now_ms()
         self._written_since_wake = False
+        self._reput_woken_at_s = 0.0
+        self._reput_wake_scheduled = False
         self.handlers = {
             RequestCode.SEND_MESSAGE: self.sender.on_send,
             RequestCode.SEND_MESSAGE_V2: self.sender.on_send,
@@ -82,6 +87,7 @@ class BrokerService:
     # ------------------------------------------------------------ wiring
 
     def serve(self, loop: EventLoop) -> RpcServer:
+        self.loop = loop
         store_dir = self.cfg.store.store_dir
         context = CONTEXT.get()
         self.server = RpcServer(self.cfg.endpoint, self.handlers, name=f"broker {self.cfg.broker_name}")
@@ -121,13 +127,35 @@ class BrokerService:
     def after_batch(self) -> None:
         """Once per loop turn: one wake for all sends of the turn (batching across processes)."""
         if self._written_since_wake:
-            self._written_since_wake = False
-            self._wake(self.reput_wake)
+            self._wake_reput()
         if self.flush_waiters.parked_since_wake:
             self.flush_waiters.parked_since_wake = 0
             self._wake(self.flush_wake)
         if len(self.flush_waiters):
             self.flush_waiters.release(self.control.flushed_pos)
+
+    def _wake_reput(self) -> None:
+        """Wake the reput worker at once, but at most once per ``REPUT_WAKE_INTERVAL_S``.
+
+        A wake per send made the dispatch compete with every sync send for the CPU
+        (measured: p50 241 us with it, 154 us with reput stopped, on 2 cores). RocketMQ's
+        ReputMessageService looks every 1 ms; the first write after a quiet spell still
+        dispatches immediately.
+        """
+        now = time.monotonic()
+        due = self._reput_woken_at_s + REPUT_WAKE_INTERVAL_S
+        if now >= due:
+            self._written_since_wake = False
+            self._reput_woken_at_s = now
+            self._wake(self.reput_wake)
+        elif not self._reput_wake_scheduled:
+            self._reput_wake_scheduled = True
+            self.loop.call_at(due, self._scheduled_reput_wake)
+
+    def _scheduled_reput_wake(self) -> None:
+        self._reput_wake_scheduled = False
+        if self._written_since_wake:
+            self._wake_reput()
 
     def on_notify(self) -> None:
         touched = []
