@@ -121,6 +121,15 @@ class EventLoop:
         self.stopping = False
         self._after_batch: list[Callable[[], None]] = []
 
+    def watch_stop_fd(self, fd: int) -> None:
+        """Poll ``fd`` (a signal wake-up pipe): a stop signal then ends the wait at once."""
+        def drain():
+            try:
+                os.read(fd, 4096)
+            except (BlockingIOError, InterruptedError):
+                pass
+        self.add_reader(fd, drain)
+
     def add_reader(self, sock, callback: Callable[[], None]) -> None:
         self._poller.register(sock, zmq.POLLIN)
         self._readers[sock] = callback

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 
@@ -25,12 +26,18 @@ def setup_logging(role: str) -> None:
                         format=f"%(asctime)s {role} %(levelname)s %(name)s: %(message)s")
 
 
-def stop_on_signals(on_stop) -> None:
-    """SIGTERM/SIGINT only set a flag; the loop notices it on its next turn."""
+def stop_on_signals(on_stop) -> int:
+    """SIGTERM/SIGINT only set a flag; the returned fd becomes readable at once, so a loop
+    that polls it notices the stop on its next turn instead of after its poll time-out."""
     def handler(signum, frame):
         on_stop()
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(read_fd, False)
+    os.set_blocking(write_fd, False)
+    signal.set_wakeup_fd(write_fd)
     signal.signal(signal.SIGTERM, handler)
     signal.signal(signal.SIGINT, handler)
+    return read_fd
 
 
 def run_role(role: str, argv, build):
@@ -49,7 +56,7 @@ def run_role(role: str, argv, build):
 
     def stop():
         loop.stopping = True
-    stop_on_signals(stop)
+    loop.watch_stop_fd(stop_on_signals(stop))
     lifecycle.notify_ready(ready_info)
     try:
         loop.run()

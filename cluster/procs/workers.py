@@ -35,22 +35,35 @@ class WorkerLoop:
         self.notify.setsockopt(zmq.LINGER, 0)
         self.notify.setsockopt(zmq.SNDHWM, 1000)
         self.notify.connect(channels.broker_notify(store_dir))
+        self.poller = zmq.Poller()
+        if self.wake is not None:
+            self.poller.register(self.wake, zmq.POLLIN)
+        self._stop_fd: int | None = None
+
+    def watch_stop_fd(self, fd: int) -> None:
+        self._stop_fd = fd
+        self.poller.register(fd, zmq.POLLIN)
 
     def run(self) -> None:
         next_due = 0.0
         while not self.stopping:
             timeout_ms = max(0, int((next_due - time.monotonic()) * 1000))
             woken = False
-            if self.wake is not None:
-                if self.wake.poll(timeout_ms):
-                    woken = True
-                    while True:  # one step serves every wake queued so far
-                        try:
-                            self.wake.recv(zmq.NOBLOCK)
-                        except zmq.Again:
-                            break
-            elif timeout_ms:
-                time.sleep(min(timeout_ms / 1000, 0.2))
+            ready = dict(self.poller.poll(timeout_ms))
+            if self._stop_fd is not None and self._stop_fd in ready:
+                try:
+                    os.read(self._stop_fd, 4096)
+                except (BlockingIOError, InterruptedError):
+                    pass
+                if self.stopping:
+                    break
+            if self.wake is not None and self.wake in ready:
+                woken = True
+                while True:  # one step serves every wake queued so far
+                    try:
+                        self.wake.recv(zmq.NOBLOCK)
+                    except zmq.Again:
+                        break
             if not woken and time.monotonic() < next_due:
                 continue
             frames = self.step()
