@@ -14,6 +14,7 @@ and ``_check`` turns every negative return code into an exception.
 | ``crc32`` / ``body_crc`` | zlib-compatible CRC-32 usable inside the C loops below |
 | ``measure_batch`` / ``encode_batch`` | a batch body to CommitLog records in one pass (twin: ``cluster.shm.batch_format``) |
 | ``scan_records`` | the reput worker and recovery walk records without decoding each one in Python |
+| ``DispatchBatch`` (scan, extract, index_put, cq_put), ``java_hash_utf8`` | the reput worker's whole per-record work (properties, Java key hashes, IndexFile and ConsumeQueue entries) in a few calls a batch |
 
 Every buffer is held only for the duration of a call, so ``mmap.close()``
 never meets a ``BufferError`` because of this module.
@@ -37,8 +38,8 @@ except ImportError as exc:  # pragma: no cover - depends on the installation
 from cluster.shm.batch_format import DestinationTooSmall, MalformedBatch
 
 __all__ = [
-    "DestinationTooSmall", "MalformedBatch", "ScanResult", "ScannedRecord",
-    "body_crc", "crc32", "encode_batch", "load_u64", "madvise_willneed", "measure_batch",
+    "DestinationTooSmall", "DispatchBatch", "MalformedBatch", "ScanResult", "ScannedRecord",
+    "body_crc", "java_hash_utf8", "crc32", "encode_batch", "load_u64", "madvise_willneed", "measure_batch",
     "mlock", "msync_range", "munlock", "preheat_read", "preheat_write", "scan_records",
     "store_u64",
 ]
@@ -271,3 +272,123 @@ def scan_records(buffer, start: int, end: int, *, max_rows: int = 1024,
                                           out, max_rows, count, next_pos), "scan_records")
     del rows[count[0] * SCAN_COLUMNS:]
     return ScanResult(rows, count[0], next_pos[0], _STOPS[stop])
+
+
+# ---- reput dispatch ----
+
+DISPATCH_COLUMNS = lib.RB_DISPATCH_COLUMNS
+DCOL_TAG_HASH = lib.RB_DCOL_TAG_HASH
+DCOL_FLAGS = lib.RB_DCOL_FLAGS
+DCOL_KEY_FIRST = lib.RB_DCOL_KEY_FIRST
+DCOL_KEY_COUNT = lib.RB_DCOL_KEY_COUNT
+DISPATCH_PYTHON = lib.RB_DISPATCH_PYTHON  # not valid UTF-8 somewhere: dispatch the row in Python
+DISPATCH_CQ = lib.RB_DISPATCH_CQ
+DISPATCH_INDEX = lib.RB_DISPATCH_INDEX
+INDEX_DONE = lib.RB_INDEX_DONE
+INDEX_NEW_FILE = lib.RB_INDEX_NEW_FILE
+INDEX_PYTHON = lib.RB_INDEX_PYTHON
+# Columns of a scan row, for readers of DispatchBatch.rows.
+COL_POS = lib.RB_COL_POS
+COL_TOTAL_SIZE = lib.RB_COL_TOTAL_SIZE
+COL_QUEUE_ID = lib.RB_COL_QUEUE_ID
+COL_QUEUE_OFFSET = lib.RB_COL_QUEUE_OFFSET
+COL_TOPIC_POS = lib.RB_COL_TOPIC_POS
+COL_TOPIC_LEN = lib.RB_COL_TOPIC_LEN
+# Enough key hashes for any single record: properties are at most 32767 bytes,
+# so KEYS has at most ~16k words.
+_ONE_RECORD_KEYS_MAX = 16_400
+
+
+def java_hash_utf8(text, value: int = 0) -> int | None:
+    """Java ``String.hashCode`` (signed int32) of UTF-8 ``text``, continuing from ``value``;
+    None when ``text`` is not valid UTF-8 (what consumequeue_format.java_string_hash of
+    ``text.decode()`` gives, without decoding)."""
+    out = ffi.new("int32_t *", value)
+    with _readable(text) as buf:
+        rc = lib.rb_java_hash_utf8(buf, len(buf), out)
+    if rc == lib.RB_E_ARGUMENT:
+        return None
+    _check(rc, "java_hash_utf8")
+    return out[0]
+
+
+class DispatchBatch:
+    """The reput worker's working set for up to ``rows_max`` records, allocated once.
+
+    ``rows`` (scan rows, helper.h ``rb_scan_column``), ``info`` (``DISPATCH_COLUMNS`` a
+    row), ``key_hashes`` and ``runs`` ((first row, row count) pairs) are arrays whose
+    C views are kept for the object's life, so a call costs only the buffer it is given.
+    Use: ``scan`` a file's records, ``extract``, then ``index_put`` and ``cq_put``.
+    """
+
+    def __init__(self, rows_max: int = 4096):
+        if rows_max <= 0:
+            raise ValueError(f"rows_max must be > 0, got {rows_max}")
+        self.rows_max = rows_max
+        self.count = 0  # rows filled by the last scan / extract
+        self.rows = array("q", bytes(8 * SCAN_COLUMNS * rows_max))
+        self.info = array("q", bytes(8 * DISPATCH_COLUMNS * rows_max))
+        self.key_hashes = array("I", bytes(4 * (4 * rows_max + _ONE_RECORD_KEYS_MAX)))
+        assert self.key_hashes.itemsize == 4
+        self.runs = array("q", bytes(8 * 2 * rows_max))
+        self._rows = ffi.from_buffer("int64_t[]", self.rows, require_writable=True)
+        self._info = ffi.from_buffer("int64_t[]", self.info, require_writable=True)
+        self._keys = ffi.from_buffer("uint32_t[]", self.key_hashes, require_writable=True)
+        self._runs = ffi.from_buffer("int64_t[]", self.runs, require_writable=True)
+        self._out = ffi.new("int64_t[2]")
+        self._no_file = ffi.new("uint8_t[1]")
+
+    def scan(self, buffer, start: int, end: int, max_rows: int | None = None) -> tuple[int, int, str]:
+        """``scan_records`` into ``rows`` without CRC checks: (rows, next_pos, stop)."""
+        n = self.rows_max if max_rows is None else min(max_rows, self.rows_max)
+        out = self._out
+        with _readable(buffer) as buf:
+            stop = _check(lib.rb_scan_records(buf, len(buf), start, end, 0, self._rows, n,
+                                              out, out + 1), "scan_records")
+        self.count = out[0]
+        return out[0], out[1], _STOPS[stop]
+
+    def extract(self, buffer, count: int | None = None) -> int:
+        """Fill ``info``, ``key_hashes`` and ``runs`` for the scanned rows of ``buffer``; returns
+        the run count. ``count`` may come back smaller (key hashes full): rows past it are
+        not extracted and must be scanned again."""
+        n = self.count if count is None else count
+        if not 0 <= n <= self.rows_max:
+            raise ValueError(f"count {n} is not in [0, {self.rows_max}]")
+        out = self._out
+        with _readable(buffer) as buf:
+            _check(lib.rb_dispatch_extract(buf, len(buf), self._rows, n, self._info, self._keys,
+                                           len(self.key_hashes), self._runs, out, out + 1),
+                   "dispatch_extract")
+        self.count = out[1]
+        return out[0]
+
+    def index_put(self, buffer, slot_count: int, entry_count_max: int, row_from: int, row_to: int,
+                  phys_base: int, indexed_end_phys: int) -> tuple[int, int, int]:
+        """IndexFile entries of rows [row_from, row_to) into ``buffer`` (None: no file yet).
+
+        Returns (stop, stop_row, indexed_end_phys): stop is ``INDEX_DONE``,
+        ``INDEX_NEW_FILE`` (roll to a new file, then call again from stop_row) or
+        ``INDEX_PYTHON`` (dispatch row stop_row in Python, go on after it).
+        """
+        out = self._out
+        out[0] = indexed_end_phys
+        if row_to > self.count:
+            raise ValueError(f"row_to {row_to} is past the {self.count} extracted rows")
+        if buffer is None:
+            stop = lib.rb_index_put_rows(self._no_file, 0, slot_count, entry_count_max, self._rows,
+                                         self._info, self.count, self._keys, len(self.key_hashes),
+                                         row_from, row_to, phys_base, out, out + 1)
+        else:
+            with _writable(buffer) as buf:
+                stop = lib.rb_index_put_rows(buf, len(buf), slot_count, entry_count_max, self._rows,
+                                             self._info, self.count, self._keys, len(self.key_hashes),
+                                             row_from, row_to, phys_base, out, out + 1)
+        _check(stop, "index_put_rows")
+        return stop, out[1], out[0]
+
+    def cq_put(self, buffer, pos: int, row_first: int, count: int, phys_base: int) -> int:
+        """ConsumeQueue entries of rows [row_first, row_first + count) at ``buffer[pos:]``."""
+        with _writable(buffer) as buf:
+            return _check(lib.rb_cq_put_rows(buf, len(buf), pos, self._rows, self._info, self.count,
+                                             row_first, count, phys_base), "cq_put_rows")

@@ -455,3 +455,380 @@ int rb_scan_records(const uint8_t *buf, size_t buf_len, int64_t start, int64_t e
     *next_pos_out = pos;
     return stop;
 }
+
+/* ---- reput dispatch ---- */
+
+#define SYSFLAG_TRANSACTION_MASK 0xC
+#define SYSFLAG_TRANSACTION_PREPARED 0x4
+#define SYSFLAG_TRANSACTION_ROLLBACK 0xC
+#define PROPERTY_NAME_VALUE_SEPARATOR 0x01
+#define PROPERTY_SEPARATOR 0x02
+
+/* The IndexFile, mirrored from cluster/shm/indexfile_format.py. */
+enum index_layout {
+    IX_HEADER_BYTES = 40, IX_SLOT_BYTES = 4, IX_ENTRY_BYTES = 20,
+    IX_OFF_BEGIN_TS = 0, IX_OFF_END_TS = 8, IX_OFF_BEGIN_PHYS = 16, IX_OFF_END_PHYS = 24,
+    IX_OFF_SLOTS_USED = 32, IX_OFF_INDEX_COUNT = 36,
+    IX_ENTRY_OFF_HASH = 0, IX_ENTRY_OFF_PHYS = 4, IX_ENTRY_OFF_TIME_DIFF = 12, IX_ENTRY_OFF_PREV = 16
+};
+#define IX_CHAIN_STEPS_MAX 1000000   /* indexfile.LOOKUP_CHAIN_STEPS_MAX */
+
+/* The ConsumeQueue entry, mirrored from cluster/shm/consumequeue_format.py. */
+enum cq_layout { CQ_ENTRY_BYTES = 20, CQ_OFF_PHYS = 0, CQ_OFF_SIZE = 8, CQ_OFF_TAG = 12 };
+
+/* h = 31 * h + unit over the UTF-16 code units of UTF-8 text, as Java's
+ * String.hashCode (mod 2^32). Strict UTF-8 as Python's decoder: no overlong
+ * forms, no surrogates, nothing above U+10FFFF; -1 when the text breaks a rule. */
+static int hash_utf8(uint32_t *hash, const uint8_t *s, int64_t n)
+{
+    uint32_t h = *hash;
+    int64_t i = 0;
+    while (i < n) {
+        uint32_t c = s[i];
+        if (c < 0x80) {
+            h = 31 * h + c;
+            i++;
+            continue;
+        }
+        int len;
+        uint32_t cp;
+        if (c >= 0xC2 && c <= 0xDF) {
+            len = 2;
+            cp = c & 0x1F;
+        } else if (c >= 0xE0 && c <= 0xEF) {
+            len = 3;
+            cp = c & 0x0F;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            len = 4;
+            cp = c & 0x07;
+        } else {
+            return -1;
+        }
+        if (n - i < len)
+            return -1;
+        for (int k = 1; k < len; k++) {
+            uint32_t b = s[i + k];
+            if ((b & 0xC0) != 0x80)
+                return -1;
+            cp = cp << 6 | (b & 0x3F);
+        }
+        if ((len == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) ||
+            (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
+            return -1;
+        if (cp >= 0x10000) {
+            cp -= 0x10000;
+            h = 31 * h + (0xD800 + (cp >> 10));
+            h = 31 * h + (0xDC00 + (cp & 0x3FF));
+        } else {
+            h = 31 * h + cp;
+        }
+        i += len;
+    }
+    *hash = h;
+    return 0;
+}
+
+int rb_java_hash_utf8(const uint8_t *text, int64_t length, int32_t *hash)
+{
+    if (length < 0)
+        return RB_E_RANGE;
+    uint32_t h = (uint32_t)*hash;
+    if (hash_utf8(&h, text, length) != 0)
+        return RB_E_ARGUMENT;
+    *hash = (int32_t)h;
+    return RB_OK;
+}
+
+/* indexfile_format.key_hash: abs(hashCode), with abs(-2^31) counted as 0. */
+static uint32_t index_key_hash(uint32_t h)
+{
+    int32_t v = (int32_t)h;
+    if (v == INT32_MIN)
+        return 0;
+    return (uint32_t)(v < 0 ? -v : v);
+}
+
+struct span {
+    const uint8_t *at;
+    int64_t len;
+};
+
+/* The TAGS, UNIQ_KEY and KEYS values of name \1 value \2 pairs, as
+ * commitlog_format.decode_properties reads them: a pair without \1 has an
+ * empty value, empty pairs are skipped, a later pair of the same name wins.
+ * (\1, \2 and the ASCII names never occur inside a multi-byte UTF-8
+ * sequence, valid or not, so matching bytes equals matching decoded text.) */
+static void find_properties(const uint8_t *p, int64_t len, struct span *tags, struct span *uniq,
+                            struct span *keys)
+{
+    const uint8_t *end = p + len;
+    tags->len = uniq->len = keys->len = 0;
+    tags->at = uniq->at = keys->at = p;
+    while (p < end) {
+        const uint8_t *stop = memchr(p, PROPERTY_SEPARATOR, (size_t)(end - p));
+        if (stop == NULL)
+            stop = end;
+        if (stop > p) {
+            const uint8_t *sep = memchr(p, PROPERTY_NAME_VALUE_SEPARATOR, (size_t)(stop - p));
+            const uint8_t *name_end = sep ? sep : stop;
+            struct span value = {sep ? sep + 1 : stop, sep ? stop - (sep + 1) : 0};
+            int64_t name_len = name_end - p;
+            if (name_len == 4 && memcmp(p, "TAGS", 4) == 0)
+                *tags = value;
+            else if (name_len == 8 && memcmp(p, "UNIQ_KEY", 8) == 0)
+                *uniq = value;
+            else if (name_len == 4 && memcmp(p, "KEYS", 4) == 0)
+                *keys = value;
+        }
+        p = stop + 1;
+    }
+}
+
+/* One row's info and key hashes; -1 when key_hashes has no room left. */
+static int extract_row(const uint8_t *buf, const int64_t *row, int64_t *info, uint32_t *key_hashes,
+                       int64_t key_hashes_max, int64_t *key_n)
+{
+    int64_t tran = row[RB_COL_SYS_FLAG] & SYSFLAG_TRANSACTION_MASK;
+    int64_t flags = 0, tag_hash = 0, first = *key_n, n = first;
+    if (tran != SYSFLAG_TRANSACTION_ROLLBACK)
+        flags |= RB_DISPATCH_INDEX;
+    if (tran != SYSFLAG_TRANSACTION_ROLLBACK && tran != SYSFLAG_TRANSACTION_PREPARED)
+        flags |= RB_DISPATCH_CQ;
+    struct span tags, uniq, keys;
+    find_properties(buf + row[RB_COL_PROPERTIES_POS], row[RB_COL_PROPERTIES_LEN], &tags, &uniq, &keys);
+    if ((flags & RB_DISPATCH_CQ) && tags.len > 0) {
+        uint32_t h = 0;
+        if (hash_utf8(&h, tags.at, tags.len) != 0)
+            flags |= RB_DISPATCH_PYTHON;
+        tag_hash = (int32_t)h;
+    }
+    if ((flags & RB_DISPATCH_INDEX) && !(flags & RB_DISPATCH_PYTHON) && (uniq.len > 0 || keys.len > 0)) {
+        uint32_t prefix = 0;
+        if (hash_utf8(&prefix, buf + row[RB_COL_TOPIC_POS], row[RB_COL_TOPIC_LEN]) != 0) {
+            flags |= RB_DISPATCH_PYTHON;
+            goto done;
+        }
+        prefix = 31 * prefix + '#';
+        if (uniq.len > 0) {
+            uint32_t h = prefix;
+            if (hash_utf8(&h, uniq.at, uniq.len) != 0) {
+                flags |= RB_DISPATCH_PYTHON;
+                goto done;
+            }
+            if (n == key_hashes_max)
+                return -1;
+            key_hashes[n++] = index_key_hash(h);
+        }
+        const uint8_t *p = keys.at, *end = keys.at + keys.len;
+        while (p < end) {  /* str.split(" "), empty words dropped */
+            const uint8_t *space = memchr(p, ' ', (size_t)(end - p));
+            if (space == NULL)
+                space = end;
+            if (space > p) {
+                uint32_t h = prefix;
+                if (hash_utf8(&h, p, space - p) != 0) {
+                    flags |= RB_DISPATCH_PYTHON;
+                    goto done;
+                }
+                if (n == key_hashes_max)
+                    return -1;
+                key_hashes[n++] = index_key_hash(h);
+            }
+            p = space + 1;
+        }
+    }
+done:
+    if (flags & RB_DISPATCH_PYTHON)
+        n = first;  /* Python redoes the whole row */
+    info[RB_DCOL_TAG_HASH] = tag_hash;
+    info[RB_DCOL_FLAGS] = flags;
+    info[RB_DCOL_KEY_FIRST] = first;
+    info[RB_DCOL_KEY_COUNT] = n - first;
+    *key_n = n;
+    return 0;
+}
+
+static int check_row(size_t buf_len, const int64_t *row)
+{
+    int rc = check_span(buf_len, row[RB_COL_TOPIC_POS], row[RB_COL_TOPIC_LEN]);
+    if (rc == RB_OK)
+        rc = check_span(buf_len, row[RB_COL_PROPERTIES_POS], row[RB_COL_PROPERTIES_LEN]);
+    return rc;
+}
+
+int rb_dispatch_extract(const uint8_t *buf, size_t buf_len, const int64_t *rows, int64_t row_count,
+                        int64_t *info, uint32_t *key_hashes, int64_t key_hashes_max,
+                        int64_t *runs, int64_t *run_count_out, int64_t *rows_done_out)
+{
+    int64_t key_n = 0, run_count = 0, i;
+    const int64_t *last = NULL;  /* the last row of the open run */
+    if (row_count < 0 || key_hashes_max < 0)
+        return RB_E_ARGUMENT;
+    for (i = 0; i < row_count; i++) {
+        const int64_t *row = rows + i * RB_SCAN_COLUMNS;
+        int64_t *row_info = info + i * RB_DISPATCH_COLUMNS;
+        int rc = check_row(buf_len, row);
+        if (rc != RB_OK)
+            return rc;
+        if (extract_row(buf, row, row_info, key_hashes, key_hashes_max, &key_n) != 0)
+            break;
+        int64_t flags = row_info[RB_DCOL_FLAGS];
+        if (!(flags & RB_DISPATCH_CQ) || (flags & RB_DISPATCH_PYTHON)) {
+            last = NULL;
+            continue;
+        }
+        if (last != NULL && row[RB_COL_QUEUE_ID] == last[RB_COL_QUEUE_ID] &&
+            row[RB_COL_QUEUE_OFFSET] == last[RB_COL_QUEUE_OFFSET] + 1 &&
+            row[RB_COL_TOPIC_LEN] == last[RB_COL_TOPIC_LEN] &&
+            memcmp(buf + row[RB_COL_TOPIC_POS], buf + last[RB_COL_TOPIC_POS],
+                   (size_t)row[RB_COL_TOPIC_LEN]) == 0) {
+            runs[2 * (run_count - 1) + 1]++;
+        } else {
+            runs[2 * run_count] = i;
+            runs[2 * run_count + 1] = 1;
+            run_count++;
+        }
+        last = row;
+    }
+    *run_count_out = run_count;
+    *rows_done_out = i;
+    return RB_OK;
+}
+
+/* IndexFile.newest_valid: from entry number back through prev links to the
+ * first one below `below`; 0 when the chain is damaged. */
+static int64_t index_newest_valid(const uint8_t *entries, int64_t entry_count_max, int64_t number,
+                                  int64_t below)
+{
+    int64_t steps = 0;
+    while (number >= below && steps < IX_CHAIN_STEPS_MAX) {
+        if (number >= entry_count_max)
+            return 0;
+        int64_t prev = (int32_t)get_be32(entries + number * IX_ENTRY_BYTES + IX_ENTRY_OFF_PREV);
+        if (prev >= number)
+            return 0;
+        number = prev;
+        steps++;
+    }
+    return number > 0 ? number : 0;
+}
+
+/* indexfile_format.time_diff_seconds */
+static int64_t index_time_diff(int64_t store_ts, int64_t begin_ts)
+{
+    if (begin_ts <= 0 || store_ts <= begin_ts)
+        return 0;
+    uint64_t diff = ((uint64_t)store_ts - (uint64_t)begin_ts) / 1000;
+    return diff > INT32_MAX ? INT32_MAX : (int64_t)diff;
+}
+
+int rb_index_put_rows(uint8_t *buf, size_t buf_len, int64_t slot_count, int64_t entry_count_max,
+                      const int64_t *rows, const int64_t *info, int64_t row_count,
+                      const uint32_t *key_hashes, int64_t key_hash_count,
+                      int64_t row_from, int64_t row_to, int64_t phys_base,
+                      int64_t *indexed_end_phys, int64_t *stop_row_out)
+{
+    if (slot_count <= 0 || entry_count_max < 2 || slot_count > (INT64_MAX / 4) / IX_SLOT_BYTES ||
+        entry_count_max > INT32_MAX)
+        return RB_E_ARGUMENT;
+    if (row_from < 0 || row_to < row_from || row_to > row_count)
+        return RB_E_RANGE;
+    int64_t entries_at = IX_HEADER_BYTES + slot_count * IX_SLOT_BYTES;
+    int have_file = buf_len > 0;
+    if (have_file && (uint64_t)(entries_at + entry_count_max * IX_ENTRY_BYTES) > buf_len)
+        return RB_E_RANGE;
+    uint8_t *slots = buf + IX_HEADER_BYTES, *entries = buf + entries_at;
+    int64_t end_phys = *indexed_end_phys, i;
+    int stop = RB_INDEX_DONE;
+    for (i = row_from; i < row_to; i++) {
+        const int64_t *row = rows + i * RB_SCAN_COLUMNS;
+        const int64_t *row_info = info + i * RB_DISPATCH_COLUMNS;
+        int64_t flags = row_info[RB_DCOL_FLAGS];
+        if (flags & RB_DISPATCH_PYTHON) {
+            stop = RB_INDEX_PYTHON;
+            break;
+        }
+        int64_t nkeys = row_info[RB_DCOL_KEY_COUNT], key_first = row_info[RB_DCOL_KEY_FIRST];
+        int64_t phys = phys_base + row[RB_COL_POS];
+        if (!(flags & RB_DISPATCH_INDEX) || nkeys <= 0 || phys <= end_phys)
+            continue;
+        if (key_first < 0 || key_first > key_hash_count - nkeys)
+            return RB_E_RANGE;
+        if (nkeys > entry_count_max - 1)
+            nkeys = entry_count_max - 1;
+        if (!have_file) {
+            stop = RB_INDEX_NEW_FILE;
+            break;
+        }
+        int64_t count = (int32_t)get_be32(buf + IX_OFF_INDEX_COUNT);
+        int64_t first = count > 1 ? count : 1;
+        if (first + nkeys > entry_count_max) {
+            stop = RB_INDEX_NEW_FILE;
+            break;
+        }
+        int64_t store_ts = row[RB_COL_STORE_TIMESTAMP_MS];
+        int64_t begin_ts = first > 1 ? (int64_t)get_be64(buf + IX_OFF_BEGIN_TS) : store_ts;
+        int64_t begin_phys = first > 1 ? (int64_t)get_be64(buf + IX_OFF_BEGIN_PHYS) : phys;
+        int64_t slots_used = (int32_t)get_be32(buf + IX_OFF_SLOTS_USED);
+        int64_t time_diff = index_time_diff(store_ts, begin_ts);
+        int64_t number = first;
+        for (int64_t k = 0; k < nkeys; k++, number++) {
+            uint32_t khash = key_hashes[key_first + k];
+            uint8_t *slot = slots + (int64_t)(khash % (uint64_t)slot_count) * IX_SLOT_BYTES;
+            int64_t prev = (int32_t)get_be32(slot);
+            if (prev >= number || prev < 0)  /* left by a writer that died before its header */
+                prev = prev > 0 ? index_newest_valid(entries, entry_count_max, prev, number) : 0;
+            if (prev == 0)
+                slots_used++;
+            uint8_t *e = entries + number * IX_ENTRY_BYTES;
+            put_be32(e + IX_ENTRY_OFF_HASH, khash);
+            put_be64(e + IX_ENTRY_OFF_PHYS, (uint64_t)phys);
+            put_be32(e + IX_ENTRY_OFF_TIME_DIFF, (uint32_t)time_diff);
+            put_be32(e + IX_ENTRY_OFF_PREV, (uint32_t)prev);
+            __atomic_thread_fence(__ATOMIC_RELEASE);
+            put_be32(slot, (uint32_t)number);
+        }
+        __atomic_thread_fence(__ATOMIC_RELEASE);
+        put_be64(buf + IX_OFF_BEGIN_TS, (uint64_t)begin_ts);
+        put_be64(buf + IX_OFF_END_TS, (uint64_t)store_ts);
+        put_be64(buf + IX_OFF_BEGIN_PHYS, (uint64_t)begin_phys);
+        put_be64(buf + IX_OFF_END_PHYS, (uint64_t)phys);
+        put_be32(buf + IX_OFF_SLOTS_USED, (uint32_t)slots_used);
+        put_be32(buf + IX_OFF_INDEX_COUNT, (uint32_t)number);
+        end_phys = phys;
+    }
+    *indexed_end_phys = end_phys;
+    *stop_row_out = i;
+    return stop;
+}
+
+int64_t rb_cq_put_rows(uint8_t *buf, size_t buf_len, int64_t pos,
+                       const int64_t *rows, const int64_t *info, int64_t row_count,
+                       int64_t row_first, int64_t count, int64_t phys_base)
+{
+    if (row_first < 0 || count < 0 || row_first > row_count - count)
+        return RB_E_RANGE;
+    if (count > INT64_MAX / CQ_ENTRY_BYTES)
+        return RB_E_RANGE;
+    int rc = check_span(buf_len, pos, count * CQ_ENTRY_BYTES);
+    if (rc != RB_OK)
+        return rc;
+    for (int64_t i = 0; i < count; i++) {
+        const int64_t *row = rows + (row_first + i) * RB_SCAN_COLUMNS;
+        uint8_t *e = buf + pos + i * CQ_ENTRY_BYTES;
+        uint8_t size_be[4];
+        uint32_t size_word;
+        put_be64(e + CQ_OFF_PHYS, (uint64_t)(phys_base + row[RB_COL_POS]));
+        put_be64(e + CQ_OFF_TAG, (uint64_t)info[(row_first + i) * RB_DISPATCH_COLUMNS + RB_DCOL_TAG_HASH]);
+        put_be32(size_be, (uint32_t)row[RB_COL_TOTAL_SIZE]);
+        memcpy(&size_word, size_be, 4);
+        if (((uintptr_t)(e + CQ_OFF_SIZE) & 3) == 0) {
+            /* a nonzero size marks the entry complete: it goes last */
+            __atomic_store_n((uint32_t *)(void *)(e + CQ_OFF_SIZE), size_word, __ATOMIC_RELEASE);
+        } else {
+            __atomic_thread_fence(__ATOMIC_RELEASE);
+            memcpy(e + CQ_OFF_SIZE, size_be, 4);
+        }
+    }
+    return count;
+}

@@ -133,4 +133,71 @@ int rb_scan_records(const uint8_t *buf, size_t buf_len, int64_t start, int64_t e
                     int check_crc, int64_t *rows, int64_t rows_max,
                     int64_t *row_count_out, int64_t *next_pos_out);
 
+/* ---- reput dispatch: scanned rows -> ConsumeQueue and IndexFile entries ----
+ *
+ * The reput worker scans records (rb_scan_records), then in three C calls
+ * per batch: extracts what the entries need (rb_dispatch_extract), writes
+ * the IndexFile entries (rb_index_put_rows) and the ConsumeQueue entries of
+ * each run of consecutive rows of one queue (rb_cq_put_rows). Python twins:
+ * cluster/shm/reput.py (Dispatcher.dispatch), indexfile.py (put_keys),
+ * consumequeue.py (put); the parity tests in tests/unit/test_native_dispatch.py
+ * hold them together byte for byte.
+ *
+ * rb_dispatch_extract fills RB_DISPATCH_COLUMNS int64 values per row: */
+enum rb_dispatch_column {
+    RB_DCOL_TAG_HASH = 0,   /* Java String.hashCode of the TAGS value, sign-extended; 0 without TAGS */
+    RB_DCOL_FLAGS = 1,      /* rb_dispatch_flag bits */
+    RB_DCOL_KEY_FIRST = 2,  /* the row's first key hash in key_hashes */
+    RB_DCOL_KEY_COUNT = 3,  /* its index keys: topic#UNIQ_KEY, then topic#<each KEYS word> */
+    RB_DISPATCH_COLUMNS = 4
+};
+
+enum rb_dispatch_flag {
+    RB_DISPATCH_PYTHON = 1, /* a topic or property value is not valid UTF-8: Python dispatches the row */
+    RB_DISPATCH_CQ = 2,     /* gets a ConsumeQueue entry (sysflag not PREPARED or ROLLBACK) */
+    RB_DISPATCH_INDEX = 4   /* gets IndexFile entries (sysflag not ROLLBACK) */
+};
+
+/* Java String.hashCode of UTF-8 text (over its UTF-16 code units), continuing
+ * from *hash (0 to start). Returns RB_E_ARGUMENT when text is not valid UTF-8. */
+int rb_java_hash_utf8(const uint8_t *text, int64_t length, int32_t *hash);
+
+/* For rows[0, row_count) of records in buf: fill info (RB_DISPATCH_COLUMNS a
+ * row), key_hashes (IndexFile keyHash = abs(hashCode), abs(-2^31) = 0, of each
+ * row's keys, rows after one another), and runs: (first row, row count) pairs
+ * of consecutive CQ rows (not RB_DISPATCH_PYTHON) with the same topic and
+ * queue id and consecutive queue offsets; runs needs room for 2 * row_count.
+ * Stops early (*rows_done_out < row_count) when key_hashes is full. */
+int rb_dispatch_extract(const uint8_t *buf, size_t buf_len, const int64_t *rows, int64_t row_count,
+                        int64_t *info, uint32_t *key_hashes, int64_t key_hashes_max,
+                        int64_t *runs, int64_t *run_count_out, int64_t *rows_done_out);
+
+/* Why rb_index_put_rows stopped at *stop_row_out: */
+enum rb_index_stop {
+    RB_INDEX_DONE = 0,      /* every row up to row_to */
+    RB_INDEX_NEW_FILE = 1,  /* the row needs a new IndexFile (this one is full, or buf_len is 0) */
+    RB_INDEX_PYTHON = 2     /* an RB_DISPATCH_PYTHON row */
+};
+
+/* Write the IndexFile entries of rows[row_from, row_to) into the index file
+ * buf (layout: cluster/shm/indexfile_format.py) exactly as IndexService.put_keys
+ * does a record at a time: rows at or below *indexed_end_phys (in/out) are
+ * skipped, keys beyond entry_count_max - 1 dropped, and per record the
+ * entries, then their slots, then the header are written. A record's phys
+ * offset is phys_base + its RB_COL_POS. buf_len 0 means no file yet.
+ * Returns an rb_index_stop (>= 0) or an error. */
+int rb_index_put_rows(uint8_t *buf, size_t buf_len, int64_t slot_count, int64_t entry_count_max,
+                      const int64_t *rows, const int64_t *info, int64_t row_count,
+                      const uint32_t *key_hashes, int64_t key_hash_count,
+                      int64_t row_from, int64_t row_to, int64_t phys_base,
+                      int64_t *indexed_end_phys, int64_t *stop_row_out);
+
+/* Write the ConsumeQueue entries of rows[row_first, row_first + count) at
+ * buf[pos, pos + 20 * count), one after the other: phys offset (phys_base +
+ * RB_COL_POS), then the tag hash, and the size last (release store), as
+ * ConsumeQueue.put. Returns entries written. */
+int64_t rb_cq_put_rows(uint8_t *buf, size_t buf_len, int64_t pos,
+                       const int64_t *rows, const int64_t *info, int64_t row_count,
+                       int64_t row_first, int64_t count, int64_t phys_base);
+
 #endif

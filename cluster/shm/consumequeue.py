@@ -86,6 +86,19 @@ class ConsumeQueue:
         TAG.pack_into(mm, pos + OFF_TAG, tag_hash)
         SIZE.pack_into(mm, pos + OFF_SIZE, size)  # last: a nonzero size marks the entry complete
 
+    def put_rows(self, batch, row_first: int, count: int, queue_offset: int, phys_base: int) -> None:
+        """Entries for rows [row_first, row_first + count) of a ``_native.DispatchBatch``, which
+        hold this queue's offsets ``queue_offset`` on, one after the other: the same bytes
+        and write order as ``put`` each, in one C call a file."""
+        entries_per_file = self.entries_per_file
+        while count > 0:
+            f, pos = self._locate(queue_offset, create=True)
+            n = min(count, entries_per_file - pos // ENTRY_SIZE)
+            batch.cq_put(f.mm, pos, row_first, n, phys_base)
+            row_first += n
+            queue_offset += n
+            count -= n
+
     # ---- reading ----
 
     def get(self, queue_offset: int) -> tuple[int, int, int] | None:

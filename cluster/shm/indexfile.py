@@ -211,6 +211,35 @@ class IndexService:
         self._indexed_end_phys = phys_offset
         return len(keys)
 
+    def put_rows(self, batch, row_from: int, row_to: int, phys_base: int) -> tuple[int, int]:
+        """Index the extracted rows [row_from, row_to) of a ``_native.DispatchBatch`` in C.
+
+        The same bytes as ``put_keys`` a record at a time (entries, slots, then the
+        header, per record; already indexed records skipped). Returns (stop, row) as
+        ``DispatchBatch.index_put``: on ``INDEX_NEW_FILE`` call ``start_new_file`` and
+        go on from row; on ``INDEX_PYTHON`` the row is for ``put_keys``.
+        """
+        if self._indexed_end_phys is None:
+            self._load_writer()
+        f = self._writer
+        stop, row, end = batch.index_put(f.mm if f is not None else None, self.slot_count,
+                                         self.entry_count_max, row_from, row_to, phys_base,
+                                         self._indexed_end_phys)
+        if end != self._indexed_end_phys:
+            self._indexed_end_phys = end
+            self._writer_header = f.header()
+        return stop, row
+
+    def start_new_file(self) -> None:
+        """Make a new, empty file the one written (``put_rows`` found the current one full).
+
+        Raises MappedFileCreateError when it cannot be made.
+        """
+        if self._indexed_end_phys is None:
+            self._load_writer()
+        self._writer = self._new_file(int(time.time() * 1000))
+        self._writer_header = fmt.IndexHeader(0, 0, 0, 0, 0, 1)
+
     # ---- reading (broker) ----
 
     def lookup(self, key: str, max_num: int, begin_ms: int, end_ms: int) -> list[int]:

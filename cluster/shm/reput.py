@@ -29,7 +29,20 @@ from cluster.shm.indexfile import IndexService
 from cluster.shm.indexfile_format import index_key
 from cluster.shm.mapped_file import MappedFileCreateError
 
+try:
+    from cluster import _native as native
+except ImportError:  # pragma: no cover - the helper is not built: a record at a time in Python
+    native = None
+
 VANISHED_CHECK_INTERVAL_MS = 1000
+DISPATCH_ROWS = 4096  # records scanned and dispatched per batch of C calls
+_TOPIC_CACHE_MAX = 4096
+if native is not None:
+    _SCAN_COLUMNS, _COL_POS = native.SCAN_COLUMNS, native.COL_POS
+    _SCAN_END, _SCAN_LIMIT = native.SCAN_END, native.SCAN_LIMIT
+    _COL_QUEUE_ID, _COL_QUEUE_OFFSET = native.COL_QUEUE_ID, native.COL_QUEUE_OFFSET
+    _COL_TOPIC_POS, _COL_TOPIC_LEN = native.COL_TOPIC_POS, native.COL_TOPIC_LEN
+    _INDEX_DONE, _INDEX_NEW_FILE = native.INDEX_DONE, native.INDEX_NEW_FILE
 
 
 class ReputReport(NamedTuple):
@@ -53,9 +66,12 @@ def index_keys(topic: str, props: dict[str, str]) -> list[str]:
 class Dispatcher:
     """The per-record work, shared by ReputService and recovery."""
 
-    def __init__(self, cqs: ConsumeQueueSet, index: IndexService):
+    def __init__(self, cqs: ConsumeQueueSet, index: IndexService, *, native_rows: int = DISPATCH_ROWS,
+                 use_native: bool = True):
         self.cqs = cqs
         self.index = index
+        self._batch = native.DispatchBatch(native_rows) if native is not None and use_native else None
+        self._topics: dict[bytes, str] = {}  # topic bytes -> str, for the ConsumeQueue runs
 
     def dispatch(self, phys: int, rec: fmt.Record, *, build_cq: bool = True,
                  build_index: bool = True) -> tuple[str, int] | None:
@@ -76,6 +92,132 @@ class Dispatcher:
     def dispatch_range(self, start: int, limit: int, commitlog: CommitLog,
                        max_records: int | None = None) -> ReputReport:
         """Dispatch records in [start, limit); stops early at max_records or a problem."""
+        if self._batch is None:
+            return self.dispatch_range_python(start, limit, commitlog, max_records)
+        batch = self._batch
+        rows = batch.rows
+        file_size = commitlog.file_size_bytes
+        pos = start
+        count = 0
+        touched: set = set()
+        problem = None
+        wanted = max_records if max_records is not None else 1 << 62
+        while pos < limit and count < wanted:
+            seg_start = pos - pos % file_size
+            seg = commitlog.segment_for(pos)
+            if seg is not None:
+                mm = seg.mm
+                n, next_in_file, stop = batch.scan(mm, pos - seg_start, min(file_size, limit - seg_start),
+                                                   wanted - count)
+                if n:
+                    done, problem = self._dispatch_rows(mm, seg_start, n, touched)
+                    count += done
+                    if done < n:  # a problem, or the key hashes were full: go on from that row
+                        pos = seg_start + rows[done * _SCAN_COLUMNS + _COL_POS]
+                        if problem is not None:
+                            break
+                        continue
+                pos = seg_start + next_in_file
+                if stop is _SCAN_END or stop is _SCAN_LIMIT:
+                    continue
+            # A blank, or something the scan would not read: decode_at has the last word.
+            item = commitlog.decode_at(pos, check_crc=False, limit_phys=limit)
+            kind = type(item)
+            if kind is fmt.EndOfFile:
+                pos += item.total_size
+                continue
+            if kind is not fmt.Record:
+                problem = f"cannot read the CommitLog at {pos}: {item!r}"
+                break
+            try:  # not expected (the scan checks what decode_at does), but never stall on it
+                key = self.dispatch(pos, item)
+            except MappedFileCreateError as e:
+                problem = str(e)
+                break
+            if key is not None:
+                touched.add(key)
+            pos += item.total_size
+            count += 1
+        return ReputReport(pos, frozenset(touched), count, problem)
+
+    def _dispatch_rows(self, mm, seg_start: int, n: int, touched: set) -> tuple[int, str | None]:
+        """Dispatch the ``n`` rows just scanned from ``mm`` (the segment at ``seg_start``).
+
+        IndexFile entries first, in record order, then ConsumeQueue entries run by run.
+        Rows the C extraction flags (text that is not valid UTF-8) go through ``dispatch``
+        here, in their place. Returns (rows dispatched, problem).
+        """
+        batch = self._batch
+        rows = batch.rows
+        run_count = batch.extract(mm, n)
+        n = batch.count
+        done = n
+        problem = None
+        python_rows: list[tuple[int, int, fmt.Record]] = []
+        index = self.index
+        i = 0
+        while i < n:
+            stop, i = index.put_rows(batch, i, n, seg_start)
+            if stop == _INDEX_DONE:
+                break
+            try:
+                if stop == _INDEX_NEW_FILE:
+                    index.start_new_file()
+                    continue
+                pos = rows[i * _SCAN_COLUMNS]
+                rec = fmt.decode_at(mm, pos, check_crc=False)
+                self.dispatch(seg_start + pos, rec, build_cq=False)
+                python_rows.append((i, seg_start + pos, rec))
+                i += 1
+            except MappedFileCreateError as e:
+                problem = str(e)
+                done = i
+                break
+        runs = batch.runs
+        cqs = self.cqs
+        topics = self._topics
+        next_python = 0
+        for r in range(run_count + 1):
+            if r < run_count:
+                first = runs[2 * r]
+                if first >= done:
+                    run_count = r
+                    first = done
+            else:
+                first = done
+            # Rows dispatched in Python get their ConsumeQueue entry in row order too.
+            while next_python < len(python_rows) and python_rows[next_python][0] < first:
+                row, phys, rec = python_rows[next_python]
+                try:
+                    key = self.dispatch(phys, rec, build_index=False)
+                except MappedFileCreateError as e:
+                    return row, str(e)
+                if key is not None:
+                    touched.add(key)
+                next_python += 1
+            if r >= run_count:
+                break
+            count = min(runs[2 * r + 1], done - first)
+            base = first * _SCAN_COLUMNS
+            topic_pos = rows[base + _COL_TOPIC_POS]
+            raw = mm[topic_pos:topic_pos + rows[base + _COL_TOPIC_LEN]]
+            topic = topics.get(raw)
+            if topic is None:
+                if len(topics) >= _TOPIC_CACHE_MAX:
+                    topics.clear()
+                topic = topics[raw] = raw.decode("utf-8", "replace")
+            queue_id = rows[base + _COL_QUEUE_ID]
+            try:
+                cqs.get(topic, queue_id, create=True).put_rows(batch, first, count,
+                                                               rows[base + _COL_QUEUE_OFFSET], seg_start)
+            except MappedFileCreateError as e:
+                return first, str(e)
+            touched.add((topic, queue_id))
+        return done, problem
+
+    def dispatch_range_python(self, start: int, limit: int, commitlog: CommitLog,
+                              max_records: int | None = None) -> ReputReport:
+        """``dispatch_range`` a record at a time in Python (no native helper; parity tests)."""
         pos = start
         count = 0
         touched = set()
