@@ -5,6 +5,13 @@ segment after the one being written does not exist it creates it (preallocated, 
 mapped_file), then preheats it a bounded chunk per step, so the broker's roll-over
 finds a ready file and its first appends do not fault. Creation races with the
 broker's own on-demand creation are harmless (first creator wins).
+
+Preheating reads a byte of every page through a mapping (RocketMQ's warmMappedFile
+touches every page too), which leaves the pages in the page cache, shared with the
+broker: its first touch of a page is then a minor fault on a page already allocated and
+zeroed (it still fills its own page tables). This process does not need the pages itself, so
+it unmaps the segment after every chunk: otherwise a preheated 1 GiB segment stays
+resident in this process (~1 GiB of RSS, all of it idle) until the next roll-over.
 """
 
 from __future__ import annotations
@@ -58,7 +65,11 @@ class AllocateService:
         if seg is None:  # deleted under us (recovery of a restarted broker): try again later
             self._preheat_start = None
             return AllocateReport(created, 0)
-        done = seg.preheat(self._preheat_pos, self.preheat_chunk_bytes)
+        try:
+            done = seg.preheat(self._preheat_pos, self.preheat_chunk_bytes)
+        finally:
+            # The pages stay in the page cache for the broker; our mapping only costs RSS.
+            cl.unmap_before(next_start + cl.file_size_bytes)
         self._preheat_pos += done
         return AllocateReport(created, done)
 

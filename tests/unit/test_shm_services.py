@@ -89,3 +89,17 @@ def test_allocate_creates_next_segment_ahead(tmp_path, monkeypatch):
     assert h.control.heartbeat_allocate_ms > 0
     alloc.close()
     h.close()
+
+
+def test_allocate_keeps_no_mapping_of_the_segment_it_preheats(tmp_path):
+    """The preheated pages stay in the page cache for the broker, not resident in the allocate worker."""
+    cfg = tiny_config(tmp_path, preheat_enabled=True)
+    h = Harness(cfg)
+    alloc = AllocateService(cfg, h.control, preheat_chunk_bytes=16 * 1024)
+    total = 0
+    for _ in range(6):
+        total += alloc.step().preheated_bytes
+        assert SEG not in alloc.commitlog._segments
+    assert total == SEG
+    alloc.close()
+    h.close()
