@@ -737,7 +737,8 @@ int rb_index_put_rows(uint8_t *buf, size_t buf_len, int64_t slot_count, int64_t 
     int have_file = buf_len > 0;
     if (have_file && (uint64_t)(entries_at + entry_count_max * IX_ENTRY_BYTES) > buf_len)
         return RB_E_RANGE;
-    uint8_t *slots = buf + IX_HEADER_BYTES, *entries = buf + entries_at;
+    uint8_t *slots = have_file ? buf + IX_HEADER_BYTES : NULL;
+    uint8_t *entries = have_file ? buf + entries_at : NULL;
     int64_t end_phys = *indexed_end_phys, i;
     int stop = RB_INDEX_DONE;
     for (i = row_from; i < row_to; i++) {

@@ -10,6 +10,10 @@ a restarted writer therefore trusts only entry numbers below the header's indexC
 a slot pointing at a higher number (writer died before the header) is followed
 through that entry's ``prev`` (written before the slot) down to a committed one.
 
+The reput worker writes through ``put_rows`` (the same rules and bytes, a batch of
+records in one C call: cluster/_native ``rb_index_put_rows``); ``put_keys`` is the
+Python twin, used for records the C side leaves to Python and by recovery.
+
 Idempotence: the reput worker restarts from its last published cursor and may offer
 records again; a record whose phys offset is not above the highest one indexed is
 skipped, and all keys of one record go into one file, so "indexed" is per record.

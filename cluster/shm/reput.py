@@ -12,6 +12,19 @@ Per record (RocketMQ's CommitLogDispatcherBuildConsumeQueue / BuildIndex):
   word, except for ROLLBACK records.
 
 Everything is idempotent, so restarting from an older cursor is harmless.
+
+How (``Dispatcher.dispatch_range``): a batch of up to ``DISPATCH_ROWS`` records costs a
+handful of C calls (cluster/_native ``DispatchBatch``), not Python per record:
+``scan`` finds the records of one segment; ``extract`` reads TAGS, UNIQ_KEY and KEYS
+out of each record's properties, hashes the tag and the ``topic#key`` index keys
+(Java String.hashCode over UTF-16, UTF-8 decoded in C) and groups the rows into runs
+of one queue with consecutive queue offsets; ``IndexService.put_rows`` writes the
+IndexFile entries of every row in record order; ``ConsumeQueue.put_rows`` writes a
+run's entries in one call a file. Per batch Python only looks up a queue per run.
+A record whose topic or used property value is not valid UTF-8 is flagged and goes
+through ``dispatch`` (Python), in its place. The bytes written are the same as
+``dispatch_range_python``'s (tests/unit/test_native_dispatch.py), which also serves
+when the helper is not built. Recovery still re-dispatches with ``dispatch``.
 """
 
 from __future__ import annotations
