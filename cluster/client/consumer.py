@@ -86,33 +86,37 @@ class PullConsumer(_QueueClient):
 
 
 class _ProcessQueue:
-    """One assigned queue: where to pull next and what is still being consumed."""
+    """One assigned queue: where to pull next and which pulled batches are still being consumed.
+
+    Tracked per consume batch (keyed by its first queue offset), not per message: the
+    commit point is the first offset of the oldest unfinished batch.
+    """
 
     def __init__(self, mq: MessageQueue, next_offset: int):
         self.mq = mq
         self.next_offset = next_offset
-        self.in_flight: dict[int, MessageExt] = {}
+        self.in_flight: dict[int, int] = {}  # first queue offset of a batch -> its message count
         self.lock = threading.Lock()
         self.dropped = False
         self.last_committed = next_offset
-        self.pulling = False
+        self.cached_count = 0
 
     def add(self, messages: list[MessageExt]) -> None:
         with self.lock:
-            for m in messages:
-                self.in_flight[m.queue_offset] = m
+            self.in_flight[messages[0].queue_offset] = len(messages)
+            self.cached_count += len(messages)
 
     def done(self, messages: list[MessageExt]) -> None:
         with self.lock:
-            for m in messages:
-                self.in_flight.pop(m.queue_offset, None)
+            if self.in_flight.pop(messages[0].queue_offset, None) is not None:
+                self.cached_count -= len(messages)
 
     def commit_point(self) -> int:
         with self.lock:
             return min(self.in_flight) if self.in_flight else self.next_offset
 
     def cached(self) -> int:
-        return len(self.in_flight)
+        return self.cached_count
 
 
 Listener = Callable[[list[MessageExt]], "ConsumeStatus | bool | None"]
@@ -353,11 +357,12 @@ class PushConsumer(_QueueClient):
             return
         if result.status == PullStatus.OFFSET_ILLEGAL:
             log.warning("offset %d of %s is illegal; moving to %d", pq.next_offset, pq.mq, result.next_begin_offset)
-        pq.next_offset = result.next_begin_offset
         if result.messages:
-            pq.add(result.messages)
             for i in range(0, len(result.messages), self.consume_batch_max):
-                self._executor.submit(self._consume, pq, result.messages[i:i + self.consume_batch_max])
+                batch = result.messages[i:i + self.consume_batch_max]
+                pq.add(batch)  # before next_offset moves: the commit point never passes unconsumed work
+                self._executor.submit(self._consume, pq, batch)
+        pq.next_offset = result.next_begin_offset
         self._pull(pq)
 
     def _consume(self, pq: _ProcessQueue, messages: list[MessageExt]) -> None:

@@ -126,10 +126,10 @@ def decode_messages(raw: bytes, broker_name: str = "") -> list[MessageExt]:
     pos, end = 0, len(raw)
     while pos < end:
         scan = _native.scan_records(raw, pos, end, max_rows=4096)
-        rows = scan.rows
-        for i in range(0, scan.count * _native.SCAN_COLUMNS, _native.SCAN_COLUMNS):
-            (rec_pos, _size, queue_id, queue_offset, phys, sys_flag, store_ts, body_pos, body_len,
-             topic_pos, topic_len, _props_pos, _props_len) = rows[i:i + _native.SCAN_COLUMNS]
+        columns = [iter(scan.rows)] * _native.SCAN_COLUMNS
+        append = out.append
+        for (rec_pos, _size, queue_id, queue_offset, phys, sys_flag, store_ts, body_pos, body_len,
+             topic_pos, topic_len, _props_pos, _props_len) in zip(*columns):
             topic_raw = raw[topic_pos:topic_pos + topic_len]
             topic = topics.get(topic_raw)
             if topic is None:
@@ -137,8 +137,8 @@ def decode_messages(raw: bytes, broker_name: str = "") -> list[MessageExt]:
             body = raw[body_pos:body_pos + body_len]
             if sys_flag & fmt.SYSFLAG_COMPRESSED:
                 body = zlib.decompress(body)
-            out.append(MessageExt(raw, rec_pos, topic, body, queue_id, queue_offset, phys, sys_flag, store_ts,
-                                  broker_name))
+            append(MessageExt(raw, rec_pos, topic, body, queue_id, queue_offset, phys, sys_flag, store_ts,
+                              broker_name))
         if scan.count == 0 or scan.next_pos <= pos:
             if scan.next_pos < end:
                 raise ValueError(f"not a record at {scan.next_pos} of a {end}-byte response ({scan.stop})")
