@@ -299,6 +299,24 @@ COL_TOPIC_LEN = lib.RB_COL_TOPIC_LEN
 _ONE_RECORD_KEYS_MAX = 16_400
 
 
+def offset_msg_ids(store_host: bytes, phys_first: int, record_ends, pos0: int) -> str:
+    """The comma-joined offset message ids of the records ``encode_batch`` just wrote.
+
+    ``record_ends`` and ``pos0`` (where record 0 starts in the same buffer) place each
+    record; the ids equal ``commitlog_format.offset_msg_id`` of each record's phys offset.
+    """
+    if len(store_host) != HOST_BYTES:
+        raise ValueError(f"store_host must be {HOST_BYTES} bytes, got {len(store_host)}")
+    count = len(record_ends)
+    if count == 0:
+        return ""
+    out = bytearray(33 * count - 1)
+    with _readable(store_host) as host, ffi.from_buffer("int64_t[]", record_ends) as ends, \
+            _writable(out) as buf:
+        _check(lib.rb_offset_msg_ids(host, phys_first, ends, count, pos0, buf, len(buf)), "offset_msg_ids")
+    return out.decode("ascii")
+
+
 def java_hash_utf8(text, value: int = 0) -> int | None:
     """Java ``String.hashCode`` (signed int32) of UTF-8 ``text``, continuing from ``value``;
     None when ``text`` is not valid UTF-8 (what consumequeue_format.java_string_hash of

@@ -833,3 +833,36 @@ int64_t rb_cq_put_rows(uint8_t *buf, size_t buf_len, int64_t pos,
     }
     return count;
 }
+
+
+static void put_hex(uint8_t *out, const uint8_t *bytes, int n)
+{
+    static const char digits[] = "0123456789ABCDEF";
+    for (int i = 0; i < n; i++) {
+        out[2 * i] = (uint8_t)digits[bytes[i] >> 4];
+        out[2 * i + 1] = (uint8_t)digits[bytes[i] & 15];
+    }
+}
+
+int64_t rb_offset_msg_ids(const uint8_t *store_host, int64_t phys_first, const int64_t *record_ends,
+                          int64_t count, int64_t pos0, uint8_t *out, size_t out_len)
+{
+    if (count <= 0)
+        return 0;
+    if (count > INT64_MAX / 33 || (uint64_t)(33 * count - 1) > out_len)
+        return RB_E_RANGE;
+    uint8_t host_hex[16];
+    put_hex(host_hex, store_host, 8);
+    uint8_t *p = out;
+    for (int64_t i = 0; i < count; i++) {
+        int64_t phys = i == 0 ? phys_first : phys_first + record_ends[i - 1] - pos0;
+        uint8_t phys_be[8];
+        put_be64(phys_be, (uint64_t)phys);
+        if (i > 0)
+            *p++ = ',';
+        memcpy(p, host_hex, 16);
+        put_hex(p + 16, phys_be, 8);
+        p += 32;
+    }
+    return (int64_t)(p - out);
+}

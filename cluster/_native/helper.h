@@ -162,6 +162,13 @@ enum rb_dispatch_flag {
  * from *hash (0 to start). Returns RB_E_ARGUMENT when text is not valid UTF-8. */
 int rb_java_hash_utf8(const uint8_t *text, int64_t length, int32_t *hash);
 
+/* Offset message ids of consecutive records, comma-joined into out: each id is
+   store_host (8 bytes) + phys offset (8), 32 upper-case hex chars. Record 0 is at
+   phys_first; record i (i > 0) at phys_first + record_ends[i-1] - pos0. out needs
+   33 * count - 1 bytes. Returns the bytes written or a negative error. */
+int64_t rb_offset_msg_ids(const uint8_t *store_host, int64_t phys_first, const int64_t *record_ends,
+                          int64_t count, int64_t pos0, uint8_t *out, size_t out_len);
+
 /* For rows[0, row_count) of records in buf: fill info (RB_DISPATCH_COLUMNS a
  * row), key_hashes (IndexFile keyHash = abs(hashCode), abs(-2^31) = 0, of each
  * row's keys, rows after one another), and runs: (first row, row count) pairs

@@ -251,12 +251,11 @@ class MessageStore:
         end = self.commitlog.write_pos
         self.control.write_pos = end
         first = outcome.phys_offset
-        host_hex = self.store_host.hex().upper()
         # record_ends[i] is the segment position just past record i; record 0 starts at pos0.
         record_ends = ends[0]
         pos0 = record_ends[-1] - total
-        msg_ids = [f"{host_hex}{first:016X}"]
-        msg_ids.extend(f"{host_hex}{first + e - pos0:016X}" for e in record_ends[:-1])
+        # One C call for all ids: formatting 256 of them in Python was a third of the broker's time.
+        msg_ids = _native.offset_msg_ids(self.store_host, first, record_ends, pos0).split(",")
         return PutResult(PutMessageStatus.PUT_OK, first, queue_offset, count, end, msg_ids)
 
     # ---- reading ----

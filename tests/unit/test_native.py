@@ -403,3 +403,15 @@ def test_missing_extension_says_how_to_fix_it():
             "try:\n    import cluster._native\nexcept ImportError as exc:\n    print(exc)")
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
     assert "make install" in out and "pip install -e ." in out
+
+
+def test_offset_msg_ids_match_the_format_module():
+    from array import array
+
+    from cluster.shm import commitlog_format as fmt
+    host = fmt.pack_host("10.1.2.3", 10811)
+    ends = array("q", [500 + 120, 500 + 250, 500 + 1000])
+    text = _native.offset_msg_ids(host, 7_000_000_000, ends, 500)
+    expected = [fmt.offset_msg_id(host, p) for p in (7_000_000_000, 7_000_000_120, 7_000_000_250)]
+    assert text.split(",") == expected
+    assert _native.offset_msg_ids(host, 0, array("q"), 0) == ""
