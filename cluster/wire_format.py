@@ -92,7 +92,8 @@ def encode_header(cmd: Command) -> bytes:
 
 def decode_header(raw: bytes | memoryview) -> Command:
     """The command a header frame holds (body left empty); FrameError when malformed."""
-    raw = bytes(raw)
+    if type(raw) is not bytes:
+        raw = bytes(raw)
     n = len(raw)
     if n > HEADER_BYTES_MAX:
         raise FrameError(f"header of {n} bytes exceeds {HEADER_BYTES_MAX}")
@@ -143,7 +144,8 @@ def from_frames(frames: list) -> Command:
     """A command from ``[header, body]`` (a missing body frame means an empty body)."""
     if not frames or len(frames) > 2:
         raise FrameError(f"expected 1 or 2 frames (header, body), got {len(frames)}")
-    cmd = decode_header(frames[0])
+    header = frames[0]
+    cmd = decode_header(header.bytes if hasattr(header, "bytes") else header)
     if len(frames) == 2:
         body = frames[1]
         cmd.body = body.bytes if hasattr(body, "bytes") else bytes(body)
