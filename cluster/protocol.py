@@ -32,6 +32,8 @@ class RequestCode(enum.IntEnum):
     HEART_BEAT = 34
     UNREGISTER_CLIENT = 35
     GET_CONSUMER_LIST_BY_GROUP = 38
+    # Broker -> client, one-way: the member list of a consumer group changed (rebalance now).
+    NOTIFY_CONSUMER_IDS_CHANGED = 40
     REGISTER_BROKER = 103
     UNREGISTER_BROKER = 104
     GET_ROUTEINFO_BY_TOPIC = 105
@@ -68,6 +70,7 @@ class ResponseCode(enum.IntEnum):
 
 NAMESRV = "namesrv"
 BROKER = "broker"
+CLIENT = "client"
 
 SERVED_BY: dict[RequestCode, str] = {
     RequestCode.SEND_MESSAGE: BROKER,
@@ -88,6 +91,7 @@ SERVED_BY: dict[RequestCode, str] = {
     RequestCode.HEART_BEAT: BROKER,
     RequestCode.UNREGISTER_CLIENT: BROKER,
     RequestCode.GET_CONSUMER_LIST_BY_GROUP: BROKER,
+    RequestCode.NOTIFY_CONSUMER_IDS_CHANGED: CLIENT,
     RequestCode.REGISTER_BROKER: NAMESRV,
     RequestCode.UNREGISTER_BROKER: NAMESRV,
     RequestCode.GET_ROUTEINFO_BY_TOPIC: NAMESRV,

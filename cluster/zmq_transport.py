@@ -87,11 +87,11 @@ CONTEXT = _ContextHolder()
 class Reply:
     """Answers one request, now or later, exactly once."""
 
-    __slots__ = ("_server", "_peer", "_opaque", "_oneway", "done")
+    __slots__ = ("_server", "peer", "_opaque", "_oneway", "done")
 
     def __init__(self, server: "RpcServer", peer: bytes, opaque: int, oneway: bool):
         self._server = server
-        self._peer = peer
+        self.peer = peer
         self._opaque = opaque
         self._oneway = oneway
         self.done = False
@@ -104,7 +104,7 @@ class Reply:
             return
         response.opaque = self._opaque
         response.flag |= FLAG_RESPONSE
-        self._server.send(self._peer, response)
+        self._server.send(self.peer, response)
 
 
 Handler = Callable[[Command, Reply], "Command | None"]
@@ -227,6 +227,12 @@ class RpcServer:
         if response is not None:
             reply(response)
 
+    def notify(self, peer: bytes, cmd: Command) -> None:
+        """A one-way request from server to client (RocketMQ's broker -> client calls)."""
+        cmd.flag |= FLAG_ONEWAY
+        cmd.opaque = next_opaque()
+        self.send(peer, cmd)
+
     def close(self) -> None:
         self.socket.close(0)
 
@@ -243,6 +249,8 @@ class RpcClient:
         self._io: _IoThread | None = None
         self._io_lock = threading.Lock()
         self._closed = False
+        # request code -> callback(Command), for requests a server sends on our async sockets.
+        self.server_request_handlers: dict[int, Callable[[Command], None]] = {}
 
     # Sockets owned by the calling thread: no hand-off between threads on the sync path.
     def _thread_socket(self, endpoint: str) -> zmq.Socket:
@@ -314,7 +322,7 @@ class RpcClient:
         if io is None or io.pid != os.getpid():
             with self._io_lock:
                 if self._io is None or self._io.pid != os.getpid():
-                    self._io = _IoThread()
+                    self._io = _IoThread(self.server_request_handlers)
                 io = self._io
         return io
 
@@ -340,8 +348,9 @@ def _decode_response(frames) -> Command | None:
 class _IoThread:
     """One thread owning the sockets of every asynchronous request of a client."""
 
-    def __init__(self):
+    def __init__(self, server_request_handlers: dict | None = None):
         self.pid = os.getpid()
+        self._server_request_handlers = server_request_handlers if server_request_handlers is not None else {}
         self._submitted: collections.deque = collections.deque()
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
@@ -363,6 +372,16 @@ class _IoThread:
         except OSError:
             pass
         self._thread.join(timeout=2)
+
+    def _serve_request(self, request: Command) -> None:
+        handler = self._server_request_handlers.get(request.code)
+        if handler is None:
+            log.debug("ignored request code %d from a server", request.code)
+            return
+        try:
+            handler(request)
+        except Exception:
+            log.exception("handler of server request %d failed", request.code)
 
     def _run(self) -> None:
         context = CONTEXT.get()
@@ -388,6 +407,9 @@ class _IoThread:
                         break
                     response = _decode_response(sock.recv_multipart())
                     if response is None:
+                        continue
+                    if not response.is_response:
+                        self._serve_request(response)
                         continue
                     entry = pending.pop(response.opaque, None)
                     if entry is not None and not entry[0].done():

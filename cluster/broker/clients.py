@@ -11,6 +11,8 @@ class ConsumerMember:
     last_heartbeat_ms: int
     message_model: str = "CLUSTERING"
     subscriptions: dict[str, str] = field(default_factory=dict)  # topic -> expression
+    # The transport address the heartbeat came from: where NOTIFY_CONSUMER_IDS_CHANGED goes.
+    peer: bytes | None = None
 
 
 class ClientRegistry:
@@ -20,14 +22,15 @@ class ClientRegistry:
         self.groups: dict[str, dict[str, ConsumerMember]] = {}
         self.producers: dict[str, dict[str, int]] = {}
 
-    def heartbeat(self, heartbeat: dict, now_ms: int) -> bool:
-        """Record a HEART_BEAT body; True when some group's membership changed."""
+    def heartbeat(self, heartbeat: dict, now_ms: int, peer: bytes | None = None) -> set[str]:
+        """Record a HEART_BEAT body; the consumer groups whose membership changed."""
         client_id = str(heartbeat.get("clientID", ""))
-        changed = False
+        changed = set()
         for consumer in heartbeat.get("consumerDataSet") or []:
             group = str(consumer.get("groupName", ""))
             members = self.groups.setdefault(group, {})
-            changed |= client_id not in members
+            if client_id not in members:
+                changed.add(group)
             subs = {str(s.get("topic")): str(s.get("subString", "*"))
                     for s in consumer.get("subscriptionDataSet") or []}
             model = consumer.get("messageModel", "CLUSTERING")
@@ -35,17 +38,20 @@ class ClientRegistry:
                 model = "BROADCASTING"
             elif model in (1, "1"):
                 model = "CLUSTERING"
-            members[client_id] = ConsumerMember(client_id, now_ms, str(model), subs)
+            previous = members.get(client_id)
+            members[client_id] = ConsumerMember(client_id, now_ms, str(model), subs,
+                                                peer if peer is not None else (previous.peer if previous else None))
         for producer in heartbeat.get("producerDataSet") or []:
             self.producers.setdefault(str(producer.get("groupName", "")), {})[client_id] = now_ms
         return changed
 
-    def unregister(self, client_id: str, consumer_group: str | None, producer_group: str | None) -> bool:
-        changed = False
+    def unregister(self, client_id: str, consumer_group: str | None, producer_group: str | None) -> set[str]:
+        """Forget a client; the consumer groups it left."""
+        changed = set()
         groups = [consumer_group] if consumer_group else list(self.groups)
         for group in groups:
             if self.groups.get(group, {}).pop(client_id, None) is not None:
-                changed = True
+                changed.add(group)
         for group in ([producer_group] if producer_group else list(self.producers)):
             self.producers.get(group, {}).pop(client_id, None)
         return changed
@@ -58,6 +64,9 @@ class ClientRegistry:
                     del members[client_id]
                     gone.append((group, client_id))
         return gone
+
+    def peers(self, group: str) -> list[bytes]:
+        return [m.peer for m in self.groups.get(group, {}).values() if m.peer is not None]
 
     def consumer_ids(self, group: str) -> list[str]:
         return sorted(self.groups.get(group, {}))

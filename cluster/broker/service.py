@@ -178,8 +178,10 @@ class BrokerService:
         self.pull_waiters.expire()
 
     def expire_clients(self) -> None:
-        for group, client_id in self.clients.expire(now_ms()):
+        gone = self.clients.expire(now_ms())
+        for group, client_id in gone:
             log.info("client %s of group %s expired", client_id, group)
+        self._notify_groups_changed({group for group, _ in gone})
 
     def register_with_namesrvs(self) -> None:
         body = to_json_bytes({"topicConfigTable": self.topics.table()})
@@ -278,17 +280,24 @@ class BrokerService:
             problem = name_problem("group", str(consumer.get("groupName", "")))
             if problem:
                 raise ProtocolError(problem)
-        if self.clients.heartbeat(body, now_ms()):
-            log.info("consumer groups changed: %s", {g: self.clients.consumer_ids(g)
-                                                     for g in self.clients.groups})
+        changed = self.clients.heartbeat(body, now_ms(), getattr(reply, "peer", None))
+        self._notify_groups_changed(changed)
         return request.response(ResponseCode.SUCCESS)
 
     @answers_refusals
     def on_unregister_client(self, request: Command, reply=None) -> Command:
         client_id = field_str(request, "clientID")
-        self.clients.unregister(client_id, request.fields.get("consumerGroup") or None,
-                                request.fields.get("producerGroup") or None)
+        changed = self.clients.unregister(client_id, request.fields.get("consumerGroup") or None,
+                                          request.fields.get("producerGroup") or None)
+        self._notify_groups_changed(changed)
         return request.response(ResponseCode.SUCCESS)
+
+    def _notify_groups_changed(self, groups) -> None:
+        """Tell every member of each group to rebalance now (RocketMQ's NOTIFY_CONSUMER_IDS_CHANGED)."""
+        for group in groups:
+            log.info("consumer group %s is now %s", group, self.clients.consumer_ids(group))
+            for peer in self.clients.peers(group):
+                self.server.notify(peer, Command(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, {"consumerGroup": group}))
 
     @answers_refusals
     def on_consumer_list(self, request: Command, reply=None) -> Command:

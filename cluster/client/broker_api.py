@@ -95,9 +95,12 @@ def min_offset(rpc, endpoint, mq: MessageQueue) -> int:
 
 def heartbeat(rpc, endpoint, client_id: str, consumer_groups: list[dict], producer_groups: list[str],
               timeout_ms=None) -> None:
+    """Sent on the client's I/O-thread socket: the broker answers group changes to that
+    peer with NOTIFY_CONSUMER_IDS_CHANGED, which only that socket reads."""
     body = {"clientID": client_id, "consumerDataSet": consumer_groups,
             "producerDataSet": [{"groupName": g} for g in producer_groups]}
-    raise_for(rpc.call(endpoint, Command(RequestCode.HEART_BEAT, {}, to_json_bytes(body)), timeout_ms), endpoint)
+    future = rpc.call_async(endpoint, Command(RequestCode.HEART_BEAT, {}, to_json_bytes(body)), timeout_ms)
+    raise_for(future.result(), endpoint)
 
 
 def unregister_client(rpc, endpoint, client_id: str, consumer_group: str = "", producer_group: str = "") -> None:

@@ -25,6 +25,7 @@ from cluster.client.broker_api import PullResult, PullStatus
 from cluster.client.message import MessageExt, MessageQueue
 from cluster.config import ClientConfig, name_problem
 from cluster.errors import ClientError, NoRouteError
+from cluster.protocol import RequestCode
 from cluster.zmq_transport import TransportError
 
 log = logging.getLogger(__name__)
@@ -146,6 +147,9 @@ class PushConsumer(_QueueClient):
         self._paused: list[tuple[float, _ProcessQueue]] = []
         self._paused_lock = threading.Lock()
         self._members: dict[str, list[str]] = {}
+        self._rebalance_now = threading.Event()
+        self.rpc.server_request_handlers[RequestCode.NOTIFY_CONSUMER_IDS_CHANGED] = \
+            lambda request: self._rebalance_now.set()
         self.consumed = 0
         self.consume_failures = 0
         self.rebalances = 0
@@ -212,7 +216,9 @@ class PushConsumer(_QueueClient):
                 if now >= next_heartbeat:
                     next_heartbeat = now + cfg.client_heartbeat_interval_ms / 1000
                     self._heartbeat_all()
-                if now >= next_rebalance:
+                if now >= next_rebalance or self._rebalance_now.is_set():
+                    # A member joined or left (the broker said so), or the periodic check is due.
+                    self._rebalance_now.clear()
                     next_rebalance = now + cfg.rebalance_interval_ms / 1000
                     self._rebalance()
                 if now >= next_commit:

@@ -7,7 +7,7 @@ import inspect
 from cluster.broker.service import BrokerService
 from cluster.config import NamesrvConfig
 from cluster.namesrv import NamesrvService
-from cluster.protocol import BROKER, NAMESRV, SERVED_BY, RequestCode, send_fields_long, send_fields_short
+from cluster.protocol import BROKER, CLIENT, NAMESRV, SERVED_BY, RequestCode, send_fields_long, send_fields_short
 from cluster.wire_format import Command
 
 
@@ -23,7 +23,7 @@ def test_every_code_is_served_by_exactly_one_process_with_one_handler():
     assert not namesrv_codes & broker_codes
     for code in RequestCode:
         server = SERVED_BY.get(code)
-        assert server in (BROKER, NAMESRV), f"{code.name} has no serving process"
+        assert server in (BROKER, NAMESRV, CLIENT), f"{code.name} has no serving process"
         assert (code in broker_codes) == (server == BROKER), code.name
         assert (code in namesrv_codes) == (server == NAMESRV), code.name
 
@@ -33,3 +33,13 @@ def test_send_v2_short_names_map_both_ways():
     short = send_fields_short(long)
     assert short == {"a": "G", "b": "T", "e": "1", "i": "p"}
     assert send_fields_long(Command(RequestCode.SEND_MESSAGE_V2, short)) == long
+
+
+def test_client_served_codes_have_a_client_handler():
+    import inspect as _inspect
+
+    from cluster.client import consumer
+    source = _inspect.getsource(consumer)
+    for code, server in SERVED_BY.items():
+        if server == CLIENT:
+            assert f"RequestCode.{code.name}" in source, code.name
