@@ -299,6 +299,30 @@ COL_TOPIC_LEN = lib.RB_COL_TOPIC_LEN
 _ONE_RECORD_KEYS_MAX = 16_400
 
 
+def encode_items_shared(flag: int, bodies: bytes, body_lengths, shared_properties: bytes,
+                        id_prefix: bytes, counter_first: int) -> tuple[bytes, str]:
+    """(batch body, comma-joined UNIQ_KEYs) for messages sharing flag and properties.
+
+    ``bodies`` is the bodies back to back, ``body_lengths`` an ``array('q')`` of their
+    lengths; each id is ``id_prefix`` + 12 upper-hex digits of ``counter_first + i``.
+    The same bytes as ``batch_format.encode_items_sharing_properties``.
+    """
+    count = len(body_lengths)
+    if count == 0:
+        return b"", ""
+    props_len = len(shared_properties) + 9 + len(id_prefix) + 13
+    out = bytearray(count * (22 + props_len) + len(bodies))
+    ids = bytearray(count * (len(id_prefix) + 13) - 1)
+    with _readable(bodies) as body_buf, ffi.from_buffer("int64_t[]", body_lengths) as lengths, \
+            _readable(shared_properties) as shared, _readable(id_prefix) as prefix, \
+            _writable(out) as out_buf, _writable(ids) as ids_buf:
+        written = lib.rb_encode_items_shared(body_buf, len(body_buf), lengths, count, flag, shared, len(shared),
+                                             prefix, len(prefix), counter_first, out_buf, len(out_buf),
+                                             ids_buf, len(ids_buf))
+    _check(written, "encode_items_shared")
+    return bytes(out), ids.decode("ascii")
+
+
 def offset_msg_ids(store_host: bytes, phys_first: int, record_ends, pos0: int) -> str:
     """The comma-joined offset message ids of the records ``encode_batch`` just wrote.
 

@@ -866,3 +866,67 @@ int64_t rb_offset_msg_ids(const uint8_t *store_host, int64_t phys_first, const i
     }
     return (int64_t)(p - out);
 }
+
+
+int64_t rb_encode_items_shared(const uint8_t *bodies, size_t bodies_len, const int64_t *body_lengths,
+                               int64_t count, int32_t flag, const uint8_t *shared_props,
+                               size_t shared_len, const uint8_t *id_prefix, size_t id_prefix_len,
+                               uint64_t counter_first, uint8_t *out, size_t out_len,
+                               uint8_t *ids_out, size_t ids_len)
+{
+    static const char digits[] = "0123456789ABCDEF";
+    static const char uniq_name[] = "UNIQ_KEY\x01";
+    const size_t uniq_name_len = sizeof(uniq_name) - 1;
+    const size_t id_len = id_prefix_len + 12;
+    const size_t props_len = shared_len + uniq_name_len + id_len + 1;
+    if (count <= 0)
+        return 0;
+    if (props_len > 32767 || id_prefix_len > 64)
+        return RB_E_ARGUMENT;
+    if ((uint64_t)count > (uint64_t)INT64_MAX / (id_len + 1) || (size_t)count * (id_len + 1) - 1 > ids_len)
+        return RB_E_RANGE;
+    size_t body_pos = 0, pos = 0;
+    uint8_t *ids = ids_out;
+    for (int64_t i = 0; i < count; i++) {
+        int64_t body_len = body_lengths[i];
+        if (body_len < 0 || (uint64_t)body_len > bodies_len - body_pos)
+            return RB_E_RANGE;
+        size_t item = 22 + (size_t)body_len + props_len;
+        if (item > INT32_MAX || item > out_len - pos)
+            return RB_E_DEST_TOO_SMALL;
+        uint8_t *p = out + pos;
+        put_be32(p, (uint32_t)item);
+        put_be32(p + 4, 0);
+        put_be32(p + 8, 0);
+        put_be32(p + 12, (uint32_t)flag);
+        put_be32(p + 16, (uint32_t)body_len);
+        memcpy(p + 20, bodies + body_pos, (size_t)body_len);
+        p += 20 + body_len;
+        p[0] = (uint8_t)(props_len >> 8);
+        p[1] = (uint8_t)(props_len & 0xFF);
+        p += 2;
+        memcpy(p, shared_props, shared_len);
+        p += shared_len;
+        memcpy(p, uniq_name, uniq_name_len);
+        p += uniq_name_len;
+        uint8_t *id = p;
+        memcpy(p, id_prefix, id_prefix_len);
+        p += id_prefix_len;
+        uint64_t counter = counter_first + (uint64_t)i;
+        for (int d = 11; d >= 0; d--) {
+            p[d] = (uint8_t)digits[counter & 15];
+            counter >>= 4;
+        }
+        p += 12;
+        *p++ = 0x02;
+        if (i > 0)
+            *ids++ = ',';
+        memcpy(ids, id, id_len);
+        ids += id_len;
+        body_pos += (size_t)body_len;
+        pos += item;
+    }
+    if (body_pos != bodies_len)
+        return RB_E_RANGE;
+    return (int64_t)pos;
+}

@@ -166,6 +166,18 @@ int rb_java_hash_utf8(const uint8_t *text, int64_t length, int32_t *hash);
    store_host (8 bytes) + phys offset (8), 32 upper-case hex chars. Record 0 is at
    phys_first; record i (i > 0) at phys_first + record_ends[i-1] - pos0. out needs
    33 * count - 1 bytes. Returns the bytes written or a negative error. */
+/* A batch body (batch_format items) of count messages that share flag and
+   properties: item i is body i (bodies back to back, body_lengths[i] bytes each)
+   with properties shared_props + "UNIQ_KEY\x01" + id_prefix + 12 upper-hex digits
+   of (counter_first + i) + "\x02". Writes the items to out (out_len bytes) and the
+   comma-joined ids to ids_out (ids_len bytes: count * (id_prefix_len + 13) - 1).
+   Returns the body bytes written or a negative error. */
+int64_t rb_encode_items_shared(const uint8_t *bodies, size_t bodies_len, const int64_t *body_lengths,
+                               int64_t count, int32_t flag, const uint8_t *shared_props,
+                               size_t shared_len, const uint8_t *id_prefix, size_t id_prefix_len,
+                               uint64_t counter_first, uint8_t *out, size_t out_len,
+                               uint8_t *ids_out, size_t ids_len);
+
 int64_t rb_offset_msg_ids(const uint8_t *store_host, int64_t phys_first, const int64_t *record_ends,
                           int64_t count, int64_t pos0, uint8_t *out, size_t out_len);
 

@@ -173,14 +173,18 @@ class UniqueIdMaker:
     def next(self) -> str:
         return self.next_many(1)[0]
 
-    def next_many(self, count: int) -> list[str]:
-        """``count`` fresh ids for one batch: one lock and one pid check for all of them."""
+    def reserve(self, count: int) -> tuple[str, int]:
+        """(prefix, first counter) of ``count`` fresh ids: id i is prefix + 12 hex digits of first + i."""
         with self._lock:
             if self._pid != os.getpid():
                 self._reset()
             first = self._counter + 1
             self._counter += count
-        prefix = self._prefix
+            return self._prefix, first
+
+    def next_many(self, count: int) -> list[str]:
+        """``count`` fresh ids for one batch: one lock and one pid check for all of them."""
+        prefix, first = self.reserve(count)
         return [f"{prefix}{c:012X}" for c in range(first, first + count)]
 
 

@@ -415,3 +415,19 @@ def test_offset_msg_ids_match_the_format_module():
     expected = [fmt.offset_msg_id(host, p) for p in (7_000_000_000, 7_000_000_120, 7_000_000_250)]
     assert text.split(",") == expected
     assert _native.offset_msg_ids(host, 0, array("q"), 0) == ""
+
+
+def test_encode_items_shared_matches_the_python_encoder():
+    from array import array
+
+    from cluster.shm.batch_format import encode_items_sharing_properties
+    bodies = [b"a", b"bb" * 300, bytes(range(256)), b"z"]
+    prefix = b"7F0000010ABC12345678"
+    body, ids = _native.encode_items_shared(3, b"".join(bodies), array("q", map(len, bodies)),
+                                            b"TAGS\x01T\x02", prefix, 0xFFF)
+    expected_ids = [prefix + b"%012X" % (0xFFF + i) for i in range(len(bodies))]
+    assert ids.split(",") == [i.decode() for i in expected_ids]
+    assert body == encode_items_sharing_properties(3, bodies, b"TAGS\x01T\x02", expected_ids)
+    assert _native.encode_items_shared(0, b"", array("q"), b"", prefix, 1) == (b"", "")
+    with pytest.raises(ValueError):
+        _native.encode_items_shared(0, b"abc", array("q", [2]), b"", prefix, 1)  # lengths do not add up
