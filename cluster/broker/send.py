@@ -101,7 +101,7 @@ class SendProcessor:
         self.messages_stored += result.count
         self.broker.on_written()
         response = request.response(ResponseCode.SUCCESS, {
-            "msgId": ",".join(result.msg_ids) if is_batch else result.msg_ids[0],
+            "msgId": result.msg_ids_text,
             "queueId": str(queue_id),
             "queueOffset": str(result.queue_offset),
         })

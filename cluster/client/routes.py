@@ -6,7 +6,7 @@ import json
 import os
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from cluster.config import ClientConfig
 from cluster.errors import BrokerError, NoRouteError
@@ -35,6 +35,7 @@ class TopicRoute:
     queue_datas: list[dict]
     broker_addrs: dict[str, dict[int, str]]  # broker name -> broker id -> "host:port"
     fetched_at_s: float
+    _publish_cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def from_json(cls, topic: str, data: dict) -> "TopicRoute":
@@ -46,9 +47,14 @@ class TopicRoute:
         return normalize_endpoint(addr) if addr else None
 
     def publish_queues(self, topic: str | None = None) -> list[MessageQueue]:
-        """Writable queues on brokers that have a master, in broker order (round-robin order)."""
+        """Writable queues on brokers that have a master, in broker order (round-robin order).
+
+        Computed once per route and topic: producers ask for it on every send."""
         topic = topic or self.topic
-        out = []
+        cached = self._publish_cache.get(topic)
+        if cached is not None:
+            return cached
+        out = self._publish_cache[topic] = []
         for q in sorted(self.queue_datas, key=lambda q: q["brokerName"]):
             if q["perm"] & PERM_WRITE and self.master_endpoint(q["brokerName"]):
                 out.extend(MessageQueue(topic, q["brokerName"], i) for i in range(q["writeQueueNums"]))

@@ -74,7 +74,11 @@ class PutResult(NamedTuple):
     queue_offset: int = -1  # first record's queue offset
     count: int = 0
     end_phys_offset: int = -1  # just past the last record: sync flush waits for flushed_pos >= this
-    msg_ids: list = []  # offset message ids, one per message
+    msg_ids_text: str = ""  # offset message ids, comma-joined as RocketMQ answers a batch
+
+    @property
+    def msg_ids(self) -> list[str]:
+        return self.msg_ids_text.split(",") if self.msg_ids_text else []
 
 
 class GetResult(NamedTuple):
@@ -198,7 +202,7 @@ class MessageStore:
             msg_ids.append(f"{host_hex}{phys:016X}")
             phys += size
         return PutResult(PutMessageStatus.PUT_OK, outcome.phys_offset, queue_offset,
-                         len(sizes), end, msg_ids)
+                         len(sizes), end, ",".join(msg_ids))
 
     def put_batch_body(self, topic: str, queue_id: int, batch_body: bytes, *, sys_flag: int,
                        born_timestamp_ms: int, born_host: bytes) -> PutResult:
@@ -255,8 +259,8 @@ class MessageStore:
         record_ends = ends[0]
         pos0 = record_ends[-1] - total
         # One C call for all ids: formatting 256 of them in Python was a third of the broker's time.
-        msg_ids = _native.offset_msg_ids(self.store_host, first, record_ends, pos0).split(",")
-        return PutResult(PutMessageStatus.PUT_OK, first, queue_offset, count, end, msg_ids)
+        msg_ids_text = _native.offset_msg_ids(self.store_host, first, record_ends, pos0)
+        return PutResult(PutMessageStatus.PUT_OK, first, queue_offset, count, end, msg_ids_text)
 
     # ---- reading ----
 
