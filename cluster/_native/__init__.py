@@ -69,6 +69,14 @@ def _check(rc: int, what: str) -> int:
     raise OSError(-rc, f"{what}: {os.strerror(-rc)}")
 
 
+def _zeros(count: int) -> array:
+    """An int64 array of ``count`` zeros, made by repetition (no temporary bytes object)."""
+    return _ZERO * count
+
+
+_ZERO = array("q", [0])
+
+
 def _readable(buffer):
     """The buffer's bytes for one call; use in ``with`` so the export ends with the call."""
     return ffi.from_buffer("uint8_t[]", buffer)
@@ -180,7 +188,7 @@ def encode_batch(dst, dst_pos: int, batch_body, topic: bytes, queue_id: int,
         if len(host) != HOST_BYTES:
             raise ValueError(f"{name} must be {HOST_BYTES} bytes (IPv4 + port), got {len(host)}")
     count, _ = measure_batch(batch_body, len(topic))
-    record_ends = array("q", bytes(8 * count))
+    record_ends = _zeros(count)
     written_count = ffi.new("int64_t *")
     fields = ffi.new("struct rb_record_fields *", {
         "queue_id": queue_id, "queue_offset_first": queue_offset_first,
@@ -264,7 +272,7 @@ def scan_records(buffer, start: int, end: int, *, max_rows: int = 1024,
     """
     if max_rows < 0:
         raise ValueError(f"max_rows must be >= 0, got {max_rows}")
-    rows = array("q", bytes(8 * SCAN_COLUMNS * max(max_rows, 1)))
+    rows = _zeros(SCAN_COLUMNS * max(max_rows, 1))
     count = ffi.new("int64_t *")
     next_pos = ffi.new("int64_t *")
     with _readable(buffer) as buf, ffi.from_buffer("int64_t[]", rows, require_writable=True) as out:
@@ -368,11 +376,11 @@ class DispatchBatch:
             raise ValueError(f"rows_max must be > 0, got {rows_max}")
         self.rows_max = rows_max
         self.count = 0  # rows filled by the last scan / extract
-        self.rows = array("q", bytes(8 * SCAN_COLUMNS * rows_max))
-        self.info = array("q", bytes(8 * DISPATCH_COLUMNS * rows_max))
+        self.rows = _zeros(SCAN_COLUMNS * rows_max)
+        self.info = _zeros(DISPATCH_COLUMNS * rows_max)
         self.key_hashes = array("I", bytes(4 * (4 * rows_max + _ONE_RECORD_KEYS_MAX)))
         assert self.key_hashes.itemsize == 4
-        self.runs = array("q", bytes(8 * 2 * rows_max))
+        self.runs = _zeros(2 * rows_max)
         self._rows = ffi.from_buffer("int64_t[]", self.rows, require_writable=True)
         self._info = ffi.from_buffer("int64_t[]", self.info, require_writable=True)
         self._keys = ffi.from_buffer("uint32_t[]", self.key_hashes, require_writable=True)

@@ -125,7 +125,8 @@ def decode_messages(raw: bytes, broker_name: str = "") -> list[MessageExt]:
     topics: dict[bytes, str] = {}
     pos, end = 0, len(raw)
     while pos < end:
-        scan = _native.scan_records(raw, pos, end, max_rows=4096)
+        # No record is shorter than FIXED_SIZE: that bounds the rows this response can hold.
+        scan = _native.scan_records(raw, pos, end, max_rows=min(4096, (end - pos) // fmt.FIXED_SIZE + 1))
         columns = [iter(scan.rows)] * _native.SCAN_COLUMNS
         append = out.append
         for (rec_pos, _size, queue_id, queue_offset, phys, sys_flag, store_ts, body_pos, body_len,
