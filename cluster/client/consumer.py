@@ -101,6 +101,8 @@ class _ProcessQueue:
         self.dropped = False
         self.last_committed = next_offset
         self.cached_count = 0
+        self.pull_in_flight = False  # at most one pull per queue, or offsets would interleave
+        self.flow_paused = False  # held back by the cached-messages cap until consumption drains
 
     def add(self, messages: list[MessageExt]) -> None:
         with self.lock:
@@ -321,13 +323,26 @@ class PushConsumer(_QueueClient):
     def _pull(self, pq: _ProcessQueue) -> None:
         if pq.dropped or self._stop.is_set():
             return
-        if pq.cached() >= self.cached_messages_max:
-            self._pause(pq, 0.05)  # flow control: let consumption catch up
+        with pq.lock:
+            if pq.pull_in_flight:
+                return
+            if pq.cached_count >= self.cached_messages_max:
+                # Flow control: consumption resumes the pull as soon as the cache drains below half
+                # the cap; the timed retry is only a fallback (RocketMQ waits a fixed 50 ms).
+                pq.flow_paused = True
+                paused = True
+            else:
+                pq.flow_paused = False
+                pq.pull_in_flight = True
+                paused = False
+        if paused:
+            self._pause(pq, 0.05)
             return
         try:
             endpoint = self._endpoint(pq.mq)
         except ClientError as exc:
             log.warning("no broker for %s: %s", pq.mq, exc)
+            pq.pull_in_flight = False
             self._pause(pq, 1.0)
             return
         expression = self.subscriptions.get(pq.mq.topic, "*")
@@ -353,12 +368,14 @@ class PushConsumer(_QueueClient):
         exc = future.exception()
         if exc is not None:
             log.info("pull of %s failed, retrying: %s", pq.mq, exc)
+            pq.pull_in_flight = False
             self._pause(pq, 0.5)
             return
         try:
             result = broker_api.pull_result(future.result(), pq.mq, endpoint, parse_tags(expression))
         except ClientError as error:
             log.warning("pull of %s refused: %s", pq.mq, error)
+            pq.pull_in_flight = False
             self._pause(pq, 1.0)
             return
         if result.status == PullStatus.OFFSET_ILLEGAL:
@@ -369,6 +386,7 @@ class PushConsumer(_QueueClient):
                 pq.add(batch)  # before next_offset moves: the commit point never passes unconsumed work
                 self._executor.submit(self._consume, pq, batch)
         pq.next_offset = result.next_begin_offset
+        pq.pull_in_flight = False  # only now: a pull started earlier would reuse the old offset
         self._pull(pq)
 
     def _consume(self, pq: _ProcessQueue, messages: list[MessageExt]) -> None:
@@ -388,6 +406,8 @@ class PushConsumer(_QueueClient):
             return
         pq.done(messages)
         self.consumed += len(messages)
+        if pq.flow_paused and pq.cached() <= self.cached_messages_max // 2:
+            self._pull(pq)
 
     def _retry_consume(self, pq: _ProcessQueue, messages: list[MessageExt]) -> None:
         if not pq.dropped and not self._stop.is_set():
