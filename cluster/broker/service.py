@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 
 
 REPUT_WAKE_INTERVAL_S = 0.001
+DELETE_DISPATCH_WAIT_S = 2.0
 
 
 def now_ms() -> int:
@@ -327,9 +328,15 @@ class BrokerService:
     @answers_refusals
     def on_delete_topic(self, request: Command, reply=None) -> Command:
         topic = field_str(request, "topic")
-        if not self.topics.delete(topic):
+        if self.topics.get(topic) is None:
             raise ProtocolError(f"topic {topic} does not exist", ResponseCode.TOPIC_NOT_EXIST)
+        if not self._await_dispatch_caught_up(DELETE_DISPATCH_WAIT_S):
+            # Undispatched records of the topic would land in the files of a re-created one.
+            raise ProtocolError(f"dispatch is behind the CommitLog; delete {topic} again shortly",
+                                ResponseCode.SYSTEM_BUSY)
+        self.topics.delete(topic)
         self.store.delete_topic(topic)
+        self.control.topics_epoch = self.control.topics_epoch + 1
         self.offsets.drop_topic(topic)
         log.info("topic %s deleted", topic)
         self.register_with_namesrvs()
@@ -378,6 +385,17 @@ class BrokerService:
         }
         return request.response(ResponseCode.SUCCESS, body=to_json_bytes(info))
 
+
+    def _await_dispatch_caught_up(self, timeout_s: float) -> bool:
+        """Wait (briefly, blocking this loop: an admin operation) until reput has every record."""
+        deadline = time.monotonic() + timeout_s
+        target = self.control.write_pos
+        while self.control.dispatched_pos < target:
+            if time.monotonic() >= deadline:
+                return False
+            self._wake(self.reput_wake)
+            time.sleep(0.001)
+        return True
 
     def _record_bytes(self, phys_offset: int) -> bytes | None:
         record = self.store.read_record(phys_offset)

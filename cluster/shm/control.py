@@ -17,6 +17,7 @@ is needed. Sync flush is then "wait until flushed_pos >= my end", a comparison.
 | 6 | heartbeat_flush_ms | flush worker | |
 | 7 | heartbeat_reput_ms | reput worker | |
 | 8 | heartbeat_allocate_ms | allocate worker | |
+| 9 | topics_epoch | broker | bumped when a topic's ConsumeQueue files are deleted: reput drops its mappings |
 
 Exception: recovery runs in the broker before any worker starts and sets write_pos,
 flushed_pos and dispatched_pos together. Writers publish a cursor only after the bytes
@@ -45,6 +46,7 @@ SLOTS = {
     "heartbeat_flush_ms": 6,
     "heartbeat_reput_ms": 7,
     "heartbeat_allocate_ms": 8,
+    "topics_epoch": 9,
 }
 ROLES = ("broker", "flush", "reput", "allocate")
 
@@ -88,6 +90,7 @@ class ControlBlock:
     heartbeat_flush_ms = _slot_property("heartbeat_flush_ms")
     heartbeat_reput_ms = _slot_property("heartbeat_reput_ms")
     heartbeat_allocate_ms = _slot_property("heartbeat_allocate_ms")
+    topics_epoch = _slot_property("topics_epoch")
 
     def get(self, name: str) -> int:
         return self._u64[SLOTS[name]]

@@ -267,17 +267,21 @@ class ReputService:
         self.index = index or IndexService(cfg)
         self.dispatcher = Dispatcher(self.cqs, self.index)
         self._vanished_checked_ms = 0
+        self._topics_epoch = control.topics_epoch
 
     def step(self, max_records: int = 1024) -> ReputReport:
         """Dispatch up to ``max_records`` new records and publish dispatched_pos."""
         now_ms = int(time.time() * 1000)
         self.control.heartbeat_reput_ms = now_ms
-        if now_ms - self._vanished_checked_ms >= VANISHED_CHECK_INTERVAL_MS:
+        # write_pos first: a topic deleted before any record below it bumped topics_epoch first.
+        limit = self.control.write_pos
+        topics_epoch = self.control.topics_epoch
+        if topics_epoch != self._topics_epoch or now_ms - self._vanished_checked_ms >= VANISHED_CHECK_INTERVAL_MS:
             # A deleted topic's files must not keep receiving entries through old mappings.
+            self._topics_epoch = topics_epoch
             self._vanished_checked_ms = now_ms
             self.cqs.drop_vanished()
         start = self.control.dispatched_pos
-        limit = self.control.write_pos
         if start >= limit:
             return ReputReport(start, frozenset(), 0)
         report = self.dispatcher.dispatch_range(start, limit, self.commitlog, max_records)
