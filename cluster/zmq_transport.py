@@ -387,14 +387,16 @@ class _IoThread:
         context = CONTEXT.get()
         sockets: dict[str, zmq.Socket] = {}
         pending: dict[int, tuple[Future, float]] = {}
+        # (deadline, opaque): the nearest time-out in O(log n); answered entries are skipped lazily.
+        deadlines: list[tuple[float, int]] = []
         poller = zmq.Poller()
         poller.register(self._wake_r, zmq.POLLIN)
-        by_socket: dict = {}
         while not self._stopping:
             timeout_ms = 200
-            if pending:
-                nearest = min(deadline for _, deadline in pending.values())
-                timeout_ms = max(0, min(timeout_ms, int((nearest - time.monotonic()) * 1000) + 1))
+            while deadlines and deadlines[0][1] not in pending:
+                heapq.heappop(deadlines)
+            if deadlines:
+                timeout_ms = max(0, min(timeout_ms, int((deadlines[0][0] - time.monotonic()) * 1000) + 1))
             for sock, _ in poller.poll(timeout_ms):
                 if sock == self._wake_r:
                     try:
@@ -422,7 +424,6 @@ class _IoThread:
                     _tune(sock)
                     sock.connect(endpoint)
                     sockets[endpoint] = sock
-                    by_socket[sock] = endpoint
                     poller.register(sock, zmq.POLLIN)
                 try:
                     _send(sock, to_frames(request), zmq.NOBLOCK)
@@ -430,12 +431,13 @@ class _IoThread:
                     future.set_exception(TransportError(f"{endpoint}: send queue is full"))
                     continue
                 pending[request.opaque] = (future, deadline)
+                heapq.heappush(deadlines, (deadline, request.opaque))
             now = time.monotonic()
-            expired = [opaque for opaque, (_, deadline) in pending.items() if deadline <= now]
-            for opaque in expired:
-                future, _ = pending.pop(opaque)
-                if not future.done():
-                    future.set_exception(RequestTimeout("no answer within the time-out"))
+            while deadlines and deadlines[0][0] <= now:
+                _, opaque = heapq.heappop(deadlines)
+                entry = pending.pop(opaque, None)
+                if entry is not None and not entry[0].done():
+                    entry[0].set_exception(RequestTimeout("no answer within the time-out"))
         for future, _ in pending.values():
             if not future.done():
                 future.set_exception(TransportError("client is closed"))
