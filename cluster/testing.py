@@ -44,6 +44,20 @@ def wait_until(condition, timeout_s: float, interval_s: float = 0.02, what: str 
         time.sleep(interval_s)
 
 
+def read_topic(consumer, topic: str, batch: int = 1024, pulls_max: int = 100_000) -> list:
+    """Every message of ``topic`` now visible, queue by queue from offset 0 (a PullConsumer)."""
+    messages = []
+    for mq in consumer.queues(topic):
+        offset = 0
+        for _ in range(pulls_max):
+            result = consumer.pull(mq, offset, batch)
+            if not result.messages:
+                break
+            offset = result.next_begin_offset
+            messages.extend(result.messages)
+    return messages
+
+
 class LocalCluster:
     def __init__(self, data_dir: str, *, namesrvs: int = 1, brokers: int = 1, flush_mode: str = ASYNC_FLUSH,
                  store_overrides: dict | None = None, broker_overrides: dict | None = None,

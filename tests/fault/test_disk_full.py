@@ -15,7 +15,7 @@ import pytest
 
 from cluster import Admin, BrokerError, Message, Producer, PullConsumer, SendStatus
 from cluster.protocol import ResponseCode
-from cluster.testing import LocalCluster, wait_until
+from cluster.testing import LocalCluster, read_topic, wait_until
 from tests.conftest import client_config
 
 TOPIC = "Full"
@@ -70,17 +70,11 @@ def test_full_disk_refuses_then_resumes(tmpfs_store):
             for m in after:
                 acked[m.properties["UNIQ_KEY"]] = m.body
         with PullConsumer("CG", config=cfg) as consumer:
-            mq = consumer.queues(TOPIC)[0]
             got = {}
 
             def drained():
-                offset = 0
-                while True:
-                    result = consumer.pull(mq, offset, 1024)
-                    if not result.messages:
-                        return all(k in got for k in acked)
-                    offset = result.next_begin_offset
-                    got.update({m.msg_id: m.body for m in result.messages})
+                got.update({m.msg_id: m.body for m in read_topic(consumer, TOPIC)})
+                return all(k in got for k in acked)
             wait_until(drained, 30, what="every acknowledged message readable")
         assert all(got[k] == v for k, v in acked.items())
         assert all(c["restarts"] == 0 for c in cluster.state()["children"])

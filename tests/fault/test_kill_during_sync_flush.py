@@ -15,7 +15,7 @@ import pytest
 
 from cluster import Admin, ClientError, Message, Producer, PullConsumer, SendStatus
 from cluster.config import SYNC_FLUSH
-from cluster.testing import wait_until
+from cluster.testing import read_topic, wait_until
 from tests.conftest import client_config
 
 TOPIC = "Durable"
@@ -47,18 +47,8 @@ class LoadThread(threading.Thread):
 
 
 def _read_all(cfg) -> dict[str, bytes]:
-    got = {}
     with PullConsumer("Verify", config=cfg) as consumer:
-        for mq in consumer.queues(TOPIC):
-            offset = 0
-            while True:
-                result = consumer.pull(mq, offset, 1024)
-                if not result.messages:
-                    break
-                offset = result.next_begin_offset
-                for m in result.messages:
-                    got[m.msg_id] = m.body
-    return got
+        return {m.msg_id: m.body for m in read_topic(consumer, TOPIC)}
 
 
 @pytest.mark.parametrize("victim", ["broker-a", "broker-a-flush", "broker-a-reput"])

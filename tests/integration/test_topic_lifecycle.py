@@ -3,21 +3,12 @@
 from __future__ import annotations
 
 from cluster import Admin, Message, NoRouteError, Producer, PullConsumer
-from cluster.testing import wait_until
+from cluster.testing import read_topic, wait_until
 from tests.conftest import client_config
 
 
 def _bodies(consumer, topic):
-    got = []
-    for mq in consumer.queues(topic):
-        offset = 0
-        while True:
-            result = consumer.pull(mq, offset, 256)
-            if not result.messages:
-                break
-            offset = result.next_begin_offset
-            got.extend(m.body for m in result.messages)
-    return sorted(got)
+    return sorted(m.body for m in read_topic(consumer, topic, 256))
 
 
 def test_delete_then_recreate_at_once(start_cluster):
