@@ -1,4 +1,5 @@
-"""The allocate service: creates and warms the next CommitLog segment ahead of need.
+"""The allocate service: creates and warms the next CommitLog segment ahead of need,
+then warms the segment being written ahead of write_pos.
 
 Runs in the allocate worker process. ``step`` looks at ``control.write_pos``; if the
 segment after the one being written does not exist it creates it (preallocated, see
@@ -42,6 +43,10 @@ class AllocateService:
         self.preheat_chunk_bytes = preheat_chunk_bytes
         self._preheat_start: int | None = None  # segment being preheated
         self._preheat_pos = 0
+        # The segment being written may never have been preheated (the first one after a
+        # start, created by the broker itself): warm it ahead of write_pos once the next is done.
+        self._current_start: int | None = None
+        self._current_pos = 0
 
     def step(self) -> AllocateReport:
         self.control.heartbeat_allocate_ms = int(time.time() * 1000)
@@ -60,7 +65,7 @@ class AllocateService:
             if self._preheat_start is None:
                 return AllocateReport(created, 0)
         if self._preheat_pos >= cl.file_size_bytes:
-            return AllocateReport(created, 0)
+            return AllocateReport(created, self._preheat_current())
         seg = cl.segment_for(next_start)
         if seg is None:  # deleted under us (recovery of a restarted broker): try again later
             self._preheat_start = None
@@ -72,6 +77,30 @@ class AllocateService:
             cl.unmap_before(next_start + cl.file_size_bytes)
         self._preheat_pos += done
         return AllocateReport(created, done)
+
+    def _preheat_current(self) -> int:
+        """One chunk of the segment being written, from ahead of write_pos (reads only: the
+        broker writes there concurrently). Measured: a 256-message batch into pages nobody
+        touched before costs the broker 92-168 us, 34-37 us once warmed from another mapping."""
+        if not self.cfg.preheat_enabled:
+            return 0
+        cl = self.commitlog
+        write_pos = self.control.write_pos
+        start = cl.segment_start(write_pos)
+        if self._current_start != start:
+            self._current_start, self._current_pos = start, 0
+        pos = max(self._current_pos, write_pos - start)
+        if pos >= cl.file_size_bytes:
+            return 0
+        seg = cl.segment_for(start)
+        if seg is None:
+            return 0
+        try:
+            done = seg.preheat(pos, self.preheat_chunk_bytes)
+        finally:
+            cl.unmap_before(start + cl.file_size_bytes)
+        self._current_pos = pos + done
+        return done
 
     def close(self) -> None:
         self.commitlog.close()

@@ -72,6 +72,10 @@ def test_allocate_creates_next_segment_ahead(tmp_path, monkeypatch):
     assert os.path.exists(os.path.join(tmp_path, "commitlog", f"{SEG:020d}"))
     steps = [alloc.step() for _ in range(4)]
     assert sum(s.preheated_bytes for s in steps) == SEG - 16 * 1024
+    # Then the segment being written, from write_pos on: it was created by the broker, never warmed.
+    h.store.put_messages("T", 0, [message(b"first")])
+    current = [alloc.step() for _ in range(4)]
+    assert sum(s.preheated_bytes for s in current) == SEG - h.control.write_pos
     assert alloc.step().preheated_bytes == 0
     # The roll-over uses the ready file.
     for _ in range(4):
@@ -96,10 +100,11 @@ def test_allocate_keeps_no_mapping_of_the_segment_it_preheats(tmp_path):
     cfg = tiny_config(tmp_path, preheat_enabled=True)
     h = Harness(cfg)
     alloc = AllocateService(cfg, h.control, preheat_chunk_bytes=16 * 1024)
+    h.store.put_messages("T", 0, [message(b"first")])
     total = 0
-    for _ in range(6):
+    for _ in range(10):
         total += alloc.step().preheated_bytes
-        assert SEG not in alloc.commitlog._segments
-    assert total == SEG
+        assert SEG not in alloc.commitlog._segments and 0 not in alloc.commitlog._segments
+    assert total == SEG + SEG - h.control.write_pos  # the next segment, then the current one ahead of writes
     alloc.close()
     h.close()
