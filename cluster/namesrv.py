@@ -39,17 +39,23 @@ class RouteTable:
     topics: dict[str, dict[str, dict]] = field(default_factory=dict)
 
     def register(self, broker: LiveBroker, topic_configs: dict[str, dict] | None) -> None:
+        """Record a registration; all or nothing (a bad topic config changes no state)."""
+        queue_datas = {}
+        if topic_configs is not None and broker.broker_id == MASTER_ID:
+            # Slaves serve reads of their master's queues; only masters define routes.
+            for topic, cfg in topic_configs.items():
+                queue_datas[topic] = {
+                    "brokerName": broker.broker_name,
+                    "readQueueNums": int(cfg.get("readQueueNums", 0)),
+                    "writeQueueNums": int(cfg.get("writeQueueNums", 0)),
+                    "perm": int(cfg.get("perm", 6)),
+                    "topicSysFlag": int(cfg.get("topicSysFlag", 0)),
+                }
         self.brokers[broker.address] = broker
         if topic_configs is None or broker.broker_id != MASTER_ID:
-            return  # slaves serve reads of their master's queues; only masters define routes
-        for topic, cfg in topic_configs.items():
-            self.topics.setdefault(topic, {})[broker.broker_name] = {
-                "brokerName": broker.broker_name,
-                "readQueueNums": int(cfg.get("readQueueNums", 0)),
-                "writeQueueNums": int(cfg.get("writeQueueNums", 0)),
-                "perm": int(cfg.get("perm", 6)),
-                "topicSysFlag": int(cfg.get("topicSysFlag", 0)),
-            }
+            return
+        for topic, queue_data in queue_datas.items():
+            self.topics.setdefault(topic, {})[broker.broker_name] = queue_data
         # A topic the master no longer has was deleted on it.
         for topic, per_broker in list(self.topics.items()):
             if broker.broker_name in per_broker and topic not in topic_configs:
@@ -114,6 +120,14 @@ class RouteTable:
         return {"brokerAddrTable": broker_addr_table, "clusterAddrTable": cluster_addr_table}
 
 
+def address_problem(address: str) -> str | None:
+    """Why ``address`` is not a usable host:port for routes, or None."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536 or any(c in host for c in " /[]@"):
+        return f"broker address {address[:80]!r} is not host:port"
+    return None
+
+
 class NamesrvService:
     """Request handlers of one NameServer process."""
 
@@ -146,11 +160,15 @@ class NamesrvService:
             last_heartbeat_ms=self.clock_ms(),
             ha_address=request.fields.get("haServerAddr", ""),
         )
-        problem = name_problem("broker", broker.broker_name)
+        problem = name_problem("broker", broker.broker_name) or address_problem(broker.address)
         if problem:
             raise ProtocolError(problem)
+        topic_configs = body.get("topicConfigTable")
+        if topic_configs is not None and not (isinstance(topic_configs, dict) and
+                                              all(isinstance(c, dict) for c in topic_configs.values())):
+            raise ProtocolError("topicConfigTable must be an object of topic -> config objects")
         is_new = broker.address not in self.table.brokers
-        self.table.register(broker, body.get("topicConfigTable"))
+        self.table.register(broker, topic_configs)
         if is_new:
             log.info("broker registered: %s %s id %d at %s", broker.cluster_name,
                      broker.broker_name, broker.broker_id, broker.address)

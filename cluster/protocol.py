@@ -146,6 +146,11 @@ def answers_refusals(handler):
         except ProtocolError as exc:
             log.warning("request %d refused: %s", request.code, exc)
             return request.response(exc.code, remark=str(exc))
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            # A JSON body of the wrong shape: answered as malformed, not as a crash.
+            log.warning("request %d malformed: %s: %s", request.code, type(exc).__name__, exc)
+            return request.response(ResponseCode.SYSTEM_ERROR,
+                                    remark=f"malformed request: {type(exc).__name__}: {exc}")
     return wrapper
 
 

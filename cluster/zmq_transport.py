@@ -156,13 +156,22 @@ class EventLoop:
             if self._timers:
                 timeout_ms = max(0, min(timeout_ms, int((self._timers[0][0] - now) * 1000) + 1))
             for sock, _ in self._poller.poll(timeout_ms):
-                self._readers[sock]()
+                self._guarded(self._readers[sock])
             for hook in self._after_batch:
-                hook()
+                self._guarded(hook)
             now = time.monotonic()
             while self._timers and self._timers[0][0] <= now:
                 _, _, callback = heapq.heappop(self._timers)
-                callback()
+                self._guarded(callback)
+
+    @staticmethod
+    def _guarded(callback) -> None:
+        """A failing timer, hook or reader is logged; the process keeps serving (a full disk
+        while persisting offsets must not become a crash loop)."""
+        try:
+            callback()
+        except Exception:
+            log.exception("event loop callback %s failed", getattr(callback, "__qualname__", callback))
 
 
 class RpcServer:
@@ -263,7 +272,11 @@ class RpcClient:
             sock = CONTEXT.get().socket(zmq.DEALER)
             _tune(sock)
             sock.setsockopt(zmq.IMMEDIATE, 1)
-            sock.connect(endpoint)
+            try:
+                sock.connect(endpoint)
+            except zmq.ZMQError as exc:
+                sock.close(0)
+                raise TransportError(f"cannot connect to {endpoint!r}: {exc}") from None
             local.sockets[endpoint] = sock
         return sock
 
@@ -422,13 +435,21 @@ class _IoThread:
                 if sock is None:
                     sock = context.socket(zmq.DEALER)
                     _tune(sock)
-                    sock.connect(endpoint)
+                    try:
+                        sock.connect(endpoint)
+                    except zmq.ZMQError as exc:
+                        sock.close(0)
+                        future.set_exception(TransportError(f"cannot connect to {endpoint!r}: {exc}"))
+                        continue
                     sockets[endpoint] = sock
                     poller.register(sock, zmq.POLLIN)
                 try:
                     _send(sock, to_frames(request), zmq.NOBLOCK)
                 except zmq.Again:
                     future.set_exception(TransportError(f"{endpoint}: send queue is full"))
+                    continue
+                except zmq.ZMQError as exc:
+                    future.set_exception(TransportError(f"{endpoint}: {exc}"))
                     continue
                 pending[request.opaque] = (future, deadline)
                 heapq.heappush(deadlines, (deadline, request.opaque))

@@ -282,6 +282,9 @@ static int parse_item(const uint8_t *batch, size_t batch_len, size_t pos, struct
     item->properties = at + ITEM_OFF_BODY + body_len + 2;
     item->properties_len = properties_len;
     item->item_bytes = total;
+    /* NUL never occurs in "name\x01value\x02" pairs; recovery reads a trailing NUL as a torn write. */
+    if (properties_len > 0 && memchr(item->properties, 0, (size_t)properties_len) != NULL)
+        return RB_E_BATCH_MALFORMED;
     return RB_OK;
 }
 

@@ -11,6 +11,7 @@ import logging
 import time
 
 from cluster.broker.filtering import tag_hashes_of
+from cluster.config import name_problem
 from cluster.protocol import (PERM_READ, PULL_FLAG_COMMIT_OFFSET, PULL_FLAG_SUSPEND, ProtocolError,
                               ResponseCode, field_int, field_str)
 from cluster.shm.store import GetMessageStatus as GetStatus
@@ -50,7 +51,8 @@ class PullProcessor:
                                            f"{topic_cfg.readQueueNums} read queues")
         if sys_flag & PULL_FLAG_COMMIT_OFFSET:
             commit_offset = field_int(request, "commitOffset", -1)
-            if commit_offset >= 0:
+            # Same rules as UPDATE_CONSUMER_OFFSET: a valid group, an offset inside the queue.
+            if 0 <= commit_offset <= self.store.max_offset(topic, queue_id) and not name_problem("group", group):
                 self.broker.offsets.commit(group, topic, queue_id, commit_offset)
         may_suspend = bool(sys_flag & PULL_FLAG_SUSPEND) and suspend_ms > 0
         deadline = time.monotonic() + suspend_ms / 1000

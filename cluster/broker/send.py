@@ -9,11 +9,15 @@ import time
 from cluster.config import SYNC_FLUSH, BrokerConfig, name_problem
 from cluster.protocol import (AUTO_CREATE_TOPIC_KEY, PERM_WRITE, ProtocolError, RequestCode, ResponseCode,
                               field_bool, field_int, send_fields_long)
-from cluster.shm.commitlog_format import PROPERTY_WAIT, decode_properties, pack_host
+from cluster.shm.commitlog_format import (PROPERTY_WAIT, SYSFLAG_COMPRESSED, SYSFLAG_MULTI_TAGS, decode_properties,
+                                          pack_host)
 from cluster.shm.store import MessageToStore, PutMessageStatus as PutStatus
 from cluster.wire_format import Command
 
 log = logging.getLogger(__name__)
+
+# A client may set these SYSFLAG bits; transaction bits (0x4/0x8/0xC) wait for END_TRANSACTION support.
+SEND_SYSFLAG_ALLOWED = SYSFLAG_COMPRESSED | SYSFLAG_MULTI_TAGS
 
 _PUT_STATUS_CODES = {
     PutStatus.MESSAGE_ILLEGAL: ResponseCode.MESSAGE_ILLEGAL,
@@ -73,7 +77,13 @@ class SendProcessor:
                                     f"{topic_cfg.writeQueueNums} write queues", ResponseCode.MESSAGE_ILLEGAL)
             queue_id = next(self._round_robin) % topic_cfg.writeQueueNums
         sys_flag = field_int(request_long, "sysFlag", 0)
+        if sys_flag & ~SEND_SYSFLAG_ALLOWED:
+            raise ProtocolError(f"sysFlag {sys_flag} has bits a send may not set (allowed: compressed 0x1, "
+                                f"multi-tags 0x2; transactional messages are not supported yet)",
+                                ResponseCode.MESSAGE_ILLEGAL)
         born_ts = field_int(request_long, "bornTimestamp", int(time.time() * 1000))
+        if not 0 <= born_ts < 1 << 62:
+            raise ProtocolError(f"bornTimestamp {born_ts} is out of range", ResponseCode.MESSAGE_ILLEGAL)
         born_host = pack_host("127.0.0.1", 0)
         properties_text = fields.get("properties", "")
         is_batch = request.code == RequestCode.SEND_BATCH_MESSAGE or field_bool(request_long, "batch")
@@ -87,9 +97,16 @@ class SendProcessor:
                 raise ProtocolError("malformed batch body: its items do not add up", ResponseCode.MESSAGE_ILLEGAL)
         else:
             properties = properties_text.encode()
-            message = MessageToStore(body=body, flag=field_int(request_long, "flag", 0), properties=properties,
+            if b"\x00" in properties:
+                # Never part of "name\x01value\x02" pairs; recovery reads a trailing NUL as a torn write.
+                raise ProtocolError("the properties contain a NUL byte", ResponseCode.MESSAGE_ILLEGAL)
+            flag = field_int(request_long, "flag", 0)
+            reconsume_times = field_int(request_long, "reconsumeTimes", 0)
+            if not (-(1 << 31) <= flag < 1 << 31 and 0 <= reconsume_times < 1 << 31):
+                raise ProtocolError("flag or reconsumeTimes is out of the int32 range", ResponseCode.MESSAGE_ILLEGAL)
+            message = MessageToStore(body=body, flag=flag, properties=properties,
                                      sys_flag=sys_flag, born_timestamp_ms=born_ts, born_host=born_host,
-                                     reconsume_times=field_int(request_long, "reconsumeTimes", 0))
+                                     reconsume_times=reconsume_times)
             result = self.store.put_messages(topic, queue_id, [message])
         if result.status != PutStatus.PUT_OK:
             code = _PUT_STATUS_CODES.get(result.status, ResponseCode.SYSTEM_ERROR)

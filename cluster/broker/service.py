@@ -319,6 +319,8 @@ class BrokerService:
         if not (0 < read <= 1024 and 0 < write <= 1024):
             raise ProtocolError(f"queue counts must be within 1..1024, got read {read} write {write}")
         perm = field_int(request, "perm", PERM_READ_WRITE)
+        if not 0 <= perm <= 7:
+            raise ProtocolError(f"perm {perm} is not a RocketMQ permission (0..7: 4 read, 2 write, 1 inherit)")
         self.topics.upsert(TopicConfig(topic, read, write, perm, field_int(request, "topicSysFlag", 0),
                                        request.fields.get("order", "false") == "true"))
         log.info("topic %s set: read %d write %d perm %d", topic, read, write, perm)

@@ -15,7 +15,9 @@ from cluster.errors import raise_for
 from cluster.protocol import (PULL_FLAG_COMMIT_OFFSET, PULL_FLAG_SUBSCRIPTION, PULL_FLAG_SUSPEND, RequestCode,
                               ResponseCode, to_json_bytes)
 from cluster.wire_format import Command
-from cluster.zmq_transport import RpcClient
+from concurrent.futures import TimeoutError as FutureTimeout
+
+from cluster.zmq_transport import RequestTimeout, RpcClient
 
 
 class PullStatus(enum.Enum):
@@ -99,8 +101,14 @@ def heartbeat(rpc, endpoint, client_id: str, consumer_groups: list[dict], produc
     peer with NOTIFY_CONSUMER_IDS_CHANGED, which only that socket reads."""
     body = {"clientID": client_id, "consumerDataSet": consumer_groups,
             "producerDataSet": [{"groupName": g} for g in producer_groups]}
+    timeout_ms = timeout_ms or rpc.default_timeout_ms
     future = rpc.call_async(endpoint, Command(RequestCode.HEART_BEAT, {}, to_json_bytes(body)), timeout_ms)
-    raise_for(future.result(), endpoint)
+    try:
+        # The I/O thread fails the future at its deadline; the extra second only guards against a bug there.
+        response = future.result(timeout_ms / 1000 + 1)
+    except FutureTimeout:
+        raise RequestTimeout(f"no heartbeat answer from {endpoint} within {timeout_ms} ms") from None
+    raise_for(response, endpoint)
 
 
 def unregister_client(rpc, endpoint, client_id: str, consumer_group: str = "", producer_group: str = "") -> None:

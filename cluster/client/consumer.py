@@ -363,6 +363,15 @@ class PushConsumer(_QueueClient):
             self._pull(pq)
 
     def _on_pulled(self, pq: _ProcessQueue, endpoint: str, expression: str, future: Future) -> None:
+        try:
+            self._handle_pulled(pq, endpoint, expression, future)
+        except Exception:
+            # Whatever went wrong, the queue must not stay marked as pulling forever.
+            log.exception("handling a pull of %s failed; pulling again shortly", pq.mq)
+            pq.pull_in_flight = False
+            self._pause(pq, 1.0)
+
+    def _handle_pulled(self, pq: _ProcessQueue, endpoint: str, expression: str, future: Future) -> None:
         if pq.dropped or self._stop.is_set():
             return
         exc = future.exception()

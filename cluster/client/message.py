@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import logging
 import os
 import socket
 import threading
@@ -11,6 +12,8 @@ from dataclasses import dataclass, field
 
 from cluster import _native
 from cluster.shm import commitlog_format as fmt
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -137,7 +140,12 @@ def decode_messages(raw: bytes, broker_name: str = "") -> list[MessageExt]:
                 topic = topics[topic_raw] = topic_raw.decode("utf-8", "replace")
             body = raw[body_pos:body_pos + body_len]
             if sys_flag & fmt.SYSFLAG_COMPRESSED:
-                body = zlib.decompress(body)
+                try:
+                    body = zlib.decompress(body)
+                except zlib.error as exc:
+                    # Flagged compressed but not zlib: deliver it as stored rather than stall the queue.
+                    log.warning("message at %s:%d offset %d is flagged compressed but does not inflate (%s); "
+                                "delivering the stored bytes", topic, queue_id, queue_offset, exc)
             append(MessageExt(raw, rec_pos, topic, body, queue_id, queue_offset, phys, sys_flag, store_ts,
                               broker_name))
         if scan.count == 0 or scan.next_pos <= pos:

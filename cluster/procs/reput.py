@@ -6,7 +6,9 @@ long-polling pulls on them are answered at once.
 
 from __future__ import annotations
 
+import logging
 import sys
+import time
 
 from cluster.broker import channels
 from cluster.config import broker_config_from_json
@@ -15,6 +17,8 @@ from cluster.procs.workers import WorkerLoop
 from cluster.shm.reput import ReputService
 
 DISPATCH_RECORDS_PER_STEP = 4096
+PROBLEM_LOG_INTERVAL_S = 10.0
+log = logging.getLogger("reput")
 
 
 def build(config_json: str):
@@ -22,12 +26,19 @@ def build(config_json: str):
     cfg.validate()
     holder = {}
 
+    problem_logged_at = [0.0]
+
     def step():
         touched = set()
         # Catch up within a bounded number of steps, then report once.
         for _ in range(64):
             report = holder["service"].step(DISPATCH_RECORDS_PER_STEP)
             touched |= report.touched
+            if report.problem and time.monotonic() - problem_logged_at[0] >= PROBLEM_LOG_INTERVAL_S:
+                # Dispatch is stuck (a full disk for a new ConsumeQueue file, an unreadable record):
+                # consumers see nothing new until it clears, so say so, once a while.
+                problem_logged_at[0] = time.monotonic()
+                log.error("dispatch stopped at %d: %s", report.dispatched_pos, report.problem)
             if report.count < DISPATCH_RECORDS_PER_STEP:
                 break
         return [channels.DISPATCHED, channels.encode_touched(touched)] if touched else None

@@ -117,6 +117,9 @@ def _item_at(batch, pos: int) -> tuple[BatchItem, int]:
         raise MalformedBatch(f"item at {pos}: body {body_len} + properties {properties_len} != {total}")
     body = bytes(batch[pos + ITEM_HEAD.size:p])
     properties = bytes(batch[p + PROPERTIES_LENGTH.size:pos + total])
+    if b"\x00" in properties:
+        # Never part of "name\x01value\x02" pairs; recovery reads a trailing NUL as a torn write.
+        raise MalformedBatch(f"item at {pos}: properties contain a NUL byte")
     return BatchItem(flag, body, properties), total
 
 

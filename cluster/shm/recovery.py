@@ -63,8 +63,13 @@ def abort_path(store_dir: str) -> str:
     return os.path.join(store_dir, ABORT_FILE)
 
 
-def find_end(commitlog: CommitLog, start: int) -> tuple[int, int, str]:
-    """(end of valid data, records verified, why it stopped) walking from ``start``."""
+def find_end(commitlog: CommitLog, start: int, durable_until: int = 0) -> tuple[int, int, str]:
+    """(end of valid data, records verified, why it stopped) walking from ``start``.
+
+    Records ending at or below ``durable_until`` (the checkpoint's flushed position) were
+    msynced whole: the torn-write heuristic, a guess about bytes a crash may have cut, does
+    not apply to them (it must never cut acknowledged, flushed messages).
+    """
     end = start
     verified = 0
     reason = "end"
@@ -74,7 +79,7 @@ def find_end(commitlog: CommitLog, start: int) -> tuple[int, int, str]:
             if item.phys_offset != phys:
                 reason = f"record at {phys} says it is at {item.phys_offset}"
                 break
-            if fmt.looks_torn(item):
+            if phys + item.total_size > durable_until and fmt.looks_torn(item):
                 reason = f"record at {phys} ends in zeros: a torn write"
                 break
             verified += 1
@@ -151,7 +156,8 @@ def recover(store_dir: str, commitlog: CommitLog, cqs: ConsumeQueueSet, index: I
         start = cp.commitlog_flushed_pos
         if not report.clean_shutdown:
             start = max(first, commitlog.segment_start(start))
-    end, report.records_verified, report.stop_reason = find_end(commitlog, start)
+    durable_until = cp.commitlog_flushed_pos if report.checkpoint_found else 0
+    end, report.records_verified, report.stop_reason = find_end(commitlog, start, durable_until)
     report.verify_from_phys, report.end_phys = start, end
 
     # 2. the torn tail

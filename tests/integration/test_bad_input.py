@@ -7,6 +7,7 @@ import zmq
 from cluster import Admin, Message, MessageInvalid, Producer, PullConsumer
 from cluster.errors import BrokerError
 from cluster.protocol import RequestCode, ResponseCode
+from cluster.shm import batch_format
 from cluster.wire_format import Command, decode_header, to_frames
 from cluster.zmq_transport import RpcClient
 from tests.conftest import client_config
@@ -64,6 +65,18 @@ def test_broker_and_namesrv_survive_malformed_frames_and_bad_requests(start_clus
             answer = producer.rpc.call(broker, Command(RequestCode.SEND_MESSAGE_V2, {"a": "PG", **fields}, body))
             assert answer.code == expected, (fields, answer)
             assert answer.remark
+        for fields, body in [
+            ({"b": "Good", "e": "0", "f": "-1"}, b"x"),            # every sysFlag bit
+            ({"b": "Good", "e": "0", "f": "4"}, b"x"),             # transaction prepared: not supported yet
+            ({"b": "Good", "e": "0", "g": str(1 << 70)}, b"x"),    # bornTimestamp past int64
+            ({"b": "Good", "e": "0", "i": "KEYS\x01k\x02x\x01\x00"}, b"x"),  # NUL in properties
+        ]:
+            answer = producer.rpc.call(broker, Command(RequestCode.SEND_MESSAGE_V2, {"a": "PG", **fields}, body))
+            assert answer.code == ResponseCode.MESSAGE_ILLEGAL, (fields, answer)
+        prepared_batch = producer.rpc.call(broker, Command(
+            RequestCode.SEND_BATCH_MESSAGE, {"a": "PG", "b": "Good", "e": "0", "f": "4"},
+            batch_format.encode_items([(0, b"x", b"UNIQ_KEY\x01A\x02")])))
+        assert prepared_batch.code == ResponseCode.MESSAGE_ILLEGAL and "sysFlag" in prepared_batch.remark
         batch = producer.rpc.call(broker, Command(RequestCode.SEND_BATCH_MESSAGE, {"a": "PG", "b": "Good", "e": "0"},
                                                   b"\x00\x00\x00\x05junk"))
         assert batch.code == ResponseCode.MESSAGE_ILLEGAL and "batch" in batch.remark
@@ -80,5 +93,20 @@ def test_broker_and_namesrv_survive_malformed_frames_and_bad_requests(start_clus
         assert bad_group.code != ResponseCode.SUCCESS and "group" in bad_group.remark
     with Admin(config=cfg) as admin:
         assert "Good" in admin.topic_list()
+        bad_perm = admin.rpc.call(broker, Command(RequestCode.UPDATE_AND_CREATE_TOPIC, {"topic": "P", "perm": str(1 << 40)}))
+        assert bad_perm.code != ResponseCode.SUCCESS and "perm" in bad_perm.remark
+    namesrv_rpc = RpcClient()
+    try:
+        for fields, body in [({"brokerName": "b", "brokerId": "0", "brokerAddr": "not a host", "clusterName": "C"}, b"{}"),
+                             ({"brokerName": "b", "brokerId": "0", "brokerAddr": "h:1", "clusterName": "C"}, b"[1]"),
+                             ({"brokerName": "b", "brokerId": "0", "brokerAddr": "h:1", "clusterName": "C"},
+                              b'{"topicConfigTable": {"T": {"readQueueNums": "x"}}}')]:
+            answer = namesrv_rpc.call(namesrv, Command(RequestCode.REGISTER_BROKER, fields, body))
+            assert answer.code != ResponseCode.SUCCESS and answer.remark, (fields, body)
+        assert "h:1" not in namesrv_rpc.call(namesrv, Command(RequestCode.GET_BROKER_CLUSTER_INFO)).body.decode()
+        bad_heartbeat = namesrv_rpc.call(broker, Command(RequestCode.HEART_BEAT, {}, b'{"consumerDataSet": [1]}'))
+        assert bad_heartbeat.code != ResponseCode.SUCCESS and "malformed" in bad_heartbeat.remark
+    finally:
+        namesrv_rpc.close()
     assert cluster.child("broker-a")["restarts"] == 0
     assert cluster.child("namesrv-0")["restarts"] == 0

@@ -12,7 +12,9 @@ from cluster.shm import commitlog_format as clf
 HOST = clf.pack_host("10.0.0.1", 10911)
 
 items_strategy = st.lists(
-    st.tuples(st.integers(-2**31, 2**31 - 1), st.binary(max_size=200), st.binary(max_size=60)),
+    # Properties never hold NUL (pairs are name\x01value\x02; batches with NUL are refused).
+    st.tuples(st.integers(-2**31, 2**31 - 1), st.binary(max_size=200),
+              st.binary(max_size=60).map(lambda b: b.replace(b"\x00", b"\x02"))),
     max_size=8)
 
 
@@ -114,3 +116,13 @@ def test_shared_properties_encoding_equals_the_general_one():
     general = encode_items([(7, body, shared + b"UNIQ_KEY\x01" + uid + b"\x02") for body, uid in zip(bodies, ids)])
     assert encode_items_sharing_properties(7, bodies, shared, ids) == general
     assert encode_items_sharing_properties(0, [], b"", []) == b""
+
+
+def test_properties_with_nul_are_refused():
+    """Recovery reads a record whose properties end in NUL as a torn write: none may be stored."""
+    import pytest as _pytest
+    with _pytest.raises(bf.MalformedBatch):
+        bf.decode_items(bf.encode_items([(0, b"body", b"KEYS\x01k\x02x\x01\x00")]))
+    from cluster import _native
+    with _pytest.raises(ValueError):
+        _native.measure_batch(bf.encode_items([(0, b"body", b"A\x01\x00\x02")]), 1)

@@ -76,3 +76,40 @@ def test_received_messages_decode_lazily_but_completely():
     import pytest
     with pytest.raises(ValueError):
         decode_messages(raw[:-3])
+
+
+def test_a_body_flagged_compressed_that_does_not_inflate_is_delivered_as_stored():
+    from cluster.client.message import decode_messages
+    from cluster.shm import commitlog_format as fmt
+    raw = fmt.encode(queue_id=0, flag=0, queue_offset=0, phys_offset=0, sys_flag=fmt.SYSFLAG_COMPRESSED,
+                     born_timestamp_ms=1, born_host=bytes(8), store_timestamp_ms=2, store_host=bytes(8),
+                     reconsume_times=0, prepared_transaction_offset=0, body=b"not zlib", topic=b"T",
+                     properties=b"")
+    assert [m.body for m in decode_messages(raw)] == [b"not zlib"]
+
+
+def test_a_bad_endpoint_fails_one_request_and_leaves_the_io_thread_serving():
+    import threading
+
+    import pytest
+
+    from cluster.wire_format import Command
+    from cluster.zmq_transport import EventLoop, RpcClient, RpcServer, TransportError
+    loop = EventLoop()
+    server = RpcServer("tcp://127.0.0.1:0", {1: lambda request, reply: request.response(0)}, name="echo")
+    server.attach(loop)
+    thread = threading.Thread(target=loop.run, daemon=True)
+    thread.start()
+    client = RpcClient(default_timeout_ms=2000)
+    try:
+        with pytest.raises(TransportError):
+            client.call_async("tcp://127.0.0.1", Command(1)).result(5)  # no port: connect fails
+        assert client.call_async(server.endpoint, Command(1)).result(5).code == 0
+        with pytest.raises(TransportError):
+            client.call("tcp://not an address", Command(1))
+        assert client.call(server.endpoint, Command(1)).code == 0
+    finally:
+        client.close()
+        loop.stopping = True
+        thread.join(5)
+        server.close()
