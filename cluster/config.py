@@ -129,6 +129,8 @@ class BrokerConfig:
     # Long polling: longest hold of a pull with nothing new (RocketMQ client: 15 s).
     pull_suspend_ms_max: int = 30_000
     pull_batch_count_max: int = 1024
+    # Long-polling pulls held at once; past this a pull is answered SYSTEM_BUSY.
+    parked_pulls_max: int = 10_000
     pull_batch_bytes_max: int = 4 * MIB
     # A client not heard from for this long leaves its consumer groups (RocketMQ: 120 s).
     client_expiry_ms: int = 120_000

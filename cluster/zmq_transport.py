@@ -178,12 +178,15 @@ class RpcServer:
     """A ROUTER socket dispatching requests to handlers by request code."""
 
     def __init__(self, endpoint: str, handlers: dict[int, Handler], *, name: str,
-                 drain_max: int = 512):
+                 drain_max: int = 512, frame_bytes_max: int = 64 * 1024 * 1024):
         self.name = name
         self.handlers = handlers
         self.drain_max = drain_max
         self.socket = CONTEXT.get().socket(zmq.ROUTER)
         _tune(self.socket)
+        # A larger frame drops that peer's connection inside libzmq, before it is buffered:
+        # size checks after a multi-GB frame arrived would come too late.
+        self.socket.setsockopt(zmq.MAXMSGSIZE, frame_bytes_max)
         self.socket.bind(endpoint)
         self.endpoint = self.socket.getsockopt_string(zmq.LAST_ENDPOINT)
         self.requests_served = 0

@@ -68,6 +68,11 @@ class PullProcessor:
 
         if serve(not may_suspend):
             return None
+        if len(self.broker.pull_waiters) >= self.cfg.parked_pulls_max:
+            # Every parked pull holds memory until it is answered: refuse past the cap.
+            reply(request.response(ResponseCode.SYSTEM_BUSY,
+                                   remark=f"{self.cfg.parked_pulls_max} pulls already wait here; retry later"))
+            return None
         self.broker.pull_waiters.park(topic, queue_id, deadline, serve)
         return None
 

@@ -28,7 +28,7 @@ from cluster.protocol import (answers_refusals, PERM_READ_WRITE, ProtocolError, 
 from cluster.shm.commitlog_format import Record, pack_host, parse_offset_msg_id
 from cluster.shm.control import ControlBlock
 from cluster.shm.store import MessageStore
-from cluster.wire_format import Command
+from cluster.wire_format import HEADER_BYTES_MAX, Command
 from cluster.zmq_transport import CONTEXT, EventLoop, RpcClient, RpcServer
 
 log = logging.getLogger(__name__)
@@ -91,7 +91,10 @@ class BrokerService:
         self.loop = loop
         store_dir = self.cfg.store.store_dir
         context = CONTEXT.get()
-        self.server = RpcServer(self.cfg.endpoint, self.handlers, name=f"broker {self.cfg.broker_name}")
+        # The largest legitimate frame is a batch body at the size limit; headers are far smaller.
+        frame_bytes_max = self.cfg.store.message_size_bytes_max + HEADER_BYTES_MAX
+        self.server = RpcServer(self.cfg.endpoint, self.handlers, name=f"broker {self.cfg.broker_name}",
+                                frame_bytes_max=frame_bytes_max)
         self.server.attach(loop)
         self.notify_socket = context.socket(zmq.PULL)
         self.notify_socket.setsockopt(zmq.LINGER, 0)

@@ -58,21 +58,25 @@ class PullWaiters:
 
     def __init__(self):
         self._by_queue: dict[tuple[str, int], list] = {}
+        self._count = 0
 
     def park(self, topic: str, queue_id: int, deadline_s: float, retry: Callable[[bool], bool]) -> None:
         """``retry(final)`` re-serves the pull; returns True once it has answered."""
         self._by_queue.setdefault((topic, queue_id), []).append((deadline_s, retry))
+        self._count += 1
 
     def __len__(self) -> int:
-        return sum(len(v) for v in self._by_queue.values())
+        return self._count
 
     def wake(self, queues) -> None:
         for key in queues:
             parked = self._by_queue.pop(key, None)
             if parked:
+                self._count -= len(parked)
                 keep = [(d, retry) for d, retry in parked if not retry(False)]
                 if keep:
                     self._by_queue.setdefault(key, []).extend(keep)
+                    self._count += len(keep)
 
     def wake_all(self) -> None:
         self.wake(list(self._by_queue))
@@ -85,6 +89,7 @@ class PullWaiters:
             for deadline, retry in parked:
                 if deadline <= now_s:
                     retry(True)
+                    self._count -= 1
                 else:
                     keep.append((deadline, retry))
             if keep:

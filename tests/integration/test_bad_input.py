@@ -110,3 +110,25 @@ def test_broker_and_namesrv_survive_malformed_frames_and_bad_requests(start_clus
         namesrv_rpc.close()
     assert cluster.child("broker-a")["restarts"] == 0
     assert cluster.child("namesrv-0")["restarts"] == 0
+
+
+def test_a_frame_over_the_limit_is_dropped_before_it_is_buffered(start_cluster):
+    cluster = start_cluster()
+    broker = f"tcp://{cluster.topology.brokers[0].address}"
+    context = zmq.Context.instance()
+    sock = context.socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.connect(broker)
+    try:
+        # 4 MiB message limit + 1 MiB header limit: a 6 MiB frame cannot be legitimate.
+        sock.send_multipart(to_frames(Command(RequestCode.SEND_MESSAGE_V2, {"a": "PG", "b": "Big", "e": "0"},
+                                              b"x" * (6 * 1024 * 1024))))
+        assert not sock.poll(1000), "an oversized frame was answered instead of dropped"
+    finally:
+        sock.close()
+    rpc = RpcClient()
+    try:
+        assert rpc.call(broker, Command(RequestCode.GET_BROKER_RUNTIME_INFO)).code == ResponseCode.SUCCESS
+    finally:
+        rpc.close()
+    assert cluster.child("broker-a")["restarts"] == 0

@@ -113,3 +113,27 @@ def test_a_bad_endpoint_fails_one_request_and_leaves_the_io_thread_serving():
         loop.stopping = True
         thread.join(5)
         server.close()
+
+
+def test_parked_pulls_are_counted_through_wake_and_expiry():
+    from cluster.broker.waiters import PullWaiters
+    waiters = PullWaiters()
+    answered = []
+
+    def parked(name, ready):
+        def retry(final):
+            if ready or final:
+                answered.append((name, final))
+                return True
+            return False
+        return retry
+    waiters.park("T", 0, 10.0, parked("a", ready=True))
+    waiters.park("T", 0, 10.0, parked("b", ready=False))
+    waiters.park("T", 1, 5.0, parked("c", ready=False))
+    assert len(waiters) == 3
+    waiters.wake([("T", 0)])
+    assert len(waiters) == 2 and answered == [("a", False)]
+    waiters.expire(now_s=6.0)
+    assert len(waiters) == 1 and answered[-1] == ("c", True)
+    waiters.expire(now_s=11.0)
+    assert len(waiters) == 0 and answered[-1] == ("b", True)
