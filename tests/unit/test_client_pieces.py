@@ -137,3 +137,14 @@ def test_parked_pulls_are_counted_through_wake_and_expiry():
     assert len(waiters) == 1 and answered[-1] == ("c", True)
     waiters.expire(now_s=11.0)
     assert len(waiters) == 0 and answered[-1] == ("b", True)
+
+
+def test_client_registry_forgets_silent_clients_and_empty_groups():
+    from cluster.broker.clients import ClientRegistry
+    registry = ClientRegistry(expiry_ms=100)
+    assert registry.heartbeat({"clientID": "c1", "consumerDataSet": [{"groupName": "G"}],
+                               "producerDataSet": [{"groupName": "P"}]}, now_ms=0) == {"G"}
+    assert registry.heartbeat({"clientID": "c1", "consumerDataSet": [{"groupName": "G"}]}, now_ms=50) == set()
+    assert registry.expire(now_ms=120) == []
+    assert registry.expire(now_ms=200) == [("G", "c1")]
+    assert registry.groups == {} and registry.producers == {}
