@@ -57,12 +57,21 @@ class ClientRegistry:
         return changed
 
     def expire(self, now_ms: int) -> list[tuple[str, str]]:
+        """Forget clients silent for ``expiry_ms``; (group, client) of consumers that left."""
         gone = []
-        for group, members in self.groups.items():
+        for group, members in list(self.groups.items()):
             for client_id, member in list(members.items()):
                 if now_ms - member.last_heartbeat_ms > self.expiry_ms:
                     del members[client_id]
                     gone.append((group, client_id))
+            if not members:
+                del self.groups[group]
+        for group, producers in list(self.producers.items()):
+            for client_id, last_ms in list(producers.items()):
+                if now_ms - last_ms > self.expiry_ms:
+                    del producers[client_id]
+            if not producers:
+                del self.producers[group]
         return gone
 
     def peers(self, group: str) -> list[bytes]:

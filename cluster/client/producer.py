@@ -182,7 +182,8 @@ class Producer(ClientBase):
             except NoRouteError as exc:
                 last_exc = exc
                 break
-            target = queue if (queue is not None and attempt == 0) else self._pick_queue(queues, avoid)
+            # A chosen queue (ordered messages) is kept on retries: another queue would break the order.
+            target = queue if queue is not None else self._pick_queue(queues, avoid)
             endpoint = route.master_endpoint(target.broker_name)
             if endpoint is None:
                 avoid = target.broker_name
