@@ -56,6 +56,8 @@ class Command:
     remark: str = ""
     language: int = LANGUAGE_PYTHON
     version: int = VERSION
+    # Where the request came from (IPv4 text), set by the transport; never on the wire.
+    peer_address: str = ""
 
     @property
     def is_response(self) -> bool:

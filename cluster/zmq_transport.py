@@ -223,6 +223,10 @@ class RpcServer:
                                     f"malformed frame: {exc}"))
             return
         self.requests_served += 1
+        try:
+            request.peer_address = frames[1].get("Peer-Address")
+        except (zmq.ZMQError, AttributeError):
+            pass  # not a TCP peer (IPC): no address
         reply = Reply(self, peer, request.opaque, request.is_oneway)
         handler = self.handlers.get(request.code)
         if handler is None:

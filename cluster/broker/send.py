@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import time
@@ -24,6 +25,14 @@ _PUT_STATUS_CODES = {
     PutStatus.SERVICE_NOT_AVAILABLE: ResponseCode.SERVICE_NOT_AVAILABLE,
     PutStatus.DISK_FULL: ResponseCode.DISK_FULL,
 }
+
+
+@functools.lru_cache(maxsize=1024)
+def _born_host(peer_address: str) -> bytes:
+    try:
+        return pack_host(peer_address, 0)
+    except OSError:  # not IPv4 text (IPC, IPv6): the loopback stands in
+        return pack_host("127.0.0.1", 0)
 
 
 class SendProcessor:
@@ -84,7 +93,8 @@ class SendProcessor:
         born_ts = field_int(request_long, "bornTimestamp", int(time.time() * 1000))
         if not 0 <= born_ts < 1 << 62:
             raise ProtocolError(f"bornTimestamp {born_ts} is out of range", ResponseCode.MESSAGE_ILLEGAL)
-        born_host = pack_host("127.0.0.1", 0)
+        # ZeroMQ gives the peer's address, not its port: BORNHOST keeps port 0.
+        born_host = _born_host(request.peer_address)
         properties_text = fields.get("properties", "")
         is_batch = request.code == RequestCode.SEND_BATCH_MESSAGE or field_bool(request_long, "batch")
         # The WAIT property "false" asks not to wait for the store (RocketMQ's waitStoreMsgOK).

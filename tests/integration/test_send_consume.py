@@ -129,3 +129,24 @@ def test_auto_created_topic_and_query_by_id_and_key(start_cluster):
         by_uniq = admin.query_by_key("AutoCreated", result.msg_id)
         assert [m.msg_id for m in by_uniq] == [result.msg_id]
         assert admin.query_by_key("AutoCreated", "no-such-key") == []
+
+
+def test_records_carry_the_senders_address_as_born_host(start_cluster):
+    """Sent from 127.0.0.2 (loopback, chosen as the source address), stored as 127.0.0.2."""
+    from cluster.protocol import RequestCode, ResponseCode
+    from cluster.shm.commitlog_format import unpack_host
+    from cluster.wire_format import Command
+    from cluster.zmq_transport import RpcClient
+    cluster = start_cluster()
+    cfg = client_config(cluster)
+    broker = cluster.topology.brokers[0].address
+    rpc = RpcClient()
+    try:
+        answer = rpc.call(f"tcp://127.0.0.2:0;{broker}", Command(RequestCode.SEND_MESSAGE_V2, {
+            "a": "PG", "b": "Born", "e": "0", "i": "UNIQ_KEY\x01B1\x02"}, b"where from"))
+    finally:
+        rpc.close()
+    assert answer.code == ResponseCode.SUCCESS, answer.remark
+    with Admin(config=cfg) as admin:
+        record = admin.view_message(answer.fields["msgId"])._record()
+    assert unpack_host(record.born_host) == ("127.0.0.2", 0)
