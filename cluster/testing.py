@@ -61,7 +61,7 @@ def read_topic(consumer, topic: str, batch: int = 1024, pulls_max: int = 100_000
 class LocalCluster:
     def __init__(self, data_dir: str, *, namesrvs: int = 1, brokers: int = 1, flush_mode: str = ASYNC_FLUSH,
                  store_overrides: dict | None = None, broker_overrides: dict | None = None,
-                 namesrv_overrides: dict | None = None):
+                 namesrv_overrides: dict | None = None, heartbeat_timeout_s: float | None = None):
         ports = free_ports(namesrvs + brokers)
         store = dict(SMALL_STORE)
         store.update(store_overrides or {})
@@ -70,6 +70,7 @@ class LocalCluster:
             namesrv_ports=ports[:namesrvs], broker_ports=ports[namesrvs:], store_overrides=store,
             broker_overrides=broker_overrides, namesrv_overrides=namesrv_overrides)
         self.data_dir = self.topology.data_dir
+        self.heartbeat_timeout_s = heartbeat_timeout_s
         self.process: subprocess.Popen | None = None
 
     @property
@@ -80,7 +81,8 @@ class LocalCluster:
         os.makedirs(self.data_dir, exist_ok=True)
         specs_path = os.path.join(self.data_dir, "children.json")
         with open(specs_path, "w") as f:
-            json.dump([s.to_dict() for s in child_specs(self.topology)], f)
+            watchdog = {} if self.heartbeat_timeout_s is None else {"heartbeat_timeout_s": self.heartbeat_timeout_s}
+            json.dump([s.to_dict() for s in child_specs(self.topology, **watchdog)], f)
         log = open(os.path.join(self.data_dir, "supervisor.out"), "ab")
         lifecycle.preload_libc()  # before fork: the child only makes the prctl syscall
         self.process = subprocess.Popen(

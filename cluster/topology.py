@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from cluster.config import (ASYNC_FLUSH, BROKER_PORT_DEFAULT, BROKER_PORT_STEP, NAMESRV_PORT_DEFAULT, BrokerConfig,
                             NamesrvConfig, StoreConfig, to_json)
 from cluster.procs.supervisor import ChildSpec
+from cluster.shm.control import SLOTS as CONTROL_SLOTS
 
 BROKER_WORKER_ROLES = ("flush", "reput", "allocate")
 
@@ -83,7 +84,18 @@ def build_topology(data_dir: str, *, namesrv_count: int = 1, broker_count: int =
     return Topology(data_dir, namesrvs, tuple(brokers))
 
 
-def child_specs(topology: Topology, *, restart_backoff_initial_s: float = 0.1) -> list[ChildSpec]:
+# A broker process silent this long is hung: the supervisor kills and restarts it. Generous,
+# because a flush worker's msync of a large dirty range can legitimately take seconds.
+HEARTBEAT_TIMEOUT_S_DEFAULT = 30.0
+
+
+def _heartbeat(cfg, role: str, timeout_s: float) -> dict:
+    return {"heartbeat_path": os.path.join(cfg.store.store_dir, "control"),
+            "heartbeat_offset": 8 * CONTROL_SLOTS[f"heartbeat_{role}_ms"], "heartbeat_timeout_s": timeout_s}
+
+
+def child_specs(topology: Topology, *, restart_backoff_initial_s: float = 0.1,
+                heartbeat_timeout_s: float = HEARTBEAT_TIMEOUT_S_DEFAULT) -> list[ChildSpec]:
     specs = []
     for i, ns in enumerate(topology.namesrvs):
         specs.append(ChildSpec(name=f"namesrv-{i}", module="cluster.procs.namesrv",
@@ -94,11 +106,13 @@ def child_specs(topology: Topology, *, restart_backoff_initial_s: float = 0.1) -
         specs.append(ChildSpec(name=cfg.broker_name, module="cluster.procs.broker",
                                args=("--config-json", config_json), role="broker", group=cfg.broker_name,
                                leader=True, start_order=1, ready_timeout_s=120.0,
-                               backoff_initial_s=restart_backoff_initial_s))
+                               backoff_initial_s=restart_backoff_initial_s,
+                               **_heartbeat(cfg, "broker", heartbeat_timeout_s)))
         for role in BROKER_WORKER_ROLES:
             specs.append(ChildSpec(name=f"{cfg.broker_name}-{role}", module=f"cluster.procs.{role}",
                                    args=("--config-json", config_json), role=role, group=cfg.broker_name,
-                                   start_order=2, backoff_initial_s=restart_backoff_initial_s))
+                                   start_order=2, backoff_initial_s=restart_backoff_initial_s,
+                                   **_heartbeat(cfg, role, heartbeat_timeout_s)))
     return specs
 
 

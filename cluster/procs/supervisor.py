@@ -173,6 +173,12 @@ class ChildSpec:
     # Up this long since spawn: the next restart starts from backoff_initial_s again.
     backoff_reset_after_s: float = 10.0
     cwd: str | None = None
+    # Watchdog: a running child must keep the u64 (wall-clock ms, native order) at
+    # ``heartbeat_offset`` of ``heartbeat_path`` fresher than ``heartbeat_timeout_s``, or it
+    # is killed and restarted as if it had died (a hung process serves nobody). 0 = off.
+    heartbeat_path: str | None = None
+    heartbeat_offset: int = 0
+    heartbeat_timeout_s: float = 0.0
 
     def __post_init__(self) -> None:
         # Accept lists (JSON, call sites) but keep the frozen record immutable.
@@ -507,6 +513,7 @@ class Supervisor:
                 self._read_ready_pipe(child)
         self._reap_children()
         self._enforce_deadlines()
+        self._check_heartbeats()
         self._start_due_children()
         self._write_state_if_due()
         if self._stop_requested and self.state == SupervisorState.READY:
@@ -962,6 +969,31 @@ class Supervisor:
             os.kill(child.pid, child.spec.stop_signal)
         except ProcessLookupError:
             pass  # already dead, not reaped yet: the reaper will see it
+
+    def _check_heartbeats(self) -> None:
+        """Kill a running child whose heartbeat went stale; the reaper then restarts it.
+
+        Reads the heartbeat with pread, never mmap: the supervisor maps nothing."""
+        now = time.time()
+        for child in self._children:
+            spec = child.spec
+            if (spec.heartbeat_timeout_s <= 0 or not spec.heartbeat_path or child.state != ChildState.RUNNING
+                    or child.kill_sent or child.ready_at is None or now - child.ready_at < spec.heartbeat_timeout_s):
+                continue
+            try:
+                with open(spec.heartbeat_path, "rb") as f:
+                    raw = os.pread(f.fileno(), 8, spec.heartbeat_offset)
+            except OSError:
+                continue  # not created yet, or being recreated: nothing to judge
+            if len(raw) != 8:
+                continue
+            beat_ms = int.from_bytes(raw, sys.byteorder)
+            silent_s = now - beat_ms / 1000
+            if silent_s > spec.heartbeat_timeout_s:
+                self.log.error("%s (pid %s) has not beaten its heartbeat for %.1f s (limit %.1f s): "
+                               "killing it to restart it", child.name, child.pid, silent_s,
+                               spec.heartbeat_timeout_s)
+                self._kill(child)
 
     def _kill(self, child: _Child) -> None:
         child.kill_sent = True
