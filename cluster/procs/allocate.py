@@ -4,30 +4,20 @@ from __future__ import annotations
 
 import sys
 
-from cluster.config import broker_config_from_json
-from cluster.procs.runner import run_role
-from cluster.procs.workers import WorkerLoop
+from cluster.procs.workers import run_worker
 from cluster.shm.allocate import AllocateService
 
 ALLOCATE_CHECK_INTERVAL_S = 0.2
 
 
-def build(config_json: str):
-    cfg = broker_config_from_json(config_json).store
-    cfg.validate()
-    holder = {}
-
-    def step():
-        holder["service"].step()
-        return None
-
-    loop = WorkerLoop("allocate", cfg.store_dir, None, ALLOCATE_CHECK_INTERVAL_S, step)
-    holder["service"] = AllocateService(cfg, loop.control)
-    return loop, {"role": "allocate"}, loop.close
+def step(service: AllocateService, cfg) -> None:
+    service.step()
+    return None
 
 
 def main(argv=None) -> int:
-    return run_role("allocate", sys.argv[1:] if argv is None else argv, build)
+    return run_worker("allocate", sys.argv[1:] if argv is None else argv, make_service=AllocateService,
+                      step=step, interval_s=ALLOCATE_CHECK_INTERVAL_S)
 
 
 if __name__ == "__main__":

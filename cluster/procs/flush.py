@@ -11,41 +11,37 @@ import sys
 import time
 
 from cluster.broker import channels
-from cluster.config import SYNC_FLUSH, broker_config_from_json
-from cluster.procs.runner import run_role
-from cluster.procs.workers import WorkerLoop
+from cluster.config import SYNC_FLUSH
+from cluster.procs.workers import run_worker
 from cluster.shm.flush import FlushService
 
 
-def build(config_json: str):
-    cfg = broker_config_from_json(config_json).store
-    cfg.validate()
-    wake = channels.flush_wake(cfg.store_dir) if cfg.flush_mode == SYNC_FLUSH else None
-    holder = {}
-    logics_due = [0.0]
+class FlushStep:
+    """One turn: flush the CommitLog, and the logic files and checkpoint when they are due."""
 
-    def step():
-        service = holder["service"]
-        before = loop.control.flushed_pos
+    def __init__(self):
+        self.logics_due_s = 0.0
+
+    def __call__(self, service: FlushService, cfg):
+        before = service.control.flushed_pos
         flushed = service.step()
         now = time.monotonic()
-        if now >= logics_due[0]:
+        if now >= self.logics_due_s:
             service.step_logics()
-            logics_due[0] = now + cfg.flush_logics_interval_ms / 1000
+            self.logics_due_s = now + cfg.flush_logics_interval_ms / 1000
         return [channels.FLUSHED] if flushed != before else None
 
-    loop = WorkerLoop("flush", cfg.store_dir, wake, cfg.flush_interval_ms / 1000, step)
-    holder["service"] = FlushService(cfg, loop.control)
 
-    def on_exit():
-        holder["service"].step()
-        holder["service"].step_logics()
-        loop.close()
-    return loop, {"role": "flush"}, on_exit
+def flush_everything(service: FlushService) -> None:
+    service.step()
+    service.step_logics()
 
 
 def main(argv=None) -> int:
-    return run_role("flush", sys.argv[1:] if argv is None else argv, build)
+    return run_worker("flush", sys.argv[1:] if argv is None else argv, make_service=FlushService, step=FlushStep(),
+                      wake_endpoint=lambda cfg: channels.flush_wake(cfg.store_dir) if cfg.flush_mode == SYNC_FLUSH
+                      else None,
+                      interval_s=lambda cfg: cfg.flush_interval_ms / 1000, on_exit=flush_everything)
 
 
 if __name__ == "__main__":

@@ -11,45 +11,39 @@ import sys
 import time
 
 from cluster.broker import channels
-from cluster.config import broker_config_from_json
-from cluster.procs.runner import run_role
-from cluster.procs.workers import WorkerLoop
+from cluster.procs.workers import run_worker
 from cluster.shm.reput import ReputService
 
 DISPATCH_RECORDS_PER_STEP = 4096
+REPUT_INTERVAL_S = 0.05
 PROBLEM_LOG_INTERVAL_S = 10.0
 log = logging.getLogger("reput")
 
 
-def build(config_json: str):
-    cfg = broker_config_from_json(config_json).store
-    cfg.validate()
-    holder = {}
+class ReputStep:
+    """Catch up within a bounded number of service steps, then report the touched queues once."""
 
-    problem_logged_at = [0.0]
+    def __init__(self):
+        self.problem_logged_s = 0.0
 
-    def step():
+    def __call__(self, service: ReputService, cfg):
         touched = set()
-        # Catch up within a bounded number of steps, then report once.
         for _ in range(64):
-            report = holder["service"].step(DISPATCH_RECORDS_PER_STEP)
+            report = service.step(DISPATCH_RECORDS_PER_STEP)
             touched |= report.touched
-            if report.problem and time.monotonic() - problem_logged_at[0] >= PROBLEM_LOG_INTERVAL_S:
+            if report.problem and time.monotonic() - self.problem_logged_s >= PROBLEM_LOG_INTERVAL_S:
                 # Dispatch is stuck (a full disk for a new ConsumeQueue file, an unreadable record):
                 # consumers see nothing new until it clears, so say so, once a while.
-                problem_logged_at[0] = time.monotonic()
+                self.problem_logged_s = time.monotonic()
                 log.error("dispatch stopped at %d: %s", report.dispatched_pos, report.problem)
             if report.count < DISPATCH_RECORDS_PER_STEP:
                 break
         return [channels.DISPATCHED, channels.encode_touched(touched)] if touched else None
 
-    loop = WorkerLoop("reput", cfg.store_dir, channels.reput_wake(cfg.store_dir), 0.05, step)
-    holder["service"] = ReputService(cfg, loop.control)
-    return loop, {"role": "reput"}, loop.close
-
 
 def main(argv=None) -> int:
-    return run_role("reput", sys.argv[1:] if argv is None else argv, build)
+    return run_worker("reput", sys.argv[1:] if argv is None else argv, make_service=ReputService, step=ReputStep(),
+                      wake_endpoint=lambda cfg: channels.reput_wake(cfg.store_dir), interval_s=REPUT_INTERVAL_S)
 
 
 if __name__ == "__main__":

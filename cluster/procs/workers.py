@@ -16,6 +16,34 @@ from cluster.shm.control import ControlBlock
 from cluster.zmq_transport import CONTEXT
 
 
+def run_worker(role: str, argv, *, make_service, step, wake_endpoint=None, interval_s,
+               on_exit=None) -> int:
+    """A worker role's whole entry point: its store config from argv, its service, its loop.
+
+    ``make_service(cfg, control)`` builds the service; ``step(service, cfg)`` runs one bounded
+    turn and returns the frames to notify the broker with, or None. ``wake_endpoint(cfg)`` and
+    ``interval_s(cfg)`` may depend on the config; ``on_exit(service)`` runs at a clean stop.
+    """
+    from cluster.config import broker_config_from_json
+    from cluster.procs.runner import run_role
+
+    def build(config_json: str):
+        cfg = broker_config_from_json(config_json).store
+        cfg.validate()
+        loop = WorkerLoop(role, cfg.store_dir, wake_endpoint(cfg) if wake_endpoint else None,
+                          interval_s(cfg) if callable(interval_s) else interval_s, None)
+        service = make_service(cfg, loop.control)
+        loop.step = lambda: step(service, cfg)
+
+        def stop():
+            if on_exit is not None:
+                on_exit(service)
+            loop.close()
+        return loop, {"role": role}, stop
+
+    return run_role(role, argv, build)
+
+
 class WorkerLoop:
     """``step()`` returns the frames to notify the broker with, or None when nothing moved."""
 
