@@ -105,7 +105,10 @@ int rb_msync_range(uint8_t *buf, size_t buf_len, int64_t start, int64_t end, int
     return from_syscall(msync(addr, len, sync ? MS_SYNC : MS_ASYNC));
 }
 
-int rb_mlock(uint8_t *buf, size_t buf_len, int64_t start, int64_t length)
+enum page_op { PAGE_MLOCK, PAGE_MUNLOCK, PAGE_WILLNEED };
+
+/* The pages covering buf[start, start+length), through one memory syscall. */
+static int page_range_call(uint8_t *buf, size_t buf_len, int64_t start, int64_t length, enum page_op op)
 {
     void *addr;
     size_t len;
@@ -113,29 +116,29 @@ int rb_mlock(uint8_t *buf, size_t buf_len, int64_t start, int64_t length)
     if (rc != RB_OK || length == 0)
         return rc;
     page_span(buf, start, start + length, &addr, &len);
-    return from_syscall(mlock(addr, len));
+    switch (op) {
+    case PAGE_MLOCK:
+        return from_syscall(mlock(addr, len));
+    case PAGE_MUNLOCK:
+        return from_syscall(munlock(addr, len));
+    default:
+        return from_syscall(madvise(addr, len, MADV_WILLNEED));
+    }
+}
+
+int rb_mlock(uint8_t *buf, size_t buf_len, int64_t start, int64_t length)
+{
+    return page_range_call(buf, buf_len, start, length, PAGE_MLOCK);
 }
 
 int rb_munlock(uint8_t *buf, size_t buf_len, int64_t start, int64_t length)
 {
-    void *addr;
-    size_t len;
-    int rc = check_span(buf_len, start, length);
-    if (rc != RB_OK || length == 0)
-        return rc;
-    page_span(buf, start, start + length, &addr, &len);
-    return from_syscall(munlock(addr, len));
+    return page_range_call(buf, buf_len, start, length, PAGE_MUNLOCK);
 }
 
 int rb_madvise_willneed(uint8_t *buf, size_t buf_len, int64_t start, int64_t length)
 {
-    void *addr;
-    size_t len;
-    int rc = check_span(buf_len, start, length);
-    if (rc != RB_OK || length == 0)
-        return rc;
-    page_span(buf, start, start + length, &addr, &len);
-    return from_syscall(madvise(addr, len, MADV_WILLNEED));
+    return page_range_call(buf, buf_len, start, length, PAGE_WILLNEED);
 }
 
 /* One byte in each page of [start, start + length): the first page from
