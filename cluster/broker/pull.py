@@ -88,13 +88,13 @@ class PullProcessor:
     def _serve(self, request, topic, queue_id, offset, max_count, tag_hashes) -> Command | None:
         """The answer, or None when the consumer is caught up (park or PULL_NOT_FOUND)."""
         result = self.store.get_messages(topic, queue_id, offset, max_count,
-                                         self.cfg.pull_batch_bytes_max, tag_hashes)
+                                         self.cfg.pull_batch_bytes_max, tag_hashes, joined=True)
         status = result.status
         fields = {"nextBeginOffset": str(result.next_begin_offset), "minOffset": str(result.min_offset),
                   "maxOffset": str(result.max_offset), "suggestWhichBrokerId": "0"}
         if status == GetStatus.FOUND:
-            self.messages_served += len(result.records)
-            return request.response(ResponseCode.SUCCESS, fields, b"".join(result.records))
+            self.messages_served += result.message_count
+            return request.response(ResponseCode.SUCCESS, fields, result.payload)
         if status == GetStatus.OFFSET_OVERFLOW_ONE:
             return None
         if status in (GetStatus.NO_MESSAGE_IN_QUEUE, GetStatus.NO_MATCHED_LOGIC_QUEUE):

@@ -83,10 +83,13 @@ class PutResult(NamedTuple):
 
 class GetResult(NamedTuple):
     status: GetMessageStatus
-    records: list  # raw record bytes, exactly as in the CommitLog
+    records: list  # raw record bytes, exactly as in the CommitLog (empty when ``joined``)
     next_begin_offset: int
     min_offset: int
     max_offset: int
+    # With ``joined=True``: the records concatenated (what a pull answers with) and their count.
+    payload: bytes = b""
+    message_count: int = 0
 
 
 _EMPTY: list = []
@@ -265,7 +268,8 @@ class MessageStore:
     # ---- reading ----
 
     def get_messages(self, topic: str, queue_id: int, offset: int, max_count: int,
-                     max_bytes: int, tag_hashes: frozenset | None = None) -> GetResult:
+                     max_bytes: int, tag_hashes: frozenset | None = None, *,
+                     joined: bool = False) -> GetResult:
         """Records of one queue from queue offset ``offset`` (see GetMessageStatus).
 
         ``next_begin_offset`` follows rocketmq-protocol.md §5.4. Only entries the reput
@@ -289,24 +293,53 @@ class MessageStore:
         if offset > max_offset:
             return GetResult(GetMessageStatus.OFFSET_OVERFLOW_BADLY, _EMPTY, max_offset, min_offset,
                              max_offset)
-        scan = min(max_offset - offset, max(max_count, SCAN_ENTRIES_MIN))
-        records: list[bytes] = []
+        # Scanning further than asked only helps a tag filter skip non-matching entries.
+        wanted = max(max_count, SCAN_ENTRIES_MIN) if tag_hashes is not None else max_count
+        scan = min(max_offset - offset, wanted)
+        selected: list[tuple[int, int]] = []
         total_bytes = 0
         scanned = 0
-        read = self.commitlog.read
         for phys, size, tag_hash in cq.read(offset, scan):
-            if records and (len(records) >= max_count or total_bytes + size > max_bytes):
+            if selected and (len(selected) >= max_count or total_bytes + size > max_bytes):
                 break
             scanned += 1
             if tag_hashes is not None and tag_hash not in tag_hashes:
                 continue
-            raw = read(phys, size)
-            if raw is None:
-                continue  # its segment is gone; skip rather than stall the consumer
-            records.append(raw)
+            selected.append((phys, size))
             total_bytes += size
-        status = GetMessageStatus.FOUND if records else GetMessageStatus.NO_MATCHED_MESSAGE
-        return GetResult(status, records, offset + scanned, min_offset, max_offset)
+        next_begin = offset + scanned
+        if not selected:
+            return GetResult(GetMessageStatus.NO_MATCHED_MESSAGE, _EMPTY, next_begin, min_offset, max_offset)
+        read = self.commitlog.read
+        if not joined:
+            records = [raw for raw in (read(phys, size) for phys, size in selected) if raw is not None]
+            status = GetMessageStatus.FOUND if records else GetMessageStatus.NO_MATCHED_MESSAGE
+            return GetResult(status, records, next_begin, min_offset, max_offset)
+        # A batch's records sit back to back in the CommitLog: one read per contiguous run.
+        # (A record may end exactly at its segment's end: the next one, though adjacent, is in another file.)
+        chunks = []
+        count = 0
+        file_size = self.commitlog.file_size_bytes
+        run_start = run_end = selected[0][0]
+        run_count = 0
+        segment_end = run_start - run_start % file_size + file_size
+        for phys, size in selected:
+            if phys != run_end or phys >= segment_end:
+                raw = read(run_start, run_end - run_start)
+                if raw is not None:
+                    chunks.append(raw)
+                    count += run_count
+                run_start = run_end = phys
+                run_count = 0
+                segment_end = phys - phys % file_size + file_size
+            run_end += size
+            run_count += 1
+        raw = read(run_start, run_end - run_start)
+        if raw is not None:
+            chunks.append(raw)
+            count += run_count
+        status = GetMessageStatus.FOUND if count else GetMessageStatus.NO_MATCHED_MESSAGE
+        return GetResult(status, _EMPTY, next_begin, min_offset, max_offset, b"".join(chunks), count)
 
     def min_offset(self, topic: str, queue_id: int) -> int:
         cq = self.cqs.get(topic, queue_id)
