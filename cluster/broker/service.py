@@ -148,7 +148,9 @@ class BrokerService:
         """
         now = time.monotonic()
         due = self._reput_woken_at_s + REPUT_WAKE_INTERVAL_S
-        if now >= due:
+        # A parked pull is a consumer waiting for exactly this data: no coalescing then
+        # (measured: the 1 ms cap alone held end-to-end throughput to one pull per ~3 ms per queue).
+        if now >= due or len(self.pull_waiters):
             self._written_since_wake = False
             self._reput_woken_at_s = now
             self._wake(self.reput_wake)
