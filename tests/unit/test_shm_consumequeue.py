@@ -72,3 +72,22 @@ def test_set_discovers_and_deletes_topics(tmp_path):
     assert writer.keys() == [("B", 1)]
     writer.close()
     reader.close()
+
+
+def test_refresh_max_matches_a_linear_scan_at_every_limit(tmp_path):
+    """The binary search must agree with walking entry by entry, across files and partial writes."""
+    cfg = tiny_config(tmp_path)
+    writer = ConsumeQueue(cfg, "T", 0)
+    sizes = [100 + (i * 37) % 90 for i in range(3 * cfg.consumequeue_entries_per_file + 5)]
+    ends, phys = [], 0
+    for i, size in enumerate(sizes):
+        writer.put(i, phys, size, 0)
+        phys += size + (i % 3)  # gaps: other queues' records in between
+        ends.append(phys - (i % 3))
+    for limit in sorted({0, 1, ends[0] - 1, ends[0], ends[-1], ends[-1] + 5} | set(ends[::7]) | {e - 1 for e in ends[::11]}):
+        reader = ConsumeQueue(cfg, "T", 0)
+        reader.refresh_max(0)  # starts the incremental path from the bottom
+        expected = sum(1 for e in ends if e <= limit)
+        assert reader.refresh_max(limit) == expected, limit
+        reader.close()
+    writer.close()
