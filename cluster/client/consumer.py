@@ -279,7 +279,7 @@ class PushConsumer(_QueueClient):
                 pq = self._queues.pop(mq, None)
             if pq is not None:
                 pq.dropped = True
-                self._commit(pq, force=True)
+                self._commit(pq, force=True, handing_over=True)
         for mq in sorted(added):
             try:
                 pq = _ProcessQueue(mq, self._start_offset(mq))
@@ -308,12 +308,22 @@ class PushConsumer(_QueueClient):
             offset = broker_api.max_offset(self.rpc, endpoint, mq)
         return offset
 
-    def _commit(self, pq: _ProcessQueue, force: bool = False) -> None:
+    def _commit(self, pq: _ProcessQueue, force: bool = False, handing_over: bool = False) -> None:
+        """Send the queue's commit point to the broker.
+
+        ``handing_over``: the queue was just given to another member, which may have committed
+        further already; then never move the broker's offset back (that would redeliver).
+        """
         point = pq.commit_point()
         if point == pq.last_committed and not force:
             return
         try:
-            broker_api.update_consumer_offset(self.rpc, self._endpoint(pq.mq), self.group, pq.mq, point)
+            endpoint = self._endpoint(pq.mq)
+            if handing_over:
+                current = broker_api.query_consumer_offset(self.rpc, endpoint, self.group, pq.mq)
+                if current is not None and current > point:
+                    return
+            broker_api.update_consumer_offset(self.rpc, endpoint, self.group, pq.mq, point)
             pq.last_committed = point
         except (ClientError, TransportError) as exc:
             log.warning("offset commit for %s failed: %s", pq.mq, exc)
