@@ -17,6 +17,7 @@ later issue adds:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import re
 from dataclasses import dataclass
@@ -42,8 +43,11 @@ MIB = 1024 * 1024
 GIB = 1024 * MIB
 
 
+@functools.lru_cache(maxsize=8192)
 def name_problem(kind: str, name: str) -> str | None:
-    """Why ``name`` is not a valid topic or group name, or None when it is."""
+    """Why ``name`` is not a valid topic or group name, or None when it is.
+
+    Memoized: the same few names are checked on every send and pull."""
     if not isinstance(name, str) or not name:
         return f"{kind} name is empty"
     if len(name) > NAME_LENGTH_MAX:

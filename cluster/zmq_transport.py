@@ -375,11 +375,17 @@ class _IoThread:
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         self._stopping = False
+        # Set by submitters when they wake the thread, cleared by the thread before it drains
+        # the queue: requests submitted after the clear write the pipe again, none is stranded.
+        self._wake_pending = False
         self._thread = threading.Thread(target=self._run, name="rpc-io", daemon=True)
         self._thread.start()
 
     def submit(self, endpoint, request, future, deadline) -> None:
         self._submitted.append((endpoint, request, future, deadline))
+        if self._wake_pending:
+            return  # the thread will drain the queue before it sleeps again: no syscall needed
+        self._wake_pending = True
         try:
             os.write(self._wake_w, b"x")
         except (BlockingIOError, OSError):
@@ -436,6 +442,7 @@ class _IoThread:
                     entry = pending.pop(response.opaque, None)
                     if entry is not None and not entry[0].done():
                         entry[0].set_result(response)
+            self._wake_pending = False
             while self._submitted:
                 endpoint, request, future, deadline = self._submitted.popleft()
                 sock = sockets.get(endpoint)
