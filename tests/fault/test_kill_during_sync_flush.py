@@ -51,8 +51,9 @@ def _read_all(cfg) -> dict[str, bytes]:
         return {m.msg_id: m.body for m in read_topic(consumer, TOPIC)}
 
 
-@pytest.mark.parametrize("victim", ["broker-a", "broker-a-flush", "broker-a-reput"])
-def test_sigkill_during_sync_flush_load_loses_no_acknowledged_message(start_cluster, victim):
+@pytest.mark.parametrize("victim, kills", [("broker-a", 1), ("broker-a-flush", 1), ("broker-a-reput", 1),
+                                           ("broker-a", 5)])
+def test_sigkill_during_sync_flush_load_loses_no_acknowledged_message(start_cluster, victim, kills):
     cluster = start_cluster(flush_mode=SYNC_FLUSH)
     cfg = client_config(cluster, request_timeout_ms=3000)
     with Admin(config=cfg) as admin:
@@ -60,10 +61,13 @@ def test_sigkill_during_sync_flush_load_loses_no_acknowledged_message(start_clus
     load = LoadThread(cfg)
     load.start()
     try:
-        wait_until(lambda: len(load.acked) >= 2000, 60, what="2000 acknowledged before the kill")
-        old_pid = cluster.kill(victim, signal.SIGKILL)
-        cluster.await_running(victim, not_pid=old_pid)
-        cluster.await_all_running()
+        for kill in range(kills):
+            acked_before = len(load.acked)
+            wait_until(lambda: len(load.acked) >= acked_before + 2000, 60,
+                       what=f"2000 more acknowledged before kill {kill + 1}")
+            old_pid = cluster.kill(victim, signal.SIGKILL)
+            cluster.await_running(victim, not_pid=old_pid)
+            cluster.await_all_running()
         acked_at_restart = len(load.acked)
         wait_until(lambda: len(load.acked) >= acked_at_restart + 2000, 60,
                    what="2000 more acknowledged after the restart")
@@ -76,4 +80,4 @@ def test_sigkill_during_sync_flush_load_loses_no_acknowledged_message(start_clus
     lost = [k for k in acked if k not in got]
     assert not lost, f"{len(lost)} acknowledged messages lost of {len(acked)}"
     assert all(got[k] == body for k, body in acked.items())
-    assert cluster.child(victim)["restarts"] >= 1
+    assert cluster.child(victim)["restarts"] >= kills
