@@ -250,26 +250,25 @@ def cmd_consume(args) -> int:
     with PullConsumer(args.group, namesrv=_namesrv(args)) as consumer:
         queues = consumer.queues(args.topic)
         offsets = {mq: (consumer.committed_offset(mq) or 0) if args.from_committed else 0 for mq in queues}
-        while shown < args.max and time.monotonic() < deadline:
+        # Pass over every queue until nothing new comes; with --wait-s, keep polling that long.
+        while shown < args.max:
             progressed = False
             for mq in queues:
                 result = consumer.pull(mq, offsets[mq], min(32, args.max - shown), args.tags or "*")
                 offsets[mq] = result.next_begin_offset
                 if result.status == PullStatus.FOUND:
                     progressed = True
-                for m in result.messages:
+                for m in result.messages[:args.max - shown]:
                     print(json.dumps(_message_dict(m)) if args.json else
                           f"{m.broker_name}:{m.queue_id}@{m.queue_offset} {m.msg_id} tags={m.tags} "
                           f"keys={' '.join(m.keys)} body={m.body[:200].decode('utf-8', 'replace')}")
                     shown += 1
-                    if shown >= args.max:
-                        break
                 if shown >= args.max:
                     break
             if not progressed:
+                if time.monotonic() >= deadline:
+                    break
                 time.sleep(0.05)
-            if not progressed and args.wait_s == 0:
-                break
         if args.commit and args.from_committed:
             for mq, offset in offsets.items():
                 consumer.commit_offset(mq, offset)

@@ -42,6 +42,9 @@ def test_cli_round_trip(tmp_path):
                     _cli(data_dir, "consume", "CliTopic", "--json", "--max", "10", "--wait-s", "5",
                          env=env).stdout.splitlines()]
         assert [m["body"] for m in consumed] == ["hello from the cli"]
+        # Without --wait-s: one pass over what is there now.
+        now = _cli(data_dir, "consume", "CliTopic", "--json", env=env).stdout.splitlines()
+        assert [json.loads(line)["body"] for line in now] == ["hello from the cli"]
         by_id = json.loads(_cli(data_dir, "query", "--id", sent[0]["offsetMsgId"], "--json", env=env).stdout)
         assert by_id[0]["msgId"] == sent[0]["msgId"]
         by_key = json.loads(_cli(data_dir, "query", "--key", "K1", "--topic", "CliTopic", "--json", env=env).stdout)
