@@ -18,6 +18,7 @@ from cluster.shm.commitlog import CommitLog
 from cluster.shm.consumequeue import ConsumeQueueSet
 from cluster.shm.control import ControlBlock
 from cluster.shm.indexfile import IndexService
+from cluster.shm.store_files import open_store_files
 
 
 class FlushService:
@@ -25,9 +26,7 @@ class FlushService:
                  cqs: ConsumeQueueSet | None = None, index: IndexService | None = None):
         self.cfg = cfg
         self.control = control
-        self.commitlog = commitlog or CommitLog(cfg)
-        self.cqs = cqs or ConsumeQueueSet(cfg)
-        self.index = index or IndexService(cfg)
+        self.commitlog, self.cqs, self.index = open_store_files(cfg, commitlog, cqs, index)
         self.commitlog_flushed_ms = 0
 
     def step(self) -> int:

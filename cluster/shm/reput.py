@@ -39,6 +39,7 @@ from cluster.shm.consumequeue import ConsumeQueueSet
 from cluster.shm.consumequeue_format import tag_hash_code
 from cluster.shm.control import ControlBlock
 from cluster.shm.indexfile import IndexService
+from cluster.shm.store_files import open_store_files
 from cluster.shm.indexfile_format import index_key
 from cluster.shm.mapped_file import MappedFileCreateError
 
@@ -262,9 +263,7 @@ class ReputService:
                  cqs: ConsumeQueueSet | None = None, index: IndexService | None = None):
         self.cfg = cfg
         self.control = control
-        self.commitlog = commitlog or CommitLog(cfg)
-        self.cqs = cqs or ConsumeQueueSet(cfg)
-        self.index = index or IndexService(cfg)
+        self.commitlog, self.cqs, self.index = open_store_files(cfg, commitlog, cqs, index)
         self.dispatcher = Dispatcher(self.cqs, self.index)
         self._vanished_checked_ms = 0
         self._topics_epoch = control.topics_epoch

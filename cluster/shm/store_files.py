@@ -1,0 +1,18 @@
+"""The three file sets a worker service maps: CommitLog, ConsumeQueues, IndexFiles.
+
+Each worker process opens its own mappings of the same files; tests and the one-process
+harness pass in shared instances instead.
+"""
+
+from __future__ import annotations
+
+from cluster.config import StoreConfig
+from cluster.shm.commitlog import CommitLog
+from cluster.shm.consumequeue import ConsumeQueueSet
+from cluster.shm.indexfile import IndexService
+
+
+def open_store_files(cfg: StoreConfig, commitlog: CommitLog | None = None, cqs: ConsumeQueueSet | None = None,
+                     index: IndexService | None = None) -> tuple[CommitLog, ConsumeQueueSet, IndexService]:
+    """The given instances, or fresh ones over ``cfg.store_dir``."""
+    return commitlog or CommitLog(cfg), cqs or ConsumeQueueSet(cfg), index or IndexService(cfg)
