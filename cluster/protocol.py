@@ -154,6 +154,15 @@ def answers_refusals(handler):
     return wrapper
 
 
+def require_name(kind: str, name: str, code: int = ResponseCode.SYSTEM_ERROR) -> str:
+    """``name`` when it is a valid topic/group/broker name, else ProtocolError with the reason."""
+    from cluster.config import name_problem  # config imports nothing of ours: no cycle
+    problem = name_problem(kind, name)
+    if problem:
+        raise ProtocolError(problem, code)
+    return name
+
+
 def send_fields_long(cmd: Command) -> dict[str, str]:
     """SEND_MESSAGE_V2/SEND_BATCH_MESSAGE carry one-letter names; SEND_MESSAGE the long ones."""
     if cmd.code in (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):

@@ -31,6 +31,3 @@ def tag_hashes_of(expression: str | None) -> frozenset[int] | None:
         return None
     return frozenset(tag_hash_code(tag) for tag in tags)
 
-
-def tag_matches(tags: frozenset[str] | None, message_tag: str | None) -> bool:
-    return tags is None or (message_tag is not None and message_tag in tags)

@@ -35,10 +35,6 @@ class ConsumerOffsetManager:
     def query(self, group: str, topic: str, queue_id: int) -> int | None:
         return self.table.get(self._key(group, topic), {}).get(queue_id)
 
-    def groups_of(self, topic: str) -> list[str]:
-        suffix_len = len(topic) + 1
-        return [key[suffix_len:] for key in self.table if key.startswith(topic + "@")]
-
     def drop_topic(self, topic: str) -> None:
         for key in [k for k in self.table if k.startswith(topic + "@")]:
             del self.table[key]

@@ -7,8 +7,8 @@ import itertools
 import logging
 import time
 
-from cluster.config import SYNC_FLUSH, BrokerConfig, name_problem
-from cluster.protocol import (AUTO_CREATE_TOPIC_KEY, PERM_WRITE, ProtocolError, RequestCode, ResponseCode,
+from cluster.config import SYNC_FLUSH, BrokerConfig
+from cluster.protocol import (require_name, AUTO_CREATE_TOPIC_KEY, PERM_WRITE, ProtocolError, RequestCode, ResponseCode,
                               field_bool, field_int, send_fields_long)
 from cluster.shm.commitlog_format import (PROPERTY_WAIT, SYSFLAG_COMPRESSED, SYSFLAG_MULTI_TAGS, decode_properties,
                                           pack_host)
@@ -56,9 +56,7 @@ class SendProcessor:
         fields = send_fields_long(request)
         request_long = Command(request.code, fields, request.body)
         topic = fields.get("topic", "")
-        problem = name_problem("topic", topic)
-        if problem:
-            raise ProtocolError(problem, ResponseCode.MESSAGE_ILLEGAL)
+        require_name("topic", topic, ResponseCode.MESSAGE_ILLEGAL)
         if topic == AUTO_CREATE_TOPIC_KEY:
             raise ProtocolError(f"the topic {topic} is reserved for auto-creation routes",
                                 ResponseCode.NO_PERMISSION)

@@ -22,10 +22,10 @@ from cluster.broker.pull import PullProcessor
 from cluster.broker.send import SendProcessor
 from cluster.broker.topics import TopicConfig, TopicConfigManager
 from cluster.broker.waiters import FlushWaiters, PullWaiters
-from cluster.config import BrokerConfig, name_problem
-from cluster.protocol import (answers_refusals, PERM_READ_WRITE, ProtocolError, RequestCode, ResponseCode, field_int, field_str,
+from cluster.config import BrokerConfig
+from cluster.protocol import (require_name, answers_refusals, PERM_READ_WRITE, ProtocolError, RequestCode, ResponseCode, field_int, field_str,
                               json_body, to_json_bytes)
-from cluster.shm.commitlog_format import Record, pack_host, parse_offset_msg_id
+from cluster.shm.commitlog_format import pack_host, parse_offset_msg_id
 from cluster.shm.control import ControlBlock
 from cluster.shm.store import MessageStore
 from cluster.wire_format import HEADER_BYTES_MAX, Command
@@ -251,9 +251,7 @@ class BrokerService:
     @answers_refusals
     def on_update_consumer_offset(self, request: Command, reply=None) -> Command:
         group = field_str(request, "consumerGroup")
-        problem = name_problem("group", group)
-        if problem:
-            raise ProtocolError(problem)
+        require_name("group", group)
         topic, queue_id = self._topic_queue(request)
         offset = field_int(request, "commitOffset")
         if offset < 0 or offset > self.store.max_offset(topic, queue_id):
@@ -283,9 +281,7 @@ class BrokerService:
     def on_heartbeat(self, request: Command, reply=None) -> Command:
         body = json_body(request)
         for consumer in body.get("consumerDataSet") or []:
-            problem = name_problem("group", str(consumer.get("groupName", "")))
-            if problem:
-                raise ProtocolError(problem)
+            require_name("group", str(consumer.get("groupName", "")))
         changed = self.clients.heartbeat(body, now_ms(), getattr(reply, "peer", None))
         self._notify_groups_changed(changed)
         return request.response(ResponseCode.SUCCESS)
@@ -316,9 +312,7 @@ class BrokerService:
     @answers_refusals
     def on_update_topic(self, request: Command, reply=None) -> Command:
         topic = field_str(request, "topic")
-        problem = name_problem("topic", topic)
-        if problem:
-            raise ProtocolError(problem)
+        require_name("topic", topic)
         read = field_int(request, "readQueueNums", self.cfg.topic_queue_count_default)
         write = field_int(request, "writeQueueNums", read)
         if not (0 < read <= 1024 and 0 < write <= 1024):
@@ -429,5 +423,3 @@ def _parse_msg_id(msg_id: str):
     except ValueError as exc:
         raise ProtocolError(f"not an offset message id: {exc}") from None
 
-
-__all__ = ["BrokerService", "Record"]

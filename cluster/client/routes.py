@@ -129,10 +129,6 @@ class RouteCache:
         queues = [q for q in default.publish_queues(topic) if q.queue_id < 4]
         return default, queues, True
 
-    def known_topics(self) -> list[str]:
-        with self._lock:
-            return list(self._routes)
-
     def all_broker_endpoints(self) -> dict[str, str]:
         """broker name -> master endpoint, over every cached route."""
         out = {}

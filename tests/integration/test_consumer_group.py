@@ -19,6 +19,13 @@ def _settled(consumers) -> bool:
     return len(owned) == QUEUES and len(set(owned)) == QUEUES and all(c.assigned_queues() for c in consumers)
 
 
+def send_round(cfg, prefix: str, count: int) -> None:
+    """``count`` messages with bodies ``<prefix>-<n>``, in batches of 50."""
+    with Producer("PG", config=cfg) as producer:
+        for start in range(0, count, 50):
+            producer.send_batch([Message(TOPIC, f"{prefix}-{i}".encode()) for i in range(start, start + 50)])
+
+
 def test_group_of_three_gets_each_message_once_then_rebalances(start_cluster):
     cluster = start_cluster()
     cfg = client_config(cluster)
@@ -42,9 +49,7 @@ def test_group_of_three_gets_each_message_once_then_rebalances(start_cluster):
     try:
         wait_until(lambda: _settled(consumers) and all(len(c.assigned_queues()) == 2 for c in consumers), 20,
                    what="three members with two queues each")
-        with Producer("PG", config=cfg) as producer:
-            for start in range(0, 600, 50):
-                producer.send_batch([Message(TOPIC, f"first-{i}".encode()) for i in range(start, start + 50)])
+        send_round(cfg, "first", 600)
         wait_until(lambda: len(received) == 600, 30, what="600 distinct messages consumed")
         assert set(received.values()) == {1}, "a message was delivered twice in steady state"
 
@@ -52,9 +57,7 @@ def test_group_of_three_gets_each_message_once_then_rebalances(start_cluster):
         leaving.shutdown()
         wait_until(lambda: _settled(consumers) and all(len(c.assigned_queues()) == 3 for c in consumers), 20,
                    what="two members with three queues each")
-        with Producer("PG", config=cfg) as producer:
-            for start in range(0, 300, 50):
-                producer.send_batch([Message(TOPIC, f"second-{i}".encode()) for i in range(start, start + 50)])
+        send_round(cfg, "second", 300)
         wait_until(lambda: len(received) == 900, 30, what="every message of the second round consumed")
         second = {body: n for body, n in received.items() if body.startswith(b"second-")}
         assert len(second) == 300
