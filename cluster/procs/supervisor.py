@@ -62,6 +62,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping, Sequence
 
 from cluster.procs import lifecycle
+from cluster.shm.json_store import write_json
 from cluster.procs.lifecycle import EXIT_BOOT_ERROR, EXIT_OK
 
 STATE_FILE_NAME = "cluster.json"
@@ -287,18 +288,6 @@ def read_log_tail(path: str, start_offset: int = 0, lines_max: int = LOG_TAIL_LI
         return ""
     text = data.decode("utf-8", errors="replace")
     return "\n".join(text.splitlines()[-lines_max:])
-
-
-def write_json_atomically(path: str, document: dict) -> None:
-    """Readers see the old file or the new one, never half of one (temp + rename).
-
-    No fsync: this is run state, not data; after a machine crash it is stale anyway.
-    """
-    temp_path = f"{path}.tmp.{os.getpid()}"
-    with open(temp_path, "w", encoding="utf-8") as f:
-        json.dump(document, f, indent=2, sort_keys=True)
-        f.write("\n")
-    os.replace(temp_path, path)
 
 
 def read_state_file(data_dir: str) -> dict | None:
@@ -1053,7 +1042,7 @@ class Supervisor:
 
     def _write_state(self) -> None:
         try:
-            write_json_atomically(self.state_path, self.snapshot())
+            write_json(self.state_path, self.snapshot(), durable=False)  # run state, not data
         except OSError as exc:
             self.log.error("cannot write %s: %s", self.state_path, exc)
         self._state_dirty = False

@@ -12,17 +12,23 @@ import os
 from cluster.shm.mapped_file import fsync_dir
 
 
-def write_json(path: str, value) -> None:
+def write_json(path: str, value, *, durable: bool = True) -> None:
+    """Replace ``path`` atomically: readers see the old document or the new one, never half.
+
+    ``durable`` (configs, offsets) also fsyncs the file and its directory; run state that is
+    rewritten every second and stale after a machine crash anyway passes False."""
     directory = os.path.dirname(path) or "."
     os.makedirs(directory, exist_ok=True)
     tmp = f"{path}.tmp.{os.getpid()}"
     data = json.dumps(value, sort_keys=True, indent=1).encode()
     with open(tmp, "wb") as f:
         f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
+        if durable:
+            f.flush()
+            os.fsync(f.fileno())
     os.replace(tmp, path)
-    fsync_dir(directory)
+    if durable:
+        fsync_dir(directory)
 
 
 def read_json(path: str, default=None):
