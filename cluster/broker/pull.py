@@ -12,8 +12,8 @@ import time
 
 from cluster.broker.filtering import tag_hashes_of
 from cluster.config import name_problem
-from cluster.protocol import (PERM_READ, PULL_FLAG_COMMIT_OFFSET, PULL_FLAG_SUSPEND, ProtocolError,
-                              ResponseCode, field_int, field_str)
+from cluster.protocol import (PERM_READ, PULL_FLAG_COMMIT_OFFSET, PULL_FLAG_SUSPEND, ResponseCode, answers_refusals,
+                              field_int, field_str)
 from cluster.shm.store import GetMessageStatus as GetStatus
 from cluster.wire_format import Command
 
@@ -27,19 +27,16 @@ class PullProcessor:
         self.store = broker.store
         self.messages_served = 0
 
+    @answers_refusals
     def on_pull(self, request: Command, reply) -> Command | None:
-        try:
-            topic = field_str(request, "topic")
-            group = field_str(request, "consumerGroup")
-            queue_id = field_int(request, "queueId")
-            offset = field_int(request, "queueOffset")
-            max_count = max(1, min(field_int(request, "maxMsgNums", 32), self.cfg.pull_batch_count_max))
-            sys_flag = field_int(request, "sysFlag", 0)
-            suspend_ms = min(field_int(request, "suspendTimeoutMillis", 15_000), self.cfg.pull_suspend_ms_max)
-            tag_hashes = tag_hashes_of(request.fields.get("subscription", "*"))
-        except ProtocolError as exc:
-            log.warning("pull refused: %s", exc)
-            return request.response(exc.code, remark=str(exc))
+        topic = field_str(request, "topic")
+        group = field_str(request, "consumerGroup")
+        queue_id = field_int(request, "queueId")
+        offset = field_int(request, "queueOffset")
+        max_count = max(1, min(field_int(request, "maxMsgNums", 32), self.cfg.pull_batch_count_max))
+        sys_flag = field_int(request, "sysFlag", 0)
+        suspend_ms = min(field_int(request, "suspendTimeoutMillis", 15_000), self.cfg.pull_suspend_ms_max)
+        tag_hashes = tag_hashes_of(request.fields.get("subscription", "*"))
         topic_cfg = self.broker.topics.get(topic)
         if topic_cfg is None:
             return request.response(ResponseCode.TOPIC_NOT_EXIST, remark=f"topic {topic} does not exist")

@@ -8,7 +8,7 @@ import logging
 import time
 
 from cluster.config import SYNC_FLUSH, BrokerConfig
-from cluster.protocol import (require_name, AUTO_CREATE_TOPIC_KEY, PERM_WRITE, ProtocolError, RequestCode, ResponseCode,
+from cluster.protocol import (answers_refusals, require_name, AUTO_CREATE_TOPIC_KEY, PERM_WRITE, ProtocolError, RequestCode, ResponseCode,
                               field_bool, field_int, send_fields_long)
 from cluster.shm.commitlog_format import (PROPERTY_WAIT, SYSFLAG_COMPRESSED, SYSFLAG_MULTI_TAGS, decode_properties,
                                           pack_host)
@@ -45,14 +45,8 @@ class SendProcessor:
         self._round_robin = itertools.count()
         self.messages_stored = 0
 
+    @answers_refusals
     def on_send(self, request: Command, reply) -> Command | None:
-        try:
-            return self._send(request, reply)
-        except ProtocolError as exc:
-            log.warning("send refused: %s", exc)
-            return request.response(exc.code, remark=str(exc))
-
-    def _send(self, request: Command, reply) -> Command | None:
         fields = send_fields_long(request)
         request_long = Command(request.code, fields, request.body)
         topic = fields.get("topic", "")
@@ -78,10 +72,10 @@ class SendProcessor:
         if not topic_cfg.perm & PERM_WRITE:
             raise ProtocolError(f"topic {topic} is not writable on this broker", ResponseCode.NO_PERMISSION)
         queue_id = field_int(request_long, "queueId", -1)
-        if queue_id < 0 or queue_id >= topic_cfg.writeQueueNums:
-            if queue_id >= topic_cfg.writeQueueNums:
-                raise ProtocolError(f"queue {queue_id} does not exist: topic {topic} has "
-                                    f"{topic_cfg.writeQueueNums} write queues", ResponseCode.MESSAGE_ILLEGAL)
+        if queue_id >= topic_cfg.writeQueueNums:
+            raise ProtocolError(f"queue {queue_id} does not exist: topic {topic} has "
+                                f"{topic_cfg.writeQueueNums} write queues", ResponseCode.MESSAGE_ILLEGAL)
+        if queue_id < 0:  # the client left the choice to the broker
             queue_id = next(self._round_robin) % topic_cfg.writeQueueNums
         sys_flag = field_int(request_long, "sysFlag", 0)
         if sys_flag & ~SEND_SYSFLAG_ALLOWED:
