@@ -12,10 +12,13 @@ setup(
     packages=find_packages(include=["cluster", "cluster.*", "spark", "spark.*", "perf", "perf.*"]),
     setup_requires=["cffi>=1.15"],
     cffi_modules=["cluster/_native/build.py:ffibuilder"],
-    install_requires=["pyzmq", "cffi>=1.15", "psutil", "rich"],
+    # pyspark 4.2 is the first with latestOffset(start, limit) for maxOffsetsPerTrigger; its Python
+    # DataSource API moves rows through Arrow (pyarrow) and imports pandas, which it supports below 3.
+    # matplotlib draws the report's latency plot.
+    install_requires=["pyzmq", "cffi>=1.15", "psutil", "rich", "pyspark>=4.2,<5", "pyarrow", "pandas<3",
+                      "matplotlib"],
     extras_require={
         "test": ["pytest", "pytest-benchmark", "hypothesis"],
-        "spark": ["pyspark>=4"],
     },
     entry_points={"console_scripts": ["cluster = cluster.cli:main"]},
     zip_safe=False,
