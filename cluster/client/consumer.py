@@ -130,7 +130,8 @@ class PushConsumer(_QueueClient):
 
     def __init__(self, group: str, namesrv=None, config: ClientConfig | None = None, *,
                  consume_threads: int = 4, consume_batch_max: int = 32, cached_messages_max: int = 1000,
-                 allocate=allocate_average, reconsume_delay_s: float = 1.0):
+                 allocate=allocate_average, reconsume_delay_s: float = 1.0,
+                 on_commit: Callable[[MessageQueue, int], None] | None = None):
         super().__init__(namesrv, config)
         problem = name_problem("consumer group", group)
         if problem:
@@ -142,6 +143,8 @@ class PushConsumer(_QueueClient):
         self.consume_batch_max = consume_batch_max
         self.cached_messages_max = cached_messages_max
         self.reconsume_delay_s = reconsume_delay_s
+        # Told of every offset the broker accepted (a checker's record of what was promised).
+        self.on_commit = on_commit
         self._consume_threads = consume_threads
         self._queues: dict[MessageQueue, _ProcessQueue] = {}
         self._queues_lock = threading.Lock()
@@ -306,7 +309,18 @@ class PushConsumer(_QueueClient):
         offset = broker_api.query_consumer_offset(self.rpc, endpoint, self.group, mq)
         if offset is None:  # CONSUME_FROM_LAST_OFFSET for a group new to a queue with history
             offset = broker_api.max_offset(self.rpc, endpoint, mq)
+            # Recorded at once: a member that takes this queue over before our first commit
+            # would otherwise start from a later maximum and skip what arrived in between.
+            broker_api.update_consumer_offset(self.rpc, endpoint, self.group, mq, offset)
+            self._committed(mq, offset)
         return offset
+
+    def _committed(self, mq: MessageQueue, offset: int) -> None:
+        if self.on_commit is not None:
+            try:
+                self.on_commit(mq, offset)
+            except Exception:
+                log.exception("on_commit callback failed for %s", mq)
 
     def _commit(self, pq: _ProcessQueue, force: bool = False, handing_over: bool = False) -> None:
         """Send the queue's commit point to the broker.
@@ -325,6 +339,7 @@ class PushConsumer(_QueueClient):
                     return
             broker_api.update_consumer_offset(self.rpc, endpoint, self.group, pq.mq, point)
             pq.last_committed = point
+            self._committed(pq.mq, point)
         except (ClientError, TransportError) as exc:
             log.warning("offset commit for %s failed: %s", pq.mq, exc)
 

@@ -1,0 +1,146 @@
+"""The load: a Spark job whose tasks each run a producer and record a history of every attempt.
+
+Message ``m`` of ``messages`` has key ``k{m % keys}`` and that key's sequence number
+``m // keys``; task ``t`` of ``tasks`` sends the keys with ``k % tasks == t``, each key's
+messages in sequence order to the queue its key hashes to (RocketMQ's
+SelectMessageQueueByHash), so per-key order is defined and checkable. Consecutive
+messages for one queue go in one batch send (``batch`` of them; 1 = single sends).
+
+Every attempt is recorded as an ``invoke`` row and a completion row (schemas.HISTORY):
+``ok`` with the queue and offset, ``fail`` when the send definitely did not happen, and
+``info`` when it may have (a time-out, a lost connection, FLUSH_*_TIMEOUT,
+SLAVE_NOT_AVAILABLE). Anything but ``ok`` is retried (up to ``attempts_max``) with the
+same UNIQ_KEY and body, as an application resending the same message object would;
+the producer's own retries are off so that one attempt is one request. A batch that is
+not ``ok`` is resent whole before any later message of its queue, which keeps key order.
+"""
+
+from __future__ import annotations
+
+import time
+import zlib
+from dataclasses import dataclass
+
+from spark.schemas import FAIL, INFO, INVOKE, OK, encode_body
+
+# Status answers that mean "stored on the master, but not as durably as promised".
+_INDETERMINATE_STATUSES = {"FLUSH_DISK_TIMEOUT", "FLUSH_SLAVE_TIMEOUT", "SLAVE_NOT_AVAILABLE"}
+RETRY_BACKOFF_S = 0.05
+
+
+@dataclass(frozen=True)
+class LoadPlan:
+    namesrv: tuple[str, ...]
+    topic: str
+    messages: int
+    keys: int = 100
+    tasks: int = 2
+    body_bytes: int = 100
+    batch: int = 32
+    rate_msg_s: float | None = None      # all tasks together; None: flat out
+    attempts_max: int = 5
+    request_timeout_ms: int = 3_000
+    time_s_max: float = 600.0            # a task stops starting sends after this
+
+    def key_name(self, k: int) -> str:
+        return f"k{k}"
+
+    def task_messages(self, task: int) -> list[tuple[str, int]]:
+        """(key, seq) pairs task ``task`` sends, in sending order."""
+        return [(self.key_name(m % self.keys), m // self.keys)
+                for m in range(self.messages) if (m % self.keys) % self.tasks == task]
+
+
+def classify(error: BaseException) -> str:
+    """fail when the request surely was not stored, info when it may have been."""
+    from cluster.errors import BrokerError, ClientClosed, MessageInvalid, NoRouteError
+    if isinstance(error, (BrokerError, MessageInvalid, NoRouteError, ClientClosed)):
+        return FAIL   # answered with a refusal, or never sent
+    return INFO       # no answer: time-out, connection lost
+
+
+def run_task(plan: LoadPlan, task: int, process: str) -> list[tuple]:
+    """Send task ``task``'s share; the history rows (in HISTORY's column order)."""
+    from cluster import Message, Producer
+    from cluster.client.routes import normalize_endpoint
+    from cluster.client.selectors import select_by_hash
+    from cluster.config import ClientConfig
+    cfg = ClientConfig(namesrv_endpoints=tuple(normalize_endpoint(a) for a in plan.namesrv),
+                       request_timeout_ms=plan.request_timeout_ms, send_retry_count=0)
+    rows: list[tuple] = []
+    op_counter = iter(range(1 << 62))
+    interval_s = plan.batch * plan.tasks / plan.rate_msg_s if plan.rate_msg_s else 0.0
+    started = time.monotonic()
+    next_send = started
+    with Producer(f"rocketbox-load-{task}", config=cfg) as producer:
+        queues = producer.routes.publish_route(plan.topic)[1]
+        pending: dict = {}
+
+        def send(mq, batch_items) -> None:
+            nonlocal next_send
+            messages = [Message(plan.topic, body, keys=key) for key, _seq, body, _crc in batch_items]
+            for attempt in range(plan.attempts_max):
+                if interval_s:
+                    delay = next_send - time.monotonic()
+                    if delay > 0:
+                        time.sleep(delay)
+                    next_send = max(next_send + interval_s, time.monotonic() - 1.0)
+                outcome = _attempt(producer, mq, messages, batch_items, process, op_counter, rows)
+                if outcome == OK:
+                    return
+                time.sleep(RETRY_BACKOFF_S * (attempt + 1))
+
+        for key, seq in plan.task_messages(task):
+            if time.monotonic() - started > plan.time_s_max:
+                break
+            body = encode_body(key, seq, plan.body_bytes)
+            mq = select_by_hash(queues, key)
+            items = pending.setdefault(mq, [])
+            items.append((key, seq, body, zlib.crc32(body)))
+            if len(items) >= plan.batch:
+                send(mq, pending.pop(mq))
+        for mq in list(pending):
+            send(mq, pending.pop(mq))
+    return rows
+
+
+def _attempt(producer, mq, messages, items, process, op_counter, rows) -> str:
+    """One batch send: invoke and completion rows for each of its messages; the outcome."""
+    from cluster import SendStatus
+    invoke_ns = time.time_ns()
+    error = None
+    try:
+        if len(messages) == 1:
+            result = producer.send(messages[0], queue=mq)
+        else:
+            result = producer.send_batch(messages, queue=mq)
+        outcome = OK if result.status == SendStatus.SEND_OK else INFO
+        if outcome != OK:
+            error = result.status.name
+    except Exception as exc:  # every failure is a history row, never a dead task
+        result = None
+        outcome = classify(exc)
+        error = f"{type(exc).__name__}: {exc}"[:300]
+    done_ns = time.time_ns()
+    for j, ((key, seq, _body, crc), message) in enumerate(zip(items, messages)):
+        op = next(op_counter)
+        msg_id = message.properties.get("UNIQ_KEY", "")
+        rows.append((process, op, INVOKE, key, seq, msg_id, crc, invoke_ns, None, mq.queue_id, None, None))
+        if outcome == OK:
+            rows.append((process, op, OK, key, seq, msg_id, crc, done_ns, result.queue.broker_name,
+                         result.queue.queue_id, result.queue_offset + j, None))
+        else:
+            rows.append((process, op, outcome, key, seq, msg_id, crc, done_ns, None, mq.queue_id, None, error))
+    return outcome
+
+
+def generate(spark, plan: LoadPlan, history_path: str) -> None:
+    """Run the load as a Spark job (one task per ``plan.tasks``) and write the history as Parquet."""
+    from spark.schemas import HISTORY
+
+    def task_rows(index, _items):
+        import os
+        return run_task(plan, index, f"task-{index}-pid-{os.getpid()}")
+
+    rdd = spark.sparkContext.parallelize(range(plan.tasks), plan.tasks).mapPartitionsWithIndex(task_rows)
+    spark.createDataFrame(rdd, HISTORY).write.mode("overwrite").parquet(history_path)
