@@ -45,8 +45,9 @@ PRODUCER_GROUP = "rocketbox-spark-writer"
 PULL_BATCH_DEFAULT = 1024
 WRITE_BATCH_DEFAULT = 256
 WRITE_BATCH_BYTES_MAX = 1024 * 1024
-# A pull that returns nothing while the range is not yet read: retried this many times.
-EMPTY_PULLS_MAX = 50
+# A pull that returns nothing while the range is not yet read: retried, long-polling, this many times.
+EMPTY_PULLS_MAX = 20
+EMPTY_PULL_WAIT_MS = 500
 
 
 # ------------------------------------------------------------------ options and clients
@@ -145,23 +146,25 @@ def read_range(opts: Options, queue_range: offs.QueueRange):
     consumer = _client("pull", opts)
     schema = _arrow_schema()
     mq = MessageQueue(opts.topic, queue_range.broker, queue_range.queue_id)
-    offset, empty_pulls = queue_range.start, 0
-    # Bounded: every useful pull advances the offset; empty ones are counted.
+    offset, empty_pulls, last_status = queue_range.start, 0, None
+    # Bounded: every useful pull advances the offset; empty ones wait (long poll) and are counted.
     while offset < queue_range.end and empty_pulls < EMPTY_PULLS_MAX:
-        result = consumer.pull(mq, offset, min(opts.pull_batch, queue_range.end - offset))
+        result = consumer.pull(mq, offset, min(opts.pull_batch, queue_range.end - offset),
+                               suspend_ms=EMPTY_PULL_WAIT_MS if empty_pulls else 0)
+        last_status = result.status
         if result.status == PullStatus.OFFSET_ILLEGAL:
             raise RuntimeError(f"offset {offset} of {mq} is no longer available "
                                f"(the queue holds {result.min_offset}..{result.max_offset})")
         messages = [m for m in result.messages if m.queue_offset < queue_range.end]
         if not messages:
             empty_pulls += 1
-            offset = max(offset, result.next_begin_offset) if result.status != PullStatus.NO_NEW_MSG else offset
             continue
         empty_pulls = 0
         offset = messages[-1].queue_offset + 1
         yield _record_batch(messages, queue_range.broker, schema)
     if offset < queue_range.end:
-        raise RuntimeError(f"{mq}: read stopped at offset {offset}, planned up to {queue_range.end}")
+        raise RuntimeError(f"{mq}: read stopped at offset {offset}, planned up to {queue_range.end} "
+                           f"({empty_pulls} empty pulls, last {last_status})")
 
 
 class BatchReader(DataSourceReader):

@@ -1,0 +1,191 @@
+"""``make run`` / ``python -m spark.job``: a cluster, a Spark-driven load, the checker, a report.
+
+1. Brings a cluster up (``LocalCluster``), or uses one elsewhere (``--namesrv``).
+2. Starts a push-consumer group (``--members`` processes) on a fresh topic.
+3. Runs the load as a Spark job (``--tasks`` tasks, each a producer; spark/loadgen.py)
+   with a progress bar, optionally injecting faults (``--faults``) into the broker.
+4. Waits for the group to catch up, reads the topic back through the DataSource too,
+   and runs every check of spark/checker.py on the history and both reads.
+5. Prints the report, writes ``report.json`` and ``latency.png`` under ``--out``.
+
+Exits 1 when any anomaly is unexplained (a lost acknowledged message among them).
+The same job runs against a Spark cluster (``--master spark://host:7077``; its workers
+need rocketbox installed) and against a RocketBox cluster on other hosts (``--namesrv``;
+faults then need ``--cluster-dir``, the data directory of that cluster's supervisor, which
+must be on this host).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import tempfile
+import threading
+import time
+
+from cluster.config import ASYNC_FLUSH, SYNC_FLUSH
+
+PROGRESS_POLL_S = 0.25
+CATCH_UP_TIMEOUT_S = 180.0
+LOAD_GROUP = "RocketBoxCheckGroup"
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m spark.job", description=__doc__.splitlines()[0])
+    p.add_argument("--messages", type=int, default=100_000, help="messages to send (default 100000)")
+    p.add_argument("--keys", type=int, default=100, help="distinct keys; each key's messages are ordered")
+    p.add_argument("--tasks", type=int, default=2, help="Spark load tasks, one producer each")
+    p.add_argument("--batch", type=int, default=32, help="messages per send request (1: single sends)")
+    p.add_argument("--rate", type=float, default=None, help="target msg/s for all tasks (default flat out)")
+    p.add_argument("--body-bytes", type=int, default=100)
+    p.add_argument("--queues", type=int, default=4)
+    p.add_argument("--members", type=int, default=2, help="push consumers in the checking group")
+    p.add_argument("--flush-mode", choices=("sync", "async"), default="sync")
+    p.add_argument("--faults", action="store_true",
+                   help="SIGKILL the broker master, its flush and reput workers, SIGSTOP/SIGCONT the master, "
+                        "at random times during the load")
+    p.add_argument("--fault-kinds", default="kill-master,kill-flush,kill-reput,pause-master")
+    p.add_argument("--fault-interval", default="2,5", help="seconds between faults: min,max")
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
+    p.add_argument("--namesrv", default=None, help="use this cluster (host:port[;...]) instead of starting one")
+    p.add_argument("--cluster-dir", default=None, help="data dir of that cluster's supervisor (for --faults)")
+    p.add_argument("--out", default="run-report", help="directory for report.json, latency.png, history")
+    p.add_argument("--request-timeout-ms", type=int, default=3_000)
+    return p.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    if args.namesrv:
+        return run(args, args.namesrv, args.cluster_dir)
+    from cluster.testing import LocalCluster
+    from rich.console import Console
+    with tempfile.TemporaryDirectory(prefix="rocketbox-run-") as tmp:
+        started = time.monotonic()
+        mode = SYNC_FLUSH if args.flush_mode == "sync" else ASYNC_FLUSH
+        with LocalCluster(os.path.join(tmp, "cluster"), flush_mode=mode) as cluster:
+            Console().print(f"cluster up in {time.monotonic() - started:.2f} s: NameServer {cluster.namesrv}, "
+                            f"flush {args.flush_mode}")
+            return run(args, cluster.namesrv, cluster.data_dir)
+
+
+def run(args: argparse.Namespace, namesrv: str, cluster_dir: str | None) -> int:
+    from rich.console import Console
+
+    from cluster import Admin
+    from cluster.client.routes import normalize_endpoint
+    from cluster.config import ClientConfig
+    from spark import checker, loadgen, report
+    from spark.datasource import register
+    from spark.faults import FaultInjector, events_as_dicts
+    from spark.push_group import PushGroup, caught_up
+    from spark.reads import datasource_reads
+    from spark.session import spark_session
+
+    console = Console()
+    if args.faults and not cluster_dir:
+        console.print("--faults needs the cluster's data directory (--cluster-dir) on this host")
+        return 2
+    out = os.path.abspath(args.out)
+    os.makedirs(out, exist_ok=True)
+    addresses = tuple(a for a in namesrv.replace(",", ";").split(";") if a)
+    cfg = ClientConfig(namesrv_endpoints=tuple(normalize_endpoint(a) for a in addresses))
+    topic = f"Load{time.strftime('%Y%m%d%H%M%S')}{os.getpid()}"
+    with Admin(config=cfg) as admin:
+        admin.create_topic(topic, args.queues)
+        spark = spark_session(args.master, app_name="rocketbox-load")
+        register(spark)
+        plan = loadgen.LoadPlan(addresses, topic, args.messages, keys=args.keys, tasks=args.tasks,
+                                body_bytes=args.body_bytes, batch=args.batch, rate_msg_s=args.rate,
+                                request_timeout_ms=args.request_timeout_ms)
+        history_path = os.path.join(out, "history.parquet")
+        group = PushGroup(addresses, topic, LOAD_GROUP, os.path.join(out, "push"), members=args.members).start()
+        injector = None
+        if args.faults:
+            low, high = (float(x) for x in args.fault_interval.split(","))
+            injector = FaultInjector(cluster_dir, kinds=args.fault_kinds.split(","), interval_s=(low, high),
+                                     seed=args.seed).start()
+        try:
+            load_error = _load_with_progress(console, admin, spark, plan, history_path, LOAD_GROUP)
+        finally:
+            faults = injector.stop() if injector else []
+        if load_error is not None:
+            group.stop()
+            raise load_error
+        if injector is not None and injector.error is not None:
+            console.print(f"[red]fault injection failed: {injector.error}")
+        try:
+            _await(lambda: caught_up(admin, topic, LOAD_GROUP), CATCH_UP_TIMEOUT_S)
+        except TimeoutError:
+            console.print(f"[yellow]the push group did not catch up within {CATCH_UP_TIMEOUT_S:.0f} s; "
+                          "what it missed is reported as lost")
+        exit_codes = group.stop()
+        if any(code != 0 for code in exit_codes):
+            console.print(f"[red]a push-group member failed: exit codes {exit_codes}")
+
+    history = spark.read.parquet(history_path)
+    messages = (spark.read.format("rocketbox").option("namesrv", ";".join(addresses)).option("topic", topic)
+                .load())
+    push_reads = spark.read.parquet(group.reads_glob())
+    reads = datasource_reads(messages).unionByName(push_reads).cache()
+    commits = spark.read.parquet(group.commits_glob())
+    anomalies = checker.check_all(history, reads, commits, readers=["datasource", "push"]).cache()
+    result = report.measures(history, reads, anomalies)
+    result.update(topic=topic, flush_mode=args.flush_mode, faults=events_as_dicts(faults),
+                  settings={k: v for k, v in vars(args).items()})
+    anomalies.filter("explained is null").limit(1000).toPandas().to_json(
+        os.path.join(out, "anomalies.json"), orient="records", indent=1)
+    report.print_report(result, console)
+    report.write_json(result, os.path.join(out, "report.json"))
+    report.plot(history, reads, result["faults"], os.path.join(out, "latency.png"))
+    console.print(f"report: {out}/report.json, plot: {out}/latency.png, history: {history_path}")
+    verdict_ok = result["unexplained"] == 0 and exit_codes == [0] * len(exit_codes)
+    console.print("[green]OK: nothing lost, every duplicate explained" if verdict_ok else
+                  f"[red]FAILED: {result['unexplained']} unexplained anomalies (see {out}/anomalies.json)")
+    spark.stop()
+    return 0 if verdict_ok else 1
+
+
+def _load_with_progress(console, admin, spark, plan, history_path: str, group: str) -> BaseException | None:
+    """Runs the Spark load in a thread while a bar shows stored and consumed counts."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from spark import loadgen
+    error: list[BaseException] = []
+
+    def load() -> None:
+        try:
+            loadgen.generate(spark, plan, history_path)
+        except BaseException as exc:
+            error.append(exc)
+
+    thread = threading.Thread(target=load, name="spark-load", daemon=True)
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=False) as progress:
+        stored = progress.add_task("stored  ", total=plan.messages)
+        consumed = progress.add_task("consumed", total=plan.messages)
+        thread.start()
+        deadline = time.monotonic() + plan.time_s_max + 120
+        while thread.is_alive() and time.monotonic() < deadline:
+            thread.join(PROGRESS_POLL_S)
+            try:
+                rows = admin.queue_offsets(plan.topic, group)
+            except Exception:   # a broker being restarted by a fault: the bar just waits
+                continue
+            progress.update(stored, completed=min(plan.messages, sum(r["maxOffset"] for r in rows)))
+            progress.update(consumed, completed=min(plan.messages, sum(r.get("consumerOffset") or 0 for r in rows)))
+    if thread.is_alive():
+        return TimeoutError("the Spark load did not finish in time")
+    return error[0] if error else None
+
+
+def _await(condition, timeout_s: float) -> None:
+    from cluster.testing import wait_until
+    wait_until(condition, timeout_s, interval_s=0.25, what="condition")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
