@@ -1,4 +1,4 @@
-# RocketBox: make run | make test | make bench. Everything runs from .venv.
+# RocketBox: make run | make test | make bench | make peers. Everything runs from .venv.
 
 PYTHON ?= $(shell command -v python3.11 >/dev/null 2>&1 && echo python3.11 || echo python3)
 VENV := .venv
@@ -9,7 +9,7 @@ INSTALL_STAMP := $(VENV)/.rocketbox-installed
 INSTALL_INPUTS := setup.py pyproject.toml MANIFEST.in \
 	cluster/_native/helper.h cluster/_native/helper.c cluster/_native/build.py
 
-.PHONY: venv install test run bench clean distclean
+.PHONY: venv install test run bench peers bench-compare clean distclean
 
 venv: $(VENV_PYTHON)
 
@@ -34,6 +34,19 @@ run: install
 
 bench: install
 	$(VENV_PYTHON) -m perf
+
+# The peers `python -m perf --compare` measures ours against: Redis Streams and NATS JetStream
+# servers from Debian (apt, as root or through sudo), their clients into .venv (the `peers` extra).
+# Not part of `make test`: the comparison skips a peer that is not installed.
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+peers: install
+	$(SUDO) apt-get update
+	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends redis-server nats-server
+	$(VENV_PYTHON) -m pip install -e '.[test,peers]'
+	touch $(INSTALL_STAMP)
+
+bench-compare: install
+	$(VENV_PYTHON) -m perf --compare
 
 # Build output only; distclean also removes the venv.
 clean:

@@ -19,6 +19,8 @@ setup(
                       "matplotlib"],
     extras_require={
         "test": ["pytest", "pytest-benchmark", "hypothesis"],
+        # Clients of the peers `python -m perf --compare` measures (`make peers` also installs the servers).
+        "peers": ["redis[hiredis]", "nats-py"],
     },
     entry_points={"console_scripts": ["cluster = cluster.cli:main"]},
     zip_safe=False,

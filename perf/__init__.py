@@ -11,6 +11,11 @@ Map:
                     a rich table and perf/results.json; targets beside the figures
     profile.py      ``python -m perf.profile``: py-spy over the broker, reput and a
                     producer process under batched produce, top functions by share
+    compare.py      ``python -m perf --compare``: ours against Redis Streams and NATS
+                    JetStream (peers/, ``make peers``), the same measures in one run, a
+                    table with "ours / best peer", perf/compare.json and compare.png
+    peers/          one module a peer (start/stop its server on 127.0.0.1, its client's
+                    best batching) and the measures run on each (base.py)
     RESULTS.md      the latest full run and where the time goes
 
 Everything binds 127.0.0.1 only; every loop is bounded in count and in time.

@@ -15,10 +15,13 @@ Scenarios (``--only a,b``):
 | consume | a pre-filled topic drained by a PullConsumer, then by a PushConsumer | >= 1,500,000 msg/s |
 | e2e | produce (another process) and consume at once; a message counts when consumed | >= 700,000 msg/s |
 | latency | single sync sends one at a time, p50/p99 | p50 <= 80 us, p99 <= 180 us |
-| e2e_latency | producer paced at 10k msg/s, body carries the send time, consumer measures receive - send | (reported) |
+| e2e_latency | producer paced at 10k msg/s (``--paced-seconds``), body carries the send time, consumer measures receive - send | (reported) |
 | group_commit | sync flush, batched, 1 and several producer threads | >= 200,000 msg/s |
 | ready | ``LocalCluster.start`` and ``cluster up --detach`` (CLI) until ready; ``down`` | <= 2 s |
 | rss | total RSS of an idle cluster (supervisor + children), LocalCluster and CLI defaults | <= 300 MB |
+
+``--compare`` (perf/compare.py) runs the first variant of produce, consume, e2e, latency and
+e2e_latency and the same measures on Redis Streams and NATS JetStream (perf/peers).
 
 Back-of-envelope (2 cores, CPython): the broker is one Python thread. A batch of 256
 costs it ~1 us a message of Python (batch decode, a store object, msg ids) plus a
@@ -46,7 +49,6 @@ import json
 import multiprocessing
 import os
 import platform
-import re
 import statistics
 import struct
 import subprocess
@@ -71,6 +73,7 @@ PRODUCER_THREADS_DEFAULT = 4
 PULL_MAX_NUMS = 1024
 PUSH_PULL_BATCH = 256
 PACED_RATE_MSG_S = 10_000
+FLUSH_MODES = ((ASYNC_FLUSH, "async flush"), (SYNC_FLUSH, "sync flush"))
 # Bounds: no measurement runs longer than this, whatever the message count.
 MEASURE_S_MAX = 60.0
 MEASURE_S_MAX_QUICK = 15.0
@@ -191,6 +194,10 @@ def machine_info() -> dict:
             "loadavg_at_start": os.getloadavg()}
 
 
+def command_line(argv=None) -> str:
+    return ("python -m perf " + " ".join(argv if argv is not None else sys.argv[1:])).strip()
+
+
 def git_commit() -> str:
     try:
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=PERF_DIR, capture_output=True,
@@ -227,9 +234,19 @@ class Settings:
         self.producer_threads = args.producer_threads
         self.measure_s_max = MEASURE_S_MAX_QUICK if args.quick else MEASURE_S_MAX
         self.tmp_root = args.tmp_root
+        self.paced_s = args.paced_seconds if args.paced_seconds else (3.0 if args.quick else 10.0)
+        # Comparison with the peers (perf/compare.py): each scenario measures only its first variant.
+        self.compare = bool(getattr(args, "compare", False))
 
     def single_sends(self) -> int:
         return max(500, min(20_000, self.messages // 10))
+
+    def latency_sends(self) -> int:
+        return max(500, min(10_000, self.messages // 20))
+
+    def variants(self, options: tuple) -> tuple:
+        """All of a scenario's variants, or in compare mode only the first (the one peers are measured on)."""
+        return options[:1] if self.compare else options
 
 
 def _body(size: int) -> bytes:
@@ -298,29 +315,29 @@ def run_producers(cfg: ClientConfig, topic: str, total: int, body_bytes: int, ba
 
 # ---------------------------------------------------------------- subprocess producer
 
+def serve_parent(conn, run) -> None:
+    """Child side of ``ChildProcess``: "ready" (warmed up), wait for "go", send ``run()``'s result dict."""
+    conn.send("ready")
+    if conn.recv() == "go":
+        conn.send(run())
+
+
 def _producer_process(conn, namesrv: str, topic: str, mode: str, total: int, body_bytes: int, threads: int,
                       rate: int, time_s_max: float) -> None:
-    """A producer in its own process (spawned): ``batched`` or ``paced`` (stamped bodies).
-
-    Protocol on ``conn``: sends "ready" after warm-up, waits for "go", sends a result dict.
-    """
+    """A producer in its own process (spawned): ``batched`` or ``paced`` (stamped bodies)."""
     try:
         cfg = client_config(namesrv)
         if mode == "batched":
             # Warm-up happens inside run_producers, before its clock; "go" gates it.
-            conn.send("ready")
-            if conn.recv() != "go":
-                return
-            sent, elapsed = run_producers(cfg, topic, total, body_bytes, BATCH_SIZE, threads, time_s_max)
-            conn.send({"sent": sent, "elapsed_s": elapsed, "warmup": threads})
+            def batched() -> dict:
+                sent, elapsed = run_producers(cfg, topic, total, body_bytes, BATCH_SIZE, threads, time_s_max)
+                return {"sent": sent, "elapsed_s": elapsed, "warmup": threads}
+            serve_parent(conn, batched)
             return
         producer = Producer("BenchPacedProducer", config=cfg)
         try:
             producer.send(Message(topic, _stamped(-1, body_bytes)))
-            conn.send("ready")
-            if conn.recv() != "go":
-                return
-            conn.send(_paced(producer, topic, mode, total, body_bytes, rate, time_s_max))
+            serve_parent(conn, lambda: _paced(producer, topic, mode, total, body_bytes, rate, time_s_max))
         finally:
             producer.shutdown()
     except BaseException as exc:  # noqa: BLE001 - the parent reports it
@@ -333,6 +350,43 @@ STAMP = struct.Struct(">qq")  # sequence number, send time (time.time_ns)
 def _stamped(seq: int, body_bytes: int) -> bytes:
     head = STAMP.pack(seq, time.time_ns())
     return head + b"x" * max(0, body_bytes - len(head))
+
+
+class Pacer:
+    """When the messages of a producer paced at ``rate`` msg/s fall due; ``total`` at most, within ``time_s_max``.
+
+    A message is stamped when it is due (or when the producer gets to it, if late). Shared by
+    our paced producer and the peers' (perf/peers), threads and asyncio alike: the caller sleeps
+    ``wait_s()`` when nothing is due.
+    """
+
+    def __init__(self, total: int, rate: int, time_s_max: float):
+        self.total = total
+        self.rate = rate
+        self.sent = 0
+        self.t0 = time.perf_counter()
+        self.deadline = self.t0 + time_s_max
+
+    def done(self) -> bool:
+        return self.sent >= self.total or time.perf_counter() >= self.deadline
+
+    def due(self) -> int:
+        """Messages due now and not sent yet."""
+        return max(0, min(self.total, int((time.perf_counter() - self.t0) * self.rate) + 1) - self.sent)
+
+    def wait_s(self) -> float:
+        """Until the next message is due, at most 0.5 ms."""
+        return max(0.0, min(0.0005, (self.sent + 1) / self.rate - (time.perf_counter() - self.t0)))
+
+    def take(self, limit: int, body_bytes: int) -> list[bytes]:
+        """Stamped bodies of the messages due now, ``limit`` at most; counted as sent."""
+        n = min(self.due(), limit)
+        bodies = [_stamped(self.sent + i, body_bytes) for i in range(n)]
+        self.sent += n
+        return bodies
+
+    def elapsed_s(self) -> float:
+        return time.perf_counter() - self.t0
 
 
 def _paced(producer: Producer, topic: str, mode: str, total: int, body_bytes: int, rate: int,
@@ -351,58 +405,49 @@ def _paced(producer: Producer, topic: str, mode: str, total: int, body_bytes: in
             if error is not None:
                 state["failed"] += 1
 
-    t0 = time.perf_counter()
-    deadline = t0 + time_s_max
-    seq = 0
-    while seq < total:
-        now = time.perf_counter()
-        if now >= deadline:
-            break
-        due = min(total, int((now - t0) * rate) + 1)
-        if due <= seq:
-            time.sleep(min(0.0005, (seq + 1) / rate - (now - t0)) if (seq + 1) / rate > now - t0 else 0)
+    pacer = Pacer(total, rate, time_s_max)
+    while not pacer.done():
+        due = pacer.due()
+        if not due:
+            time.sleep(pacer.wait_s())
             continue
         if mode == "paced_batch":
-            batch = []
-            while seq < due and len(batch) < BATCH_SIZE:
-                batch.append(Message(topic, _stamped(seq, body_bytes)))
-                seq += 1
-            producer.send_batch(batch)
-        else:
-            while seq < due:
-                if state["inflight"] >= inflight_max:
-                    time.sleep(0.0002)
-                    break
-                with lock:
-                    state["inflight"] += 1
-                producer.send_async(Message(topic, _stamped(seq, body_bytes)), callback=done)
-                seq += 1
-    elapsed = time.perf_counter() - t0
+            producer.send_batch([Message(topic, body) for body in pacer.take(BATCH_SIZE, body_bytes)])
+            continue
+        for _ in range(due):
+            if state["inflight"] >= inflight_max:
+                time.sleep(0.0002)
+                break
+            with lock:
+                state["inflight"] += 1
+            producer.send_async(Message(topic, _stamped(pacer.sent, body_bytes)), callback=done)
+            pacer.sent += 1
+    elapsed = pacer.elapsed_s()
     settle = time.monotonic() + 10
     while state["inflight"] > 0 and time.monotonic() < settle:
         time.sleep(0.01)
-    return {"sent": seq, "elapsed_s": elapsed, "failed": state["failed"]}
+    return {"sent": pacer.sent, "elapsed_s": elapsed, "failed": state["failed"]}
 
 
-class ProducerProcess:
-    """A spawned producer process; ``start`` waits for its warm-up, ``go`` starts the clock."""
+class ChildProcess:
+    """A spawned process running ``target(conn, *args)``, which speaks ``serve_parent``'s protocol.
 
-    def __init__(self, namesrv: str, topic: str, mode: str, total: int, body_bytes: int, threads: int = 1,
-                 rate: int = 0, time_s_max: float = 30.0):
+    ``start`` waits for its warm-up ("ready"), ``go`` starts the clock, ``result`` is its dict.
+    """
+
+    def __init__(self, target, args: tuple, name: str, time_s_max: float):
         ctx = multiprocessing.get_context("spawn")
         self.conn, child_conn = ctx.Pipe()
         self.time_s_max = time_s_max
-        self.process = ctx.Process(target=_producer_process, name=f"bench-producer-{mode}", daemon=True,
-                                   args=(child_conn, namesrv, topic, mode, total, body_bytes, threads, rate,
-                                         time_s_max))
+        self.process = ctx.Process(target=target, name=name, daemon=True, args=(child_conn, *args))
 
-    def start(self) -> "ProducerProcess":
+    def start(self):
         self.process.start()
         if not self.conn.poll(60):
-            raise RuntimeError("producer process did not get ready within 60 s")
+            raise RuntimeError(f"{self.process.name} did not get ready within 60 s")
         message = self.conn.recv()
         if message != "ready":
-            raise RuntimeError(f"producer process failed to start: {message}")
+            raise RuntimeError(f"{self.process.name} failed to start: {message}")
         return self
 
     @property
@@ -414,10 +459,10 @@ class ProducerProcess:
 
     def result(self) -> dict:
         if not self.conn.poll(self.time_s_max + 60):
-            raise RuntimeError("producer process sent no result")
+            raise RuntimeError(f"{self.process.name} sent no result")
         result = self.conn.recv()
         if "error" in result:
-            raise RuntimeError(f"producer process failed: {result['error']}")
+            raise RuntimeError(f"{self.process.name} failed: {result['error']}")
         return result
 
     def stop(self) -> None:
@@ -432,10 +477,19 @@ class ProducerProcess:
             self.process.join(5)
 
 
+class ProducerProcess(ChildProcess):
+    """Our producer in a spawned process: ``batched`` (``threads`` threads) or paced (stamped bodies)."""
+
+    def __init__(self, namesrv: str, topic: str, mode: str, total: int, body_bytes: int, threads: int = 1,
+                 rate: int = 0, time_s_max: float = 30.0):
+        super().__init__(_producer_process, (namesrv, topic, mode, total, body_bytes, threads, rate, time_s_max),
+                         f"bench-producer-{mode}", time_s_max)
+
+
 # ---------------------------------------------------------------- consumers
 
 class Tally:
-    """What a PushConsumer listener saw: a count, and receive - send latencies of stamped bodies."""
+    """What a consumer saw: a count, and receive - send latencies of stamped bodies (ours and the peers')."""
 
     def __init__(self, target: int, stamped: bool = False):
         self.target = target
@@ -447,19 +501,36 @@ class Tally:
         self.reached = threading.Event()
 
     def listener(self, messages) -> None:
+        """A PushConsumer's listener."""
+        self.add(len(messages), [m.body for m in messages] if self.stamped else ())
+
+    def add(self, count: int, bodies=()) -> None:
+        """``count`` messages received now; ``bodies`` are read for their stamps when ``stamped``."""
         now_ns = time.time_ns()
         lat = []
         if self.stamped:
-            for m in messages:
-                seq, sent_ns = STAMP.unpack_from(m.body, 0)
+            for body in bodies:
+                seq, sent_ns = STAMP.unpack_from(body, 0)
                 if seq >= 0:
                     lat.append((seq, (now_ns - sent_ns) / 1000))
         with self.lock:
-            self.count += len(messages)
+            self.count += count
             self.latencies_us.extend(lat)
             self.last_s = time.perf_counter()
             if self.count >= self.target:
                 self.reached.set()
+
+    def retarget(self, target: int) -> None:
+        """The producer says how many it sent: that is the count to reach."""
+        with self.lock:
+            self.target = target
+            if self.count >= target:
+                self.reached.set()
+
+    def steady_latencies(self, total: int) -> list[float]:
+        """receive - send (us) of the messages after the first 5% of ``total`` (warm-up)."""
+        with self.lock:
+            return [us for seq, us in self.latencies_us if seq >= total // 20]
 
 
 def push_consumer(cfg: ClientConfig, group: str, topic: str, tally: Tally) -> PushConsumer:
@@ -578,11 +649,11 @@ def zmq_baseline(frames: int, time_s_max: float) -> tuple[float, int]:
 def scenario_produce(s: Settings, report: Report, tmp: str) -> None:
     """One producer process, ``producer_threads`` threads: batched and single, 100 B and 1 KiB, both flush modes."""
     singles = s.single_sends()
-    for flush_mode, label in ((ASYNC_FLUSH, "async flush"), (SYNC_FLUSH, "sync flush")):
+    for flush_mode, label in s.variants(FLUSH_MODES):
         with LocalCluster(os.path.join(tmp, f"produce-{label.split()[0]}"), flush_mode=flush_mode) as cluster:
             cfg = client_config(cluster.namesrv)
-            for body_bytes, body_label in ((100, "100 B"), (1024, "1 KiB")):
-                for batch, kind in ((BATCH_SIZE, f"batched {BATCH_SIZE}"), (1, "single sync")):
+            for body_bytes, body_label in s.variants(((100, "100 B"), (1024, "1 KiB"))):
+                for batch, kind in s.variants(((BATCH_SIZE, f"batched {BATCH_SIZE}"), (1, "single sync"))):
                     values = []
                     for run in range(s.runs):
                         topic = f"Produce{body_bytes}b{batch}r{run}"
@@ -657,9 +728,7 @@ def scenario_e2e(s: Settings, report: Report, tmp: str) -> None:
                 t0 = time.perf_counter()
                 producer.go()
                 result = producer.result()
-                tally.target = result["sent"] + warmup
-                if tally.count >= tally.target:
-                    tally.reached.set()
+                tally.retarget(result["sent"] + warmup)
                 tally.reached.wait(s.measure_s_max)
                 elapsed = tally.last_s - t0
             finally:
@@ -676,8 +745,8 @@ def scenario_e2e(s: Settings, report: Report, tmp: str) -> None:
 
 def scenario_latency(s: Settings, report: Report, tmp: str) -> None:
     """Single 100-B sync sends, one at a time, from one thread; async flush (targets) and sync flush."""
-    count = max(500, min(10_000, s.messages // 20))
-    for flush_mode, label in ((ASYNC_FLUSH, "async flush"), (SYNC_FLUSH, "sync flush")):
+    count = s.latency_sends()
+    for flush_mode, label in s.variants(FLUSH_MODES):
         with LocalCluster(os.path.join(tmp, f"latency-{label.split()[0]}"), flush_mode=flush_mode) as cluster:
             cfg = client_config(cluster.namesrv)
             p50s, p99s, p999s = [], [], []
@@ -709,11 +778,11 @@ def scenario_latency(s: Settings, report: Report, tmp: str) -> None:
 
 
 def scenario_e2e_latency(s: Settings, report: Report, tmp: str) -> None:
-    """Producer process paced at 10k msg/s (send_async each, and one batch per due tick); receive - send."""
-    duration_s = 3.0 if s.quick else 10.0
+    """Producer process paced at 10k msg/s (one batch per due tick, and send_async each); receive - send."""
+    duration_s = s.paced_s
     total = int(PACED_RATE_MSG_S * duration_s)
     with LocalCluster(os.path.join(tmp, "e2e-latency")) as cluster:
-        for mode, label in (("paced_async", "send_async each"), ("paced_batch", "batch per due tick")):
+        for mode, label in s.variants((("paced_batch", "batch per due tick"), ("paced_async", "send_async each"))):
             stats = {"p50": [], "p99": [], "p999": [], "rate": []}
             for run in range(s.runs):
                 topic = f"Paced{mode}{run}"
@@ -729,16 +798,13 @@ def scenario_e2e_latency(s: Settings, report: Report, tmp: str) -> None:
                                                time_s_max=duration_s * 3).start()
                     producer.go()
                     result = producer.result()
-                    tally.target = result["sent"] - result.get("failed", 0) + 1
-                    if tally.count >= tally.target:
-                        tally.reached.set()
+                    tally.retarget(result["sent"] - result.get("failed", 0) + 1)
                     tally.reached.wait(30)
                 finally:
                     if producer is not None:
                         producer.stop()
                     consumer.shutdown()
-                with tally.lock:
-                    lat = [us for seq, us in tally.latencies_us if seq >= total // 20]  # skip the first 5%
+                lat = tally.steady_latencies(total)
                 stats["p50"].append(percentile(lat, 0.5))
                 stats["p99"].append(percentile(lat, 0.99))
                 stats["p999"].append(percentile(lat, 0.999))
@@ -886,17 +952,32 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(prog="python -m perf", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="one run each, fewer messages (~2-3 minutes)")
     parser.add_argument("--only", help=f"comma-separated scenarios of: {', '.join(SCENARIOS)}")
-    parser.add_argument("--json", default=RESULTS_PATH_DEFAULT, help="where to write results (default %(default)s)")
+    parser.add_argument("--json", default=None,
+                        help="where to write results (default perf/results.json; with --compare perf/compare.json)")
     parser.add_argument("--messages", type=int, default=0, help="messages a batched run (200,000; quick 20,000)")
     parser.add_argument("--runs", type=int, default=0, help="runs a figure (3; quick 1)")
     parser.add_argument("--producer-threads", type=int, default=PRODUCER_THREADS_DEFAULT,
                         help="threads of the one producer process (default %(default)s)")
     parser.add_argument("--tmp-root", default=None, help="parent of the temporary cluster directories")
-    return parser.parse_args(argv)
+    parser.add_argument("--paced-seconds", type=float, default=0,
+                        help="length of a run paced at 10k msg/s (10; quick 3)")
+    parser.add_argument("--compare", action="store_true",
+                        help="RocketBox against Redis Streams and NATS JetStream (perf/compare.py; `make peers`)")
+    parser.add_argument("--peers", default=None,
+                        help="with --compare (implies it): comma-separated peers of redis_streams, nats_jetstream, "
+                             "or none (default: all)")
+    parser.add_argument("--plot", default=None, help="with --compare: the plot (default perf/compare.png)")
+    args = parser.parse_args(argv)
+    args.compare = args.compare or args.peers is not None
+    return args
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.compare:
+        from perf.compare import run_compare
+        return run_compare(args, argv)
+    args.json = args.json or RESULTS_PATH_DEFAULT
     names = list(SCENARIOS)
     if args.only:
         names = [n.strip() for n in args.only.split(",") if n.strip()]
@@ -923,12 +1004,12 @@ def main(argv=None) -> int:
             timings[name] = round(time.monotonic() - t0, 1)
             print(f"[perf] {name} done in {timings[name]} s", flush=True)
     info["loadavg_at_end"] = os.getloadavg()
-    command = "python -m perf " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = command_line(argv)
     title = (f"RocketBox perf ({'quick' if settings.quick else 'full'}, {settings.runs} run(s), "
              f"{settings.messages:,} messages, {info['cpu_count']} cores)")
     print_table(report, title)
     out = {
-        "command": command.strip(), "git_commit": git_commit(), "started_at": time.strftime(
+        "command": command, "git_commit": git_commit(), "started_at": time.strftime(
             "%Y-%m-%dT%H:%M:%S%z", time.localtime(started)), "duration_s": round(time.time() - started, 1),
         "machine": info, "settings": {"quick": settings.quick, "runs": settings.runs, "messages": settings.messages,
                                       "producer_threads": settings.producer_threads, "batch": BATCH_SIZE,

@@ -1,8 +1,9 @@
-"""Rewrite the table of perf/RESULTS.md from perf/results.json: ``python -m perf.results_md``.
+"""Rewrite the tables of perf/RESULTS.md from perf/results.json and perf/compare.json: ``python -m perf.results_md``.
 
-Only the part between the ``<!-- results table -->`` markers changes; the analysis around it
-is written by hand. The "first run" column keeps the figures of the first full run of the
-project (commit ef82ed7), before the optimisations RESULTS.md lists.
+Only the parts between the ``<!-- results table -->`` and ``<!-- compare table -->`` markers
+change; the analysis around them is written by hand. The "first run" column keeps the figures
+of the first full run of the project (commit ef82ed7), before the optimisations RESULTS.md
+lists. A full ``python -m perf --compare`` rewrites the comparison table itself.
 """
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ import sys
 PERF_DIR = os.path.dirname(os.path.abspath(__file__))
 BEGIN = "<!-- results table -->"
 END = "<!-- /results table -->"
+COMPARE_BEGIN = "<!-- compare table -->"
+COMPARE_END = "<!-- /compare table -->"
+RESULTS_MD = os.path.join(PERF_DIR, "RESULTS.md")
 
 FIRST_RUN = {
     ("produce", "batched 256, 100 B, async flush"): 286938, ("produce", "batched 256, 1 KiB, async flush"): 141337,
@@ -56,19 +60,48 @@ def render(results: dict) -> str:
     return "\n".join(lines)
 
 
-def main(argv=None) -> int:
-    with open(os.path.join(PERF_DIR, "results.json")) as f:
-        results = json.load(f)
-    path = os.path.join(PERF_DIR, "RESULTS.md")
+def render_compare(result: dict) -> str:
+    from perf.compare import markdown
+    machine = result["machine"]
+    about = "; ".join(f"{s['label']}: {s['about'] or s['reason']}" for s in result["systems"].values()
+                      if s["about"] or s["reason"])
+    return "\n".join([
+        f"Produced by `{result['command']}` at commit `{result['git_commit']}`, {result['started_at']}, in "
+        f"{result['duration_s']:.0f} s; raw data `perf/compare.json`, plot `perf/compare.png`. {result['title']}. "
+        f"Machine: {machine['cpu_model']}, {machine['cpu_count']} cores, Python {machine['python']}, load "
+        f"average at start {machine['loadavg_at_start'][0]:.1f}." + (f" {about}." if about else ""),
+        "",
+        markdown(result),
+    ])
+
+
+def rewrite_section(begin: str, end: str, body: str, path: str = RESULTS_MD) -> None:
+    """Replace what lies between the ``begin`` and ``end`` markers of ``path`` with ``body``."""
     with open(path) as f:
         text = f.read()
-    if BEGIN not in text or END not in text:
-        print(f"{path} has no {BEGIN} ... {END} markers", file=sys.stderr)
-        return 1
-    head, rest = text.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
+    if begin not in text or end not in text:
+        raise ValueError(f"{path} has no {begin} ... {end} markers")
+    head, rest = text.split(begin, 1)
+    _, tail = rest.split(end, 1)
     with open(path, "w") as f:
-        f.write(f"{head}{BEGIN}\n{render(results)}\n{END}{tail}")
+        f.write(f"{head}{begin}\n{body}\n{end}{tail}")
+
+
+def update_compare(result: dict) -> None:
+    rewrite_section(COMPARE_BEGIN, COMPARE_END, render_compare(result))
+
+
+def main(argv=None) -> int:
+    try:
+        with open(os.path.join(PERF_DIR, "results.json")) as f:
+            rewrite_section(BEGIN, END, render(json.load(f)))
+        compare_path = os.path.join(PERF_DIR, "compare.json")
+        if os.path.exists(compare_path):
+            with open(compare_path) as f:
+                update_compare(json.load(f))
+    except ValueError as exc:
+        print(exc, file=sys.stderr)
+        return 1
     return 0
 
 

@@ -3,16 +3,35 @@
 The micro-benchmarks run in a subprocess with ``ROCKETBOX_BENCH_QUICK=1`` and
 ``--benchmark-disable`` (each body once, its result checked), the way
 ``pytest perf/test_micro.py`` would run them in full. Budget: a few seconds.
+
+The comparison with the peers (``python -m perf --compare``) runs once in quick mode with
+small counts (~25 s): ours is always measured; a peer that is not installed here (CI need
+not have ``make peers``) is skipped with the runner's reason.
 """
 
 from __future__ import annotations
 
+import importlib
+import json
 import os
 import subprocess
 import sys
 
+import pytest
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 QUICK_RUN_S_MAX = 60  # normally ~3 s; this only bounds a hang
+COMPARE_RUN_S_MAX = 300  # normally ~25 s with both peers
+PEER_NAMES = ("redis_streams", "nats_jetstream")
+
+
+def perf_module(name: str):
+    """``perf.<name>`` imported from this checkout."""
+    sys.path.insert(0, REPO)
+    try:
+        return importlib.import_module(f"perf.{name}")
+    finally:
+        sys.path.remove(REPO)
 
 
 def test_micro_benchmarks_run_in_quick_mode():
@@ -31,11 +50,8 @@ def test_runner_rejects_an_unknown_scenario():
 
 
 def test_rows_compare_against_targets_and_render():
-    sys.path.insert(0, REPO)
-    try:
-        from perf.e2e import Report, Row, markdown_table, percentile
-    finally:
-        sys.path.remove(REPO)
+    e2e = perf_module("e2e")
+    Report, Row, markdown_table, percentile = e2e.Report, e2e.Row, e2e.markdown_table, e2e.percentile
     report = Report()
     report.baseline_msg_s = 1000.0
     report.add(Row("produce", "batched", "msg/s", [100.0, 300.0, 200.0], (">=", 150), vs_baseline=True))
@@ -49,10 +65,61 @@ def test_rows_compare_against_targets_and_render():
 
 
 def test_zmq_baseline_carries_frames():
-    sys.path.insert(0, REPO)
-    try:
-        from perf.e2e import zmq_baseline
-    finally:
-        sys.path.remove(REPO)
-    msg_s, frames = zmq_baseline(200, 10.0)
+    msg_s, frames = perf_module("e2e").zmq_baseline(200, 10.0)
     assert frames == 200 and msg_s > 0
+
+
+@pytest.fixture(scope="module")
+def quick_compare(tmp_path_factory):
+    """One quick comparison run (small counts, 1 s paced) into a temporary directory: (json, stdout, plot path)."""
+    out = tmp_path_factory.mktemp("compare")
+    json_path, plot_path = out / "compare.json", out / "compare.png"
+    proc = subprocess.run([sys.executable, "-m", "perf", "--compare", "--quick", "--messages", "2000",
+                           "--paced-seconds", "1", "--json", str(json_path), "--plot", str(plot_path),
+                           "--tmp-root", str(out)], cwd=REPO, capture_output=True, text=True,
+                          timeout=COMPARE_RUN_S_MAX, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-6000:]
+    with open(json_path) as f:
+        return json.load(f), proc.stdout, plot_path
+
+
+def _measure_keys() -> list[str]:
+    return [m.key for m in perf_module("compare").MEASURES]
+
+
+def test_compare_measures_ours_and_writes_table_and_plot(quick_compare):
+    result, stdout, plot_path = quick_compare
+    ours = result["systems"]["rocketbox"]
+    assert ours["status"] == "measured" and not result["errors"]
+    for key in _measure_keys():
+        assert ours["values"][key] and all(v > 0 for v in ours["values"][key]), key
+    assert "ours / best peer" in stdout and "RocketBox" in stdout
+    assert result["markdown"].startswith("| measure | unit | RocketBox | Redis Streams | NATS JetStream |")
+    assert plot_path.stat().st_size > 10_000
+
+
+@pytest.mark.parametrize("peer", PEER_NAMES)
+def test_compare_measures_each_installed_peer(quick_compare, peer):
+    result, stdout, _ = quick_compare
+    system = result["systems"][peer]
+    if system["status"].startswith("not installed"):
+        assert "not installed" in stdout  # the runner says so
+        pytest.skip(f"{system['label']} {system['status']}")
+    assert system["status"] == "measured", system["status"]
+    for key in _measure_keys():
+        assert system["values"][key] and all(v > 0 for v in system["values"][key]), key
+
+
+def test_compare_ratio_says_which_way_is_better():
+    compare = perf_module("compare")
+    ratio_text, ratio_to_best_peer = compare.ratio_text, compare.ratio_to_best_peer
+    by_key = {m.key: m for m in compare.MEASURES}
+    systems = {"rocketbox": {"label": "RocketBox", "values": {"produce": [300.0], "publish_p50": [200.0]}},
+               "a": {"label": "A", "values": {"produce": [100.0, 200.0, 150.0], "publish_p50": [100.0]}},
+               "b": {"label": "B", "values": {"produce": [50.0], "publish_p50": [400.0]}},
+               "c": {"label": "C", "values": {}}}
+    assert ratio_to_best_peer(by_key["produce"], systems) == (2.0, "A")
+    assert ratio_to_best_peer(by_key["publish_p50"], systems) == (2.0, "A")
+    assert "ours ahead" in ratio_text(by_key["produce"], 2.0, "A")
+    assert "peer ahead" in ratio_text(by_key["publish_p50"], 2.0, "A")
+    assert ratio_to_best_peer(by_key["e2e"], systems) == (None, "")

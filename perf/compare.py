@@ -1,0 +1,260 @@
+"""``python -m perf --compare``: RocketBox against the systems users would pick instead, in one run.
+
+The OpenMessaging Benchmark's measures, the same for every system, with 100-byte bodies and
+the same counts (``--messages``, ``--runs``, ``--producer-threads``, ``--paced-seconds``):
+
+| measure | ours (perf/e2e.py scenario, first variant) | peers (perf/peers/base.py ``measure``) |
+| --- | --- | --- |
+| produce throughput | ``produce``: batched 256, async flush, one process of N threads | batched, acks awaited, one process |
+| consume throughput | ``consume``: PushConsumer (group, offsets committed) drains a pre-filled topic | consumer group drains the produced stream, acking |
+| end-to-end throughput | ``e2e``: producer process + consumer here, counted when consumed | the same layout |
+| publish latency p50/p99 | ``latency``: one sync send at a time, async flush | one publish at a time, waiting for its ack |
+| end-to-end latency p50/p99 | ``e2e_latency``: 10k msg/s, a batch per due tick, receive - send | the same pacing (``Pacer``) and stamps |
+
+The peers (perf/peers: Redis Streams, NATS JetStream) are started on free 127.0.0.1 ports in
+the run's temporary directory and stopped after; one not installed (``make peers``) is
+reported as such and ours is measured alone. Output: one rich table with "ours / best peer",
+``perf/compare.json``, the plot ``perf/compare.png``; a full run written to the default JSON
+also rewrites the comparison table of perf/RESULTS.md (perf/results_md.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+import traceback
+from dataclasses import dataclass
+
+from perf.e2e import (PACED_RATE_MSG_S, PERF_DIR, RUNNERS, Report, Settings, _fmt, command_line, git_commit,
+                      machine_info)
+
+COMPARE_JSON_DEFAULT = os.path.join(PERF_DIR, "compare.json")
+COMPARE_PLOT_DEFAULT = os.path.join(PERF_DIR, "compare.png")
+OURS = "rocketbox"
+OURS_LABEL = "RocketBox"
+OURS_SCENARIOS = ("produce", "consume", "e2e", "latency", "e2e_latency")
+
+
+@dataclass(frozen=True)
+class Measure:
+    key: str
+    label: str
+    unit: str
+    better: str | None        # "higher", "lower", or None for a check (no ratio)
+    ours_row: tuple[str, str]  # (scenario, measure) of our row in perf/e2e.py's report
+
+
+MEASURES = (
+    Measure("produce", "produce throughput, batched", "msg/s", "higher",
+            ("produce", "batched 256, 100 B, async flush")),
+    Measure("consume", "consume throughput, drain", "msg/s", "higher", ("consume", "PushConsumer drain, 100 B")),
+    Measure("e2e", "end-to-end throughput", "msg/s", "higher",
+            ("e2e", "produce + consume at once, 100 B, batched")),
+    Measure("publish_p50", "publish latency p50", "us", "lower", ("latency", "sync send p50, async flush")),
+    Measure("publish_p99", "publish latency p99", "us", "lower", ("latency", "sync send p99, async flush")),
+    Measure("e2e_p50", f"end-to-end latency p50 at {PACED_RATE_MSG_S // 1000}k msg/s", "us", "lower",
+            ("e2e_latency", "receive - send p50, batch per due tick")),
+    Measure("e2e_p99", f"end-to-end latency p99 at {PACED_RATE_MSG_S // 1000}k msg/s", "us", "lower",
+            ("e2e_latency", "receive - send p99, batch per due tick")),
+    Measure("paced_rate", "paced rate achieved (check)", "msg/s", None,
+            ("e2e_latency", "rate achieved, batch per due tick")),
+)
+
+
+def _median(values) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def ratio_to_best_peer(measure: Measure, systems: dict) -> tuple[float | None, str]:
+    """(ours / best peer, that peer's label); None when ours or every peer lacks the figure."""
+    ours = _median(systems[OURS]["values"].get(measure.key))
+    peers = [(_median(s["values"].get(measure.key)), s["label"]) for name, s in systems.items()
+             if name != OURS and s["values"].get(measure.key)]
+    if measure.better is None or ours is None or not peers:
+        return None, ""
+    pick = max if measure.better == "higher" else min
+    best, label = pick(peers, key=lambda p: p[0])
+    return (ours / best if best else None), label
+
+
+def ratio_text(measure: Measure, ratio: float | None, best_label: str) -> str:
+    if ratio is None:
+        return ""
+    won = ratio >= 1 if measure.better == "higher" else ratio <= 1
+    return f"{ratio:.2f} vs {best_label} ({measure.better} is better: {'ours' if won else 'peer'} ahead)"
+
+
+def table_rows(result: dict) -> list[list[str]]:
+    """measure, unit, one column a system (median, or why it is missing), ours / best peer."""
+    systems = result["systems"]
+    rows = []
+    for measure in MEASURES:
+        row = [measure.label, measure.unit]
+        for system in systems.values():
+            value = _median(system["values"].get(measure.key))
+            row.append(_fmt(value, measure.unit) if value is not None else
+                       system["status"] if system["status"] != "measured" else "-")
+        row.append(ratio_text(measure, *ratio_to_best_peer(measure, systems)))
+        rows.append(row)
+    return rows
+
+
+def header(result: dict) -> list[str]:
+    return ["measure", "unit", *[s["label"] for s in result["systems"].values()], "ours / best peer"]
+
+
+def markdown(result: dict) -> str:
+    lines = ["| " + " | ".join(header(result)) + " |",
+             "| --- | --- | " + " | ".join("---:" for _ in result["systems"]) + " | --- |"]
+    lines += ["| " + " | ".join(row) + " |" for row in table_rows(result)]
+    return "\n".join(lines)
+
+
+def print_table(result: dict, title: str) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    table = Table(title=title)
+    for i, name in enumerate(header(result)):
+        table.add_column(name, justify="left" if i < 2 or i == len(header(result)) - 1 else "right")
+    for row in table_rows(result):
+        table.add_row(*row)
+    console = Console(width=180)
+    console.print(table)
+    for system in result["systems"].values():
+        if system["status"] != "measured":
+            console.print(f"[yellow]{system['label']}: {system['status']}, {system['reason']}[/yellow]")
+    for error in result["errors"]:
+        console.print(f"[red]{error['system']} failed:[/red] {error['error']}")
+
+
+def plot(result: dict, path: str) -> None:
+    """Grouped bars a measure, a bar a system: throughput on the left, latency (log scale) on the right."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import matplotlib.ticker
+    systems = result["systems"]
+    panels = [("msg/s", "throughput (msg/s, higher is better)", False),
+              ("us", "latency (us, lower is better, log scale)", True)]
+    fig, axes = plt.subplots(1, 2, figsize=(14, 5.5))
+    width = 0.8 / len(systems)
+    for ax, (unit, title, log) in zip(axes, panels):
+        measures = [m for m in MEASURES if m.unit == unit and m.better is not None]
+        for i, (name, system) in enumerate(systems.items()):
+            heights = [_median(system["values"].get(m.key)) or 0 for m in measures]
+            label = system["label"] if system["status"] == "measured" else f"{system['label']} (not measured)"
+            bars = ax.bar([j + (i - (len(systems) - 1) / 2) * width for j in range(len(measures))], heights,
+                          width, label=label)
+            ax.bar_label(bars, labels=[_fmt(h, unit) if h else "" for h in heights], fontsize=7, rotation=90,
+                         padding=2)
+        ax.set_xticks(range(len(measures)), [m.label.replace(" at ", "\nat ").replace(", ", ",\n")
+                                             for m in measures], fontsize=8)
+        ax.set_title(title, fontsize=10)
+        if log:
+            ax.set_yscale("log")
+        else:
+            ax.yaxis.set_major_formatter(matplotlib.ticker.StrMethodFormatter("{x:,.0f}"))
+        ax.margins(y=0.25)
+        ax.legend(fontsize=8)
+    fig.suptitle(f"{result['title']}\n{result['command']} @ {result['git_commit']}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def measure_ours(s: Settings, tmp: str, errors: list) -> dict[str, list[float]]:
+    """Our scenarios of perf/e2e.py in compare mode (first variants), picked into the comparison's measures."""
+    report = Report()
+    for name in OURS_SCENARIOS:
+        print(f"[perf] {OURS_LABEL} {name} ...", flush=True)
+        try:
+            RUNNERS[name](s, report, tmp)
+        except Exception as exc:  # noqa: BLE001 - report and go on
+            traceback.print_exc()
+            errors.append({"system": OURS, "scenario": name, "error": f"{type(exc).__name__}: {exc}"})
+    rows = {(r.scenario, r.measure): r.values for r in report.rows}
+    return {m.key: rows[m.ours_row] for m in MEASURES if m.ours_row in rows}
+
+
+def selected_peers(spec: str | None) -> list:
+    from perf.peers import PEERS
+    if spec is None or spec.strip() in ("", "all"):
+        return [cls() for cls in PEERS.values()]
+    names = [n.strip() for n in spec.split(",") if n.strip() and n.strip() != "none"]
+    unknown = [n for n in names if n not in PEERS]
+    if unknown:
+        raise ValueError(f"unknown peer(s) {unknown}; choose from {', '.join(PEERS)} or none")
+    return [PEERS[n]() for n in names]
+
+
+def run_compare(args, argv=None) -> int:
+    from perf.peers.base import measure
+    try:
+        peers = selected_peers(args.peers)
+    except ValueError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    args.compare = True
+    s = Settings(args)
+    json_path = args.json or COMPARE_JSON_DEFAULT
+    plot_path = args.plot or COMPARE_PLOT_DEFAULT
+    started = time.time()
+    info = machine_info()
+    errors: list[dict] = []
+    # status: measured, not installed or failed; reason: why not.
+    systems = {OURS: {"label": OURS_LABEL, "status": "measured", "reason": "", "about": "", "values": {}}}
+    for peer in peers:
+        reason = peer.missing()
+        systems[peer.name] = {"label": peer.label, "values": {}, "status": "not installed" if reason else "measured",
+                              "reason": f"{reason}; `make peers` installs it" if reason else "",
+                              "about": "" if reason else peer.describe()}
+    absent = [system["label"] for system in systems.values() if system["status"] != "measured"]
+    if absent:
+        print(f"[perf] not installed, so not compared: {', '.join(absent)}; `make peers` installs them. "
+              f"Measuring {'ours alone' if len(absent) == len(peers) else 'the others'}.", flush=True)
+    timings = {}
+    with tempfile.TemporaryDirectory(prefix="rocketbox-compare-", dir=args.tmp_root) as tmp:
+        t0 = time.monotonic()
+        systems[OURS]["values"] = measure_ours(s, tmp, errors)
+        timings[OURS] = round(time.monotonic() - t0, 1)
+        for peer in peers:
+            if systems[peer.name]["status"] != "measured":
+                continue
+            print(f"[perf] {peer.label} ...", flush=True)
+            t0 = time.monotonic()
+            try:
+                systems[peer.name]["values"] = measure(peer, s, tmp)
+            except Exception as exc:  # noqa: BLE001 - report and go on to the next peer
+                traceback.print_exc()
+                systems[peer.name]["status"] = "failed"
+                systems[peer.name]["reason"] = f"{type(exc).__name__}: {exc}"
+                errors.append({"system": peer.name, "error": f"{type(exc).__name__}: {exc}"})
+            timings[peer.name] = round(time.monotonic() - t0, 1)
+    info["loadavg_at_end"] = os.getloadavg()
+    result = {
+        "title": (f"RocketBox vs peers ({'quick' if s.quick else 'full'}, median of {s.runs} run(s), "
+                  f"{s.messages:,} messages of 100 B, {info['cpu_count']} cores)"),
+        "command": command_line(argv), "git_commit": git_commit(),
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
+        "duration_s": round(time.time() - started, 1), "machine": info,
+        "settings": {"quick": s.quick, "runs": s.runs, "messages": s.messages, "body_bytes": 100,
+                     "producer_threads": s.producer_threads, "paced_rate_msg_s": PACED_RATE_MSG_S,
+                     "paced_s": s.paced_s, "latency_sends": s.latency_sends()},
+        "measures": [{"key": m.key, "label": m.label, "unit": m.unit, "better": m.better} for m in MEASURES],
+        "systems": systems, "system_seconds": timings, "errors": errors,
+    }
+    result["markdown"] = markdown(result)
+    print_table(result, result["title"])
+    with open(json_path, "w") as f:
+        json.dump(result, f, indent=2, default=str)
+    plot(result, plot_path)
+    print(f"[perf] wrote {json_path} and {plot_path} ({result['duration_s']} s)")
+    if not s.quick and os.path.abspath(json_path) == COMPARE_JSON_DEFAULT:
+        from perf.results_md import update_compare
+        update_compare(result)
+        print("[perf] rewrote the comparison table of perf/RESULTS.md")
+    return 1 if errors else 0

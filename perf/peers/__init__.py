@@ -1,0 +1,15 @@
+"""The systems users would pick instead of ours, measured the same way in the same run (``python -m perf --compare``).
+
+    base.py             what a peer provides (server start/stop, a client doing five things) and the
+                        measures run on each, the same as ours
+    redis_streams.py    Redis Streams: Debian ``redis-server``, redis-py (hiredis), pipelining, consumer groups
+    nats_jetstream.py   NATS JetStream: Debian ``nats-server -js``, nats-py, acks in flight, pull consumers
+
+``make peers`` installs the servers (apt) and the clients (the ``peers`` extra). A peer that is
+not installed is reported as such; ours is measured regardless.
+"""
+
+from perf.peers.nats_jetstream import NatsJetStream
+from perf.peers.redis_streams import RedisStreams
+
+PEERS = {peer.name: peer for peer in (RedisStreams, NatsJetStream)}
