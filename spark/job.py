@@ -86,6 +86,14 @@ def run(args: argparse.Namespace, namesrv: str, cluster_dir: str | None) -> int:
     from spark.session import spark_session
 
     console = Console()
+    phases: dict[str, float] = {}
+    mark = [time.monotonic()]
+
+    def phase(name: str) -> None:
+        now = time.monotonic()
+        phases[name] = round(now - mark[0], 2)
+        mark[0] = now
+
     if args.faults and not cluster_dir:
         console.print("--faults needs the cluster's data directory (--cluster-dir) on this host")
         return 2
@@ -98,11 +106,13 @@ def run(args: argparse.Namespace, namesrv: str, cluster_dir: str | None) -> int:
         admin.create_topic(topic, args.queues)
         spark = spark_session(args.master, app_name="rocketbox-load")
         register(spark)
+        phase("spark session")
         plan = loadgen.LoadPlan(addresses, topic, args.messages, keys=args.keys, tasks=args.tasks,
                                 body_bytes=args.body_bytes, batch=args.batch, rate_msg_s=args.rate,
                                 request_timeout_ms=args.request_timeout_ms)
         history_path = os.path.join(out, "history.parquet")
         group = PushGroup(addresses, topic, LOAD_GROUP, os.path.join(out, "push"), members=args.members).start()
+        phase("push group start")
         injector = None
         if args.faults:
             low, high = (float(x) for x in args.fault_interval.split(","))
@@ -112,6 +122,7 @@ def run(args: argparse.Namespace, namesrv: str, cluster_dir: str | None) -> int:
             load_error = _load_with_progress(console, admin, spark, plan, history_path, LOAD_GROUP)
         finally:
             faults = injector.stop() if injector else []
+        phase("load (Spark job)")
         if load_error is not None:
             group.stop()
             raise load_error
@@ -123,24 +134,32 @@ def run(args: argparse.Namespace, namesrv: str, cluster_dir: str | None) -> int:
             console.print(f"[yellow]the push group did not catch up within {CATCH_UP_TIMEOUT_S:.0f} s; "
                           "what it missed is reported as lost")
         exit_codes = group.stop()
+        phase("push group catch-up and stop")
         if any(code != 0 for code in exit_codes):
             console.print(f"[red]a push-group member failed: exit codes {exit_codes}")
 
     history = spark.read.parquet(history_path)
     messages = (spark.read.format("rocketbox").option("namesrv", ";".join(addresses)).option("topic", topic)
                 .load())
-    push_reads = spark.read.parquet(group.reads_glob())
-    reads = datasource_reads(messages).unionByName(push_reads).cache()
+    datasource_path = os.path.join(out, "reads-datasource.parquet")
+    datasource_reads(messages).write.mode("overwrite").parquet(datasource_path)
+    phase("read back (DataSource)")
+    reads = spark.read.parquet(datasource_path).unionByName(spark.read.parquet(group.reads_glob()))
     commits = spark.read.parquet(group.commits_glob())
     anomalies = checker.check_all(history, reads, commits, readers=["datasource", "push"]).cache()
+    anomalies.count()
+    phase("check")
     result = report.measures(history, reads, anomalies)
+    phase("measures")
     result.update(topic=topic, flush_mode=args.flush_mode, faults=events_as_dicts(faults),
-                  settings={k: v for k, v in vars(args).items()})
+                  settings=dict(vars(args)), phases_s=phases)
     anomalies.filter("explained is null").limit(1000).toPandas().to_json(
         os.path.join(out, "anomalies.json"), orient="records", indent=1)
     report.print_report(result, console)
     report.write_json(result, os.path.join(out, "report.json"))
     report.plot(history, reads, result["faults"], os.path.join(out, "latency.png"))
+    phase("report and plot")
+    console.print("phases: " + ", ".join(f"{name} {seconds:.1f} s" for name, seconds in phases.items()))
     console.print(f"report: {out}/report.json, plot: {out}/latency.png, history: {history_path}")
     verdict_ok = result["unexplained"] == 0 and exit_codes == [0] * len(exit_codes)
     console.print("[green]OK: nothing lost, every duplicate explained" if verdict_ok else

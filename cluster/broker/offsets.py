@@ -1,36 +1,102 @@
-"""Consumer offsets per (group, topic, queue), kept by the broker, persisted as JSON.
+"""Consumer offsets per (group, topic, queue), kept by the broker.
 
 An offset is a queue offset (a ConsumeQueue entry number), the next one to consume.
-Writes land in memory and reach config/consumerOffset.json every
-``consumer_offset_persist_interval_ms`` and at shutdown (RocketMQ: 5 s).
+
+RocketMQ keeps them in memory and writes consumerOffset.json every 5 s, so a broker
+crash forgets up to 5 s of commits and the group re-reads what it had acknowledged. Here
+every commit also lands in a shared-memory slot (``consumerOffset.slots``, one u64 per
+(group, topic, queue)), which outlives a SIGKILL of the broker the way the CommitLog's
+mapped pages do: a restarted broker answers the last offset it accepted. The JSON file
+is still written every ``consumer_offset_persist_interval_ms`` (with an msync of the
+slots) and at shutdown; it is what survives a machine crash.
+
+Which slot holds which queue is itself durable (``consumerOffset.slotmap.json``, written
+with fsync when a queue is first committed, which happens once per group and queue).
+A slot stores offset + 1, so 0 means "never written".
 """
 
 from __future__ import annotations
 
+import logging
+import mmap
 import os
+import struct
 
 from cluster.shm.json_store import read_json, write_json
+
+log = logging.getLogger(__name__)
+
+SLOT_COUNT = 65_536
+_SLOT = struct.Struct("<Q")
 
 
 class ConsumerOffsetManager:
     def __init__(self, store_dir: str):
-        self.path = os.path.join(store_dir, "config", "consumerOffset.json")
+        config_dir = os.path.join(store_dir, "config")
+        os.makedirs(config_dir, exist_ok=True)
+        self.path = os.path.join(config_dir, "consumerOffset.json")
+        self.slotmap_path = os.path.join(config_dir, "consumerOffset.slotmap.json")
         raw = read_json(self.path, {"offsetTable": {}})
         # "topic@group" -> {queue id: offset}, RocketMQ's on-disk shape.
         self.table: dict[str, dict[int, int]] = {
             key: {int(q): int(o) for q, o in queues.items()}
             for key, queues in raw.get("offsetTable", {}).items()}
         self.dirty = False
+        self._slots_file, self._slots = self._map_slots(os.path.join(config_dir, "consumerOffset.slots"))
+        self.slot_of: dict[tuple[str, int], int] = {
+            (key, int(q)): int(slot) for key, queues in read_json(self.slotmap_path, {}).items()
+            for q, slot in queues.items()}
+        self._free = sorted(set(range(SLOT_COUNT)) - set(self.slot_of.values()), reverse=True)
+        self._overlay_slots()
+
+    @staticmethod
+    def _map_slots(path: str):
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        if os.fstat(fd).st_size < SLOT_COUNT * _SLOT.size:
+            os.ftruncate(fd, SLOT_COUNT * _SLOT.size)
+        return fd, mmap.mmap(fd, SLOT_COUNT * _SLOT.size)
+
+    def _overlay_slots(self) -> None:
+        """Commits accepted after the last JSON write, read back from the slots."""
+        for (key, queue_id), slot in self.slot_of.items():
+            stored = _SLOT.unpack_from(self._slots, slot * _SLOT.size)[0]
+            if stored and self.table.get(key, {}).get(queue_id) != stored - 1:
+                self.table.setdefault(key, {})[queue_id] = stored - 1
+                self.dirty = True
 
     @staticmethod
     def _key(group: str, topic: str) -> str:
         return f"{topic}@{group}"
 
     def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
-        queues = self.table.setdefault(self._key(group, topic), {})
-        if queues.get(queue_id) != offset:
-            queues[queue_id] = offset
-            self.dirty = True
+        key = self._key(group, topic)
+        queues = self.table.setdefault(key, {})
+        if queues.get(queue_id) == offset:
+            return
+        queues[queue_id] = offset
+        self.dirty = True
+        slot = self.slot_of.get((key, queue_id))
+        if slot is None:
+            slot = self._assign_slot(key, queue_id)
+        if slot is not None:
+            _SLOT.pack_into(self._slots, slot * _SLOT.size, offset + 1)
+
+    def _assign_slot(self, key: str, queue_id: int) -> int | None:
+        if not self._free:
+            log.warning("all %d consumer offset slots in use: %s queue %d is kept by the periodic "
+                        "JSON write only", SLOT_COUNT, key, queue_id)
+            return None
+        slot = self._free.pop()
+        _SLOT.pack_into(self._slots, slot * _SLOT.size, 0)
+        self.slot_of[(key, queue_id)] = slot
+        self._write_slotmap()
+        return slot
+
+    def _write_slotmap(self) -> None:
+        data: dict[str, dict[str, int]] = {}
+        for (key, queue_id), slot in self.slot_of.items():
+            data.setdefault(key, {})[str(queue_id)] = slot
+        write_json(self.slotmap_path, data)
 
     def query(self, group: str, topic: str, queue_id: int) -> int | None:
         return self.table.get(self._key(group, topic), {}).get(queue_id)
@@ -39,10 +105,19 @@ class ConsumerOffsetManager:
         for key in [k for k in self.table if k.startswith(topic + "@")]:
             del self.table[key]
             self.dirty = True
+        freed = [kq for kq in self.slot_of if kq[0].startswith(topic + "@")]
+        for kq in freed:
+            slot = self.slot_of.pop(kq)
+            _SLOT.pack_into(self._slots, slot * _SLOT.size, 0)
+            self._free.append(slot)
+        if freed:
+            self._write_slotmap()
+        self.persist(force=True)   # else the last JSON snapshot would bring the topic's offsets back
 
     def persist(self, force: bool = False) -> None:
         if not (self.dirty or force):
             return
+        self._slots.flush()
         write_json(self.path, {"offsetTable": {
             key: {str(q): o for q, o in queues.items()} for key, queues in self.table.items()}})
         self.dirty = False
