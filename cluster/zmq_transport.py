@@ -365,6 +365,23 @@ def _decode_response(frames) -> Command | None:
         return None
 
 
+def _disconnected(monitor: zmq.Socket) -> bool:
+    """Drain a monitor socket; True if it reported a dropped connection."""
+    dropped = False
+    while monitor.get(zmq.EVENTS) & zmq.POLLIN:
+        frames = monitor.recv_multipart(zmq.NOBLOCK)
+        event = int.from_bytes(frames[0][:2], "little")
+        dropped = dropped or event == zmq.EVENT_DISCONNECTED
+    return dropped
+
+
+def _fail_endpoint(pending: dict, endpoint: str) -> None:
+    for opaque in [o for o, (_f, _d, e) in pending.items() if e == endpoint]:
+        future = pending.pop(opaque)[0]
+        if not future.done():
+            future.set_exception(TransportError(f"connection to {endpoint} lost"))
+
+
 class _IoThread:
     """One thread owning the sockets of every asynchronous request of a client."""
 
@@ -412,7 +429,11 @@ class _IoThread:
     def _run(self) -> None:
         context = CONTEXT.get()
         sockets: dict[str, zmq.Socket] = {}
-        pending: dict[int, tuple[Future, float]] = {}
+        # A monitor per endpoint: when a server's connection drops (it died or restarted),
+        # its requests fail at once instead of waiting out their time-outs (RocketMQ's
+        # failFast on a closed channel). A parked long poll is otherwise lost for its whole wait.
+        monitors: dict[zmq.Socket, str] = {}
+        pending: dict[int, tuple[Future, float, str]] = {}
         # (deadline, opaque): the nearest time-out in O(log n); answered entries are skipped lazily.
         deadlines: list[tuple[float, int]] = []
         poller = zmq.Poller()
@@ -429,6 +450,10 @@ class _IoThread:
                         os.read(self._wake_r, 4096)
                     except BlockingIOError:
                         pass
+                    continue
+                if sock in monitors:
+                    if _disconnected(sock):
+                        _fail_endpoint(pending, monitors[sock])
                     continue
                 for _ in range(1024):
                     if not sock.get(zmq.EVENTS) & zmq.POLLIN:
@@ -457,6 +482,9 @@ class _IoThread:
                         continue
                     sockets[endpoint] = sock
                     poller.register(sock, zmq.POLLIN)
+                    monitor = sock.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+                    monitors[monitor] = endpoint
+                    poller.register(monitor, zmq.POLLIN)
                 try:
                     _send(sock, to_frames(request), zmq.NOBLOCK)
                 except zmq.Again:
@@ -465,7 +493,7 @@ class _IoThread:
                 except zmq.ZMQError as exc:
                     future.set_exception(TransportError(f"{endpoint}: {exc}"))
                     continue
-                pending[request.opaque] = (future, deadline)
+                pending[request.opaque] = (future, deadline, endpoint)
                 heapq.heappush(deadlines, (deadline, request.opaque))
             now = time.monotonic()
             while deadlines and deadlines[0][0] <= now:
@@ -473,9 +501,11 @@ class _IoThread:
                 entry = pending.pop(opaque, None)
                 if entry is not None and not entry[0].done():
                     entry[0].set_exception(RequestTimeout("no answer within the time-out"))
-        for future, _ in pending.values():
+        for future, _, _ in pending.values():
             if not future.done():
                 future.set_exception(TransportError("client is closed"))
+        for monitor in monitors:
+            monitor.close(0)
         for sock in sockets.values():
             sock.close(0)
         os.close(self._wake_r)

@@ -255,6 +255,8 @@ class PushConsumer(_QueueClient):
 
     def _rebalance(self) -> None:
         wanted: set[MessageQueue] = set()
+        with self._queues_lock:
+            held = set(self._queues)
         for topic in self.subscriptions:
             try:
                 route = self.routes.get(topic)
@@ -264,7 +266,14 @@ class PushConsumer(_QueueClient):
                 continue
             queues = route.subscribe_queues()
             members = self._group_members(route)
-            if not members:
+            if self.client_id not in members:
+                # The broker does not know us (it restarted, or our heartbeat is late): register
+                # now, and keep this topic's queues until the member list includes us again.
+                # Dropping them would hand the queues to nobody and stall them.
+                log.info("consumer %s: not in group %s's member list %s; heartbeating", self.client_id,
+                         self.group, members)
+                self._heartbeat_all()   # the broker's join notice brings the next rebalance
+                wanted.update(q for q in held if q.topic == topic)
                 continue
             if members != self._members.get(topic):
                 log.info("consumer %s: group %s members of %s now %s", self.client_id, self.group, topic, members)
