@@ -71,7 +71,8 @@ class FaultInjector:
     def stop(self) -> list[FaultEvent]:
         """Stop injecting; a paused broker is resumed before this returns."""
         self._stop.set()
-        self._thread.join(RESTART_TIMEOUT_S + 10)
+        if self._thread.ident is not None:   # never started when the load stored nothing
+            self._thread.join(RESTART_TIMEOUT_S + 10)
         return self.events
 
     def _target(self, kind: str) -> str:

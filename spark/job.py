@@ -59,8 +59,11 @@ def parse_args(argv=None) -> argparse.Namespace:
 def main(argv=None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    if args.faults and not (args.cluster_dir or not args.namesrv):
+        print("--faults against a cluster elsewhere needs its data directory (--cluster-dir) on this host")
+        return 2
     if args.namesrv:
-        return run(args, args.namesrv, args.cluster_dir)
+        return 0 if run(args, args.namesrv, args.cluster_dir)["verdict_ok"] else 1
     from cluster.testing import LocalCluster
     from rich.console import Console
     with tempfile.TemporaryDirectory(prefix="rocketbox-run-") as tmp:
@@ -69,106 +72,143 @@ def main(argv=None) -> int:
         with LocalCluster(os.path.join(tmp, "cluster"), flush_mode=mode) as cluster:
             Console().print(f"cluster up in {time.monotonic() - started:.2f} s: NameServer {cluster.namesrv}, "
                             f"flush {args.flush_mode}")
-            return run(args, cluster.namesrv, cluster.data_dir)
+            return 0 if run(args, cluster.namesrv, cluster.data_dir)["verdict_ok"] else 1
 
 
-def run(args: argparse.Namespace, namesrv: str, cluster_dir: str | None) -> int:
+class _Phases:
+    """Wall time of each step of the run, for the report."""
+
+    def __init__(self):
+        self.seconds: dict[str, float] = {}
+        self._mark = time.monotonic()
+
+    def done(self, name: str) -> None:
+        now = time.monotonic()
+        self.seconds[name] = round(now - self._mark, 2)
+        self._mark = now
+
+
+def run(args: argparse.Namespace, namesrv: str, cluster_dir: str | None, spark=None) -> dict:
+    """The whole check against the cluster at ``namesrv``; the report as a dict (``verdict_ok``).
+    ``spark``: a session to use (and leave running); else one is made and stopped here."""
     from rich.console import Console
 
-    from cluster import Admin
-    from cluster.client.routes import normalize_endpoint
-    from cluster.config import ClientConfig
-    from spark import checker, loadgen, report
     from spark.datasource import register
-    from spark.faults import FaultInjector, events_as_dicts
-    from spark.push_group import PushGroup, caught_up
-    from spark.reads import datasource_reads
     from spark.session import spark_session
 
     console = Console()
-    phases: dict[str, float] = {}
-    mark = [time.monotonic()]
-
-    def phase(name: str) -> None:
-        now = time.monotonic()
-        phases[name] = round(now - mark[0], 2)
-        mark[0] = now
-
-    if args.faults and not cluster_dir:
-        console.print("--faults needs the cluster's data directory (--cluster-dir) on this host")
-        return 2
+    phases = _Phases()
     out = os.path.abspath(args.out)
     os.makedirs(out, exist_ok=True)
     addresses = tuple(a for a in namesrv.replace(",", ";").split(";") if a)
+    own_session = spark is None
+    if own_session:
+        spark = spark_session(args.master, app_name="rocketbox-load")
+    register(spark)
+    phases.done("spark session")
+    try:
+        load = _load_and_consume(args, console, spark, addresses, cluster_dir, out, phases)
+        result = _check_and_report(args, console, spark, addresses, load, out, phases)
+    finally:
+        if own_session:
+            spark.stop()
+    return result
+
+
+def _load_and_consume(args, console, spark, addresses, cluster_dir, out, phases) -> dict:
+    """Topic, push group, the Spark load (with faults), the group caught up; where things are."""
+    from cluster import Admin
+    from cluster.client.routes import normalize_endpoint
+    from cluster.config import ClientConfig
+    from spark import loadgen
+    from spark.faults import FaultInjector
+    from spark.push_group import PushGroup, caught_up
+
     cfg = ClientConfig(namesrv_endpoints=tuple(normalize_endpoint(a) for a in addresses))
     topic = f"Load{time.strftime('%Y%m%d%H%M%S')}{os.getpid()}"
+    history_path = os.path.join(out, "history.parquet")
     with Admin(config=cfg) as admin:
         admin.create_topic(topic, args.queues)
-        spark = spark_session(args.master, app_name="rocketbox-load")
-        register(spark)
-        phase("spark session")
         plan = loadgen.LoadPlan(addresses, topic, args.messages, keys=args.keys, tasks=args.tasks,
                                 body_bytes=args.body_bytes, batch=args.batch, rate_msg_s=args.rate,
                                 request_timeout_ms=args.request_timeout_ms)
-        history_path = os.path.join(out, "history.parquet")
         group = PushGroup(addresses, topic, LOAD_GROUP, os.path.join(out, "push"), members=args.members).start()
-        phase("push group start")
+        phases.done("push group start")
         injector = None
         if args.faults:
             low, high = (float(x) for x in args.fault_interval.split(","))
             injector = FaultInjector(cluster_dir, kinds=args.fault_kinds.split(","), interval_s=(low, high),
-                                     seed=args.seed).start()
+                                     seed=args.seed)
         try:
-            load_error = _load_with_progress(console, admin, spark, plan, history_path, LOAD_GROUP)
+            # Faults begin with the first stored message: earlier ones would test only an idle broker.
+            load_error = _load_with_progress(console, admin, spark, plan, history_path, LOAD_GROUP,
+                                             on_first_stored=injector.start if injector else None)
         finally:
             faults = injector.stop() if injector else []
-        phase("load (Spark job)")
+        phases.done("load (Spark job)")
         if load_error is not None:
             group.stop()
             raise load_error
         if injector is not None and injector.error is not None:
             console.print(f"[red]fault injection failed: {injector.error}")
+
+        def group_caught_up() -> bool:
+            try:
+                return caught_up(admin, topic, LOAD_GROUP)
+            except Exception:   # a broker still restarting
+                return False
         try:
-            _await(lambda: caught_up(admin, topic, LOAD_GROUP), CATCH_UP_TIMEOUT_S)
+            _await(group_caught_up, CATCH_UP_TIMEOUT_S)
         except TimeoutError:
             console.print(f"[yellow]the push group did not catch up within {CATCH_UP_TIMEOUT_S:.0f} s; "
                           "what it missed is reported as lost")
         exit_codes = group.stop()
-        phase("push group catch-up and stop")
-        if any(code != 0 for code in exit_codes):
-            console.print(f"[red]a push-group member failed: exit codes {exit_codes}")
+        phases.done("push group catch-up and stop")
+    if any(code != 0 for code in exit_codes):
+        console.print(f"[red]a push-group member failed: exit codes {exit_codes}")
+    return {"topic": topic, "history": history_path, "group": group, "faults": faults,
+            "member_exit_codes": exit_codes}
 
-    history = spark.read.parquet(history_path)
-    messages = (spark.read.format("rocketbox").option("namesrv", ";".join(addresses)).option("topic", topic)
-                .load())
+
+def _check_and_report(args, console, spark, addresses, load, out, phases) -> dict:
+    from spark import checker, report
+    from spark.faults import events_as_dicts
+    from spark.reads import datasource_reads
+
+    history = spark.read.parquet(load["history"])
+    messages = (spark.read.format("rocketbox").option("namesrv", ";".join(addresses))
+                .option("topic", load["topic"]).load())
     datasource_path = os.path.join(out, "reads-datasource.parquet")
     datasource_reads(messages).write.mode("overwrite").parquet(datasource_path)
-    phase("read back (DataSource)")
+    phases.done("read back (DataSource)")
+    group = load["group"]
     reads = spark.read.parquet(datasource_path).unionByName(spark.read.parquet(group.reads_glob()))
     commits = spark.read.parquet(group.commits_glob())
     anomalies = checker.check_all(history, reads, commits, readers=["datasource", "push"]).cache()
     anomalies.count()
-    phase("check")
+    phases.done("check")
     result = report.measures(history, reads, anomalies)
-    phase("measures")
-    result.update(topic=topic, flush_mode=args.flush_mode, faults=events_as_dicts(faults),
-                  settings=dict(vars(args)), phases_s=phases)
+    phases.done("measures")
+    result.update(topic=load["topic"], flush_mode=args.flush_mode, faults=events_as_dicts(load["faults"]),
+                  settings=dict(vars(args)))
     anomalies.filter("explained is null").limit(1000).toPandas().to_json(
         os.path.join(out, "anomalies.json"), orient="records", indent=1)
     report.print_report(result, console)
-    report.write_json(result, os.path.join(out, "report.json"))
     report.plot(history, reads, result["faults"], os.path.join(out, "latency.png"))
-    phase("report and plot")
-    console.print("phases: " + ", ".join(f"{name} {seconds:.1f} s" for name, seconds in phases.items()))
-    console.print(f"report: {out}/report.json, plot: {out}/latency.png, history: {history_path}")
-    verdict_ok = result["unexplained"] == 0 and exit_codes == [0] * len(exit_codes)
-    console.print("[green]OK: nothing lost, every duplicate explained" if verdict_ok else
+    phases.done("report and plot")
+    anomalies.unpersist()
+    result["phases_s"] = phases.seconds
+    result["verdict_ok"] = result["unexplained"] == 0 and all(c == 0 for c in load["member_exit_codes"])
+    report.write_json(result, os.path.join(out, "report.json"))
+    console.print("phases: " + ", ".join(f"{name} {seconds:.1f} s" for name, seconds in phases.seconds.items()))
+    console.print(f"report: {out}/report.json, plot: {out}/latency.png, history: {load['history']}")
+    console.print("[green]OK: nothing lost, every duplicate explained" if result["verdict_ok"] else
                   f"[red]FAILED: {result['unexplained']} unexplained anomalies (see {out}/anomalies.json)")
-    spark.stop()
-    return 0 if verdict_ok else 1
+    return result
 
 
-def _load_with_progress(console, admin, spark, plan, history_path: str, group: str) -> BaseException | None:
+def _load_with_progress(console, admin, spark, plan, history_path: str, group: str,
+                        on_first_stored=None) -> BaseException | None:
     """Runs the Spark load in a thread while a bar shows stored and consumed counts."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -194,7 +234,11 @@ def _load_with_progress(console, admin, spark, plan, history_path: str, group: s
                 rows = admin.queue_offsets(plan.topic, group)
             except Exception:   # a broker being restarted by a fault: the bar just waits
                 continue
-            progress.update(stored, completed=min(plan.messages, sum(r["maxOffset"] for r in rows)))
+            stored_now = sum(r["maxOffset"] for r in rows)
+            if stored_now and on_first_stored is not None:
+                on_first_stored()
+                on_first_stored = None
+            progress.update(stored, completed=min(plan.messages, stored_now))
             progress.update(consumed, completed=min(plan.messages, sum(r.get("consumerOffset") or 0 for r in rows)))
     if thread.is_alive():
         return TimeoutError("the Spark load did not finish in time")

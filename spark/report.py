@@ -61,6 +61,7 @@ def measures(history: DataFrame, reads: DataFrame, anomalies: DataFrame) -> dict
         "attempts": {t: int(counts.get(t, 0)) for t in (OK, FAIL, INFO)},
         "requests": reqs.count(),
         "load_duration_s": duration_s,
+        "load_span_ns": [span["a"], span["b"]],
         "throughput_acknowledged_msg_s": acknowledged / duration_s,
         "publish_latency_ms": _percentiles(reqs.filter(F.col("type") == OK), "latency_ms"),
         "end_to_end_latency_ms": _percentiles(end_to_end(history, reads), "latency_ms"),
