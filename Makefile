@@ -29,8 +29,10 @@ test: install
 	if [ $$status -eq 5 ]; then echo "make test: pytest collected no tests" >&2; fi; \
 	exit $$status
 
+# make run RUN_ARGS='--faults'  (any flag of python -m spark.job --help)
+RUN_ARGS ?=
 run: install
-	$(VENV_PYTHON) -m cluster.demo
+	$(VENV_PYTHON) -m spark.job $(RUN_ARGS)
 
 bench: install
 	$(VENV_PYTHON) -m perf
