@@ -63,7 +63,7 @@ class MessageExt:
     """
 
     __slots__ = ("topic", "body", "queue_id", "queue_offset", "phys_offset", "sys_flag",
-                 "store_timestamp_ms", "broker_name", "_raw", "_pos", "_properties")
+                 "store_timestamp_ms", "broker_name", "_raw", "_pos", "_properties", "_decoded")
 
     def __init__(self, raw: bytes, pos: int, topic: str, body: bytes, queue_id: int, queue_offset: int,
                  phys_offset: int, sys_flag: int, store_timestamp_ms: int, broker_name: str = ""):
@@ -78,9 +78,13 @@ class MessageExt:
         self.store_timestamp_ms = store_timestamp_ms
         self.broker_name = broker_name
         self._properties = None
+        self._decoded = None
 
     def _record(self) -> fmt.Record:
-        return fmt.decode_at(self._raw, self._pos, check_crc=False)
+        # Decoded once, on the first read of a field the scan did not fill in.
+        if self._decoded is None:
+            self._decoded = fmt.decode_at(self._raw, self._pos, check_crc=False)
+        return self._decoded
 
     @property
     def properties(self) -> dict[str, str]:
