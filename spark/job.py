@@ -46,7 +46,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="SIGKILL the broker master, its flush and reput workers, SIGSTOP/SIGCONT the master, "
                         "at random times during the load")
     p.add_argument("--fault-kinds", default="kill-master,kill-flush,kill-reput,pause-master")
-    p.add_argument("--fault-interval", default="2,5", help="seconds between faults: min,max")
+    p.add_argument("--fault-interval", default="1,3", help="seconds between faults: min,max")
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
     p.add_argument("--namesrv", default=None, help="use this cluster (host:port[;...]) instead of starting one")
