@@ -73,12 +73,9 @@ class Options:
                    _positive(options, "writeBatchSize", WRITE_BATCH_DEFAULT), int(timeout) if timeout else None)
 
     def client_config(self):
-        from cluster.client.routes import normalize_endpoint
-        from cluster.config import ClientConfig
-        changes = {"namesrv_endpoints": tuple(normalize_endpoint(a) for a in self.namesrv)}
-        if self.request_timeout_ms:
-            changes["request_timeout_ms"] = self.request_timeout_ms
-        return ClientConfig(**changes)
+        from cluster.client.routes import config_for
+        changes = {"request_timeout_ms": self.request_timeout_ms} if self.request_timeout_ms else {}
+        return config_for(self.namesrv, **changes)
 
 
 def _positive(options: dict, name: str, default: int) -> int:

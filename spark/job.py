@@ -118,13 +118,12 @@ def run(args: argparse.Namespace, namesrv: str, cluster_dir: str | None, spark=N
 def _load_and_consume(args, console, spark, addresses, cluster_dir, out, phases) -> dict:
     """Topic, push group, the Spark load (with faults), the group caught up; where things are."""
     from cluster import Admin
-    from cluster.client.routes import normalize_endpoint
-    from cluster.config import ClientConfig
+    from cluster.client.routes import config_for
     from spark import loadgen
     from spark.faults import FaultInjector
     from spark.push_group import PushGroup, caught_up
 
-    cfg = ClientConfig(namesrv_endpoints=tuple(normalize_endpoint(a) for a in addresses))
+    cfg = config_for(addresses)
     topic = f"Load{time.strftime('%Y%m%d%H%M%S')}{os.getpid()}"
     history_path = os.path.join(out, "history.parquet")
     with Admin(config=cfg) as admin:

@@ -69,11 +69,9 @@ def run_task(plan: LoadPlan, task: int, process: str) -> list[tuple]:
     overlap, which keeps the broker's group commit fed.
     """
     from cluster import Producer
-    from cluster.client.routes import normalize_endpoint
+    from cluster.client.routes import config_for
     from cluster.client.selectors import select_by_hash
-    from cluster.config import ClientConfig
-    cfg = ClientConfig(namesrv_endpoints=tuple(normalize_endpoint(a) for a in plan.namesrv),
-                       request_timeout_ms=plan.request_timeout_ms, send_retry_count=0)
+    cfg = config_for(plan.namesrv, request_timeout_ms=plan.request_timeout_ms, send_retry_count=0)
     with Producer(f"rocketbox-load-{task}", config=cfg) as producer:
         queues = producer.routes.publish_route(plan.topic)[1]
         per_queue: dict = {}

@@ -29,11 +29,9 @@ def _member(namesrv: tuple[str, ...], topic: str, group: str, out_dir: str, inde
     from pyspark.sql.pandas.types import to_arrow_schema
 
     from cluster import PushConsumer
-    from cluster.client.routes import normalize_endpoint
-    from cluster.config import ClientConfig
+    from cluster.client.routes import config_for
 
-    cfg = ClientConfig(namesrv_endpoints=tuple(normalize_endpoint(a) for a in namesrv),
-                       rebalance_interval_ms=2_000, consumer_offset_commit_interval_ms=1_000)
+    cfg = config_for(namesrv, rebalance_interval_ms=2_000, consumer_offset_commit_interval_ms=1_000)
     deliveries: list[tuple] = []
     commits: list[tuple] = []
     lock = threading.Lock()

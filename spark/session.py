@@ -14,6 +14,9 @@ import sys
 def spark_session(master: str = "local[2]", app_name: str = "rocketbox", conf: dict | None = None):
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    if master.startswith("local"):
+        # Else the JVM binds its services to the first non-loopback interface it finds.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
     builder = (SparkSession.builder.master(master).appName(app_name)

@@ -7,6 +7,7 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Sequence
 
 from cluster.config import ClientConfig
 from cluster.errors import BrokerError, NoRouteError
@@ -27,6 +28,13 @@ def namesrv_endpoints_from_env(default: tuple[str, ...] | None = None) -> tuple[
 def normalize_endpoint(address: str) -> str:
     address = address.strip()
     return address if "://" in address else f"tcp://{address}"
+
+
+def config_for(namesrv: str | Sequence[str], **changes) -> ClientConfig:
+    """Client settings for these NameServers ("host:port;host:port" or a sequence), plus ``changes``."""
+    addresses = namesrv.replace(",", ";").split(";") if isinstance(namesrv, str) else namesrv
+    endpoints = tuple(normalize_endpoint(a) for a in addresses if a.strip())
+    return ClientConfig(namesrv_endpoints=endpoints, **changes)
 
 
 @dataclass
