@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import random
 import socket
 from dataclasses import dataclass
 
@@ -43,15 +44,43 @@ class Topology:
         return ";".join(f"{n.host}:{n.port}" for n in self.namesrvs)
 
 
+def _ephemeral_low(default: int = 32768) -> int:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return default
+
+
 def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
-    """Ports free right now (tests use them so parallel runs never collide)."""
+    """Ports free right now (tests use them so parallel runs never collide).
+
+    Picked below the kernel's ephemeral range: a port from that range can be handed to an
+    outgoing connection meanwhile, and a client reconnecting to a restarting server on
+    loopback can even connect to itself on it (TCP simultaneous open)."""
+    rng = random.SystemRandom()
+    high = min(_ephemeral_low(), 65536) - 1
+    low = max(1024, min(20_000, high - 4096))
+    chosen: list[int] = []
+    for _ in range(count * 200):   # bounded: a busy range falls back to the kernel's pick below
+        if len(chosen) == count:
+            return chosen
+        port = rng.randint(low, high)
+        if port in chosen:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue
+        chosen.append(port)
     sockets = []
     try:
-        for _ in range(count):
+        for _ in range(count - len(chosen)):
             s = socket.socket()
             s.bind((host, 0))
             sockets.append(s)
-        return [s.getsockname()[1] for s in sockets]
+        return chosen + [s.getsockname()[1] for s in sockets]
     finally:
         for s in sockets:
             s.close()
