@@ -73,6 +73,8 @@ class StoreConfig:
     # The flush worker also flushes ConsumeQueue/IndexFile and writes the checkpoint this often.
     flush_logics_interval_ms: int = 1000
     message_size_bytes_max: int = 4 * MIB
+    # RocketMQ's messageDelayLevel: the delay of levels 1..18 (units ms, s, m, h, d).
+    message_delay_levels: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
     # Refuse writes (DISK_FULL) when free space under the store falls below this.
     disk_free_bytes_min: int = 64 * MIB
     # Touch every page of a fresh CommitLog segment and advise the kernel to keep it.
@@ -81,6 +83,8 @@ class StoreConfig:
     mlock_enabled: bool = False
 
     def validate(self) -> None:
+        from cluster.shm.schedule_format import parse_levels
+        parse_levels(self.message_delay_levels)
         if self.flush_mode not in FLUSH_MODES:
             raise ValueError(f"flush_mode must be one of {FLUSH_MODES}, not {self.flush_mode!r}")
         if self.commitlog_file_size_bytes < 4096:
@@ -162,12 +166,33 @@ class BrokerConfig:
         return f"{self.host}:{self.port}"
 
 
+def latency_table_problem(latency_max_ms, durations_ms, isolation_latency_ms) -> str | None:
+    """Why these make no latency fault table (ClientConfig.send_latency_*), or None."""
+    if len(latency_max_ms) != len(durations_ms) or not latency_max_ms:
+        return "send_latency_max_ms and send_not_available_duration_ms need the same, non-zero, number of entries"
+    if list(latency_max_ms) != sorted(latency_max_ms):
+        return "send_latency_max_ms must be in increasing order"
+    if min(*latency_max_ms, *durations_ms, isolation_latency_ms) < 0:
+        return "send latencies and durations must not be negative"
+    return None
+
+
 @dataclass(frozen=True)
 class ClientConfig:
     namesrv_endpoints: tuple[str, ...] = (f"tcp://127.0.0.1:{NAMESRV_PORT_DEFAULT}",)
     route_refresh_interval_ms: int = 30_000
+    # One RPC's time-out; a send's attempt waits at most this long for its broker.
     request_timeout_ms: int = 3_000
+    # One send, retries included (RocketMQ's sendMsgTimeout, 3000); None: request_timeout_ms.
+    send_timeout_ms: int | None = None
     send_retry_count: int = 2
+    # Latency fault tolerance (SPEC §2; RocketMQ's sendLatencyFaultEnable, off by default): a broker
+    # whose send took >= send_latency_max_ms[i] is avoided for send_not_available_duration_ms[i]; a
+    # failed send counts as send_isolation_latency_ms (client/fault_tolerance.py).
+    send_latency_fault_enabled: bool = False
+    send_latency_max_ms: tuple[int, ...] = (50, 100, 550, 1_000, 2_000, 3_000, 15_000)
+    send_not_available_duration_ms: tuple[int, ...] = (0, 0, 30_000, 60_000, 120_000, 180_000, 600_000)
+    send_isolation_latency_ms: int = 30_000
     compress_body_threshold_bytes: int = 4 * 1024
     message_size_bytes_max: int = 4 * MIB
     client_heartbeat_interval_ms: int = 30_000
@@ -180,6 +205,12 @@ class ClientConfig:
     def validate(self) -> None:
         if not self.namesrv_endpoints:
             raise ValueError("at least one NameServer endpoint is needed")
+        if self.request_timeout_ms <= 0 or (self.send_timeout_ms is not None and self.send_timeout_ms <= 0):
+            raise ValueError("request_timeout_ms and send_timeout_ms must be positive")
+        problem = latency_table_problem(self.send_latency_max_ms, self.send_not_available_duration_ms,
+                                        self.send_isolation_latency_ms)
+        if problem:
+            raise ValueError(problem)
 
 
 def to_json(cfg) -> str:

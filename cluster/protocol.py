@@ -33,6 +33,7 @@ class RequestCode(enum.IntEnum):
     UNREGISTER_CLIENT = 35
     GET_CONSUMER_LIST_BY_GROUP = 38
     # Broker -> client, one-way: the member list of a consumer group changed (rebalance now).
+    CONSUMER_SEND_MSG_BACK = 36
     NOTIFY_CONSUMER_IDS_CHANGED = 40
     REGISTER_BROKER = 103
     UNREGISTER_BROKER = 104
@@ -91,6 +92,7 @@ SERVED_BY: dict[RequestCode, str] = {
     RequestCode.HEART_BEAT: BROKER,
     RequestCode.UNREGISTER_CLIENT: BROKER,
     RequestCode.GET_CONSUMER_LIST_BY_GROUP: BROKER,
+    RequestCode.CONSUMER_SEND_MSG_BACK: BROKER,
     RequestCode.NOTIFY_CONSUMER_IDS_CHANGED: CLIENT,
     RequestCode.REGISTER_BROKER: NAMESRV,
     RequestCode.UNREGISTER_BROKER: NAMESRV,
@@ -121,6 +123,17 @@ PERM_READ_WRITE = PERM_READ | PERM_WRITE
 
 # The topic RocketMQ clients use to ask for an auto-creatable route.
 AUTO_CREATE_TOPIC_KEY = "TBW102"
+# A consumer group's retry and dead-letter topics (RocketMQ's MixAll prefixes).
+RETRY_TOPIC_PREFIX = "%RETRY%"
+DLQ_TOPIC_PREFIX = "%DLQ%"
+
+
+def retry_topic(group: str) -> str:
+    return RETRY_TOPIC_PREFIX + group
+
+
+def dlq_topic(group: str) -> str:
+    return DLQ_TOPIC_PREFIX + group
 MASTER_ID = 0
 
 

@@ -31,18 +31,20 @@ _SLOT = struct.Struct("<Q")
 
 
 class ConsumerOffsetManager:
-    def __init__(self, store_dir: str):
+    """``name``: the files' stem; "delayOffset" keeps the schedule service's progress."""
+
+    def __init__(self, store_dir: str, name: str = "consumerOffset"):
         config_dir = os.path.join(store_dir, "config")
         os.makedirs(config_dir, exist_ok=True)
-        self.path = os.path.join(config_dir, "consumerOffset.json")
-        self.slotmap_path = os.path.join(config_dir, "consumerOffset.slotmap.json")
+        self.path = os.path.join(config_dir, f"{name}.json")
+        self.slotmap_path = os.path.join(config_dir, f"{name}.slotmap.json")
         raw = read_json(self.path, {"offsetTable": {}})
         # "topic@group" -> {queue id: offset}, RocketMQ's on-disk shape.
         self.table: dict[str, dict[int, int]] = {
             key: {int(q): int(o) for q, o in queues.items()}
             for key, queues in raw.get("offsetTable", {}).items()}
         self.dirty = False
-        self._slots_file, self._slots = self._map_slots(os.path.join(config_dir, "consumerOffset.slots"))
+        self._slots_file, self._slots = self._map_slots(os.path.join(config_dir, f"{name}.slots"))
         self.slot_of: dict[tuple[str, int], int] = {
             (key, int(q)): int(slot) for key, queues in read_json(self.slotmap_path, {}).items()
             for q, slot in queues.items()}

@@ -10,8 +10,9 @@ import time
 from cluster.config import SYNC_FLUSH, BrokerConfig
 from cluster.protocol import (answers_refusals, require_name, AUTO_CREATE_TOPIC_KEY, PERM_WRITE, ProtocolError, RequestCode, ResponseCode,
                               field_bool, field_int, send_fields_long)
-from cluster.shm.commitlog_format import (PROPERTY_WAIT, SYSFLAG_COMPRESSED, SYSFLAG_MULTI_TAGS, decode_properties,
-                                          pack_host)
+from cluster.shm.commitlog_format import (PROPERTY_DELAY, PROPERTY_TRAN_MSG, PROPERTY_WAIT, SYSFLAG_COMPRESSED,
+                                          SYSFLAG_MULTI_TAGS, decode_properties, encode_properties, pack_host)
+from cluster.shm.schedule_format import PROPERTY_TIMER_DELIVER_MS, SCHEDULE_TOPIC
 from cluster.shm.store import MessageToStore, PutMessageStatus as PutStatus
 from cluster.wire_format import Command
 
@@ -35,6 +36,10 @@ def _born_host(peer_address: str) -> bytes:
         return pack_host("127.0.0.1", 0)
 
 
+_DELAY_MARK = PROPERTY_DELAY + "\x01"
+_TIMER_MARK = PROPERTY_TIMER_DELIVER_MS + "\x01"
+
+
 class SendProcessor:
     def __init__(self, broker):
         self.broker = broker
@@ -45,6 +50,23 @@ class SendProcessor:
         self._round_robin = itertools.count()
         self.messages_stored = 0
 
+    def _park(self, topic: str, queue_id: int, properties_text: str) -> tuple[str, int, bytes]:
+        """Where a message with DELAY or TIMER_DELIVER_MS is stored: (topic, queue, properties)."""
+        props = decode_properties(properties_text.encode())
+        if props.get(PROPERTY_TRAN_MSG) == "true":
+            raise ProtocolError("a message is delayed or transactional, not both", ResponseCode.MESSAGE_ILLEGAL)
+        if PROPERTY_DELAY in props and PROPERTY_TIMER_DELIVER_MS in props:
+            raise ProtocolError("a message has a delay level or a delivery time, not both",
+                                ResponseCode.MESSAGE_ILLEGAL)
+        try:
+            schedule_queue = self.broker.schedule.plan(props)
+        except ValueError:
+            raise ProtocolError("DELAY and TIMER_DELIVER_MS must be integers", ResponseCode.MESSAGE_ILLEGAL) from None
+        if schedule_queue is None:
+            return topic, queue_id, properties_text.encode()
+        parked = self.broker.schedule.parked_properties(props, topic, queue_id)
+        return SCHEDULE_TOPIC, schedule_queue, encode_properties(parked)
+
     @answers_refusals
     def on_send(self, request: Command, reply) -> Command | None:
         fields = send_fields_long(request)
@@ -53,6 +75,9 @@ class SendProcessor:
         require_name("topic", topic, ResponseCode.MESSAGE_ILLEGAL)
         if topic == AUTO_CREATE_TOPIC_KEY:
             raise ProtocolError(f"the topic {topic} is reserved for auto-creation routes",
+                                ResponseCode.NO_PERMISSION)
+        if topic == SCHEDULE_TOPIC:
+            raise ProtocolError(f"the topic {topic} is the broker's own (delayed messages wait there)",
                                 ResponseCode.NO_PERMISSION)
         body = request.body
         size_max = self.cfg.store.message_size_bytes_max
@@ -106,10 +131,15 @@ class SendProcessor:
             reconsume_times = field_int(request_long, "reconsumeTimes", 0)
             if not (-(1 << 31) <= flag < 1 << 31 and 0 <= reconsume_times < 1 << 31):
                 raise ProtocolError("flag or reconsumeTimes is out of the int32 range", ResponseCode.MESSAGE_ILLEGAL)
+            store_topic, store_queue = topic, queue_id
+            if _DELAY_MARK in properties_text or _TIMER_MARK in properties_text:
+                store_topic, store_queue, properties = self._park(topic, queue_id, properties_text)
             message = MessageToStore(body=body, flag=flag, properties=properties,
                                      sys_flag=sys_flag, born_timestamp_ms=born_ts, born_host=born_host,
                                      reconsume_times=reconsume_times)
-            result = self.store.put_messages(topic, queue_id, [message])
+            result = self.store.put_messages(store_topic, store_queue, [message])
+            if store_topic != topic and result.status == PutStatus.PUT_OK:
+                result = result._replace(queue_offset=-1)   # its place in the topic is known on delivery
         if result.status != PutStatus.PUT_OK:
             code = _PUT_STATUS_CODES.get(result.status, ResponseCode.SYSTEM_ERROR)
             remark = f"store refused the message: {result.status.name}"

@@ -19,12 +19,15 @@ from cluster.broker import channels
 from cluster.broker.clients import ClientRegistry
 from cluster.broker.offsets import ConsumerOffsetManager
 from cluster.broker.pull import PullProcessor
+from cluster.broker.retry import SendBackProcessor
+from cluster.broker.schedule import TICK_S as SCHEDULE_TICK_S, ScheduleService
 from cluster.broker.send import SendProcessor
 from cluster.broker.topics import TopicConfig, TopicConfigManager
 from cluster.broker.waiters import FlushWaiters, PullWaiters
 from cluster.config import BrokerConfig
-from cluster.protocol import (require_name, answers_refusals, PERM_READ_WRITE, ProtocolError, RequestCode, ResponseCode, field_int, field_str,
-                              json_body, to_json_bytes)
+from cluster.protocol import (require_name, answers_refusals, DLQ_TOPIC_PREFIX, PERM_READ_WRITE, ProtocolError,
+                              RETRY_TOPIC_PREFIX, RequestCode, ResponseCode, field_int, field_str, json_body,
+                              retry_topic, to_json_bytes)
 from cluster.shm.commitlog_format import pack_host, parse_offset_msg_id
 from cluster.shm.control import ControlBlock
 from cluster.shm.store import MessageStore
@@ -59,6 +62,8 @@ class BrokerService:
         self.pull_waiters = PullWaiters()
         self.sender = SendProcessor(self)
         self.puller = PullProcessor(self)
+        self.schedule = ScheduleService(self)
+        self.send_back = SendBackProcessor(self)
         self.namesrv_client = RpcClient(default_timeout_ms=3000)
         self.started_ms = now_ms()
         self._written_since_wake = False
@@ -77,6 +82,7 @@ class BrokerService:
             RequestCode.HEART_BEAT: self.on_heartbeat,
             RequestCode.UNREGISTER_CLIENT: self.on_unregister_client,
             RequestCode.GET_CONSUMER_LIST_BY_GROUP: self.on_consumer_list,
+            RequestCode.CONSUMER_SEND_MSG_BACK: self.send_back.on_send_back,
             RequestCode.UPDATE_AND_CREATE_TOPIC: self.on_update_topic,
             RequestCode.DELETE_TOPIC_IN_BROKER: self.on_delete_topic,
             RequestCode.GET_ALL_TOPIC_CONFIG: self.on_all_topic_config,
@@ -106,6 +112,8 @@ class BrokerService:
         loop.call_every(0.05, self.on_tick)
         loop.call_every(self.cfg.register_interval_ms / 1000, self.register_with_namesrvs)
         loop.call_every(self.cfg.consumer_offset_persist_interval_ms / 1000, self.offsets.persist)
+        loop.call_every(self.cfg.consumer_offset_persist_interval_ms / 1000, self.schedule.persist)
+        loop.call_every(SCHEDULE_TICK_S, self.schedule.tick)
         loop.call_every(10.0, self.expire_clients)
         self.register_with_namesrvs()
         return self.server
@@ -211,6 +219,7 @@ class BrokerService:
         self.flush_waiters.fail_all()
         self.pull_waiters.expire(float("inf"))
         self.offsets.persist(force=True)
+        self.schedule.persist(force=True)
         for endpoint in self.cfg.namesrv_endpoints:
             try:
                 self.namesrv_client.call(endpoint, Command(RequestCode.UNREGISTER_BROKER, {
@@ -282,6 +291,10 @@ class BrokerService:
         body = json_body(request)
         for consumer in body.get("consumerDataSet") or []:
             require_name("group", str(consumer.get("groupName", "")))
+        for consumer in body.get("consumerDataSet") or []:
+            if str(consumer.get("messageModel", "CLUSTERING")) in ("CLUSTERING", "1"):
+                # Java's broker makes the group's retry topic on its first heartbeat.
+                self.ensure_system_topic(retry_topic(str(consumer["groupName"])))
         changed = self.clients.heartbeat(body, now_ms(), getattr(reply, "peer", None))
         self._notify_groups_changed(changed)
         return request.response(ResponseCode.SUCCESS)
@@ -293,6 +306,18 @@ class BrokerService:
                                           request.fields.get("producerGroup") or None)
         self._notify_groups_changed(changed)
         return request.response(ResponseCode.SUCCESS)
+
+    def ensure_system_topic(self, topic: str) -> bool:
+        """Create a group's retry or dead-letter topic (1 queue, read-write) if missing; False
+        for any other unknown topic. Registered with the NameServers so clients find it."""
+        if self.topics.get(topic) is not None:
+            return True
+        if not (topic.startswith(RETRY_TOPIC_PREFIX) or topic.startswith(DLQ_TOPIC_PREFIX)):
+            return False
+        self.topics.upsert(TopicConfig(topic, 1, 1, PERM_READ_WRITE))
+        log.info("created %s", topic)
+        self.register_with_namesrvs()
+        return True
 
     def _notify_groups_changed(self, groups) -> None:
         """Tell every member of each group to rebalance now (RocketMQ's NOTIFY_CONSUMER_IDS_CHANGED)."""

@@ -141,7 +141,7 @@ def _probe_full_tails(cqs: ConsumeQueueSet, commitlog: CommitLog, end: int, skip
 
 
 def recover(store_dir: str, commitlog: CommitLog, cqs: ConsumeQueueSet, index: IndexService,
-            control: ControlBlock) -> RecoveryReport:
+            control: ControlBlock, delay_levels_ms: tuple[int, ...] | None = None) -> RecoveryReport:
     t0 = time.monotonic()
     report = RecoveryReport(clean_shutdown=not os.path.exists(abort_path(store_dir)),
                             checkpoint_found=False)
@@ -177,7 +177,7 @@ def recover(store_dir: str, commitlog: CommitLog, cqs: ConsumeQueueSet, index: I
     report.index_files_deleted_from_phys = index.delete_after_phys(end)
 
     # 5. re-dispatch
-    dispatcher = Dispatcher(cqs, index)
+    dispatcher = Dispatcher(cqs, index, delay_levels_ms=delay_levels_ms)
     redispatch_from = first if cp is None else max(first, min(cp.dispatched_flushed_pos, end))
     if report.index_files_deleted_from_phys is not None:
         redispatch_from = max(first, min(redispatch_from, report.index_files_deleted_from_phys))

@@ -42,6 +42,8 @@ from cluster.shm.indexfile import IndexService
 from cluster.shm.store_files import open_store_files
 from cluster.shm.indexfile_format import index_key
 from cluster.shm.mapped_file import MappedFileCreateError
+from cluster.shm.schedule_format import (DELAY_LEVELS_DEFAULT, PROPERTY_TIMER_DELIVER_MS, SCHEDULE_TOPIC,
+                                         deliver_time_ms, level_of_queue, parse_levels)
 
 try:
     from cluster import _native as native
@@ -81,9 +83,10 @@ class Dispatcher:
     """The per-record work, shared by ReputService and recovery."""
 
     def __init__(self, cqs: ConsumeQueueSet, index: IndexService, *, native_rows: int = DISPATCH_ROWS,
-                 use_native: bool = True):
+                 use_native: bool = True, delay_levels_ms: tuple[int, ...] | None = None):
         self.cqs = cqs
         self.index = index
+        self.delay_levels_ms = delay_levels_ms or parse_levels(DELAY_LEVELS_DEFAULT)
         self._batch = native.DispatchBatch(native_rows) if native is not None and use_native else None
         self._topics: dict[bytes, str] = {}  # topic bytes -> str, for the ConsumeQueue runs
 
@@ -100,8 +103,19 @@ class Dispatcher:
                 tran == fmt.SYSFLAG_TRANSACTION_ROLLBACK:
             return None
         cq = self.cqs.get(rec.topic, rec.queue_id, create=True)
-        cq.put(rec.queue_offset, phys, rec.total_size, tag_hash_code(props.get(fmt.PROPERTY_TAGS)))
+        cq.put(rec.queue_offset, phys, rec.total_size, self._tag_field(rec, props))
         return rec.topic, rec.queue_id
+
+    def _tag_field(self, rec: fmt.Record, props: dict[str, str]) -> int:
+        """The tag hash, or for a parked delayed message its delivery time (SPEC §4)."""
+        if rec.topic == SCHEDULE_TOPIC:
+            if rec.queue_id >= len(self.delay_levels_ms):   # the timer queue: an exact time each
+                try:
+                    return int(props.get(PROPERTY_TIMER_DELIVER_MS, rec.store_timestamp_ms))
+                except ValueError:
+                    return rec.store_timestamp_ms
+            return deliver_time_ms(rec.store_timestamp_ms, level_of_queue(rec.queue_id), self.delay_levels_ms)
+        return tag_hash_code(props.get(fmt.PROPERTY_TAGS))
 
     def dispatch_range(self, start: int, limit: int, commitlog: CommitLog,
                        max_records: int | None = None) -> ReputReport:
@@ -222,8 +236,14 @@ class Dispatcher:
                 topic = topics[raw] = raw.decode("utf-8", "replace")
             queue_id = rows[base + _COL_QUEUE_ID]
             try:
-                cqs.get(topic, queue_id, create=True).put_rows(batch, first, count,
-                                                               rows[base + _COL_QUEUE_OFFSET], seg_start)
+                if topic == SCHEDULE_TOPIC:
+                    # Few and not on the hot path: their entries hold delivery times, made here.
+                    for row in range(first, first + count):
+                        pos = rows[row * _SCAN_COLUMNS + _COL_POS]
+                        self.dispatch(seg_start + pos, fmt.decode_at(mm, pos, check_crc=False), build_index=False)
+                else:
+                    cqs.get(topic, queue_id, create=True).put_rows(batch, first, count,
+                                                                   rows[base + _COL_QUEUE_OFFSET], seg_start)
             except MappedFileCreateError as e:
                 return first, str(e)
             touched.add((topic, queue_id))
@@ -264,7 +284,7 @@ class ReputService:
         self.cfg = cfg
         self.control = control
         self.commitlog, self.cqs, self.index = open_store_files(cfg, commitlog, cqs, index)
-        self.dispatcher = Dispatcher(self.cqs, self.index)
+        self.dispatcher = Dispatcher(self.cqs, self.index, delay_levels_ms=parse_levels(cfg.message_delay_levels))
         self._vanished_checked_ms = 0
         self._topics_epoch = control.topics_epoch
 

@@ -24,6 +24,7 @@ except ImportError:
     _native = None
 from cluster.shm import batch_format
 from cluster.shm import commitlog_format as fmt
+from cluster.shm.schedule_format import parse_levels
 from cluster.shm.commitlog import AppendStatus, CommitLog
 from cluster.shm.consumequeue import ConsumeQueueSet
 from cluster.shm.control import ControlBlock
@@ -116,7 +117,8 @@ class MessageStore:
 
     def recover(self) -> RecoveryReport:
         """Run at broker start, before the workers (see recovery.py)."""
-        report = recover(self.cfg.store_dir, self.commitlog, self.cqs, self.index, self.control)
+        report = recover(self.cfg.store_dir, self.commitlog, self.cqs, self.index, self.control,
+                         parse_levels(self.cfg.message_delay_levels))
         self._next_offsets = {(cq.topic, cq.queue_id): cq.max_offset() for cq in self.cqs.queues()}
         for cq in self.cqs.queues():
             cq.forget_cache()
@@ -353,6 +355,18 @@ class MessageStore:
     def queue_next_offset(self, topic: str, queue_id: int) -> int:
         """Queue offset the next put gets (written, maybe not yet visible)."""
         return self._next_offsets.get((topic, queue_id), 0)
+
+    def queue_entries(self, topic: str, queue_id: int, offset: int, max_count: int) -> list[tuple[int, int, int, int]]:
+        """Visible ConsumeQueue entries from ``offset``: (queue offset, phys, size, tag field)."""
+        cq = self.cqs.get(topic, queue_id)
+        if cq is None:
+            return []
+        visible = cq.refresh_max(self.control.dispatched_pos)
+        offset = max(offset, cq.min_offset())
+        count = min(max_count, visible - offset)
+        if count <= 0:
+            return []
+        return [(offset + i, phys, size, tag) for i, (phys, size, tag) in enumerate(cq.read(offset, count))]
 
     def read_record(self, phys_offset: int) -> fmt.Record | None:
         """The record at ``phys_offset`` (e.g. from an offset msg id), None if there is none."""

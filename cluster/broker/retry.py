@@ -1,0 +1,88 @@
+"""CONSUMER_SEND_MSG_BACK: a message a consumer failed to process goes to its group's
+retry topic, later, or to its dead-letter topic (rocketmq-protocol.md §5.7).
+
+The broker reads the failed message by its CommitLog offset. Under the group's maximum
+(``maxReconsumeTimes``, RocketMQ's 16 by default) it is parked for delay level
+``3 + reconsumeTimes`` (10 s, 30 s, 1 min, ... when 0 was asked) and then delivered to
+``%RETRY%<group>``, which every clustering member of the group also subscribes to; at the
+maximum, or when the consumer asks with a negative level, it goes to ``%DLQ%<group>``.
+The copy keeps body, flag, properties (UNIQ_KEY included, so the application sees the same
+message id), records the original topic in RETRY_TOPIC once and the original id in
+ORIGIN_MESSAGE_ID, and counts reconsumeTimes + 1.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from cluster.protocol import (ProtocolError, ResponseCode, answers_refusals, dlq_topic, field_int, field_str,
+                              require_name, retry_topic)
+from cluster.shm import commitlog_format as fmt
+from cluster.shm.schedule_format import SCHEDULE_TOPIC, queue_of_level
+from cluster.shm.store import MessageToStore, PutMessageStatus
+from cluster.wire_format import Command
+
+log = logging.getLogger(__name__)
+
+PROPERTY_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
+RECONSUME_TIMES_MAX_DEFAULT = 16
+RETRY_LEVEL_BASE = 3
+
+
+class SendBackProcessor:
+    def __init__(self, broker):
+        self.broker = broker
+        self.store = broker.store
+        self.sent_to_retry = 0
+        self.sent_to_dlq = 0
+
+    @answers_refusals
+    def on_send_back(self, request: Command, reply=None) -> Command:
+        group = field_str(request, "group")
+        require_name("group", group)
+        phys = field_int(request, "offset")
+        asked_level = field_int(request, "delayLevel", 0)
+        reconsume_max = field_int(request, "maxReconsumeTimes", RECONSUME_TIMES_MAX_DEFAULT)
+        rec = self.store.read_record(phys)
+        if rec is None:
+            raise ProtocolError(f"no message at CommitLog offset {phys}", ResponseCode.SYSTEM_ERROR)
+        props = fmt.decode_properties(rec.properties_raw) if rec.properties_raw else {}
+        props.setdefault(fmt.PROPERTY_RETRY_TOPIC, rec.topic)
+        origin = request.fields.get("originMsgId") or props.get(fmt.PROPERTY_UNIQ_KEY) or rec.offset_msg_id()
+        props.setdefault(PROPERTY_ORIGIN_MESSAGE_ID, origin)
+        levels = len(self.broker.schedule.levels_ms)
+        if rec.reconsume_times >= reconsume_max or asked_level < 0:
+            target, queue_id = dlq_topic(group), 0
+            self.broker.ensure_system_topic(target)
+            self.sent_to_dlq += 1
+            log.info("message %s of %s goes to %s after %d attempts", origin, rec.topic, target,
+                     rec.reconsume_times + 1)
+        else:
+            retry = retry_topic(group)
+            self.broker.ensure_system_topic(retry)
+            level = asked_level if asked_level > 0 else RETRY_LEVEL_BASE + rec.reconsume_times
+            props[fmt.PROPERTY_DELAY] = str(min(level, levels))
+            props[fmt.PROPERTY_REAL_TOPIC] = retry
+            props[fmt.PROPERTY_REAL_QID] = "0"
+            target, queue_id = SCHEDULE_TOPIC, queue_of_level(min(level, levels))
+            self.sent_to_retry += 1
+        message = MessageToStore(body=rec.body, flag=rec.flag, properties=fmt.encode_properties(props),
+                                 sys_flag=rec.sys_flag, born_timestamp_ms=rec.born_timestamp_ms,
+                                 born_host=rec.born_host, reconsume_times=rec.reconsume_times + 1)
+        result = self.store.put_messages(target, queue_id, [message])
+        if result.status != PutMessageStatus.PUT_OK:
+            raise ProtocolError(f"the store refused the message: {result.status.name}", ResponseCode.SYSTEM_ERROR)
+        self.broker.on_written()
+        response = request.response(ResponseCode.SUCCESS)
+        if not self.broker.sender.sync_flush:
+            return response
+        # The consumer moves past the message on this answer: in sync flush mode the copy is on disk first.
+        timeout_ms = self.broker.cfg.store.flush_sync_timeout_ms
+
+        def on_timeout():
+            reply(request.response(ResponseCode.FLUSH_DISK_TIMEOUT, remark=f"not flushed within {timeout_ms} ms"))
+
+        self.broker.flush_waiters.park(result.end_phys_offset, time.monotonic() + timeout_ms / 1000,
+                                       lambda: reply(response), on_timeout)
+        return None

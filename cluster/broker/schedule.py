@@ -1,0 +1,162 @@
+"""Delayed and timed messages: parking them, and delivering them when due.
+
+Parking (``park``): a send with DELAY=n (a delay level) or TIMER_DELIVER_MS=t (RocketMQ 5's
+exact delivery time) is stored in SCHEDULE_TOPIC_XXXX with REAL_TOPIC and REAL_QID.
+Level n waits in queue n-1, where delivery times only grow (store time + one delay),
+so the head of the queue says whether anything there is due. An exact time goes to the
+level with the longest delay that does not pass it, and is parked again, closer, each
+time that level delivers it; the last step, under the shortest delay, goes to the timer
+queue (one past the levels), whose entries hold their exact times and are each due
+within that shortest delay. No step ever delivers before the time asked.
+
+Delivering (``tick``, every ``TICK_S`` on the broker's loop): for each level, the due head
+entries are written to their real topic as new messages (same UNIQ_KEY, properties,
+body, born time) and the level's progress is committed to ``delayOffset`` (RocketMQ's
+delayOffset.json, here kept like consumer offsets: it outlives a broker SIGKILL). A
+crash between the write and the commit delivers that message again (at least once).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from cluster.broker.offsets import ConsumerOffsetManager
+from cluster.shm import commitlog_format as fmt
+from cluster.shm.schedule_format import PROPERTY_TIMER_DELIVER_MS, SCHEDULE_TOPIC, parse_levels, queue_of_level
+from cluster.shm.store import MessageToStore, PutMessageStatus
+
+log = logging.getLogger(__name__)
+
+PROGRESS_GROUP = "SCHEDULE_SERVICE"
+TICK_S = 0.1
+ENTRIES_PER_TICK = 256
+# Timer-queue entries read ahead of the oldest undelivered one (all due within the shortest delay).
+TIMER_WINDOW = 4096
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class ScheduleService:
+    def __init__(self, broker):
+        self.broker = broker
+        self.store = broker.store
+        self.levels_ms = parse_levels(broker.cfg.store.message_delay_levels)
+        self.timer_queue = len(self.levels_ms)
+        self.progress = ConsumerOffsetManager(broker.cfg.store.store_dir, name="delayOffset")
+        self._timer_delivered: set[int] = set()   # timer-queue offsets delivered above the committed one
+        self.delivered = 0
+
+    # ---------------------------------------------------------------- parking
+
+    def plan(self, props: dict[str, str], now_ms: int | None = None) -> int | None:
+        """The schedule queue a message with these properties waits in, None to store it now.
+        ValueError for a DELAY or TIMER_DELIVER_MS that is not a number."""
+        now_ms = _now_ms() if now_ms is None else now_ms
+        timer = props.get(PROPERTY_TIMER_DELIVER_MS)
+        if timer is not None:
+            left = int(timer) - now_ms
+            if left <= 0:
+                return None
+            fitting = [level for level, delay in enumerate(self.levels_ms, 1) if delay <= left]
+            return queue_of_level(fitting[-1]) if fitting else self.timer_queue
+        delay = props.get(fmt.PROPERTY_DELAY)
+        if delay is None:
+            return None
+        level = int(delay)
+        if level <= 0:
+            return None
+        return queue_of_level(min(level, len(self.levels_ms)))
+
+    @staticmethod
+    def parked_properties(props: dict[str, str], topic: str, queue_id: int) -> dict[str, str]:
+        parked = dict(props)
+        parked.setdefault(fmt.PROPERTY_REAL_TOPIC, topic)
+        parked.setdefault(fmt.PROPERTY_REAL_QID, str(queue_id))
+        return parked
+
+    # ---------------------------------------------------------------- delivering
+
+    def tick(self) -> None:
+        now = _now_ms()
+        wrote = False
+        for queue_id in range(len(self.levels_ms)):
+            wrote |= self._deliver_level(queue_id, now)
+        wrote |= self._deliver_timer_queue(now)
+        if wrote:
+            self.broker.on_written()
+
+    def _committed(self, queue_id: int) -> int:
+        return self.progress.query(PROGRESS_GROUP, SCHEDULE_TOPIC, queue_id) or 0
+
+    def _deliver_level(self, queue_id: int, now: int) -> bool:
+        offset = self._committed(queue_id)
+        start = offset
+        for queue_offset, phys, _size, due_ms in self.store.queue_entries(SCHEDULE_TOPIC, queue_id, offset,
+                                                                          ENTRIES_PER_TICK):
+            if due_ms > now:
+                break
+            if not self._deliver(phys, now):
+                break
+            offset = queue_offset + 1
+        if offset != start:
+            self.progress.commit(PROGRESS_GROUP, SCHEDULE_TOPIC, queue_id, offset)
+        return offset != start
+
+    def _deliver_timer_queue(self, now: int) -> bool:
+        offset = self._committed(self.timer_queue)
+        wrote = False
+        for queue_offset, phys, _size, due_ms in self.store.queue_entries(SCHEDULE_TOPIC, self.timer_queue,
+                                                                          offset, TIMER_WINDOW):
+            if queue_offset in self._timer_delivered or due_ms > now:
+                continue
+            if not self._deliver(phys, now):
+                break
+            self._timer_delivered.add(queue_offset)
+            wrote = True
+        while offset in self._timer_delivered:
+            self._timer_delivered.discard(offset)
+            offset += 1
+        if wrote or offset != self._committed(self.timer_queue):
+            self.progress.commit(PROGRESS_GROUP, SCHEDULE_TOPIC, self.timer_queue, offset)
+        return wrote
+
+    def _deliver(self, phys: int, now: int) -> bool:
+        """Write the parked record at ``phys`` where it belongs (or park it closer); False to
+        try again later (the store refused the write)."""
+        rec = self.store.read_record(phys)
+        if rec is None:
+            log.warning("schedule: no record at %d; skipped", phys)
+            return True
+        props = fmt.decode_properties(rec.properties_raw) if rec.properties_raw else {}
+        topic = props.get(fmt.PROPERTY_REAL_TOPIC)
+        try:
+            queue_id = int(props.get(fmt.PROPERTY_REAL_QID, "0"))
+            next_queue = self.plan(props, now) if PROPERTY_TIMER_DELIVER_MS in props else None
+        except ValueError:
+            next_queue = None
+            queue_id = 0
+        if not topic or (self.broker.topics.get(topic) is None and not self.broker.ensure_system_topic(topic)):
+            log.warning("schedule: the message at %d belongs to %r, which does not exist; dropped", phys, topic)
+            return True
+        if next_queue is not None:
+            target_topic, target_queue = SCHEDULE_TOPIC, next_queue
+        else:
+            props = {k: v for k, v in props.items() if k not in (fmt.PROPERTY_REAL_TOPIC, fmt.PROPERTY_REAL_QID,
+                                                                  fmt.PROPERTY_DELAY, PROPERTY_TIMER_DELIVER_MS)}
+            target_topic, target_queue = topic, queue_id
+        message = MessageToStore(body=rec.body, flag=rec.flag, properties=fmt.encode_properties(props),
+                                 sys_flag=rec.sys_flag, born_timestamp_ms=rec.born_timestamp_ms,
+                                 born_host=rec.born_host, reconsume_times=rec.reconsume_times)
+        result = self.store.put_messages(target_topic, target_queue, [message])
+        if result.status != PutMessageStatus.PUT_OK:
+            log.warning("schedule: delivering the message at %d to %s failed (%s); will retry", phys, topic,
+                        result.status.name)
+            return False
+        self.delivered += 1
+        return True
+
+    def persist(self, force: bool = False) -> None:
+        self.progress.persist(force)
