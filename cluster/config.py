@@ -143,6 +143,9 @@ class BrokerConfig:
     # A client not heard from for this long leaves its consumer groups (RocketMQ: 120 s).
     client_expiry_ms: int = 120_000
     consumer_offset_persist_interval_ms: int = 5_000
+    # Serve SQL92 subscriptions (RocketMQ's enablePropertyFilter, off by default there too):
+    # filtering reads each candidate's properties from the CommitLog.
+    enable_property_filter: bool = False
 
     def validate(self) -> None:
         self.store.validate()

@@ -1,16 +1,33 @@
-"""Tag subscriptions: "*" or "TagA || TagB", matched by the tag hash stored in the ConsumeQueue.
+"""Subscriptions: tag expressions and SQL92 selectors, and how a pull applies them.
 
-The broker filters on hash codes only (no CommitLog read); the client re-checks the
-tag string because two tags can share a hash (SPEC §2).
+Tags ("*" or "TagA || TagB"): the broker matches the tag hash stored in the ConsumeQueue
+(no CommitLog read); the client re-checks the tag string because two tags can share a
+hash (SPEC §2).
+
+SQL92 (``expressionType`` "SQL92", RocketMQ's enablePropertyFilter): the ConsumeQueue
+cannot pre-filter, so the broker reads the candidates' records and evaluates the
+expression (``sql92.py``) over their properties; only matching records are answered.
 """
 
 from __future__ import annotations
 
 from functools import lru_cache
 
+from cluster import _native
+from cluster.broker.sql92 import SqlParseError, SqlSelector, compile_sql
+from cluster.protocol import ProtocolError, ResponseCode
+from cluster.shm.commitlog_format import decode_properties
 from cluster.shm.consumequeue_format import tag_hash_code
 
 SUBSCRIBE_ALL = "*"
+EXPRESSION_TAG = "TAG"
+EXPRESSION_SQL92 = "SQL92"
+# Queue entries one SQL92 pull reads from the CommitLog: matches may be sparse, and a pull
+# that finds none still moves the consumer past everything it read.
+SQL_SCAN_ENTRIES = 256
+_POS, _SIZE, _QUEUE_OFFSET, _PROPS_POS, _PROPS_LEN = (
+    _native.ScannedRecord._fields.index(name)
+    for name in ("pos", "total_size", "queue_offset", "properties_pos", "properties_len"))
 
 
 def parse_tags(expression: str | None) -> frozenset[str] | None:
@@ -31,3 +48,69 @@ def tag_hashes_of(expression: str | None) -> frozenset[int] | None:
         return None
     return frozenset(tag_hash_code(tag) for tag in tags)
 
+
+def is_tag_type(expression_type: str | None) -> bool:
+    """RocketMQ's ExpressionType.isTagType: absent, empty or "TAG"."""
+    return not expression_type or expression_type == EXPRESSION_TAG
+
+
+def sql_selector(expression_type: str | None, expression, property_filter_enabled: bool,
+                 subject: str = "subscription") -> SqlSelector | None:
+    """None for a tag subscription; the compiled selector of an SQL92 one.
+
+    Raises ProtocolError as RocketMQ answers: SYSTEM_ERROR when the broker does not filter by
+    properties, SUBSCRIPTION_PARSE_FAILED for an unknown type or an invalid expression.
+    """
+    if is_tag_type(expression_type):
+        return None
+    if expression_type != EXPRESSION_SQL92:
+        raise ProtocolError(f"{subject}: expression type {expression_type!r} is unknown ({EXPRESSION_TAG} or "
+                            f"{EXPRESSION_SQL92})", ResponseCode.SUBSCRIPTION_PARSE_FAILED)
+    if not property_filter_enabled:
+        raise ProtocolError(f"{subject}: this broker does not filter messages by {EXPRESSION_SQL92} "
+                            f"(enable_property_filter is off; RocketMQ's enablePropertyFilter)")
+    try:
+        return compile_sql(str(expression or ""))
+    except SqlParseError as error:
+        raise ProtocolError(f"{subject}: {error}", ResponseCode.SUBSCRIPTION_PARSE_FAILED) from None
+
+
+def check_heartbeat_subscriptions(heartbeat: dict, property_filter_enabled: bool) -> None:
+    """Refuse a HEART_BEAT whose consumers subscribe with an expression this broker cannot serve."""
+    for consumer in heartbeat.get("consumerDataSet") or []:
+        for sub in consumer.get("subscriptionDataSet") or []:
+            if not is_tag_type(sub.get("expressionType")):
+                sql_selector(sub.get("expressionType"), sub.get("subString"), property_filter_enabled,
+                             f"group {consumer.get('groupName')}, topic {sub.get('topic')}")
+
+
+def select_records(payload: bytes, count: int, selector: SqlSelector, max_count: int) -> tuple[bytes, int, int | None]:
+    """The records of ``payload`` (``count`` concatenated CommitLog records) whose properties
+    match ``selector``, at most ``max_count`` of them: (records, how many, the queue offset
+    to pull next when the scan stopped at ``max_count`` before the end, else None)."""
+    scan = _native.scan_records(payload, 0, len(payload), max_rows=count)
+    rows = scan.rows
+    width = _native.SCAN_COLUMNS
+    runs: list[list[int]] = []  # [start, end) of back-to-back matching records
+    kept = 0
+    for base in range(0, scan.count * width, width):
+        pos, size = rows[base + _POS], rows[base + _SIZE]
+        props_pos, props_len = rows[base + _PROPS_POS], rows[base + _PROPS_LEN]
+        if not selector.matches(decode_properties(payload[props_pos:props_pos + props_len])):
+            continue
+        if runs and runs[-1][1] == pos:
+            runs[-1][1] = pos + size
+        else:
+            runs.append([pos, pos + size])
+        kept += 1
+        if kept >= max_count:
+            if base + width < scan.count * width:
+                return _joined(payload, runs), kept, rows[base + _QUEUE_OFFSET] + 1
+            break
+    return _joined(payload, runs), kept, None
+
+
+def _joined(payload: bytes, runs: list[list[int]]) -> bytes:
+    if len(runs) == 1 and runs[0] == [0, len(payload)]:
+        return payload
+    return b"".join(payload[start:end] for start, end in runs)

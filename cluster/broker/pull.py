@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import time
 
-from cluster.broker.filtering import tag_hashes_of
+from cluster.broker.filtering import SQL_SCAN_ENTRIES, select_records, sql_selector, tag_hashes_of
 from cluster.config import name_problem
 from cluster.protocol import (PERM_READ, PULL_FLAG_COMMIT_OFFSET, PULL_FLAG_SUSPEND, ResponseCode, answers_refusals,
                               field_int, field_str)
@@ -36,7 +36,7 @@ class PullProcessor:
         max_count = max(1, min(field_int(request, "maxMsgNums", 32), self.cfg.pull_batch_count_max))
         sys_flag = field_int(request, "sysFlag", 0)
         suspend_ms = min(field_int(request, "suspendTimeoutMillis", 15_000), self.cfg.pull_suspend_ms_max)
-        tag_hashes = tag_hashes_of(request.fields.get("subscription", "*"))
+        subscription = request.fields.get("subscription", "*")
         topic_cfg = self.broker.topics.get(topic)
         if topic_cfg is None:
             return request.response(ResponseCode.TOPIC_NOT_EXIST, remark=f"topic {topic} does not exist")
@@ -46,6 +46,9 @@ class PullProcessor:
             return request.response(ResponseCode.SYSTEM_ERROR,
                                     remark=f"queueId {queue_id} is out of range: topic {topic} has "
                                            f"{topic_cfg.readQueueNums} read queues")
+        # A tag subscription filters on ConsumeQueue hashes; an SQL92 one on each record's properties.
+        selector = sql_selector(request.fields.get("expressionType"), subscription, self.cfg.enable_property_filter)
+        tag_hashes = tag_hashes_of(subscription) if selector is None else None
         if sys_flag & PULL_FLAG_COMMIT_OFFSET:
             commit_offset = field_int(request, "commitOffset", -1)
             # Same rules as UPDATE_CONSUMER_OFFSET: a valid group, an offset inside the queue.
@@ -55,7 +58,7 @@ class PullProcessor:
         deadline = time.monotonic() + suspend_ms / 1000
 
         def serve(final: bool) -> bool:
-            response = self._serve(request, topic, queue_id, offset, max_count, tag_hashes)
+            response = self._serve(request, topic, queue_id, offset, max_count, tag_hashes, selector)
             if response is None:
                 if not final:
                     return False
@@ -82,16 +85,25 @@ class PullProcessor:
                 "maxOffset": str(self.store.max_offset(topic, queue_id)),
                 "suggestWhichBrokerId": "0"}
 
-    def _serve(self, request, topic, queue_id, offset, max_count, tag_hashes) -> Command | None:
+    def _serve(self, request, topic, queue_id, offset, max_count, tag_hashes, selector=None) -> Command | None:
         """The answer, or None when the consumer is caught up (park or PULL_NOT_FOUND)."""
-        result = self.store.get_messages(topic, queue_id, offset, max_count,
+        scan_count = max_count if selector is None else max(max_count, SQL_SCAN_ENTRIES)
+        result = self.store.get_messages(topic, queue_id, offset, scan_count,
                                          self.cfg.pull_batch_bytes_max, tag_hashes, joined=True)
         status = result.status
-        fields = {"nextBeginOffset": str(result.next_begin_offset), "minOffset": str(result.min_offset),
+        next_begin, payload, count = result.next_begin_offset, result.payload, result.message_count
+        if selector is not None and status == GetStatus.FOUND:
+            # RocketMQ's isMatchedByCommitLog: none matching still moves nextBeginOffset past them all.
+            payload, count, stopped_at = select_records(payload, count, selector, max_count)
+            if stopped_at is not None:
+                next_begin = stopped_at
+            if not count:
+                status = GetStatus.NO_MATCHED_MESSAGE
+        fields = {"nextBeginOffset": str(next_begin), "minOffset": str(result.min_offset),
                   "maxOffset": str(result.max_offset), "suggestWhichBrokerId": "0"}
         if status == GetStatus.FOUND:
-            self.messages_served += result.message_count
-            return request.response(ResponseCode.SUCCESS, fields, result.payload)
+            self.messages_served += count
+            return request.response(ResponseCode.SUCCESS, fields, payload)
         if status == GetStatus.OFFSET_OVERFLOW_ONE:
             return None
         if status in (GetStatus.NO_MESSAGE_IN_QUEUE, GetStatus.NO_MATCHED_LOGIC_QUEUE):

@@ -17,6 +17,7 @@ import zmq
 
 from cluster.broker import channels
 from cluster.broker.clients import ClientRegistry
+from cluster.broker.filtering import check_heartbeat_subscriptions
 from cluster.broker.offsets import ConsumerOffsetManager
 from cluster.broker.pull import PullProcessor
 from cluster.broker.retry import SendBackProcessor
@@ -291,6 +292,7 @@ class BrokerService:
         body = json_body(request)
         for consumer in body.get("consumerDataSet") or []:
             require_name("group", str(consumer.get("groupName", "")))
+        check_heartbeat_subscriptions(body, self.cfg.enable_property_filter)
         for consumer in body.get("consumerDataSet") or []:
             if str(consumer.get("messageModel", "CLUSTERING")) in ("CLUSTERING", "1"):
                 # Java's broker makes the group's retry topic on its first heartbeat.
