@@ -3,6 +3,7 @@
 Public names (the client library):
 
     Producer, PushConsumer, PullConsumer, Admin      clients (cluster.client.*)
+    MessageSelector                                  a subscription: by tag or by SQL92
     Message, MessageExt, MessageQueue, SendResult    values
     SendStatus, ConsumeStatus, PullStatus            outcomes
     ClientError and subclasses                       errors (cluster.errors)
@@ -14,7 +15,8 @@ Map of the package:
     protocol.py         request/response codes, header fields, who serves what
     zmq_transport.py    ZeroMQ event loop, RPC server and client
     namesrv.py          the NameServer's route table and handlers
-    broker/             the broker's handlers: send, pull, offsets, clients, topics
+    broker/             the broker's handlers: send, pull, filtering (tags, SQL92), offsets,
+                        clients, topics
     shm/                the store: byte formats, mapped files, CommitLog, ConsumeQueue,
                         IndexFile, control block, checkpoint, recovery, services
     _native/            the cffi C helper (msync, mlock, preheat, CRC, batch encode)
@@ -27,10 +29,11 @@ from cluster.client.admin import Admin
 from cluster.client.broker_api import PullResult, PullStatus
 from cluster.client.consumer import ConsumeStatus, PullConsumer, PushConsumer
 from cluster.client.message import Message, MessageExt, MessageQueue, SendResult, SendStatus
+from cluster.client.message_selector import MessageSelector
 from cluster.client.producer import Producer
 from cluster.errors import (BrokerError, BrokerUnreachable, ClientClosed, ClientError, MessageInvalid, NoRouteError,
                             RequestTimeout)
 
-__all__ = ["Admin", "Producer", "PushConsumer", "PullConsumer", "Message", "MessageExt", "MessageQueue",
-           "SendResult", "SendStatus", "ConsumeStatus", "PullResult", "PullStatus", "ClientError", "BrokerError",
-           "BrokerUnreachable", "ClientClosed", "MessageInvalid", "NoRouteError", "RequestTimeout"]
+__all__ = ["Admin", "Producer", "PushConsumer", "PullConsumer", "MessageSelector", "Message", "MessageExt",
+           "MessageQueue", "SendResult", "SendStatus", "ConsumeStatus", "PullResult", "PullStatus", "ClientError",
+           "BrokerError", "BrokerUnreachable", "ClientClosed", "MessageInvalid", "NoRouteError", "RequestTimeout"]

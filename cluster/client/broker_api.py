@@ -42,17 +42,20 @@ class PullResult:
 
 
 def pull_request(group: str, mq: MessageQueue, offset: int, max_nums: int, expression: str,
-                 suspend_ms: int, commit_offset: int | None = None) -> Command:
+                 suspend_ms: int, commit_offset: int | None = None, expression_type: str = "TAG") -> Command:
     sys_flag = PULL_FLAG_SUBSCRIPTION
     if suspend_ms > 0:
         sys_flag |= PULL_FLAG_SUSPEND
     if commit_offset is not None and commit_offset >= 0:
         sys_flag |= PULL_FLAG_COMMIT_OFFSET
-    return Command(RequestCode.PULL_MESSAGE, {
+    fields = {
         "consumerGroup": group, "topic": mq.topic, "queueId": str(mq.queue_id), "queueOffset": str(offset),
         "maxMsgNums": str(max_nums), "sysFlag": str(sys_flag),
         "commitOffset": str(commit_offset if commit_offset is not None else -1),
-        "suspendTimeoutMillis": str(suspend_ms), "subscription": expression or "*", "subVersion": "0"})
+        "suspendTimeoutMillis": str(suspend_ms), "subscription": expression or "*", "subVersion": "0"}
+    if expression_type != "TAG":  # absent means TAG: tag pulls keep their header as it was
+        fields["expressionType"] = expression_type
+    return Command(RequestCode.PULL_MESSAGE, fields)
 
 
 def pull_result(response: Command, mq: MessageQueue, endpoint: str, tags: frozenset[str] | None) -> PullResult:

@@ -17,14 +17,15 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Callable, Sequence
 
-from cluster.broker.filtering import parse_tags
+from cluster.broker.filtering import EXPRESSION_TAG
 from cluster.client import broker_api
 from cluster.client.allocation import allocate_average
 from cluster.client.base import ClientBase
 from cluster.client.broker_api import PullResult, PullStatus
+from cluster.client.message_selector import MessageSelector
 from cluster.client.message import MessageExt, MessageQueue
 from cluster.config import ClientConfig, name_problem
-from cluster.errors import ClientError, NoRouteError
+from cluster.errors import BrokerError, ClientError, NoRouteError
 from cluster.protocol import RequestCode
 from cluster.zmq_transport import TransportError
 
@@ -64,14 +65,17 @@ class PullConsumer(_QueueClient):
             raise ValueError(problem)
         self.group = group
 
-    def pull(self, mq: MessageQueue, offset: int, max_nums: int = 32, expression: str = "*",
+    def pull(self, mq: MessageQueue, offset: int, max_nums: int = 32, expression: str | MessageSelector = "*",
              suspend_ms: int = 0, timeout_ms: int | None = None) -> PullResult:
+        """Messages of ``mq`` from ``offset`` that match ``expression`` (a tag expression or a MessageSelector)."""
         self._check_open()
+        selector = MessageSelector.of(expression)
         endpoint = self._endpoint(mq)
         timeout_ms = (timeout_ms or self.cfg.request_timeout_ms) + suspend_ms
-        response = self.rpc.call(endpoint, broker_api.pull_request(self.group, mq, offset, max_nums, expression,
-                                                                   suspend_ms), timeout_ms)
-        return broker_api.pull_result(response, mq, endpoint, parse_tags(expression))
+        request = broker_api.pull_request(self.group, mq, offset, max_nums, selector.expression, suspend_ms,
+                                          expression_type=selector.expression_type)
+        return broker_api.pull_result(self.rpc.call(endpoint, request, timeout_ms), mq, endpoint,
+                                      selector.tags_to_recheck())
 
     def committed_offset(self, mq: MessageQueue) -> int | None:
         return broker_api.query_consumer_offset(self.rpc, self._endpoint(mq), self.group, mq)
@@ -137,7 +141,9 @@ class PushConsumer(_QueueClient):
         if problem:
             raise ValueError(problem)
         self.group = group
-        self.subscriptions: dict[str, str] = {}
+        self.subscriptions: dict[str, str] = {}  # topic -> expression
+        self._expression_types: dict[str, str] = {}  # topic -> "SQL92"; absent: a tag expression
+        self._thread: threading.Thread | None = None
         self.listener: Listener | None = None
         self.allocate = allocate
         self.consume_batch_max = consume_batch_max
@@ -159,11 +165,15 @@ class PushConsumer(_QueueClient):
         self.consume_failures = 0
         self.rebalances = 0
 
-    def subscribe(self, topic: str, expression: str = "*") -> None:
+    def subscribe(self, topic: str, expression: str | MessageSelector = "*") -> None:
+        """Consume ``topic``'s messages that match a tag expression ("*", "TagA || TagB") or a
+        MessageSelector (``MessageSelector.by_sql(...)``); the brokers check it at start()."""
         problem = name_problem("topic", topic)
         if problem:
             raise ValueError(problem)
-        self.subscriptions[topic] = expression
+        selector = MessageSelector.of(expression)
+        self.subscriptions[topic] = selector.expression
+        self._expression_types[topic] = selector.expression_type
 
     def register_listener(self, listener: Listener) -> None:
         self.listener = listener
@@ -172,7 +182,7 @@ class PushConsumer(_QueueClient):
         if self.listener is None or not self.subscriptions:
             raise ClientError("subscribe to a topic and register a listener before start()")
         self._executor = ThreadPoolExecutor(self._consume_threads, thread_name_prefix=f"consume-{self.group}")
-        self._heartbeat_all()
+        self._heartbeat_all(refusals_raise=True)  # a subscription a broker refuses fails start()
         self._rebalance()
         self._thread = threading.Thread(target=self._background, name=f"rebalance-{self.group}", daemon=True)
         self._thread.start()
@@ -181,7 +191,8 @@ class PushConsumer(_QueueClient):
         if self._closed:
             return
         self._stop.set()
-        self._thread.join(timeout=5)
+        if self._thread is not None:  # None: start() was refused
+            self._thread.join(timeout=5)
         with self._queues_lock:
             queues = list(self._queues.values())
             self._queues.clear()
@@ -238,7 +249,7 @@ class PushConsumer(_QueueClient):
     def _broker_endpoints(self) -> dict[str, str]:
         return self.routes.all_broker_endpoints()
 
-    def _heartbeat_all(self) -> None:
+    def _heartbeat_all(self, refusals_raise: bool = False) -> None:
         for topic in self.subscriptions:
             try:
                 self.routes.get(topic)
@@ -246,10 +257,16 @@ class PushConsumer(_QueueClient):
                 pass
         data = [{"groupName": self.group, "consumeType": "CONSUME_PASSIVELY", "messageModel": "CLUSTERING",
                  "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
-                 "subscriptionDataSet": [{"topic": t, "subString": e} for t, e in self.subscriptions.items()]}]
+                 "subscriptionDataSet": [
+                     {"topic": t, "subString": e, "expressionType": self._expression_types.get(t, EXPRESSION_TAG)}
+                     for t, e in self.subscriptions.items()]}]
         for endpoint in self._broker_endpoints().values():
             try:
                 broker_api.heartbeat(self.rpc, endpoint, self.client_id, data, [])
+            except BrokerError as exc:
+                if refusals_raise:
+                    raise  # e.g. SUBSCRIPTION_PARSE_FAILED with the broker's reason
+                log.warning("heartbeat to %s refused: %s", endpoint, exc)
             except (ClientError, TransportError) as exc:
                 log.warning("heartbeat to %s failed: %s", endpoint, exc)
 
@@ -379,11 +396,13 @@ class PushConsumer(_QueueClient):
             pq.pull_in_flight = False
             self._pause(pq, 1.0)
             return
-        expression = self.subscriptions.get(pq.mq.topic, "*")
-        request = broker_api.pull_request(self.group, pq.mq, pq.next_offset, self.cfg.pull_batch_count, expression,
-                                          self.cfg.pull_suspend_ms)
+        topic = pq.mq.topic
+        selector = MessageSelector(self._expression_types.get(topic, EXPRESSION_TAG), self.subscriptions.get(topic, "*"))
+        request = broker_api.pull_request(self.group, pq.mq, pq.next_offset, self.cfg.pull_batch_count,
+                                          selector.expression, self.cfg.pull_suspend_ms,
+                                          expression_type=selector.expression_type)
         future = self.rpc.call_async(endpoint, request, self.cfg.pull_suspend_ms + self.cfg.request_timeout_ms)
-        future.add_done_callback(lambda f: self._on_pulled(pq, endpoint, expression, f))
+        future.add_done_callback(lambda f: self._on_pulled(pq, endpoint, selector, f))
 
     def _pause(self, pq: _ProcessQueue, delay_s: float) -> None:
         with self._paused_lock:
@@ -396,16 +415,16 @@ class PushConsumer(_QueueClient):
         for pq in due:
             self._pull(pq)
 
-    def _on_pulled(self, pq: _ProcessQueue, endpoint: str, expression: str, future: Future) -> None:
+    def _on_pulled(self, pq: _ProcessQueue, endpoint: str, selector: MessageSelector, future: Future) -> None:
         try:
-            self._handle_pulled(pq, endpoint, expression, future)
+            self._handle_pulled(pq, endpoint, selector, future)
         except Exception:
             # Whatever went wrong, the queue must not stay marked as pulling forever.
             log.exception("handling a pull of %s failed; pulling again shortly", pq.mq)
             pq.pull_in_flight = False
             self._pause(pq, 1.0)
 
-    def _handle_pulled(self, pq: _ProcessQueue, endpoint: str, expression: str, future: Future) -> None:
+    def _handle_pulled(self, pq: _ProcessQueue, endpoint: str, selector: MessageSelector, future: Future) -> None:
         if pq.dropped or self._stop.is_set():
             return
         exc = future.exception()
@@ -415,7 +434,7 @@ class PushConsumer(_QueueClient):
             self._pause(pq, 0.5)
             return
         try:
-            result = broker_api.pull_result(future.result(), pq.mq, endpoint, parse_tags(expression))
+            result = broker_api.pull_result(future.result(), pq.mq, endpoint, selector.tags_to_recheck())
         except ClientError as error:
             log.warning("pull of %s refused: %s", pq.mq, error)
             pq.pull_in_flight = False
@@ -460,4 +479,4 @@ class PushConsumer(_QueueClient):
                 pass  # shutting down: the offset was not committed past them, so they return later
 
 
-__all__ = ["PullConsumer", "PushConsumer", "ConsumeStatus", "PullResult", "PullStatus", "Sequence"]
+__all__ = ["PullConsumer", "PushConsumer", "ConsumeStatus", "MessageSelector", "PullResult", "PullStatus", "Sequence"]
