@@ -17,7 +17,7 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Callable, Sequence
 
-from cluster.broker.filtering import EXPRESSION_TAG
+from cluster.broker.filtering import SUBSCRIBE_ALL
 from cluster.client import broker_api
 from cluster.client.allocation import allocate_average
 from cluster.client.base import ClientBase
@@ -142,7 +142,7 @@ class PushConsumer(_QueueClient):
             raise ValueError(problem)
         self.group = group
         self.subscriptions: dict[str, str] = {}  # topic -> expression
-        self._expression_types: dict[str, str] = {}  # topic -> "SQL92"; absent: a tag expression
+        self._selectors: dict[str, MessageSelector] = {}  # topic -> its subscription, as given
         self._thread: threading.Thread | None = None
         self.listener: Listener | None = None
         self.allocate = allocate
@@ -173,7 +173,7 @@ class PushConsumer(_QueueClient):
             raise ValueError(problem)
         selector = MessageSelector.of(expression)
         self.subscriptions[topic] = selector.expression
-        self._expression_types[topic] = selector.expression_type
+        self._selectors[topic] = selector
 
     def register_listener(self, listener: Listener) -> None:
         self.listener = listener
@@ -258,7 +258,7 @@ class PushConsumer(_QueueClient):
         data = [{"groupName": self.group, "consumeType": "CONSUME_PASSIVELY", "messageModel": "CLUSTERING",
                  "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
                  "subscriptionDataSet": [
-                     {"topic": t, "subString": e, "expressionType": self._expression_types.get(t, EXPRESSION_TAG)}
+                     {"topic": t, "subString": e, "expressionType": self._selector(t).expression_type}
                      for t, e in self.subscriptions.items()]}]
         for endpoint in self._broker_endpoints().values():
             try:
@@ -269,6 +269,14 @@ class PushConsumer(_QueueClient):
                 log.warning("heartbeat to %s refused: %s", endpoint, exc)
             except (ClientError, TransportError) as exc:
                 log.warning("heartbeat to %s failed: %s", endpoint, exc)
+
+    def _selector(self, topic: str) -> MessageSelector:
+        """``topic``'s subscription; one set in ``subscriptions`` directly (the retry topic's) is a tag expression."""
+        expression = self.subscriptions.get(topic, SUBSCRIBE_ALL)
+        selector = self._selectors.get(topic)
+        if selector is None or selector.expression != expression:
+            selector = self._selectors[topic] = MessageSelector.by_tag(expression)
+        return selector
 
     def _rebalance(self) -> None:
         wanted: set[MessageQueue] = set()
@@ -396,8 +404,7 @@ class PushConsumer(_QueueClient):
             pq.pull_in_flight = False
             self._pause(pq, 1.0)
             return
-        topic = pq.mq.topic
-        selector = MessageSelector(self._expression_types.get(topic, EXPRESSION_TAG), self.subscriptions.get(topic, "*"))
+        selector = self._selector(pq.mq.topic)
         request = broker_api.pull_request(self.group, pq.mq, pq.next_offset, self.cfg.pull_batch_count,
                                           selector.expression, self.cfg.pull_suspend_ms,
                                           expression_type=selector.expression_type)

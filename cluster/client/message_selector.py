@@ -9,6 +9,7 @@ broker evaluate the expression over each message's properties (the broker needs
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from cluster.broker.filtering import EXPRESSION_SQL92, EXPRESSION_TAG, SUBSCRIBE_ALL, parse_tags
 
@@ -43,4 +44,7 @@ class MessageSelector:
 
     def tags_to_recheck(self) -> frozenset[str] | None:
         """The tag strings the client re-checks (the broker matched hashes only); None: keep all."""
-        return parse_tags(self.expression) if self.is_tag else None
+        return _tags_of(self.expression) if self.expression_type == EXPRESSION_TAG else None
+
+
+_tags_of = lru_cache(maxsize=1024)(parse_tags)  # asked once per pull
