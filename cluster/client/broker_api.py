@@ -123,3 +123,10 @@ def consumer_ids(rpc, endpoint, group: str) -> list[str]:
     response = rpc.call(endpoint, Command(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": group}))
     raise_for(response, endpoint)
     return list(json.loads(response.body)["consumerIdList"])
+
+
+def send_back(rpc, endpoint, group: str, message, max_reconsume_times: int) -> None:
+    """CONSUMER_SEND_MSG_BACK for a message whose consumption failed (delay level 0: the broker's)."""
+    raise_for(rpc.call(endpoint, Command(RequestCode.CONSUMER_SEND_MSG_BACK, {
+        "group": group, "offset": str(message.phys_offset), "delayLevel": "0", "originMsgId": message.msg_id,
+        "originTopic": message.topic, "maxReconsumeTimes": str(max_reconsume_times)})), endpoint)

@@ -23,10 +23,12 @@ from cluster.client.allocation import allocate_average
 from cluster.client.base import ClientBase
 from cluster.client.broker_api import PullResult, PullStatus
 from cluster.client.message_selector import MessageSelector
-from cluster.client.message import MessageExt, MessageQueue
+from cluster.client.message import MessageExt, MessageQueue, restore_retried_topic
 from cluster.config import ClientConfig, name_problem
 from cluster.errors import BrokerError, ClientError, NoRouteError
-from cluster.protocol import RequestCode
+from cluster.protocol import RETRY_TOPIC_PREFIX, RequestCode, retry_topic
+
+RECONSUME_TIMES_MAX_DEFAULT = 16
 from cluster.zmq_transport import TransportError
 
 log = logging.getLogger(__name__)
@@ -135,7 +137,8 @@ class PushConsumer(_QueueClient):
     def __init__(self, group: str, namesrv=None, config: ClientConfig | None = None, *,
                  consume_threads: int = 4, consume_batch_max: int = 32, cached_messages_max: int = 1000,
                  allocate=allocate_average, reconsume_delay_s: float = 1.0,
-                 on_commit: Callable[[MessageQueue, int], None] | None = None):
+                 on_commit: Callable[[MessageQueue, int], None] | None = None,
+                 max_reconsume_times: int = RECONSUME_TIMES_MAX_DEFAULT):
         super().__init__(namesrv, config)
         problem = name_problem("consumer group", group)
         if problem:
@@ -151,6 +154,9 @@ class PushConsumer(_QueueClient):
         self.reconsume_delay_s = reconsume_delay_s
         # Told of every offset the broker accepted (a checker's record of what was promised).
         self.on_commit = on_commit
+        # After this many failed deliveries a message goes to %DLQ%<group> (RocketMQ's 16).
+        self.max_reconsume_times = max_reconsume_times
+        self.sent_back = 0
         self._consume_threads = consume_threads
         self._queues: dict[MessageQueue, _ProcessQueue] = {}
         self._queues_lock = threading.Lock()
@@ -181,6 +187,9 @@ class PushConsumer(_QueueClient):
     def start(self) -> None:
         if self.listener is None or not self.subscriptions:
             raise ClientError("subscribe to a topic and register a listener before start()")
+        # Failed messages come back through the group's retry topic (the broker makes it on
+        # our first heartbeat); every member reads it, as RocketMQ's copySubscription does.
+        self.subscriptions.setdefault(retry_topic(self.group), "*")
         self._executor = ThreadPoolExecutor(self._consume_threads, thread_name_prefix=f"consume-{self.group}")
         self._heartbeat_all(refusals_raise=True)  # a subscription a broker refuses fails start()
         self._rebalance()
@@ -208,12 +217,13 @@ class PushConsumer(_QueueClient):
                 log.info("unregister from %s skipped: %s", endpoint, exc)
         super().shutdown()
 
-    def assigned_queues(self) -> set[MessageQueue]:
+    def assigned_queues(self, include_retry: bool = False) -> set[MessageQueue]:
+        """The queues this member reads now; its share of the group's retry topic only if asked."""
         with self._queues_lock:
-            return set(self._queues)
+            return {q for q in self._queues if include_retry or not q.topic.startswith(RETRY_TOPIC_PREFIX)}
 
     def statistics(self) -> dict:
-        return {"consumed": self.consumed, "consume_failures": self.consume_failures,
+        return {"consumed": self.consumed, "consume_failures": self.consume_failures, "sent_back": self.sent_back,
                 "assigned_queues": len(self._queues), "rebalances": self.rebalances,
                 "cached": sum(pq.cached() for pq in list(self._queues.values()))}
 
@@ -461,6 +471,8 @@ class PushConsumer(_QueueClient):
     def _consume(self, pq: _ProcessQueue, messages: list[MessageExt]) -> None:
         if pq.dropped:
             return
+        for m in messages:
+            restore_retried_topic(m)
         try:
             status = self.listener(messages)
         except Exception:
@@ -468,15 +480,29 @@ class PushConsumer(_QueueClient):
             status = ConsumeStatus.RECONSUME_LATER
         if status is False or status == ConsumeStatus.RECONSUME_LATER:
             self.consume_failures += len(messages)
-            # At-least-once: keep them in flight (the offset cannot pass them) and try again later.
-            timer = threading.Timer(self.reconsume_delay_s, self._retry_consume, args=(pq, messages))
-            timer.daemon = True
-            timer.start()
-            return
+            kept = [m for m in messages if not self._send_back(pq, m)]
+            if kept:
+                # At-least-once: what could not go back to the broker stays in flight (the
+                # offset cannot pass it) and is consumed here again later.
+                timer = threading.Timer(self.reconsume_delay_s, self._retry_consume, args=(pq, messages))
+                timer.daemon = True
+                timer.start()
+                return
         pq.done(messages)
         self.consumed += len(messages)
         if pq.flow_paused and pq.cached() <= self.cached_messages_max // 2:
             self._pull(pq)
+
+    def _send_back(self, pq: _ProcessQueue, message: MessageExt) -> bool:
+        """CONSUMER_SEND_MSG_BACK to the broker that holds ``message``: it returns through
+        %RETRY%<group> after a growing delay, or goes to %DLQ%<group> at the maximum."""
+        try:
+            broker_api.send_back(self.rpc, self._endpoint(pq.mq), self.group, message, self.max_reconsume_times)
+        except (ClientError, TransportError) as exc:
+            log.warning("sending %s back to the broker failed (%s); it is retried here", message.msg_id, exc)
+            return False
+        self.sent_back += 1
+        return True
 
     def _retry_consume(self, pq: _ProcessQueue, messages: list[MessageExt]) -> None:
         if not pq.dropped and not self._stop.is_set():

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 
 from cluster import _native
 from cluster.shm import commitlog_format as fmt
+from cluster.protocol import RETRY_TOPIC_PREFIX
+from cluster.shm.schedule_format import PROPERTY_TIMER_DELIVER_MS
 
 log = logging.getLogger(__name__)
 
@@ -24,6 +26,16 @@ class Message:
     keys: str | list[str] | None = None
     properties: dict[str, str] = field(default_factory=dict)
     flag: int = 0
+
+    def set_delay_level(self, level: int) -> "Message":
+        """Deliver after delay level ``level`` (1..18: 1s 5s 10s 30s 1m ... 2h by default)."""
+        self.properties[fmt.PROPERTY_DELAY] = str(int(level))
+        return self
+
+    def set_deliver_time_ms(self, epoch_ms: int) -> "Message":
+        """Deliver at this time, ms since the epoch (RocketMQ 5's timer message), never before."""
+        self.properties[PROPERTY_TIMER_DELIVER_MS] = str(int(epoch_ms))
+        return self
 
     def keys_text(self) -> str | None:
         if self.keys is None:
@@ -124,6 +136,14 @@ class MessageExt:
     def __repr__(self) -> str:
         return (f"MessageExt(topic={self.topic!r}, queue_id={self.queue_id}, queue_offset={self.queue_offset}, "
                 f"body={self.body[:40]!r})")
+
+
+def restore_retried_topic(message: MessageExt) -> None:
+    """A message redelivered through %RETRY%<group> shows its original topic (RETRY_TOPIC)."""
+    if message.topic.startswith(RETRY_TOPIC_PREFIX):
+        original = message.properties.get(fmt.PROPERTY_RETRY_TOPIC)
+        if original:
+            message.topic = original
 
 
 def decode_messages(raw: bytes, broker_name: str = "") -> list[MessageExt]:
