@@ -1,7 +1,12 @@
 """Producer: sync, async (future or callback), one-way and batch sends.
 
 Queue choice is RocketMQ's: round-robin over the route's writable queues; a failed
-send is retried (``send_retry_count`` more times) on a queue of another broker.
+send is retried (``send_retry_count`` more times) on a queue of another broker. With
+``send_latency_fault_enabled`` every send's latency (a failure counts as an isolation)
+makes its broker avoided for the time of SPEC §2's table (``client/fault_tolerance.py``),
+and queue choice skips avoided brokers. One send takes at most ``send_timeout_ms`` (its
+retries included), each attempt at most ``request_timeout_ms``: a broker that stops
+answering costs one attempt's time-out, then the send goes on to another broker.
 Every message gets a client-made UNIQ_KEY; bodies over 4 KiB are zlib-compressed
 with SYSFLAG 0x1 (batches are not, as in RocketMQ).
 """
@@ -19,6 +24,7 @@ from typing import Callable, Sequence
 
 from cluster import _native
 from cluster.client.base import ClientBase
+from cluster.client.fault_tolerance import LatencyFaultTolerance, select_round_robin
 from cluster.client.message import UNIQUE_IDS, Message, MessageQueue, SendResult, SendStatus
 from cluster.config import ClientConfig, name_problem
 from cluster.errors import BrokerError, BrokerUnreachable, ClientError, MessageInvalid, NoRouteError
@@ -50,6 +56,7 @@ class Producer(ClientBase):
             raise ValueError(problem)
         self.group = group
         self._counter = itertools.count()
+        self.faults = LatencyFaultTolerance.from_config(self.cfg)
         self._stats_lock = threading.Lock()
         self.sent_ok = 0
         self.send_failures = 0
@@ -103,13 +110,27 @@ class Producer(ClientBase):
         return Command(code, send_fields_short(fields), body)
 
     def _pick_queue(self, queues: list[MessageQueue], avoid_broker: str | None) -> MessageQueue:
-        n = len(queues)
-        start = next(self._counter)
-        for i in range(n):
-            queue = queues[(start + i) % n]
-            if queue.broker_name != avoid_broker:
-                return queue
-        return queues[start % n]
+        if self.cfg.send_latency_fault_enabled:
+            return self.faults.select(queues, next(self._counter), avoid_broker)
+        return select_round_robin(queues, next(self._counter), avoid_broker)
+
+    def _record(self, broker: str, started_s: float, failed: bool) -> None:
+        """One attempt's outcome for the fault tolerance (RocketMQ's updateFaultItem)."""
+        if self.cfg.send_latency_fault_enabled:
+            self.faults.update(broker, (time.monotonic() - started_s) * 1000, isolation=failed)
+
+    def _send_deadline(self, timeout_ms: int | None) -> tuple[int, float]:
+        """(the send's time-out in ms, its deadline on the monotonic clock)."""
+        timeout_ms = timeout_ms or self.cfg.send_timeout_ms or self.cfg.request_timeout_ms
+        return timeout_ms, time.monotonic() + timeout_ms / 1000
+
+    def _attempt_timeout_ms(self, deadline: float) -> int:
+        """What is left of the send's time, at most one request's time-out; <= 0 when none is left."""
+        return min(int((deadline - time.monotonic()) * 1000), self.cfg.request_timeout_ms)
+
+    def fault_state(self) -> dict[str, dict]:
+        """broker -> {latency_ms, isolated, available, unavailable_for_ms} (empty with fault tolerance off)."""
+        return self.faults.snapshot()
 
     @staticmethod
     def _result(response: Command, queue: MessageQueue, uniq: str) -> SendResult:
@@ -120,7 +141,9 @@ class Producer(ClientBase):
     # -------------------------------------------------------------- sending
 
     def send(self, msg: Message, timeout_ms: int | None = None, queue: MessageQueue | None = None) -> SendResult:
-        """Send and wait for the store's answer; retries on another broker on failure."""
+        """Send and wait for the store's answer; retries on another broker on failure.
+
+        ``timeout_ms`` bounds the whole send, retries included (default ``send_timeout_ms``)."""
         body, props, sys_flag = self._prepare(msg)
         return self._send_with_retries(msg.topic, body, props, sys_flag, msg.flag, msg.properties[PROPERTY_UNIQ_KEY],
                                        timeout_ms, queue, RequestCode.SEND_MESSAGE_V2, batch=False)
@@ -169,12 +192,11 @@ class Producer(ClientBase):
 
     def _send_with_retries(self, topic, body, props, sys_flag, flag, uniq, timeout_ms, queue, code, batch):
         self._check_open()
-        timeout_ms = timeout_ms or self.cfg.request_timeout_ms
-        deadline = time.monotonic() + timeout_ms / 1000
+        timeout_ms, deadline = self._send_deadline(timeout_ms)
         avoid = None
         last_exc: Exception | None = None
         for attempt in range(1 + self.cfg.send_retry_count):
-            left_ms = int((deadline - time.monotonic()) * 1000)
+            left_ms = self._attempt_timeout_ms(deadline)
             if left_ms <= 0:
                 break
             try:
@@ -190,42 +212,48 @@ class Producer(ClientBase):
                 last_exc = NoRouteError(f"broker {target.broker_name} has no master")
                 continue
             request = self._request(code, topic, target, body, props, sys_flag, flag, auto_create, batch)
+            started = time.monotonic()
             try:
                 response = self.rpc.call(endpoint, request, left_ms)
             except TransportError as exc:
+                self._record(target.broker_name, started, failed=True)
                 last_exc = BrokerUnreachable(f"{target.broker_name} ({endpoint}): {exc}")
                 avoid = target.broker_name
                 continue
+            retriable = response.code in _RETRIABLE_CODES
+            # A broker-side error isolates the broker; a refused message says nothing of it.
+            self._record(target.broker_name, started, failed=retriable)
             if response.code in _SEND_STATUS_CODES:
                 with self._stats_lock:
                     self.sent_ok += 1
                 return self._result(response, MessageQueue(topic, target.broker_name, target.queue_id), uniq)
             last_exc = BrokerError(response.code, response.remark, endpoint)
-            if response.code not in _RETRIABLE_CODES:
+            if not retriable:
                 break
             avoid = target.broker_name
         with self._stats_lock:
             self.send_failures += 1
         if isinstance(last_exc, ClientError):
             raise last_exc
-        raise BrokerUnreachable(f"send to {topic} failed within {timeout_ms} ms: {last_exc}")
+        raise BrokerUnreachable(f"send to {topic} failed within {timeout_ms} ms: {last_exc or 'no time left'}")
 
     def send_async(self, msg: Message, callback: Callable[[SendResult | None, Exception | None], None] | None = None,
                    timeout_ms: int | None = None) -> Future:
-        """A future of the SendResult; ``callback(result, error)`` runs when it resolves."""
+        """A future of the SendResult; ``callback(result, error)`` runs when it resolves.
+
+        Retried on another broker like ``send``, within ``timeout_ms`` (default ``send_timeout_ms``)."""
         self._check_open()
         body, props, sys_flag = self._prepare(msg)
         uniq = msg.properties[PROPERTY_UNIQ_KEY]
-        timeout_ms = timeout_ms or self.cfg.request_timeout_ms
         outer: Future = Future()
         if callback is not None:
             outer.add_done_callback(lambda f: callback(f.result() if not f.exception() else None, f.exception()))
-        deadline = time.monotonic() + timeout_ms / 1000
+        timeout_ms, deadline = self._send_deadline(timeout_ms)
 
         def attempt(n: int, avoid: str | None) -> None:
-            left_ms = int((deadline - time.monotonic()) * 1000)
+            left_ms = self._attempt_timeout_ms(deadline)
             if left_ms <= 0:
-                outer.set_exception(BrokerUnreachable(f"async send to {msg.topic} timed out"))
+                outer.set_exception(BrokerUnreachable(f"async send to {msg.topic} timed out ({timeout_ms} ms)"))
                 return
             try:
                 route, queues, auto_create = self.routes.publish_route(msg.topic)
@@ -234,23 +262,37 @@ class Producer(ClientBase):
                 return
             target = self._pick_queue(queues, avoid)
             endpoint = route.master_endpoint(target.broker_name)
+            if endpoint is None:
+                retry_or_fail(n, target.broker_name, NoRouteError(f"broker {target.broker_name} has no master"))
+                return
             request = self._request(RequestCode.SEND_MESSAGE_V2, msg.topic, target, body, props, sys_flag,
                                     msg.flag, auto_create, False)
+            started = time.monotonic()
             inner = self.rpc.call_async(endpoint, request, left_ms)
 
             def done(f: Future) -> None:
                 exc = f.exception()
+                retriable = exc is not None or f.result().code in _RETRIABLE_CODES
+                self._record(target.broker_name, started, failed=retriable)
                 if exc is None and f.result().code in _SEND_STATUS_CODES:
                     outer.set_result(self._result(f.result(), target, uniq))
                     return
                 error = exc if exc is not None else BrokerError(f.result().code, f.result().remark, endpoint)
-                retriable = exc is not None or f.result().code in _RETRIABLE_CODES
                 if retriable and n < self.cfg.send_retry_count:
-                    # Resubmitting from the I/O thread is safe: call_async only queues.
+                    # Not on the I/O thread: a retry may look up a route (a blocking call).
                     threading.Thread(target=attempt, args=(n + 1, target.broker_name), daemon=True).start()
                 else:
-                    outer.set_exception(error if isinstance(error, ClientError) else BrokerUnreachable(str(error)))
+                    fail(error)
             inner.add_done_callback(done)
+
+        def retry_or_fail(n: int, broker: str, error: Exception) -> None:
+            if n < self.cfg.send_retry_count:
+                attempt(n + 1, broker)
+            else:
+                fail(error)
+
+        def fail(error: Exception) -> None:
+            outer.set_exception(error if isinstance(error, ClientError) else BrokerUnreachable(str(error)))
 
         attempt(0, None)
         return outer
