@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import operator
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import lru_cache
 from typing import Callable, Mapping
 
@@ -78,7 +78,7 @@ _TOKEN = re.compile(r"""
 """, re.VERBOSE | re.DOTALL)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Token:
     kind: str    # "number", "string", "id", a keyword ("AND"), an operator ("<="), or "end"
     value: object
@@ -127,85 +127,78 @@ def tokenize(expression: str) -> list[Token]:
 # ---------------------------------------------------------------- AST
 
 class Node:
-    __slots__ = ()
+    """An AST node (a frozen dataclass); ``depth``, 1 for a leaf, bounds the evaluator's recursion."""
+
     depth = 1
 
+    def __post_init__(self):
+        children = [v for f in fields(self) for v in _nodes_in(getattr(self, f.name))]
+        if children:
+            object.__setattr__(self, "depth", 1 + max(child.depth for child in children))
 
-@dataclass(frozen=True, slots=True)
+
+def _nodes_in(value) -> tuple:
+    if isinstance(value, Node):
+        return (value,)
+    return tuple(v for v in value if isinstance(v, Node)) if isinstance(value, tuple) else ()
+
+
+@dataclass(frozen=True)
 class Literal(Node):
     value: object  # int, float, str, bool or None (NULL)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Property(Node):
     name: str
 
 
-@dataclass(frozen=True, slots=True)
-class Negate(Node):
+@dataclass(frozen=True)
+class Unary(Node):
+    op: str  # "-", "NOT", or "CONDITION": a property used where a condition is expected
     operand: Node
-    depth: int = 1
 
 
-@dataclass(frozen=True, slots=True)
-class Not(Node):
-    operand: Node
-    depth: int = 1
-
-
-@dataclass(frozen=True, slots=True)
-class AsCondition(Node):
-    """A property used where a condition is expected."""
-    operand: Node
-    depth: int = 1
-
-
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Logic(Node):
     op: str  # "AND" or "OR"
     operands: tuple
-    depth: int = 1
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Compare(Node):
     op: str  # = <> > >= < <=
     left: Node
     right: Node
-    depth: int = 1
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class IsNull(Node):
     operand: Node
     negated: bool
-    depth: int = 1
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Between(Node):
     operand: Node
     low: Node
     high: Node
     negated: bool
-    depth: int = 1
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class In(Node):
     operand: Property
     values: frozenset
     negated: bool
-    depth: int = 1
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class StringTest(Node):
     op: str  # CONTAINS, STARTSWITH or ENDSWITH
     operand: Node
     text: str
     negated: bool
-    depth: int = 1
 
 
 def _is_number(value) -> bool:
@@ -222,7 +215,7 @@ def _describe(node: Node) -> str:
         return repr(v) if isinstance(v, str) else str(v)
     if isinstance(node, Property):
         return node.name
-    if isinstance(node, Negate):
+    if isinstance(node, Unary) and node.op == "-":
         return f"-{_describe(node.operand)}"
     return "a condition"
 
@@ -231,7 +224,7 @@ def _is_condition(node: Node) -> bool:
     """Boolean-valued: a comparison, a logic operator, TRUE, FALSE or NULL."""
     if isinstance(node, Literal):
         return node.value is None or isinstance(node.value, bool)
-    return not isinstance(node, (Property, Negate))
+    return not isinstance(node, Property) and not (isinstance(node, Unary) and node.op == "-")
 
 
 # ---------------------------------------------------------------- parser
@@ -288,7 +281,7 @@ class _Parser:
         if _is_condition(node):
             return node
         if isinstance(node, Property):
-            return AsCondition(node, node.depth + 1)
+            return Unary("CONDITION", node)
         raise self.error(f"{_describe(node)} is not a condition ({context})", pos)
 
     # -- grammar
@@ -318,7 +311,7 @@ class _Parser:
             self.take()
             pos = self.token.pos
             operands.append(self.condition(operand(), pos, f"operand of {op}"))
-        return self.nested(Logic(op, tuple(operands), 1 + max(o.depth for o in operands)), pos)
+        return self.nested(Logic(op, tuple(operands)), pos)
 
     def not_expression(self) -> Node:
         if self.token.kind != "NOT":
@@ -328,7 +321,7 @@ class _Parser:
         operand_pos = self.token.pos
         operand = self.condition(self.not_expression(), operand_pos, "operand of NOT")
         self.nesting -= 1
-        return self.nested(Not(operand, operand.depth + 1), pos)
+        return self.nested(Unary("NOT", operand), pos)
 
     def equality(self) -> Node:
         left = self.comparison()
@@ -338,14 +331,14 @@ class _Parser:
                 self.take()
                 right = self.comparison()
                 self._check_equal_operands(left, right, token)
-                left = self.nested(Compare(token.kind, left, right, 1 + max(left.depth, right.depth)), token.pos)
+                left = self.nested(Compare(token.kind, left, right), token.pos)
             elif token.kind == "IS":
                 self.take()
                 negated = self.token.kind == "NOT"
                 if negated:
                     self.take()
                 self.expect("NULL", "NULL after IS" + (" NOT" if negated else ""))
-                left = self.nested(IsNull(left, negated, left.depth + 1), token.pos)
+                left = self.nested(IsNull(left, negated), token.pos)
             else:
                 return left
 
@@ -367,7 +360,7 @@ class _Parser:
                 right = self.unary()
                 self._check_ordered(left, token)
                 self._check_ordered(right, token)
-                node = Compare(kind, left, right, 1 + max(left.depth, right.depth))
+                node = Compare(kind, left, right)
             elif kind == "BETWEEN":
                 low = self.unary()
                 self.expect("AND", "AND between the bounds of BETWEEN")
@@ -377,7 +370,7 @@ class _Parser:
                 if isinstance(low, Literal) and isinstance(high, Literal) and low.value > high.value:
                     raise self.error(f"BETWEEN bounds are reversed: {_describe(low)} > {_describe(high)}",
                                      token.pos)
-                node = Between(left, low, high, negated, 1 + max(left.depth, low.depth, high.depth))
+                node = Between(left, low, high, negated)
             elif kind == "IN":
                 if not isinstance(left, Property):
                     raise self.error(f"IN needs a property on its left, not {_describe(left)}", token.pos)
@@ -387,10 +380,10 @@ class _Parser:
                     self.take()
                     values.append(self.expect("string", "a string literal in the IN list").value)
                 self.expect(")", "',' or ')' in the IN list")
-                node = In(left, frozenset(values), negated, left.depth + 1)
+                node = In(left, frozenset(values), negated)
             else:
                 text = self.expect("string", f"a string literal after {kind}").value
-                node = StringTest(kind, left, text, negated, left.depth + 1)
+                node = StringTest(kind, left, text, negated)
             left = self.nested(node, token.pos)
 
     def unary(self) -> Node:
@@ -408,7 +401,7 @@ class _Parser:
             return operand
         if token.kind == "NOT":
             operand = self.condition(operand, operand_pos, "operand of NOT")
-            return self.nested(Not(operand, operand.depth + 1), token.pos)
+            return self.nested(Unary("NOT", operand), token.pos)
         if isinstance(operand, Literal):
             if not _is_number(operand.value):
                 raise self.error(f"cannot negate {_describe(operand)}", token.pos)
@@ -418,7 +411,7 @@ class _Parser:
             return Literal(value)
         if _is_condition(operand):
             raise self.error("cannot negate a condition", token.pos)
-        return self.nested(Negate(operand, operand.depth + 1), token.pos)
+        return self.nested(Unary("-", operand), token.pos)
 
     def primary(self) -> Node:
         token = self.token
@@ -527,29 +520,8 @@ def _compile(node: Node) -> Evaluator:
     if isinstance(node, Property):
         name = node.name
         return lambda props: props.get(name)
-    if isinstance(node, Negate):
-        operand = _compile(node.operand)
-
-        def negate(props):
-            v = operand(props)
-            if v.__class__ is str:
-                v = _number(v)
-            return None if v is None or v.__class__ is bool else -v
-        return negate
-    if isinstance(node, AsCondition):
-        operand = _compile(node.operand)
-
-        def as_condition(props):
-            v = operand(props)
-            return None if v is None else _truth(v) is True
-        return as_condition
-    if isinstance(node, Not):
-        operand = _compile(node.operand)
-
-        def negation(props):
-            v = operand(props)
-            return None if v is None else not v
-        return negation
+    if isinstance(node, Unary):
+        return _compile_unary(node)
     if isinstance(node, Logic):
         return _compile_logic(node)
     if isinstance(node, Compare):
@@ -589,50 +561,48 @@ def _compile(node: Node) -> Evaluator:
     raise TypeError(f"not an SQL92 node: {node!r}")
 
 
-def _compile_logic(node: Logic) -> Evaluator:
-    operands = tuple(_compile(o) for o in node.operands)
-    if node.op == "AND":
-        def conjunction(props):
-            unknown = False
-            for operand in operands:
-                v = operand(props)
-                if v is False:
-                    return False
-                if v is None:
-                    unknown = True
-            return None if unknown else True
-        return conjunction
+def _compile_unary(node: Unary) -> Evaluator:
+    operand = _compile(node.operand)
+    if node.op == "-":
+        def negate(props):
+            v = operand(props)
+            if v.__class__ is str:
+                v = _number(v)
+            return None if v is None or v.__class__ is bool else -v
+        return negate
+    if node.op == "CONDITION":
+        def as_condition(props):
+            v = operand(props)
+            return None if v is None else _truth(v) is True
+        return as_condition
 
-    def disjunction(props):
+    def negation(props):
+        v = operand(props)
+        return None if v is None else not v
+    return negation
+
+
+def _compile_logic(node: Logic) -> Evaluator:
+    """Kleene logic: one FALSE decides an AND (one TRUE an OR); else any unknown makes it unknown."""
+    operands = tuple(_compile(o) for o in node.operands)
+    decisive = node.op == "OR"
+
+    def logic(props):
         unknown = False
         for operand in operands:
             v = operand(props)
-            if v is True:
-                return True
+            if v is decisive:
+                return decisive
             if v is None:
                 unknown = True
-        return None if unknown else False
-    return disjunction
+        return None if unknown else not decisive
+    return logic
 
 
 def _compile_compare(node: Compare) -> Evaluator:
-    left, right = _compile(node.left), _compile(node.right)
-    if node.op in ("=", "<>"):
-        negated = node.op == "<>"
-
-        def equality(props):
-            lv = left(props)
-            if lv is None:
-                return None
-            rv = right(props)
-            if rv is None:
-                return None
-            v = _equal(lv, rv)
-            return None if v is None else v != negated
-        return equality
-    order = _ORDER[node.op]
-    # The common shape, property against a number literal, without the generic conversions.
-    if isinstance(node.left, Property) and isinstance(node.right, Literal):
+    order = _ORDER.get(node.op)
+    if order is not None and isinstance(node.left, Property) and isinstance(node.right, Literal):
+        # The common shape, a property against a number literal, without the generic steps.
         name, bound = node.left.name, node.right.value
 
         def property_vs_number(props):
@@ -642,24 +612,29 @@ def _compile_compare(node: Compare) -> Evaluator:
             v = _number(v)
             return None if v is None else order(v, bound)
         return property_vs_number
+    if order is None:
+        negated = node.op == "<>"
 
-    def ordering(props):
+        def decide(lv, rv):
+            v = _equal(lv, rv)
+            return None if v is None else v != negated
+    else:
+        def decide(lv, rv):
+            # Ordering compares numbers only: a string operand (a property value) is read as one.
+            if lv.__class__ is str:
+                lv = _number(lv)
+            if rv.__class__ is str:
+                rv = _number(rv)
+            return None if lv is None or rv is None else order(lv, rv)
+    left, right = _compile(node.left), _compile(node.right)
+
+    def compare(props):
         lv = left(props)
         if lv is None:
             return None
         rv = right(props)
-        if rv is None:
-            return None
-        if lv.__class__ is str:
-            lv = _number(lv)
-            if lv is None:
-                return None
-        if rv.__class__ is str:
-            rv = _number(rv)
-            if rv is None:
-                return None
-        return order(lv, rv)
-    return ordering
+        return None if rv is None else decide(lv, rv)
+    return compare
 
 
 def evaluate(node: Node, properties: Mapping[str, str]):

@@ -87,13 +87,18 @@ def _expected(messages: list[Message], predicate) -> list[bytes]:
     return sorted(m.body for m in messages if predicate(m.properties, m.tags))
 
 
-def test_push_consumer_with_an_sql_selector_gets_exactly_the_matching_messages(start_cluster):
-    cluster = start_cluster(broker_overrides=PROPERTY_FILTER)
-    cfg = client_config(cluster)
+def _sql_cluster(start_cluster, topic: str, queues: int):
+    """A cluster with the property filter on, and ``topic`` holding ``_sql_messages``: (client config, messages)."""
+    cfg = client_config(start_cluster(broker_overrides=PROPERTY_FILTER))
     with Admin(config=cfg) as admin:
-        admin.create_topic("Sql", 2)
-    messages = _sql_messages("Sql")
+        admin.create_topic(topic, queues)
+    messages = _sql_messages(topic)
     _send(cfg, messages)
+    return cfg, messages
+
+
+def test_push_consumer_with_an_sql_selector_gets_exactly_the_matching_messages(start_cluster):
+    cfg, messages = _sql_cluster(start_cluster, "Sql", 2)
     expression = "a >= 10 AND a < 40 AND color IN ('red', 'blue') OR TAGS = 'T3' AND a IS NULL"
     expected = _expected(messages, lambda p, tag: ("a" in p and 10 <= int(p["a"]) < 40 and p["color"] in ("red", "blue"))
                          or (tag == "T3" and "a" not in p))
@@ -115,12 +120,7 @@ def test_push_consumer_with_an_sql_selector_gets_exactly_the_matching_messages(s
 
 
 def test_pull_consumer_sql_selector_and_offsets(start_cluster):
-    cluster = start_cluster(broker_overrides=PROPERTY_FILTER)
-    cfg = client_config(cluster)
-    with Admin(config=cfg) as admin:
-        admin.create_topic("SqlPull", 1)
-    messages = _sql_messages("SqlPull")
-    _send(cfg, messages)
+    cfg, messages = _sql_cluster(start_cluster, "SqlPull", 1)
     with PullConsumer("CG", config=cfg) as consumer:
         mq = consumer.queues("SqlPull")[0]
         wait_until(lambda: consumer.max_offset(mq) == 60, 10, what="dispatch")
@@ -144,20 +144,26 @@ def test_pull_consumer_sql_selector_and_offsets(start_cluster):
         assert "unexpected end of the expression at position 8" in str(refused.value)
 
 
-def test_an_invalid_sql_expression_is_refused_at_start(start_cluster):
-    cluster = start_cluster(broker_overrides=PROPERTY_FILTER)
-    cfg = client_config(cluster)
+def _refused_at_start(cfg, group: str, topic: str, selector: MessageSelector) -> BrokerError:
+    """What start() of a push consumer with ``selector`` raises (it must raise)."""
     with Admin(config=cfg) as admin:
-        admin.create_topic("SqlBad", 1)
-    consumer, _ = _push_consumer(cfg, "PushBad", "SqlBad", MessageSelector.by_sql("a > 'x'"))
+        admin.create_topic(topic, 1)
+    consumer, _ = _push_consumer(cfg, group, topic, selector)
     try:
         with pytest.raises(BrokerError) as refused:
             consumer.start()
-        assert refused.value.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED
-        assert "topic SqlBad" in refused.value.remark
-        assert "'x' cannot be compared with > (numbers only) at position 2" in refused.value.remark
     finally:
         consumer.shutdown()
+    return refused.value
+
+
+def test_an_invalid_sql_expression_is_refused_at_start(start_cluster):
+    cluster = start_cluster(broker_overrides=PROPERTY_FILTER)
+    cfg = client_config(cluster)
+    refused = _refused_at_start(cfg, "PushBad", "SqlBad", MessageSelector.by_sql("a > 'x'"))
+    assert refused.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED
+    assert "topic SqlBad" in refused.remark
+    assert "'x' cannot be compared with > (numbers only) at position 2" in refused.remark
     with Admin(config=cfg) as admin:  # the refused consumer never joined the group
         endpoint = f"tcp://{cluster.topology.brokers[0].address}"
         with pytest.raises(BrokerError):
@@ -167,17 +173,9 @@ def test_an_invalid_sql_expression_is_refused_at_start(start_cluster):
 def test_sql_subscriptions_are_refused_when_the_property_filter_is_off(start_cluster):
     cluster = start_cluster()  # enable_property_filter defaults to False, as RocketMQ's enablePropertyFilter
     cfg = client_config(cluster)
-    with Admin(config=cfg) as admin:
-        admin.create_topic("SqlOff", 1)
-    consumer, _ = _push_consumer(cfg, "PushOff", "SqlOff", MessageSelector.by_sql("a > 1"))
-    try:
-        with pytest.raises(BrokerError) as refused:
-            consumer.start()
-        assert refused.value.code == ResponseCode.SYSTEM_ERROR
-        assert "does not filter messages by SQL92" in refused.value.remark
-        assert "enable_property_filter" in refused.value.remark
-    finally:
-        consumer.shutdown()
+    refused = _refused_at_start(cfg, "PushOff", "SqlOff", MessageSelector.by_sql("a > 1"))
+    assert refused.code == ResponseCode.SYSTEM_ERROR
+    assert "does not filter messages by SQL92" in refused.remark and "enable_property_filter" in refused.remark
     _send(cfg, [Message("SqlOff", b"x", properties={"a": "2"})])
     with PullConsumer("CG", config=cfg) as puller:
         mq = puller.queues("SqlOff")[0]
