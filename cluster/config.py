@@ -143,6 +143,12 @@ class BrokerConfig:
     # A client not heard from for this long leaves its consumer groups (RocketMQ: 120 s).
     client_expiry_ms: int = 120_000
     consumer_offset_persist_interval_ms: int = 5_000
+    # Transactions: half messages left open are checked back this often (RocketMQ's
+    # transactionCheckInterval; 30 s here), once older than transaction_timeout_ms (6 s),
+    # at most transaction_check_max times (15), then discarded.
+    transaction_check_interval_ms: int = 30_000
+    transaction_timeout_ms: int = 6_000
+    transaction_check_max: int = 15
     # Serve SQL92 subscriptions (RocketMQ's enablePropertyFilter, off by default there too):
     # filtering reads each candidate's properties from the CommitLog.
     enable_property_filter: bool = False

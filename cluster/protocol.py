@@ -34,6 +34,8 @@ class RequestCode(enum.IntEnum):
     GET_CONSUMER_LIST_BY_GROUP = 38
     # Broker -> client, one-way: the member list of a consumer group changed (rebalance now).
     CONSUMER_SEND_MSG_BACK = 36
+    END_TRANSACTION = 37
+    CHECK_TRANSACTION_STATE = 39
     NOTIFY_CONSUMER_IDS_CHANGED = 40
     REGISTER_BROKER = 103
     UNREGISTER_BROKER = 104
@@ -42,6 +44,8 @@ class RequestCode(enum.IntEnum):
     GET_ALL_TOPIC_LIST_FROM_NAMESERVER = 206
     DELETE_TOPIC_IN_BROKER = 215
     DELETE_TOPIC_IN_NAMESRV = 216
+    # The groups consuming a topic: those with offsets on it and those online subscribing to it.
+    QUERY_TOPIC_CONSUME_BY_WHO = 300
     SEND_MESSAGE_V2 = 310
     SEND_BATCH_MESSAGE = 320
 
@@ -80,6 +84,7 @@ SERVED_BY: dict[RequestCode, str] = {
     RequestCode.PULL_MESSAGE: BROKER,
     RequestCode.QUERY_MESSAGE: BROKER,
     RequestCode.VIEW_MESSAGE_BY_ID: BROKER,
+    RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: BROKER,
     RequestCode.QUERY_CONSUMER_OFFSET: BROKER,
     RequestCode.UPDATE_CONSUMER_OFFSET: BROKER,
     RequestCode.UPDATE_AND_CREATE_TOPIC: BROKER,
@@ -93,6 +98,8 @@ SERVED_BY: dict[RequestCode, str] = {
     RequestCode.UNREGISTER_CLIENT: BROKER,
     RequestCode.GET_CONSUMER_LIST_BY_GROUP: BROKER,
     RequestCode.CONSUMER_SEND_MSG_BACK: BROKER,
+    RequestCode.END_TRANSACTION: BROKER,
+    RequestCode.CHECK_TRANSACTION_STATE: CLIENT,
     RequestCode.NOTIFY_CONSUMER_IDS_CHANGED: CLIENT,
     RequestCode.REGISTER_BROKER: NAMESRV,
     RequestCode.UNREGISTER_BROKER: NAMESRV,

@@ -20,7 +20,8 @@ class ClientRegistry:
         self.expiry_ms = expiry_ms
         # group -> client id -> member
         self.groups: dict[str, dict[str, ConsumerMember]] = {}
-        self.producers: dict[str, dict[str, int]] = {}
+        # group -> client id -> (last heartbeat ms, transport address)
+        self.producers: dict[str, dict[str, tuple[int, bytes | None]]] = {}
 
     def heartbeat(self, heartbeat: dict, now_ms: int, peer: bytes | None = None) -> set[str]:
         """Record a HEART_BEAT body; the consumer groups whose membership changed."""
@@ -42,7 +43,9 @@ class ClientRegistry:
             members[client_id] = ConsumerMember(client_id, now_ms, str(model), subs,
                                                 peer if peer is not None else (previous.peer if previous else None))
         for producer in heartbeat.get("producerDataSet") or []:
-            self.producers.setdefault(str(producer.get("groupName", "")), {})[client_id] = now_ms
+            group = self.producers.setdefault(str(producer.get("groupName", "")), {})
+            previous = group.get(client_id)
+            group[client_id] = (now_ms, peer if peer is not None else (previous[1] if previous else None))
         return changed
 
     def unregister(self, client_id: str, consumer_group: str | None, producer_group: str | None) -> set[str]:
@@ -67,7 +70,7 @@ class ClientRegistry:
             if not members:
                 del self.groups[group]
         for group, producers in list(self.producers.items()):
-            for client_id, last_ms in list(producers.items()):
+            for client_id, (last_ms, _peer) in list(producers.items()):
                 if now_ms - last_ms > self.expiry_ms:
                     del producers[client_id]
             if not producers:
@@ -76,6 +79,10 @@ class ClientRegistry:
 
     def peers(self, group: str) -> list[bytes]:
         return [m.peer for m in self.groups.get(group, {}).values() if m.peer is not None]
+
+    def producer_peers(self, group: str) -> list[bytes]:
+        """Where a live producer of ``group`` heartbeats from (CHECK_TRANSACTION_STATE goes there)."""
+        return [peer for _last, peer in self.producers.get(group, {}).values() if peer is not None]
 
     def consumer_ids(self, group: str) -> list[str]:
         return sorted(self.groups.get(group, {}))

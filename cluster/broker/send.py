@@ -10,15 +10,17 @@ import time
 from cluster.config import SYNC_FLUSH, BrokerConfig
 from cluster.protocol import (answers_refusals, require_name, AUTO_CREATE_TOPIC_KEY, PERM_WRITE, ProtocolError, RequestCode, ResponseCode,
                               field_bool, field_int, send_fields_long)
+from cluster.broker.transaction import HALF_TOPIC, SYSTEM_TOPICS as TRANSACTION_TOPICS
 from cluster.shm.commitlog_format import (PROPERTY_DELAY, PROPERTY_TRAN_MSG, PROPERTY_WAIT, SYSFLAG_COMPRESSED,
-                                          SYSFLAG_MULTI_TAGS, decode_properties, encode_properties, pack_host)
+                                          SYSFLAG_MULTI_TAGS, SYSFLAG_TRANSACTION_MASK, SYSFLAG_TRANSACTION_PREPARED,
+                                          decode_properties, encode_properties, pack_host)
 from cluster.shm.schedule_format import PROPERTY_TIMER_DELIVER_MS, SCHEDULE_TOPIC
 from cluster.shm.store import MessageToStore, PutMessageStatus as PutStatus
 from cluster.wire_format import Command
 
 log = logging.getLogger(__name__)
 
-# A client may set these SYSFLAG bits; transaction bits (0x4/0x8/0xC) wait for END_TRANSACTION support.
+# A client may set these SYSFLAG bits on any send; PREPARED (0x4) only on a single half message.
 SEND_SYSFLAG_ALLOWED = SYSFLAG_COMPRESSED | SYSFLAG_MULTI_TAGS
 
 _PUT_STATUS_CODES = {
@@ -38,6 +40,7 @@ def _born_host(peer_address: str) -> bytes:
 
 _DELAY_MARK = PROPERTY_DELAY + "\x01"
 _TIMER_MARK = PROPERTY_TIMER_DELIVER_MS + "\x01"
+_HALF_MARK = PROPERTY_TRAN_MSG + "\x01true\x02"
 
 
 class SendProcessor:
@@ -76,8 +79,8 @@ class SendProcessor:
         if topic == AUTO_CREATE_TOPIC_KEY:
             raise ProtocolError(f"the topic {topic} is reserved for auto-creation routes",
                                 ResponseCode.NO_PERMISSION)
-        if topic == SCHEDULE_TOPIC:
-            raise ProtocolError(f"the topic {topic} is the broker's own (delayed messages wait there)",
+        if topic == SCHEDULE_TOPIC or topic in TRANSACTION_TOPICS:
+            raise ProtocolError(f"the topic {topic} is the broker's own (delayed or half messages wait there)",
                                 ResponseCode.NO_PERMISSION)
         body = request.body
         size_max = self.cfg.store.message_size_bytes_max
@@ -103,10 +106,9 @@ class SendProcessor:
         if queue_id < 0:  # the client left the choice to the broker
             queue_id = next(self._round_robin) % topic_cfg.writeQueueNums
         sys_flag = field_int(request_long, "sysFlag", 0)
-        if sys_flag & ~SEND_SYSFLAG_ALLOWED:
+        if sys_flag & ~(SEND_SYSFLAG_ALLOWED | SYSFLAG_TRANSACTION_PREPARED):
             raise ProtocolError(f"sysFlag {sys_flag} has bits a send may not set (allowed: compressed 0x1, "
-                                f"multi-tags 0x2; transactional messages are not supported yet)",
-                                ResponseCode.MESSAGE_ILLEGAL)
+                                f"multi-tags 0x2, transaction prepared 0x4)", ResponseCode.MESSAGE_ILLEGAL)
         born_ts = field_int(request_long, "bornTimestamp", int(time.time() * 1000))
         if not 0 <= born_ts < 1 << 62:
             raise ProtocolError(f"bornTimestamp {born_ts} is out of range", ResponseCode.MESSAGE_ILLEGAL)
@@ -117,6 +119,9 @@ class SendProcessor:
         # The WAIT property "false" asks not to wait for the store (RocketMQ's waitStoreMsgOK).
         wait_store = is_batch or PROPERTY_WAIT not in properties_text or \
             decode_properties(properties_text.encode()).get(PROPERTY_WAIT) != "false"
+        half = bool(sys_flag & SYSFLAG_TRANSACTION_PREPARED) or _HALF_MARK in properties_text
+        if half and is_batch:
+            raise ProtocolError("a batch cannot be transactional", ResponseCode.MESSAGE_ILLEGAL)
         if is_batch:
             result = self.store.put_batch_body(topic, queue_id, body, sys_flag=sys_flag,
                                                born_timestamp_ms=born_ts, born_host=born_host)
@@ -132,13 +137,18 @@ class SendProcessor:
             if not (-(1 << 31) <= flag < 1 << 31 and 0 <= reconsume_times < 1 << 31):
                 raise ProtocolError("flag or reconsumeTimes is out of the int32 range", ResponseCode.MESSAGE_ILLEGAL)
             store_topic, store_queue = topic, queue_id
-            if _DELAY_MARK in properties_text or _TIMER_MARK in properties_text:
+            if half:
+                # Invisible until END_TRANSACTION commits it; stored as a plain record of the half topic.
+                properties = self.broker.transactions.half_message(
+                    topic, queue_id, decode_properties(properties_text.encode()))
+                store_topic, store_queue, sys_flag = HALF_TOPIC, 0, sys_flag & ~SYSFLAG_TRANSACTION_MASK
+            elif _DELAY_MARK in properties_text or _TIMER_MARK in properties_text:
                 store_topic, store_queue, properties = self._park(topic, queue_id, properties_text)
             message = MessageToStore(body=body, flag=flag, properties=properties,
                                      sys_flag=sys_flag, born_timestamp_ms=born_ts, born_host=born_host,
                                      reconsume_times=reconsume_times)
             result = self.store.put_messages(store_topic, store_queue, [message])
-            if store_topic != topic and result.status == PutStatus.PUT_OK:
+            if store_topic not in (topic, HALF_TOPIC) and result.status == PutStatus.PUT_OK:
                 result = result._replace(queue_offset=-1)   # its place in the topic is known on delivery
         if result.status != PutStatus.PUT_OK:
             code = _PUT_STATUS_CODES.get(result.status, ResponseCode.SYSTEM_ERROR)

@@ -22,6 +22,7 @@ from cluster.broker.offsets import ConsumerOffsetManager
 from cluster.broker.pull import PullProcessor
 from cluster.broker.retry import SendBackProcessor
 from cluster.broker.schedule import TICK_S as SCHEDULE_TICK_S, ScheduleService
+from cluster.broker.transaction import TransactionService
 from cluster.broker.send import SendProcessor
 from cluster.broker.topics import TopicConfig, TopicConfigManager
 from cluster.broker.waiters import FlushWaiters, PullWaiters
@@ -65,6 +66,7 @@ class BrokerService:
         self.puller = PullProcessor(self)
         self.schedule = ScheduleService(self)
         self.send_back = SendBackProcessor(self)
+        self.transactions = TransactionService(self)
         self.namesrv_client = RpcClient(default_timeout_ms=3000)
         self.started_ms = now_ms()
         self._written_since_wake = False
@@ -84,11 +86,13 @@ class BrokerService:
             RequestCode.UNREGISTER_CLIENT: self.on_unregister_client,
             RequestCode.GET_CONSUMER_LIST_BY_GROUP: self.on_consumer_list,
             RequestCode.CONSUMER_SEND_MSG_BACK: self.send_back.on_send_back,
+            RequestCode.END_TRANSACTION: self.transactions.on_end_transaction,
             RequestCode.UPDATE_AND_CREATE_TOPIC: self.on_update_topic,
             RequestCode.DELETE_TOPIC_IN_BROKER: self.on_delete_topic,
             RequestCode.GET_ALL_TOPIC_CONFIG: self.on_all_topic_config,
             RequestCode.VIEW_MESSAGE_BY_ID: self.on_view_message,
             RequestCode.QUERY_MESSAGE: self.on_query_message,
+            RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: self.on_query_topic_consume_by_who,
             RequestCode.GET_BROKER_RUNTIME_INFO: self.on_runtime_info,
         }
 
@@ -115,6 +119,8 @@ class BrokerService:
         loop.call_every(self.cfg.consumer_offset_persist_interval_ms / 1000, self.offsets.persist)
         loop.call_every(self.cfg.consumer_offset_persist_interval_ms / 1000, self.schedule.persist)
         loop.call_every(SCHEDULE_TICK_S, self.schedule.tick)
+        loop.call_every(self.cfg.transaction_check_interval_ms / 1000, self.transactions.check)
+        loop.call_every(self.cfg.consumer_offset_persist_interval_ms / 1000, self.transactions.persist)
         loop.call_every(10.0, self.expire_clients)
         self.register_with_namesrvs()
         return self.server
@@ -221,6 +227,7 @@ class BrokerService:
         self.pull_waiters.expire(float("inf"))
         self.offsets.persist(force=True)
         self.schedule.persist(force=True)
+        self.transactions.persist(force=True)
         for endpoint in self.cfg.namesrv_endpoints:
             try:
                 self.namesrv_client.call(endpoint, Command(RequestCode.UNREGISTER_BROKER, {
@@ -400,6 +407,16 @@ class BrokerService:
         return request.response(ResponseCode.SUCCESS, {"indexLastUpdatePhyoffset": str(self.control.dispatched_pos)},
                                 body)
 
+    @answers_refusals
+    def on_query_topic_consume_by_who(self, request: Command, reply=None) -> Command:
+        """RocketMQ's GroupList: the groups with an offset on ``topic`` and the online ones subscribing to it."""
+        topic = field_str(request, "topic")
+        prefix = topic + "@"   # the offset table's keys are "topic@group"
+        groups = {key[len(prefix):] for key in self.offsets.table if key.startswith(prefix)}
+        groups.update(group for group, members in self.clients.groups.items()
+                      if any(topic in member.subscriptions for member in members.values()))
+        return request.response(ResponseCode.SUCCESS, body=to_json_bytes({"groupList": sorted(groups)}))
+
     def on_runtime_info(self, request: Command, reply=None) -> Command:
         control = self.control
         info = {
@@ -410,6 +427,10 @@ class BrokerService:
             "parkedFlushWaiters": len(self.flush_waiters), "parkedPulls": len(self.pull_waiters),
             "topics": len(self.topics.topics), "uptimeMs": now_ms() - self.started_ms,
             "recovery": str(self.recovery),
+            "scheduleDelivered": self.schedule.delivered,
+            "sentBackToRetry": self.send_back.sent_to_retry, "sentToDeadLetters": self.send_back.sent_to_dlq,
+            "transactions": {"committed": self.transactions.committed, "rolledBack": self.transactions.rolled_back,
+                             "discarded": self.transactions.discarded, "checksSent": self.transactions.checks_sent},
         }
         return request.response(ResponseCode.SUCCESS, body=to_json_bytes(info))
 

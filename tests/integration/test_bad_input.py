@@ -67,7 +67,7 @@ def test_broker_and_namesrv_survive_malformed_frames_and_bad_requests(start_clus
             assert answer.remark
         for fields, body in [
             ({"b": "Good", "e": "0", "f": "-1"}, b"x"),            # every sysFlag bit
-            ({"b": "Good", "e": "0", "f": "4"}, b"x"),             # transaction prepared: not supported yet
+            ({"b": "Good", "e": "0", "f": "4"}, b"x"),             # a half message without PGROUP / UNIQ_KEY
             ({"b": "Good", "e": "0", "g": str(1 << 70)}, b"x"),    # bornTimestamp past int64
             ({"b": "Good", "e": "0", "i": "KEYS\x01k\x02x\x01\x00"}, b"x"),  # NUL in properties
         ]:
@@ -76,7 +76,7 @@ def test_broker_and_namesrv_survive_malformed_frames_and_bad_requests(start_clus
         prepared_batch = producer.rpc.call(broker, Command(
             RequestCode.SEND_BATCH_MESSAGE, {"a": "PG", "b": "Good", "e": "0", "f": "4"},
             batch_format.encode_items([(0, b"x", b"UNIQ_KEY\x01A\x02")])))
-        assert prepared_batch.code == ResponseCode.MESSAGE_ILLEGAL and "sysFlag" in prepared_batch.remark
+        assert prepared_batch.code == ResponseCode.MESSAGE_ILLEGAL and "transactional" in prepared_batch.remark
         batch = producer.rpc.call(broker, Command(RequestCode.SEND_BATCH_MESSAGE, {"a": "PG", "b": "Good", "e": "0"},
                                                   b"\x00\x00\x00\x05junk"))
         assert batch.code == ResponseCode.MESSAGE_ILLEGAL and "batch" in batch.remark

@@ -38,8 +38,8 @@ def test_send_v2_short_names_map_both_ways():
 def test_client_served_codes_have_a_client_handler():
     import inspect as _inspect
 
-    from cluster.client import consumer
-    source = _inspect.getsource(consumer)
+    from cluster.client import consumer, transaction
+    source = _inspect.getsource(consumer) + _inspect.getsource(transaction)
     for code, server in SERVED_BY.items():
         if server == CLIENT:
             assert f"RequestCode.{code.name}" in source, code.name

@@ -1,0 +1,195 @@
+"""Transactional messages on the broker: half messages, END_TRANSACTION, and the check-back.
+
+RocketMQ 4's design (rocketmq-protocol.md §5.8), everything kept in the store so that it
+survives a restart:
+
+- A half message (TRAN_MSG=true, sysFlag PREPARED) is stored in RMQ_SYS_TRANS_HALF_TOPIC
+  queue 0 with REAL_TOPIC / REAL_QID: consumers of the real topic never see it.
+- END_TRANSACTION commit writes it to its real topic (sysFlag COMMIT); commit and rollback
+  both write an op record to RMQ_SYS_TRANS_OP_HALF_TOPIC whose body is the half's UNIQ_KEY.
+  A half is resolved once an op names it; a second outcome for it is ignored.
+- The check service (every ``transaction_check_interval_ms``, 30 s) walks the half queue
+  from its committed progress: resolved halves are passed over; halves younger than
+  ``transaction_timeout_ms`` stop the walk; others get CHECK_TRANSACTION_STATE sent to a live
+  producer of their group and are appended again at the queue's end with
+  TRANSACTION_CHECK_TIMES + 1 (so the next walk asks again if no answer comes); after
+  ``transaction_check_max`` checks (15) a half is discarded (an op record) and logged.
+  The producer answers with END_TRANSACTION (fromTransactionCheck=true).
+
+Resolution is by UNIQ_KEY, not by queue offset: the copies a check appends share it, so an
+answer about any copy resolves them all. The resolved set is rebuilt from the op queue at
+start.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from cluster.broker.offsets import ConsumerOffsetManager
+from cluster.protocol import ProtocolError, RequestCode, ResponseCode, answers_refusals, field_int
+from cluster.shm import commitlog_format as fmt
+from cluster.shm.store import MessageToStore, PutMessageStatus
+from cluster.wire_format import Command
+
+log = logging.getLogger(__name__)
+
+HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+OP_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+SYSTEM_TOPICS = (HALF_TOPIC, OP_TOPIC)
+PROPERTY_CHECK_TIMES = "TRANSACTION_CHECK_TIMES"
+PROGRESS_GROUP = "TRANSACTION_CHECK"
+COMMIT, ROLLBACK, UNKNOWN = 8, 12, 0
+OP_READ_BATCH = 1024
+HALVES_PER_CHECK = 1024
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class TransactionService:
+    def __init__(self, broker):
+        self.broker = broker
+        self.store = broker.store
+        self.cfg = broker.cfg
+        self.progress = ConsumerOffsetManager(self.cfg.store.store_dir, name="transactionOffset")
+        self.resolved: set[str] = set()
+        self.committed = self.rolled_back = self.discarded = self.checks_sent = 0
+        self._load_resolved()
+
+    def _load_resolved(self) -> None:
+        offset = 0
+        for _ in range(1 << 40):   # bounded by the op queue's length
+            entries = self.store.queue_entries(OP_TOPIC, 0, offset, OP_READ_BATCH)
+            if not entries:
+                break
+            for queue_offset, phys, _size, _tag in entries:
+                rec = self.store.read_record(phys)
+                if rec is not None:
+                    self.resolved.add(rec.body.decode("utf-8", "replace"))
+                offset = queue_offset + 1
+
+    # ---------------------------------------------------------------- half messages
+
+    def half_message(self, topic: str, queue_id: int, props: dict[str, str]) -> bytes:
+        """The properties a half message is stored with (in HALF_TOPIC queue 0)."""
+        if fmt.PROPERTY_DELAY in props:
+            raise ProtocolError("a message is transactional or delayed, not both", ResponseCode.MESSAGE_ILLEGAL)
+        if not props.get(fmt.PROPERTY_PGROUP) or not props.get(fmt.PROPERTY_UNIQ_KEY):
+            raise ProtocolError("a half message needs PGROUP and UNIQ_KEY properties", ResponseCode.MESSAGE_ILLEGAL)
+        parked = dict(props)
+        parked[fmt.PROPERTY_REAL_TOPIC] = topic
+        parked[fmt.PROPERTY_REAL_QID] = str(queue_id)
+        return fmt.encode_properties(parked)
+
+    # ---------------------------------------------------------------- outcomes
+
+    @answers_refusals
+    def on_end_transaction(self, request: Command, reply=None) -> Command:
+        phys = field_int(request, "commitLogOffset")
+        outcome = field_int(request, "commitOrRollback")
+        rec = self.store.read_record(phys)
+        if rec is None or rec.topic != HALF_TOPIC:
+            raise ProtocolError(f"no half message at CommitLog offset {phys}", ResponseCode.SYSTEM_ERROR)
+        if outcome == UNKNOWN:
+            return request.response(ResponseCode.SUCCESS)
+        if outcome not in (COMMIT, ROLLBACK):
+            raise ProtocolError(f"commitOrRollback {outcome} is not 8, 12 or 0", ResponseCode.SYSTEM_ERROR)
+        self.resolve(rec, outcome, from_check=request.fields.get("fromTransactionCheck") == "true")
+        return request.response(ResponseCode.SUCCESS)
+
+    def resolve(self, rec: fmt.Record, outcome: int, *, from_check: bool = False) -> bool:
+        """Commit or roll back the half ``rec``; False if it was resolved already."""
+        props = fmt.decode_properties(rec.properties_raw) if rec.properties_raw else {}
+        uniq = props.get(fmt.PROPERTY_UNIQ_KEY, "")
+        if uniq in self.resolved:
+            return False
+        if outcome == COMMIT:
+            real = {k: v for k, v in props.items()
+                    if k not in (fmt.PROPERTY_REAL_TOPIC, fmt.PROPERTY_REAL_QID, PROPERTY_CHECK_TIMES)}
+            message = MessageToStore(body=rec.body, flag=rec.flag, properties=fmt.encode_properties(real),
+                                     sys_flag=(rec.sys_flag & ~fmt.SYSFLAG_TRANSACTION_MASK) |
+                                     fmt.SYSFLAG_TRANSACTION_COMMIT,
+                                     born_timestamp_ms=rec.born_timestamp_ms, born_host=rec.born_host,
+                                     reconsume_times=rec.reconsume_times)
+            self._put(props.get(fmt.PROPERTY_REAL_TOPIC, ""), int(props.get(fmt.PROPERTY_REAL_QID, "0")), message)
+            self.committed += 1
+        else:
+            self.rolled_back += 1
+        self._put(OP_TOPIC, 0, MessageToStore(body=uniq.encode(), flag=0, properties=b"TAGS\x01d\x02", sys_flag=0,
+                                              born_timestamp_ms=_now_ms(), born_host=rec.born_host,
+                                              reconsume_times=0))
+        self.resolved.add(uniq)
+        log.info("transaction %s %s%s", uniq, "committed" if outcome == COMMIT else "rolled back",
+                 " (check answer)" if from_check else "")
+        self.broker.on_written()
+        return True
+
+    def _put(self, topic: str, queue_id: int, message: MessageToStore) -> None:
+        if not topic or (topic not in SYSTEM_TOPICS and self.broker.topics.get(topic) is None):
+            raise ProtocolError(f"topic {topic!r} of the transaction does not exist", ResponseCode.SYSTEM_ERROR)
+        result = self.store.put_messages(topic, queue_id, [message])
+        if result.status != PutMessageStatus.PUT_OK:
+            raise ProtocolError(f"the store refused the write: {result.status.name}", ResponseCode.SYSTEM_ERROR)
+
+    # ---------------------------------------------------------------- check-back
+
+    def check(self) -> None:
+        """Ask producers about halves left open; see the module docstring."""
+        now = _now_ms()
+        offset = start = self.progress.query(PROGRESS_GROUP, HALF_TOPIC, 0) or 0
+        for queue_offset, phys, _size, _tag in self.store.queue_entries(HALF_TOPIC, 0, offset, HALVES_PER_CHECK):
+            rec = self.store.read_record(phys)
+            if rec is None:
+                offset = queue_offset + 1
+                continue
+            props = fmt.decode_properties(rec.properties_raw) if rec.properties_raw else {}
+            uniq = props.get(fmt.PROPERTY_UNIQ_KEY, "")
+            if uniq in self.resolved:
+                offset = queue_offset + 1
+                continue
+            if now - rec.store_timestamp_ms < self.cfg.transaction_timeout_ms:
+                break   # younger halves follow: their producers may still be deciding
+            checks = int(props.get(PROPERTY_CHECK_TIMES, "0") or 0)
+            if checks >= self.cfg.transaction_check_max:
+                log.warning("transaction %s of group %s for %s discarded after %d checks without an outcome",
+                            uniq, props.get(fmt.PROPERTY_PGROUP), props.get(fmt.PROPERTY_REAL_TOPIC), checks)
+                self.resolve(rec, ROLLBACK)
+                self.discarded += 1
+                offset = queue_offset + 1
+                continue
+            if not self._ask(rec, props, checks):
+                break   # appending the next copy failed: walk again next time
+            offset = queue_offset + 1
+        if offset != start:
+            self.progress.commit(PROGRESS_GROUP, HALF_TOPIC, 0, offset)
+
+    def _ask(self, rec: fmt.Record, props: dict[str, str], checks: int) -> bool:
+        again = dict(props)
+        again[PROPERTY_CHECK_TIMES] = str(checks + 1)
+        copy = MessageToStore(body=rec.body, flag=rec.flag, properties=fmt.encode_properties(again),
+                              sys_flag=rec.sys_flag, born_timestamp_ms=rec.born_timestamp_ms,
+                              born_host=rec.born_host, reconsume_times=rec.reconsume_times)
+        result = self.store.put_messages(HALF_TOPIC, 0, [copy])
+        if result.status != PutMessageStatus.PUT_OK:
+            log.warning("transaction check: could not append the half again (%s)", result.status.name)
+            return False
+        self.broker.on_written()
+        peers = self.broker.clients.producer_peers(props.get(fmt.PROPERTY_PGROUP, ""))
+        if not peers:
+            log.info("transaction %s: no live producer of group %s to ask", props.get(fmt.PROPERTY_UNIQ_KEY),
+                     props.get(fmt.PROPERTY_PGROUP))
+            return True
+        # The body is the record as a pull returns it: the client decodes it the same way.
+        body = self.store.commitlog.read(result.phys_offset, result.end_phys_offset - result.phys_offset)
+        request = Command(RequestCode.CHECK_TRANSACTION_STATE, {
+            "tranStateTableOffset": str(result.queue_offset), "commitLogOffset": str(result.phys_offset),
+            "msgId": props.get(fmt.PROPERTY_UNIQ_KEY, ""), "transactionId": props.get(fmt.PROPERTY_UNIQ_KEY, ""),
+            "offsetMsgId": result.msg_ids[0] if result.msg_ids else ""}, body or b"")
+        self.broker.server.notify(peers[checks % len(peers)], request)
+        self.checks_sent += 1
+        return True
+
+    def persist(self, force: bool = False) -> None:
+        self.progress.persist(force)
