@@ -47,6 +47,9 @@ _RETRIABLE_CODES = {ResponseCode.TOPIC_NOT_EXIST, ResponseCode.SERVICE_NOT_AVAIL
                     ResponseCode.NO_PERMISSION, ResponseCode.SYSTEM_BUSY, ResponseCode.DISK_FULL}
 
 
+_UNBATCHABLE = frozenset({"DELAY", "TIMER_DELIVER_MS", "TRAN_MSG"})
+
+
 class Producer(ClientBase):
     def __init__(self, group: str = "DEFAULT_PRODUCER", namesrv: str | Sequence[str] | None = None,
                  config: ClientConfig | None = None):
@@ -180,6 +183,9 @@ class Producer(ClientBase):
             for msg in messages:
                 if msg.topic != topic:
                     raise MessageInvalid("every message of a batch must have the same topic")
+                if _UNBATCHABLE.intersection(msg.properties):
+                    # As RocketMQ: a batch is stored as it comes, so a delay or a half would be ignored.
+                    raise MessageInvalid("delayed, timed and transactional messages cannot be batched")
                 props = self._properties(msg)
                 uniqs.append(msg.properties[PROPERTY_UNIQ_KEY])
                 items.append((msg.flag, bytes(msg.body), props.encode()))

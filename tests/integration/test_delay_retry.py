@@ -6,6 +6,9 @@ import signal
 import threading
 import time
 
+import pytest
+
+from cluster import MessageInvalid
 from cluster import Admin, Message, Producer, PullConsumer, PushConsumer, ConsumeStatus
 from cluster.client.message import MessageQueue
 from cluster.protocol import dlq_topic
@@ -126,3 +129,11 @@ def test_a_message_failing_every_time_ends_in_the_dead_letter_topic(start_cluste
         assert letter.properties["RETRY_TOPIC"] == "Poison" and letter.reconsume_times == 3
     finally:
         consumer.shutdown()
+
+
+def test_delayed_messages_cannot_be_batched(start_cluster):
+    cluster, cfg = _cluster(start_cluster)
+    _topic(cfg, "NoBatch")
+    with Producer("BatchDelay", config=cfg) as producer:
+        with pytest.raises(MessageInvalid, match="cannot be batched"):
+            producer.send_batch([Message("NoBatch", b"a"), Message("NoBatch", b"b").set_delay_level(1)])
