@@ -142,6 +142,11 @@ class BrokerConfig:
     pull_batch_bytes_max: int = 4 * MIB
     # A client not heard from for this long leaves its consumer groups (RocketMQ: 120 s).
     client_expiry_ms: int = 120_000
+    # How often silent clients are looked for (RocketMQ's ClientHousekeepingService: 10 s).
+    client_scan_interval_ms: int = 10_000
+    # An orderly consumer's queue lock not renewed for this long is free (RocketMQ's
+    # rocketmq.broker.rebalance.lockMaxLiveTime, 60 s).
+    rebalance_lock_max_live_ms: int = 60_000
     consumer_offset_persist_interval_ms: int = 5_000
     # Transactions: half messages left open are checked back this often (RocketMQ's
     # transactionCheckInterval; 30 s here), once older than transaction_timeout_ms (6 s),
@@ -209,6 +214,11 @@ class ClientConfig:
     pull_suspend_ms: int = 15_000
     consumer_offset_commit_interval_ms: int = 5_000
     rebalance_interval_ms: int = 20_000
+    # Orderly consumers renew their queue locks this often, and stop consuming a queue whose
+    # lock was last confirmed longer ago than the max live time (RocketMQ's ProcessQueue
+    # rocketmq.client.rebalance.lockInterval 20 s and lockMaxLiveTime 30 s).
+    rebalance_lock_interval_ms: int = 20_000
+    rebalance_lock_max_live_ms: int = 30_000
     instance_name: str = "DEFAULT"
 
     def validate(self) -> None:

@@ -37,6 +37,9 @@ class RequestCode(enum.IntEnum):
     END_TRANSACTION = 37
     CHECK_TRANSACTION_STATE = 39
     NOTIFY_CONSUMER_IDS_CHANGED = 40
+    # Orderly consumers lock the queues they read (broker/locks.py).
+    LOCK_BATCH_MQ = 41
+    UNLOCK_BATCH_MQ = 42
     REGISTER_BROKER = 103
     UNREGISTER_BROKER = 104
     GET_ROUTEINFO_BY_TOPIC = 105
@@ -99,6 +102,8 @@ SERVED_BY: dict[RequestCode, str] = {
     RequestCode.GET_CONSUMER_LIST_BY_GROUP: BROKER,
     RequestCode.CONSUMER_SEND_MSG_BACK: BROKER,
     RequestCode.END_TRANSACTION: BROKER,
+    RequestCode.LOCK_BATCH_MQ: BROKER,
+    RequestCode.UNLOCK_BATCH_MQ: BROKER,
     RequestCode.CHECK_TRANSACTION_STATE: CLIENT,
     RequestCode.NOTIFY_CONSUMER_IDS_CHANGED: CLIENT,
     RequestCode.REGISTER_BROKER: NAMESRV,

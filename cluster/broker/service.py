@@ -18,6 +18,7 @@ import zmq
 from cluster.broker import channels
 from cluster.broker.clients import ClientRegistry
 from cluster.broker.filtering import check_heartbeat_subscriptions
+from cluster.broker.locks import LockProcessor
 from cluster.broker.offsets import ConsumerOffsetManager
 from cluster.broker.pull import PullProcessor
 from cluster.broker.retry import SendBackProcessor
@@ -67,6 +68,7 @@ class BrokerService:
         self.schedule = ScheduleService(self)
         self.send_back = SendBackProcessor(self)
         self.transactions = TransactionService(self)
+        self.locks = LockProcessor(cfg.rebalance_lock_max_live_ms)
         self.namesrv_client = RpcClient(default_timeout_ms=3000)
         self.started_ms = now_ms()
         self._written_since_wake = False
@@ -87,6 +89,8 @@ class BrokerService:
             RequestCode.GET_CONSUMER_LIST_BY_GROUP: self.on_consumer_list,
             RequestCode.CONSUMER_SEND_MSG_BACK: self.send_back.on_send_back,
             RequestCode.END_TRANSACTION: self.transactions.on_end_transaction,
+            RequestCode.LOCK_BATCH_MQ: self.locks.on_lock_batch,
+            RequestCode.UNLOCK_BATCH_MQ: self.locks.on_unlock_batch,
             RequestCode.UPDATE_AND_CREATE_TOPIC: self.on_update_topic,
             RequestCode.DELETE_TOPIC_IN_BROKER: self.on_delete_topic,
             RequestCode.GET_ALL_TOPIC_CONFIG: self.on_all_topic_config,
@@ -121,7 +125,7 @@ class BrokerService:
         loop.call_every(SCHEDULE_TICK_S, self.schedule.tick)
         loop.call_every(self.cfg.transaction_check_interval_ms / 1000, self.transactions.check)
         loop.call_every(self.cfg.consumer_offset_persist_interval_ms / 1000, self.transactions.persist)
-        loop.call_every(10.0, self.expire_clients)
+        loop.call_every(self.cfg.client_scan_interval_ms / 1000, self.expire_clients)
         self.register_with_namesrvs()
         return self.server
 
@@ -202,6 +206,7 @@ class BrokerService:
         gone = self.clients.expire(now_ms())
         for group, client_id in gone:
             log.info("client %s of group %s expired", client_id, group)
+            self.locks.client_gone(client_id, group)
         self._notify_groups_changed({group for group, _ in gone})
 
     def register_with_namesrvs(self) -> None:
@@ -313,6 +318,7 @@ class BrokerService:
         client_id = field_str(request, "clientID")
         changed = self.clients.unregister(client_id, request.fields.get("consumerGroup") or None,
                                           request.fields.get("producerGroup") or None)
+        self.locks.client_gone(client_id, request.fields.get("consumerGroup") or None)
         self._notify_groups_changed(changed)
         return request.response(ResponseCode.SUCCESS)
 
