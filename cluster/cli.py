@@ -3,7 +3,10 @@
     cluster up [--data-dir D] [--namesrvs N] [--brokers N] [--flush-mode async|sync] [--detach]
     cluster status | down
     cluster topic create|update|list|route|delete
-    cluster send | consume | query --id ID | --key KEY
+    cluster send | consume
+    cluster query --id OFFSET_MSG_ID | --msg-id ID --topic T | --key K --topic T [--begin --end --max]
+                | --topic T [--broker B] --queue Q --offset N        (each with every group's consume status)
+    cluster dlq list GROUP | show GROUP MSG_ID | resend GROUP (--msg-id ID | --all)
 
 Commands that talk to a cluster find its NameServers in ``--namesrv``, else in
 ``ROCKETBOX_NAMESRV``, else in the run-state file of ``--data-dir``.
@@ -18,6 +21,7 @@ import os
 import signal
 import sys
 import time
+from datetime import datetime
 
 from cluster.config import ASYNC_FLUSH, BROKER_PORT_DEFAULT, NAMESRV_PORT_DEFAULT, SYNC_FLUSH
 from cluster.procs.supervisor import (STATE_FILE_NAME, Supervisor, SupervisorError, read_state_file,
@@ -275,27 +279,137 @@ def cmd_consume(args) -> int:
     return 0
 
 
+def _time_ms(text: str) -> int:
+    """argparse type: epoch milliseconds, or an ISO 8601 time (local unless it names a zone)."""
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return int(datetime.fromisoformat(text).timestamp() * 1000)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is neither epoch milliseconds nor an ISO 8601 time") from None
+
+
+def _iso_ms(epoch_ms: int) -> str:
+    return datetime.fromtimestamp(epoch_ms / 1000).astimezone().isoformat(timespec="milliseconds")
+
+
+def _query_problem(args) -> str | None:
+    if not (args.id or args.msg_id or args.key or args.offset is not None):
+        return "say what to look up: --id, --msg-id, --key, or --offset (with --queue)"
+    if (args.msg_id or args.key or args.offset is not None) and not args.topic:
+        return "--msg-id, --key and --offset need --topic"
+    if args.id and len(args.id) != 32 and not args.topic:
+        return "--topic is needed to look up a UNIQ_KEY message id or a key"
+    if args.offset is not None and args.queue is None:
+        return "--offset needs --queue"
+    return None
+
+
+def _only_broker(admin, topic: str) -> str:
+    route = admin.route(topic)
+    names = sorted({q["brokerName"] for q in route["queueDatas"]})
+    if len(names) != 1:
+        raise ValueError(f"topic {topic} is on brokers {', '.join(names)}: say which with --broker")
+    return names[0]
+
+
+def _query_messages(admin, args) -> list:
+    from cluster import MessageQueue
+    if args.id:
+        if len(args.id) == 32 and args.topic is None:
+            return [admin.view_message(args.id)]
+        return admin.query_by_key(args.topic, args.id, args.max)
+    if args.msg_id:
+        return admin.query_by_unique_key(args.topic, args.msg_id, args.max)
+    if args.key:
+        return admin.query_by_key(args.topic, args.key, args.max, args.begin or 0, args.end)
+    broker = args.broker or _only_broker(admin, args.topic)
+    message = admin.message_at(MessageQueue(args.topic, broker, args.queue), args.offset)
+    return [message] if message is not None else []
+
+
+def _print_message(row: dict) -> None:
+    print(f"{row['topic']} {row['broker']}:{row['queueId']}@{row['queueOffset']} msgId={row['msgId']} "
+          f"offsetMsgId={row['offsetMsgId']} tags={row['tags']} keys={' '.join(row['keys'])} "
+          f"stored={_iso_ms(row['storeTimestamp'])} reconsumeTimes={row['reconsumeTimes']}")
+    print(f"  body: {row['body'][:200]}")
+    for track in row["tracks"]:
+        print(f"  group {track['consumerGroup']}: {track['trackType']} (committed offset {track['consumerOffset']})")
+    if not row["tracks"]:
+        print("  no consumer group has an offset on this topic or subscribes to it")
+
+
 def cmd_query(args) -> int:
     with _admin(args) as admin:
-        if args.id:
-            if len(args.id) == 32 and args.topic is None:
-                messages = [admin.view_message(args.id)]
-            else:
-                if not args.topic:
-                    print("--topic is needed to look up a UNIQ_KEY message id", file=sys.stderr)
-                    return 2
-                messages = admin.query_by_key(args.topic, args.id, args.max)
-        else:
-            messages = admin.query_by_key(args.topic, args.key, args.max, args.begin_ms or 0, args.end_ms)
+        rows = [{**_message_dict(m), "tracks": admin.message_track(m)} for m in _query_messages(admin, args)]
     if args.json:
-        _print_json([_message_dict(m) for m in messages])
+        _print_json(rows)
     else:
-        for m in messages:
-            print(json.dumps(_message_dict(m)))
-    if not messages:
+        for row in rows:
+            _print_message(row)
+    if not rows:
         print("no message found", file=sys.stderr)
         return 1
     return 0
+
+
+def _dead_letter_dict(admin, m) -> dict:
+    return {"msgId": m.msg_id, "offsetMsgId": m.offset_msg_id, "broker": m.broker_name, "queueOffset": m.queue_offset,
+            "originTopic": m.properties.get("RETRY_TOPIC"), "reconsumeTimes": m.reconsume_times,
+            "storeTimestamp": m.store_timestamp_ms, "storeTime": _iso_ms(m.store_timestamp_ms),
+            "resent": admin.dead_letter_resent(m), "bodyPreview": m.body[:80].decode("utf-8", "replace")}
+
+
+def _dlq_list(admin, args) -> int:
+    rows = [_dead_letter_dict(admin, m) for m in admin.dead_letters(args.group, args.max)]
+    if args.json:
+        _print_json(rows)
+        return 0
+    for r in rows:
+        print(f"{r['msgId']} topic={r['originTopic']} reconsumeTimes={r['reconsumeTimes']} stored={r['storeTime']} "
+              f"resent={'yes' if r['resent'] else 'no'} body={r['bodyPreview']}")
+    if not rows:
+        print(f"no dead letters for group {args.group}")
+    return 0
+
+
+def _dlq_show(admin, args) -> int:
+    rows = [{**_message_dict(m), **_dead_letter_dict(admin, m)} for m in admin.dead_letter(args.group, args.msg_id)]
+    if args.json:
+        _print_json(rows)
+    else:
+        for row in rows:
+            print(json.dumps(row, indent=2, sort_keys=True))
+    if not rows:
+        print(f"no dead letter {args.msg_id} for group {args.group}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _dlq_resend(admin, args) -> int:
+    if not args.all and not args.msg_id:
+        print("say which: --msg-id ID (repeatable) or --all", file=sys.stderr)
+        return 2
+    rows = admin.resend_dead_letters(args.group, None if args.all else args.msg_id, force=args.force)
+    if args.json:
+        _print_json(rows)
+    else:
+        for r in rows:
+            where = f" -> {r['broker']}:{r['queueId']}@{r['queueOffset']}" if r["status"] == "RESENT" else ""
+            print(f"{r['status']} {r['msgId']} topic={r['topic']}{where}")
+    resent = sum(r["status"] == "RESENT" for r in rows)
+    print(f"{resent} resent, {len(rows) - resent} not", file=sys.stderr)
+    if not rows and not args.all:
+        print(f"no dead letter {' '.join(args.msg_id)} for group {args.group}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_dlq(args) -> int:
+    with _admin(args) as admin:
+        return {"list": _dlq_list, "show": _dlq_show, "resend": _dlq_resend}[args.action](admin, args)
 
 
 # ---------------------------------------------------------------- parser
@@ -356,16 +470,40 @@ def build_parser() -> argparse.ArgumentParser:
     consume.add_argument("--json", action="store_true")
     consume.set_defaults(func=cmd_consume)
 
-    query = sub.add_parser("query", help="look a message up by id or key")
-    which = query.add_mutually_exclusive_group(required=True)
-    which.add_argument("--id", help="offset message id (or UNIQ_KEY with --topic)")
-    which.add_argument("--key")
+    query = sub.add_parser("query", help="look a message up; shows whether each consumer group has consumed it")
+    which = query.add_mutually_exclusive_group()
+    which.add_argument("--id", help="offset message id (or UNIQ_KEY or key, with --topic)")
+    which.add_argument("--msg-id", help="the msg id (UNIQ_KEY) a producer gave the message; needs --topic")
+    which.add_argument("--key", help="a KEYS word; needs --topic; narrow with --begin/--end/--max")
+    which.add_argument("--offset", type=int, help="the queue offset; needs --topic and --queue (and --broker "
+                                                  "when the topic is on several brokers)")
     query.add_argument("--topic")
+    query.add_argument("--broker")
+    query.add_argument("--queue", type=int)
     query.add_argument("--max", type=int, default=32)
-    query.add_argument("--begin-ms", type=int)
-    query.add_argument("--end-ms", type=int)
+    query.add_argument("--begin", "--begin-ms", type=_time_ms, help="stored at or after: epoch ms or ISO 8601")
+    query.add_argument("--end", "--end-ms", type=_time_ms, help="stored at or before: epoch ms or ISO 8601")
     query.add_argument("--json", action="store_true")
     query.set_defaults(func=cmd_query)
+
+    dlq = sub.add_parser("dlq", help="list, show and resend a consumer group's dead letters (%%DLQ%%<group>)")
+    dlq_sub = dlq.add_subparsers(dest="action", required=True)
+    dlq_list = dlq_sub.add_parser("list", help="the dead letters of a group")
+    dlq_list.add_argument("group")
+    dlq_list.add_argument("--max", type=int, default=1000)
+    dlq_list.add_argument("--json", action="store_true")
+    dlq_show = dlq_sub.add_parser("show", help="one dead letter, whole")
+    dlq_show.add_argument("group")
+    dlq_show.add_argument("msg_id", help="msg id (UNIQ_KEY) or offset msg id")
+    dlq_show.add_argument("--json", action="store_true")
+    dlq_resend = dlq_sub.add_parser("resend", help="send dead letters back to their original topic")
+    dlq_resend.add_argument("group")
+    chosen = dlq_resend.add_mutually_exclusive_group()
+    chosen.add_argument("--msg-id", action="append", help="msg id (UNIQ_KEY) or offset msg id; repeatable")
+    chosen.add_argument("--all", action="store_true", help="every dead letter not resent yet")
+    dlq_resend.add_argument("--force", action="store_true", help="resend even what was resent before")
+    dlq_resend.add_argument("--json", action="store_true")
+    dlq.set_defaults(func=cmd_dlq)
     return parser
 
 
@@ -374,8 +512,9 @@ def main(argv=None) -> int:
     if args.command == "topic" and args.action != "list" and not args.topic:
         print("a topic name is needed", file=sys.stderr)
         return 2
-    if args.command == "query" and args.key and not args.topic:
-        print("--key needs --topic", file=sys.stderr)
+    problem = _query_problem(args) if args.command == "query" else None
+    if problem:
+        print(problem, file=sys.stderr)
         return 2
     try:
         return args.func(args)

@@ -7,14 +7,33 @@ import time
 
 from cluster.client import broker_api
 from cluster.client.base import ClientBase
-from cluster.client.message import MessageExt, MessageQueue, decode_messages
+from cluster.client.message import Message, MessageExt, MessageQueue, decode_messages
+from cluster.client.producer import Producer
 from cluster.client.routes import normalize_endpoint
 from cluster.config import name_problem
 from cluster.errors import BrokerError, NoRouteError, raise_for
-from cluster.protocol import MASTER_ID, PERM_READ_WRITE, RequestCode, ResponseCode
+from cluster.protocol import MASTER_ID, PERM_READ_WRITE, RequestCode, ResponseCode, dlq_topic
+from cluster.shm import commitlog_format as fmt
 from cluster.shm.commitlog_format import parse_offset_msg_id
+from cluster.shm.schedule_format import PROPERTY_TIMER_DELIVER_MS
 from cluster.wire_format import Command
 from cluster.zmq_transport import TransportError
+
+# RocketMQ's MixAll.TOOLS_CONSUMER_GROUP: the admin reads queues under it and never commits.
+TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"
+DLQ_RESEND_PRODUCER_GROUP = "TOOLS_DLQ_RESEND"
+# Carried by a dead letter's resent copy: the dead letter's offset msg id (how a resend is remembered).
+PROPERTY_RESENT_FROM_DLQ = "RESENT_FROM_DLQ"
+# What a resent copy leaves behind: the retry and delay bookkeeping, transaction marks; TAGS and KEYS
+# travel as the message's own fields.
+_NOT_RESENT = frozenset({fmt.PROPERTY_RETRY_TOPIC, "ORIGIN_MESSAGE_ID", fmt.PROPERTY_REAL_TOPIC,
+                         fmt.PROPERTY_REAL_QID, fmt.PROPERTY_DELAY, PROPERTY_TIMER_DELIVER_MS, fmt.PROPERTY_TRAN_MSG,
+                         fmt.PROPERTY_PGROUP, "TRANSACTION_CHECK_TIMES", fmt.PROPERTY_TAGS, fmt.PROPERTY_KEYS,
+                         PROPERTY_RESENT_FROM_DLQ})
+# RocketMQ's TrackType for one consumer group and one message.
+CONSUMED = "CONSUMED"
+NOT_CONSUME_YET = "NOT_CONSUME_YET"
+DEAD_LETTERS_MAX = 10_000
 
 
 class Admin(ClientBase):
@@ -119,11 +138,50 @@ class Admin(ClientBase):
 
     def view_message(self, offset_msg_id: str) -> MessageExt:
         """The message an offset message id names: the broker reads it at its CommitLog offset."""
-        ip, port, phys_offset = parse_offset_msg_id(offset_msg_id)
-        endpoint = f"tcp://{ip}:{port}"
+        endpoint, phys_offset = _store_endpoint(offset_msg_id)
         response = self.rpc.call(endpoint, Command(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": str(phys_offset)}))
         raise_for(response, endpoint)
-        return decode_messages(response.body)[0]
+        names = {e: n for n, e in self.master_endpoints().items()}
+        return decode_messages(response.body, names.get(endpoint, ""))[0]
+
+    def query_by_unique_key(self, topic: str, msg_id: str, max_num: int = 32) -> list[MessageExt]:
+        """The message whose UNIQ_KEY (the msg id its producer made) is ``msg_id``, found through the
+        IndexFile's ``topic#UNIQ_KEY`` entry (RocketMQ's queryMessageByUniqKey); more than one when the
+        producer retried a send."""
+        return [m for m in self.query_by_key(topic, msg_id, max_num)
+                if m.properties.get(fmt.PROPERTY_UNIQ_KEY) == msg_id]
+
+    def _master(self, topic: str, broker_name: str) -> str:
+        for refresh in (False, True):
+            route = self.routes.get(topic, refresh=refresh)
+            endpoint = route.master_endpoint(broker_name) if route else None
+            if endpoint:
+                return endpoint
+        raise NoRouteError(f"no live master for {broker_name} of topic {topic}")
+
+    def pull(self, mq: MessageQueue, offset: int, max_nums: int = 32) -> broker_api.PullResult:
+        """Messages of ``mq`` from ``offset``, read as the tools group: nothing is committed."""
+        endpoint = self._master(mq.topic, mq.broker_name)
+        request = broker_api.pull_request(TOOLS_CONSUMER_GROUP, mq, offset, max_nums, "*", 0)
+        return broker_api.pull_result(self.rpc.call(endpoint, request), mq, endpoint, None)
+
+    def message_at(self, mq: MessageQueue, offset: int) -> MessageExt | None:
+        """The message at queue offset ``offset`` of ``mq`` (a pull of one), or None."""
+        return next((m for m in self.pull(mq, offset, 1).messages if m.queue_offset == offset), None)
+
+    def message_track(self, message: MessageExt) -> list[dict]:
+        """Per consumer group of the message's topic on its broker (QUERY_TOPIC_CONSUME_BY_WHO): CONSUMED
+        when the group's committed offset of the message's queue is past the message, else NOT_CONSUME_YET
+        (RocketMQ's messageTrackDetail / TrackType)."""
+        endpoint, _ = _store_endpoint(message.offset_msg_id)
+        mq = MessageQueue(message.topic, message.broker_name, message.queue_id)
+        tracks = []
+        for group in broker_api.query_topic_consume_by_who(self.rpc, endpoint, message.topic):
+            offset = broker_api.query_consumer_offset(self.rpc, endpoint, group, mq)
+            consumed = offset is not None and offset > message.queue_offset
+            tracks.append({"consumerGroup": group, "trackType": CONSUMED if consumed else NOT_CONSUME_YET,
+                           "consumerOffset": offset})
+        return tracks
 
     def query_by_key(self, topic: str, key: str, max_num: int = 32, begin_ms: int = 0,
                      end_ms: int | None = None) -> list[MessageExt]:
@@ -155,6 +213,88 @@ class Admin(ClientBase):
             except BrokerError:
                 continue
         return []
+
+
+    # ------------------------------------------------------------ dead letters
+
+    def dead_letters(self, group: str, max_num: int = DEAD_LETTERS_MAX) -> list[MessageExt]:
+        """The messages in ``%DLQ%<group>`` (on every broker that has one), oldest first per broker."""
+        route = self.routes.get(dlq_topic(group), refresh=True)
+        letters: list[MessageExt] = []
+        for mq in route.subscribe_queues() if route else []:
+            offset = broker_api.min_offset(self.rpc, self._master(mq.topic, mq.broker_name), mq)
+            while len(letters) < max_num:
+                result = self.pull(mq, offset, min(32, max_num - len(letters)))
+                if not result.messages or result.next_begin_offset <= offset:
+                    break
+                letters.extend(result.messages)
+                offset = result.next_begin_offset
+        return letters[:max_num]
+
+    def dead_letter(self, group: str, msg_id: str) -> list[MessageExt]:
+        """The dead letters of ``group`` whose msg id (UNIQ_KEY) or offset msg id is ``msg_id``: one,
+        or more when the message died again after a resend."""
+        return [m for m in self.dead_letters(group) if msg_id in (m.msg_id, m.offset_msg_id)]
+
+    def dead_letter_resent(self, letter: MessageExt) -> bool:
+        """Whether ``letter`` was resent: its original topic holds a copy marked with the letter's
+        offset msg id (found through the IndexFile by the UNIQ_KEY the copy shares)."""
+        topic = letter.properties.get(fmt.PROPERTY_RETRY_TOPIC)
+        if not topic:
+            return False
+        try:
+            copies = self.query_by_key(topic, letter.msg_id, 64)
+        except NoRouteError:
+            return False
+        return any(m.properties.get(PROPERTY_RESENT_FROM_DLQ) == letter.offset_msg_id for m in copies)
+
+    def resend_dead_letters(self, group: str, msg_ids=None, *, force: bool = False,
+                            producer_group: str = DLQ_RESEND_PRODUCER_GROUP, index_wait_s: float = 5.0) -> list[dict]:
+        """Send dead letters of ``group`` (all, or those whose msg id or offset msg id is in ``msg_ids``)
+        back to their original topic (RETRY_TOPIC) as normal messages: same body, flag, tags, keys, user
+        properties and UNIQ_KEY, reconsumeTimes 0. A letter already resent is skipped unless ``force``.
+
+        One row per letter: status RESENT (with where the copy went), ALREADY_RESENT, or NO_ORIGIN_TOPIC.
+        Returns once the copies are in the IndexFile, so a resend right after this one sees them."""
+        letters = self.dead_letters(group)
+        if msg_ids is not None:
+            wanted = set(msg_ids)
+            letters = [m for m in letters if m.msg_id in wanted or m.offset_msg_id in wanted]
+        rows, resent = [], []
+        with Producer(producer_group, config=self.cfg) as producer:
+            for letter in letters:
+                topic = letter.properties.get(fmt.PROPERTY_RETRY_TOPIC)
+                row = {"msgId": letter.msg_id, "dlqOffsetMsgId": letter.offset_msg_id, "topic": topic}
+                if not topic:
+                    row["status"] = "NO_ORIGIN_TOPIC"
+                elif not force and self.dead_letter_resent(letter):
+                    row["status"] = "ALREADY_RESENT"
+                else:
+                    r = producer.send(_resend_copy(letter, topic))
+                    row.update(status="RESENT", offsetMsgId=r.offset_msg_id, broker=r.queue.broker_name,
+                               queueId=r.queue.queue_id, queueOffset=r.queue_offset)
+                    resent.append(letter)
+                rows.append(row)
+        deadline = time.monotonic() + index_wait_s
+        while resent and time.monotonic() < deadline:
+            resent = [letter for letter in resent if not self.dead_letter_resent(letter)]
+            if resent:
+                time.sleep(0.02)
+        return rows
+
+
+def _store_endpoint(offset_msg_id: str) -> tuple[str, int]:
+    """(the broker's endpoint, CommitLog offset) an offset msg id names: the store host is the broker."""
+    ip, port, phys_offset = parse_offset_msg_id(offset_msg_id)
+    return f"tcp://{ip}:{port}", phys_offset
+
+
+def _resend_copy(letter: MessageExt, topic: str) -> Message:
+    properties = {k: v for k, v in letter.properties.items() if k not in _NOT_RESENT}
+    properties[fmt.PROPERTY_UNIQ_KEY] = letter.msg_id
+    properties[PROPERTY_RESENT_FROM_DLQ] = letter.offset_msg_id
+    return Message(topic, letter.body, tags=letter.tags, keys=letter.keys or None, properties=properties,
+                   flag=letter.flag)
 
 
 def _route_queue_total(route: dict) -> int:

@@ -130,3 +130,10 @@ def send_back(rpc, endpoint, group: str, message, max_reconsume_times: int) -> N
     raise_for(rpc.call(endpoint, Command(RequestCode.CONSUMER_SEND_MSG_BACK, {
         "group": group, "offset": str(message.phys_offset), "delayLevel": "0", "originMsgId": message.msg_id,
         "originTopic": message.topic, "maxReconsumeTimes": str(max_reconsume_times)})), endpoint)
+
+
+def query_topic_consume_by_who(rpc, endpoint, topic: str) -> list[str]:
+    """QUERY_TOPIC_CONSUME_BY_WHO: the groups with an offset on ``topic`` or online subscribing to it."""
+    response = rpc.call(endpoint, Command(RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": topic}))
+    raise_for(response, endpoint)
+    return sorted(json.loads(response.body)["groupList"])
