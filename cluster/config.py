@@ -212,6 +212,14 @@ class ClientConfig:
     client_heartbeat_interval_ms: int = 30_000
     pull_batch_count: int = 32
     pull_suspend_ms: int = 15_000
+    # Push consumers' flow control per queue (RocketMQ's pullThresholdForQueue, 1000 messages, and
+    # pullThresholdSizeForQueue, 100 MiB of bodies): over either, the queue's pulls wait until
+    # consumption drains it.
+    pull_threshold_for_queue: int = 1000
+    pull_threshold_size_for_queue_bytes: int = 100 * MIB
+    # Where broadcasting consumers keep their offsets (RocketMQ's rocketmq.client.localOffsetStoreDir,
+    # ~/.rocketmq_offsets): <dir>/<client>/<group>/offsets.json (client/offset_store.py).
+    local_offset_store_dir: str = "~/.rocketbox_offsets"
     consumer_offset_commit_interval_ms: int = 5_000
     rebalance_interval_ms: int = 20_000
     # Orderly consumers renew their queue locks this often, and stop consuming a queue whose
@@ -226,6 +234,8 @@ class ClientConfig:
             raise ValueError("at least one NameServer endpoint is needed")
         if self.request_timeout_ms <= 0 or (self.send_timeout_ms is not None and self.send_timeout_ms <= 0):
             raise ValueError("request_timeout_ms and send_timeout_ms must be positive")
+        if self.pull_threshold_for_queue <= 0 or self.pull_threshold_size_for_queue_bytes <= 0:
+            raise ValueError("pull_threshold_for_queue and pull_threshold_size_for_queue_bytes must be positive")
         problem = latency_table_problem(self.send_latency_max_ms, self.send_not_available_duration_ms,
                                         self.send_isolation_latency_ms)
         if problem:

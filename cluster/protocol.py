@@ -47,6 +47,10 @@ class RequestCode(enum.IntEnum):
     GET_ALL_TOPIC_LIST_FROM_NAMESERVER = 206
     DELETE_TOPIC_IN_BROKER = 215
     DELETE_TOPIC_IN_NAMESRV = 216
+    # Broker -> client, one-way: restart these queues from these offsets (resetOffsetByTime).
+    RESET_CONSUMER_CLIENT_OFFSET = 220
+    # Admin -> broker: reset a group's offsets of a topic to a time, telling its online members.
+    INVOKE_BROKER_TO_RESET_OFFSET = 222
     # The groups consuming a topic: those with offsets on it and those online subscribing to it.
     QUERY_TOPIC_CONSUME_BY_WHO = 300
     SEND_MESSAGE_V2 = 310
@@ -104,7 +108,9 @@ SERVED_BY: dict[RequestCode, str] = {
     RequestCode.END_TRANSACTION: BROKER,
     RequestCode.LOCK_BATCH_MQ: BROKER,
     RequestCode.UNLOCK_BATCH_MQ: BROKER,
+    RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: BROKER,
     RequestCode.CHECK_TRANSACTION_STATE: CLIENT,
+    RequestCode.RESET_CONSUMER_CLIENT_OFFSET: CLIENT,
     RequestCode.NOTIFY_CONSUMER_IDS_CHANGED: CLIENT,
     RequestCode.REGISTER_BROKER: NAMESRV,
     RequestCode.UNREGISTER_BROKER: NAMESRV,

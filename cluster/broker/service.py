@@ -21,6 +21,7 @@ from cluster.broker.filtering import check_heartbeat_subscriptions
 from cluster.broker.locks import LockProcessor
 from cluster.broker.offsets import ConsumerOffsetManager
 from cluster.broker.pull import PullProcessor
+from cluster.broker.reset_offset import ResetOffsetProcessor
 from cluster.broker.retry import SendBackProcessor
 from cluster.broker.schedule import TICK_S as SCHEDULE_TICK_S, ScheduleService
 from cluster.broker.transaction import TransactionService
@@ -68,6 +69,7 @@ class BrokerService:
         self.schedule = ScheduleService(self)
         self.send_back = SendBackProcessor(self)
         self.transactions = TransactionService(self)
+        self.reset_offsets = ResetOffsetProcessor(self)
         self.locks = LockProcessor(cfg.rebalance_lock_max_live_ms)
         self.namesrv_client = RpcClient(default_timeout_ms=3000)
         self.started_ms = now_ms()
@@ -97,6 +99,7 @@ class BrokerService:
             RequestCode.VIEW_MESSAGE_BY_ID: self.on_view_message,
             RequestCode.QUERY_MESSAGE: self.on_query_message,
             RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: self.on_query_topic_consume_by_who,
+            RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: self.reset_offsets.on_invoke_broker_to_reset_offset,
             RequestCode.GET_BROKER_RUNTIME_INFO: self.on_runtime_info,
         }
 

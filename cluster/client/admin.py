@@ -136,6 +136,35 @@ class Admin(ClientBase):
             rows.append(row)
         return rows
 
+    def reset_offset_by_time(self, topic: str, group: str, timestamp_ms: int,
+                             force: bool = True) -> dict[MessageQueue, int]:
+        """Move ``group``'s offsets of ``topic`` to the first messages stored at or after ``timestamp_ms``
+        (-1: the end), on every master of the topic (RocketMQ's resetOffsetByTime, INVOKE_BROKER_TO_RESET_OFFSET).
+        Online members drop those queues and restart from there at once. Without ``force`` a committed
+        offset already earlier than the time's is kept. A broker with no member of the group online
+        gets the offsets committed directly (RocketMQ's resetOffsetByTimestampOld). The new offsets."""
+        route = self.routes.get(topic, refresh=True)
+        if route is None:
+            raise NoRouteError(f"topic {topic} has no route")
+        offsets: dict[MessageQueue, int] = {}
+        for name in sorted(route.broker_addrs):
+            endpoint = route.master_endpoint(name)
+            if endpoint is None:
+                raise NoRouteError(f"no live master for {name} of topic {topic}: its offsets cannot be reset")
+            reset = broker_api.reset_offset(self.rpc, endpoint, topic, group, timestamp_ms, force)
+            if reset is None:  # no member online: set the committed offsets ourselves
+                reset = {}
+                for mq in (q for q in route.subscribe_queues() if q.broker_name == name):
+                    target = (broker_api.max_offset(self.rpc, endpoint, mq) if timestamp_ms < 0
+                              else broker_api.search_offset(self.rpc, endpoint, mq, timestamp_ms))
+                    committed = broker_api.query_consumer_offset(self.rpc, endpoint, group, mq)
+                    if not force and committed is not None and committed <= target:
+                        target = committed
+                    broker_api.update_consumer_offset(self.rpc, endpoint, group, mq, target)
+                    reset[mq] = target
+            offsets.update(reset)
+        return offsets
+
     def view_message(self, offset_msg_id: str) -> MessageExt:
         """The message an offset message id names: the broker reads it at its CommitLog offset."""
         endpoint, phys_offset = _store_endpoint(offset_msg_id)

@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass, field
 
 from cluster.client.message import MessageExt, MessageQueue, decode_messages
+from cluster.client.offset_store import offset_table_from_rows
 from cluster.errors import raise_for
 from cluster.protocol import (PULL_FLAG_COMMIT_OFFSET, PULL_FLAG_SUBSCRIPTION, PULL_FLAG_SUSPEND, RequestCode,
                               ResponseCode, to_json_bytes)
@@ -96,6 +97,24 @@ def max_offset(rpc, endpoint, mq: MessageQueue) -> int:
 
 def min_offset(rpc, endpoint, mq: MessageQueue) -> int:
     return _offset_call(rpc, endpoint, RequestCode.GET_MIN_OFFSET, {"topic": mq.topic, "queueId": str(mq.queue_id)})
+
+
+def search_offset(rpc, endpoint, mq: MessageQueue, timestamp_ms: int) -> int:
+    """SEARCH_OFFSET_BY_TIMESTAMP: the first offset of ``mq`` stored at or after ``timestamp_ms``."""
+    return _offset_call(rpc, endpoint, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
+                        {"topic": mq.topic, "queueId": str(mq.queue_id), "timestamp": str(timestamp_ms)})
+
+
+def reset_offset(rpc, endpoint, topic: str, group: str, timestamp_ms: int,
+                 force: bool = True) -> dict[MessageQueue, int] | None:
+    """INVOKE_BROKER_TO_RESET_OFFSET: the broker's queues of ``topic`` and the offsets it reset
+    ``group`` to (and told the group's online members); None when no member is online."""
+    response = rpc.call(endpoint, Command(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, {
+        "topic": topic, "group": group, "timestamp": str(timestamp_ms), "isForce": str(force).lower()}))
+    if response.code == ResponseCode.CONSUMER_NOT_ONLINE:
+        return None
+    raise_for(response, endpoint)
+    return offset_table_from_rows(json.loads(response.body)["offsetTable"])
 
 
 def heartbeat(rpc, endpoint, client_id: str, consumer_groups: list[dict], producer_groups: list[str],

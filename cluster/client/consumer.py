@@ -4,13 +4,21 @@ PushConsumer, at-least-once: long-polling pulls per assigned queue run on the RP
 I/O thread; messages go to a pool of consume threads; a queue's committed offset
 is the lowest offset still being consumed (or the next to pull when none is), sent
 to the broker every ``consumer_offset_commit_interval_ms``, on rebalance and at
-shutdown. Rebalance (average allocation) runs at start, every
-``rebalance_interval_ms``, and whenever the group's member list changes.
+shutdown. Rebalance (average allocation, or another strategy of ``allocation.py``) runs at
+start, every ``rebalance_interval_ms``, and whenever the group's member list changes.
+
+Broadcasting (``message_model="BROADCASTING"``): every member reads every queue, keeps
+its offsets in a local file (``offset_store.py``), has no retry topic, and drops a
+message whose consumption failed, as RocketMQ does. Flow control: a queue whose cached
+messages or bytes reach ``pull_threshold_for_queue`` / ``pull_threshold_size_for_queue_bytes``
+pulls again only when consumption drains it. RESET_CONSUMER_CLIENT_OFFSET from a broker
+(an admin's resetOffsetByTime) drops the named queues and restarts them from the new offsets.
 """
 
 from __future__ import annotations
 
 import enum
+import json
 import logging
 import threading
 import time
@@ -19,16 +27,21 @@ from typing import Callable, Sequence
 
 from cluster.broker.filtering import SUBSCRIBE_ALL
 from cluster.client import broker_api
-from cluster.client.allocation import allocate_average
+from cluster.client.allocation import allocate_average, strategy as allocation_strategy
 from cluster.client.base import ClientBase
 from cluster.client.broker_api import PullResult, PullStatus
 from cluster.client.message_selector import MessageSelector
 from cluster.client.message import MessageExt, MessageQueue, restore_retried_topic
+from cluster.client.offset_store import (LocalOffsetStore, local_offset_store_path, offset_table_from_rows,
+                                         store_id)
 from cluster.config import ClientConfig, name_problem
 from cluster.errors import BrokerError, ClientError, NoRouteError
 from cluster.protocol import RETRY_TOPIC_PREFIX, RequestCode, retry_topic
 
 RECONSUME_TIMES_MAX_DEFAULT = 16
+# RocketMQ's MessageModel.
+CLUSTERING = "CLUSTERING"
+BROADCASTING = "BROADCASTING"
 from cluster.zmq_transport import TransportError
 
 log = logging.getLogger(__name__)
@@ -107,18 +120,21 @@ class _ProcessQueue:
         self.dropped = False
         self.last_committed = next_offset
         self.cached_count = 0
+        self.cached_bytes = 0  # bodies of the cached messages (RocketMQ's ProcessQueue.msgSize)
         self.pull_in_flight = False  # at most one pull per queue, or offsets would interleave
-        self.flow_paused = False  # held back by the cached-messages cap until consumption drains
+        self.flow_paused = False  # held back by the cached messages or bytes cap until consumption drains
 
     def add(self, messages: list[MessageExt]) -> None:
         with self.lock:
             self.in_flight[messages[0].queue_offset] = len(messages)
             self.cached_count += len(messages)
+            self.cached_bytes += sum(len(m.body) for m in messages)
 
     def done(self, messages: list[MessageExt]) -> None:
         with self.lock:
             if self.in_flight.pop(messages[0].queue_offset, None) is not None:
                 self.cached_count -= len(messages)
+                self.cached_bytes -= sum(len(m.body) for m in messages)
 
     def commit_point(self) -> int:
         with self.lock:
@@ -132,13 +148,18 @@ Listener = Callable[[list[MessageExt]], "ConsumeStatus | bool | None"]
 
 
 class PushConsumer(_QueueClient):
-    """A member of a consumer group in clustering mode (RocketMQ's DefaultMQPushConsumer)."""
+    """A member of a consumer group (RocketMQ's DefaultMQPushConsumer), clustering or broadcasting.
+
+    ``allocate``: a strategy of ``allocation.py`` or its RocketMQ name ("AVG", "AVG_BY_CIRCLE",
+    "CONSISTENT_HASH"); ``cached_messages_max`` / ``cached_bytes_max``: the per-queue flow control
+    caps, by default the config's ``pull_threshold_for_queue`` / ``pull_threshold_size_for_queue_bytes``.
+    """
 
     def __init__(self, group: str, namesrv=None, config: ClientConfig | None = None, *,
-                 consume_threads: int = 4, consume_batch_max: int = 32, cached_messages_max: int = 1000,
-                 allocate=allocate_average, reconsume_delay_s: float = 1.0,
+                 consume_threads: int = 4, consume_batch_max: int = 32, cached_messages_max: int | None = None,
+                 cached_bytes_max: int | None = None, allocate=allocate_average, reconsume_delay_s: float = 1.0,
                  on_commit: Callable[[MessageQueue, int], None] | None = None,
-                 max_reconsume_times: int = RECONSUME_TIMES_MAX_DEFAULT):
+                 max_reconsume_times: int = RECONSUME_TIMES_MAX_DEFAULT, message_model: str = CLUSTERING):
         super().__init__(namesrv, config)
         problem = name_problem("consumer group", group)
         if problem:
@@ -148,9 +169,19 @@ class PushConsumer(_QueueClient):
         self._selectors: dict[str, MessageSelector] = {}  # topic -> its subscription, as given
         self._thread: threading.Thread | None = None
         self.listener: Listener | None = None
-        self.allocate = allocate
+        if message_model not in (CLUSTERING, BROADCASTING):
+            raise ValueError(f"message_model must be {CLUSTERING} or {BROADCASTING}, not {message_model!r}")
+        self.message_model = message_model
+        self.allocate = allocation_strategy(allocate)
         self.consume_batch_max = consume_batch_max
-        self.cached_messages_max = cached_messages_max
+        self.cached_messages_max = cached_messages_max or self.cfg.pull_threshold_for_queue
+        self.cached_bytes_max = cached_bytes_max or self.cfg.pull_threshold_size_for_queue_bytes
+        # Broadcasting: this member's own offsets, in a local file (opened at start()).
+        self.local_offsets: LocalOffsetStore | None = None
+        self.flow_control_pauses = 0
+        self.offset_resets = 0
+        self._resets: list[tuple[str, dict[MessageQueue, int]]] = []  # (topic, offsets) from brokers
+        self._resets_lock = threading.Lock()
         self.reconsume_delay_s = reconsume_delay_s
         # Told of every offset the broker accepted (a checker's record of what was promised).
         self.on_commit = on_commit
@@ -167,6 +198,7 @@ class PushConsumer(_QueueClient):
         self._rebalance_now = threading.Event()
         self.rpc.server_request_handlers[RequestCode.NOTIFY_CONSUMER_IDS_CHANGED] = \
             lambda request: self._rebalance_now.set()
+        self.rpc.server_request_handlers[RequestCode.RESET_CONSUMER_CLIENT_OFFSET] = self._on_reset_offset
         self.consumed = 0
         self.consume_failures = 0
         self.rebalances = 0
@@ -187,9 +219,15 @@ class PushConsumer(_QueueClient):
     def start(self) -> None:
         if self.listener is None or not self.subscriptions:
             raise ClientError("subscribe to a topic and register a listener before start()")
-        # Failed messages come back through the group's retry topic (the broker makes it on
-        # our first heartbeat); every member reads it, as RocketMQ's copySubscription does.
-        self.subscriptions.setdefault(retry_topic(self.group), "*")
+        if self.message_model == BROADCASTING:
+            path = local_offset_store_path(self.cfg.local_offset_store_dir,
+                                           store_id(self.client_id, self.cfg.instance_name), self.group)
+            self.local_offsets = LocalOffsetStore(path).open()
+        else:
+            # Failed messages come back through the group's retry topic (the broker makes it on
+            # our first heartbeat); every member reads it, as RocketMQ's copySubscription does
+            # (for clustering only).
+            self.subscriptions.setdefault(retry_topic(self.group), "*")
         self._executor = ThreadPoolExecutor(self._consume_threads, thread_name_prefix=f"consume-{self.group}")
         self._heartbeat_all(refusals_raise=True)  # a subscription a broker refuses fails start()
         self._rebalance()
@@ -207,9 +245,12 @@ class PushConsumer(_QueueClient):
             self._queues.clear()
         for pq in queues:
             pq.dropped = True
-        self._executor.shutdown(wait=True)
+        if hasattr(self, "_executor"):  # not before start()
+            self._executor.shutdown(wait=True)
         for pq in queues:
             self._commit(pq, force=True)
+        if self.local_offsets is not None:
+            self.local_offsets.close()
         for endpoint in self._broker_endpoints().values():
             try:
                 broker_api.unregister_client(self.rpc, endpoint, self.client_id, consumer_group=self.group)
@@ -225,7 +266,9 @@ class PushConsumer(_QueueClient):
     def statistics(self) -> dict:
         return {"consumed": self.consumed, "consume_failures": self.consume_failures, "sent_back": self.sent_back,
                 "assigned_queues": len(self._queues), "rebalances": self.rebalances,
-                "cached": sum(pq.cached() for pq in list(self._queues.values()))}
+                "cached": sum(pq.cached() for pq in list(self._queues.values())),
+                "cached_bytes": sum(pq.cached_bytes for pq in list(self._queues.values())),
+                "flow_control_pauses": self.flow_control_pauses, "offset_resets": self.offset_resets}
 
     # ----------------------------------------------------------- background
 
@@ -242,6 +285,7 @@ class PushConsumer(_QueueClient):
                 if now >= next_heartbeat:
                     next_heartbeat = now + cfg.client_heartbeat_interval_ms / 1000
                     self._heartbeat_all()
+                self._apply_offset_resets()
                 if now >= next_rebalance or self._rebalance_now.is_set():
                     # A member joined or left (the broker said so), or the periodic check is due.
                     self._rebalance_now.clear()
@@ -251,6 +295,8 @@ class PushConsumer(_QueueClient):
                     next_commit = now + cfg.consumer_offset_commit_interval_ms / 1000
                     for pq in list(self._queues.values()):
                         self._commit(pq)
+                    if self.local_offsets is not None:
+                        self.local_offsets.persist()
             except (ClientError, TransportError) as exc:
                 log.warning("consumer %s background work failed, will retry: %s", self.group, exc)
             except Exception:
@@ -265,7 +311,7 @@ class PushConsumer(_QueueClient):
                 self.routes.get(topic)
             except NoRouteError:
                 pass
-        data = [{"groupName": self.group, "consumeType": "CONSUME_PASSIVELY", "messageModel": "CLUSTERING",
+        data = [{"groupName": self.group, "consumeType": "CONSUME_PASSIVELY", "messageModel": self.message_model,
                  "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
                  "subscriptionDataSet": [
                      {"topic": t, "subString": e, "expressionType": self._selector(t).expression_type}
@@ -300,6 +346,9 @@ class PushConsumer(_QueueClient):
             if route is None:
                 continue
             queues = route.subscribe_queues()
+            if self.message_model == BROADCASTING:
+                wanted.update(queues)  # every member reads every queue
+                continue
             members = self._group_members(route)
             if self.client_id not in members:
                 # The broker does not know us (it restarted, or our heartbeat is late): register
@@ -350,6 +399,12 @@ class PushConsumer(_QueueClient):
 
     def _start_offset(self, mq: MessageQueue) -> int:
         endpoint = self._endpoint(mq)
+        if self.local_offsets is not None:
+            offset = self.local_offsets.read(mq)
+            if offset is None:  # CONSUME_FROM_LAST_OFFSET, for this member alone
+                offset = broker_api.max_offset(self.rpc, endpoint, mq)
+                self.local_offsets.update(mq, offset)
+            return offset
         offset = broker_api.query_consumer_offset(self.rpc, endpoint, self.group, mq)
         if offset is None:  # CONSUME_FROM_LAST_OFFSET for a group new to a queue with history
             offset = broker_api.max_offset(self.rpc, endpoint, mq)
@@ -375,6 +430,10 @@ class PushConsumer(_QueueClient):
         point = pq.commit_point()
         if point == pq.last_committed and not force:
             return
+        if self.local_offsets is not None:
+            self.local_offsets.update(pq.mq, point)
+            pq.last_committed = point
+            return
         try:
             endpoint = self._endpoint(pq.mq)
             if handing_over:
@@ -395,9 +454,11 @@ class PushConsumer(_QueueClient):
         with pq.lock:
             if pq.pull_in_flight:
                 return
-            if pq.cached_count >= self.cached_messages_max:
+            if pq.cached_count >= self.cached_messages_max or pq.cached_bytes >= self.cached_bytes_max:
                 # Flow control: consumption resumes the pull as soon as the cache drains below half
-                # the cap; the timed retry is only a fallback (RocketMQ waits a fixed 50 ms).
+                # the caps; the timed retry is only a fallback (RocketMQ waits a fixed 50 ms).
+                if not pq.flow_paused:
+                    self.flow_control_pauses += 1
                 pq.flow_paused = True
                 paused = True
             else:
@@ -480,7 +541,13 @@ class PushConsumer(_QueueClient):
             status = ConsumeStatus.RECONSUME_LATER
         if status is False or status == ConsumeStatus.RECONSUME_LATER:
             self.consume_failures += len(messages)
-            kept = [m for m in messages if not self._send_back(pq, m)]
+            if self.message_model == BROADCASTING:
+                # No retry topic in broadcasting: RocketMQ drops what failed, and so do we.
+                log.warning("broadcasting consumer of %s dropped %d messages whose consumption failed",
+                            self.group, len(messages))
+                kept = []
+            else:
+                kept = [m for m in messages if not self._send_back(pq, m)]
             if kept:
                 # At-least-once: what could not go back to the broker stays in flight (the
                 # offset cannot pass it) and is consumed here again later.
@@ -490,7 +557,8 @@ class PushConsumer(_QueueClient):
                 return
         pq.done(messages)
         self.consumed += len(messages)
-        if pq.flow_paused and pq.cached() <= self.cached_messages_max // 2:
+        if pq.flow_paused and pq.cached() <= self.cached_messages_max // 2 \
+                and pq.cached_bytes <= self.cached_bytes_max // 2:
             self._pull(pq)
 
     def _send_back(self, pq: _ProcessQueue, message: MessageExt) -> bool:
@@ -510,6 +578,47 @@ class PushConsumer(_QueueClient):
                 self._executor.submit(self._consume, pq, messages)
             except RuntimeError:
                 pass  # shutting down: the offset was not committed past them, so they return later
+
+    # ----------------------------------------------------------- offset reset
+
+    def _on_reset_offset(self, request) -> None:
+        """RESET_CONSUMER_CLIENT_OFFSET (on the I/O thread): queued for the background thread,
+        which also commits, so no commit of the old position can follow the reset."""
+        if request.fields.get("group") != self.group:
+            return
+        try:
+            offsets = offset_table_from_rows(json.loads(request.body or b"{}").get("offsetTable"))
+        except (ValueError, KeyError, TypeError) as exc:
+            log.warning("unreadable offset reset for %s: %s", self.group, exc)
+            return
+        with self._resets_lock:
+            self._resets.append((request.fields.get("topic", ""), offsets))
+        self._rebalance_now.set()
+
+    def _apply_offset_resets(self) -> None:
+        """Drop the reset queues' process queues and record their new offsets (locally, or on the
+        broker for the queues this member holds); the rebalance that follows restarts them there."""
+        with self._resets_lock:
+            resets, self._resets = self._resets, []
+        for topic, offsets in resets:
+            for mq, offset in sorted(offsets.items()):
+                if mq.topic != topic:
+                    continue
+                with self._queues_lock:
+                    pq = self._queues.pop(mq, None)
+                if pq is not None:
+                    pq.dropped = True
+                if self.local_offsets is not None:
+                    self.local_offsets.update(mq, offset)
+                elif pq is not None:
+                    try:
+                        broker_api.update_consumer_offset(self.rpc, self._endpoint(mq), self.group, mq, offset)
+                        self._committed(mq, offset)
+                    except (ClientError, TransportError) as exc:
+                        log.warning("offset reset commit for %s failed (the broker set it already): %s", mq, exc)
+            self.offset_resets += 1
+            log.info("consumer %s of %s: offsets of %s reset to %s", self.client_id, self.group, topic,
+                     {f"{mq.broker_name}:{mq.queue_id}": o for mq, o in sorted(offsets.items())})
 
 
 __all__ = ["PullConsumer", "PushConsumer", "ConsumeStatus", "MessageSelector", "PullResult", "PullStatus", "Sequence"]

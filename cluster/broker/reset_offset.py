@@ -1,0 +1,71 @@
+"""INVOKE_BROKER_TO_RESET_OFFSET (222): move a consumer group's offsets of a topic to a time
+while the group runs (RocketMQ's resetOffsetByTime, Broker2Client.resetOffset).
+
+Per queue of the topic on this broker: the first offset stored at or after ``timestamp``
+(the maximum for -1). With ``isForce`` (the admin's default) that is the new offset; without
+it the group's committed offset is kept when it is already earlier. The broker then tells
+every online member of the group, one-way, with RESET_CONSUMER_CLIENT_OFFSET (220) and the
+table as body; each member drops those queues and restarts them there. For a clustering
+group the broker also commits the new offsets itself, so they hold even for queues whose
+member is between rebalances; a broadcasting group's offsets live on its members.
+
+A group with no online member is answered CONSUMER_NOT_ONLINE and nothing changes (the
+admin then sets the committed offsets directly, as RocketMQ's tools fall back to).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from cluster.client.offset_store import offset_table_rows
+from cluster.client.message import MessageQueue
+from cluster.protocol import (ProtocolError, RequestCode, ResponseCode, answers_refusals, field_int, field_str,
+                              to_json_bytes)
+from cluster.wire_format import Command
+
+log = logging.getLogger(__name__)
+
+RESET_TO_MAX_OFFSET = -1
+
+
+class ResetOffsetProcessor:
+    def __init__(self, broker):
+        self.broker = broker
+        self.resets = 0
+
+    @answers_refusals
+    def on_invoke_broker_to_reset_offset(self, request: Command, reply=None) -> Command:
+        broker = self.broker
+        topic = field_str(request, "topic")
+        group = field_str(request, "group")
+        timestamp_ms = field_int(request, "timestamp")
+        force = request.fields.get("isForce", "true").lower() == "true"
+        cfg = broker.topics.get(topic)
+        if cfg is None:
+            raise ProtocolError(f"topic {topic} does not exist on {broker.cfg.broker_name}",
+                                ResponseCode.TOPIC_NOT_EXIST)
+        members = broker.clients.groups.get(group) or {}
+        if not members:
+            return request.response(ResponseCode.CONSUMER_NOT_ONLINE,
+                                    remark=f"no consumer of group {group} is online; cannot reset offsets of {topic}")
+        offsets: dict[MessageQueue, int] = {}
+        for queue_id in range(max(cfg.readQueueNums, cfg.writeQueueNums)):
+            if timestamp_ms == RESET_TO_MAX_OFFSET:
+                target = broker.store.max_offset(topic, queue_id)
+            else:
+                target = broker._offset_by_time(topic, queue_id, timestamp_ms)
+            committed = broker.offsets.query(group, topic, queue_id)
+            if not force and committed is not None and committed <= target:
+                target = committed
+            offsets[MessageQueue(topic, broker.cfg.broker_name, queue_id)] = target
+        if any(m.message_model == "CLUSTERING" for m in members.values()):
+            for mq, offset in offsets.items():
+                broker.offsets.commit(group, topic, mq.queue_id, offset)
+        body = to_json_bytes({"offsetTable": offset_table_rows(offsets)})
+        fields = {"topic": topic, "group": group, "timestamp": str(timestamp_ms), "isForce": str(force).lower()}
+        for peer in broker.clients.peers(group):
+            broker.server.notify(peer, Command(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, dict(fields), body))
+        self.resets += 1
+        log.info("offsets of group %s on %s reset to %d: %s; told %d members", group, topic, timestamp_ms,
+                 {mq.queue_id: o for mq, o in offsets.items()}, len(members))
+        return request.response(ResponseCode.SUCCESS, body=body)
