@@ -7,6 +7,7 @@
     cluster query --id OFFSET_MSG_ID | --msg-id ID --topic T | --key K --topic T [--begin --end --max]
                 | --topic T [--broker B] --queue Q --offset N        (each with every group's consume status)
     cluster dlq list GROUP | show GROUP MSG_ID | resend GROUP (--msg-id ID | --all)
+    cluster group reset-offset GROUP TOPIC --to-time ISO|EPOCH_MS [--no-force]
 
 Commands that talk to a cluster find its NameServers in ``--namesrv``, else in
 ``ROCKETBOX_NAMESRV``, else in the run-state file of ``--data-dir``.
@@ -412,6 +413,22 @@ def cmd_dlq(args) -> int:
         return {"list": _dlq_list, "show": _dlq_show, "resend": _dlq_resend}[args.action](admin, args)
 
 
+def cmd_group(args) -> int:
+    """``group reset-offset``: RocketMQ's ``mqadmin resetOffsetByTime``; a running group rereads at once."""
+    with _admin(args) as admin:
+        offsets = admin.reset_offset_by_time(args.topic, args.group, args.to_time, force=args.force)
+    rows = [{"topic": mq.topic, "broker": mq.broker_name, "queueId": mq.queue_id, "offset": offset}
+            for mq, offset in sorted(offsets.items())]
+    if args.json:
+        _print_json(rows)
+        return 0
+    for r in rows:
+        print(f"{r['topic']} {r['broker']}:{r['queueId']} -> {r['offset']}")
+    print(f"group {args.group} reset to {_iso_ms(args.to_time) if args.to_time >= 0 else 'the end'} "
+          f"on {len(rows)} queues of {args.topic}", file=sys.stderr)
+    return 0
+
+
 # ---------------------------------------------------------------- parser
 
 def build_parser() -> argparse.ArgumentParser:
@@ -504,6 +521,19 @@ def build_parser() -> argparse.ArgumentParser:
     dlq_resend.add_argument("--force", action="store_true", help="resend even what was resent before")
     dlq_resend.add_argument("--json", action="store_true")
     dlq.set_defaults(func=cmd_dlq)
+
+    group = sub.add_parser("group", help="consumer group operations")
+    group_sub = group.add_subparsers(dest="action", required=True)
+    reset = group_sub.add_parser("reset-offset", help="move a group's offsets of a topic to a time, even while "
+                                                      "it runs (RocketMQ's resetOffsetByTime)")
+    reset.add_argument("group")
+    reset.add_argument("topic")
+    reset.add_argument("--to-time", type=_time_ms, required=True,
+                       help="ISO 8601 or epoch ms: the first message stored at or after it is read next; -1: the end")
+    reset.add_argument("--no-force", dest="force", action="store_false",
+                       help="keep a queue's committed offset when it is already earlier than the time's")
+    reset.add_argument("--json", action="store_true")
+    group.set_defaults(func=cmd_group)
     return parser
 
 

@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import json
 import os
+import subprocess
+import sys
 import threading
 import time
+from datetime import datetime
 
 import pytest
 
@@ -222,6 +226,17 @@ def test_reset_offset_by_time_makes_a_running_group_read_again(cluster):
         with Admin(config=cfg) as admin:
             wait_until(lambda: sum(r["consumerOffset"] for r in admin.queue_offsets(topic, group)) == 160, 10,
                        what="the group's committed offsets back at the end")
+
+        # The same through the CLI, with an ISO 8601 time.
+        iso = datetime.fromtimestamp(mark_ms / 1000).astimezone().isoformat(timespec="milliseconds")
+        proc = subprocess.run([sys.executable, "-m", "cluster.cli", "--namesrv", cluster.namesrv, "group",
+                               "reset-offset", group, topic, "--to-time", iso, "--json"],
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        rows = json.loads(proc.stdout)
+        assert len(rows) == 4 and sum(r["offset"] for r in rows) == 100
+        wait_until(lambda: all(n == 3 for body, n in recorder.received.items() if body.startswith(b"new-")), 30,
+                   what="every message after the mark consumed a third time")
     finally:
         consumer.shutdown()
     # With no member online the admin sets the committed offsets itself.
