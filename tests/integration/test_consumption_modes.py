@@ -104,6 +104,13 @@ def test_broadcasting_members_each_get_every_message_and_resume_from_local_offse
         time.sleep(0.5)
         assert b_again.count(b"one-") == 0, "the restarted member read again what it had consumed"
         assert set(b_again.received.values()) == {1}
+
+        # A reset reaches every member of a broadcasting group; each moves its own offsets.
+        with Admin(config=base) as admin:
+            assert sum(admin.reset_offset_by_time(topic, group, 0).values()) == 0
+        wait_until(lambda: set(a.received.values()) == {2} and b_again.count(b"one-") == 300
+                   and all(b_again.received[f"two-{i}".encode()] == 2 for i in range(120)), 30,
+                   what="both members reading the topic again from the start")
     finally:
         first.shutdown()
         second.shutdown()
