@@ -6,6 +6,7 @@ Public names (the client library):
     MessageSelector                                  a subscription: by tag or by SQL92
     Message, MessageExt, MessageQueue, SendResult    values
     SendStatus, ConsumeStatus, PullStatus            outcomes
+    ConsumeOrderlyStatus, hash_selector              ordered messages (client/orderly.py, selectors.py)
     ClientError and subclasses                       errors (cluster.errors)
 
 Map of the package:
@@ -30,10 +31,13 @@ from cluster.client.broker_api import PullResult, PullStatus
 from cluster.client.consumer import ConsumeStatus, PullConsumer, PushConsumer
 from cluster.client.message import Message, MessageExt, MessageQueue, SendResult, SendStatus
 from cluster.client.message_selector import MessageSelector
+from cluster.client.orderly import ConsumeOrderlyStatus
 from cluster.client.producer import Producer
+from cluster.client.selectors import hash_selector
 from cluster.errors import (BrokerError, BrokerUnreachable, ClientClosed, ClientError, MessageInvalid, NoRouteError,
                             RequestTimeout)
 
 __all__ = ["Admin", "Producer", "PushConsumer", "PullConsumer", "MessageSelector", "Message", "MessageExt",
-           "MessageQueue", "SendResult", "SendStatus", "ConsumeStatus", "PullResult", "PullStatus", "ClientError",
+           "MessageQueue", "SendResult", "SendStatus", "ConsumeStatus", "ConsumeOrderlyStatus", "hash_selector",
+           "PullResult", "PullStatus", "ClientError",
            "BrokerError", "BrokerUnreachable", "ClientClosed", "MessageInvalid", "NoRouteError", "RequestTimeout"]

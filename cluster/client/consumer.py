@@ -32,6 +32,8 @@ from cluster.client.base import ClientBase
 from cluster.client.broker_api import PullResult, PullStatus
 from cluster.client.message_selector import MessageSelector
 from cluster.client.message import MessageExt, MessageQueue, restore_retried_topic
+from cluster.client.orderly import (ORDERLY_RECONSUME_TIMES_MAX, SUSPEND_CURRENT_QUEUE_TIME_MS_DEFAULT,
+                                    OrderlyListener, OrderlyService)
 from cluster.client.offset_store import (LocalOffsetStore, local_offset_store_path, offset_table_from_rows,
                                          store_id)
 from cluster.config import ClientConfig, name_problem
@@ -169,6 +171,7 @@ class PushConsumer(_QueueClient):
         self._selectors: dict[str, MessageSelector] = {}  # topic -> its subscription, as given
         self._thread: threading.Thread | None = None
         self.listener: Listener | None = None
+        self._orderly: OrderlyService | None = None  # set by register_message_listener_orderly
         if message_model not in (CLUSTERING, BROADCASTING):
             raise ValueError(f"message_model must be {CLUSTERING} or {BROADCASTING}, not {message_model!r}")
         self.message_model = message_model
@@ -216,6 +219,16 @@ class PushConsumer(_QueueClient):
     def register_listener(self, listener: Listener) -> None:
         self.listener = listener
 
+    def register_message_listener_orderly(
+            self, listener: OrderlyListener, *,
+            suspend_current_queue_time_ms: int = SUSPEND_CURRENT_QUEUE_TIME_MS_DEFAULT,
+            max_reconsume_times: int = ORDERLY_RECONSUME_TIMES_MAX) -> None:
+        """Consume orderly (``orderly.py``): each queue locked at its broker, read by one thread
+        at a time in offset order; ``listener(messages, context)`` answers ConsumeOrderlyStatus, and
+        a failed batch is retried in place after ``suspend_current_queue_time_ms``."""
+        self._orderly = OrderlyService(self, listener, suspend_current_queue_time_ms, max_reconsume_times)
+        self.listener = listener
+
     def start(self) -> None:
         if self.listener is None or not self.subscriptions:
             raise ClientError("subscribe to a topic and register a listener before start()")
@@ -249,6 +262,8 @@ class PushConsumer(_QueueClient):
             self._executor.shutdown(wait=True)
         for pq in queues:
             self._commit(pq, force=True)
+        if self._orderly is not None:
+            self._orderly.shutdown(queues)  # the locks go back once the offsets are in
         if self.local_offsets is not None:
             self.local_offsets.close()
         for endpoint in self._broker_endpoints().values():
@@ -367,6 +382,8 @@ class PushConsumer(_QueueClient):
             current = set(self._queues)
         removed = current - wanted
         added = wanted - current
+        if self._orderly is not None and added:
+            added = self._orderly.lock(added)  # only what the broker locked for us; the rest later
         if not (removed or added):
             return
         self.rebalances += 1
@@ -376,6 +393,8 @@ class PushConsumer(_QueueClient):
             if pq is not None:
                 pq.dropped = True
                 self._commit(pq, force=True, handing_over=True)
+                if self._orderly is not None:
+                    self._orderly.release(pq)  # after its running batch: commit, then unlock
         for mq in sorted(added):
             try:
                 pq = _ProcessQueue(mq, self._start_offset(mq))
@@ -451,6 +470,8 @@ class PushConsumer(_QueueClient):
     def _pull(self, pq: _ProcessQueue) -> None:
         if pq.dropped or self._stop.is_set():
             return
+        if self._orderly is not None and self._orderly.hold_pull(pq):
+            return  # no valid lock on its queue
         with pq.lock:
             if pq.pull_in_flight:
                 return
@@ -524,7 +545,10 @@ class PushConsumer(_QueueClient):
             for i in range(0, len(result.messages), self.consume_batch_max):
                 batch = result.messages[i:i + self.consume_batch_max]
                 pq.add(batch)  # before next_offset moves: the commit point never passes unconsumed work
-                self._executor.submit(self._consume, pq, batch)
+                if self._orderly is not None:
+                    self._orderly.submit(pq, batch)  # into the queue's line, consumed in order
+                else:
+                    self._executor.submit(self._consume, pq, batch)
         pq.next_offset = result.next_begin_offset
         pq.pull_in_flight = False  # only now: a pull started earlier would reuse the old offset
         self._pull(pq)

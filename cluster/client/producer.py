@@ -143,11 +143,18 @@ class Producer(ClientBase):
 
     # -------------------------------------------------------------- sending
 
-    def send(self, msg: Message, timeout_ms: int | None = None, queue: MessageQueue | None = None) -> SendResult:
+    def send(self, msg: Message, timeout_ms: int | None = None, queue: MessageQueue | None = None,
+             selector: Callable[[list[MessageQueue], Message, object], MessageQueue] | None = None,
+             arg: object = None) -> SendResult:
         """Send and wait for the store's answer; retries on another broker on failure.
 
-        ``timeout_ms`` bounds the whole send, retries included (default ``send_timeout_ms``)."""
+        ``timeout_ms`` bounds the whole send, retries included (default ``send_timeout_ms``).
+        An ordered send names its queue: ``queue``, or ``selector(queues, msg, arg)`` over the
+        topic's writable queues (RocketMQ's MessageQueueSelector; ``selectors.hash_selector``
+        picks by the hash of ``arg``); its retries stay on that queue."""
         body, props, sys_flag = self._prepare(msg)
+        if selector is not None:
+            queue = selector(self.routes.publish_route(msg.topic)[1], msg, arg)
         return self._send_with_retries(msg.topic, body, props, sys_flag, msg.flag, msg.properties[PROPERTY_UNIQ_KEY],
                                        timeout_ms, queue, RequestCode.SEND_MESSAGE_V2, batch=False)
 
