@@ -56,11 +56,27 @@ def decode(message) -> tuple[str, int]:
     return key, int(seq)
 
 
-def orderly_consumer(cfg, listener, group: str = "OrderedGroup", **kwargs) -> PushConsumer:
-    consumer = PushConsumer(group, config=cfg, consume_threads=4, consume_batch_max=kwargs.pop("batch", 4))
+def ordered_cluster(start_cluster, broker_overrides=None, **client_changes):
+    """A cluster with the 4-queue topic; the client settings for it."""
+    cfg = client_config(start_cluster(broker_overrides=broker_overrides), **client_changes)
+    with Admin(config=cfg) as admin:
+        admin.create_topic(TOPIC, QUEUES)
+    return cfg
+
+
+def orderly_consumer(cfg, listener, holding: int | None = QUEUES, batch: int = 4, **kwargs) -> PushConsumer:
+    """A started orderly member of OrderedGroup, once it has locked ``holding`` queues."""
+    consumer = PushConsumer("OrderedGroup", config=cfg, consume_threads=4, consume_batch_max=batch)
     consumer.subscribe(TOPIC)
     consumer.register_message_listener_orderly(listener, **kwargs)
     consumer.start()
+    try:
+        if holding is not None:
+            wait_until(lambda: len(consumer.assigned_queues()) == holding, 30,
+                       what=f"{holding} queues locked and assigned")
+    except TimeoutError:
+        consumer.shutdown()
+        raise
     return consumer
 
 
@@ -100,19 +116,11 @@ class Recorder:
             return len({(key, seq) for key, seq, *_ in self.deliveries})
 
 
-def _create_topic(cfg) -> None:
-    with Admin(config=cfg) as admin:
-        admin.create_topic(TOPIC, QUEUES)
-
-
 def test_hash_selector_and_an_orderly_consumer_keep_each_keys_order(start_cluster):
-    cluster = start_cluster()
-    cfg = client_config(cluster)
-    _create_topic(cfg)
+    cfg = ordered_cluster(start_cluster)
     recorder = Recorder()
     consumer = orderly_consumer(cfg, recorder)
     try:
-        wait_until(lambda: len(consumer.assigned_queues()) == QUEUES, 20, what="all queues locked and assigned")
         send_ordered(cfg, range(40))
         wait_until(lambda: recorder.distinct() == 40 * len(KEYS), 30, what="every message consumed")
         assert_per_key_order(recorder.pairs(), 40)
@@ -133,9 +141,7 @@ def test_hash_selector_and_an_orderly_consumer_keep_each_keys_order(start_cluste
 
 
 def test_a_failed_batch_is_retried_in_place_and_its_queue_waits(start_cluster):
-    cluster = start_cluster()
-    cfg = client_config(cluster)
-    _create_topic(cfg)
+    cfg = ordered_cluster(start_cluster)
     attempts = collections.Counter()
     log: list = []  # (queue id, seq, attempt, time)
     committed_while_suspended: list = []
@@ -155,7 +161,6 @@ def test_a_failed_batch_is_retried_in_place_and_its_queue_waits(start_cluster):
 
     consumer = orderly_consumer(cfg, listener, batch=1)
     try:
-        wait_until(lambda: len(consumer.assigned_queues()) == QUEUES, 20, what="all queues locked and assigned")
         queues = sorted(consumer.queues(TOPIC))
         with Producer("OrderedProducer", config=cfg) as producer:
             for seq in range(5):
@@ -183,9 +188,7 @@ def test_a_failed_batch_is_retried_in_place_and_its_queue_waits(start_cluster):
 
 
 def test_past_max_reconsume_times_a_batch_goes_to_the_dead_letter_topic(start_cluster):
-    cluster = start_cluster()
-    cfg = client_config(cluster)
-    _create_topic(cfg)
+    cfg = ordered_cluster(start_cluster)
     seen: list = []
 
     def listener(messages, context):
@@ -194,7 +197,6 @@ def test_past_max_reconsume_times_a_batch_goes_to_the_dead_letter_topic(start_cl
 
     consumer = orderly_consumer(cfg, listener, batch=1, suspend_current_queue_time_ms=50, max_reconsume_times=2)
     try:
-        wait_until(lambda: len(consumer.assigned_queues()) == QUEUES, 20, what="all queues locked and assigned")
         queue = sorted(consumer.queues(TOPIC))[0]
         with Producer("OrderedProducer", config=cfg) as producer:
             for body in (b"poison", b"after"):
@@ -213,9 +215,7 @@ def test_past_max_reconsume_times_a_batch_goes_to_the_dead_letter_topic(start_cl
 
 
 def test_per_key_order_holds_when_a_second_consumer_joins(start_cluster):
-    cluster = start_cluster()
-    cfg = client_config(cluster)
-    _create_topic(cfg)
+    cfg = ordered_cluster(start_cluster)
     shared: list = []
     first_recorder = Recorder("first", work_s=0.002, out=shared)
     second_recorder = Recorder("second", work_s=0.002, out=shared)
@@ -224,11 +224,10 @@ def test_per_key_order_holds_when_a_second_consumer_joins(start_cluster):
     second = None
     total = 120
     try:
-        wait_until(lambda: len(first.assigned_queues()) == QUEUES, 20, what="first member holding every queue")
         sender = threading.Thread(target=send_ordered, args=(cfg, range(total)))
         sender.start()
         wait_until(lambda: first_recorder.distinct() >= 150, 30, what="the first member consuming")
-        second = orderly_consumer(cfg, second_recorder)
+        second = orderly_consumer(cfg, second_recorder, holding=None)
         wait_until(lambda: len(first.assigned_queues()) == 2 and len(second.assigned_queues()) == 2, 30,
                    what="two members with two queues each")
         sender.join(60)
@@ -268,7 +267,7 @@ def consume_in_child(cfg, path: str) -> None:
         os.write(fd, lines.encode())  # before SUCCESS: whatever is committed is on record
         return ConsumeOrderlyStatus.SUCCESS
 
-    consumer = orderly_consumer(cfg, listener)
+    consumer = orderly_consumer(cfg, listener, holding=None)
     os.write(fd, b"ready\n")
     threading.Event().wait()  # until SIGKILLed
     consumer.shutdown()
@@ -281,9 +280,7 @@ def _child_deliveries(path: str) -> list:
 
 
 def test_per_key_order_holds_when_a_member_is_killed(start_cluster, tmp_path):
-    cluster = start_cluster(broker_overrides=KILL_BROKER)
-    cfg = client_config(cluster, **KILL_CLIENT)
-    _create_topic(cfg)
+    cfg = ordered_cluster(start_cluster, KILL_BROKER, **KILL_CLIENT)
     path = str(tmp_path / "child.log")
     child = multiprocessing.get_context("spawn").Process(target=consume_in_child, args=(cfg, path), daemon=True)
     child.start()
@@ -291,8 +288,7 @@ def test_per_key_order_holds_when_a_member_is_killed(start_cluster, tmp_path):
     try:
         wait_until(lambda: os.path.exists(path) and "ready" in open(path).read(), 60, what="the child member")
         recorder = Recorder("survivor", work_s=0.002)
-        survivor = orderly_consumer(cfg, recorder)
-        wait_until(lambda: len(survivor.assigned_queues()) == 2, 30, what="the survivor holding two queues")
+        survivor = orderly_consumer(cfg, recorder, holding=2)
         half = 60
         send_ordered(cfg, range(half))
         wait_until(lambda: len(_child_deliveries(path)) >= 40, 30, what="the child consuming")
