@@ -16,7 +16,9 @@ The anomalies (the ``anomaly`` column):
   first. Stored at two positions: ``explained`` is "producer retry" when some attempt was
   indeterminate and there are no more positions than attempts that were not ``fail``.
   One position delivered twice: "redelivery" for a push read at or after the group's
-  committed offset at that moment (what at-least-once allows); never for the DataSource.
+  committed offset at that moment, or at or after where the reading consumer's session on
+  that queue started (COMMITS rows of kind "start"; a start below the commit of its moment
+  explains nothing): what at-least-once allows; never for the DataSource.
 - ``inconsistent_offset``: one queue position seen (by a reader or an ``ok`` row) holding
   two msg_ids or two body checksums.
 - ``queue_order``: a consumer got a queue offset at or below the one before it, except a
@@ -37,7 +39,7 @@ from functools import reduce
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from spark.schemas import ANOMALY, FAIL, INFO, INVOKE, OK, READER_PUSH
+from spark.schemas import ANOMALY, COMMIT, FAIL, INFO, INVOKE, OK, QUEUE_START, READER_PUSH
 
 LOST, UNEXPECTED, ABORTED_READ, DUPLICATE = "lost", "unexpected", "aborted_read", "duplicate"
 INCONSISTENT_OFFSET, QUEUE_ORDER, KEY_ORDER, CHECKSUM_MISMATCH = (
@@ -214,24 +216,35 @@ def _first_position(df: DataFrame, keys: list[str], *aggs) -> DataFrame:
 
 
 def _with_committed(reads: DataFrame, commits: DataFrame) -> DataFrame:
-    """``reads`` plus ``committed``: the latest committed offset of the read's queue at delivered_ns.
+    """``reads`` plus ``committed`` (the latest committed offset of the read's queue at
+    delivered_ns) and ``session_start`` (where the reading consumer's current session on
+    that queue began, if that start was not below the offset committed at that moment).
 
     Null before the queue's first commit. A commit at the same instant as a delivery counts,
-    and of commits at one instant the highest. Commits and reads are merged into one timeline
-    per queue, so this is a sort, not a join of every read with every commit.
+    and of commits at one instant the highest. Commits, starts and reads are merged into one
+    timeline per queue, so this is a sort, not a join of every read with every commit.
     """
-    events = (reads.withColumn("_t", F.col("delivered_ns")).withColumn("_commit", F.lit(None).cast("long"))
-              .unionByName(commits.select(*QUEUE, F.col("time_ns").alias("_t"),
-                                          F.col("committed_offset").alias("_commit")), allowMissingColumns=True))
+    kind = F.coalesce(F.col("kind"), F.lit(COMMIT)) if "kind" in commits.columns else F.lit(COMMIT)
+    marks = commits.select(*QUEUE, F.col("consumer").alias("_by"), F.col("time_ns").alias("_t"),
+                           F.when(kind == COMMIT, F.col("committed_offset")).alias("_commit"),
+                           F.when(kind == QUEUE_START, F.col("committed_offset")).alias("_start"))
+    events = (reads.withColumn("_t", F.col("delivered_ns")).withColumn("_by", F.col("consumer"))
+              .unionByName(marks, allowMissingColumns=True))
     timeline = (Window.partitionBy(*QUEUE).orderBy("_t", F.col("_commit").asc_nulls_last())
                 .rowsBetween(Window.unboundedPreceding, Window.currentRow))
-    return (events.withColumn("committed", F.last("_commit", ignorenulls=True).over(timeline))
-            .filter(F.col("reader").isNotNull()).drop("_t", "_commit"))
+    session = (Window.partitionBy(*QUEUE, "_by").orderBy("_t", F.col("_start").asc_nulls_last())
+               .rowsBetween(Window.unboundedPreceding, Window.currentRow))
+    with_commit = events.withColumn("committed", F.last("_commit", ignorenulls=True).over(timeline))
+    valid_start = F.when(F.col("_start") >= F.coalesce(F.col("committed"), F.lit(0)), F.col("_start"))
+    return (with_commit.withColumn("_valid_start", valid_start)
+            .withColumn("session_start", F.last("_valid_start", ignorenulls=True).over(session))
+            .filter(F.col("reader").isNotNull()).drop("_t", "_by", "_commit", "_start", "_valid_start"))
 
 
 def _at_or_after_commit():
     # No commit yet: the group starts from the queue's beginning, so any offset is at or after it.
-    return F.col("queue_offset") >= F.coalesce(F.col("committed"), F.lit(0))
+    return ((F.col("queue_offset") >= F.coalesce(F.col("committed"), F.lit(0))) |
+            (F.col("queue_offset") >= F.col("session_start")))
 
 
 def _committed_note():

@@ -17,7 +17,7 @@ import threading
 import time
 import zlib
 
-from spark.schemas import COMMITS, READER_PUSH, READS, decode_body
+from spark.schemas import COMMIT, COMMITS, QUEUE_START, READER_PUSH, READS, decode_body
 
 MEMBER_READY_TIMEOUT_S = 60.0
 MEMBER_STOP_TIMEOUT_S = 60.0
@@ -38,7 +38,10 @@ def _member(namesrv: tuple[str, ...], topic: str, group: str, out_dir: str, inde
     counter = iter(range(1 << 62))
 
     def on_commit(mq, offset):
-        commits.append((consumer.client_id, mq.broker_name, mq.queue_id, offset, time.time_ns()))
+        commits.append((consumer.client_id, mq.broker_name, mq.queue_id, offset, time.time_ns(), COMMIT))
+
+    def on_queue_start(mq, offset):
+        commits.append((consumer.client_id, mq.broker_name, mq.queue_id, offset, time.time_ns(), QUEUE_START))
 
     def on_messages(messages):
         now = time.time_ns()
@@ -50,7 +53,8 @@ def _member(namesrv: tuple[str, ...], topic: str, group: str, out_dir: str, inde
                                    zlib.crc32(m.body), m.broker_name, m.queue_id, m.queue_offset,
                                    m.born_timestamp_ms, m.store_timestamp_ms, now))
 
-    consumer = PushConsumer(group, config=cfg, consume_batch_max=64, on_commit=on_commit)
+    consumer = PushConsumer(group, config=cfg, consume_batch_max=64, on_commit=on_commit,
+                            on_queue_start=on_queue_start)
     consumer.subscribe(topic)
     consumer.register_listener(on_messages)
     consumer.start()

@@ -19,8 +19,12 @@ so the order a consumer saw is kept even though DataFrames have none. ``key`` an
 ``seq`` are parsed from the body (null when it does not parse: that read is unexpected).
 
 COMMITS: push consumers' offset commits, ``committed_offset`` being the next offset the
-group will consume in that queue. A redelivery at or after the last committed offset is
-what at-least-once promises; one before it is a bug.
+group will consume in that queue, and (``kind`` "start") the offset a consumer began
+reading a queue from, which it had read from the broker. A redelivery at or after the last
+committed offset, or at or after where its consumer's current session on that queue
+started (a member that took a queue over while the old owner still committed), is what
+at-least-once promises; one before both is a bug, and so is a session started below the
+offset committed at that moment.
 """
 
 from __future__ import annotations
@@ -78,12 +82,15 @@ READS = StructType([
     StructField("delivered_ns", LongType(), False),  # wall clock when the reader got it
 ])
 
+COMMIT, QUEUE_START = "commit", "start"
+
 COMMITS = StructType([
     StructField("consumer", StringType(), False),
     StructField("broker", StringType(), False),
     StructField("queue_id", IntegerType(), False),
     StructField("committed_offset", LongType(), False),
     StructField("time_ns", LongType(), False),
+    StructField("kind", StringType(), True),         # commit (or null) | start
 ])
 
 # What the checker returns: one row per case found.

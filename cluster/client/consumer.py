@@ -161,6 +161,7 @@ class PushConsumer(_QueueClient):
                  consume_threads: int = 4, consume_batch_max: int = 32, cached_messages_max: int | None = None,
                  cached_bytes_max: int | None = None, allocate=allocate_average, reconsume_delay_s: float = 1.0,
                  on_commit: Callable[[MessageQueue, int], None] | None = None,
+                 on_queue_start: Callable[[MessageQueue, int], None] | None = None,
                  max_reconsume_times: int = RECONSUME_TIMES_MAX_DEFAULT, message_model: str = CLUSTERING):
         super().__init__(namesrv, config)
         problem = name_problem("consumer group", group)
@@ -188,6 +189,8 @@ class PushConsumer(_QueueClient):
         self.reconsume_delay_s = reconsume_delay_s
         # Told of every offset the broker accepted (a checker's record of what was promised).
         self.on_commit = on_commit
+        # Told when this member starts reading a queue, and from which offset (a checker's record).
+        self.on_queue_start = on_queue_start
         # After this many failed deliveries a message goes to %DLQ%<group> (RocketMQ's 16).
         self.max_reconsume_times = max_reconsume_times
         self.sent_back = 0
@@ -398,6 +401,8 @@ class PushConsumer(_QueueClient):
         for mq in sorted(added):
             try:
                 pq = _ProcessQueue(mq, self._start_offset(mq))
+                if self.on_queue_start is not None:
+                    self.on_queue_start(mq, pq.next_offset)
             except (ClientError, TransportError) as exc:
                 log.warning("cannot start %s: %s", mq, exc)
                 continue

@@ -85,6 +85,11 @@ class Scenario:
         self.commits.append(dict(consumer=consumer, broker=self.broker, queue_id=queue_id, committed_offset=offset,
                                  time_ns=next(self._clock)))
 
+    def start(self, consumer: str, queue_id: int, offset: int):
+        """``consumer`` began reading ``queue_id`` at ``offset`` (what it read from the broker)."""
+        self.commits.append(dict(consumer=consumer, broker=self.broker, queue_id=queue_id, committed_offset=offset,
+                                 time_ns=next(self._clock), kind="start"))
+
     def case(self, anomaly, reader, msg_id, offset, *, key=SENT, seq=SENT, queue_id=None, explained=None):
         """An expected ANOMALY row, detail aside; key, seq and queue follow msg_id unless given."""
         if msg_id is not None:
@@ -173,6 +178,24 @@ def duplicate_redelivered_below_committed_offset(s):
     return s.case(checker.DUPLICATE, PUSH, "b-0", 0)
 
 
+def duplicate_redelivered_by_a_session_started_below_the_commit(s):
+    s.start("push-3", 1, 0)               # queue 1 is committed up to 3: a start at 0 is a rewind
+    s.read(PUSH, "push-3", "b-0", 0)
+    return s.case(checker.DUPLICATE, PUSH, "b-0", 0)
+
+
+def redelivery_while_the_old_owner_still_commits(s):
+    # push-3 takes queue 1 over at the committed offset 3; push-2, not yet told, reads b-3
+    # and commits past it; push-3 then delivers b-3 again: at-least-once, explained.
+    s.start("push-3", 1, 3)
+    s.send("b", 3, (OK, 3))
+    s.read(PUSH, "push-2", "b-3", 3)
+    s.commit("push-2", 1, 4)
+    s.read(PUSH, "push-3", "b-3", 3)
+    s.read(DS, "ds-1", "b-3", 3)
+    return s.case(checker.DUPLICATE, PUSH, "b-3", 3, explained=checker.REDELIVERY)
+
+
 def duplicate_datasource_position_read_twice(s):
     s.read(DS, "ds-2", "a-2", 3)          # at or after queue 0's committed offset, which binds push only
     return s.case(checker.DUPLICATE, DS, "a-2", 3)
@@ -209,6 +232,7 @@ def checksum_mismatch(s):
 
 PLANTS = (lost, unexpected_never_sent, unexpected_unparsed, unexpected_other_seq, aborted_read,
           duplicate_stored_twice_without_indeterminate_send, duplicate_redelivered_below_committed_offset,
+          duplicate_redelivered_by_a_session_started_below_the_commit, redelivery_while_the_old_owner_still_commits,
           duplicate_datasource_position_read_twice, inconsistent_offset, queue_order, key_order, checksum_mismatch)
 
 
