@@ -47,7 +47,8 @@ _RETRIABLE_CODES = {ResponseCode.TOPIC_NOT_EXIST, ResponseCode.SERVICE_NOT_AVAIL
                     ResponseCode.NO_PERMISSION, ResponseCode.SYSTEM_BUSY, ResponseCode.DISK_FULL}
 
 
-_UNBATCHABLE = frozenset({"DELAY", "TIMER_DELIVER_MS", "TRAN_MSG"})
+# Properties that make a message delayed, timed or transactional: one type per message.
+_TYPE_PROPERTIES = frozenset({"DELAY", "TIMER_DELIVER_MS", "TRAN_MSG"})
 
 
 class Producer(ClientBase):
@@ -152,6 +153,8 @@ class Producer(ClientBase):
         An ordered send names its queue: ``queue``, or ``selector(queues, msg, arg)`` over the
         topic's writable queues (RocketMQ's MessageQueueSelector; ``selectors.hash_selector``
         picks by the hash of ``arg``); its retries stay on that queue."""
+        if (queue is not None or selector is not None) and _TYPE_PROPERTIES.intersection(msg.properties):
+            raise MessageInvalid("an ordered message cannot also be delayed, timed or transactional")
         body, props, sys_flag = self._prepare(msg)
         if selector is not None:
             queue = selector(self.routes.publish_route(msg.topic)[1], msg, arg)
@@ -190,7 +193,7 @@ class Producer(ClientBase):
             for msg in messages:
                 if msg.topic != topic:
                     raise MessageInvalid("every message of a batch must have the same topic")
-                if _UNBATCHABLE.intersection(msg.properties):
+                if _TYPE_PROPERTIES.intersection(msg.properties):
                     # As RocketMQ: a batch is stored as it comes, so a delay or a half would be ignored.
                     raise MessageInvalid("delayed, timed and transactional messages cannot be batched")
                 props = self._properties(msg)

@@ -9,6 +9,7 @@ import threading
 import pytest
 
 from cluster import Admin, Message, MessageInvalid, Producer, PullConsumer
+from cluster.client.selectors import hash_selector
 from cluster.client.transaction import LocalTransactionState as State, TransactionProducer
 from cluster.config import SYNC_FLUSH
 from cluster.errors import BrokerError
@@ -124,6 +125,9 @@ def test_a_message_is_one_type_only(start_cluster):
     with TransactionProducer("TxTypes", Listener(State.COMMIT_MESSAGE), config=cfg) as producer:
         with pytest.raises(MessageInvalid):
             producer.send_message_in_transaction(Message("Orders", b"x").set_delay_level(2))
+    with Producer("OrderedTypes", config=cfg) as ordered:
+        with pytest.raises(MessageInvalid, match="ordered message"):
+            ordered.send(Message("Orders", b"z", keys="k").set_delay_level(1), selector=hash_selector, arg="k")
     with Producer("RawTypes", config=cfg) as raw:
         both = Message("Orders", b"y", properties={"TRAN_MSG": "true", "PGROUP": "RawTypes", "DELAY": "2"})
         with pytest.raises(BrokerError, match="not both"):
