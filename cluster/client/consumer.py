@@ -637,6 +637,8 @@ class PushConsumer(_QueueClient):
                     pq = self._queues.pop(mq, None)
                 if pq is not None:
                     pq.dropped = True
+                    if self._orderly is not None:
+                        self._orderly.forget(pq)  # its running batch ends before the queue restarts
                 if self.local_offsets is not None:
                     self.local_offsets.update(mq, offset)
                 elif pq is not None:

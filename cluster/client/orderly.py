@@ -223,12 +223,17 @@ class OrderlyService:
         On a thread of its own: the batch may take a while and the rebalance must go on."""
         threading.Thread(target=self._release, args=(pq,), name=f"release-{pq.mq.queue_id}", daemon=True).start()
 
-    def _release(self, pq) -> None:
+    def forget(self, pq) -> None:
+        """``pq`` was dropped: forget its line once the batch being consumed ends (an offset reset
+        restarts the queue at once, and its old batch must not run beside the new line)."""
         with self._lines_lock:
             line = self._lines.pop(pq, None)
         if line is not None:
             with line.consume_lock:
                 pass  # the batch being consumed is finished and accounted for
+
+    def _release(self, pq) -> None:
+        self.forget(pq)
         c = self.consumer
         c._commit(pq, force=True, handing_over=True)
         with c._queues_lock:

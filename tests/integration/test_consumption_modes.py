@@ -17,6 +17,8 @@ import pytest
 
 from cluster import Admin, Message, Producer, PushConsumer
 from cluster.client.consumer import BROADCASTING
+from cluster.client.orderly import ConsumeOrderlyStatus
+from cluster.client.selectors import hash_selector
 from cluster.errors import NoRouteError
 from cluster.protocol import retry_topic
 from cluster.testing import LocalCluster, wait_until
@@ -251,3 +253,34 @@ def test_reset_offset_by_time_makes_a_running_group_read_again(cluster):
         offsets = admin.reset_offset_by_time(topic, group, 0)
         assert sum(offsets.values()) == 0
         assert sum(r["consumerOffset"] for r in admin.queue_offsets(topic, group)) == 0
+
+
+def test_reset_offset_of_an_orderly_consumer_replays_each_queue_in_order(cluster):
+    topic, group = "ResetOrderly", "ROG"
+    cfg = client_config(cluster)
+    with Admin(config=cfg) as admin:
+        admin.create_topic(topic, 1)
+    with Producer("PG_MODES", config=cfg) as producer:
+        for seq in range(200):
+            producer.send(Message(topic, b"%d" % seq), selector=hash_selector, arg="one-key")
+    deliveries: list[int] = []
+
+    def listener(messages, context):
+        time.sleep(0.01)
+        deliveries.extend(int(m.body) for m in messages)
+        return ConsumeOrderlyStatus.SUCCESS
+
+    consumer = PushConsumer(group, config=cfg, consume_batch_max=4)
+    consumer.subscribe(topic)
+    consumer.register_message_listener_orderly(listener)
+    consumer.start()
+    try:
+        wait_until(lambda: len(deliveries) >= 60, 30, what="the orderly consumer part-way through")
+        with Admin(config=cfg) as admin:
+            admin.reset_offset_by_time(topic, group, 0)  # mid-stream: a batch may be running
+        wait_until(lambda: deliveries.count(199) >= 1 and len(deliveries) >= 260, 30, what="the replay finished")
+        restart = len(deliveries) - 1 - deliveries[::-1].index(0)
+        assert deliveries[:restart] == list(range(restart)), "first pass out of order"
+        assert deliveries[restart:] == list(range(200)), "the replay after the reset is not the queue in order"
+    finally:
+        consumer.shutdown()
