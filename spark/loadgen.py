@@ -25,8 +25,6 @@ from dataclasses import dataclass
 
 from spark.schemas import FAIL, INFO, INVOKE, OK, encode_body
 
-# Status answers that mean "stored on the master, but not as durably as promised".
-_INDETERMINATE_STATUSES = {"FLUSH_DISK_TIMEOUT", "FLUSH_SLAVE_TIMEOUT", "SLAVE_NOT_AVAILABLE"}
 RETRY_BACKOFF_S = 0.05
 
 
@@ -129,6 +127,8 @@ def _attempt(producer, mq, messages, items, process, op_counter, rows) -> str:
             result = producer.send(messages[0], queue=mq)
         else:
             result = producer.send_batch(messages, queue=mq)
+        # Any other status (FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE): stored on
+        # the master, but not as durably as promised: indeterminate.
         outcome = OK if result.status == SendStatus.SEND_OK else INFO
         if outcome != OK:
             error = result.status.name
