@@ -1,6 +1,7 @@
 """The ``cluster`` command: bring a cluster up and down, and talk to it.
 
-    cluster up [--data-dir D] [--namesrvs N] [--brokers N] [--flush-mode async|sync] [--detach]
+    cluster up [--data-dir D] [--namesrvs N] [--brokers N] [--slaves N] [--flush-mode async|sync]
+               [--broker-role async|sync] [--detach]
     cluster status | down
     cluster topic create|update|list|route|delete
     cluster send | consume
@@ -24,7 +25,7 @@ import sys
 import time
 from datetime import datetime
 
-from cluster.config import ASYNC_FLUSH, BROKER_PORT_DEFAULT, NAMESRV_PORT_DEFAULT, SYNC_FLUSH
+from cluster.config import ASYNC_FLUSH, ASYNC_MASTER, BROKER_PORT_DEFAULT, NAMESRV_PORT_DEFAULT, SYNC_FLUSH, SYNC_MASTER
 from cluster.procs.supervisor import (STATE_FILE_NAME, Supervisor, SupervisorError, read_state_file,
                                       spawn_detached)
 
@@ -61,7 +62,8 @@ def _topology_from_args(args):
                           flush_mode=SYNC_FLUSH if args.flush_mode == "sync" else ASYNC_FLUSH, host=args.host,
                           namesrv_ports=[args.namesrv_port + i for i in range(args.namesrvs)],
                           broker_ports=[args.broker_port + 10 * i for i in range(args.brokers)],
-                          store_overrides=store)
+                          store_overrides=store, slave_count=args.slaves,
+                          broker_overrides={"broker_role": SYNC_MASTER if args.broker_role == "sync" else ASYNC_MASTER})
 
 
 def _endpoint_rows(state: dict) -> list[list]:
@@ -440,6 +442,9 @@ def build_parser() -> argparse.ArgumentParser:
     up = sub.add_parser("up", help="start NameServers and brokers under a supervisor")
     up.add_argument("--namesrvs", type=int, default=1)
     up.add_argument("--brokers", type=int, default=1)
+    up.add_argument("--slaves", type=int, default=0, help="slaves per broker group (replicas of its master)")
+    up.add_argument("--broker-role", choices=("async", "sync"), default="async",
+                    help="masters replicate asynchronously, or answer a send once a slave has it")
     up.add_argument("--flush-mode", choices=("async", "sync"), default="async")
     up.add_argument("--host", default="127.0.0.1")
     up.add_argument("--namesrv-port", type=int, default=NAMESRV_PORT_DEFAULT)

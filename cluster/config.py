@@ -12,6 +12,8 @@ later issue adds:
 | --- | --- |
 | NameServer RPC | 9871 (second NameServer 9872, ...) |
 | broker RPC (first broker group) | 10811 (next group +10) |
+| master HA (replication) | its broker port + 1 |
+| slave n of a group | the group's master port + 2n |
 """
 
 from __future__ import annotations
@@ -157,11 +159,35 @@ class BrokerConfig:
     # Serve SQL92 subscriptions (RocketMQ's enablePropertyFilter, off by default there too):
     # filtering reads each candidate's properties from the CommitLog.
     enable_property_filter: bool = False
+    # High availability (broker/ha.py). A master's HA endpoint (0: port + 1), where slaves connect.
+    ha_port: int = 0
+    # A slave's master HA endpoint, host:port.
+    ha_master_address: str = ""
+    # SYNC_MASTER: a send no in-sync slave confirmed within this answers FLUSH_SLAVE_TIMEOUT
+    # (RocketMQ's syncFlushTimeout serves both waits).
+    sync_replication_timeout_ms: int = 5_000
+    # A slave further behind than this is not in sync (RocketMQ's haSlaveFallbehindMax, 256 MiB).
+    ha_slave_fall_behind_max_bytes: int = 256 * MIB
+    # A slave not heard from for this long is dropped (RocketMQ's haHousekeepingInterval, 20 s).
+    ha_slave_expiry_ms: int = 20_000
+    # The master streams CommitLog bytes in chunks of up to this many bytes, with at most
+    # ha_window_bytes sent and not yet acknowledged per slave.
+    ha_chunk_bytes: int = 1 * MIB
+    ha_window_bytes: int = 8 * MIB
 
     def validate(self) -> None:
         self.store.validate()
         if self.broker_role not in BROKER_ROLES:
             raise ValueError(f"broker_role must be one of {BROKER_ROLES}")
+        if (self.broker_role == SLAVE) != (self.broker_id >= 1):
+            raise ValueError("a slave has broker_id >= 1, a master broker_id 0")
+        if self.broker_role == SLAVE and not self.ha_master_address:
+            raise ValueError("a slave needs ha_master_address (its master's HA host:port)")
+        if not 0 <= self.ha_port < 65536 or self.port + 1 >= 65536:
+            raise ValueError(f"ha_port {self.ha_port} is out of range")
+        for name in ("sync_replication_timeout_ms", "ha_slave_expiry_ms", "ha_chunk_bytes", "ha_window_bytes"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive")
         problem = name_problem("broker", self.broker_name) or name_problem("cluster", self.cluster_name)
         if problem:
             raise ValueError(problem)
@@ -178,6 +204,15 @@ class BrokerConfig:
     def address(self) -> str:
         """host:port as routes carry it (RocketMQ's brokerAddrs values)."""
         return f"{self.host}:{self.port}"
+
+    @property
+    def ha_address(self) -> str:
+        """A master's HA host:port (haServerAddr in its registration)."""
+        return f"{self.host}:{self.ha_port or self.port + 1}"
+
+    @property
+    def is_slave(self) -> bool:
+        return self.broker_role == SLAVE
 
 
 def latency_table_problem(latency_max_ms, durations_ms, isolation_latency_ms) -> str | None:

@@ -4,12 +4,15 @@ Data layout under the data directory:
 
     namesrv-<n>/            (NameServer state and logs)
     <broker-name>/store/    (commitlog/, consumequeue/, index/, config/, checkpoint, abort, control)
+    <broker-name>-s<n>/store/   (slave n of that group: the same layout, its own files)
     logs/<child>.log        (each child's stdout/stderr, written by the supervisor)
     cluster.json            (the supervisor's run state)
 
 A broker group is a fate-sharing group led by the broker main process: its flush,
 reput and allocate workers start after it (it recovers the store first) and are
-restarted with it.
+restarted with it. A slave (broker id n >= 1, role SLAVE) is a group of its own,
+``<broker-name>-s<n>`` with the same four roles: it shares nothing with its master but
+the HA connection (broker/ha.py).
 """
 
 from __future__ import annotations
@@ -20,8 +23,8 @@ import random
 import socket
 from dataclasses import dataclass
 
-from cluster.config import (ASYNC_FLUSH, BROKER_PORT_DEFAULT, BROKER_PORT_STEP, NAMESRV_PORT_DEFAULT, BrokerConfig,
-                            NamesrvConfig, StoreConfig, to_json)
+from cluster.config import (ASYNC_FLUSH, BROKER_PORT_DEFAULT, BROKER_PORT_STEP, NAMESRV_PORT_DEFAULT, SLAVE,
+                            BrokerConfig, NamesrvConfig, StoreConfig, to_json)
 from cluster.procs.supervisor import ChildSpec
 from cluster.shm.control import SLOTS as CONTROL_SLOTS
 
@@ -33,6 +36,11 @@ class Topology:
     data_dir: str
     namesrvs: tuple[NamesrvConfig, ...]
     brokers: tuple[BrokerConfig, ...]
+    # Slaves of every group, in group order (their broker_name is their master's).
+    slaves: tuple[BrokerConfig, ...] = ()
+
+    def slaves_of(self, broker_name: str) -> tuple[BrokerConfig, ...]:
+        return tuple(s for s in self.slaves if s.broker_name == broker_name)
 
     @property
     def namesrv_endpoints(self) -> tuple[str, ...]:
@@ -90,13 +98,29 @@ def broker_name(index: int) -> str:
     return f"broker-{chr(ord('a') + index)}" if index < 26 else f"broker-{index}"
 
 
+def slave_name(broker: str, broker_id: int) -> str:
+    """The child (and store directory) name of slave ``broker_id`` of group ``broker``."""
+    return f"{broker}-s{broker_id}"
+
+
+def group_name(cfg: BrokerConfig) -> str:
+    return slave_name(cfg.broker_name, cfg.broker_id) if cfg.broker_id else cfg.broker_name
+
+
 def build_topology(data_dir: str, *, namesrv_count: int = 1, broker_count: int = 1, flush_mode: str = ASYNC_FLUSH,
                    host: str = "127.0.0.1", namesrv_ports: list[int] | None = None,
                    broker_ports: list[int] | None = None, store_overrides: dict | None = None,
-                   broker_overrides: dict | None = None, namesrv_overrides: dict | None = None) -> Topology:
+                   broker_overrides: dict | None = None, namesrv_overrides: dict | None = None,
+                   slave_count: int = 0, ha_ports: list[int] | None = None,
+                   slave_ports: list[int] | None = None) -> Topology:
+    """``slave_count`` slaves per group: by default slave n of a group listens on its master's
+    port + 2n and the master's HA endpoint is its port + 1 (``ha_ports``, ``slave_ports`` (group
+    by group) override them)."""
     data_dir = os.path.abspath(data_dir)
     namesrv_ports = namesrv_ports or [NAMESRV_PORT_DEFAULT + i for i in range(namesrv_count)]
     broker_ports = broker_ports or [BROKER_PORT_DEFAULT + BROKER_PORT_STEP * i for i in range(broker_count)]
+    if slave_count and slave_ports is None:
+        slave_ports = [broker_ports[i] + 2 * n for i in range(broker_count) for n in range(1, slave_count + 1)]
     namesrvs = tuple(NamesrvConfig(host=host, port=namesrv_ports[i], data_dir=os.path.join(data_dir, f"namesrv-{i}"),
                                    **(namesrv_overrides or {}))
                      for i in range(namesrv_count))
@@ -108,9 +132,21 @@ def build_topology(data_dir: str, *, namesrv_count: int = 1, broker_count: int =
                             **(store_overrides or {}))
         cfg = BrokerConfig(store=store, broker_name=name, host=host, port=broker_ports[i],
                            namesrv_endpoints=endpoints, **(broker_overrides or {}))
+        if ha_ports:
+            cfg = dataclasses.replace(cfg, ha_port=ha_ports[i])
         cfg.validate()
         brokers.append(cfg)
-    return Topology(data_dir, namesrvs, tuple(brokers))
+    slaves = []
+    for i, master in enumerate(brokers):
+        for n in range(1, slave_count + 1):
+            store = dataclasses.replace(master.store, store_dir=os.path.join(
+                data_dir, slave_name(master.broker_name, n), "store"))
+            cfg = dataclasses.replace(master, store=store, broker_id=n, broker_role=SLAVE, ha_port=0,
+                                      port=slave_ports[i * slave_count + n - 1],
+                                      ha_master_address=master.ha_address)
+            cfg.validate()
+            slaves.append(cfg)
+    return Topology(data_dir, namesrvs, tuple(brokers), tuple(slaves))
 
 
 # A broker process silent this long is hung: the supervisor kills and restarts it. Generous,
@@ -130,16 +166,17 @@ def child_specs(topology: Topology, *, restart_backoff_initial_s: float = 0.1,
         specs.append(ChildSpec(name=f"namesrv-{i}", module="cluster.procs.namesrv",
                                args=("--config-json", to_json(ns)), role="namesrv", start_order=0,
                                backoff_initial_s=restart_backoff_initial_s))
-    for cfg in topology.brokers:
+    for cfg in topology.brokers + topology.slaves:
         config_json = to_json(cfg)
-        specs.append(ChildSpec(name=cfg.broker_name, module="cluster.procs.broker",
-                               args=("--config-json", config_json), role="broker", group=cfg.broker_name,
+        group = group_name(cfg)
+        specs.append(ChildSpec(name=group, module="cluster.procs.broker",
+                               args=("--config-json", config_json), role="broker", group=group,
                                leader=True, start_order=1, ready_timeout_s=120.0,
                                backoff_initial_s=restart_backoff_initial_s,
                                **_heartbeat(cfg, "broker", heartbeat_timeout_s)))
         for role in BROKER_WORKER_ROLES:
-            specs.append(ChildSpec(name=f"{cfg.broker_name}-{role}", module=f"cluster.procs.{role}",
-                                   args=("--config-json", config_json), role=role, group=cfg.broker_name,
+            specs.append(ChildSpec(name=f"{group}-{role}", module=f"cluster.procs.{role}",
+                                   args=("--config-json", config_json), role=role, group=group,
                                    start_order=2, backoff_initial_s=restart_backoff_initial_s,
                                    **_heartbeat(cfg, role, heartbeat_timeout_s)))
     return specs
@@ -147,6 +184,6 @@ def child_specs(topology: Topology, *, restart_backoff_initial_s: float = 0.1,
 
 def with_store(topology: Topology, **store_changes) -> Topology:
     """A copy with every broker's store settings changed (tests shrink file sizes this way)."""
-    brokers = tuple(dataclasses.replace(b, store=dataclasses.replace(b.store, **store_changes))
-                    for b in topology.brokers)
-    return dataclasses.replace(topology, brokers=brokers)
+    def change(brokers):
+        return tuple(dataclasses.replace(b, store=dataclasses.replace(b.store, **store_changes)) for b in brokers)
+    return dataclasses.replace(topology, brokers=change(topology.brokers), slaves=change(topology.slaves))

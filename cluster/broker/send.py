@@ -7,7 +7,7 @@ import itertools
 import logging
 import time
 
-from cluster.config import SYNC_FLUSH, BrokerConfig
+from cluster.config import SYNC_FLUSH, SYNC_MASTER, BrokerConfig
 from cluster.protocol import (answers_refusals, require_name, AUTO_CREATE_TOPIC_KEY, PERM_WRITE, ProtocolError, RequestCode, ResponseCode,
                               field_bool, field_int, send_fields_long)
 from cluster.broker.transaction import HALF_TOPIC, SYSTEM_TOPICS as TRANSACTION_TOPICS
@@ -50,6 +50,7 @@ class SendProcessor:
         self.store = broker.store
         self.topics = broker.topics
         self.sync_flush = self.cfg.store.flush_mode == SYNC_FLUSH
+        self.sync_replication = self.cfg.broker_role == SYNC_MASTER
         self._round_robin = itertools.count()
         self.messages_stored = 0
 
@@ -72,6 +73,9 @@ class SendProcessor:
 
     @answers_refusals
     def on_send(self, request: Command, reply) -> Command | None:
+        if self.cfg.is_slave:
+            raise ProtocolError(f"broker {self.cfg.broker_name} id {self.cfg.broker_id} is a slave: it takes no "
+                                f"sends", ResponseCode.SERVICE_NOT_AVAILABLE)
         fields = send_fields_long(request)
         request_long = Command(request.code, fields, request.body)
         topic = fields.get("topic", "")
@@ -164,8 +168,12 @@ class SendProcessor:
             "queueId": str(queue_id),
             "queueOffset": str(result.queue_offset),
         })
-        if not (self.sync_flush and wait_store):
+        if not wait_store:
             return response
+        end = result.end_phys_offset
+        replicate = self.sync_replication
+        if not self.sync_flush:
+            return self.broker.ha.await_replica(end, response, reply) if replicate else response
         deadline = time.monotonic() + self.cfg.store.flush_sync_timeout_ms / 1000
 
         def on_timeout():
@@ -173,5 +181,10 @@ class SendProcessor:
             response.remark = f"not flushed within {self.cfg.store.flush_sync_timeout_ms} ms"
             reply(response)
 
-        self.broker.flush_waiters.park(result.end_phys_offset, deadline, lambda: reply(response), on_timeout)
+        def on_flushed():
+            answer = self.broker.ha.await_replica(end, response, reply) if replicate else response
+            if answer is not None:
+                reply(answer)
+
+        self.broker.flush_waiters.park(end, deadline, on_flushed, on_timeout)
         return None

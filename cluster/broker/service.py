@@ -18,6 +18,7 @@ import zmq
 from cluster.broker import channels
 from cluster.broker.clients import ClientRegistry
 from cluster.broker.filtering import check_heartbeat_subscriptions
+from cluster.broker.ha import HAClient, HAServer
 from cluster.broker.locks import LockProcessor
 from cluster.broker.offsets import ConsumerOffsetManager
 from cluster.broker.pull import PullProcessor
@@ -58,6 +59,9 @@ class BrokerService:
         self.store = MessageStore(cfg.store, self.control, store_host=pack_host(cfg.host, cfg.port))
         self.recovery = self.store.recover()
         log.info("recovery: %s", self.recovery)
+        # A slave's store takes only its master's bytes (broker/ha.py); a master serves its slaves.
+        self.store.read_only = cfg.is_slave
+        self.ha = HAClient(self) if cfg.is_slave else HAServer(self)
         self.topics = TopicConfigManager(store_dir, auto_create_enabled=cfg.auto_create_topic_enabled,
                                          queue_count_default=cfg.topic_queue_count_default)
         self.offsets = ConsumerOffsetManager(store_dir)
@@ -125,8 +129,10 @@ class BrokerService:
         loop.call_every(self.cfg.register_interval_ms / 1000, self.register_with_namesrvs)
         loop.call_every(self.cfg.consumer_offset_persist_interval_ms / 1000, self.offsets.persist)
         loop.call_every(self.cfg.consumer_offset_persist_interval_ms / 1000, self.schedule.persist)
-        loop.call_every(SCHEDULE_TICK_S, self.schedule.tick)
-        loop.call_every(self.cfg.transaction_check_interval_ms / 1000, self.transactions.check)
+        self.ha.serve(loop)
+        if not self.cfg.is_slave:   # both write messages: a slave only copies its master's
+            loop.call_every(SCHEDULE_TICK_S, self.schedule.tick)
+            loop.call_every(self.cfg.transaction_check_interval_ms / 1000, self.transactions.check)
         loop.call_every(self.cfg.consumer_offset_persist_interval_ms / 1000, self.transactions.persist)
         loop.call_every(self.cfg.client_scan_interval_ms / 1000, self.expire_clients)
         self.register_with_namesrvs()
@@ -218,7 +224,7 @@ class BrokerService:
             request = Command(RequestCode.REGISTER_BROKER, {
                 "brokerName": self.cfg.broker_name, "brokerAddr": self.cfg.address,
                 "clusterName": self.cfg.cluster_name, "brokerId": str(self.cfg.broker_id),
-                "haServerAddr": ""}, body)
+                "haServerAddr": "" if self.cfg.is_slave else self.cfg.ha_address}, body)
             future = self.namesrv_client.call_async(endpoint, request)
             future.add_done_callback(lambda f, e=endpoint: self._registered(e, f))
 
@@ -232,6 +238,7 @@ class BrokerService:
 
     def shutdown(self) -> None:
         self.flush_waiters.fail_all()
+        self.ha.close()
         self.pull_waiters.expire(float("inf"))
         self.offsets.persist(force=True)
         self.schedule.persist(force=True)
@@ -430,6 +437,7 @@ class BrokerService:
         control = self.control
         info = {
             "brokerName": self.cfg.broker_name, "brokerId": self.cfg.broker_id, "address": self.cfg.address,
+            "brokerRole": self.cfg.broker_role, "ha": self.ha.info(), "confirmPos": control.confirm_pos,
             "flushMode": self.cfg.store.flush_mode, "writePos": control.write_pos,
             "flushedPos": control.flushed_pos, "dispatchedPos": control.dispatched_pos,
             "messagesStored": self.sender.messages_stored, "messagesServed": self.puller.messages_served,

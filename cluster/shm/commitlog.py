@@ -173,6 +173,27 @@ class CommitLog:
         self._write_pos = phys + size
         return AppendOutcome(AppendStatus.OK, phys)
 
+    def append_raw(self, phys_offset: int, data) -> AppendStatus:
+        """Write bytes replicated from a master verbatim at ``phys_offset`` (a slave's broker only).
+
+        ``phys_offset`` must be the write position and ``data`` must lie in one segment: the
+        master cuts its chunks at record boundaries and segment ends (``replication_chunk``).
+        """
+        file_size = self.file_size_bytes
+        pos = phys_offset % file_size
+        if phys_offset != self._write_pos or pos + len(data) > file_size:
+            raise ValueError(f"replicated bytes [{phys_offset}, +{len(data)}) do not continue the log at "
+                             f"{self._write_pos} within one segment")
+        if not self.disk_has_room():
+            return AppendStatus.DISK_FULL
+        try:
+            seg = self._segments.get(phys_offset - pos) or self.ensure_segment(phys_offset - pos)
+        except MappedFileCreateError:
+            return AppendStatus.DISK_FULL
+        seg.mm[pos:pos + len(data)] = data
+        self._write_pos = phys_offset + len(data)
+        return AppendStatus.OK
+
     # ---- reading (any process) ----
 
     def read(self, phys_offset: int, size: int) -> bytes | None:

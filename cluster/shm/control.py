@@ -12,7 +12,7 @@ is needed. Sync flush is then "wait until flushed_pos >= my end", a comparison.
 | 1 | write_pos | broker | end of the bytes appended to the CommitLog (whole batches only) |
 | 2 | flushed_pos | flush worker | CommitLog bytes below this are msynced |
 | 3 | dispatched_pos | reput worker | records below this are in ConsumeQueue/IndexFile, visible to consumers |
-| 4 | confirm_pos | replication (reserved) | bytes a slave has confirmed |
+| 4 | confirm_pos | broker (a master's HA server) | highest offset an in-sync slave acknowledged |
 | 5 | heartbeat_broker_ms | broker | wall-clock ms of its last loop |
 | 6 | heartbeat_flush_ms | flush worker | |
 | 7 | heartbeat_reput_ms | reput worker | |

@@ -61,3 +61,46 @@ def test_cli_round_trip(tmp_path):
     state = read_state_file(data_dir)
     assert state is None or state["state"] == "stopped"
     assert _cli(data_dir, "status", env=env, check=False).returncode == 1
+
+
+def _port_block(offsets, tries: int = 50) -> int:
+    """A base port whose base + each offset is free now (the CLI derives ports from its base)."""
+    import socket
+    for _ in range(tries):
+        base = free_ports(1)[0]
+        if base + max(offsets) >= 65536:
+            continue
+        try:
+            for offset in offsets:
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", base + offset))
+        except OSError:
+            continue
+        return base
+    raise RuntimeError("no free block of ports")
+
+
+def test_cli_up_with_slaves(tmp_path):
+    """Two broker groups of a master and a slave each, every process a supervisor child."""
+    data_dir = str(tmp_path / "cli")
+    namesrv_port = free_ports(1)[0]
+    broker_port = _port_block([0, 1, 2, 10, 11, 12])
+    env = {k: v for k, v in os.environ.items() if k != "ROCKETBOX_NAMESRV"}
+    _cli(data_dir, "up", "--detach", "--brokers", "2", "--slaves", "1", "--namesrv-port", str(namesrv_port),
+         "--broker-port", str(broker_port), env=env)
+    try:
+        status = json.loads(_cli(data_dir, "status", "--json", env=env).stdout)
+        names = sorted(c["name"] for c in status["children"])
+        groups = ["broker-a", "broker-a-s1", "broker-b", "broker-b-s1"]
+        assert names == sorted(["namesrv-0"] + groups + [f"{g}-{r}" for g in groups
+                                                         for r in ("flush", "reput", "allocate")])
+        assert all(c["state"] == "running" and c["pid"] for c in status["children"])
+        _cli(data_dir, "topic", "create", "CliTopic", "--queues", "2", env=env)
+        sent = json.loads(_cli(data_dir, "send", "CliTopic", "replicated", "--json", env=env).stdout)
+        assert sent[0]["status"] == "SEND_OK"
+        route = json.loads(_cli(data_dir, "topic", "route", "CliTopic", "--json", env=env).stdout)
+        assert {d["brokerName"]: sorted(d["brokerAddrs"]) for d in route["brokerDatas"]} == \
+            {"broker-a": ["0", "1"], "broker-b": ["0", "1"]}
+    finally:
+        down = _cli(data_dir, "down", env=env, check=False)
+    assert down.returncode == 0, down.stderr

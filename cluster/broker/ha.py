@@ -1,0 +1,272 @@
+"""High availability: a master streams its CommitLog to its slaves (SPEC §1, §4 replication).
+
+The HA channel is one ZeroMQ connection per slave: the slave's broker main process
+(``HAClient``, a DEALER with identity ``<broker-name>-<id>``) connects to its master's HA
+endpoint (``HAServer``, a ROUTER on ``BrokerConfig.ha_address``, in the master's broker main
+process). Every message is two frames after the identity:
+
+| direction | frames | meaning |
+| --- | --- | --- |
+| slave -> master | ``R``, u64 offset | "I have the log up to here; send from here" (start, gap) |
+| slave -> master | ``A``, u64 offset | "I have the log up to here" (after each receive; every second) |
+| master -> slave | ``D``, u64 offset, bytes | CommitLog bytes at that physical offset |
+
+The master keeps, per slave, what it acknowledged and what was sent, and sends from
+there in chunks of up to ``ha_chunk_bytes`` cut at record boundaries inside one segment
+(``MessageStore.replication_chunk``), with at most ``ha_window_bytes`` unacknowledged.
+It pushes once per loop turn, right after the turn's writes. The slave appends each chunk
+verbatim at the same offset through its store (``append_replicated``: its own write_pos,
+published in its control block), so its flush and reput workers run on it as on a
+master's writes, and its files match the master's byte for byte. A chunk that does not
+continue its log is either a duplicate (ignored) or past a gap (the slave reports its
+offset again; the master rewinds). A master also rewinds a slave that acknowledged nothing
+for ``RETRANSMIT_S`` while bytes were in flight, so a lost message costs time, never data.
+
+In sync: heard from within ``ha_slave_expiry_ms`` and no more than
+``ha_slave_fall_behind_max_bytes`` behind. The master publishes the highest offset an
+in-sync slave acknowledged as ``confirm_pos`` in its control block. A SYNC_MASTER send
+is parked in ``replica_waiters`` (group commit, as FlushWaiters for the disk: many sends wait
+at once, one acknowledgement releases all it covers) until confirm_pos passes its end:
+SEND_OK then, FLUSH_SLAVE_TIMEOUT after ``sync_replication_timeout_ms``, and
+SLAVE_NOT_AVAILABLE at once when no slave is in sync (the message is stored either way,
+as in RocketMQ).
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+import time
+
+import zmq
+
+from cluster.broker.waiters import FlushWaiters
+from cluster.protocol import ResponseCode
+from cluster.zmq_transport import CONTEXT
+
+log = logging.getLogger(__name__)
+
+REPORT = b"R"
+ACK = b"A"
+DATA = b"D"
+_U64 = struct.Struct(">Q")
+TICK_S = 0.05
+HEARTBEAT_S = 1.0
+RETRANSMIT_S = 1.0
+REPORT_INTERVAL_S = 0.05
+
+
+class SlaveState:
+    __slots__ = ("identity", "acked", "sent", "heard_s", "diverged")
+
+    def __init__(self, identity: bytes, offset: int, now_s: float):
+        self.identity = identity
+        self.acked = offset
+        self.sent = offset
+        self.heard_s = now_s
+        self.diverged = False   # it has bytes this master does not: never streamed to
+
+
+class HAServer:
+    """The master side, on the broker's event loop."""
+
+    def __init__(self, broker):
+        self.broker = broker
+        self.cfg = broker.cfg
+        self.store = broker.store
+        self.control = broker.control
+        self.slaves: dict[bytes, SlaveState] = {}
+        self.replica_waiters = FlushWaiters()
+        self.in_sync = False
+        self.socket = None
+
+    def serve(self, loop) -> None:
+        sock = self.socket = CONTEXT.get().socket(zmq.ROUTER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.ROUTER_MANDATORY, 1)   # a full or unknown peer raises instead of dropping
+        sock.setsockopt(zmq.ROUTER_HANDOVER, 1)    # a restarted slave takes its identity back
+        sock.bind(f"tcp://{self.cfg.ha_address}")
+        loop.add_reader(sock, self.on_readable)
+        loop.after_each_batch(self.pump)
+        loop.call_every(TICK_S, self.on_tick)
+
+    def on_readable(self) -> None:
+        now = time.monotonic()
+        write_pos = self.control.write_pos
+        for _ in range(256):
+            try:
+                frames = self.socket.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                break
+            if len(frames) != 3 or len(frames[2]) != 8:
+                continue
+            identity, kind, payload = frames
+            offset = _U64.unpack(payload)[0]
+            slave = self.slaves.get(identity)
+            if slave is None:
+                slave = self.slaves[identity] = SlaveState(identity, offset, now)
+                log.info("slave %s connected at offset %d (master at %d)", identity.decode(errors="replace"),
+                         offset, write_pos)
+            elif kind == REPORT or offset < slave.acked:
+                slave.acked = slave.sent = offset   # it restarted, or saw a gap: send from there
+            else:
+                slave.acked = offset
+                slave.sent = max(slave.sent, offset)
+            slave.heard_s = now
+            diverged = offset > write_pos
+            if diverged and not slave.diverged:
+                log.error("slave %s reports offset %d beyond this master's %d: not replicating to it",
+                          identity.decode(errors="replace"), offset, write_pos)
+            slave.diverged = diverged
+        self._update_confirm(now)
+        self.pump()
+
+    def pump(self) -> None:
+        """Send every slave what it lacks, within its window (once per loop turn, after the writes)."""
+        if not self.slaves:
+            return
+        write_pos = self.control.write_pos
+        chunk_max = self.cfg.ha_chunk_bytes
+        window = self.cfg.ha_window_bytes
+        for slave in list(self.slaves.values()):
+            if slave.diverged:
+                continue
+            while slave.sent < write_pos and slave.sent - slave.acked < window:
+                chunk = self.store.replication_chunk(slave.sent, chunk_max)
+                if chunk is None:
+                    break
+                try:
+                    self.socket.send_multipart([slave.identity, DATA, _U64.pack(slave.sent), chunk],
+                                               zmq.NOBLOCK, copy=False)
+                except zmq.Again:
+                    break   # its queue is full: the next turn tries again
+                except zmq.ZMQError as exc:   # EHOSTUNREACH: it disconnected
+                    log.info("slave %s unreachable (%s)", slave.identity.decode(errors="replace"), exc)
+                    break
+                slave.sent += len(chunk)
+
+    def on_tick(self) -> None:
+        now = time.monotonic()
+        expiry_s = self.cfg.ha_slave_expiry_ms / 1000
+        for identity, slave in list(self.slaves.items()):
+            if now - slave.heard_s > expiry_s:
+                log.warning("slave %s silent for %.1f s: dropped", identity.decode(errors="replace"), expiry_s)
+                del self.slaves[identity]
+            elif slave.sent > slave.acked and now - slave.heard_s > RETRANSMIT_S:
+                slave.sent = slave.acked   # nothing acknowledged for a while: send it again
+        self._update_confirm(now)
+        self.pump()
+
+    def _update_confirm(self, now: float) -> None:
+        write_pos = self.control.write_pos
+        expiry_s = self.cfg.ha_slave_expiry_ms / 1000
+        lag_max = self.cfg.ha_slave_fall_behind_max_bytes
+        best = -1
+        for slave in self.slaves.values():
+            if not slave.diverged and now - slave.heard_s <= expiry_s and write_pos - slave.acked <= lag_max:
+                best = max(best, slave.acked)
+        self.in_sync = best >= 0
+        if best >= 0 and best != self.control.confirm_pos:
+            self.control.confirm_pos = best
+        if len(self.replica_waiters):
+            self.replica_waiters.release(self.control.confirm_pos if self.in_sync else -1, now)
+
+    def await_replica(self, end_phys_offset: int, response, reply):
+        """A SYNC_MASTER send's answer: returned when known now, else parked and sent by ``reply``."""
+        if not self.in_sync:
+            response.code = ResponseCode.SLAVE_NOT_AVAILABLE
+            response.remark = "no slave is in sync with this master"
+            return response
+        if end_phys_offset <= self.control.confirm_pos:
+            return response
+        timeout_ms = self.cfg.sync_replication_timeout_ms
+
+        def on_timeout():
+            response.code = ResponseCode.FLUSH_SLAVE_TIMEOUT
+            response.remark = f"no slave confirmed it within {timeout_ms} ms"
+            reply(response)
+
+        self.replica_waiters.park(end_phys_offset, time.monotonic() + timeout_ms / 1000,
+                                  lambda: reply(response), on_timeout)
+        return None
+
+    def info(self) -> dict:
+        now = time.monotonic()
+        return {"confirmPos": self.control.confirm_pos, "inSync": self.in_sync,
+                "parkedReplicaWaiters": len(self.replica_waiters),
+                "slaves": [{"identity": s.identity.decode(errors="replace"), "ackedPos": s.acked, "sentPos": s.sent,
+                            "silentMs": int((now - s.heard_s) * 1000), "diverged": s.diverged}
+                           for s in self.slaves.values()]}
+
+    def close(self) -> None:
+        self.replica_waiters.fail_all()
+        if self.socket is not None:
+            self.socket.close(0)
+
+
+class HAClient:
+    """The slave side, on the slave broker's event loop: the only writer of its CommitLog."""
+
+    def __init__(self, broker):
+        self.broker = broker
+        self.cfg = broker.cfg
+        self.store = broker.store
+        self.socket = None
+        self.received_bytes = 0
+        self._reported_s = 0.0
+        self.heard_s = 0.0
+
+    def serve(self, loop) -> None:
+        sock = self.socket = CONTEXT.get().socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.IDENTITY, f"{self.cfg.broker_name}-{self.cfg.broker_id}".encode())
+        sock.connect(f"tcp://{self.cfg.ha_master_address}")
+        self._send(REPORT)
+        loop.add_reader(sock, self.on_readable)
+        loop.call_every(HEARTBEAT_S, lambda: self._send(ACK))
+
+    def _send(self, kind: bytes) -> None:
+        try:
+            self.socket.send_multipart([kind, _U64.pack(self.store.commitlog.write_pos)], zmq.NOBLOCK)
+        except zmq.Again:
+            pass   # not connected and the queue is full: the heartbeat says it again
+
+    def on_readable(self) -> None:
+        appended = gap = False
+        commitlog = self.store.commitlog
+        for _ in range(64):
+            try:
+                frames = self.socket.recv_multipart(zmq.NOBLOCK, copy=False)
+            except zmq.Again:
+                break
+            if len(frames) != 3 or frames[0].bytes != DATA:
+                continue
+            offset = _U64.unpack(frames[1].bytes)[0]
+            data = frames[2].buffer
+            pos = commitlog.write_pos
+            if offset == pos:
+                if not self.store.append_replicated(offset, data):
+                    log.error("cannot append replicated bytes at %d (disk full?)", offset)
+                    gap = True
+                    break
+                appended = True
+                self.received_bytes += len(data)
+            elif offset > pos or offset + len(data) > pos:
+                gap = True
+        if appended:
+            self.heard_s = time.monotonic()
+            self.broker.on_written()
+        now = time.monotonic()
+        if gap and now - self._reported_s >= REPORT_INTERVAL_S:
+            self._reported_s = now
+            self._send(REPORT)
+        elif appended:
+            self._send(ACK)
+
+    def info(self) -> dict:
+        return {"masterHaAddress": self.cfg.ha_master_address, "receivedBytes": self.received_bytes,
+                "writePos": self.store.commitlog.write_pos}
+
+    def close(self) -> None:
+        if self.socket is not None:
+            self.socket.close(0)
