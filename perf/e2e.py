@@ -19,6 +19,7 @@ Scenarios (``--only a,b``):
 | group_commit | sync flush, batched, 1 and several producer threads | >= 200,000 msg/s |
 | ready | ``LocalCluster.start`` and ``cluster up --detach`` (CLI) until ready; ``down`` | <= 2 s |
 | rss | total RSS of an idle cluster (supervisor + children), LocalCluster and CLI defaults | <= 300 MB |
+| replication | batched produce (256 x 100 B) to a master with one slave: ASYNC_MASTER, then SYNC_MASTER (each send answered once the slave holds it) | sync >= 50 % of async |
 
 ``--compare`` (perf/compare.py) runs the first variant of produce, consume, e2e, latency and
 e2e_latency and the same measures on Redis Streams and NATS JetStream (perf/peers).
@@ -60,12 +61,13 @@ import traceback
 from dataclasses import asdict, dataclass, field
 
 from cluster import Admin, Message, Producer, PullConsumer, PushConsumer
-from cluster.config import ASYNC_FLUSH, SYNC_FLUSH, ClientConfig
+from cluster.config import ASYNC_FLUSH, ASYNC_MASTER, SYNC_FLUSH, SYNC_MASTER, ClientConfig
 from cluster.testing import LocalCluster, wait_until
 
 PERF_DIR = os.path.dirname(os.path.abspath(__file__))
 RESULTS_PATH_DEFAULT = os.path.join(PERF_DIR, "results.json")
-SCENARIOS = ("baseline", "produce", "consume", "e2e", "latency", "e2e_latency", "group_commit", "ready", "rss")
+SCENARIOS = ("baseline", "produce", "consume", "e2e", "latency", "e2e_latency", "group_commit", "ready", "rss",
+             "replication")
 
 BATCH_SIZE = 256
 QUEUE_COUNT = 4
@@ -87,6 +89,7 @@ TARGETS = {
     "group_commit": (">=", 200_000),
     "ready": ("<=", 2.0),
     "rss": ("<=", 300),
+    "replication_sync_share": (">=", 50),
 }
 
 
@@ -938,10 +941,41 @@ def scenario_rss(s: Settings, report: Report, tmp: str) -> None:
     report.add(Row("rss", "idle PSS, cluster up (default sizes)", "MB", cli_pss))
 
 
+def scenario_replication(s: Settings, report: Report, tmp: str) -> None:
+    """Batched produce to a master with one slave, async then sync replication (issue 5: the sync wait
+    is pipelined, so it must cost well under half the throughput; RocketMQ's blocking wait cost 10x)."""
+    medians = {}
+    for role, label in ((ASYNC_MASTER, "async master"), (SYNC_MASTER, "sync master")):
+        with LocalCluster(os.path.join(tmp, f"replication-{role.lower()}"), slaves=1,
+                          broker_overrides={"broker_role": role}) as cluster:
+            cfg = client_config(cluster.namesrv)
+            master = f"tcp://{cluster.topology.brokers[0].address}"
+            with Admin(config=cfg) as admin:
+                wait_until(lambda: admin.broker_runtime_info(master)["ha"]["inSync"], 30, what="slave in sync")
+                values = []
+                for run in range(s.runs):
+                    topic = f"Replication{run}"
+                    create_topic(cfg, topic)
+                    sent, elapsed = run_producers(cfg, topic, s.messages, 100, BATCH_SIZE, s.producer_threads,
+                                                  s.measure_s_max)
+                    values.append(sent / elapsed)
+                info = admin.broker_runtime_info(master)
+            if role == SYNC_MASTER and (not info["ha"]["inSync"] or info["confirmPos"] < info["writePos"] - 4096 * 256):
+                raise RuntimeError(f"the slave fell out of sync during the sync runs: {info['ha']}")
+            row = report.add(Row("replication", f"batched {BATCH_SIZE}, 100 B, {label}, 1 slave", "msg/s", values,
+                                 vs_baseline=True, note=f"{s.producer_threads} producer threads, one process; "
+                                                        f"master, slave and their workers share the cores"))
+            medians[role] = row.median
+    if medians.get(ASYNC_MASTER):
+        share = 100 * medians[SYNC_MASTER] / medians[ASYNC_MASTER]
+        report.add(Row("replication", "sync master throughput as a share of async", "%", [share],
+                       TARGETS["replication_sync_share"], note="ratio of the medians"))
+
+
 RUNNERS = {
     "baseline": scenario_baseline, "produce": scenario_produce, "consume": scenario_consume, "e2e": scenario_e2e,
     "latency": scenario_latency, "e2e_latency": scenario_e2e_latency, "group_commit": scenario_group_commit,
-    "ready": scenario_ready, "rss": scenario_rss,
+    "ready": scenario_ready, "rss": scenario_rss, "replication": scenario_replication,
 }
 assert tuple(RUNNERS) == SCENARIOS
 
