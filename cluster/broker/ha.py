@@ -19,8 +19,9 @@ verbatim at the same offset through its store (``append_replicated``: its own wr
 published in its control block), so its flush and reput workers run on it as on a
 master's writes, and its files match the master's byte for byte. A chunk that does not
 continue its log is either a duplicate (ignored) or past a gap (the slave reports its
-offset again; the master rewinds). A master also rewinds a slave that acknowledged nothing
-for ``RETRANSMIT_S`` while bytes were in flight, so a lost message costs time, never data.
+offset again; the master rewinds). A master also rewinds, once per silence, a slave that
+acknowledged nothing for ``RETRANSMIT_S`` while bytes were in flight, so a lost message costs
+time, never data, and a stopped slave's queue stays bounded.
 
 In sync: heard from within ``ha_slave_expiry_ms`` and no more than
 ``ha_slave_fall_behind_max_bytes`` behind. The master publishes the highest offset an
@@ -57,7 +58,7 @@ REPORT_INTERVAL_S = 0.05
 
 
 class SlaveState:
-    __slots__ = ("identity", "acked", "sent", "heard_s", "diverged")
+    __slots__ = ("identity", "acked", "sent", "heard_s", "diverged", "rewound_s")
 
     def __init__(self, identity: bytes, offset: int, now_s: float):
         self.identity = identity
@@ -65,6 +66,7 @@ class SlaveState:
         self.sent = offset
         self.heard_s = now_s
         self.diverged = False   # it has bytes this master does not: never streamed to
+        self.rewound_s = -1.0   # heard_s when it was last rewound: once per silence, not once a tick
 
 
 class HAServer:
@@ -152,8 +154,10 @@ class HAServer:
             if now - slave.heard_s > expiry_s:
                 log.warning("slave %s silent for %.1f s: dropped", identity.decode(errors="replace"), expiry_s)
                 del self.slaves[identity]
-            elif slave.sent > slave.acked and now - slave.heard_s > RETRANSMIT_S:
-                slave.sent = slave.acked   # nothing acknowledged for a while: send it again
+            elif slave.sent > slave.acked and now - slave.heard_s > RETRANSMIT_S and slave.rewound_s != slave.heard_s:
+                # Nothing acknowledged for a while: send it again, once (a stopped slave's queue stays bounded).
+                slave.rewound_s = slave.heard_s
+                slave.sent = slave.acked
         self._update_confirm(now)
         self.pump()
 
