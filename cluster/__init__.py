@@ -17,7 +17,7 @@ Map of the package:
     zmq_transport.py    ZeroMQ event loop, RPC server and client
     namesrv.py          the NameServer's route table and handlers
     broker/             the broker's handlers: send, pull, filtering (tags, SQL92), offsets,
-                        clients, topics, ha (master/slave replication)
+                        clients, topics, ha (master/slave replication), slave_sync (configs, offsets)
     shm/                the store: byte formats, mapped files, CommitLog, ConsumeQueue,
                         IndexFile, control block, checkpoint, recovery, services
     _native/            the cffi C helper (msync, mlock, preheat, CRC, batch encode)

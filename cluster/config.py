@@ -163,6 +163,17 @@ class BrokerConfig:
     ha_port: int = 0
     # A slave's master HA endpoint, host:port.
     ha_master_address: str = ""
+    # A slave's master broker host:port (its request endpoint): where it fetches topic configs
+    # and consumer offsets every slave_sync_interval_ms (RocketMQ's SlaveSynchronize, 10 s).
+    master_address: str = ""
+    slave_sync_interval_ms: int = 10_000
+    # Read from slave (broker/pull.py): a master answers a pull whose first message lies more than
+    # slave_read_distance_bytes behind its CommitLog end with suggestWhichBrokerId 1 (read from the
+    # slave) while a slave is in sync; a slave answers 0 (back to the master) once the pull is within
+    # that distance of its own end or it has nothing new. RocketMQ: slaveReadEnable and
+    # accessMessageInMemoryMaxRatio (40 % of physical memory, which 0 means here too).
+    slave_read_enabled: bool = True
+    slave_read_distance_bytes: int = 0
     # SYNC_MASTER: a send no in-sync slave confirmed within this answers FLUSH_SLAVE_TIMEOUT
     # (RocketMQ's syncFlushTimeout serves both waits).
     sync_replication_timeout_ms: int = 5_000
@@ -185,7 +196,8 @@ class BrokerConfig:
             raise ValueError("a slave needs ha_master_address (its master's HA host:port)")
         if not 0 <= self.ha_port < 65536 or self.port + 1 >= 65536:
             raise ValueError(f"ha_port {self.ha_port} is out of range")
-        for name in ("sync_replication_timeout_ms", "ha_slave_expiry_ms", "ha_chunk_bytes", "ha_window_bytes"):
+        for name in ("sync_replication_timeout_ms", "ha_slave_expiry_ms", "ha_chunk_bytes", "ha_window_bytes",
+                     "slave_sync_interval_ms"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")
         problem = name_problem("broker", self.broker_name) or name_problem("cluster", self.cluster_name)
@@ -247,6 +259,10 @@ class ClientConfig:
     client_heartbeat_interval_ms: int = 30_000
     pull_batch_count: int = 32
     pull_suspend_ms: int = 15_000
+    # Read from slave: after a pull from a master fails (time-out, lost connection), that broker
+    # name's queues are pulled from a slave, and commits go there, for this long (then the master
+    # is tried again). A pull answer's suggestWhichBrokerId picks the broker of the next pull.
+    slave_fallback_ms: int = 10_000
     # Push consumers' flow control per queue (RocketMQ's pullThresholdForQueue, 1000 messages, and
     # pullThresholdSizeForQueue, 100 MiB of bodies): over either, the queue's pulls wait until
     # consumption drains it.

@@ -40,6 +40,8 @@ class RequestCode(enum.IntEnum):
     # Orderly consumers lock the queues they read (broker/locks.py).
     LOCK_BATCH_MQ = 41
     UNLOCK_BATCH_MQ = 42
+    # A slave fetches its master's consumer offsets (RocketMQ's SlaveSynchronize).
+    GET_ALL_CONSUMER_OFFSET = 43
     REGISTER_BROKER = 103
     UNREGISTER_BROKER = 104
     GET_ROUTEINFO_BY_TOPIC = 105
@@ -97,6 +99,7 @@ SERVED_BY: dict[RequestCode, str] = {
     RequestCode.UPDATE_AND_CREATE_TOPIC: BROKER,
     RequestCode.DELETE_TOPIC_IN_BROKER: BROKER,
     RequestCode.GET_ALL_TOPIC_CONFIG: BROKER,
+    RequestCode.GET_ALL_CONSUMER_OFFSET: BROKER,
     RequestCode.GET_BROKER_RUNTIME_INFO: BROKER,
     RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: BROKER,
     RequestCode.GET_MAX_OFFSET: BROKER,

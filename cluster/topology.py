@@ -143,7 +143,8 @@ def build_topology(data_dir: str, *, namesrv_count: int = 1, broker_count: int =
                 data_dir, slave_name(master.broker_name, n), "store"))
             cfg = dataclasses.replace(master, store=store, broker_id=n, broker_role=SLAVE, ha_port=0,
                                       port=slave_ports[i * slave_count + n - 1],
-                                      ha_master_address=master.ha_address)
+                                      ha_master_address=master.ha_address,
+                                      master_address=master.address)
             cfg.validate()
             slaves.append(cfg)
     return Topology(data_dir, namesrvs, tuple(brokers), tuple(slaves))

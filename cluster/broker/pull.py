@@ -8,16 +8,31 @@ parked until a dispatch touches its queue or its hold time ends.
 from __future__ import annotations
 
 import logging
+import os
+import struct
 import time
 
 from cluster.broker.filtering import SQL_SCAN_ENTRIES, select_records, sql_selector, tag_hashes_of
 from cluster.config import name_problem
 from cluster.protocol import (PERM_READ, PULL_FLAG_COMMIT_OFFSET, PULL_FLAG_SUSPEND, ResponseCode, answers_refusals,
                               field_int, field_str)
+from cluster.shm.commitlog_format import OFF_PHYSICALOFFSET
 from cluster.shm.store import GetMessageStatus as GetStatus
 from cluster.wire_format import Command
 
 log = logging.getLogger(__name__)
+
+# A CommitLog record's PHYSICALOFFSET field (SPEC: after size, magic, crc, queue id, flag, queue offset).
+_PHYS = struct.Struct(">q")
+_PHYS_AT = OFF_PHYSICALOFFSET
+
+
+def memory_share_bytes(ratio: float = 0.4) -> int:
+    """RocketMQ's accessMessageInMemoryMaxRatio applied to this machine's physical memory."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") * ratio)
+    except (ValueError, OSError):
+        return 1 << 30
 
 
 class PullProcessor:
@@ -26,6 +41,9 @@ class PullProcessor:
         self.cfg = broker.cfg
         self.store = broker.store
         self.messages_served = 0
+        self.read_distance = self.cfg.slave_read_distance_bytes or memory_share_bytes()
+        self.suggested_slave = 0    # pulls a master sent to its slave
+        self.suggested_master = 0   # pulls a slave sent back to its master
 
     @answers_refusals
     def on_pull(self, request: Command, reply) -> Command | None:
@@ -85,6 +103,20 @@ class PullProcessor:
                 "maxOffset": str(self.store.max_offset(topic, queue_id)),
                 "suggestWhichBrokerId": "0"}
 
+    def _suggest(self, payload) -> int:
+        """Which broker id the next pull of this queue should go to (RocketMQ's suggestWhichBrokerId)."""
+        distance = self.store.commitlog.write_pos - _PHYS.unpack_from(payload, _PHYS_AT)[0]
+        far = self.cfg.slave_read_enabled and distance > self.read_distance
+        if self.cfg.is_slave:
+            if far:
+                return self.cfg.broker_id
+            self.suggested_master += 1
+            return 0
+        if far and self.broker.ha.in_sync:
+            self.suggested_slave += 1
+            return 1
+        return 0
+
     def _serve(self, request, topic, queue_id, offset, max_count, tag_hashes, selector=None) -> Command | None:
         """The answer, or None when the consumer is caught up (park or PULL_NOT_FOUND)."""
         scan_count = max_count if selector is None else max(max_count, SQL_SCAN_ENTRIES)
@@ -103,6 +135,7 @@ class PullProcessor:
                   "maxOffset": str(result.max_offset), "suggestWhichBrokerId": "0"}
         if status == GetStatus.FOUND:
             self.messages_served += count
+            fields["suggestWhichBrokerId"] = str(self._suggest(payload))
             return request.response(ResponseCode.SUCCESS, fields, payload)
         if status == GetStatus.OFFSET_OVERFLOW_ONE:
             return None

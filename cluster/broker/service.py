@@ -27,6 +27,7 @@ from cluster.broker.retry import SendBackProcessor
 from cluster.broker.schedule import TICK_S as SCHEDULE_TICK_S, ScheduleService
 from cluster.broker.transaction import TransactionService
 from cluster.broker.send import SendProcessor
+from cluster.broker.slave_sync import SlaveSynchronize
 from cluster.broker.topics import TopicConfig, TopicConfigManager
 from cluster.broker.waiters import FlushWaiters, PullWaiters
 from cluster.config import BrokerConfig
@@ -76,6 +77,7 @@ class BrokerService:
         self.reset_offsets = ResetOffsetProcessor(self)
         self.locks = LockProcessor(cfg.rebalance_lock_max_live_ms)
         self.namesrv_client = RpcClient(default_timeout_ms=3000)
+        self.slave_sync = SlaveSynchronize(self) if cfg.is_slave else None
         self.started_ms = now_ms()
         self._written_since_wake = False
         self._reput_woken_at_s = 0.0
@@ -100,6 +102,7 @@ class BrokerService:
             RequestCode.UPDATE_AND_CREATE_TOPIC: self.on_update_topic,
             RequestCode.DELETE_TOPIC_IN_BROKER: self.on_delete_topic,
             RequestCode.GET_ALL_TOPIC_CONFIG: self.on_all_topic_config,
+            RequestCode.GET_ALL_CONSUMER_OFFSET: self.on_all_consumer_offset,
             RequestCode.VIEW_MESSAGE_BY_ID: self.on_view_message,
             RequestCode.QUERY_MESSAGE: self.on_query_message,
             RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: self.on_query_topic_consume_by_who,
@@ -130,6 +133,8 @@ class BrokerService:
         loop.call_every(self.cfg.consumer_offset_persist_interval_ms / 1000, self.offsets.persist)
         loop.call_every(self.cfg.consumer_offset_persist_interval_ms / 1000, self.schedule.persist)
         self.ha.serve(loop)
+        if self.slave_sync is not None:
+            self.slave_sync.serve(loop)
         if not self.cfg.is_slave:   # both write messages: a slave only copies its master's
             loop.call_every(SCHEDULE_TICK_S, self.schedule.tick)
             loop.call_every(self.cfg.transaction_check_interval_ms / 1000, self.transactions.check)
@@ -239,6 +244,8 @@ class BrokerService:
     def shutdown(self) -> None:
         self.flush_waiters.fail_all()
         self.ha.close()
+        if self.slave_sync is not None:
+            self.slave_sync.close()
         self.pull_waiters.expire(float("inf"))
         self.offsets.persist(force=True)
         self.schedule.persist(force=True)
@@ -396,6 +403,10 @@ class BrokerService:
     def on_all_topic_config(self, request: Command, reply=None) -> Command:
         return request.response(ResponseCode.SUCCESS, body=to_json_bytes({"topicConfigTable": self.topics.table()}))
 
+    def on_all_consumer_offset(self, request: Command, reply=None) -> Command:
+        table = {key: {str(q): o for q, o in queues.items()} for key, queues in self.offsets.table.items()}
+        return request.response(ResponseCode.SUCCESS, body=to_json_bytes({"offsetTable": table}))
+
     @answers_refusals
     def on_view_message(self, request: Command, reply=None) -> Command:
         if "msgId" in request.fields:
@@ -437,7 +448,9 @@ class BrokerService:
         control = self.control
         info = {
             "brokerName": self.cfg.broker_name, "brokerId": self.cfg.broker_id, "address": self.cfg.address,
-            "brokerRole": self.cfg.broker_role, "ha": self.ha.info(), "confirmPos": control.confirm_pos,
+            "brokerRole": self.cfg.broker_role, "ha": self.ha.info(),
+            "slaveSyncRounds": self.slave_sync.synced if self.slave_sync is not None else 0,
+            "suggestedSlave": self.puller.suggested_slave, "suggestedMaster": self.puller.suggested_master, "confirmPos": control.confirm_pos,
             "flushMode": self.cfg.store.flush_mode, "writePos": control.write_pos,
             "flushedPos": control.flushed_pos, "dispatchedPos": control.dispatched_pos,
             "messagesStored": self.sender.messages_stored, "messagesServed": self.puller.messages_served,

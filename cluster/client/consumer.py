@@ -38,7 +38,8 @@ from cluster.client.offset_store import (LocalOffsetStore, local_offset_store_pa
                                          store_id)
 from cluster.config import ClientConfig, name_problem
 from cluster.errors import BrokerError, ClientError, NoRouteError
-from cluster.protocol import RETRY_TOPIC_PREFIX, RequestCode, retry_topic
+from cluster.client.routes import normalize_endpoint
+from cluster.protocol import MASTER_ID, RETRY_TOPIC_PREFIX, RequestCode, retry_topic
 
 RECONSUME_TIMES_MAX_DEFAULT = 16
 # RocketMQ's MessageModel.
@@ -55,6 +56,60 @@ class ConsumeStatus(enum.Enum):
 
 
 class _QueueClient(ClientBase):
+    """Route lookups shared by both consumers, with read-from-slave (RocketMQ's PullAPIWrapper).
+
+    Each pull answer's ``suggestWhichBrokerId`` is remembered per queue and picks the broker of
+    the queue's next pull (``recalculatePullFromWhichNode``): a master sends a consumer reading far
+    behind its end to a slave, a slave sends it back once it has caught up. A failed pull from a
+    master marks that broker name's master down for ``slave_fallback_ms``: its queues are then
+    pulled from a slave, and offsets committed there (``_commit_endpoint``).
+    """
+
+    def __init__(self, namesrv=None, config: ClientConfig | None = None):
+        super().__init__(namesrv, config)
+        self._suggested: dict[MessageQueue, int] = {}
+        self._master_down_until: dict[str, float] = {}
+
+    def _master_down(self, broker_name: str) -> bool:
+        return self._master_down_until.get(broker_name, 0.0) > time.monotonic()
+
+    def _pick(self, mq: MessageQueue, wanted: int) -> tuple[str, int]:
+        route = self.routes.get(mq.topic)
+        addrs = route.broker_addrs.get(mq.broker_name, {}) if route else {}
+        if not addrs:
+            return self._endpoint(mq), MASTER_ID
+        slaves = sorted(i for i in addrs if i != MASTER_ID)
+        if self._master_down(mq.broker_name):
+            order = ([wanted] if wanted != MASTER_ID else []) + slaves + [MASTER_ID]
+        else:
+            order = [wanted, MASTER_ID] + slaves
+        for broker_id in order:
+            if broker_id in addrs:
+                return normalize_endpoint(addrs[broker_id]), broker_id
+        return self._endpoint(mq), MASTER_ID
+
+    def _pull_endpoint(self, mq: MessageQueue) -> tuple[str, int]:
+        """Where the next pull of ``mq`` goes, and that broker's id."""
+        return self._pick(mq, self._suggested.get(mq, MASTER_ID))
+
+    def _commit_endpoint(self, mq: MessageQueue) -> tuple[str, int]:
+        """The master, or while it is marked down a slave (which keeps the offset for then)."""
+        return self._pick(mq, MASTER_ID)
+
+    def _pulled(self, mq: MessageQueue, broker_id: int, response=None) -> None:
+        """Record a pull's outcome: its answer's suggestion, or (None) that it failed."""
+        if response is None:
+            if broker_id == MASTER_ID:
+                self._master_down_until[mq.broker_name] = time.monotonic() + self.cfg.slave_fallback_ms / 1000
+            self._suggested[mq] = MASTER_ID
+            return
+        if broker_id == MASTER_ID:
+            self._master_down_until.pop(mq.broker_name, None)
+        try:
+            self._suggested[mq] = int(response.fields.get("suggestWhichBrokerId", MASTER_ID))
+        except ValueError:
+            self._suggested[mq] = MASTER_ID
+
     def _endpoint(self, mq: MessageQueue) -> str:
         route = self.routes.get(mq.topic)
         endpoint = route.master_endpoint(mq.broker_name) if route else None
@@ -87,18 +142,23 @@ class PullConsumer(_QueueClient):
         """Messages of ``mq`` from ``offset`` that match ``expression`` (a tag expression or a MessageSelector)."""
         self._check_open()
         selector = MessageSelector.of(expression)
-        endpoint = self._endpoint(mq)
+        endpoint, broker_id = self._pull_endpoint(mq)
         timeout_ms = (timeout_ms or self.cfg.request_timeout_ms) + suspend_ms
         request = broker_api.pull_request(self.group, mq, offset, max_nums, selector.expression, suspend_ms,
                                           expression_type=selector.expression_type)
-        return broker_api.pull_result(self.rpc.call(endpoint, request, timeout_ms), mq, endpoint,
-                                      selector.tags_to_recheck())
+        try:
+            response = self.rpc.call(endpoint, request, timeout_ms)
+        except TransportError:
+            self._pulled(mq, broker_id)
+            raise
+        self._pulled(mq, broker_id, response)
+        return broker_api.pull_result(response, mq, endpoint, selector.tags_to_recheck())
 
     def committed_offset(self, mq: MessageQueue) -> int | None:
         return broker_api.query_consumer_offset(self.rpc, self._endpoint(mq), self.group, mq)
 
     def commit_offset(self, mq: MessageQueue, offset: int) -> None:
-        broker_api.update_consumer_offset(self.rpc, self._endpoint(mq), self.group, mq, offset)
+        broker_api.update_consumer_offset(self.rpc, self._commit_endpoint(mq)[0], self.group, mq, offset)
 
     def min_offset(self, mq: MessageQueue) -> int:
         return broker_api.min_offset(self.rpc, self._endpoint(mq), mq)
@@ -458,16 +518,25 @@ class PushConsumer(_QueueClient):
             self.local_offsets.update(pq.mq, point)
             pq.last_committed = point
             return
+        broker_id = MASTER_ID
         try:
-            endpoint = self._endpoint(pq.mq)
+            endpoint, broker_id = self._commit_endpoint(pq.mq)
             if handing_over:
                 current = broker_api.query_consumer_offset(self.rpc, endpoint, self.group, pq.mq)
                 if current is not None and current > point:
                     return
             broker_api.update_consumer_offset(self.rpc, endpoint, self.group, pq.mq, point)
+            if broker_id != MASTER_ID:
+                # The slave keeps it while the master is down; not final until the master has it,
+                # so every commit interval sends it again (to the master once it answers pulls).
+                return
             pq.last_committed = point
             self._committed(pq.mq, point)
-        except (ClientError, TransportError) as exc:
+        except TransportError as exc:
+            log.warning("offset commit for %s failed: %s", pq.mq, exc)
+            if broker_id == MASTER_ID:   # the next commits (and pulls) go to a slave for a while
+                self._pulled(pq.mq, MASTER_ID)
+        except ClientError as exc:
             log.warning("offset commit for %s failed: %s", pq.mq, exc)
 
     # ----------------------------------------------------------- pulling
@@ -495,7 +564,7 @@ class PushConsumer(_QueueClient):
             self._pause(pq, 0.05)
             return
         try:
-            endpoint = self._endpoint(pq.mq)
+            endpoint, broker_id = self._pull_endpoint(pq.mq)
         except ClientError as exc:
             log.warning("no broker for %s: %s", pq.mq, exc)
             pq.pull_in_flight = False
@@ -506,7 +575,7 @@ class PushConsumer(_QueueClient):
                                           selector.expression, self.cfg.pull_suspend_ms,
                                           expression_type=selector.expression_type)
         future = self.rpc.call_async(endpoint, request, self.cfg.pull_suspend_ms + self.cfg.request_timeout_ms)
-        future.add_done_callback(lambda f: self._on_pulled(pq, endpoint, selector, f))
+        future.add_done_callback(lambda f: self._on_pulled(pq, endpoint, selector, f, broker_id))
 
     def _pause(self, pq: _ProcessQueue, delay_s: float) -> None:
         with self._paused_lock:
@@ -519,8 +588,10 @@ class PushConsumer(_QueueClient):
         for pq in due:
             self._pull(pq)
 
-    def _on_pulled(self, pq: _ProcessQueue, endpoint: str, selector: MessageSelector, future: Future) -> None:
+    def _on_pulled(self, pq: _ProcessQueue, endpoint: str, selector: MessageSelector, future: Future,
+                   broker_id: int = 0) -> None:
         try:
+            self._pulled(pq.mq, broker_id, None if future.exception() is not None else future.result())
             self._handle_pulled(pq, endpoint, selector, future)
         except Exception:
             # Whatever went wrong, the queue must not stay marked as pulling forever.
