@@ -101,7 +101,7 @@ def test_push_consumer_reads_from_the_slave_while_the_master_is_stopped(start_cl
     cluster = start_cluster(slaves=1, broker_overrides={"slave_sync_interval_ms": 200}, heartbeat_timeout_s=300)
     cfg = client_config(cluster, request_timeout_ms=1000, pull_suspend_ms=500, pull_batch_count=8,
                         consumer_offset_commit_interval_ms=200, slave_fallback_ms=5000)
-    master, slave = cluster.topology.brokers[0], cluster.topology.slaves[0]
+    slave = cluster.topology.slaves[0]
     with Admin(config=cfg) as admin:
         admin.create_topic(TOPIC, 2)
     sent = {f"m{i}".encode() for i in range(200)}
