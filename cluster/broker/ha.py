@@ -3,7 +3,7 @@
 The HA channel is one ZeroMQ connection per slave: the slave's broker main process
 (``HAClient``, a DEALER with identity ``<broker-name>-<id>``) connects to its master's HA
 endpoint (``HAServer``, a ROUTER on ``BrokerConfig.ha_address``, in the master's broker main
-process). Every message is two frames after the identity:
+process). Every message is two frames after the identity (their bytes: `ha_format.py`):
 
 | direction | frames | meaning |
 | --- | --- | --- |
@@ -36,21 +36,18 @@ as in RocketMQ).
 from __future__ import annotations
 
 import logging
-import struct
 import time
 
 import zmq
 
+from cluster.broker.ha_format import (ACK, REPORT, HAFrameError, data_header, parse_data_header,
+                                      parse_slave_message, slave_message)
 from cluster.broker.waiters import FlushWaiters
 from cluster.protocol import ResponseCode
 from cluster.zmq_transport import CONTEXT
 
 log = logging.getLogger(__name__)
 
-REPORT = b"R"
-ACK = b"A"
-DATA = b"D"
-_U64 = struct.Struct(">Q")
 TICK_S = 0.05
 HEARTBEAT_S = 1.0
 RETRANSMIT_S = 1.0
@@ -100,10 +97,12 @@ class HAServer:
                 frames = self.socket.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
                 break
-            if len(frames) != 3 or len(frames[2]) != 8:
+            identity = frames[0]
+            try:
+                kind, offset = parse_slave_message(frames[1:])
+            except HAFrameError as exc:
+                log.warning("malformed HA message from %r ignored: %s", identity[:64], exc)
                 continue
-            identity, kind, payload = frames
-            offset = _U64.unpack(payload)[0]
             slave = self.slaves.get(identity)
             if slave is None:
                 slave = self.slaves[identity] = SlaveState(identity, offset, now)
@@ -138,7 +137,7 @@ class HAServer:
                 if chunk is None:
                     break
                 try:
-                    self.socket.send_multipart([slave.identity, DATA, _U64.pack(slave.sent), chunk],
+                    self.socket.send_multipart([slave.identity, *data_header(slave.sent), chunk],
                                                zmq.NOBLOCK, copy=False)
                 except zmq.Again:
                     break   # its queue is full: the next turn tries again
@@ -231,7 +230,7 @@ class HAClient:
 
     def _send(self, kind: bytes) -> None:
         try:
-            self.socket.send_multipart([kind, _U64.pack(self.store.commitlog.write_pos)], zmq.NOBLOCK)
+            self.socket.send_multipart(slave_message(kind, self.store.commitlog.write_pos), zmq.NOBLOCK)
         except zmq.Again:
             pass   # not connected and the queue is full: the heartbeat says it again
 
@@ -243,9 +242,13 @@ class HAClient:
                 frames = self.socket.recv_multipart(zmq.NOBLOCK, copy=False)
             except zmq.Again:
                 break
-            if len(frames) != 3 or frames[0].bytes != DATA:
+            try:
+                if len(frames) != 3:
+                    raise HAFrameError(f"a DATA message has 3 frames, not {len(frames)}")
+                offset = parse_data_header(frames[0].bytes, frames[1].bytes)
+            except HAFrameError as exc:
+                log.warning("malformed HA message from the master ignored: %s", exc)
                 continue
-            offset = _U64.unpack(frames[1].bytes)[0]
             data = frames[2].buffer
             pos = commitlog.write_pos
             if offset == pos:

@@ -1,0 +1,54 @@
+"""The bytes of the HA channel between a master and its slaves (ZeroMQ frames). Pure: no I/O.
+
+slave -> master: two frames, ``kind`` and ``offset``:
+    kind   1 byte, ``R`` (report: "send from here": at start and after a gap) or ``A`` (ack)
+    offset 8 bytes, big-endian unsigned: the slave's CommitLog end (its write_pos)
+master -> slave: three frames, ``D``, ``offset`` (8 bytes, big-endian), then the CommitLog
+bytes that start at that physical offset (whole records, within one segment).
+On the master's ROUTER socket ZeroMQ puts the slave's identity frame first.
+"""
+
+from __future__ import annotations
+
+import struct
+
+REPORT = b"R"
+ACK = b"A"
+DATA = b"D"
+_OFFSET = struct.Struct(">Q")
+
+
+class HAFrameError(ValueError):
+    pass
+
+
+def slave_message(kind: bytes, offset: int) -> list[bytes]:
+    if kind not in (REPORT, ACK):
+        raise HAFrameError(f"a slave sends R or A, not {kind!r}")
+    return [kind, _OFFSET.pack(offset)]
+
+
+def parse_slave_message(frames) -> tuple[bytes, int]:
+    """(kind, offset) of the frames after the identity; HAFrameError when malformed."""
+    if len(frames) != 2:
+        raise HAFrameError(f"a slave message has 2 frames, not {len(frames)}")
+    kind, offset = bytes(frames[0]), bytes(frames[1])
+    if kind not in (REPORT, ACK):
+        raise HAFrameError(f"unknown slave message kind {kind[:8]!r}")
+    if len(offset) != _OFFSET.size:
+        raise HAFrameError(f"the offset frame has {len(offset)} bytes, not 8")
+    return kind, _OFFSET.unpack(offset)[0]
+
+
+def data_header(offset: int) -> list[bytes]:
+    """The first two frames of a DATA message; the caller appends the bytes (not copied here)."""
+    return [DATA, _OFFSET.pack(offset)]
+
+
+def parse_data_header(kind: bytes, offset: bytes) -> int:
+    """The physical offset of a DATA message from its first two frames; HAFrameError otherwise."""
+    if bytes(kind) != DATA:
+        raise HAFrameError(f"a master sends D, not {bytes(kind)[:8]!r}")
+    if len(offset) != _OFFSET.size:
+        raise HAFrameError(f"the offset frame has {len(offset)} bytes, not 8")
+    return _OFFSET.unpack(bytes(offset))[0]
