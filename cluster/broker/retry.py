@@ -20,7 +20,7 @@ from cluster.protocol import (ProtocolError, ResponseCode, answers_refusals, dlq
                               require_name, retry_topic)
 from cluster.shm import commitlog_format as fmt
 from cluster.shm.schedule_format import SCHEDULE_TOPIC, queue_of_level
-from cluster.shm.store import MessageToStore, PutMessageStatus
+from cluster.shm.store import PutMessageStatus, copy_of_record
 from cluster.wire_format import Command
 
 log = logging.getLogger(__name__)
@@ -47,7 +47,7 @@ class SendBackProcessor:
         rec = self.store.read_record(phys)
         if rec is None:
             raise ProtocolError(f"no message at CommitLog offset {phys}", ResponseCode.SYSTEM_ERROR)
-        props = fmt.decode_properties(rec.properties_raw) if rec.properties_raw else {}
+        props = rec.properties
         props.setdefault(fmt.PROPERTY_RETRY_TOPIC, rec.topic)
         origin = request.fields.get("originMsgId") or props.get(fmt.PROPERTY_UNIQ_KEY) or rec.offset_msg_id()
         props.setdefault(PROPERTY_ORIGIN_MESSAGE_ID, origin)
@@ -67,9 +67,7 @@ class SendBackProcessor:
             props[fmt.PROPERTY_REAL_QID] = "0"
             target, queue_id = SCHEDULE_TOPIC, queue_of_level(min(level, levels))
             self.sent_to_retry += 1
-        message = MessageToStore(body=rec.body, flag=rec.flag, properties=fmt.encode_properties(props),
-                                 sys_flag=rec.sys_flag, born_timestamp_ms=rec.born_timestamp_ms,
-                                 born_host=rec.born_host, reconsume_times=rec.reconsume_times + 1)
+        message = copy_of_record(rec, props, reconsume_times=rec.reconsume_times + 1)
         result = self.store.put_messages(target, queue_id, [message])
         if result.status != PutMessageStatus.PUT_OK:
             raise ProtocolError(f"the store refused the message: {result.status.name}", ResponseCode.SYSTEM_ERROR)

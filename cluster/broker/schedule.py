@@ -24,7 +24,7 @@ import time
 from cluster.broker.offsets import ConsumerOffsetManager
 from cluster.shm import commitlog_format as fmt
 from cluster.shm.schedule_format import PROPERTY_TIMER_DELIVER_MS, SCHEDULE_TOPIC, parse_levels, queue_of_level
-from cluster.shm.store import MessageToStore, PutMessageStatus
+from cluster.shm.store import PutMessageStatus, copy_of_record
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +130,7 @@ class ScheduleService:
         if rec is None:
             log.warning("schedule: no record at %d; skipped", phys)
             return True
-        props = fmt.decode_properties(rec.properties_raw) if rec.properties_raw else {}
+        props = rec.properties
         topic = props.get(fmt.PROPERTY_REAL_TOPIC)
         try:
             queue_id = int(props.get(fmt.PROPERTY_REAL_QID, "0"))
@@ -147,9 +147,7 @@ class ScheduleService:
             props = {k: v for k, v in props.items() if k not in (fmt.PROPERTY_REAL_TOPIC, fmt.PROPERTY_REAL_QID,
                                                                   fmt.PROPERTY_DELAY, PROPERTY_TIMER_DELIVER_MS)}
             target_topic, target_queue = topic, queue_id
-        message = MessageToStore(body=rec.body, flag=rec.flag, properties=fmt.encode_properties(props),
-                                 sys_flag=rec.sys_flag, born_timestamp_ms=rec.born_timestamp_ms,
-                                 born_host=rec.born_host, reconsume_times=rec.reconsume_times)
+        message = copy_of_record(rec, props)
         result = self.store.put_messages(target_topic, target_queue, [message])
         if result.status != PutMessageStatus.PUT_OK:
             log.warning("schedule: delivering the message at %d to %s failed (%s); will retry", phys, topic,

@@ -29,7 +29,7 @@ import time
 from cluster.broker.offsets import ConsumerOffsetManager
 from cluster.protocol import ProtocolError, RequestCode, ResponseCode, answers_refusals, field_int
 from cluster.shm import commitlog_format as fmt
-from cluster.shm.store import MessageToStore, PutMessageStatus
+from cluster.shm.store import MessageToStore, PutMessageStatus, copy_of_record
 from cluster.wire_format import Command
 
 log = logging.getLogger(__name__)
@@ -101,18 +101,15 @@ class TransactionService:
 
     def resolve(self, rec: fmt.Record, outcome: int, *, from_check: bool = False) -> bool:
         """Commit or roll back the half ``rec``; False if it was resolved already."""
-        props = fmt.decode_properties(rec.properties_raw) if rec.properties_raw else {}
+        props = rec.properties
         uniq = props.get(fmt.PROPERTY_UNIQ_KEY, "")
         if uniq in self.resolved:
             return False
         if outcome == COMMIT:
             real = {k: v for k, v in props.items()
                     if k not in (fmt.PROPERTY_REAL_TOPIC, fmt.PROPERTY_REAL_QID, PROPERTY_CHECK_TIMES)}
-            message = MessageToStore(body=rec.body, flag=rec.flag, properties=fmt.encode_properties(real),
-                                     sys_flag=(rec.sys_flag & ~fmt.SYSFLAG_TRANSACTION_MASK) |
-                                     fmt.SYSFLAG_TRANSACTION_COMMIT,
-                                     born_timestamp_ms=rec.born_timestamp_ms, born_host=rec.born_host,
-                                     reconsume_times=rec.reconsume_times)
+            message = copy_of_record(rec, real, sys_flag=(rec.sys_flag & ~fmt.SYSFLAG_TRANSACTION_MASK) |
+                                     fmt.SYSFLAG_TRANSACTION_COMMIT)
             self._put(props.get(fmt.PROPERTY_REAL_TOPIC, ""), int(props.get(fmt.PROPERTY_REAL_QID, "0")), message)
             self.committed += 1
         else:
@@ -144,7 +141,7 @@ class TransactionService:
             if rec is None:
                 offset = queue_offset + 1
                 continue
-            props = fmt.decode_properties(rec.properties_raw) if rec.properties_raw else {}
+            props = rec.properties
             uniq = props.get(fmt.PROPERTY_UNIQ_KEY, "")
             if uniq in self.resolved:
                 offset = queue_offset + 1
@@ -168,9 +165,7 @@ class TransactionService:
     def _ask(self, rec: fmt.Record, props: dict[str, str], checks: int) -> bool:
         again = dict(props)
         again[PROPERTY_CHECK_TIMES] = str(checks + 1)
-        copy = MessageToStore(body=rec.body, flag=rec.flag, properties=fmt.encode_properties(again),
-                              sys_flag=rec.sys_flag, born_timestamp_ms=rec.born_timestamp_ms,
-                              born_host=rec.born_host, reconsume_times=rec.reconsume_times)
+        copy = copy_of_record(rec, again)
         result = self.store.put_messages(HALF_TOPIC, 0, [copy])
         if result.status != PutMessageStatus.PUT_OK:
             log.warning("transaction check: could not append the half again (%s)", result.status.name)

@@ -69,6 +69,16 @@ class MessageToStore(NamedTuple):
     prepared_transaction_offset: int = 0
 
 
+def copy_of_record(rec: fmt.Record, properties: dict[str, str], **changes) -> MessageToStore:
+    """A stored record written again (delivered from a schedule, sent back, committed): the same
+    body, flag, born time and host, with these properties and ``changes`` (sys_flag, reconsume_times)."""
+    fields = dict(body=rec.body, flag=rec.flag, properties=fmt.encode_properties(properties),
+                  sys_flag=rec.sys_flag, born_timestamp_ms=rec.born_timestamp_ms, born_host=rec.born_host,
+                  reconsume_times=rec.reconsume_times)
+    fields.update(changes)
+    return MessageToStore(**fields)
+
+
 class PutResult(NamedTuple):
     status: PutMessageStatus
     phys_offset: int = -1  # first record
