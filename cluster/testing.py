@@ -58,6 +58,14 @@ def read_topic(consumer, topic: str, batch: int = 1024, pulls_max: int = 100_000
     return messages
 
 
+def child_record(data_dir: str, name: str) -> dict:
+    """The supervisor's record of child ``name`` (pid, state) in ``data_dir``'s cluster.json."""
+    for child in (read_state_file(data_dir) or {}).get("children", []):
+        if child["name"] == name:
+            return child
+    raise KeyError(f"no child {name} in {data_dir}/cluster.json")
+
+
 class LocalCluster:
     def __init__(self, data_dir: str, *, namesrvs: int = 1, brokers: int = 1, flush_mode: str = ASYNC_FLUSH,
                  store_overrides: dict | None = None, broker_overrides: dict | None = None,
@@ -112,10 +120,7 @@ class LocalCluster:
         return read_state_file(self.data_dir) or {}
 
     def child(self, name: str) -> dict:
-        for child in self.state().get("children", []):
-            if child["name"] == name:
-                return child
-        raise KeyError(name)
+        return child_record(self.data_dir, name)
 
     def pid(self, name: str) -> int | None:
         return self.child(name).get("pid")

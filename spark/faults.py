@@ -18,7 +18,7 @@ import time
 from dataclasses import asdict, dataclass
 
 from cluster.procs.supervisor import read_state_file
-from cluster.testing import wait_until
+from cluster.testing import child_record, wait_until
 
 log = logging.getLogger(__name__)
 
@@ -34,14 +34,6 @@ class FaultEvent:
     kind: str
     target: str
     pid: int
-
-
-def _child(data_dir: str, name: str) -> dict:
-    """The supervisor's record of child ``name`` (pid, state)."""
-    for child in (read_state_file(data_dir) or {}).get("children", []):
-        if child["name"] == name:
-            return child
-    raise KeyError(f"no child {name} in {data_dir}/cluster.json")
 
 
 class FaultInjector:
@@ -88,7 +80,7 @@ class FaultInjector:
 
     def inject(self, kind: str) -> FaultEvent:
         target = self._target(kind)
-        child = _child(self.data_dir, target)
+        child = child_record(self.data_dir, target)
         pid = child["pid"]
         start_ns = time.time_ns()
         if kind == PAUSE_MASTER:
