@@ -2,6 +2,8 @@
 
     cluster up [--data-dir D] [--namesrvs N] [--brokers N] [--slaves N] [--flush-mode async|sync]
                [--broker-role async|sync] [--detach]
+               [--role all|namesrv|broker] [--broker-name NAME[,NAME]] [--host ADDR]
+               [--slave-id N --master-address HOST:PORT [--master-ha-address HOST:PORT]]
     cluster status | down
     cluster topic create|update|list|route|delete
     cluster send | consume
@@ -13,6 +15,11 @@
 Commands that talk to a cluster find its NameServers in ``--namesrv``, else in
 ``ROCKETBOX_NAMESRV``, else in the run-state file of ``--data-dir``.
 Read commands take ``--json``. Everything binds to 127.0.0.1 by default.
+
+Several hosts: ``cluster up --role namesrv --host A`` on one, and on each other host
+``cluster --namesrv A:9871 up --role broker --host B --broker-name broker-b`` (``--host`` is
+where the processes bind and the address routes advertise, so it must be reachable from
+the other hosts); ``--slave-id N --master-address B:PORT`` starts a slave of a master elsewhere.
 """
 
 from __future__ import annotations
@@ -66,6 +73,68 @@ def _topology_from_args(args):
                           broker_overrides={"broker_role": SYNC_MASTER if args.broker_role == "sync" else ASYNC_MASTER})
 
 
+def _registered_namesrvs(args) -> tuple[str, ...]:
+    """Where a broker-only host's groups register: --namesrv, else ROCKETBOX_NAMESRV (never the
+    default local address: a broker on its own host has no NameServer beside it)."""
+    from cluster.topology import namesrv_addresses_to_endpoints
+    return namesrv_addresses_to_endpoints(args.namesrv or os.environ.get("ROCKETBOX_NAMESRV", ""))
+
+
+def _broker_names(args) -> list[str]:
+    return [name.strip() for name in (args.broker_name or "").split(",") if name.strip()]
+
+
+def _role_problem(args) -> str | None:
+    """What is wrong with an ``up`` command line's role options, before anything starts."""
+    if args.role != "broker" and (args.slave_id or args.master_address):
+        return "--slave-id and --master-address go with --role broker"
+    if args.role == "namesrv" and args.broker_name:
+        return "--broker-name goes with --role broker or all"
+    if args.role == "broker" and not _registered_namesrvs(args):
+        return "--role broker needs the NameServers to register with: --namesrv host:port;host:port"
+    if bool(args.slave_id) != bool(args.master_address):
+        return "a slave of a master elsewhere needs both --slave-id N (>= 1) and --master-address host:port"
+    if args.slave_id and len(_broker_names(args)) != 1:
+        return "a slave of a master elsewhere needs --broker-name, its master's broker name"
+    return None
+
+
+def _topology_for_role(args):
+    """The part of the cluster ``--role`` asks for on this host (all of it by default)."""
+    from cluster.topology import brokers_only, namesrv_only, remote_master_slave, with_broker_names
+    if args.slave_id:
+        return remote_master_slave(
+            args.data_dir, broker_name=_broker_names(args)[0], broker_id=args.slave_id, host=args.host,
+            port=args.broker_port, master_address=args.master_address, master_ha_address=args.master_ha_address,
+            namesrv_endpoints=_registered_namesrvs(args),
+            flush_mode=SYNC_FLUSH if args.flush_mode == "sync" else ASYNC_FLUSH,
+            store_overrides=_store_overrides(args))
+    names = _broker_names(args)
+    if names:
+        args = argparse.Namespace(**{**vars(args), "brokers": len(names)})
+    topology = _topology_from_args(args)
+    if names:
+        topology = with_broker_names(topology, names)
+    if args.role == "namesrv":
+        return namesrv_only(topology)
+    if args.role == "broker":
+        return brokers_only(topology, _registered_namesrvs(args))
+    return topology
+
+
+def _store_overrides(args) -> dict:
+    return {"commitlog_file_size_bytes": args.commitlog_file_size_bytes} if args.commitlog_file_size_bytes else {}
+
+
+def _topology_namesrv_env(topology) -> str:
+    """The NameServers clients of this (part of the) cluster use: its own, else those its brokers
+    register with."""
+    if topology.namesrvs:
+        return topology.namesrv_env
+    endpoints = {e for b in topology.brokers + topology.slaves for e in b.namesrv_endpoints}
+    return ";".join(sorted(e[len("tcp://"):] if e.startswith("tcp://") else e for e in endpoints))
+
+
 def _endpoint_rows(state: dict) -> list[list]:
     rows = []
     for child in state.get("children", []):
@@ -86,7 +155,7 @@ def _namesrv_env(state: dict) -> str:
 
 def cmd_up(args) -> int:
     from cluster.topology import child_specs
-    topology = _topology_from_args(args)
+    topology = _topology_for_role(args)
     specs = child_specs(topology)
     os.makedirs(topology.data_dir, exist_ok=True)
     console = _console()
@@ -103,7 +172,7 @@ def cmd_up(args) -> int:
             console.print(f"[red]cluster failed to start:[/red] {exc}")
             return 1
         state = read_state_file(topology.data_dir) or {}
-        _print_up_banner(console, state, time.monotonic() - started, pid)
+        _print_up_banner(console, state, time.monotonic() - started, pid, _topology_namesrv_env(topology))
         return 0
     supervisor = Supervisor(specs, topology.data_dir)
     try:
@@ -111,7 +180,8 @@ def cmd_up(args) -> int:
     except SupervisorError as exc:
         console.print(f"[red]cluster failed to start:[/red] {exc}")
         return 1
-    _print_up_banner(console, supervisor.snapshot(), time.monotonic() - started, os.getpid())
+    _print_up_banner(console, supervisor.snapshot(), time.monotonic() - started, os.getpid(),
+                     _topology_namesrv_env(topology))
     if args.no_live:
         return supervisor.run_forever()
     from rich.live import Live
@@ -124,10 +194,10 @@ def cmd_up(args) -> int:
     return 0 if not supervisor.halt_reason else 1
 
 
-def _print_up_banner(console, state: dict, ready_s: float, supervisor_pid: int) -> None:
+def _print_up_banner(console, state: dict, ready_s: float, supervisor_pid: int, namesrv_env: str = "") -> None:
     console.print(_table(f"RocketBox is up in {ready_s:.2f} s (supervisor pid {supervisor_pid})",
                          ["name", "role", "pid", "state", "endpoint", "restarts"], _endpoint_rows(state)))
-    console.print(f"export ROCKETBOX_NAMESRV='{_namesrv_env(state)}'")
+    console.print(f"export ROCKETBOX_NAMESRV='{_namesrv_env(state) or namesrv_env}'")
 
 
 def cmd_status(args) -> int:
@@ -446,7 +516,16 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--broker-role", choices=("async", "sync"), default="async",
                     help="masters replicate asynchronously, or answer a send once a slave has it")
     up.add_argument("--flush-mode", choices=("async", "sync"), default="async")
-    up.add_argument("--host", default="127.0.0.1")
+    up.add_argument("--host", default="127.0.0.1",
+                    help="the address every process here binds and advertises (reachable from other hosts)")
+    up.add_argument("--role", choices=("all", "namesrv", "broker"), default="all",
+                    help="namesrv: only NameServers; broker: only broker groups, registering with --namesrv")
+    up.add_argument("--broker-name", help="name(s) of this host's broker group(s), comma separated "
+                                          "(default broker-a, broker-b, ...)")
+    up.add_argument("--slave-id", type=int, default=0,
+                    help="with --role broker: start only slave N of --broker-name, whose master is elsewhere")
+    up.add_argument("--master-address", help="that master's host:port")
+    up.add_argument("--master-ha-address", default="", help="that master's HA host:port (default its port + 1)")
     up.add_argument("--namesrv-port", type=int, default=NAMESRV_PORT_DEFAULT)
     up.add_argument("--broker-port", type=int, default=BROKER_PORT_DEFAULT)
     up.add_argument("--commitlog-file-size-bytes", type=int, default=0)
@@ -548,6 +627,8 @@ def main(argv=None) -> int:
         print("a topic name is needed", file=sys.stderr)
         return 2
     problem = _query_problem(args) if args.command == "query" else None
+    if args.command == "up":
+        problem = _role_problem(args)
     if problem:
         print(problem, file=sys.stderr)
         return 2

@@ -188,3 +188,73 @@ def with_store(topology: Topology, **store_changes) -> Topology:
     def change(brokers):
         return tuple(dataclasses.replace(b, store=dataclasses.replace(b.store, **store_changes)) for b in brokers)
     return dataclasses.replace(topology, brokers=change(topology.brokers), slaves=change(topology.slaves))
+
+
+# ---------------------------------------------------------------- one role per host (cluster up --role)
+# The same processes spread over several hosts: one host runs the NameServers, each other host
+# runs a broker group (master and/or slaves) that registers with them. Every config keeps its
+# host, which is both where it binds and the address it advertises, so it must be an address the
+# other hosts reach it on.
+
+def namesrv_addresses_to_endpoints(addresses: str) -> tuple[str, ...]:
+    """``host:port;host:port`` (the --namesrv / ROCKETBOX_NAMESRV form) as tcp:// endpoints."""
+    parts = [part.strip() for part in addresses.split(";") if part.strip()]
+    return tuple(part if part.startswith("tcp://") else f"tcp://{part}" for part in parts)
+
+
+def namesrv_only(topology: Topology) -> Topology:
+    """Just the NameServers of ``topology``: brokers elsewhere register with them."""
+    return dataclasses.replace(topology, brokers=(), slaves=())
+
+
+def brokers_only(topology: Topology, namesrv_endpoints: tuple[str, ...]) -> Topology:
+    """Just the broker groups of ``topology``, registering with NameServers elsewhere."""
+    if not namesrv_endpoints:
+        raise ValueError("a broker group needs the NameServers it registers with")
+
+    def register_there(brokers):
+        return tuple(dataclasses.replace(b, namesrv_endpoints=tuple(namesrv_endpoints)) for b in brokers)
+    return dataclasses.replace(topology, namesrvs=(), brokers=register_there(topology.brokers),
+                               slaves=register_there(topology.slaves))
+
+
+def _renamed(cfg: BrokerConfig, name: str, data_dir: str) -> BrokerConfig:
+    renamed = dataclasses.replace(cfg, broker_name=name)
+    store = dataclasses.replace(cfg.store, store_dir=os.path.join(data_dir, group_name(renamed), "store"))
+    renamed = dataclasses.replace(renamed, store=store)
+    renamed.validate()
+    return renamed
+
+
+def with_broker_names(topology: Topology, names: list[str]) -> Topology:
+    """Groups named ``names`` in order instead of broker-a, broker-b, ...: two hosts each running
+    one group must not both call theirs broker-a (the NameServer would take them for one group)."""
+    if len(names) != len(topology.brokers) or len(set(names)) != len(names):
+        raise ValueError(f"{len(topology.brokers)} distinct broker names are needed, got {names}")
+    new_name = {b.broker_name: name for b, name in zip(topology.brokers, names)}
+    return dataclasses.replace(
+        topology,
+        brokers=tuple(_renamed(b, new_name[b.broker_name], topology.data_dir) for b in topology.brokers),
+        slaves=tuple(_renamed(s, new_name[s.broker_name], topology.data_dir) for s in topology.slaves))
+
+
+def remote_master_slave(data_dir: str, *, broker_name: str, broker_id: int, host: str, port: int,
+                        master_address: str, namesrv_endpoints: tuple[str, ...], master_ha_address: str = "",
+                        flush_mode: str = ASYNC_FLUSH, store_overrides: dict | None = None,
+                        broker_overrides: dict | None = None) -> Topology:
+    """One slave group (``<broker_name>-s<broker_id>``) whose master runs on another host.
+
+    ``master_address`` is the master's request host:port (config sync); its HA endpoint is
+    ``master_ha_address``, by default the master's port + 1 as BrokerConfig.ha_address has it."""
+    data_dir = os.path.abspath(data_dir)
+    if not master_ha_address:
+        master_host, master_port = master_address.rsplit(":", 1)
+        master_ha_address = f"{master_host}:{int(master_port) + 1}"
+    store = StoreConfig(store_dir=os.path.join(data_dir, slave_name(broker_name, broker_id), "store"),
+                        flush_mode=flush_mode, **(store_overrides or {}))
+    cfg = BrokerConfig(store=store, broker_name=broker_name, host=host, port=port,
+                       namesrv_endpoints=tuple(namesrv_endpoints), **(broker_overrides or {}))
+    cfg = dataclasses.replace(cfg, broker_id=broker_id, broker_role=SLAVE, ha_port=0,
+                              ha_master_address=master_ha_address, master_address=master_address)
+    cfg.validate()
+    return Topology(data_dir, (), (), (cfg,))
