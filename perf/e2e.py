@@ -20,6 +20,7 @@ Scenarios (``--only a,b``):
 | ready | ``LocalCluster.start`` and ``cluster up --detach`` (CLI) until ready; ``down`` | <= 2 s |
 | rss | total RSS of an idle cluster (supervisor + children), LocalCluster and CLI defaults | <= 300 MB |
 | replication | batched produce (256 x 100 B) to a master with one slave: ASYNC_MASTER, then SYNC_MASTER (each send answered once the slave holds it) | sync >= 50 % of async |
+| replication_flush | a master with one slave, {async, sync} replication x {async, sync} flush: batched (256 x 100 B, ``--producer-threads``) throughput and publish latency of a batch p50/p99, and single sync sends p50/p99 | sync + sync: >= 100,000 msg/s batched, batch p99 <= 2 ms |
 
 ``--compare`` (perf/compare.py) runs the first variant of produce, consume, e2e, latency and
 e2e_latency and the same measures on Redis Streams and NATS JetStream (perf/peers).
@@ -67,7 +68,7 @@ from cluster.testing import LocalCluster, wait_until
 PERF_DIR = os.path.dirname(os.path.abspath(__file__))
 RESULTS_PATH_DEFAULT = os.path.join(PERF_DIR, "results.json")
 SCENARIOS = ("baseline", "produce", "consume", "e2e", "latency", "e2e_latency", "group_commit", "ready", "rss",
-             "replication")
+             "replication", "replication_flush")
 
 BATCH_SIZE = 256
 QUEUE_COUNT = 4
@@ -90,6 +91,8 @@ TARGETS = {
     "ready": ("<=", 2.0),
     "rss": ("<=", 300),
     "replication_sync_share": (">=", 50),
+    "replication_sync_sync": (">=", 100_000),
+    "replication_sync_sync_p99": ("<=", 2000),
 }
 
 
@@ -261,11 +264,14 @@ def _split(total: int, parts: int) -> list[int]:
 
 
 def run_producers(cfg: ClientConfig, topic: str, total: int, body_bytes: int, batch: int, threads: int,
-                  time_s_max: float) -> tuple[int, float]:
+                  time_s_max: float, latencies: list | None = None,
+                  statuses: dict | None = None) -> tuple[int, float]:
     """``threads`` Producer objects in this process send ``total`` messages; (sent, seconds).
 
     ``batch`` > 1: ``send_batch`` of that many; 1: ``send`` one at a time. Each thread
     warms up (route lookup, connection) before the clock starts and stops at the deadline.
+    ``latencies``: gets each send's (a whole batch's) duration in us; ``statuses``: a count
+    of the answers by SendStatus name.
     """
     body = _body(body_bytes)
     shares = _split(total, threads)
@@ -274,6 +280,7 @@ def run_producers(cfg: ClientConfig, topic: str, total: int, body_bytes: int, ba
     errors: list[BaseException] = []
     barrier = threading.Barrier(threads + 1)
     deadline = [0.0]
+    merge_lock = threading.Lock()
 
     def work(i: int) -> None:
         producer = producers[i]
@@ -283,18 +290,33 @@ def run_producers(cfg: ClientConfig, topic: str, total: int, body_bytes: int, ba
             errors.append(exc)
         barrier.wait(timeout=60)
         n = 0
+        took, answers = [], {}
         try:
             while n < shares[i] and time.monotonic() < deadline[0]:
                 if batch > 1:
                     k = min(batch, shares[i] - n)
-                    producer.send_batch([Message(topic, body) for _ in range(k)])
+                    messages = [Message(topic, body) for _ in range(k)]
+                    t0 = time.perf_counter()
+                    result = producer.send_batch(messages)
                 else:
                     k = 1
-                    producer.send(Message(topic, body))
+                    message = Message(topic, body)
+                    t0 = time.perf_counter()
+                    result = producer.send(message)
+                if latencies is not None:
+                    took.append((time.perf_counter() - t0) * 1e6)
+                if statuses is not None:
+                    answers[result.status.name] = answers.get(result.status.name, 0) + 1
                 n += k
         except BaseException as exc:  # noqa: BLE001
             errors.append(exc)
         sent[i] = n
+        with merge_lock:
+            if latencies is not None:
+                latencies.extend(took)
+            if statuses is not None:
+                for name, count in answers.items():
+                    statuses[name] = statuses.get(name, 0) + count
 
     workers = [threading.Thread(target=work, args=(i,), name=f"bench-producer-{i}", daemon=True)
                for i in range(threads)]
@@ -972,10 +994,65 @@ def scenario_replication(s: Settings, report: Report, tmp: str) -> None:
                        TARGETS["replication_sync_share"], note="ratio of the medians"))
 
 
+REPLICATION_FLUSH_MODES = tuple((role, flush, f"{r} replication + {f} flush")
+                                for role, r in ((ASYNC_MASTER, "async"), (SYNC_MASTER, "sync"))
+                                for flush, f in ((ASYNC_FLUSH, "async"), (SYNC_FLUSH, "sync")))
+
+
+def scenario_replication_flush(s: Settings, report: Report, tmp: str) -> None:
+    """A master with one slave in each of {async, sync} replication x {async, sync} flush: batched
+    throughput with the publish latency of each batch (send_batch call to answer), then single sync
+    sends one at a time from one thread. Issue 5's goal: sync + sync >= 100k msg/s batched, p99 < 2 ms.
+    Every answer must be SEND_OK (a sync master with no slave in sync answers SLAVE_NOT_AVAILABLE at
+    once, which would flatter the figures)."""
+    singles = s.latency_sends()
+    for role, flush_mode, label in s.variants(REPLICATION_FLUSH_MODES):
+        name = label.replace(" replication + ", "-").replace(" flush", "")
+        with LocalCluster(os.path.join(tmp, f"replication-flush-{name}"), slaves=1, flush_mode=flush_mode,
+                          broker_overrides={"broker_role": role}) as cluster:
+            cfg = client_config(cluster.namesrv)
+            master = f"tcp://{cluster.topology.brokers[0].address}"
+            with Admin(config=cfg) as admin:
+                wait_until(lambda: admin.broker_runtime_info(master)["ha"]["inSync"], 30, what="slave in sync")
+            rates, p50s, p99s, single_p50s, single_p99s = [], [], [], [], []
+            statuses: dict = {}
+            for run in range(s.runs):
+                topic = f"ReplFlush{run}"
+                create_topic(cfg, topic)
+                latencies: list = []
+                sent, elapsed = run_producers(cfg, topic, s.messages, 100, BATCH_SIZE, s.producer_threads,
+                                              s.measure_s_max, latencies=latencies, statuses=statuses)
+                rates.append(sent / elapsed)
+                p50s.append(percentile(latencies, 0.50))
+                p99s.append(percentile(latencies, 0.99))
+                topic = f"ReplFlushSingle{run}"
+                create_topic(cfg, topic)
+                latencies = []
+                run_producers(cfg, topic, singles, 100, 1, 1, s.measure_s_max, latencies=latencies,
+                              statuses=statuses)
+                latencies = latencies[min(200, len(latencies) // 10):]  # warm-up
+                single_p50s.append(percentile(latencies, 0.50))
+                single_p99s.append(percentile(latencies, 0.99))
+            if set(statuses) != {"SEND_OK"}:
+                raise RuntimeError(f"{label}: answers other than SEND_OK: {statuses}")
+            goal = role == SYNC_MASTER and flush_mode == SYNC_FLUSH
+            note = (f"{s.producer_threads} producer threads, one process, {s.messages} messages a run; "
+                    f"master, slave and their workers share the cores")
+            report.add(Row("replication_flush", f"batched {BATCH_SIZE}, 100 B, {label}", "msg/s", rates,
+                           TARGETS["replication_sync_sync"] if goal else None, vs_baseline=True, note=note))
+            report.add(Row("replication_flush", f"batch publish p50, {label}", "us", p50s, note=note))
+            report.add(Row("replication_flush", f"batch publish p99, {label}", "us", p99s,
+                           TARGETS["replication_sync_sync_p99"] if goal else None, note=note))
+            note = f"{singles} sends a run, one thread, the first {min(200, singles // 10)} left out"
+            report.add(Row("replication_flush", f"single sync send p50, {label}", "us", single_p50s, note=note))
+            report.add(Row("replication_flush", f"single sync send p99, {label}", "us", single_p99s, note=note))
+
+
 RUNNERS = {
     "baseline": scenario_baseline, "produce": scenario_produce, "consume": scenario_consume, "e2e": scenario_e2e,
     "latency": scenario_latency, "e2e_latency": scenario_e2e_latency, "group_commit": scenario_group_commit,
     "ready": scenario_ready, "rss": scenario_rss, "replication": scenario_replication,
+    "replication_flush": scenario_replication_flush,
 }
 assert tuple(RUNNERS) == SCENARIOS
 
