@@ -14,9 +14,10 @@ setup(
     cffi_modules=["cluster/_native/build.py:ffibuilder"],
     # pyspark 4.2 is the first with latestOffset(start, limit) for maxOffsetsPerTrigger; its Python
     # DataSource API moves rows through Arrow (pyarrow) and imports pandas, which it supports below 3.
-    # matplotlib draws the report's latency plot.
+    # matplotlib draws the report's latency plot. pysyncobj is the consensus (Raft) under the failover
+    # controller (cluster/controller/raft.py): a proven library rather than a home-made Raft.
     install_requires=["pyzmq", "cffi>=1.15", "psutil", "rich", "pyspark>=4.2,<5", "pyarrow", "pandas<3",
-                      "matplotlib"],
+                      "matplotlib", "pysyncobj>=0.3.17"],
     extras_require={
         "test": ["pytest", "pytest-benchmark", "hypothesis"],
         # Clients of the peers `python -m perf --compare` measures (`make peers` also installs the servers).

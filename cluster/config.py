@@ -108,12 +108,23 @@ class NamesrvConfig:
     # A broker silent for this long is dropped from routes (RocketMQ: 120 s).
     broker_expiry_ms: int = 120_000
     scan_interval_ms: int = 5_000
+    # Failover controller (cluster/controller/, RocketMQ 5's Controller embedded in the NameServer):
+    # this node's Raft address host:port ("" = no controller) and the other nodes'. PySyncObj's
+    # traffic is pickled: keep these on loopback or addresses of namespaces we create, or set a
+    # password (encryption; needs the cryptography package).
+    controller_address: str = ""
+    controller_peers: tuple[str, ...] = ()
+    controller_password: str = ""
+    # A replica silent this long is dead: a dead master is replaced (RocketMQ 5's
+    # controllerBrokerHeartbeatTimeout; brokers heartbeat every controller_heartbeat_interval_ms).
+    broker_heartbeat_timeout_ms: int = 3_000
+    controller_scan_interval_ms: int = 200
 
     def validate(self) -> None:
         if not 0 < self.port < 65536:
             raise ValueError(f"port {self.port} is out of range")
-        if self.broker_expiry_ms <= 0:
-            raise ValueError("broker_expiry_ms must be positive")
+        if self.broker_expiry_ms <= 0 or self.broker_heartbeat_timeout_ms <= 0:
+            raise ValueError("broker_expiry_ms and broker_heartbeat_timeout_ms must be positive")
 
     @property
     def endpoint(self) -> str:
@@ -185,19 +196,31 @@ class BrokerConfig:
     # ha_window_bytes sent and not yet acknowledged per slave.
     ha_chunk_bytes: int = 1 * MIB
     ha_window_bytes: int = 8 * MIB
+    # Controller mode (automatic failover, cluster/broker/controller_client.py): the role comes from
+    # the controller in the NameServers, not from broker_role/broker_id. broker_id is then the
+    # replica's place in its group (replica id broker_id + 1) and broker_role the kind of master it
+    # is when elected (ASYNC_MASTER or SYNC_MASTER). It heartbeats every interval; as master it
+    # accepts writes only within controller_lease_ms of a heartbeat the controller's leader
+    # answered naming it master (less than the NameServer's broker_heartbeat_timeout_ms, so a
+    # master cut off stops writing before another is elected).
+    controller_mode: bool = False
+    controller_heartbeat_interval_ms: int = 500
+    controller_lease_ms: int = 2_000
+    # Boot waits this long for the controller to name a master.
+    controller_register_timeout_ms: int = 60_000
 
     def validate(self) -> None:
         self.store.validate()
         if self.broker_role not in BROKER_ROLES:
             raise ValueError(f"broker_role must be one of {BROKER_ROLES}")
-        if (self.broker_role == SLAVE) != (self.broker_id >= 1):
+        if not self.controller_mode and (self.broker_role == SLAVE) != (self.broker_id >= 1):
             raise ValueError("a slave has broker_id >= 1, a master broker_id 0")
         if self.broker_role == SLAVE and not self.ha_master_address:
             raise ValueError("a slave needs ha_master_address (its master's HA host:port)")
         if not 0 <= self.ha_port < 65536 or self.port + 1 >= 65536:
             raise ValueError(f"ha_port {self.ha_port} is out of range")
         for name in ("sync_replication_timeout_ms", "ha_slave_expiry_ms", "ha_chunk_bytes", "ha_window_bytes",
-                     "slave_sync_interval_ms"):
+                     "slave_sync_interval_ms", "controller_heartbeat_interval_ms", "controller_lease_ms"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")
         problem = name_problem("broker", self.broker_name) or name_problem("cluster", self.cluster_name)
@@ -306,4 +329,6 @@ def broker_config_from_json(text: str) -> BrokerConfig:
 
 
 def namesrv_config_from_json(text: str) -> NamesrvConfig:
-    return NamesrvConfig(**json.loads(text))
+    raw = json.loads(text)
+    raw["controller_peers"] = tuple(raw.get("controller_peers", ()))
+    return NamesrvConfig(**raw)

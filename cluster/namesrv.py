@@ -18,6 +18,9 @@ from cluster.wire_format import Command
 
 log = logging.getLogger(__name__)
 
+CONTROLLER_CODES = (RequestCode.BROKER_HEARTBEAT, RequestCode.CONTROLLER_REGISTER_BROKER,
+                    RequestCode.CONTROLLER_GET_REPLICA_INFO, RequestCode.CONTROLLER_GET_METADATA_INFO)
+
 
 @dataclass
 class LiveBroker:
@@ -27,6 +30,8 @@ class LiveBroker:
     address: str
     last_heartbeat_ms: int
     ha_address: str = ""
+    # Controller mode: the epoch of a master's term (0 without a controller).
+    epoch: int = 0
 
 
 @dataclass
@@ -37,6 +42,25 @@ class RouteTable:
     brokers: dict[str, LiveBroker] = field(default_factory=dict)
     # topic -> broker name -> queue data (readQueueNums, writeQueueNums, perm, topicSysFlag)
     topics: dict[str, dict[str, dict]] = field(default_factory=dict)
+    # broker name -> the highest epoch a master of it registered with (controller mode)
+    master_epochs: dict[str, int] = field(default_factory=dict)
+
+    def fence(self, broker: LiveBroker) -> None:
+        """Refuse a master of an older epoch than one already seen; a newer one replaces the old.
+
+        A master that was stopped and is resumed registers before it learns it was replaced:
+        without this the route would flip back to it."""
+        if broker.broker_id != MASTER_ID:
+            return
+        known = self.master_epochs.get(broker.broker_name, 0)
+        if broker.epoch < known:
+            raise ProtocolError(f"stale master: {broker.broker_name} at {broker.address} has epoch {broker.epoch}, "
+                                f"the group is at epoch {known}")
+        if broker.epoch > known:
+            self.master_epochs[broker.broker_name] = broker.epoch
+            for other in [b for b in self.brokers.values() if b.broker_name == broker.broker_name
+                          and b.broker_id == MASTER_ID and b.address != broker.address]:
+                del self.brokers[other.address]
 
     def register(self, broker: LiveBroker, topic_configs: dict[str, dict] | None) -> None:
         """Record a registration; all or nothing (a bad topic config changes no state)."""
@@ -51,6 +75,7 @@ class RouteTable:
                     "perm": int(cfg.get("perm", 6)),
                     "topicSysFlag": int(cfg.get("topicSysFlag", 0)),
                 }
+        self.fence(broker)
         self.brokers[broker.address] = broker
         if topic_configs is None or broker.broker_id != MASTER_ID:
             return
@@ -131,11 +156,15 @@ def address_problem(address: str) -> str | None:
 class NamesrvService:
     """Request handlers of one NameServer process."""
 
-    def __init__(self, cfg: NamesrvConfig, clock_ms=lambda: int(time.time() * 1000)):
+    def __init__(self, cfg: NamesrvConfig, clock_ms=lambda: int(time.time() * 1000), controller=None):
         self.cfg = cfg
         self.clock_ms = clock_ms
         self.table = RouteTable()
+        # The failover controller's handlers (cluster/controller/service.py) when this node runs one.
+        controller_handlers = controller.handlers if controller is not None else {
+            code: self.on_no_controller for code in CONTROLLER_CODES}
         self.handlers = {
+            **controller_handlers,
             RequestCode.REGISTER_BROKER: self.on_register_broker,
             RequestCode.UNREGISTER_BROKER: self.on_unregister_broker,
             RequestCode.GET_ROUTEINFO_BY_TOPIC: self.on_get_route,
@@ -143,6 +172,11 @@ class NamesrvService:
             RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: self.on_topic_list,
             RequestCode.DELETE_TOPIC_IN_NAMESRV: self.on_delete_topic,
         }
+
+    @staticmethod
+    def on_no_controller(request: Command, reply=None) -> Command:
+        return request.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                                remark="this NameServer runs no controller (cluster up --failover starts one)")
 
     def scan_expired(self) -> None:
         for broker in self.table.expire(self.clock_ms(), self.cfg.broker_expiry_ms):
@@ -159,6 +193,7 @@ class NamesrvService:
             address=field_str(request, "brokerAddr"),
             last_heartbeat_ms=self.clock_ms(),
             ha_address=request.fields.get("haServerAddr", ""),
+            epoch=field_int(request, "masterEpoch", 0),
         )
         problem = name_problem("broker", broker.broker_name) or address_problem(broker.address)
         if problem:

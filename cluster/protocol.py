@@ -57,6 +57,15 @@ class RequestCode(enum.IntEnum):
     QUERY_TOPIC_CONSUME_BY_WHO = 300
     SEND_MESSAGE_V2 = 310
     SEND_BATCH_MESSAGE = 320
+    # Controller mode (RocketMQ 5; cluster/controller/): a replica's liveness and role, every interval.
+    BROKER_HEARTBEAT = 904
+    CONTROLLER_REGISTER_BROKER = 1003
+    # A broker group's master, epoch and in-sync replicas (admin, tests).
+    CONTROLLER_GET_REPLICA_INFO = 1004
+    # Every group's state and this controller node's Raft view (cluster status).
+    CONTROLLER_GET_METADATA_INFO = 1005
+    # A replica's epoch list: a returning replica truncates where its log left the master's.
+    GET_BROKER_EPOCH_CACHE = 1007
 
 
 class ResponseCode(enum.IntEnum):
@@ -121,6 +130,11 @@ SERVED_BY: dict[RequestCode, str] = {
     RequestCode.GET_BROKER_CLUSTER_INFO: NAMESRV,
     RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: NAMESRV,
     RequestCode.DELETE_TOPIC_IN_NAMESRV: NAMESRV,
+    RequestCode.BROKER_HEARTBEAT: NAMESRV,
+    RequestCode.CONTROLLER_REGISTER_BROKER: NAMESRV,
+    RequestCode.CONTROLLER_GET_REPLICA_INFO: NAMESRV,
+    RequestCode.CONTROLLER_GET_METADATA_INFO: NAMESRV,
+    RequestCode.GET_BROKER_EPOCH_CACHE: BROKER,
 }
 
 # Header fields (extFields) per request, RocketMQ's names. Short V2 names map here.

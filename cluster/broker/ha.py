@@ -40,7 +40,7 @@ import time
 
 import zmq
 
-from cluster.broker.ha_format import (ACK, REPORT, HAFrameError, data_header, parse_data_header,
+from cluster.broker.ha_format import (ACK, REPORT, DataHeader, HAFrameError, data_header, parse_data_header,
                                       parse_slave_message, slave_message)
 from cluster.broker.waiters import FlushWaiters
 from cluster.protocol import ResponseCode
@@ -54,11 +54,18 @@ RETRANSMIT_S = 1.0
 REPORT_INTERVAL_S = 0.05
 
 
+def broker_id_of(identity: bytes) -> int:
+    """A slave's broker id from its HA identity ``<broker-name>-<id>`` (-1 when it has none)."""
+    tail = identity.rpartition(b"-")[2]
+    return int(tail) if tail.isdigit() else -1
+
+
 class SlaveState:
-    __slots__ = ("identity", "acked", "sent", "heard_s", "diverged", "rewound_s")
+    __slots__ = ("identity", "broker_id", "acked", "sent", "heard_s", "diverged", "rewound_s")
 
     def __init__(self, identity: bytes, offset: int, now_s: float):
         self.identity = identity
+        self.broker_id = broker_id_of(identity)
         self.acked = offset
         self.sent = offset
         self.heard_s = now_s
@@ -77,6 +84,7 @@ class HAServer:
         self.slaves: dict[bytes, SlaveState] = {}
         self.replica_waiters = FlushWaiters()
         self.in_sync = False
+        self.in_sync_ids: set[int] = set()   # broker ids of the slaves in sync (the controller's sync set)
         self.socket = None
 
     def serve(self, loop) -> None:
@@ -129,15 +137,20 @@ class HAServer:
         write_pos = self.control.write_pos
         chunk_max = self.cfg.ha_chunk_bytes
         window = self.cfg.ha_window_bytes
+        master_epoch = self.broker.epoch
         for slave in list(self.slaves.values()):
             if slave.diverged:
                 continue
             while slave.sent < write_pos and slave.sent - slave.acked < window:
-                chunk = self.store.replication_chunk(slave.sent, chunk_max)
+                # A chunk stays inside one epoch, so the slave's epoch file can say where each begins.
+                epoch, epoch_start, next_epoch_start = self.broker.epochs.epoch_at(slave.sent)
+                limit = chunk_max if next_epoch_start is None else min(chunk_max, next_epoch_start - slave.sent)
+                chunk = self.store.replication_chunk(slave.sent, limit)
                 if chunk is None:
                     break
+                header = DataHeader(slave.sent, master_epoch, epoch, epoch_start)
                 try:
-                    self.socket.send_multipart([slave.identity, *data_header(slave.sent), chunk],
+                    self.socket.send_multipart([slave.identity, *data_header(header), chunk],
                                                zmq.NOBLOCK, copy=False)
                 except zmq.Again:
                     break   # its queue is full: the next turn tries again
@@ -165,10 +178,13 @@ class HAServer:
         expiry_s = self.cfg.ha_slave_expiry_ms / 1000
         lag_max = self.cfg.ha_slave_fall_behind_max_bytes
         best = -1
+        in_sync_ids = set()
         for slave in self.slaves.values():
             if not slave.diverged and now - slave.heard_s <= expiry_s and write_pos - slave.acked <= lag_max:
                 best = max(best, slave.acked)
+                in_sync_ids.add(slave.broker_id)
         self.in_sync = best >= 0
+        self.in_sync_ids = in_sync_ids
         if best >= 0 and best != self.control.confirm_pos:
             self.control.confirm_pos = best
         if len(self.replica_waiters):
@@ -218,6 +234,10 @@ class HAClient:
         self.received_bytes = 0
         self._reported_s = 0.0
         self.heard_s = 0.0
+        # With a controller: the epoch of the master it named; bytes of any other epoch are refused.
+        self.master_epoch: int | None = broker.epoch if broker.cfg.controller_mode else None
+        self.refused_chunks = 0
+        self._refusal_logged_s = 0.0
 
     def serve(self, loop) -> None:
         sock = self.socket = CONTEXT.get().socket(zmq.DEALER)
@@ -245,13 +265,19 @@ class HAClient:
             try:
                 if len(frames) != 3:
                     raise HAFrameError(f"a DATA message has 3 frames, not {len(frames)}")
-                offset = parse_data_header(frames[0].bytes, frames[1].bytes)
+                header = parse_data_header(frames[0].bytes, frames[1].bytes)
             except HAFrameError as exc:
                 log.warning("malformed HA message from the master ignored: %s", exc)
                 continue
+            if self.master_epoch is not None and header.master_epoch != self.master_epoch:
+                self._refuse_stale(header)
+                continue
+            offset = header.offset
             data = frames[2].buffer
             pos = commitlog.write_pos
             if offset == pos:
+                if header.epoch > self.broker.epochs.last_epoch:
+                    self.broker.epochs.begin(header.epoch, header.epoch_start)
                 if not self.store.append_replicated(offset, data):
                     log.error("cannot append replicated bytes at %d (disk full?)", offset)
                     gap = True
@@ -270,8 +296,17 @@ class HAClient:
         elif appended:
             self._send(ACK)
 
+    def _refuse_stale(self, header: DataHeader) -> None:
+        self.refused_chunks += 1
+        now = time.monotonic()
+        if now - self._refusal_logged_s >= 1.0:
+            self._refusal_logged_s = now
+            log.warning("refused replicated bytes at %d from a master of epoch %d (this replica follows "
+                        "epoch %d)", header.offset, header.master_epoch, self.master_epoch)
+
     def info(self) -> dict:
-        return {"masterHaAddress": self.cfg.ha_master_address, "receivedBytes": self.received_bytes,
+        return {"masterHaAddress": self.cfg.ha_master_address, "masterEpoch": self.master_epoch,
+                "refusedChunks": self.refused_chunks, "receivedBytes": self.received_bytes,
                 "writePos": self.store.commitlog.write_pos}
 
     def close(self) -> None:

@@ -3,19 +3,32 @@
 slave -> master: two frames, ``kind`` and ``offset``:
     kind   1 byte, ``R`` (report: "send from here": at start and after a gap) or ``A`` (ack)
     offset 8 bytes, big-endian unsigned: the slave's CommitLog end (its write_pos)
-master -> slave: three frames, ``D``, ``offset`` (8 bytes, big-endian), then the CommitLog
-bytes that start at that physical offset (whole records, within one segment).
+master -> slave: three frames, ``D``, a 32-byte header, then the CommitLog bytes that start at
+that physical offset (whole records, within one segment and one epoch). The header is four
+big-endian u64: the physical ``offset``; the sender's ``master_epoch`` (its current term: a
+slave refuses bytes from a master of another epoch than the controller named, which fences a
+stale master); the ``epoch`` the bytes belong to and that epoch's ``epoch_start`` offset (the
+slave records them in its epoch file). Without a controller every epoch is 0.
 On the master's ROUTER socket ZeroMQ puts the slave's identity frame first.
 """
 
 from __future__ import annotations
 
 import struct
+from typing import NamedTuple
 
 REPORT = b"R"
 ACK = b"A"
 DATA = b"D"
 _OFFSET = struct.Struct(">Q")
+_DATA_HEADER = struct.Struct(">QQQQ")
+
+
+class DataHeader(NamedTuple):
+    offset: int
+    master_epoch: int = 0
+    epoch: int = 0
+    epoch_start: int = 0
 
 
 class HAFrameError(ValueError):
@@ -40,15 +53,15 @@ def parse_slave_message(frames) -> tuple[bytes, int]:
     return kind, _OFFSET.unpack(offset)[0]
 
 
-def data_header(offset: int) -> list[bytes]:
+def data_header(header: DataHeader) -> list[bytes]:
     """The first two frames of a DATA message; the caller appends the bytes (not copied here)."""
-    return [DATA, _OFFSET.pack(offset)]
+    return [DATA, _DATA_HEADER.pack(*header)]
 
 
-def parse_data_header(kind: bytes, offset: bytes) -> int:
-    """The physical offset of a DATA message from its first two frames; HAFrameError otherwise."""
+def parse_data_header(kind: bytes, header: bytes) -> DataHeader:
+    """The header of a DATA message from its first two frames; HAFrameError otherwise."""
     if bytes(kind) != DATA:
         raise HAFrameError(f"a master sends D, not {bytes(kind)[:8]!r}")
-    if len(offset) != _OFFSET.size:
-        raise HAFrameError(f"the offset frame has {len(offset)} bytes, not 8")
-    return _OFFSET.unpack(bytes(offset))[0]
+    if len(header) != _DATA_HEADER.size:
+        raise HAFrameError(f"the data header frame has {len(header)} bytes, not {_DATA_HEADER.size}")
+    return DataHeader(*_DATA_HEADER.unpack(bytes(header)))

@@ -76,6 +76,9 @@ class SendProcessor:
         if self.cfg.is_slave:
             raise ProtocolError(f"broker {self.cfg.broker_name} id {self.cfg.broker_id} is a slave: it takes no "
                                 f"sends", ResponseCode.SERVICE_NOT_AVAILABLE)
+        if not self.broker.may_write():
+            raise ProtocolError(f"broker {self.cfg.broker_name} is not sure it is still master (its controller "
+                                f"lease lapsed): it takes no sends", ResponseCode.SERVICE_NOT_AVAILABLE)
         fields = send_fields_long(request)
         request_long = Command(request.code, fields, request.body)
         topic = fields.get("topic", "")

@@ -17,6 +17,7 @@ import zmq
 
 from cluster.broker import channels
 from cluster.broker.clients import ClientRegistry
+from cluster.broker.controller_client import ControllerClient, effective_config
 from cluster.broker.filtering import check_heartbeat_subscriptions
 from cluster.broker.ha import HAClient, HAServer
 from cluster.broker.locks import LockProcessor
@@ -31,11 +32,13 @@ from cluster.broker.slave_sync import SlaveSynchronize
 from cluster.broker.topics import TopicConfig, TopicConfigManager
 from cluster.broker.waiters import FlushWaiters, PullWaiters
 from cluster.config import BrokerConfig
+from cluster.procs.lifecycle import EXIT_ROLE_CHANGED
 from cluster.protocol import (require_name, answers_refusals, DLQ_TOPIC_PREFIX, PERM_READ_WRITE, ProtocolError,
                               RETRY_TOPIC_PREFIX, RequestCode, ResponseCode, field_int, field_str, json_body,
                               retry_topic, to_json_bytes)
 from cluster.shm.commitlog_format import pack_host, parse_offset_msg_id
 from cluster.shm.control import ControlBlock
+from cluster.shm.epochs import EpochCache
 from cluster.shm.store import MessageStore
 from cluster.wire_format import HEADER_BYTES_MAX, Command
 from cluster.zmq_transport import CONTEXT, EventLoop, RpcClient, RpcServer
@@ -60,6 +63,13 @@ class BrokerService:
         self.store = MessageStore(cfg.store, self.control, store_host=pack_host(cfg.host, cfg.port))
         self.recovery = self.store.recover()
         log.info("recovery: %s", self.recovery)
+        self.epochs = EpochCache(store_dir)
+        self.namesrv_client = RpcClient(default_timeout_ms=3000)
+        self.controller = None
+        if cfg.controller_mode:
+            cfg = self.cfg = self._take_role_from_controller(cfg)
+        # The epoch this broker's master serves (0 without a controller): replicated bytes carry it.
+        self.epoch = self.controller.epoch if self.controller else 0
         # A slave's store takes only its master's bytes (broker/ha.py); a master serves its slaves.
         self.store.read_only = cfg.is_slave
         self.ha = HAClient(self) if cfg.is_slave else HAServer(self)
@@ -76,7 +86,6 @@ class BrokerService:
         self.transactions = TransactionService(self)
         self.reset_offsets = ResetOffsetProcessor(self)
         self.locks = LockProcessor(cfg.rebalance_lock_max_live_ms)
-        self.namesrv_client = RpcClient(default_timeout_ms=3000)
         self.slave_sync = SlaveSynchronize(self) if cfg.is_slave else None
         self.started_ms = now_ms()
         self._written_since_wake = False
@@ -108,7 +117,37 @@ class BrokerService:
             RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: self.on_query_topic_consume_by_who,
             RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: self.reset_offsets.on_invoke_broker_to_reset_offset,
             RequestCode.GET_BROKER_RUNTIME_INFO: self.on_runtime_info,
+            RequestCode.GET_BROKER_EPOCH_CACHE: self.on_epoch_cache,
         }
+
+    def _take_role_from_controller(self, cfg: BrokerConfig) -> BrokerConfig:
+        """Controller mode: boot as the role the controller names (see controller_client.py)."""
+        self.controller = ControllerClient(cfg, self.store, self.epochs, self.namesrv_client)
+        view = self.controller.resolve()
+        role_cfg = effective_config(cfg, view, self.controller.replica_id)
+        if not role_cfg.is_slave:
+            self.epochs.begin(self.controller.epoch, self.store.commitlog.write_pos)
+            return role_cfg
+        end = self.store.commitlog.write_pos
+        keep = self.controller.divergence()
+        if keep < end:
+            log.warning("this replica's log left the master's at %d: dropping %d bytes past it", keep, end - keep)
+            self.recovery = self.store.recover(truncate_to=keep)
+            log.info("recovery (truncation): %s", self.recovery)
+            self.epochs.truncate(self.store.commitlog.write_pos)
+        return role_cfg
+
+    def in_sync_replicas(self) -> set[int]:
+        """A master's sync set for the controller: itself and its slaves in sync."""
+        return {self.controller.replica_id, *self.ha.in_sync_ids}
+
+    def on_role_changed(self) -> None:
+        self.loop.exit_code = EXIT_ROLE_CHANGED
+        self.loop.stopping = True
+
+    def may_write(self) -> bool:
+        """A master writes; with a controller only while its lease holds (controller_client.py)."""
+        return not self.cfg.is_slave and (self.controller is None or self.controller.lease_valid())
 
     # ------------------------------------------------------------ wiring
 
@@ -133,6 +172,8 @@ class BrokerService:
         loop.call_every(self.cfg.consumer_offset_persist_interval_ms / 1000, self.offsets.persist)
         loop.call_every(self.cfg.consumer_offset_persist_interval_ms / 1000, self.schedule.persist)
         self.ha.serve(loop)
+        if self.controller is not None:
+            self.controller.serve(loop, self.in_sync_replicas, self.on_role_changed)
         if self.slave_sync is not None:
             self.slave_sync.serve(loop)
         if not self.cfg.is_slave:   # both write messages: a slave only copies its master's
@@ -212,6 +253,9 @@ class BrokerService:
 
     def on_tick(self) -> None:
         self.control.heartbeat("broker", now_ms())
+        if self.controller is not None and not self.cfg.is_slave:
+            # Timers that write (schedule, transaction checks, send-back) stop with the lease too.
+            self.store.read_only = not self.controller.lease_valid()
         if len(self.flush_waiters):
             self.flush_waiters.release(self.control.flushed_pos)
         self.pull_waiters.expire()
@@ -229,7 +273,8 @@ class BrokerService:
             request = Command(RequestCode.REGISTER_BROKER, {
                 "brokerName": self.cfg.broker_name, "brokerAddr": self.cfg.address,
                 "clusterName": self.cfg.cluster_name, "brokerId": str(self.cfg.broker_id),
-                "haServerAddr": "" if self.cfg.is_slave else self.cfg.ha_address}, body)
+                "haServerAddr": "" if self.cfg.is_slave else self.cfg.ha_address,
+                "masterEpoch": str(self.epoch)}, body)
             future = self.namesrv_client.call_async(endpoint, request)
             future.add_done_callback(lambda f, e=endpoint: self._registered(e, f))
 
@@ -461,8 +506,16 @@ class BrokerService:
             "sentBackToRetry": self.send_back.sent_to_retry, "sentToDeadLetters": self.send_back.sent_to_dlq,
             "transactions": {"committed": self.transactions.committed, "rolledBack": self.transactions.rolled_back,
                              "discarded": self.transactions.discarded, "checksSent": self.transactions.checks_sent},
+            "epoch": self.epoch, "epochs": self.epochs.to_json(),
+            "controller": self.controller.info() if self.controller is not None else None,
+            "writable": self.may_write(),
         }
         return request.response(ResponseCode.SUCCESS, body=to_json_bytes(info))
+
+    def on_epoch_cache(self, request: Command, reply=None) -> Command:
+        body = {"epoch": self.epoch, "epochs": self.epochs.to_json(), "maxOffset": self.store.commitlog.write_pos,
+                "isMaster": not self.cfg.is_slave}
+        return request.response(ResponseCode.SUCCESS, body=to_json_bytes(body))
 
 
     def _await_dispatch_caught_up(self, timeout_s: float) -> bool:

@@ -72,6 +72,8 @@ EXIT_FAILURE = 1
 EXIT_BOOT_ERROR = 3
 # The supervisor died before this child finished starting: nobody to serve.
 EXIT_PARENT_GONE = 4
+# A broker replica whose role the failover controller changed: restart it (it boots in the new role).
+EXIT_ROLE_CHANGED = 5
 
 # One readiness line must fit in PIPE_BUF so the write is atomic.
 READY_LINE_BYTES_MAX = 4096

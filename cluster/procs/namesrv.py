@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 
 from cluster.config import namesrv_config_from_json
+from cluster.controller.raft import ReplicatedController
+from cluster.controller.service import ControllerService
 from cluster.namesrv import NamesrvService
 from cluster.procs.runner import run_role
 from cluster.zmq_transport import EventLoop, RpcServer
@@ -16,13 +18,25 @@ NAMESRV_FRAME_BYTES_MAX = 32 * 1024 * 1024
 def build(config_json: str):
     cfg = namesrv_config_from_json(config_json)
     cfg.validate()
-    service = NamesrvService(cfg)
+    controller = replicated = None
+    if cfg.controller_address:
+        replicated = ReplicatedController(cfg.controller_address, list(cfg.controller_peers),
+                                          data_dir=cfg.data_dir, password=cfg.controller_password or None)
+        controller = ControllerService(cfg, replicated)
+    service = NamesrvService(cfg, controller=controller)
     loop = EventLoop()
     # Registrations carry a broker's topic table: generous, but bounded.
     server = RpcServer(cfg.endpoint, service.handlers, name="namesrv", frame_bytes_max=NAMESRV_FRAME_BYTES_MAX)
     server.attach(loop)
     loop.call_every(cfg.scan_interval_ms / 1000, service.scan_expired)
-    return loop, {"endpoint": server.endpoint, "role": "namesrv"}, server.close
+    if controller is not None:
+        loop.call_every(cfg.controller_scan_interval_ms / 1000, controller.scan)
+
+    def on_exit():
+        server.close()
+        if replicated is not None:
+            replicated.close()
+    return loop, {"endpoint": server.endpoint, "role": "namesrv", "controller": cfg.controller_address}, on_exit
 
 
 def main(argv=None) -> int:

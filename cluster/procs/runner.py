@@ -62,4 +62,5 @@ def run_role(role: str, argv, build):
         loop.run()
     finally:
         on_exit()
-    return 0
+    # A role may ask for a restart (the broker whose controller role changed sets EXIT_ROLE_CHANGED).
+    return getattr(loop, "exit_code", 0)

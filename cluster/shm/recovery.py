@@ -141,7 +141,10 @@ def _probe_full_tails(cqs: ConsumeQueueSet, commitlog: CommitLog, end: int, skip
 
 
 def recover(store_dir: str, commitlog: CommitLog, cqs: ConsumeQueueSet, index: IndexService,
-            control: ControlBlock, delay_levels_ms: tuple[int, ...] | None = None) -> RecoveryReport:
+            control: ControlBlock, delay_levels_ms: tuple[int, ...] | None = None,
+            truncate_to: int | None = None) -> RecoveryReport:
+    """``truncate_to``: also cut the log there (a returning replica dropping what a new master
+    does not hold); it must be a record boundary, else the record boundary before it is used."""
     t0 = time.monotonic()
     report = RecoveryReport(clean_shutdown=not os.path.exists(abort_path(store_dir)),
                             checkpoint_found=False)
@@ -157,7 +160,13 @@ def recover(store_dir: str, commitlog: CommitLog, cqs: ConsumeQueueSet, index: I
         if not report.clean_shutdown:
             start = max(first, commitlog.segment_start(start))
     durable_until = cp.commitlog_flushed_pos if report.checkpoint_found else 0
+    if truncate_to is not None and start > truncate_to:
+        start = max(first, commitlog.segment_start(truncate_to))
+        durable_until = min(durable_until, start)
     end, report.records_verified, report.stop_reason = find_end(commitlog, start, durable_until)
+    if truncate_to is not None and end > truncate_to:
+        end = _boundary_at_or_before(commitlog, truncate_to)
+        report.stop_reason = f"truncated to {end} (diverged from the master)"
     report.verify_from_phys, report.end_phys = start, end
 
     # 2. the torn tail
@@ -201,6 +210,16 @@ def recover(store_dir: str, commitlog: CommitLog, cqs: ConsumeQueueSet, index: I
         os.fsync(f.fileno())
     report.seconds = time.monotonic() - t0
     return report
+
+
+def _boundary_at_or_before(commitlog: CommitLog, offset: int) -> int:
+    """The last record boundary at or below ``offset`` (records never span segments)."""
+    boundary = commitlog.segment_start(offset)
+    for phys, item in commitlog.walk(boundary, check_crc=False):
+        if type(item) is not fmt.Record or phys + item.total_size > offset:
+            break
+        boundary = phys + item.total_size
+    return boundary
 
 
 def _rebuild_queues(keys: set, commitlog: CommitLog, cqs: ConsumeQueueSet, dispatcher: Dispatcher,

@@ -133,10 +133,10 @@ class MessageStore:
 
     # ---- life cycle ----
 
-    def recover(self) -> RecoveryReport:
+    def recover(self, truncate_to: int | None = None) -> RecoveryReport:
         """Run at broker start, before the workers (see recovery.py)."""
         report = recover(self.cfg.store_dir, self.commitlog, self.cqs, self.index, self.control,
-                         parse_levels(self.cfg.message_delay_levels))
+                         parse_levels(self.cfg.message_delay_levels), truncate_to=truncate_to)
         self._next_offsets = {(cq.topic, cq.queue_id): cq.max_offset() for cq in self.cqs.queues()}
         for cq in self.cqs.queues():
             cq.forget_cache()

@@ -12,8 +12,11 @@ def test_slave_messages_golden():
 
 
 def test_data_header_golden():
-    assert f.data_header(1 << 30) == [b"D", bytes.fromhex("0000000040000000")]
-    assert f.parse_data_header(b"D", bytes.fromhex("0000000040000000")) == 1 << 30
+    header = f.DataHeader(offset=1 << 30, master_epoch=3, epoch=2, epoch_start=0x1000)
+    golden = bytes.fromhex("0000000040000000" "0000000000000003" "0000000000000002" "0000000000001000")
+    assert f.data_header(header) == [b"D", golden]
+    assert f.parse_data_header(b"D", golden) == header
+    assert f.data_header(f.DataHeader(5)) == [b"D", bytes.fromhex("0000000000000005") + b"\x00" * 24]
 
 
 @pytest.mark.parametrize("frames", [[b"A"], [b"A", b"\x00" * 7], [b"X", b"\x00" * 8], [b"R", b"\x00" * 9],
@@ -25,8 +28,8 @@ def test_malformed_slave_messages_are_refused(frames):
 
 def test_malformed_data_headers_are_refused():
     with pytest.raises(f.HAFrameError):
-        f.parse_data_header(b"A", b"\x00" * 8)
+        f.parse_data_header(b"A", b"\x00" * 32)
     with pytest.raises(f.HAFrameError):
-        f.parse_data_header(b"D", b"\x00" * 4)
+        f.parse_data_header(b"D", b"\x00" * 8)
     with pytest.raises(f.HAFrameError):
         f.slave_message(b"D", 1)
