@@ -21,11 +21,14 @@ import pytest
 
 from cluster import Admin, Message, Producer, PullConsumer
 from cluster.procs.supervisor import read_state_file
-from cluster.testing import read_topic, wait_until
+from cluster.testing import SMALL_STORE, read_topic, wait_until
 from cluster.topology import free_ports
 
 PYTHON = sys.executable
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# Small CommitLog segments, as every test cluster has: the 1 GiB default, fallocated and preheated
+# twice per broker (current and next), made a busy machine's disk refuse sends (DISK_FULL).
+SMALL_SEGMENTS = ("--commitlog-file-size-bytes", str(SMALL_STORE["commitlog_file_size_bytes"]))
 
 
 def _env() -> dict:
@@ -94,12 +97,12 @@ def test_namesrv_and_broker_group_started_apart(tmp_path):
         assert f"export ROCKETBOX_NAMESRV='{namesrv}'" in up.stdout
         assert sorted(_children(ns_dir)) == ["namesrv-0"]
         up = _cli(master_dir, "--namesrv", namesrv, "up", "--role", "broker", "--broker-name", "broker-b",
-                  "--broker-port", str(master_port), "--detach")
+                  "--broker-port", str(master_port), *SMALL_SEGMENTS, "--detach")
         assert f"export ROCKETBOX_NAMESRV='{namesrv}'" in up.stdout
         assert sorted(_children(master_dir)) == ["broker-b", "broker-b-allocate", "broker-b-flush", "broker-b-reput"]
         _cli(slave_dir, "--namesrv", namesrv, "up", "--role", "broker", "--broker-name", "broker-b",
              "--slave-id", "1", "--master-address", f"127.0.0.1:{master_port}", "--broker-port", str(slave_port),
-             "--detach")
+             *SMALL_SEGMENTS, "--detach")
         assert sorted(_children(slave_dir)) == ["broker-b-s1", "broker-b-s1-allocate", "broker-b-s1-flush",
                                                 "broker-b-s1-reput"]
         status = json.loads(_cli(master_dir, "status", "--json").stdout)
@@ -252,10 +255,10 @@ def test_two_hosts_in_network_namespaces(tmp_path, two_hosts):
     try:
         _cli(ns_dir, "up", "--role", "namesrv", "--host", SUBNET_HOST_A, "--detach", prefix=on_a)
         _cli(master_dir, "--namesrv", namesrv, "up", "--role", "broker", "--host", SUBNET_HOST_B,
-             "--broker-name", "broker-b", "--detach", prefix=on_b)
+             "--broker-name", "broker-b", *SMALL_SEGMENTS, "--detach", prefix=on_b)
         _cli(slave_dir, "--namesrv", namesrv, "up", "--role", "broker", "--host", SUBNET_HOST_A,
              "--broker-name", "broker-b", "--slave-id", "1", "--master-address", master,
-             "--broker-port", "10821", "--detach", prefix=on_a)
+             "--broker-port", "10821", *SMALL_SEGMENTS, "--detach", prefix=on_a)
         assert _children(master_dir)["broker-b"]["ready_info"]["endpoint"] == f"tcp://{master}"
         client = _run([*on_a, PYTHON, "-c", CLIENT_SCRIPT, namesrv, master, slave])
         outcome = json.loads(client.stdout.strip().splitlines()[-1])
