@@ -70,9 +70,12 @@ class LocalCluster:
     def __init__(self, data_dir: str, *, namesrvs: int = 1, brokers: int = 1, flush_mode: str = ASYNC_FLUSH,
                  store_overrides: dict | None = None, broker_overrides: dict | None = None,
                  namesrv_overrides: dict | None = None, heartbeat_timeout_s: float | None = None,
-                 slaves: int = 0):
-        """``slaves`` per broker group (children ``broker-a-s1``, ...; broker/ha.py)."""
-        ports = free_ports(namesrvs + brokers * (2 + slaves))
+                 slaves: int = 0, failover: bool = False):
+        """``slaves`` per broker group (children ``broker-a-s1``, ...; broker/ha.py); ``failover``:
+        controllers in the NameServers elect each group's master (cluster/controller/)."""
+        base = namesrvs + brokers * (2 + slaves)
+        ports = free_ports(base + (namesrvs + brokers * slaves if failover else 0))
+        extra = ports[base:]
         store = dict(SMALL_STORE)
         store.update(store_overrides or {})
         masters_end = namesrvs + brokers
@@ -80,7 +83,8 @@ class LocalCluster:
             data_dir, namesrv_count=namesrvs, broker_count=brokers, flush_mode=flush_mode,
             namesrv_ports=ports[:namesrvs], broker_ports=ports[namesrvs:masters_end], store_overrides=store,
             broker_overrides=broker_overrides, namesrv_overrides=namesrv_overrides, slave_count=slaves,
-            ha_ports=ports[masters_end:masters_end + brokers], slave_ports=ports[masters_end + brokers:])
+            ha_ports=ports[masters_end:masters_end + brokers], slave_ports=ports[masters_end + brokers:base],
+            failover=failover, controller_ports=extra[:namesrvs] or None, slave_ha_ports=extra[namesrvs:] or None)
         self.data_dir = self.topology.data_dir
         self.heartbeat_timeout_s = heartbeat_timeout_s
         self.process: subprocess.Popen | None = None

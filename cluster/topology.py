@@ -29,6 +29,8 @@ from cluster.procs.supervisor import ChildSpec
 from cluster.shm.control import SLOTS as CONTROL_SLOTS
 
 BROKER_WORKER_ROLES = ("flush", "reput", "allocate")
+# A NameServer's controller (Raft) node listens on its port + this, unless told otherwise.
+CONTROLLER_PORT_OFFSET = 50
 
 
 @dataclass(frozen=True)
@@ -112,10 +114,16 @@ def build_topology(data_dir: str, *, namesrv_count: int = 1, broker_count: int =
                    broker_ports: list[int] | None = None, store_overrides: dict | None = None,
                    broker_overrides: dict | None = None, namesrv_overrides: dict | None = None,
                    slave_count: int = 0, ha_ports: list[int] | None = None,
-                   slave_ports: list[int] | None = None) -> Topology:
+                   slave_ports: list[int] | None = None, failover: bool = False,
+                   controller_ports: list[int] | None = None, slave_ha_ports: list[int] | None = None) -> Topology:
     """``slave_count`` slaves per group: by default slave n of a group listens on its master's
     port + 2n and the master's HA endpoint is its port + 1 (``ha_ports``, ``slave_ports`` (group
-    by group) override them)."""
+    by group) override them).
+
+    ``failover``: every NameServer also runs a controller node (Raft on ``controller_ports``,
+    default its port + CONTROLLER_PORT_OFFSET) and every replica of a group runs in controller
+    mode: the controller names the master, and each replica has an HA endpoint of its own (a
+    slave's: its port + 1, or ``slave_ha_ports``) for when it is elected."""
     data_dir = os.path.abspath(data_dir)
     namesrv_ports = namesrv_ports or [NAMESRV_PORT_DEFAULT + i for i in range(namesrv_count)]
     broker_ports = broker_ports or [BROKER_PORT_DEFAULT + BROKER_PORT_STEP * i for i in range(broker_count)]
@@ -124,6 +132,14 @@ def build_topology(data_dir: str, *, namesrv_count: int = 1, broker_count: int =
     namesrvs = tuple(NamesrvConfig(host=host, port=namesrv_ports[i], data_dir=os.path.join(data_dir, f"namesrv-{i}"),
                                    **(namesrv_overrides or {}))
                      for i in range(namesrv_count))
+    if failover:
+        controller_ports = controller_ports or [p + CONTROLLER_PORT_OFFSET for p in namesrv_ports[:namesrv_count]]
+        raft = [f"{host}:{p}" for p in controller_ports]
+        namesrvs = tuple(dataclasses.replace(n, controller_address=raft[i],
+                                             controller_peers=tuple(a for a in raft if a != raft[i]))
+                         for i, n in enumerate(namesrvs))
+        # A slave may become master any moment: copy the master's topics and offsets every second.
+        broker_overrides = {"controller_mode": True, "slave_sync_interval_ms": 1000, **(broker_overrides or {})}
     endpoints = tuple(n.endpoint for n in namesrvs)
     brokers = []
     for i in range(broker_count):
@@ -145,6 +161,10 @@ def build_topology(data_dir: str, *, namesrv_count: int = 1, broker_count: int =
                                       port=slave_ports[i * slave_count + n - 1],
                                       ha_master_address=master.ha_address,
                                       master_address=master.address)
+            if failover:   # a replica like the others: the controller picks its role
+                cfg = dataclasses.replace(cfg, broker_role=master.broker_role, ha_master_address="",
+                                          master_address="",
+                                          ha_port=slave_ha_ports[i * slave_count + n - 1] if slave_ha_ports else 0)
             cfg.validate()
             slaves.append(cfg)
     return Topology(data_dir, namesrvs, tuple(brokers), tuple(slaves))

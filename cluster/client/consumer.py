@@ -99,6 +99,7 @@ class _QueueClient(ClientBase):
     def _pulled(self, mq: MessageQueue, broker_id: int, response=None) -> None:
         """Record a pull's outcome: its answer's suggestion, or (None) that it failed."""
         if response is None:
+            self.routes.suspect(mq.broker_name)
             if broker_id == MASTER_ID:
                 self._master_down_until[mq.broker_name] = time.monotonic() + self.cfg.slave_fallback_ms / 1000
             self._suggested[mq] = MASTER_ID

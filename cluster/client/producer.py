@@ -119,7 +119,10 @@ class Producer(ClientBase):
         return select_round_robin(queues, next(self._counter), avoid_broker)
 
     def _record(self, broker: str, started_s: float, failed: bool) -> None:
-        """One attempt's outcome for the fault tolerance (RocketMQ's updateFaultItem)."""
+        """One attempt's outcome for the fault tolerance (RocketMQ's updateFaultItem); a failure
+        also has the topic's route fetched again soon (the group may have a new master)."""
+        if failed:
+            self.routes.suspect(broker)
         if self.cfg.send_latency_fault_enabled:
             self.faults.update(broker, (time.monotonic() - started_s) * 1000, isolation=failed)
 
@@ -225,6 +228,7 @@ class Producer(ClientBase):
             endpoint = route.master_endpoint(target.broker_name)
             if endpoint is None:
                 avoid = target.broker_name
+                self.routes.suspect(target.broker_name)
                 last_exc = NoRouteError(f"broker {target.broker_name} has no master")
                 continue
             request = self._request(code, topic, target, body, props, sys_flag, flag, auto_create, batch)

@@ -17,6 +17,10 @@ from cluster.wire_format import Command
 from cluster.zmq_transport import RpcClient, TransportError
 
 
+# A route whose broker failed a request is fetched again after this long at the soonest.
+ROUTE_SUSPECT_REFRESH_S = 0.5
+
+
 def namesrv_endpoints_from_env(default: tuple[str, ...] | None = None) -> tuple[str, ...]:
     """ROCKETBOX_NAMESRV: NameServer addresses separated by ';' (host:port or tcp://host:port)."""
     raw = os.environ.get("ROCKETBOX_NAMESRV", "")
@@ -44,6 +48,7 @@ class TopicRoute:
     broker_addrs: dict[str, dict[int, str]]  # broker name -> broker id -> "host:port"
     fetched_at_s: float
     _publish_cache: dict = field(default_factory=dict, repr=False, compare=False)
+    suspect: bool = field(default=False, compare=False)
 
     @classmethod
     def from_json(cls, topic: str, data: dict) -> "TopicRoute":
@@ -111,11 +116,23 @@ class RouteCache:
             self._routes[topic] = route
         return route
 
+    def suspect(self, broker_name: str) -> None:
+        """A request to ``broker_name`` failed: fetch every route through it again soon (the group
+        may have a new master: failover), but each at most every ``ROUTE_SUSPECT_REFRESH_S``.
+        Every route, not only the topic's: a new topic's sends follow the auto-create route."""
+        with self._lock:
+            for route in self._routes.values():
+                if broker_name in route.broker_addrs:
+                    route.suspect = True
+
     def get(self, topic: str, *, refresh: bool = False) -> TopicRoute | None:
         with self._lock:
             route = self._routes.get(topic)
         age_s = self.cfg.route_refresh_interval_ms / 1000
-        if refresh or route is None or time.monotonic() - route.fetched_at_s > age_s:
+        now = time.monotonic()
+        if route is not None and route.suspect and now - route.fetched_at_s > ROUTE_SUSPECT_REFRESH_S:
+            refresh = True
+        if refresh or route is None or now - route.fetched_at_s > age_s:
             try:
                 fresh = self.fetch(topic)
             except NoRouteError:

@@ -105,8 +105,8 @@ class ControllerService:
             self._consider(group, now)
 
     def _consider(self, group: GroupState, now: float) -> None:
-        if now - self.started_s < self.timeout_s:
-            return   # not up long enough to know who is alive
+        if group.epoch and now - self.started_s < self.timeout_s:
+            return   # not up long enough to know who is alive (a group that never had a master has nobody to lose)
         live = self.live.get(group.broker_name, {})
         chosen = choose_master(group, live, now, self.timeout_s)
         if chosen is None:
