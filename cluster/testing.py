@@ -18,7 +18,8 @@ import time
 from cluster.config import ASYNC_FLUSH
 from cluster.procs import lifecycle
 from cluster.procs.supervisor import read_state_file
-from cluster.topology import Topology, build_topology, child_specs, free_ports
+from cluster.config import BrokerConfig
+from cluster.topology import Topology, build_topology, child_specs, free_ports, group_name
 
 # Small files so tests roll segments and stay light; production defaults are RocketMQ's.
 SMALL_STORE = {
@@ -64,6 +65,28 @@ def child_record(data_dir: str, name: str) -> dict:
         if child["name"] == name:
             return child
     raise KeyError(f"no child {name} in {data_dir}/cluster.json")
+
+
+def _controller_view(namesrv: str, broker: str, admin=None) -> dict:
+    from cluster.client.admin import Admin   # clients import nothing of this module: no cycle
+    if admin is not None:
+        return admin.controller_group(broker)
+    owned = Admin(namesrv)
+    try:
+        return owned.controller_group(broker)
+    finally:
+        owned.shutdown()
+
+
+def commitlog_bytes(store_dir: str, end: int, file_size: int) -> bytes:
+    """The CommitLog bytes [0, end) of a store, read from its segment files (no mapping)."""
+    out = bytearray()
+    start = 0
+    while start < end:
+        with open(os.path.join(store_dir, "commitlog", f"{start:020d}"), "rb") as f:
+            out += f.read(min(file_size, end - start))
+        start += file_size
+    return bytes(out)
 
 
 class LocalCluster:
@@ -144,6 +167,19 @@ class LocalCluster:
     def await_all_running(self, timeout_s: float = 60.0) -> None:
         wait_until(lambda: all(c["state"] == "running" for c in self.state().get("children", [])),
                    timeout_s, what="every child running")
+
+    # ---- replicas (failover) ----
+
+    def replica_configs(self, broker: str = "broker-a") -> dict[str, "BrokerConfig"]:
+        """child name -> static config of every replica of group ``broker``."""
+        return {group_name(cfg): cfg for cfg in self.topology.brokers + self.topology.slaves
+                if cfg.broker_name == broker}
+
+    def master_child(self, broker: str = "broker-a", admin=None) -> str | None:
+        """The child the failover controller names master of ``broker`` now (None: no master)."""
+        view = _controller_view(self.namesrv, broker, admin)
+        return next((name for name, cfg in self.replica_configs(broker).items()
+                     if cfg.address == view.get("masterAddress")), None)
 
     def stop(self, timeout_s: float = 30.0) -> None:
         if self.process is None or self.process.poll() is not None:

@@ -82,48 +82,63 @@ class ControllerClient:
 
     # ---- boot ----
 
-    def resolve(self) -> dict:
-        """Block until the controller's leader names the group's master; that answer."""
+    def resolve(self) -> tuple[dict, int | None]:
+        """Block until the controller's leader names the group's master: (its answer, and for a
+        slave the end of the prefix its log shares with the master's, where it must truncate).
+
+        A slave whose master does not give its epoch list asks the controller again: the master
+        may be the one that died, and registering keeps this replica alive in the controller's
+        eyes, so it can be elected meanwhile."""
         deadline = time.monotonic() + self.cfg.controller_register_timeout_ms / 1000
         last = "no answer yet"
         while time.monotonic() < deadline:
-            futures = [self.rpc.call_async(e, self._request(RequestCode.CONTROLLER_REGISTER_BROKER),
-                                           int(RESOLVE_ROUND_S * 1000)) for e in self.cfg.namesrv_endpoints]
-            for future in futures:
-                try:
-                    view = _view_of(future.result(RESOLVE_ROUND_S + 0.5))
-                except (TransportError, TimeoutError, ValueError) as exc:
-                    last = str(exc)
-                    continue
-                if view.get("isLeader") and view.get("masterId") is not None:
-                    self.view = view
-                    log.info("controller: %s replica %d is %s of epoch %d (master replica %s at %s)",
-                             self.cfg.broker_name, self.replica_id, "MASTER" if self.is_master else "SLAVE",
-                             self.epoch, view["masterId"], view["masterAddress"])
-                    return view
-                last = "the leader has not named a master yet" if view.get("isLeader") else "not the leader"
-            time.sleep(RESOLVE_PAUSE_S)
-        raise RoleResolutionError(f"no controller named a master for {self.cfg.broker_name} within "
+            view, last = self._leader_view(last)
+            if view is None:
+                time.sleep(RESOLVE_PAUSE_S)
+                continue
+            self.view = view
+            if self.is_master:
+                self._log_role()
+                return view, None
+            keep, last = self._divergence(last)
+            if keep is not None:
+                self._log_role()
+                return view, keep
+        raise RoleResolutionError(f"no controller named a reachable master for {self.cfg.broker_name} within "
                                   f"{self.cfg.controller_register_timeout_ms} ms ({last})")
 
-    def divergence(self) -> int:
-        """A slave's truncation point: the end of the prefix its log shares with the master's."""
-        deadline = time.monotonic() + self.cfg.controller_register_timeout_ms / 1000
-        endpoint = f"tcp://{self.view['masterAddress']}"
-        while True:
+    def _log_role(self) -> None:
+        log.info("controller: %s replica %d is %s of epoch %d (master replica %s at %s)", self.cfg.broker_name,
+                 self.replica_id, "MASTER" if self.is_master else "SLAVE", self.epoch, self.view["masterId"],
+                 self.view["masterAddress"])
+
+    def _leader_view(self, last: str) -> tuple[dict | None, str]:
+        futures = [self.rpc.call_async(e, self._request(RequestCode.CONTROLLER_REGISTER_BROKER),
+                                       int(RESOLVE_ROUND_S * 1000)) for e in self.cfg.namesrv_endpoints]
+        for future in futures:
             try:
-                response = self.rpc.call(endpoint, Command(RequestCode.GET_BROKER_EPOCH_CACHE, {}), 1000)
-                if response.code == ResponseCode.SUCCESS:
-                    body = json.loads(response.body)
-                    master_entries = entries_from_json(body["epochs"])
-                    if int(body["epoch"]) == self.epoch:
-                        return epoch_format.divergence_point(self.epochs.entries, self.store.commitlog.write_pos,
-                                                             master_entries, int(body["maxOffset"]))
-            except (TransportError, ValueError, KeyError) as exc:
-                log.info("epoch list of the master %s not available yet: %s", endpoint, exc)
-            if time.monotonic() > deadline:
-                raise RoleResolutionError(f"the master {endpoint} did not give its epoch list of epoch {self.epoch}")
-            time.sleep(RESOLVE_PAUSE_S)
+                view = _view_of(future.result(RESOLVE_ROUND_S + 0.5))
+            except (TransportError, TimeoutError, ValueError) as exc:
+                last = str(exc)
+                continue
+            if view.get("isLeader") and view.get("masterId") is not None:
+                return view, last
+            last = "the leader has not named a master yet" if view.get("isLeader") else "not the leader"
+        return None, last
+
+    def _divergence(self, last: str) -> tuple[int | None, str]:
+        endpoint = f"tcp://{self.view['masterAddress']}"
+        try:
+            response = self.rpc.call(endpoint, Command(RequestCode.GET_BROKER_EPOCH_CACHE, {}),
+                                     int(RESOLVE_ROUND_S * 1000))
+            body = json.loads(response.body)
+            if response.code != ResponseCode.SUCCESS or int(body["epoch"]) != self.epoch:
+                return None, f"the master {endpoint} is not at epoch {self.epoch} yet"
+            keep = epoch_format.divergence_point(self.epochs.entries, self.store.commitlog.write_pos,
+                                                 entries_from_json(body["epochs"]), int(body["maxOffset"]))
+            return keep, last
+        except (TransportError, ValueError, KeyError, TypeError) as exc:
+            return None, f"epoch list of the master {endpoint}: {exc}"
 
     # ---- running ----
 

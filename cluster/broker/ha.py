@@ -61,7 +61,7 @@ def broker_id_of(identity: bytes) -> int:
 
 
 class SlaveState:
-    __slots__ = ("identity", "broker_id", "acked", "sent", "heard_s", "diverged", "rewound_s")
+    __slots__ = ("identity", "broker_id", "acked", "sent", "heard_s", "diverged", "rewound_s", "reachable")
 
     def __init__(self, identity: bytes, offset: int, now_s: float):
         self.identity = identity
@@ -71,6 +71,7 @@ class SlaveState:
         self.heard_s = now_s
         self.diverged = False   # it has bytes this master does not: never streamed to
         self.rewound_s = -1.0   # heard_s when it was last rewound: once per silence, not once a tick
+        self.reachable = True   # logged once when it is not
 
 
 class HAServer:
@@ -155,8 +156,11 @@ class HAServer:
                 except zmq.Again:
                     break   # its queue is full: the next turn tries again
                 except zmq.ZMQError as exc:   # EHOSTUNREACH: it disconnected
-                    log.info("slave %s unreachable (%s)", slave.identity.decode(errors="replace"), exc)
+                    if slave.reachable:
+                        log.info("slave %s unreachable (%s)", slave.identity.decode(errors="replace"), exc)
+                    slave.reachable = False
                     break
+                slave.reachable = True
                 slave.sent += len(chunk)
 
     def on_tick(self) -> None:

@@ -26,7 +26,7 @@ from cluster.broker.pull import PullProcessor
 from cluster.broker.reset_offset import ResetOffsetProcessor
 from cluster.broker.retry import SendBackProcessor
 from cluster.broker.schedule import TICK_S as SCHEDULE_TICK_S, ScheduleService
-from cluster.broker.transaction import TransactionService
+from cluster.broker.transaction import SYSTEM_TOPICS as TRANSACTION_TOPICS, TransactionService
 from cluster.broker.send import SendProcessor
 from cluster.broker.slave_sync import SlaveSynchronize
 from cluster.broker.topics import TopicConfig, TopicConfigManager
@@ -39,6 +39,7 @@ from cluster.protocol import (require_name, answers_refusals, DLQ_TOPIC_PREFIX, 
 from cluster.shm.commitlog_format import pack_host, parse_offset_msg_id
 from cluster.shm.control import ControlBlock
 from cluster.shm.epochs import EpochCache
+from cluster.shm.schedule_format import SCHEDULE_TOPIC
 from cluster.shm.store import MessageStore
 from cluster.wire_format import HEADER_BYTES_MAX, Command
 from cluster.zmq_transport import CONTEXT, EventLoop, RpcClient, RpcServer
@@ -75,6 +76,11 @@ class BrokerService:
         self.ha = HAClient(self) if cfg.is_slave else HAServer(self)
         self.topics = TopicConfigManager(store_dir, auto_create_enabled=cfg.auto_create_topic_enabled,
                                          queue_count_default=cfg.topic_queue_count_default)
+        if self.controller is not None and not cfg.is_slave:
+            adopted = self.topics.adopt(self.store.topics_and_queues(), {SCHEDULE_TOPIC, *TRANSACTION_TOPICS})
+            if adopted:
+                log.warning("topics with stored messages but no config (not yet copied from the old master): "
+                            "%s; given configs from their queues", ", ".join(adopted))
         self.offsets = ConsumerOffsetManager(store_dir)
         self.clients = ClientRegistry(cfg.client_expiry_ms)
         self.flush_waiters = FlushWaiters()
@@ -123,13 +129,12 @@ class BrokerService:
     def _take_role_from_controller(self, cfg: BrokerConfig) -> BrokerConfig:
         """Controller mode: boot as the role the controller names (see controller_client.py)."""
         self.controller = ControllerClient(cfg, self.store, self.epochs, self.namesrv_client)
-        view = self.controller.resolve()
+        view, keep = self.controller.resolve()
         role_cfg = effective_config(cfg, view, self.controller.replica_id)
         if not role_cfg.is_slave:
             self.epochs.begin(self.controller.epoch, self.store.commitlog.write_pos)
             return role_cfg
         end = self.store.commitlog.write_pos
-        keep = self.controller.divergence()
         if keep < end:
             log.warning("this replica's log left the master's at %d: dropping %d bytes past it", keep, end - keep)
             self.recovery = self.store.recover(truncate_to=keep)

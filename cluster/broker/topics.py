@@ -50,6 +50,17 @@ class TopicConfigManager:
         self.upsert(cfg)
         return cfg
 
+    def adopt(self, queues_by_topic: dict[str, list[int]], skip: set[str]) -> list[str]:
+        """Give a config to every topic the store holds queues of but this table lacks (a replica
+        elected master before it copied a new topic's config); returns the topics adopted."""
+        adopted = [t for t in queues_by_topic if t not in self.topics and t not in skip]
+        for topic in adopted:
+            count = max(queues_by_topic[topic]) + 1
+            self.topics[topic] = TopicConfig(topic, count, count)
+        if adopted:
+            self.persist()
+        return adopted
+
     def delete(self, topic: str) -> bool:
         if self.topics.pop(topic, None) is None:
             return False

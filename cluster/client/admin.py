@@ -42,6 +42,25 @@ class Admin(ClientBase):
         raise_for(response, "namesrv")
         return json.loads(response.body)
 
+    def controller_group(self, broker_name: str) -> dict:
+        """A broker group's master, epoch and sync set from the failover controller: the Raft
+        leader's view when a NameServer that is leader answers, else the first answer."""
+        first = None
+        for endpoint in self.cfg.namesrv_endpoints:
+            try:
+                response = self.rpc.call(endpoint, Command(RequestCode.CONTROLLER_GET_REPLICA_INFO,
+                                                           {"brokerName": broker_name}), self.cfg.request_timeout_ms)
+            except TransportError:
+                continue
+            raise_for(response, endpoint)
+            view = json.loads(response.body)
+            if view.get("isLeader"):
+                return view
+            first = first or view
+        if first is None:
+            raise NoRouteError(f"no NameServer answered ({', '.join(self.cfg.namesrv_endpoints)})")
+        return first
+
     def cluster_info(self) -> dict:
         return self._namesrv_json(RequestCode.GET_BROKER_CLUSTER_INFO)
 
