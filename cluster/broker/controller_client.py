@@ -142,8 +142,20 @@ class ControllerClient:
 
     # ---- running ----
 
-    def serve(self, loop, sync_set, on_role_change) -> None:
-        """Heartbeat every interval; ``sync_set()`` is a master's in-sync replica ids."""
+    def serve(self, loop, in_sync_slaves, on_role_change) -> None:
+        """Heartbeat every interval; ``in_sync_slaves()`` is a master's slaves in sync now."""
+        now = time.monotonic()
+        # A restarted master has heard from no slave yet: the sync set it was given stands until a
+        # member has been out of sync for the slave expiry (RocketMQ 5's haMaxTimeSlaveNotCatchup),
+        # so a quick master restart does not leave the group with nobody to elect.
+        self._in_sync_seen = {i: now for i in self.view.get("syncStateSet", []) if i != self.replica_id}
+
+        def sync_set() -> set[int]:
+            moment = time.monotonic()
+            for i in in_sync_slaves():
+                self._in_sync_seen[i] = moment
+            grace_s = self.cfg.ha_slave_expiry_ms / 1000
+            return {self.replica_id} | {i for i, seen in self._in_sync_seen.items() if moment - seen <= grace_s}
         self._sync_set = sync_set
         self._on_role_change = on_role_change
         self.lease_until_s = time.monotonic() + self.cfg.controller_lease_ms / 1000 if self.is_master else 0.0

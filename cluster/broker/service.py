@@ -142,9 +142,6 @@ class BrokerService:
             self.epochs.truncate(self.store.commitlog.write_pos)
         return role_cfg
 
-    def in_sync_replicas(self) -> set[int]:
-        """A master's sync set for the controller: itself and its slaves in sync."""
-        return {self.controller.replica_id, *self.ha.in_sync_ids}
 
     def on_role_changed(self) -> None:
         self.loop.exit_code = EXIT_ROLE_CHANGED
@@ -178,7 +175,7 @@ class BrokerService:
         loop.call_every(self.cfg.consumer_offset_persist_interval_ms / 1000, self.schedule.persist)
         self.ha.serve(loop)
         if self.controller is not None:
-            self.controller.serve(loop, self.in_sync_replicas, self.on_role_changed)
+            self.controller.serve(loop, lambda: self.ha.in_sync_ids, self.on_role_changed)
         if self.slave_sync is not None:
             self.slave_sync.serve(loop)
         if not self.cfg.is_slave:   # both write messages: a slave only copies its master's

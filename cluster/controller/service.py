@@ -45,6 +45,7 @@ class ControllerService:
         self.reported_sync_sets: dict[str, dict[int, frozenset[int]]] = {}
         # (kind, broker name) -> when a proposal may be made again (one in flight at a time)
         self._proposed_until: dict[tuple[str, str], float] = {}
+        self._stuck_logged: dict[str, int] = {}   # broker name -> epoch whose stall was logged
         self.handlers = {
             RequestCode.BROKER_HEARTBEAT: self.on_heartbeat,
             RequestCode.CONTROLLER_REGISTER_BROKER: self.on_heartbeat,
@@ -110,6 +111,13 @@ class ControllerService:
         live = self.live.get(group.broker_name, {})
         chosen = choose_master(group, live, now, self.timeout_s)
         if chosen is None:
+            master = live.get(group.master_id)
+            if group.master_id is not None and (master is None or now - master.heard_s > self.timeout_s) \
+                    and self._stuck_logged.get(group.broker_name) != group.epoch:
+                self._stuck_logged[group.broker_name] = group.epoch
+                log.error("group %s: master %s is silent and no replica may take over (sync set %s; heard from "
+                          "%s): waiting for a replica of the sync set", group.broker_name, group.master_id,
+                          sorted(group.sync_set), {i: round(now - seen.heard_s, 1) for i, seen in live.items()})
             return
         floor = max((seen.epoch for seen in live.values()), default=0)
         old = group.master_id
