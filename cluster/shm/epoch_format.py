@@ -77,10 +77,8 @@ def epoch_at(entries: list[EpochEntry], offset: int) -> tuple[int, int, int | No
     return current, start, following
 
 
-def end_of_epoch(entries: list[EpochEntry], epoch: int, log_end: int) -> int | None:
-    """Where ``epoch`` (or the last epoch before it) ends in a log, or None if the log has none so old."""
-    if not entries or entries[0].epoch > epoch:
-        return None
+def end_of_epoch(entries: list[EpochEntry], epoch: int, log_end: int) -> int:
+    """Where ``epoch`` ends in a log that holds it."""
     later = [e.start_offset for e in entries if e.epoch > epoch]
     return later[0] if later else log_end
 
@@ -88,16 +86,18 @@ def end_of_epoch(entries: list[EpochEntry], epoch: int, log_end: int) -> int | N
 def divergence_point(own: list[EpochEntry], own_end: int, master: list[EpochEntry], master_end: int) -> int:
     """The longest prefix of this log that the master's log shares: truncate to it, then replicate.
 
-    Kafka's OffsetsForLeaderEpoch, done by the follower: for its last epoch, where that epoch
-    ends in the master's log; an epoch of which the master holds nothing (this replica was a
-    master the others never heard) is dropped and the one before it tried."""
+    Kafka's OffsetsForLeaderEpoch, done by the follower: for its last epoch, the master's
+    largest epoch at or below it; if that is the same epoch, the logs agree up to where it ends
+    in both; if not, this replica's bytes of its last epoch (a term the master never heard of)
+    diverge, and the epoch before it is tried. One epoch has one master, so the same epoch
+    means the same bytes."""
     entries = list(own)
     end = own_end
     while entries:
         last = entries[-1]
-        master_end_of_last = end_of_epoch(master, last.epoch, master_end)
-        if master_end_of_last is not None and master_end_of_last > last.start_offset:
-            return min(end, master_end_of_last)
+        older = [e for e in master if e.epoch <= last.epoch]
+        if older and older[-1].epoch == last.epoch:
+            return min(end, end_of_epoch(master, last.epoch, master_end))
         end = min(end, last.start_offset)
         entries.pop()
-    return min(end, 0 if master else end)
+    return 0 if master else end

@@ -63,3 +63,26 @@ def test_cluster_info():
     info = table.cluster_info()
     assert info["clusterAddrTable"] == {"C": ["broker-a"]}
     assert info["brokerAddrTable"]["broker-a"]["brokerAddrs"] == {"0": "h:1"}
+
+
+def test_master_registrations_are_fenced_by_epoch():
+    service = NamesrvService(NamesrvConfig())
+    topic = {"readQueueNums": 2, "writeQueueNums": 2, "perm": 6}
+
+    def register(address, epoch):
+        body = json.dumps({"topicConfigTable": {"T": topic}}).encode()
+        return service.on_register_broker(Command(RequestCode.REGISTER_BROKER, {
+            "brokerName": "broker-a", "brokerId": "0", "brokerAddr": address, "clusterName": "C",
+            "masterEpoch": str(epoch)}, body))
+
+    def master_address():
+        route = json.loads(service.on_get_route(Command(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T"})).body)
+        return route["brokerDatas"][0]["brokerAddrs"]["0"]
+
+    assert register("127.0.0.1:1", 1).code == ResponseCode.SUCCESS
+    assert register("127.0.0.1:2", 2).code == ResponseCode.SUCCESS     # the new master replaces the old
+    assert master_address() == "127.0.0.1:2"
+    stale = register("127.0.0.1:1", 1)                                 # the old one resumes, not knowing
+    assert stale.code != ResponseCode.SUCCESS and "stale master" in stale.remark
+    assert master_address() == "127.0.0.1:2"
+    assert register("127.0.0.1:2", 2).code == ResponseCode.SUCCESS     # its own renewals go on
