@@ -1,7 +1,7 @@
 """The ``cluster`` command: bring a cluster up and down, and talk to it.
 
     cluster up [--data-dir D] [--namesrvs N] [--brokers N] [--slaves N] [--flush-mode async|sync]
-               [--broker-role async|sync] [--detach]
+               [--broker-role async|sync] [--failover] [--detach]
                [--role all|namesrv|broker] [--broker-name NAME[,NAME]] [--host ADDR]
                [--slave-id N --master-address HOST:PORT [--master-ha-address HOST:PORT]]
     cluster status | down
@@ -69,7 +69,7 @@ def _topology_from_args(args):
                           flush_mode=SYNC_FLUSH if args.flush_mode == "sync" else ASYNC_FLUSH, host=args.host,
                           namesrv_ports=[args.namesrv_port + i for i in range(args.namesrvs)],
                           broker_ports=[args.broker_port + 10 * i for i in range(args.brokers)],
-                          store_overrides=store, slave_count=args.slaves,
+                          store_overrides=store, slave_count=args.slaves, failover=args.failover,
                           broker_overrides={"broker_role": SYNC_MASTER if args.broker_role == "sync" else ASYNC_MASTER})
 
 
@@ -485,6 +485,36 @@ def cmd_dlq(args) -> int:
         return {"list": _dlq_list, "show": _dlq_show, "resend": _dlq_resend}[args.action](admin, args)
 
 
+def cmd_controller(args) -> int:
+    from cluster.protocol import RequestCode
+    from cluster.wire_format import Command
+    from cluster.zmq_transport import TransportError
+    nodes = []
+    with _admin(args) as admin:
+        for endpoint in admin.cfg.namesrv_endpoints:
+            try:
+                response = admin.rpc.call(endpoint, Command(RequestCode.CONTROLLER_GET_METADATA_INFO, {}), 3000)
+            except TransportError as exc:
+                nodes.append({"namesrv": endpoint, "error": str(exc)})
+                continue
+            nodes.append({"namesrv": endpoint, "code": response.code, "remark": response.remark,
+                          **(json.loads(response.body) if response.code == 0 else {})})
+    if args.json:
+        _print_json(nodes)
+    else:
+        console = _console()
+        console.print(_table("controller nodes", ["namesrv", "leader", "raft"],
+                             [[n["namesrv"], n.get("isLeader", "-"), n.get("raft", n.get("error") or n.get("remark"))]
+                              for n in nodes]))
+        leader = next((n for n in nodes if n.get("isLeader")), None)
+        if leader is not None:
+            console.print(_table("broker groups (the leader's view)",
+                                 ["group", "master", "address", "epoch", "sync set", "replicas"],
+                                 [[g["brokerName"], g["masterId"], g["masterAddress"], g["epoch"],
+                                   g["syncStateSet"], g["replicas"]] for g in leader["groups"]]))
+    return 0 if any(n.get("isLeader") for n in nodes) else 1
+
+
 def cmd_group(args) -> int:
     """``group reset-offset``: RocketMQ's ``mqadmin resetOffsetByTime``; a running group rereads at once."""
     with _admin(args) as admin:
@@ -513,6 +543,9 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--namesrvs", type=int, default=1)
     up.add_argument("--brokers", type=int, default=1)
     up.add_argument("--slaves", type=int, default=0, help="slaves per broker group (replicas of its master)")
+    up.add_argument("--failover", action="store_true",
+                    help="automatic failover: a controller (Raft) in every NameServer elects each group's master "
+                         "among its replicas (use with --slaves)")
     up.add_argument("--broker-role", choices=("async", "sync"), default="async",
                     help="masters replicate asynchronously, or answer a send once a slave has it")
     up.add_argument("--flush-mode", choices=("async", "sync"), default="async")
@@ -618,6 +651,11 @@ def build_parser() -> argparse.ArgumentParser:
                        help="keep a queue's committed offset when it is already earlier than the time's")
     reset.add_argument("--json", action="store_true")
     group.set_defaults(func=cmd_group)
+
+    controller = sub.add_parser("controller", help="the failover controller: each group's master, epoch and "
+                                                   "in-sync replicas, and each NameServer's Raft view")
+    controller.add_argument("--json", action="store_true")
+    controller.set_defaults(func=cmd_controller)
     return parser
 
 

@@ -30,6 +30,8 @@ from cluster.wire_format import Command
 log = logging.getLogger(__name__)
 
 PROPOSAL_RETRY_S = 1.0
+# A group's first master is chosen this long after its first replica registers.
+FIRST_ELECTION_WAIT_S = 1.0
 
 
 class ControllerService:
@@ -45,7 +47,8 @@ class ControllerService:
         self.reported_sync_sets: dict[str, dict[int, frozenset[int]]] = {}
         # (kind, broker name) -> when a proposal may be made again (one in flight at a time)
         self._proposed_until: dict[tuple[str, str], float] = {}
-        self._stuck_logged: dict[str, int] = {}   # broker name -> epoch whose stall was logged
+        self._stuck_logged: dict[str, int] = {}
+        self.first_heard_s: dict[str, float] = {}   # broker name -> when a replica of it was first heard   # broker name -> epoch whose stall was logged
         self.handlers = {
             RequestCode.BROKER_HEARTBEAT: self.on_heartbeat,
             RequestCode.CONTROLLER_REGISTER_BROKER: self.on_heartbeat,
@@ -67,6 +70,7 @@ class ControllerService:
         if replica_id < 1:
             raise ProtocolError(f"a replica id is at least 1, not {replica_id}")
         now = self.clock_s()
+        self.first_heard_s.setdefault(broker_name, now)
         self.live.setdefault(broker_name, {})[replica_id] = Liveness(
             now, field_int(request, "epoch", 0), field_int(request, "maxOffset", 0))
         sync_set = json_body(request).get("syncStateSet")
@@ -108,6 +112,8 @@ class ControllerService:
     def _consider(self, group: GroupState, now: float) -> None:
         if group.epoch and now - self.started_s < self.timeout_s:
             return   # not up long enough to know who is alive (a group that never had a master has nobody to lose)
+        if not group.epoch and now - self.first_heard_s.get(group.broker_name, now) < FIRST_ELECTION_WAIT_S:
+            return   # replicas started together have all registered: the first master is the lowest id
         live = self.live.get(group.broker_name, {})
         chosen = choose_master(group, live, now, self.timeout_s)
         if chosen is None:

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 from cluster.procs.supervisor import read_state_file
 from cluster.topology import free_ports
@@ -101,6 +102,32 @@ def test_cli_up_with_slaves(tmp_path):
         route = json.loads(_cli(data_dir, "topic", "route", "CliTopic", "--json", env=env).stdout)
         assert {d["brokerName"]: sorted(d["brokerAddrs"]) for d in route["brokerDatas"]} == \
             {"broker-a": ["0", "1"], "broker-b": ["0", "1"]}
+    finally:
+        down = _cli(data_dir, "down", env=env, check=False)
+    assert down.returncode == 0, down.stderr
+
+
+def test_cli_up_with_failover_shows_the_controller(tmp_path):
+    """`cluster up --failover`: the NameServer runs a controller that names a master and has both
+    replicas in sync; `cluster controller` shows it."""
+    data_dir = str(tmp_path / "cli")
+    namesrv_port = _port_block([0, 50])   # the controller listens on the NameServer port + 50
+    broker_port = _port_block([0, 1, 2, 3])
+    env = {k: v for k, v in os.environ.items() if k != "ROCKETBOX_NAMESRV"}
+    _cli(data_dir, "up", "--detach", "--slaves", "1", "--failover", "--broker-role", "sync",
+         "--namesrv-port", str(namesrv_port), "--broker-port", str(broker_port), env=env)
+    try:
+        sent = json.loads(_cli(data_dir, "send", "FoCli", "kept", "--json", env=env).stdout)
+        assert sent[0]["status"] in ("SEND_OK", "SLAVE_NOT_AVAILABLE")
+        deadline = time.monotonic() + 60
+        while True:   # the slave joins the sync set once it has caught up
+            nodes = json.loads(_cli(data_dir, "controller", "--json", env=env).stdout)
+            group = nodes[0]["groups"][0] if nodes[0].get("groups") else {}
+            if nodes[0].get("isLeader") and group.get("syncStateSet") == [1, 2] or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert group["brokerName"] == "broker-a" and group["masterId"] == 1 and group["syncStateSet"] == [1, 2]
+        assert group["masterAddress"] == f"127.0.0.1:{broker_port}"
     finally:
         down = _cli(data_dir, "down", env=env, check=False)
     assert down.returncode == 0, down.stderr
