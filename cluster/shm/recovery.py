@@ -164,6 +164,11 @@ def recover(store_dir: str, commitlog: CommitLog, cqs: ConsumeQueueSet, index: I
         start = max(first, commitlog.segment_start(truncate_to))
         durable_until = min(durable_until, start)
     end, report.records_verified, report.stop_reason = find_end(commitlog, start, durable_until)
+    if not report.checkpoint_found and report.records_verified == 0 and end == first > 0:
+        # Only segments the allocate worker created ahead of a first write: the log is empty and
+        # starts at 0 (else a broker restarted before its first message would jump to the next
+        # segment, and its replicas, which start at 0, would never meet it).
+        end = 0
     if truncate_to is not None and end > truncate_to:
         end = _boundary_at_or_before(commitlog, truncate_to)
         report.stop_reason = f"truncated to {end} (diverged from the master)"

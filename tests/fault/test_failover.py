@@ -302,3 +302,41 @@ def test_twelve_master_faults_under_sync_flush_and_sync_replication_lose_nothing
     print(f"12 faults, {failovers} failovers, {len(load.acked)} acknowledged, {len(set(ids))} distinct stored "
           f"({len(ids)} records), {len(duplicates)} duplicated by resends, {watch.rounds} writable-master checks")
     admin.shutdown()
+
+
+def test_three_controllers_survive_a_stopped_leader(start_cluster):
+    """With three NameServers the controller is a Raft group of three: with its leader stopped the
+    other two elect a new leader, and a master that dies then is still replaced."""
+    cluster = start_cluster(namesrvs=3, slaves=1, failover=True, flush_mode=SYNC_FLUSH,
+                            broker_overrides={"broker_role": SYNC_MASTER})
+    admin = Admin(config=client_config(cluster))
+    Admin(config=client_config(cluster)).create_topic(TOPIC, 2)
+    master = _await_healthy(cluster, admin)
+
+    def leader_node() -> str | None:
+        for i, ns in enumerate(cluster.topology.namesrvs):
+            try:
+                if json.loads(RpcClient(default_timeout_ms=500).call(
+                        ns.endpoint, Command(RequestCode.CONTROLLER_GET_METADATA_INFO, {})).body)["isLeader"]:
+                    return f"namesrv-{i}"
+            except TransportError:
+                continue
+        return None
+    old_leader = wait_until(leader_node, 30, what="a controller leader")
+    cluster.kill(old_leader, signal.SIGSTOP)
+    try:
+        wait_until(lambda: (leader_node() or old_leader) != old_leader, 30, interval_s=0.2, what="a new leader")
+        epoch = admin.controller_group(GROUP)["epoch"]
+        cluster.kill(master, signal.SIGSTOP)
+        try:
+            wait_until(lambda: admin.controller_group(GROUP)["epoch"] > epoch, FAILOVER_DEADLINE_S, interval_s=0.1,
+                       what="a failover decided by the two remaining controllers")
+        finally:
+            cluster.kill(master, signal.SIGCONT)
+        assert cluster.master_child(GROUP, admin) != master
+    finally:
+        cluster.kill(old_leader, signal.SIGCONT)
+    _await_healthy(cluster, admin)
+    with Producer("Fo3PG", config=client_config(cluster)) as producer:
+        assert producer.send(Message(TOPIC, b"after")).status == SendStatus.SEND_OK
+    admin.shutdown()

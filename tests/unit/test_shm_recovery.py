@@ -250,3 +250,19 @@ def test_flushed_records_are_kept_even_when_they_look_torn(tmp_path):
     got = h.store.get_messages("T", 0, 0, 10, 1 << 20)
     assert bodies(got) == [b"before", b"odd"] + [b"after-%d" % i for i in range(5)]
     h.close()
+
+
+def test_a_store_with_only_a_preallocated_segment_is_empty(tmp_path):
+    """The allocate worker creates the segment after the current one before any write; a broker
+    restarted then must start at 0 again, not at that segment (its slaves start at 0)."""
+    from cluster.shm.commitlog import CommitLog
+    cfg = tiny_config(tmp_path)
+    Harness(cfg).close()                 # a first boot: its checkpoint says 0
+    CommitLog(cfg).ensure_segment(SEG)   # what the allocate worker leaves in an empty store
+    h = Harness(cfg)
+    assert h.report.end_phys == 0 and h.control.write_pos == 0
+    assert h.store.put_messages("T", 0, [message(b"first")]).status == P.PUT_OK
+    h.close()
+    h = Harness(cfg)
+    assert h.report.end_phys > 0 and h.report.records_verified == 1
+    h.close()
