@@ -9,6 +9,7 @@ replication.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -19,7 +20,9 @@ from collections import Counter
 from cluster import Message, Producer, PullConsumer, SendStatus
 from cluster.client.admin import Admin
 from cluster.config import SYNC_FLUSH, SYNC_MASTER
-from cluster.testing import commitlog_bytes, read_topic, wait_until
+from cluster.fault_proxy import PartitionProxy
+from cluster.testing import LocalCluster, commitlog_bytes, read_topic, wait_until
+from cluster.topology import group_name
 from cluster.protocol import RequestCode
 from cluster.wire_format import Command
 from cluster.zmq_transport import RpcClient, TransportError
@@ -340,3 +343,70 @@ def test_three_controllers_survive_a_stopped_leader(start_cluster):
     with Producer("Fo3PG", config=client_config(cluster)) as producer:
         assert producer.send(Message(TOPIC, b"after")).status == SendStatus.SEND_OK
     admin.shutdown()
+
+
+def test_master_partitioned_from_the_controller_stops_writing_and_is_replaced(tmp_path):
+    """A partition, not a stopped process: the master runs on and clients still reach it, but its
+    heartbeats to the controller go through a proxy that is cut. Its lease lapses (it refuses
+    sends), the slave is elected, clients move; once healed it rejoins as a slave."""
+    cluster = LocalCluster(str(tmp_path / "cluster"), slaves=1, failover=True, flush_mode=SYNC_FLUSH,
+                           broker_overrides={"broker_role": SYNC_MASTER, "sync_replication_timeout_ms": 1500})
+    namesrv = cluster.topology.namesrvs[0]
+    proxies = {}
+    replicas = []
+    for cfg in cluster.topology.brokers + cluster.topology.slaves:   # each replica reaches the controller by a proxy
+        proxy = PartitionProxy(namesrv.host, namesrv.port).start()
+        replicas.append(dataclasses.replace(cfg, namesrv_endpoints=(f"tcp://{proxy.address}",)))
+        proxies[group_name(cfg)] = proxy
+    cluster.topology = dataclasses.replace(cluster.topology, brokers=tuple(replicas[:1]), slaves=tuple(replicas[1:]))
+    try:
+        cluster.start()
+        admin = Admin(config=client_config(cluster))
+        admin.create_topic(TOPIC, 2)
+        master = _await_healthy(cluster, admin)
+        master_cfg = cluster.replica_configs(GROUP)[master]
+        acked = []
+        addresses = [c.address for c in cluster.replica_configs(GROUP).values()]
+        with _WritableWatch(addresses) as watch, \
+                Producer("FoPartPG", config=client_config(cluster, request_timeout_ms=1000)) as producer:
+            for i in range(20):
+                acked.append(producer.send(Message(TOPIC, f"before-{i}".encode())).msg_id)
+            epoch = admin.controller_group(GROUP)["epoch"]
+            cut_at = time.monotonic()
+            proxies[master].cut()
+            # Still reachable by clients, but not writable once its lease lapses (2 s) ...
+            wait_until(lambda: (_info_or_none(master_cfg.address) or {}).get("writable") is False, 10,
+                       interval_s=0.05, what="the cut-off master refusing writes")
+            lapsed_s = time.monotonic() - cut_at
+            # ... and only after that does the controller elect the slave (3 s of silence).
+            wait_until(lambda: admin.controller_group(GROUP)["epoch"] > epoch, FAILOVER_DEADLINE_S,
+                       interval_s=0.1, what="the slave elected")
+            elected_s = time.monotonic() - cut_at
+            assert lapsed_s < elected_s
+
+            def sent_on_new_master():
+                try:
+                    result = producer.send(Message(TOPIC, b"during"))
+                except Exception:
+                    return False
+                if result.status == SendStatus.SEND_OK:
+                    acked.append(result.msg_id)
+                return result.status in (SendStatus.SEND_OK, SendStatus.SLAVE_NOT_AVAILABLE)
+            wait_until(sent_on_new_master, FAILOVER_DEADLINE_S, interval_s=0.05, what="a send on the new master")
+            assert (_info_or_none(master_cfg.address) or {}).get("writable") is not True
+            proxies[master].heal()
+            assert _await_healthy(cluster, admin) != master
+            for i in range(20):
+                result = producer.send(Message(TOPIC, f"after-{i}".encode()))
+                assert result.status == SendStatus.SEND_OK
+                acked.append(result.msg_id)
+        assert not watch.both_writable, watch.both_writable
+        print(f"partition: lease lapsed after {lapsed_s:.2f} s, slave elected after {elected_s:.2f} s, "
+              f"{proxies[master].connections_cut} connections cut, {watch.rounds} writability checks")
+        _await_identical(cluster)
+        assert set(acked) <= set(_ids_read(cluster))
+        admin.shutdown()
+    finally:
+        cluster.stop()
+        for proxy in proxies.values():
+            proxy.close()
