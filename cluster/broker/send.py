@@ -43,6 +43,39 @@ _TIMER_MARK = PROPERTY_TIMER_DELIVER_MS + "\x01"
 _HALF_MARK = PROPERTY_TRAN_MSG + "\x01true\x02"
 
 
+class _Outcome:
+    """One wait's result, in the shape ``HAServer.await_replica`` sets on a response."""
+    __slots__ = ("code", "remark")
+
+    def __init__(self, code: int = ResponseCode.SUCCESS, remark: str = ""):
+        self.code = code
+        self.remark = remark
+
+
+_FLUSHED = _Outcome()
+
+
+class _BothDone:
+    """Answers ``response`` once ``parts`` waits are done, with the disk's failure first, else the slave's."""
+    __slots__ = ("response", "reply", "left", "failure")
+
+    def __init__(self, response: Command, reply, parts: int):
+        self.response = response
+        self.reply = reply
+        self.left = parts
+        self.failure: _Outcome | None = None
+
+    def done(self, outcome: _Outcome) -> None:
+        if outcome.code != ResponseCode.SUCCESS and (
+                self.failure is None or outcome.code == ResponseCode.FLUSH_DISK_TIMEOUT):
+            self.failure = outcome
+        self.left -= 1
+        if self.left == 0:
+            if self.failure is not None:
+                self.response.code, self.response.remark = self.failure.code, self.failure.remark
+            self.reply(self.response)
+
+
 class SendProcessor:
     def __init__(self, broker):
         self.broker = broker
@@ -178,16 +211,14 @@ class SendProcessor:
         if not self.sync_flush:
             return self.broker.ha.await_replica(end, response, reply) if replicate else response
         deadline = time.monotonic() + self.cfg.store.flush_sync_timeout_ms / 1000
-
-        def on_timeout():
-            response.code = ResponseCode.FLUSH_DISK_TIMEOUT
-            response.remark = f"not flushed within {self.cfg.store.flush_sync_timeout_ms} ms"
-            reply(response)
-
-        def on_flushed():
-            answer = self.broker.ha.await_replica(end, response, reply) if replicate else response
-            if answer is not None:
-                reply(answer)
-
-        self.broker.flush_waiters.park(end, deadline, on_flushed, on_timeout)
+        # Disk and slave are waited for at once (as RocketMQ 5 does), not one after the other:
+        # the answer goes when the later of the two is done.
+        both = _BothDone(response, reply, 2 if replicate else 1)
+        flush_timeout = _Outcome(ResponseCode.FLUSH_DISK_TIMEOUT,
+                                 f"not flushed within {self.cfg.store.flush_sync_timeout_ms} ms")
+        self.broker.flush_waiters.park(end, deadline, lambda: both.done(_FLUSHED), lambda: both.done(flush_timeout))
+        if replicate:
+            replica = _Outcome()
+            if self.broker.ha.await_replica(end, replica, both.done) is not None:
+                both.done(replica)
         return None
