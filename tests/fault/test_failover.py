@@ -107,13 +107,8 @@ def test_stopped_master_is_replaced_fenced_and_rejoins_as_slave(start_cluster):
             # Clients follow: a send is stored by the new master (only it is in the sync set now,
             # so a sync master answers SLAVE_NOT_AVAILABLE until the old one is back in sync).
             def stored_by_new_master():
-                try:
-                    result = producer.send(Message(TOPIC, b"during"))
-                except Exception:
-                    return None
-                if result.status == SendStatus.SEND_OK:
-                    acked.append(result.msg_id)
-                return result.offset_msg_id.startswith(_offset_msg_id_prefix(cluster, new)) and result
+                result = _probe_send(producer, acked)
+                return result is not None and result.offset_msg_id.startswith(_offset_msg_id_prefix(cluster, new))
             wait_until(stored_by_new_master, FAILOVER_DEADLINE_S, interval_s=0.05, what="a send on the new master")
             print(f"failover: {time.monotonic() - stopped_at:.2f} s from SIGSTOP to a write on {new}")
         finally:
@@ -136,6 +131,17 @@ def test_stopped_master_is_replaced_fenced_and_rejoins_as_slave(start_cluster):
     _await_identical(cluster)
     assert set(acked) <= set(_ids_read(cluster))
     admin.shutdown()
+
+
+def _probe_send(producer, acked: list):
+    """One send while the group may be failing over: its result (SEND_OK ones recorded), or None."""
+    try:
+        result = producer.send(Message(TOPIC, b"during"))
+    except Exception:
+        return None
+    if result.status == SendStatus.SEND_OK:
+        acked.append(result.msg_id)
+    return result
 
 
 def _offset_msg_id_prefix(cluster, child: str) -> str:
@@ -385,13 +391,8 @@ def test_master_partitioned_from_the_controller_stops_writing_and_is_replaced(tm
             assert lapsed_s < elected_s
 
             def sent_on_new_master():
-                try:
-                    result = producer.send(Message(TOPIC, b"during"))
-                except Exception:
-                    return False
-                if result.status == SendStatus.SEND_OK:
-                    acked.append(result.msg_id)
-                return result.status in (SendStatus.SEND_OK, SendStatus.SLAVE_NOT_AVAILABLE)
+                result = _probe_send(producer, acked)
+                return result is not None and result.status in (SendStatus.SEND_OK, SendStatus.SLAVE_NOT_AVAILABLE)
             wait_until(sent_on_new_master, FAILOVER_DEADLINE_S, interval_s=0.05, what="a send on the new master")
             assert (_info_or_none(master_cfg.address) or {}).get("writable") is not True
             proxies[master].heal()
