@@ -186,7 +186,8 @@ class HAServer:
         for slave in self.slaves.values():
             if not slave.diverged and now - slave.heard_s <= expiry_s and write_pos - slave.acked <= lag_max:
                 best = max(best, slave.acked)
-                in_sync_ids.add(slave.broker_id)
+                if slave.broker_id >= 1:
+                    in_sync_ids.add(slave.broker_id)
         self.in_sync = best >= 0
         self.in_sync_ids = in_sync_ids
         if best >= 0 and best != self.control.confirm_pos:

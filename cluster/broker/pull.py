@@ -114,7 +114,8 @@ class PullProcessor:
             return 0
         if far and self.broker.ha.in_sync:
             self.suggested_slave += 1
-            return 1
+            # The lowest slave in sync: 1 with static roles; with a controller a slave's id is its replica id.
+            return min(self.broker.ha.in_sync_ids, default=1)
         return 0
 
     def _serve(self, request, topic, queue_id, offset, max_count, tag_hashes, selector=None) -> Command | None:
