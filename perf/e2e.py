@@ -21,6 +21,7 @@ Scenarios (``--only a,b``):
 | rss | total RSS of an idle cluster (supervisor + children), LocalCluster and CLI defaults | <= 300 MB |
 | replication | batched produce (256 x 100 B) to a master with one slave: ASYNC_MASTER, then SYNC_MASTER (each send answered once the slave holds it) | sync >= 50 % of async |
 | replication_flush | a master with one slave, {async, sync} replication x {async, sync} flush: batched (256 x 100 B, ``--producer-threads``) throughput and publish latency of a batch p50/p99, and single sync sends p50/p99 | sync + sync: >= 100,000 msg/s batched, batch p99 <= 2 ms |
+| failover | master + 1 slave, ``failover=True``, sync flush + sync replication, single sends going on: the master SIGSTOPped until a new epoch, or its broker SIGKILLed, ``--faults`` times each (perf/failover.py); time to the first write accepted and to the first SEND_OK again; batched sync + sync with failover=False vs True | failover median <= 10 s, max <= 30 s |
 
 ``--compare`` (perf/compare.py) runs the first variant of produce, consume, e2e, latency and
 e2e_latency and the same measures on Redis Streams and NATS JetStream (perf/peers).
@@ -68,7 +69,7 @@ from cluster.testing import LocalCluster, wait_until
 PERF_DIR = os.path.dirname(os.path.abspath(__file__))
 RESULTS_PATH_DEFAULT = os.path.join(PERF_DIR, "results.json")
 SCENARIOS = ("baseline", "produce", "consume", "e2e", "latency", "e2e_latency", "group_commit", "ready", "rss",
-             "replication", "replication_flush")
+             "replication", "replication_flush", "failover")
 
 BATCH_SIZE = 256
 QUEUE_COUNT = 4
@@ -243,6 +244,9 @@ class Settings:
         self.paced_s = args.paced_seconds if args.paced_seconds else (3.0 if args.quick else 10.0)
         # Comparison with the peers (perf/compare.py): each scenario measures only its first variant.
         self.compare = bool(getattr(args, "compare", False))
+        self.faults = getattr(args, "faults", 0)
+        self.keep_logs = getattr(args, "keep_logs", None)
+        self.back_to_back = getattr(args, "back_to_back", False)
 
     def single_sends(self) -> int:
         return max(500, min(20_000, self.messages // 10))
@@ -1048,11 +1052,16 @@ def scenario_replication_flush(s: Settings, report: Report, tmp: str) -> None:
             report.add(Row("replication_flush", f"single sync send p99, {label}", "us", single_p99s, note=note))
 
 
+def scenario_failover(s: Settings, report: Report, tmp: str) -> None:
+    from perf.failover import scenario_failover as run   # it imports this module
+    run(s, report, tmp)
+
+
 RUNNERS = {
     "baseline": scenario_baseline, "produce": scenario_produce, "consume": scenario_consume, "e2e": scenario_e2e,
     "latency": scenario_latency, "e2e_latency": scenario_e2e_latency, "group_commit": scenario_group_commit,
     "ready": scenario_ready, "rss": scenario_rss, "replication": scenario_replication,
-    "replication_flush": scenario_replication_flush,
+    "replication_flush": scenario_replication_flush, "failover": scenario_failover,
 }
 assert tuple(RUNNERS) == SCENARIOS
 
@@ -1072,6 +1081,13 @@ def parse_args(argv=None):
     parser.add_argument("--tmp-root", default=None, help="parent of the temporary cluster directories")
     parser.add_argument("--paced-seconds", type=float, default=0,
                         help="length of a run paced at 10k msg/s (10; quick 3)")
+    parser.add_argument("--faults", type=int, default=0,
+                        help="failover: master faults of each kind (7, back to back 15; quick 3), within ~3 minutes")
+    parser.add_argument("--back-to-back", action="store_true",
+                        help="failover: the next fault as soon as the group is healthy, not once every replica has "
+                             "run past the supervisor's restart back-off reset (10 s)")
+    parser.add_argument("--keep-logs", default=None,
+                        help="failover: copy the cluster's logs/ into this directory before it is removed")
     parser.add_argument("--compare", action="store_true",
                         help="RocketBox against Redis Streams and NATS JetStream (perf/compare.py; `make peers`)")
     parser.add_argument("--peers", default=None,
