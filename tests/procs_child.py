@@ -12,7 +12,8 @@ ready, after printing a line to stderr), ``--boot-error-if-exists PATH`` (exit
 EXIT_BOOT_ERROR before ready when PATH exists: a config that went bad between
 restarts), ``--ignore-sigterm`` (a hung child), ``--no-ready`` (never notify),
 ``--close-ready-fd`` (close the ready pipe without a line),
-``--endpoint`` (put in the ready info).
+``--endpoint`` (put in the ready info), ``--exit-on-usr1 N`` (once serving, SIGUSR1 makes it exit
+with N: a broker leaving to restart in another role).
 """
 
 from __future__ import annotations
@@ -55,9 +56,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-ready", action="store_true")
     parser.add_argument("--close-ready-fd", action="store_true", help="close the ready pipe unused")
     parser.add_argument("--endpoint", default=None)
+    parser.add_argument("--exit-on-usr1", type=int, default=None)
     options = parser.parse_args(argv)
 
     stopping = threading.Event()
+    exit_code = [lifecycle.EXIT_OK]
+    if options.exit_on_usr1 is not None:
+        def on_usr1(signum, frame):
+            exit_code[0] = options.exit_on_usr1
+            stopping.set()
+        signal.signal(signal.SIGUSR1, on_usr1)
 
     def on_sigterm(signum, frame):
         record(options.events, "stop", options.name)
@@ -85,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         if not lifecycle.parent_alive():
             record(options.events, "parent-gone", options.name)
             return lifecycle.EXIT_PARENT_GONE
-    return lifecycle.EXIT_OK
+    return exit_code[0]
 
 
 if __name__ == "__main__":

@@ -19,6 +19,8 @@ What it does:
   the rest of the group is stopped (SIGTERM, SIGKILL after a deadline) and, once
   all are gone, the group restarts in start order, so the broker recovers its
   store with no worker running. A non-leader's death restarts only it.
+* **Role changes restart at once**: a child exiting with ``EXIT_ROLE_CHANGED`` (a broker
+  replica the failover controller gave another role) is restarted without back-off.
 * **Boot errors halt**: a child exiting with ``EXIT_BOOT_ERROR`` before it is
   ready stops the supervisor with the reason instead of a restart loop.
 * **Stop** (SIGTERM, SIGINT, or :meth:`Supervisor.stop`): children are stopped
@@ -63,7 +65,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 from cluster.procs import lifecycle
 from cluster.shm.json_store import write_json
-from cluster.procs.lifecycle import EXIT_BOOT_ERROR, EXIT_OK
+from cluster.procs.lifecycle import EXIT_BOOT_ERROR, EXIT_OK, EXIT_ROLE_CHANGED
 
 STATE_FILE_NAME = "cluster.json"
 STATE_FORMAT_VERSION = 1
@@ -900,6 +902,12 @@ class Supervisor:
             self.log.info("%s (pid %d) stopped: %s", child.name, pid, reason)
             return
 
+        if code == EXIT_ROLE_CHANGED and not died_booting and self.state != SupervisorState.STARTING:
+            # Not a crash: a broker replica the failover controller gave another role. A back-off here
+            # could outlast the controller's time-out and make it look dead in its new role.
+            self.log.info("%s (pid %d) restarts in a new role", child.name, pid)
+            self._schedule_restart(child, backoff=False)
+            return
         self.log.warning("%s (pid %d) %s: %s", child.name, pid,
                          "died while starting" if died_booting else "died", reason)
         if self.state == SupervisorState.STARTING:
@@ -919,9 +927,9 @@ class Supervisor:
             return
         self._schedule_restart(child)
 
-    def _schedule_restart(self, child: _Child) -> None:
+    def _schedule_restart(self, child: _Child, backoff: bool = True) -> None:
         now = time.monotonic()
-        delay_s = child.take_backoff(now)
+        delay_s = child.take_backoff(now) if backoff else 0.0
         child.restart_due = now + delay_s
         self._set_state(child, ChildState.BACKOFF)
         members = [m for m in self._groups[child.spec.group_name] if m is not child]

@@ -203,6 +203,18 @@ def test_killed_child_restarts_with_doubling_backoff(tmp_path, events, superviso
     assert read_state_file(str(tmp_path))["children"][0]["restarts"] == 2
 
 
+def test_a_role_change_exit_restarts_at_once_without_backoff(tmp_path, events, supervisors):
+    sup = start(supervisors, [child("a", events, "--exit-on-usr1", str(lifecycle.EXIT_ROLE_CHANGED),
+                                    backoff_initial_s=60.0, backoff_max_s=60.0)], tmp_path)
+    for restarts in (1, 2):
+        old_pid = sup.child_pid("a")
+        os.kill(old_pid, signal.SIGUSR1)
+        # Back within the deadline, far below the 60 s back-off a crash would wait.
+        assert sup.run_until(lambda: running(sup, "a", other_than_pid=old_pid), 30.0)
+        stats = sup.statistics()["a"]
+        assert stats.restarts == restarts and stats.last_exit_code == lifecycle.EXIT_ROLE_CHANGED
+
+
 def test_leader_death_restarts_its_group_in_order_and_worker_death_only_itself(
         tmp_path, events, supervisors):
     specs = [
