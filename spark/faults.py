@@ -1,6 +1,15 @@
 """Faults during the load: SIGKILL of a broker's main process or of its flush or reput
 worker, and SIGSTOP/SIGCONT of the broker main, at random times.
 
+With ``namesrv`` given (a failover cluster: NameServers with controllers, replicas whose role
+the controller decides) every fault aims at the group's master of the moment (resolved from
+the controller at each fault, and the replicas' configs in the data directory's
+``children.json``), one more kind stops the master until the controller elects another
+(``failover-master``), and between faults the injector waits until the group is healthy
+again: a master serving in the controller's epoch with both replicas in its sync set, every
+child running. Each event records the epoch and master before and after, and when the new
+epoch appeared.
+
 Works on any cluster whose supervisor state (cluster.json) is readable here:
 ``LocalCluster``, or a ``cluster up`` data directory. The supervisor restarts what was
 killed; the injector waits for that before the next fault, so faults never pile up.
@@ -9,6 +18,7 @@ Each fault is an event (time, kind, target, pid) for the report and the plot.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import random
@@ -23,8 +33,13 @@ from cluster.testing import child_record, wait_until
 log = logging.getLogger(__name__)
 
 KILL_MASTER, KILL_FLUSH, KILL_REPUT, PAUSE_MASTER = "kill-master", "kill-flush", "kill-reput", "pause-master"
-KINDS = (KILL_MASTER, KILL_FLUSH, KILL_REPUT, PAUSE_MASTER)
+FAILOVER_MASTER = "failover-master"
+KINDS = (KILL_MASTER, KILL_FLUSH, KILL_REPUT, PAUSE_MASTER, FAILOVER_MASTER)
+DEFAULT_KINDS = (KILL_MASTER, KILL_FLUSH, KILL_REPUT, PAUSE_MASTER)
+FAILOVER_DEFAULT_KINDS = (KILL_MASTER, FAILOVER_MASTER)
 RESTART_TIMEOUT_S = 60.0
+FAILOVER_TIMEOUT_S = 30.0    # a stopped master is resumed after this even if nobody was elected
+HEALTHY_TIMEOUT_S = 90.0     # between faults (failover mode)
 
 
 @dataclass
@@ -34,17 +49,34 @@ class FaultEvent:
     kind: str
     target: str
     pid: int
+    # Failover mode only: the controller's view around the fault.
+    epoch_before: int | None = None
+    epoch_after: int | None = None
+    master_before: str | None = None
+    master_after: str | None = None
+    elected_ns: int | None = None    # first seen a new epoch with a master (None: no failover)
+    healthy_ns: int | None = None    # the group healthy again (a serving master, sync set of 2)
+
+    @property
+    def failover(self) -> bool:
+        return self.epoch_before is not None and (self.epoch_after or 0) > self.epoch_before
 
 
 class FaultInjector:
     """Injects ``kinds`` on ``broker`` every ``interval_s`` (a random span) until stopped."""
 
-    def __init__(self, data_dir: str, broker: str = "broker-a", kinds=KINDS,
+    def __init__(self, data_dir: str, broker: str = "broker-a", kinds=DEFAULT_KINDS,
                  interval_s: tuple[float, float] = (2.0, 5.0), pause_s: tuple[float, float] = (0.5, 2.0),
-                 seed: int | None = None):
+                 seed: int | None = None, namesrv: str | None = None):
         unknown = set(kinds) - set(KINDS)
         if unknown:
             raise ValueError(f"unknown fault kinds {sorted(unknown)}; known: {', '.join(KINDS)}")
+        if FAILOVER_MASTER in kinds and not namesrv:
+            raise ValueError(f"{FAILOVER_MASTER} needs a failover cluster (its NameServer address)")
+        self.namesrv = namesrv
+        self._admin = None
+        self._replicas = replica_configs(data_dir, broker) if namesrv else {}
+        self._elected_ns: int | None = None   # an election seen while awaiting a restart
         self.data_dir = data_dir
         self.broker = broker
         self.kinds = tuple(kinds)
@@ -64,11 +96,49 @@ class FaultInjector:
         """Stop injecting; a paused broker is resumed before this returns."""
         self._stop.set()
         if self._thread.ident is not None:   # never started when the load stored nothing
-            self._thread.join(RESTART_TIMEOUT_S + 10)
+            self._thread.join(RESTART_TIMEOUT_S + FAILOVER_TIMEOUT_S + HEALTHY_TIMEOUT_S + 10)
+        if self._admin is not None:
+            self._admin.shutdown()
+            self._admin = None
         return self.events
 
-    def _target(self, kind: str) -> str:
-        return {KILL_FLUSH: f"{self.broker}-flush", KILL_REPUT: f"{self.broker}-reput"}.get(kind, self.broker)
+    def _target(self, kind: str, master: str) -> str:
+        return {KILL_FLUSH: f"{master}-flush", KILL_REPUT: f"{master}-reput"}.get(kind, master)
+
+    # ---- failover mode: the controller's view ----
+
+    def _controller(self) -> dict:
+        if self._admin is None:
+            from cluster.client.admin import Admin
+            self._admin = Admin(self.namesrv)
+        return self._admin.controller_group(self.broker)
+
+    def _master_of(self, view: dict) -> str | None:
+        return next((name for name, cfg in self._replicas.items() if cfg.address == view.get("masterAddress")), None)
+
+    def _runtime_info(self, child: str) -> dict | None:
+        try:
+            return self._admin.broker_runtime_info(f"tcp://{self._replicas[child].address}")
+        except Exception:   # stopped, restarting
+            return None
+
+    def healthy(self) -> tuple[str, dict] | None:
+        """(master child, controller view) when the group is healthy, else None."""
+        try:
+            view = self._controller()
+        except Exception:   # no controller leader yet
+            return None
+        master = self._master_of(view)
+        children = (read_state_file(self.data_dir) or {}).get("children", [])
+        if not (master and len(view.get("syncStateSet", [])) == len(self._replicas)
+                and all(c["state"] == "running" for c in children)):
+            return None
+        info = self._runtime_info(master) or {}
+        serving = info.get("writable") and info.get("epoch") == view["epoch"] and (info.get("ha") or {}).get("inSync")
+        return (master, view) if serving else None
+
+    def await_healthy(self, timeout_s: float = HEALTHY_TIMEOUT_S) -> tuple[str, dict]:
+        return wait_until(self.healthy, timeout_s, interval_s=0.1, what=f"{self.broker} healthy (master and slave in sync)")
 
     def _run(self) -> None:
         try:
@@ -79,9 +149,12 @@ class FaultInjector:
             self.error = exc
 
     def inject(self, kind: str) -> FaultEvent:
-        target = self._target(kind)
+        master, view = self.await_healthy() if self.namesrv else (self.broker, {})
+        target = self._target(kind, master)
         child = child_record(self.data_dir, target)
         pid = child["pid"]
+        epoch = view.get("epoch")
+        elected_ns = self._elected_ns = None
         start_ns = time.time_ns()
         if kind == PAUSE_MASTER:
             os.kill(pid, signal.SIGSTOP)
@@ -89,18 +162,56 @@ class FaultInjector:
                 self._stop.wait(self.rng.uniform(*self.pause_s))
             finally:
                 os.kill(pid, signal.SIGCONT)
+        elif kind == FAILOVER_MASTER:
+            os.kill(pid, signal.SIGSTOP)
+            try:   # not cut short by stop(): a fault under way ends as it began
+                elected_ns = self._await_new_epoch(epoch, FAILOVER_TIMEOUT_S)
+            finally:
+                os.kill(pid, signal.SIGCONT)
         else:
             os.kill(pid, signal.SIGKILL)
             self._await_restart(target, pid)
         event = FaultEvent(start_ns, time.time_ns(), kind, target, pid)
+        if self.namesrv:
+            new_master, new_view = self.await_healthy()
+            event.epoch_before, event.master_before = epoch, master
+            event.epoch_after, event.master_after = new_view["epoch"], new_master
+            event.healthy_ns = time.time_ns()
+            if event.failover:
+                # A kill may be followed by an election too (seen by now, not timed as closely).
+                event.elected_ns = elected_ns or self._elected_ns or event.healthy_ns
         log.info("fault: %s", event)
         self.events.append(event)
         return event
 
+    def _await_new_epoch(self, epoch: int, timeout_s: float) -> int | None:
+        """Until the controller names a master in an epoch above ``epoch``; when (None: not in time)."""
+        def elected():
+            try:
+                view = self._controller()
+            except Exception:
+                return None
+            return view.get("epoch", 0) > epoch and view.get("masterAddress") and time.time_ns()
+        try:
+            return wait_until(elected, timeout_s, interval_s=0.05, what="a new epoch")
+        except TimeoutError:
+            log.warning("no new master of %s within %.0f s of stopping the master", self.broker, timeout_s)
+            return None
+
     def _await_restart(self, target: str, old_pid: int) -> None:
         """Until ``target`` runs again under a new pid and so does the rest of the cluster
         (the broker main's death restarts its whole group)."""
+        epoch = self._controller().get("epoch", 0) if self.namesrv else None
+        self._elected_ns = None
+
         def running_again():
+            if epoch is not None and self._elected_ns is None:   # watch for an election meanwhile
+                try:
+                    view = self._controller()
+                    if view.get("epoch", 0) > epoch and view.get("masterAddress"):
+                        self._elected_ns = time.time_ns()
+                except Exception:
+                    pass
             children = (read_state_file(self.data_dir) or {}).get("children", [])
             renewed = any(c["name"] == target and c["pid"] not in (None, old_pid) for c in children)
             return renewed and all(c["state"] == "running" for c in children)
@@ -108,4 +219,66 @@ class FaultInjector:
 
 
 def events_as_dicts(events: list[FaultEvent]) -> list[dict]:
-    return [asdict(e) for e in events]
+    out = []
+    for e in events:
+        row = asdict(e)
+        if e.epoch_before is not None:
+            row["failover"] = e.failover
+            row["to_new_master_s"] = (e.elected_ns - e.start_ns) / 1e9 if e.elected_ns else None
+            row["to_healthy_s"] = (e.healthy_ns - e.start_ns) / 1e9 if e.healthy_ns else None
+        out.append(row)
+    return out
+
+
+def replica_configs(data_dir: str, broker: str = "broker-a") -> dict:
+    """child name -> BrokerConfig of every replica of group ``broker``, from the specs the
+    supervisor was started with (``children.json``: ``LocalCluster`` and ``cluster up`` write it)."""
+    from cluster.config import broker_config_from_json
+    with open(os.path.join(data_dir, "children.json")) as f:
+        specs = json.load(f)
+    out = {}
+    for spec in specs:
+        if spec.get("role") == "broker" and "--config-json" in spec.get("args", []):
+            cfg = broker_config_from_json(spec["args"][spec["args"].index("--config-json") + 1])
+            if cfg.broker_name == broker:
+                out[spec["name"]] = cfg
+    return out
+
+
+def compare_replicas(data_dir: str, namesrv: str, broker: str = "broker-a", timeout_s: float = 60.0) -> dict:
+    """Wait (bounded) until every replica of ``broker`` reports the same CommitLog end, then
+    compare their CommitLog bytes up to it: {replicas, end, identical, first_difference, error}."""
+    from cluster.client.admin import Admin
+    from cluster.testing import commitlog_bytes
+    configs = replica_configs(data_dir, broker)
+    result = {"replicas": sorted(configs), "end": None, "identical": False, "first_difference": None,
+              "error": None, "ends": {}}
+    admin = Admin(namesrv)
+    try:
+        def same_end():
+            ends = {}
+            for name, cfg in configs.items():
+                try:
+                    ends[name] = admin.broker_runtime_info(f"tcp://{cfg.address}")["writePos"]
+                except Exception:
+                    return None
+            result["ends"] = ends
+            return len(set(ends.values())) == 1 and ends
+        try:
+            wait_until(same_end, timeout_s, interval_s=0.2, what="replicas at the same CommitLog end")
+        except TimeoutError as exc:
+            result["error"] = f"{exc}; last ends {result['ends']}"
+            return result
+    finally:
+        admin.shutdown()
+    end = result["end"] = next(iter(result["ends"].values()))
+    logs = {name: commitlog_bytes(cfg.store.store_dir, end, cfg.store.commitlog_file_size_bytes)
+            for name, cfg in configs.items()}
+    first = next(iter(logs.values()))
+    for name, data in logs.items():
+        if data != first:
+            result["first_difference"] = next(i for i, (a, b) in enumerate(zip(first, data)) if a != b) \
+                if len(data) == len(first) else min(len(data), len(first))
+            return result
+    result["identical"] = True
+    return result

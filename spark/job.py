@@ -9,6 +9,12 @@
 5. Prints the report, writes ``report.json`` and ``latency.png`` under ``--out``.
 
 Exits 1 when any anomaly is unexplained (a lost acknowledged message among them).
+
+``--failover``: the cluster has a slave and automatic failover (controllers in the NameServers,
+a SYNC_MASTER group whose master the controller elects); faults then aim at the master of the
+moment, ``failover-master`` stops it until another is elected, and the report adds the
+failovers, the time from each fault to the new master and whether the replicas' CommitLogs
+are byte-identical after the load (exit 1 if not).
 The same job runs against a Spark cluster (``--master spark://host:7077``; its workers
 need rocketbox installed) and against a RocketBox cluster on other hosts (``--namesrv``;
 faults then need ``--cluster-dir``, the data directory of that cluster's supervisor, which
@@ -24,10 +30,11 @@ import tempfile
 import threading
 import time
 
-from cluster.config import ASYNC_FLUSH, SYNC_FLUSH
+from cluster.config import ASYNC_FLUSH, SYNC_FLUSH, SYNC_MASTER
 
 PROGRESS_POLL_S = 0.25
 CATCH_UP_TIMEOUT_S = 180.0
+CATCH_UP_STALL_S = 20.0     # committed offsets and queue ends unchanged this long: stop waiting
 LOAD_GROUP = "RocketBoxCheckGroup"
 
 
@@ -45,7 +52,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--faults", action="store_true",
                    help="SIGKILL the broker master, its flush and reput workers, SIGSTOP/SIGCONT the master, "
                         "at random times during the load")
-    p.add_argument("--fault-kinds", default="kill-master,kill-flush,kill-reput,pause-master")
+    p.add_argument("--fault-kinds", default=None,
+                   help="comma-separated, of kill-master, kill-flush, kill-reput, pause-master, failover-master "
+                        "(default: all but failover-master; with --failover: kill-master,failover-master)")
+    p.add_argument("--failover", action="store_true",
+                   help="a master, an in-sync slave (SYNC_MASTER) and automatic failover; compare the "
+                        "replicas after the load")
     p.add_argument("--fault-interval", default="1,3", help="seconds between faults: min,max")
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
@@ -69,9 +81,11 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="rocketbox-run-") as tmp:
         started = time.monotonic()
         mode = SYNC_FLUSH if args.flush_mode == "sync" else ASYNC_FLUSH
-        with LocalCluster(os.path.join(tmp, "cluster"), flush_mode=mode) as cluster:
+        failover = dict(slaves=1, failover=True, broker_overrides={"broker_role": SYNC_MASTER}) \
+            if args.failover else {}
+        with LocalCluster(os.path.join(tmp, "cluster"), flush_mode=mode, **failover) as cluster:
             Console().print(f"cluster up in {time.monotonic() - started:.2f} s: NameServer {cluster.namesrv}, "
-                            f"flush {args.flush_mode}")
+                            f"flush {args.flush_mode}" + (", a slave, automatic failover" if args.failover else ""))
             return 0 if run(args, cluster.namesrv, cluster.data_dir)["verdict_ok"] else 1
 
 
@@ -120,8 +134,8 @@ def _load_and_consume(args, console, spark, addresses, cluster_dir, out, phases)
     from cluster import Admin
     from cluster.client.routes import config_for
     from spark import loadgen
-    from spark.faults import FaultInjector
-    from spark.push_group import PushGroup, caught_up
+    from spark.faults import DEFAULT_KINDS, FAILOVER_DEFAULT_KINDS, FaultInjector, compare_replicas
+    from spark.push_group import PushGroup
 
     cfg = config_for(addresses)
     topic = f"Load{time.strftime('%Y%m%d%H%M%S')}{os.getpid()}"
@@ -136,8 +150,10 @@ def _load_and_consume(args, console, spark, addresses, cluster_dir, out, phases)
         injector = None
         if args.faults:
             low, high = (float(x) for x in args.fault_interval.split(","))
-            injector = FaultInjector(cluster_dir, kinds=args.fault_kinds.split(","), interval_s=(low, high),
-                                     seed=args.seed)
+            kinds = args.fault_kinds.split(",") if args.fault_kinds else \
+                (FAILOVER_DEFAULT_KINDS if args.failover else DEFAULT_KINDS)
+            injector = FaultInjector(cluster_dir, kinds=kinds, interval_s=(low, high), seed=args.seed,
+                                     namesrv=";".join(addresses) if args.failover else None)
         try:
             # Faults begin with the first stored message: earlier ones would test only an idle broker.
             load_error = _load_with_progress(console, admin, spark, plan, history_path, LOAD_GROUP,
@@ -148,25 +164,27 @@ def _load_and_consume(args, console, spark, addresses, cluster_dir, out, phases)
         if load_error is not None:
             group.stop()
             raise load_error
+        fault_error = None
         if injector is not None and injector.error is not None:
-            console.print(f"[red]fault injection failed: {injector.error}")
+            fault_error = f"{type(injector.error).__name__}: {injector.error}"
+            console.print(f"[red]fault injection failed: {fault_error}")
 
-        def group_caught_up() -> bool:
-            try:
-                return caught_up(admin, topic, LOAD_GROUP)
-            except Exception:   # a broker still restarting
-                return False
-        try:
-            _await(group_caught_up, CATCH_UP_TIMEOUT_S)
-        except TimeoutError:
-            console.print(f"[yellow]the push group did not catch up within {CATCH_UP_TIMEOUT_S:.0f} s; "
-                          "what it missed is reported as lost")
+        catch_up = _await_catch_up(admin, topic)
+        if not catch_up["caught_up"]:
+            console.print(f"[yellow]the push group's committed offsets stayed {catch_up['behind']:,} messages "
+                          f"behind the queue ends ({catch_up['stopped']}, {catch_up['waited_s']:.0f} s); "
+                          "what it did not read is reported as lost")
         exit_codes = group.stop()
         phases.done("push group catch-up and stop")
+        replicas = None
+        if args.failover and cluster_dir:
+            replicas = compare_replicas(cluster_dir, ";".join(addresses))
+            phases.done("replica comparison")
     if any(code != 0 for code in exit_codes):
         console.print(f"[red]a push-group member failed: exit codes {exit_codes}")
     return {"topic": topic, "history": history_path, "group": group, "faults": faults,
-            "member_exit_codes": exit_codes}
+            "member_exit_codes": exit_codes, "fault_error": fault_error, "replicas": replicas,
+            "catch_up": catch_up}
 
 
 def _check_and_report(args, console, spark, addresses, load, out, phases) -> dict:
@@ -190,7 +208,10 @@ def _check_and_report(args, console, spark, addresses, load, out, phases) -> dic
     result = report.measures(history, reads, anomalies)
     phases.done("measures")
     result.update(topic=load["topic"], flush_mode=args.flush_mode, faults=events_as_dicts(load["faults"]),
-                  settings=dict(vars(args)))
+                  settings=dict(vars(args)), failover_mode=bool(args.failover), fault_error=load["fault_error"],
+                  replicas=load["replicas"], catch_up=load["catch_up"])
+    if args.failover:
+        result["failover"] = report.failover_summary(result["faults"])
     anomalies.filter("explained is null").limit(1000).toPandas().to_json(
         os.path.join(out, "anomalies.json"), orient="records", indent=1)
     report.print_report(result, console)
@@ -199,12 +220,24 @@ def _check_and_report(args, console, spark, addresses, load, out, phases) -> dic
     for frame in (anomalies, history, reads, commits):
         frame.unpersist()
     result["phases_s"] = phases.seconds
-    result["verdict_ok"] = result["unexplained"] == 0 and all(c == 0 for c in load["member_exit_codes"])
+    replicas_ok = load["replicas"] is None or load["replicas"]["identical"]
+    result["verdict_ok"] = (result["unexplained"] == 0 and all(c == 0 for c in load["member_exit_codes"])
+                            and replicas_ok and load["fault_error"] is None)
     report.write_json(result, os.path.join(out, "report.json"))
     console.print("phases: " + ", ".join(f"{name} {seconds:.1f} s" for name, seconds in phases.seconds.items()))
     console.print(f"report: {out}/report.json, plot: {out}/latency.png, history: {load['history']}")
-    console.print("[green]OK: nothing lost, every duplicate explained" if result["verdict_ok"] else
-                  f"[red]FAILED: {result['unexplained']} unexplained anomalies (see {out}/anomalies.json)")
+    if result["verdict_ok"]:
+        console.print("[green]OK: nothing lost, every duplicate explained"
+                      + (", replicas byte-identical" if load["replicas"] else ""))
+    else:
+        reasons = [f"{result['unexplained']} unexplained anomalies (see {out}/anomalies.json)"]
+        if not replicas_ok:
+            reasons.append(f"replicas not identical: {load['replicas']}")
+        if load["fault_error"]:
+            reasons.append(f"fault injection failed: {load['fault_error']}")
+        if any(c != 0 for c in load["member_exit_codes"]):
+            reasons.append(f"push-group member exit codes {load['member_exit_codes']}")
+        console.print("[red]FAILED: " + "; ".join(reasons))
     return result
 
 
@@ -246,9 +279,32 @@ def _load_with_progress(console, admin, spark, plan, history_path: str, group: s
     return error[0] if error else None
 
 
-def _await(condition, timeout_s: float) -> None:
-    from cluster.testing import wait_until
-    wait_until(condition, timeout_s, interval_s=0.25, what="condition")
+def _await_catch_up(admin, topic: str) -> dict:
+    """Until the push group's committed offsets reach every queue's end, at most CATCH_UP_TIMEOUT_S,
+    and not longer than CATCH_UP_STALL_S without any offset moving (a commit that never reaches
+    the master stalls it for good). How it ended: caught_up, behind (messages), the last offsets."""
+    started = last_change = time.monotonic()
+    last = None
+    while True:
+        try:
+            rows = admin.queue_offsets(topic, LOAD_GROUP)
+        except Exception:   # a broker still restarting
+            rows = None
+        now = time.monotonic()
+        if rows:
+            state = [(r["queueId"], r["maxOffset"], r.get("consumerOffset") or 0) for r in rows]
+            behind = sum(max(0, m - c) for _q, m, c in state)
+            if behind == 0:
+                return {"caught_up": True, "behind": 0, "waited_s": now - started, "stopped": None, "offsets": state}
+            if state != last:
+                last, last_change = state, now
+        stopped = ("no offset moved for %.0f s" % CATCH_UP_STALL_S if last and now - last_change > CATCH_UP_STALL_S
+                   else "time-out" if now - started > CATCH_UP_TIMEOUT_S else None)
+        if stopped:
+            behind = sum(max(0, m - c) for _q, m, c in last) if last else None
+            return {"caught_up": False, "behind": behind, "waited_s": now - started, "stopped": stopped,
+                    "offsets": last}
+        time.sleep(0.25)
 
 
 if __name__ == "__main__":

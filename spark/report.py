@@ -75,6 +75,18 @@ def measures(history: DataFrame, reads: DataFrame, anomalies: DataFrame) -> dict
     return result
 
 
+def failover_summary(faults: list[dict]) -> dict:
+    """Failover mode: how many faults changed the master's epoch, and how fast (from the events)."""
+    times = sorted(f["to_new_master_s"] for f in faults if f.get("failover") and f.get("to_new_master_s"))
+    healthy = sorted(f["to_healthy_s"] for f in faults if f.get("to_healthy_s") is not None)
+    summary = {"faults": len(faults), "failovers": sum(1 for f in faults if f.get("failover")),
+               "to_new_master_s": times, "to_healthy_s_max": max(healthy) if healthy else None}
+    if times:
+        summary.update(to_new_master_s_min=times[0], to_new_master_s_median=times[len(times) // 2],
+                       to_new_master_s_max=times[-1])
+    return summary
+
+
 def print_report(result: dict, console=None) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -103,8 +115,43 @@ def print_report(result: dict, console=None) -> None:
         for f in faults:
             kinds[f["kind"]] = kinds.get(f["kind"], 0) + 1
         table.add_row("faults injected", ", ".join(f"{k} x{v}" for k, v in sorted(kinds.items())))
+    failover = result.get("failover")
+    if failover:
+        table.add_row("faults / failovers (new epoch)", f"{failover['faults']} / {failover['failovers']}")
+        if failover["to_new_master_s"]:
+            table.add_row("fault to new master min / median / max",
+                          f"{failover['to_new_master_s_min']:.2f} / {failover['to_new_master_s_median']:.2f} / "
+                          f"{failover['to_new_master_s_max']:.2f} s")
+        if failover["to_healthy_s_max"] is not None:
+            table.add_row("fault to group healthy again (max)", f"{failover['to_healthy_s_max']:.2f} s")
+    replicas = result.get("replicas")
+    if replicas:
+        if replicas["identical"]:
+            verdict = f"identical up to {replicas['end']:,} bytes"
+        elif replicas["error"]:
+            verdict = f"NOT compared: {replicas['error']}"
+        else:
+            verdict = f"DIFFER at byte {replicas['first_difference']:,} (common end {replicas['end']:,})"
+        table.add_row(f"replica CommitLogs ({', '.join(replicas['replicas'])})", verdict)
+    catch_up = result.get("catch_up")
+    if catch_up and not catch_up["caught_up"]:
+        table.add_row("push group's committed offsets at the end",
+                      f"{catch_up['behind']:,} behind the queue ends ({catch_up['stopped']})")
+    if result.get("fault_error"):
+        table.add_row("fault injection error", result["fault_error"])
     table.add_row("lost (acknowledged, never read)", f"{result['lost']}")
     console.print(table)
+    if failover and faults:
+        events = Table(title="faults (failover mode): the controller's epoch and master around each")
+        for column in ("#", "kind", "target", "epoch", "master after", "to new master", "to healthy"):
+            events.add_column(column)
+        origin = faults[0]["start_ns"]
+        for i, f in enumerate(faults, 1):
+            events.add_row(f"{i} (+{(f['start_ns'] - origin) / 1e9:.1f} s)", f["kind"], f["target"],
+                           f"{f['epoch_before']} -> {f['epoch_after']}", f["master_after"] or "",
+                           f"{f['to_new_master_s']:.2f} s" if f.get("to_new_master_s") else "-",
+                           f"{f['to_healthy_s']:.2f} s" if f.get("to_healthy_s") is not None else "-")
+        console.print(events)
     cases = Table(title="anomalies (explained: why it is allowed; blank: a violation)")
     for column in ("anomaly", "reader", "explained", "cases"):
         cases.add_column(column)
