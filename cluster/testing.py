@@ -78,6 +78,25 @@ def _controller_view(namesrv: str, broker: str, admin=None) -> dict:
         owned.shutdown()
 
 
+def broker_runtime_info(address: str, timeout_ms: int = 1000) -> dict | None:
+    """GET_BROKER_RUNTIME_INFO of the broker at host:port, or None when it does not answer."""
+    from cluster.protocol import RequestCode
+    from cluster.wire_format import Command
+    from cluster.zmq_transport import RpcClient, TransportError
+    client = RpcClient(default_timeout_ms=timeout_ms)
+    try:
+        return json.loads(client.call(f"tcp://{address}", Command(RequestCode.GET_BROKER_RUNTIME_INFO, {})).body)
+    except (TransportError, ValueError):
+        return None
+    finally:
+        client.close()
+
+
+def store_host_prefix(cfg: BrokerConfig) -> str:
+    """The store-host part of the offset msg ids a broker writes (its IP and port, hex)."""
+    return "".join(f"{int(part):02X}" for part in cfg.host.split(".")) + f"{cfg.port:08X}"
+
+
 def commitlog_bytes(store_dir: str, end: int, file_size: int) -> bytes:
     """The CommitLog bytes [0, end) of a store, read from its segment files (no mapping)."""
     out = bytearray()
@@ -180,6 +199,22 @@ class LocalCluster:
         view = _controller_view(self.namesrv, broker, admin)
         return next((name for name, cfg in self.replica_configs(broker).items()
                      if cfg.address == view.get("masterAddress")), None)
+
+    def await_group_serving(self, broker: str = "broker-a", admin=None, timeout_s: float = 60.0) -> str:
+        """Until every child runs and ``broker``'s master is writable in the controller's epoch with
+        every replica in its sync set and a slave in sync; returns the master's child name."""
+        replicas = self.replica_configs(broker)
+
+        def serving():
+            view = _controller_view(self.namesrv, broker, admin)
+            children_ok = all(c["state"] == "running" for c in self.state().get("children", []))
+            master = self.master_child(broker, admin)
+            if not (children_ok and master and len(view.get("syncStateSet", [])) == len(replicas)):
+                return None
+            info = broker_runtime_info(replicas[master].address) or {}
+            return info.get("writable") and info.get("epoch") == view["epoch"] and info["ha"].get("inSync") \
+                and master
+        return wait_until(serving, timeout_s, interval_s=0.1, what=f"{broker} serving (master and slaves in sync)")
 
     def stop(self, timeout_s: float = 30.0) -> None:
         if self.process is None or self.process.poll() is not None:

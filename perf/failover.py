@@ -47,7 +47,7 @@ import time
 
 from cluster import Admin, Message, Producer, SendStatus
 from cluster.config import SYNC_FLUSH, SYNC_MASTER
-from cluster.testing import LocalCluster, wait_until
+from cluster.testing import LocalCluster, store_host_prefix, wait_until
 from perf.e2e import BATCH_SIZE, Report, Row, Settings, client_config, create_topic, percentile, run_producers
 
 GROUP = "broker-a"
@@ -62,36 +62,8 @@ ACCEPTED = (SendStatus.SEND_OK.name, SendStatus.SLAVE_NOT_AVAILABLE.name)
 BROKER = {"broker_role": SYNC_MASTER, "sync_replication_timeout_ms": 1500}
 
 
-def _runtime_info(address: str) -> dict | None:
-    from cluster.protocol import RequestCode
-    from cluster.wire_format import Command
-    from cluster.zmq_transport import RpcClient, TransportError
-    client = RpcClient(default_timeout_ms=1000)
-    try:
-        return json.loads(client.call(f"tcp://{address}", Command(RequestCode.GET_BROKER_RUNTIME_INFO, {})).body)
-    except (TransportError, ValueError):
-        return None
-    finally:
-        client.close()
-
-
-def _store_prefix(cfg) -> str:
-    """The store-host part of the offset msg ids a replica writes (IP and port, hex)."""
-    return "".join(f"{int(part):02X}" for part in cfg.host.split(".")) + f"{cfg.port:08X}"
-
-
 def await_healthy(cluster: LocalCluster, admin: Admin, timeout_s: float = 60.0) -> str:
-    """Until the group has a writable master in sync with its slave, both in the sync set, every child running."""
-    def healthy():
-        view = admin.controller_group(GROUP)
-        children_ok = all(c["state"] == "running" for c in cluster.state().get("children", []))
-        master = cluster.master_child(GROUP, admin)
-        if not (children_ok and master and len(view.get("syncStateSet", [])) == 2):
-            return None
-        info = _runtime_info(cluster.replica_configs(GROUP)[master].address) or {}
-        serving = info.get("writable") and info.get("epoch") == view["epoch"] and info["ha"].get("inSync")
-        return serving and master
-    return wait_until(healthy, timeout_s, interval_s=0.1, what="group healthy (master and slave in sync)")
+    return cluster.await_group_serving(GROUP, admin, timeout_s)
 
 
 class Sender:
@@ -210,7 +182,7 @@ def _one_fault(cluster: LocalCluster, admin: Admin, sender: Sender, kind: str, d
     view = admin.controller_group(GROUP)
     fault.update(master_after=after, epoch_after=view["epoch"], failover=after != master,
                  elections=view["epoch"] - epoch)
-    prefixes = {_store_prefix(cfg): name for name, cfg in cluster.replica_configs(GROUP).items()}
+    prefixes = {store_host_prefix(cfg): name for name, cfg in cluster.replica_configs(GROUP).items()}
     seen: dict = {}
     for r in sender.since(t_fault):
         if r[1] - t_fault > fault.get("send_ok_s", 0):

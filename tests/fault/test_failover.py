@@ -21,7 +21,8 @@ from cluster import Message, Producer, PullConsumer, SendStatus
 from cluster.client.admin import Admin
 from cluster.config import SYNC_FLUSH, SYNC_MASTER
 from cluster.fault_proxy import PartitionProxy
-from cluster.testing import LocalCluster, commitlog_bytes, read_topic, wait_until
+from cluster.testing import (LocalCluster, broker_runtime_info, commitlog_bytes, read_topic, store_host_prefix,
+                             wait_until)
 from cluster.topology import group_name
 from cluster.protocol import RequestCode
 from cluster.wire_format import Command
@@ -42,24 +43,11 @@ def _cluster(start_cluster, **overrides):
 
 
 def _info_or_none(address: str) -> dict | None:
-    try:
-        return runtime_info(address)
-    except (TransportError, ValueError):
-        return None
+    return broker_runtime_info(address, timeout_ms=3000)
 
 
 def _await_healthy(cluster, admin, timeout_s: float = 60.0) -> str:
-    """Until the group has a master with both replicas in its sync set and every child runs."""
-    def healthy():
-        view = admin.controller_group(GROUP)
-        children_ok = all(c["state"] == "running" for c in cluster.state().get("children", []))
-        master = cluster.master_child(GROUP, admin)
-        if not (children_ok and master and len(view.get("syncStateSet", [])) == 2):
-            return None
-        info = _info_or_none(cluster.replica_configs(GROUP)[master].address) or {}
-        serving = info.get("writable") and info.get("epoch") == view["epoch"] and info["ha"].get("inSync")
-        return serving and master
-    return wait_until(healthy, timeout_s, interval_s=0.1, what="group healthy (master and slave in sync)")
+    return cluster.await_group_serving(GROUP, admin, timeout_s)
 
 
 def _await_identical(cluster) -> int:
@@ -145,10 +133,7 @@ def _probe_send(producer, acked: list):
 
 
 def _offset_msg_id_prefix(cluster, child: str) -> str:
-    """The store-host part of offset msg ids a replica writes (its IP and port, hex)."""
-    cfg = cluster.replica_configs(GROUP)[child]
-    ip = "".join(f"{int(part):02X}" for part in cfg.host.split("."))
-    return f"{ip}{cfg.port:08X}"
+    return store_host_prefix(cluster.replica_configs(GROUP)[child])
 
 
 def test_returning_master_truncates_what_the_new_master_never_had(start_cluster):
