@@ -396,3 +396,27 @@ def test_master_partitioned_from_the_controller_stops_writing_and_is_replaced(tm
         cluster.stop()
         for proxy in proxies.values():
             proxy.close()
+
+
+def test_a_restarted_single_controller_keeps_its_state(start_cluster):
+    """One NameServer is the whole controller: its Raft journal brings the group's master, epoch and
+    sync set back after a SIGKILL, and the brokers keep serving under the same epoch."""
+    cluster = _cluster(start_cluster)
+    admin = Admin(config=client_config(cluster))
+    master = _await_healthy(cluster, admin)
+    before = admin.controller_group(GROUP)
+    cluster.await_running("namesrv-0", not_pid=cluster.kill("namesrv-0", signal.SIGKILL))
+    after = wait_until(lambda: _view_if_leader(admin), 30, interval_s=0.1, what="the controller back as leader")
+    assert (after["masterId"], after["epoch"], after["syncStateSet"]) == \
+        (before["masterId"], before["epoch"], before["syncStateSet"])
+    assert _await_healthy(cluster, admin) == master
+    assert admin.controller_group(GROUP)["epoch"] == before["epoch"]
+    admin.shutdown()
+
+
+def _view_if_leader(admin) -> dict | None:
+    try:
+        view = admin.controller_group(GROUP)
+    except Exception:
+        return None
+    return view if view.get("isLeader") else None
