@@ -343,8 +343,14 @@ class BrokerService:
         if offset < 0 or offset > self.store.max_offset(topic, queue_id):
             raise ProtocolError(f"offset {offset} is outside [0, {self.store.max_offset(topic, queue_id)}] "
                                 f"of {topic}:{queue_id}")
+        if self.controller is not None and not self.cfg.is_slave and not self.may_write():
+            # A master replaced while stopped or cut off: a commit taken here would be overwritten
+            # by the new master's offsets when this one rejoins as a slave.
+            raise ProtocolError(f"broker {self.cfg.broker_name} is not sure it is still master (its controller "
+                                f"lease lapsed): commit to the master", ResponseCode.SERVICE_NOT_AVAILABLE)
         self.offsets.commit(group, topic, queue_id, offset)
-        return request.response(ResponseCode.SUCCESS)
+        # Who took it: a commit a slave took is not final (the client sends it again to the master).
+        return request.response(ResponseCode.SUCCESS, {"brokerId": str(self.cfg.broker_id)})
 
     @answers_refusals
     def on_get_max_offset(self, request: Command, reply=None) -> Command:

@@ -85,10 +85,15 @@ def query_consumer_offset(rpc, endpoint, group: str, mq: MessageQueue) -> int | 
                         {"consumerGroup": group, "topic": mq.topic, "queueId": str(mq.queue_id)})
 
 
-def update_consumer_offset(rpc, endpoint, group: str, mq: MessageQueue, offset: int) -> None:
-    raise_for(rpc.call(endpoint, Command(RequestCode.UPDATE_CONSUMER_OFFSET, {
-        "consumerGroup": group, "topic": mq.topic, "queueId": str(mq.queue_id), "commitOffset": str(offset)})),
-        endpoint)
+def update_consumer_offset(rpc, endpoint, group: str, mq: MessageQueue, offset: int) -> int:
+    """Commit ``offset``; the id of the broker that took it (0: a master; brokers that do not say are)."""
+    response = rpc.call(endpoint, Command(RequestCode.UPDATE_CONSUMER_OFFSET, {
+        "consumerGroup": group, "topic": mq.topic, "queueId": str(mq.queue_id), "commitOffset": str(offset)}))
+    raise_for(response, endpoint)
+    try:
+        return int(response.fields.get("brokerId") or 0)
+    except ValueError:
+        return 0
 
 
 def max_offset(rpc, endpoint, mq: MessageQueue) -> int:

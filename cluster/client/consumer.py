@@ -182,6 +182,8 @@ class _ProcessQueue:
         self.lock = threading.Lock()
         self.dropped = False
         self.last_committed = next_offset
+        # The master endpoint that took last_committed: a different master (failover) gets it again.
+        self.committed_to: str | None = None
         self.cached_count = 0
         self.cached_bytes = 0  # bodies of the cached messages (RocketMQ's ProcessQueue.msgSize)
         self.pull_in_flight = False  # at most one pull per queue, or offsets would interleave
@@ -513,25 +515,34 @@ class PushConsumer(_QueueClient):
         further already; then never move the broker's offset back (that would redeliver).
         """
         point = pq.commit_point()
-        if point == pq.last_committed and not force:
-            return
         if self.local_offsets is not None:
-            self.local_offsets.update(pq.mq, point)
-            pq.last_committed = point
+            if point != pq.last_committed or force:
+                self.local_offsets.update(pq.mq, point)
+                pq.last_committed = point
             return
         broker_id = MASTER_ID
         try:
             endpoint, broker_id = self._commit_endpoint(pq.mq)
+            # A new master (failover) may lack the last commits the old one took (a slave copies
+            # offsets every second): it gets the commit point again even if it has not moved.
+            new_master = broker_id == MASTER_ID and pq.committed_to not in (None, endpoint)
+            if point == pq.last_committed and not force and not new_master:
+                return
             if handing_over:
                 current = broker_api.query_consumer_offset(self.rpc, endpoint, self.group, pq.mq)
                 if current is not None and current > point:
                     return
-            broker_api.update_consumer_offset(self.rpc, endpoint, self.group, pq.mq, point)
-            if broker_id != MASTER_ID:
+            taken_by = broker_api.update_consumer_offset(self.rpc, endpoint, self.group, pq.mq, point)
+            if broker_id != MASTER_ID or taken_by != MASTER_ID:
                 # The slave keeps it while the master is down; not final until the master has it,
                 # so every commit interval sends it again (to the master once it answers pulls).
+                # Sent to the route's master but taken by a slave: the group failed over and this
+                # route is stale.
+                if taken_by != MASTER_ID:
+                    self.routes.suspect(pq.mq.broker_name)
                 return
             pq.last_committed = point
+            pq.committed_to = endpoint
             self._committed(pq.mq, point)
         except TransportError as exc:
             log.warning("offset commit for %s failed: %s", pq.mq, exc)
