@@ -12,7 +12,14 @@ from cluster.procs.supervisor import read_state_file
 from cluster.topology import free_ports
 
 
+# 16 MiB CommitLog segments, as LocalCluster's: the 1 GiB default, fallocated and kept in pytest's
+# last three temp dirs, filled the disk of a shared machine.
+SMALL_SEGMENTS = ("--commitlog-file-size-bytes", str(16 * 1024 * 1024))
+
+
 def _cli(data_dir, *args, env=None, check=True, timeout=120):
+    if args and args[0] == "up":
+        args = (*args, *SMALL_SEGMENTS)
     proc = subprocess.run([sys.executable, "-m", "cluster.cli", "--data-dir", data_dir, *args],
                           capture_output=True, text=True, timeout=timeout, env=env)
     if check and proc.returncode != 0:
