@@ -15,10 +15,9 @@ import subprocess
 import sys
 import time
 
-from cluster.config import ASYNC_FLUSH
+from cluster.config import ASYNC_FLUSH, BrokerConfig, broker_config_from_json
 from cluster.procs import lifecycle
 from cluster.procs.supervisor import read_state_file
-from cluster.config import BrokerConfig
 from cluster.topology import Topology, build_topology, child_specs, free_ports, group_name
 
 # Small files so tests roll segments and stay light; production defaults are RocketMQ's.
@@ -76,6 +75,24 @@ def _controller_view(namesrv: str, broker: str, admin=None) -> dict:
         return owned.controller_group(broker)
     finally:
         owned.shutdown()
+
+
+def master_of(replicas: dict[str, BrokerConfig], view: dict) -> str | None:
+    """The child name of the replica a controller view names master (None: no master)."""
+    return next((name for name, cfg in replicas.items() if cfg.address == view.get("masterAddress")), None)
+
+
+def serving_master(data_dir: str, replicas: dict[str, BrokerConfig], view: dict) -> str | None:
+    """The master's child name when the group serves: every supervisor child runs, every replica is
+    in the controller's sync set, and the master is writable in the view's epoch with a slave in sync."""
+    master = master_of(replicas, view)
+    children = (read_state_file(data_dir) or {}).get("children", [])
+    if not (master and len(view.get("syncStateSet", [])) == len(replicas)
+            and all(c["state"] == "running" for c in children)):
+        return None
+    info = broker_runtime_info(replicas[master].address) or {}
+    serving = info.get("writable") and info.get("epoch") == view["epoch"] and (info.get("ha") or {}).get("inSync")
+    return master if serving else None
 
 
 def broker_runtime_info(address: str, timeout_ms: int = 1000) -> dict | None:
@@ -196,25 +213,13 @@ class LocalCluster:
 
     def master_child(self, broker: str = "broker-a", admin=None) -> str | None:
         """The child the failover controller names master of ``broker`` now (None: no master)."""
-        view = _controller_view(self.namesrv, broker, admin)
-        return next((name for name, cfg in self.replica_configs(broker).items()
-                     if cfg.address == view.get("masterAddress")), None)
+        return master_of(self.replica_configs(broker), _controller_view(self.namesrv, broker, admin))
 
     def await_group_serving(self, broker: str = "broker-a", admin=None, timeout_s: float = 60.0) -> str:
-        """Until every child runs and ``broker``'s master is writable in the controller's epoch with
-        every replica in its sync set and a slave in sync; returns the master's child name."""
+        """Until ``broker`` serves (``serving_master``); returns the master's child name."""
         replicas = self.replica_configs(broker)
-
-        def serving():
-            view = _controller_view(self.namesrv, broker, admin)
-            children_ok = all(c["state"] == "running" for c in self.state().get("children", []))
-            master = self.master_child(broker, admin)
-            if not (children_ok and master and len(view.get("syncStateSet", [])) == len(replicas)):
-                return None
-            info = broker_runtime_info(replicas[master].address) or {}
-            return info.get("writable") and info.get("epoch") == view["epoch"] and info["ha"].get("inSync") \
-                and master
-        return wait_until(serving, timeout_s, interval_s=0.1, what=f"{broker} serving (master and slaves in sync)")
+        return wait_until(lambda: serving_master(self.data_dir, replicas, _controller_view(self.namesrv, broker, admin)),
+                          timeout_s, interval_s=0.1, what=f"{broker} serving (master and slaves in sync)")
 
     def stop(self, timeout_s: float = 30.0) -> None:
         if self.process is None or self.process.poll() is not None:
@@ -231,3 +236,55 @@ class LocalCluster:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def replica_configs(data_dir: str, broker: str = "broker-a") -> dict:
+    """child name -> BrokerConfig of every replica of group ``broker``, from the specs the
+    supervisor was started with (``children.json``: ``LocalCluster`` and ``cluster up`` write it)."""
+    with open(os.path.join(data_dir, "children.json")) as f:
+        specs = json.load(f)
+    out = {}
+    for spec in specs:
+        if spec.get("role") == "broker" and "--config-json" in spec.get("args", []):
+            cfg = broker_config_from_json(spec["args"][spec["args"].index("--config-json") + 1])
+            if cfg.broker_name == broker:
+                out[spec["name"]] = cfg
+    return out
+
+
+def compare_replicas(data_dir: str, namesrv: str, broker: str = "broker-a", timeout_s: float = 60.0) -> dict:
+    """Wait (bounded) until every replica of ``broker`` reports the same CommitLog end, then
+    compare their CommitLog bytes up to it: {replicas, end, identical, first_difference, error}."""
+    from cluster.client.admin import Admin   # clients import nothing of this module: no cycle
+    configs = replica_configs(data_dir, broker)
+    result = {"replicas": sorted(configs), "end": None, "identical": False, "first_difference": None,
+              "error": None, "ends": {}}
+    admin = Admin(namesrv)
+    try:
+        def same_end():
+            ends = {}
+            for name, cfg in configs.items():
+                try:
+                    ends[name] = admin.broker_runtime_info(f"tcp://{cfg.address}")["writePos"]
+                except Exception:
+                    return None
+            result["ends"] = ends
+            return len(set(ends.values())) == 1 and ends
+        try:
+            wait_until(same_end, timeout_s, interval_s=0.2, what="replicas at the same CommitLog end")
+        except TimeoutError as exc:
+            result["error"] = f"{exc}; last ends {result['ends']}"
+            return result
+    finally:
+        admin.shutdown()
+    end = result["end"] = next(iter(result["ends"].values()))
+    logs = {name: commitlog_bytes(cfg.store.store_dir, end, cfg.store.commitlog_file_size_bytes)
+            for name, cfg in configs.items()}
+    first = next(iter(logs.values()))
+    for name, data in logs.items():
+        if data != first:
+            result["first_difference"] = next(i for i, (a, b) in enumerate(zip(first, data)) if a != b) \
+                if len(data) == len(first) else min(len(data), len(first))
+            return result
+    result["identical"] = True
+    return result

@@ -18,7 +18,6 @@ Each fault is an event (time, kind, target, pid) for the report and the plot.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import random
@@ -28,7 +27,7 @@ import time
 from dataclasses import asdict, dataclass
 
 from cluster.procs.supervisor import read_state_file
-from cluster.testing import child_record, wait_until
+from cluster.testing import child_record, replica_configs, serving_master, wait_until
 
 log = logging.getLogger(__name__)
 
@@ -113,29 +112,14 @@ class FaultInjector:
             self._admin = Admin(self.namesrv)
         return self._admin.controller_group(self.broker)
 
-    def _master_of(self, view: dict) -> str | None:
-        return next((name for name, cfg in self._replicas.items() if cfg.address == view.get("masterAddress")), None)
-
-    def _runtime_info(self, child: str) -> dict | None:
-        try:
-            return self._admin.broker_runtime_info(f"tcp://{self._replicas[child].address}")
-        except Exception:   # stopped, restarting
-            return None
-
     def healthy(self) -> tuple[str, dict] | None:
-        """(master child, controller view) when the group is healthy, else None."""
+        """(master child, controller view) when the group is healthy (``serving_master``), else None."""
         try:
             view = self._controller()
         except Exception:   # no controller leader yet
             return None
-        master = self._master_of(view)
-        children = (read_state_file(self.data_dir) or {}).get("children", [])
-        if not (master and len(view.get("syncStateSet", [])) == len(self._replicas)
-                and all(c["state"] == "running" for c in children)):
-            return None
-        info = self._runtime_info(master) or {}
-        serving = info.get("writable") and info.get("epoch") == view["epoch"] and (info.get("ha") or {}).get("inSync")
-        return (master, view) if serving else None
+        master = serving_master(self.data_dir, self._replicas, view)
+        return (master, view) if master else None
 
     def await_healthy(self, timeout_s: float = HEALTHY_TIMEOUT_S) -> tuple[str, dict]:
         return wait_until(self.healthy, timeout_s, interval_s=0.1, what=f"{self.broker} healthy (master and slave in sync)")
@@ -228,57 +212,3 @@ def events_as_dicts(events: list[FaultEvent]) -> list[dict]:
             row["to_healthy_s"] = (e.healthy_ns - e.start_ns) / 1e9 if e.healthy_ns else None
         out.append(row)
     return out
-
-
-def replica_configs(data_dir: str, broker: str = "broker-a") -> dict:
-    """child name -> BrokerConfig of every replica of group ``broker``, from the specs the
-    supervisor was started with (``children.json``: ``LocalCluster`` and ``cluster up`` write it)."""
-    from cluster.config import broker_config_from_json
-    with open(os.path.join(data_dir, "children.json")) as f:
-        specs = json.load(f)
-    out = {}
-    for spec in specs:
-        if spec.get("role") == "broker" and "--config-json" in spec.get("args", []):
-            cfg = broker_config_from_json(spec["args"][spec["args"].index("--config-json") + 1])
-            if cfg.broker_name == broker:
-                out[spec["name"]] = cfg
-    return out
-
-
-def compare_replicas(data_dir: str, namesrv: str, broker: str = "broker-a", timeout_s: float = 60.0) -> dict:
-    """Wait (bounded) until every replica of ``broker`` reports the same CommitLog end, then
-    compare their CommitLog bytes up to it: {replicas, end, identical, first_difference, error}."""
-    from cluster.client.admin import Admin
-    from cluster.testing import commitlog_bytes
-    configs = replica_configs(data_dir, broker)
-    result = {"replicas": sorted(configs), "end": None, "identical": False, "first_difference": None,
-              "error": None, "ends": {}}
-    admin = Admin(namesrv)
-    try:
-        def same_end():
-            ends = {}
-            for name, cfg in configs.items():
-                try:
-                    ends[name] = admin.broker_runtime_info(f"tcp://{cfg.address}")["writePos"]
-                except Exception:
-                    return None
-            result["ends"] = ends
-            return len(set(ends.values())) == 1 and ends
-        try:
-            wait_until(same_end, timeout_s, interval_s=0.2, what="replicas at the same CommitLog end")
-        except TimeoutError as exc:
-            result["error"] = f"{exc}; last ends {result['ends']}"
-            return result
-    finally:
-        admin.shutdown()
-    end = result["end"] = next(iter(result["ends"].values()))
-    logs = {name: commitlog_bytes(cfg.store.store_dir, end, cfg.store.commitlog_file_size_bytes)
-            for name, cfg in configs.items()}
-    first = next(iter(logs.values()))
-    for name, data in logs.items():
-        if data != first:
-            result["first_difference"] = next(i for i, (a, b) in enumerate(zip(first, data)) if a != b) \
-                if len(data) == len(first) else min(len(data), len(first))
-            return result
-    result["identical"] = True
-    return result

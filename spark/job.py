@@ -134,7 +134,8 @@ def _load_and_consume(args, console, spark, addresses, cluster_dir, out, phases)
     from cluster import Admin
     from cluster.client.routes import config_for
     from spark import loadgen
-    from spark.faults import DEFAULT_KINDS, FAILOVER_DEFAULT_KINDS, FaultInjector, compare_replicas
+    from cluster.testing import compare_replicas
+    from spark.faults import DEFAULT_KINDS, FAILOVER_DEFAULT_KINDS, FaultInjector
     from spark.push_group import PushGroup
 
     cfg = config_for(addresses)

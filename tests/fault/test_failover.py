@@ -21,7 +21,7 @@ from cluster import ConsumeStatus, Message, Producer, PullConsumer, PushConsumer
 from cluster.client.admin import Admin
 from cluster.config import SYNC_FLUSH, SYNC_MASTER
 from cluster.fault_proxy import PartitionProxy
-from cluster.testing import (LocalCluster, broker_runtime_info, commitlog_bytes, read_topic, store_host_prefix,
+from cluster.testing import (LocalCluster, broker_runtime_info, compare_replicas, read_topic, store_host_prefix,
                              wait_until)
 from cluster.topology import group_name
 from cluster.protocol import RequestCode
@@ -52,17 +52,10 @@ def _await_healthy(cluster, admin, timeout_s: float = 60.0) -> str:
 
 def _await_identical(cluster) -> int:
     """Until every replica has the same CommitLog end; then their bytes must be equal."""
-    configs = list(cluster.replica_configs(GROUP).values())
-
-    def same_end():
-        infos = [_info_or_none(c.address) for c in configs]
-        ends = {i["writePos"] for i in infos if i}
-        return len(ends) == 1 and all(infos) and ends.pop()
-    end = wait_until(same_end, 60, interval_s=0.1, what="replicas at the same CommitLog end")
-    size = configs[0].store.commitlog_file_size_bytes
-    logs = [commitlog_bytes(c.store.store_dir, end, size) for c in configs]
-    assert all(log == logs[0] for log in logs[1:]), "replicas differ below their common end"
-    return end
+    result = compare_replicas(cluster.data_dir, cluster.namesrv, GROUP)
+    assert result["error"] is None, result["error"]
+    assert result["identical"], f"replicas differ below their common end, first at {result['first_difference']}"
+    return result["end"]
 
 
 def _ids_read(cluster) -> list[str]:
@@ -190,15 +183,11 @@ class _WritableWatch:
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
-        client = RpcClient(default_timeout_ms=300)   # a stopped replica costs one short time-out a round
         while not self._stop.wait(0.05):
             writable = []
             for address in self.addresses:
-                try:
-                    info = json.loads(client.call(f"tcp://{address}",
-                                                  Command(RequestCode.GET_BROKER_RUNTIME_INFO, {})).body)
-                except (TransportError, ValueError):
-                    continue
+                # A short time-out: a stopped replica costs little of each round.
+                info = broker_runtime_info(address, timeout_ms=300) or {}
                 if info.get("writable"):
                     writable.append((address, info["epoch"]))
             self.rounds += 1
