@@ -187,6 +187,10 @@ def notify_ready(info: dict | None = None) -> bool:
     fd = int(fd_text)
     try:
         os.write(fd, line)
+    except BrokenPipeError:
+        # The waiter already saw "ready" in cluster.json and left (spawn_detached returns on
+        # either): fine. Raising here killed a freshly started detached supervisor, and its cluster.
+        pass
     finally:
         os.close(fd)
     return True

@@ -203,6 +203,15 @@ def test_killed_child_restarts_with_doubling_backoff(tmp_path, events, superviso
     assert read_state_file(str(tmp_path))["children"][0]["restarts"] == 2
 
 
+def test_ready_notice_to_a_waiter_that_left_is_not_an_error(monkeypatch):
+    """spawn_detached returns as soon as cluster.json says ready and closes its end of the pipe;
+    the supervisor's own notice after that must not raise (it killed the cluster: test_cli flake)."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    monkeypatch.setenv(lifecycle.READY_FD_ENV, str(write_end))
+    assert lifecycle.notify_ready({"pid": 1}) is True
+
+
 def test_a_role_change_exit_restarts_at_once_without_backoff(tmp_path, events, supervisors):
     sup = start(supervisors, [child("a", events, "--exit-on-usr1", str(lifecycle.EXIT_ROLE_CHANGED),
                                     backoff_initial_s=60.0, backoff_max_s=60.0)], tmp_path)
