@@ -1,0 +1,150 @@
+"""The package's shape: imports point down the layers, no import circle, no oversized module.
+
+Every import counts, including those inside functions (an import deferred into a
+function still ties the two modules together). ``from cluster import _native`` is an
+import of ``cluster._native``; the package root ``cluster`` (the public re-exports) is
+the top of the stack and nothing inside the package may import it.
+"""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+PACKAGES = ("cluster", "spark", "perf")
+MODULE_LINES_MAX = 600
+
+# Lowest first. A module may import modules of its own layer or of a lower one only.
+LAYERS: list[tuple[str, ...]] = [
+    ("cluster._native", "cluster.clock", "cluster.fault_proxy"),
+    ("cluster.config",),
+    ("cluster.wire_format",),
+    ("cluster.shm",),
+    ("cluster.protocol", "cluster.zmq_transport", "cluster.filter"),
+    ("cluster.errors",),
+    ("cluster.namesrv",),
+    ("cluster.controller", "cluster.broker", "cluster.client"),
+    ("cluster.procs",),
+    ("cluster.topology",),
+    ("cluster.testing", "cluster.cli", "cluster.pytest_plugin"),
+    ("cluster",),
+    ("spark", "perf"),
+]
+# Same layer, but neither may import the other.
+FORBIDDEN = [("cluster.broker", "cluster.client"), ("cluster.client", "cluster.broker"),
+             ("cluster.broker", "cluster.controller")]
+
+
+def _module_name(path: pathlib.Path) -> str:
+    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _modules() -> dict[str, pathlib.Path]:
+    found = {}
+    for package in PACKAGES:
+        for path in (REPO / package).rglob("*.py"):
+            found[_module_name(path)] = path
+    return found
+
+
+def _imports(path: pathlib.Path, module: str, known: set[str]) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    is_package = path.name == "__init__.py"
+    targets = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            targets.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module.split(".")
+                base = base[:len(base) - node.level + (1 if is_package else 0)]
+                source = ".".join(base + ([node.module] if node.module else []))
+            else:
+                source = node.module
+            for alias in node.names:
+                submodule = f"{source}.{alias.name}"
+                targets.add(submodule if submodule in known else source)
+    return {t for t in targets if t.split(".")[0] in PACKAGES}
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = _modules()
+    known = set(modules)
+    return {name: {t for t in _imports(path, name, known) if t != name} for name, path in modules.items()}
+
+
+def _layer_of(module: str) -> tuple[int, str]:
+    best = (-1, "")
+    for rank, prefixes in enumerate(LAYERS):
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > len(best[1]):
+                best = (rank, prefix)
+    return best
+
+
+def test_every_module_has_a_layer():
+    unplaced = sorted(m for m in _modules() if _layer_of(m)[0] < 0)
+    assert not unplaced, f"modules outside every layer (add them to LAYERS): {unplaced}"
+
+
+def test_imports_point_down():
+    upward = []
+    for module, targets in _graph().items():
+        rank, home = _layer_of(module)
+        for target in targets:
+            target_rank, target_home = _layer_of(target)
+            if target_rank > rank:
+                upward.append(f"{module} ({home}) -> {target} ({target_home})")
+            for low, high in FORBIDDEN:
+                if home == low and target_home == high:
+                    upward.append(f"{module} -> {target} ({low} may not import {high})")
+    assert not upward, "imports that point up the layers:\n" + "\n".join(sorted(upward))
+
+
+def test_no_import_circle():
+    graph = _graph()
+    index, low, stack, on_stack, circles = {}, {}, [], set(), []
+
+    def visit(node: str) -> None:  # Tarjan's strongly connected components
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in graph.get(node, ()):
+            if target not in graph:
+                continue
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    assert not circles, f"import circles: {circles}"
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_no_module_over_the_line_limit(package):
+    too_long = []
+    for path in sorted((REPO / package).rglob("*.py")):
+        lines = len(path.read_text().splitlines())
+        if lines > MODULE_LINES_MAX:
+            too_long.append(f"{path.relative_to(REPO)}: {lines}")
+    assert not too_long, f"modules over {MODULE_LINES_MAX} lines: {too_long}"
