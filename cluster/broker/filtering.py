@@ -1,4 +1,6 @@
-"""Subscriptions: tag expressions and SQL92 selectors, and how a pull applies them.
+"""How the broker applies subscriptions: refusing what it cannot serve, and filtering a pull.
+
+The expressions themselves live in ``cluster/filter`` (shared with the client).
 
 Tags ("*" or "TagA || TagB"): the broker matches the tag hash stored in the ConsumeQueue
 (no CommitLog read); the client re-checks the tag string because two tags can share a
@@ -11,47 +13,18 @@ expression (``sql92.py``) over their properties; only matching records are answe
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 from cluster import _native
-from cluster.broker.sql92 import SqlParseError, SqlSelector, compile_sql
+from cluster.filter.expressions import EXPRESSION_SQL92, EXPRESSION_TAG, is_tag_type
+from cluster.filter.sql92 import SqlParseError, SqlSelector, compile_sql
 from cluster.protocol import ProtocolError, ResponseCode
 from cluster.shm.commitlog_format import decode_properties
-from cluster.shm.consumequeue_format import tag_hash_code
 
-SUBSCRIBE_ALL = "*"
-EXPRESSION_TAG = "TAG"
-EXPRESSION_SQL92 = "SQL92"
 # Queue entries one SQL92 pull reads from the CommitLog: matches may be sparse, and a pull
 # that finds none still moves the consumer past everything it read.
 SQL_SCAN_ENTRIES = 256
 _POS, _SIZE, _QUEUE_OFFSET, _PROPS_POS, _PROPS_LEN = (
     _native.ScannedRecord._fields.index(name)
     for name in ("pos", "total_size", "queue_offset", "properties_pos", "properties_len"))
-
-
-def parse_tags(expression: str | None) -> frozenset[str] | None:
-    """The tag set of an expression, or None for every tag."""
-    if expression is None:
-        return None
-    expression = expression.strip()
-    if expression in ("", SUBSCRIBE_ALL):
-        return None
-    tags = frozenset(t.strip() for t in expression.split("||") if t.strip())
-    return tags or None
-
-
-@lru_cache(maxsize=4096)
-def tag_hashes_of(expression: str | None) -> frozenset[int] | None:
-    tags = parse_tags(expression)
-    if tags is None:
-        return None
-    return frozenset(tag_hash_code(tag) for tag in tags)
-
-
-def is_tag_type(expression_type: str | None) -> bool:
-    """RocketMQ's ExpressionType.isTagType: absent, empty or "TAG"."""
-    return not expression_type or expression_type == EXPRESSION_TAG
 
 
 def sql_selector(expression_type: str | None, expression, property_filter_enabled: bool,

@@ -12,7 +12,8 @@ import os
 import struct
 import time
 
-from cluster.broker.filtering import SQL_SCAN_ENTRIES, select_records, sql_selector, tag_hashes_of
+from cluster.broker.filtering import SQL_SCAN_ENTRIES, select_records, sql_selector
+from cluster.filter.expressions import tag_hashes_of
 from cluster.config import name_problem
 from cluster.protocol import (PERM_READ, PULL_FLAG_COMMIT_OFFSET, PULL_FLAG_SUSPEND, ResponseCode, answers_refusals,
                               field_int, field_str)

@@ -25,7 +25,7 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Callable, Sequence
 
-from cluster.broker.filtering import SUBSCRIBE_ALL
+from cluster.filter.expressions import SUBSCRIBE_ALL
 from cluster.client import broker_api
 from cluster.client.allocation import allocate_average, strategy as allocation_strategy
 from cluster.client.base import ClientBase

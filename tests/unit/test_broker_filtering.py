@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from cluster.broker.filtering import check_heartbeat_subscriptions, select_records, sql_selector, tag_hashes_of
-from cluster.broker.sql92 import compile_sql
+from cluster.broker.filtering import check_heartbeat_subscriptions, select_records, sql_selector
+from cluster.filter.expressions import tag_hashes_of
+from cluster.filter.sql92 import compile_sql
 from cluster.protocol import ProtocolError, ResponseCode
 from cluster.shm import commitlog_format as fmt
 from cluster.shm.consumequeue_format import java_string_hash

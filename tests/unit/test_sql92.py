@@ -1,12 +1,12 @@
-"""SQL92 subscriptions (cluster/broker/sql92.py): every operator, precedence, NULL semantics, errors."""
+"""SQL92 subscriptions (cluster/filter/sql92.py): every operator, precedence, NULL semantics, errors."""
 
 from __future__ import annotations
 
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from cluster.broker import sql92
-from cluster.broker.sql92 import SqlParseError, compile_sql, evaluate, parse
+from cluster.filter import sql92
+from cluster.filter.sql92 import SqlParseError, compile_sql, evaluate, parse
 
 
 def matches(expression: str, **properties) -> bool:
