@@ -42,6 +42,26 @@ NAME_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 NAME_LENGTH_MAX = 127
 
 MIB = 1024 * 1024
+# RocketMQ's messageDelayLevel: the delay of each level of a scheduled message.
+DELAY_LEVELS_DEFAULT = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+_LEVEL = re.compile(r"^(\d+)(ms|s|m|h|d)$")
+
+
+def parse_levels(text: str) -> tuple[int, ...]:
+    """Delays in ms of levels 1..n from RocketMQ's messageDelayLevel text ("1s 5s 10s ... 2h";
+    ``ms`` is accepted too). ValueError when a level does not parse."""
+    levels = []
+    for word in text.split():
+        match = _LEVEL.match(word)
+        if not match:
+            raise ValueError(f"delay level {word!r} is not a number with a unit (ms, s, m, h, d)")
+        levels.append(int(match.group(1)) * _UNIT_MS[match.group(2)])
+    if not levels:
+        raise ValueError("no delay levels")
+    return tuple(levels)
+
+
 GIB = 1024 * MIB
 
 
@@ -76,7 +96,7 @@ class StoreConfig:
     flush_logics_interval_ms: int = 1000
     message_size_bytes_max: int = 4 * MIB
     # RocketMQ's messageDelayLevel: the delay of levels 1..18 (units ms, s, m, h, d).
-    message_delay_levels: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+    message_delay_levels: str = DELAY_LEVELS_DEFAULT
     # Refuse writes (DISK_FULL) when free space under the store falls below this.
     disk_free_bytes_min: int = 64 * MIB
     # Touch every page of a fresh CommitLog segment and advise the kernel to keep it.
@@ -85,7 +105,6 @@ class StoreConfig:
     mlock_enabled: bool = False
 
     def validate(self) -> None:
-        from cluster.shm.schedule_format import parse_levels
         parse_levels(self.message_delay_levels)
         if self.flush_mode not in FLUSH_MODES:
             raise ValueError(f"flush_mode must be one of {FLUSH_MODES}, not {self.flush_mode!r}")

@@ -35,7 +35,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installation
         "(needs gcc). After changing helper.c/helper.h, run it again."
     ) from exc
 
-from cluster.shm.batch_format import DestinationTooSmall, MalformedBatch
+from cluster.format_errors import DestinationTooSmall, MalformedBatch
 
 __all__ = [
     "DestinationTooSmall", "DispatchBatch", "MalformedBatch", "ScanResult", "ScannedRecord",

@@ -23,7 +23,8 @@ import time
 
 from cluster.broker.offsets import ConsumerOffsetManager
 from cluster.shm import commitlog_format as fmt
-from cluster.shm.schedule_format import PROPERTY_TIMER_DELIVER_MS, SCHEDULE_TOPIC, parse_levels, queue_of_level
+from cluster.config import parse_levels
+from cluster.shm.schedule_format import PROPERTY_TIMER_DELIVER_MS, SCHEDULE_TOPIC, queue_of_level
 from cluster.shm.store import PutMessageStatus, copy_of_record
 
 log = logging.getLogger(__name__)

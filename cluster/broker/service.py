@@ -32,7 +32,6 @@ from cluster.broker.slave_sync import SlaveSynchronize
 from cluster.broker.topics import TopicConfig, TopicConfigManager
 from cluster.broker.waiters import FlushWaiters, PullWaiters
 from cluster.config import BrokerConfig
-from cluster.procs.lifecycle import EXIT_ROLE_CHANGED
 from cluster.protocol import (require_name, answers_refusals, DLQ_TOPIC_PREFIX, PERM_READ_WRITE, ProtocolError,
                               RETRY_TOPIC_PREFIX, RequestCode, ResponseCode, field_int, field_str, json_body,
                               retry_topic, to_json_bytes)
@@ -94,6 +93,7 @@ class BrokerService:
         self.locks = LockProcessor(cfg.rebalance_lock_max_live_ms)
         self.slave_sync = SlaveSynchronize(self) if cfg.is_slave else None
         self.started_ms = now_ms()
+        self.role_changed = False
         self._written_since_wake = False
         self._reput_woken_at_s = 0.0
         self._reput_wake_scheduled = False
@@ -144,7 +144,8 @@ class BrokerService:
 
 
     def on_role_changed(self) -> None:
-        self.loop.exit_code = EXIT_ROLE_CHANGED
+        # The process entry point turns this into its restart-me exit code.
+        self.role_changed = True
         self.loop.stopping = True
 
     def may_write(self) -> bool:

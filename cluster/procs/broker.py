@@ -10,6 +10,7 @@ import sys
 
 from cluster.broker.service import BrokerService
 from cluster.config import broker_config_from_json
+from cluster.procs.lifecycle import EXIT_ROLE_CHANGED
 from cluster.procs.runner import run_role
 from cluster.zmq_transport import EventLoop
 
@@ -24,6 +25,8 @@ def build(config_json: str):
     def on_exit():
         service.shutdown()
         server.close()
+        if service.role_changed:  # the controller gave this replica another role: restart it at once
+            loop.exit_code = EXIT_ROLE_CHANGED
     return loop, {"endpoint": server.endpoint, "role": "broker", "brokerName": cfg.broker_name,
                   "address": cfg.address}, on_exit
 

@@ -62,5 +62,5 @@ def run_role(role: str, argv, build):
         loop.run()
     finally:
         on_exit()
-    # A role may ask for a restart (the broker whose controller role changed sets EXIT_ROLE_CHANGED).
+    # A role may ask for a restart (a broker whose controller role changed sets EXIT_ROLE_CHANGED in on_exit).
     return getattr(loop, "exit_code", 0)

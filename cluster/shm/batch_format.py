@@ -31,20 +31,13 @@ import struct
 from array import array
 from typing import Iterable, NamedTuple
 
+from cluster.format_errors import DestinationTooSmall, MalformedBatch
 from cluster.shm import commitlog_format as clf
 
 ITEM_HEAD = struct.Struct(">iiiii")  # TOTALSIZE, MAGICCODE, BODYCRC, FLAG, BODY length
 PROPERTIES_LENGTH = struct.Struct(">h")
 ITEM_FIXED_SIZE = ITEM_HEAD.size + PROPERTIES_LENGTH.size  # 22
 RECORD_SIZE_MAX = 2**31 - 1  # the record's TOTALSIZE is an int32
-
-
-class MalformedBatch(ValueError):
-    """The batch body's item sizes do not add up: the client sent garbage."""
-
-
-class DestinationTooSmall(Exception):
-    """The batch's records do not fit in the space left; nothing was written."""
 
 
 class BatchItem(NamedTuple):

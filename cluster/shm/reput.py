@@ -32,7 +32,7 @@ from __future__ import annotations
 import time
 from typing import NamedTuple
 
-from cluster.config import StoreConfig
+from cluster.config import DELAY_LEVELS_DEFAULT, StoreConfig, parse_levels
 from cluster.shm import commitlog_format as fmt
 from cluster.shm.commitlog import CommitLog
 from cluster.shm.consumequeue import ConsumeQueueSet
@@ -42,8 +42,7 @@ from cluster.shm.indexfile import IndexService
 from cluster.shm.store_files import open_store_files
 from cluster.shm.indexfile_format import index_key
 from cluster.shm.mapped_file import MappedFileCreateError
-from cluster.shm.schedule_format import (DELAY_LEVELS_DEFAULT, PROPERTY_TIMER_DELIVER_MS, SCHEDULE_TOPIC,
-                                         deliver_time_ms, level_of_queue, parse_levels)
+from cluster.shm.schedule_format import PROPERTY_TIMER_DELIVER_MS, SCHEDULE_TOPIC, deliver_time_ms, level_of_queue
 
 try:
     from cluster import _native as native

@@ -17,14 +17,13 @@ import struct
 import time
 from typing import NamedTuple, Sequence
 
-from cluster.config import StoreConfig
+from cluster.config import StoreConfig, parse_levels
 try:  # the C helper is optional: without it batches take the Python path
     from cluster import _native
 except ImportError:
     _native = None
 from cluster.shm import batch_format
 from cluster.shm import commitlog_format as fmt
-from cluster.shm.schedule_format import parse_levels
 from cluster.shm.commitlog import AppendStatus, CommitLog
 from cluster.shm.consumequeue import ConsumeQueueSet
 from cluster.shm.control import ControlBlock

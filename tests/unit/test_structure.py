@@ -19,7 +19,7 @@ MODULE_LINES_MAX = 600
 
 # Lowest first. A module may import modules of its own layer or of a lower one only.
 LAYERS: list[tuple[str, ...]] = [
-    ("cluster._native", "cluster.clock", "cluster.fault_proxy"),
+    ("cluster._native", "cluster.clock", "cluster.fault_proxy", "cluster.format_errors"),
     ("cluster.config",),
     ("cluster.wire_format",),
     ("cluster.shm",),
