@@ -260,7 +260,7 @@ def _namesrv(args) -> str | None:
 
 
 def _admin(args):
-    from cluster import Admin
+    from cluster.client.admin import Admin
     return Admin(namesrv=_namesrv(args))
 
 
@@ -292,7 +292,8 @@ def cmd_topic(args) -> int:
 
 
 def cmd_send(args) -> int:
-    from cluster import Message, Producer
+    from cluster.client.message import Message
+    from cluster.client.producer import Producer
     bodies = [args.body.encode()] if args.body is not None else [line.rstrip(b"\n") for line in sys.stdin.buffer]
     results = []
     with Producer(args.group, namesrv=_namesrv(args)) as producer:
@@ -321,7 +322,8 @@ def _message_dict(m) -> dict:
 
 def cmd_consume(args) -> int:
     """Read messages from the start (or --from offsets) of every queue, without a consumer group commit."""
-    from cluster import PullConsumer, PullStatus
+    from cluster.client.broker_api import PullStatus
+    from cluster.client.consumer import PullConsumer
     shown = 0
     deadline = time.monotonic() + args.wait_s
     with PullConsumer(args.group, namesrv=_namesrv(args)) as consumer:
@@ -389,7 +391,7 @@ def _only_broker(admin, topic: str) -> str:
 
 
 def _query_messages(admin, args) -> list:
-    from cluster import MessageQueue
+    from cluster.protocol import MessageQueue
     if args.id:
         if len(args.id) == 32 and args.topic is None:
             return [admin.view_message(args.id)]

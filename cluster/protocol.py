@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import enum
 import json
+from dataclasses import dataclass
 
 from cluster.wire_format import Command
 
@@ -261,3 +262,22 @@ def json_body(cmd: Command) -> dict:
 
 def to_json_bytes(value) -> bytes:
     return json.dumps(value, separators=(",", ":")).encode()
+
+
+# Queues and offset tables as requests and answers carry them (client and broker alike).
+@dataclass(frozen=True, order=True)
+class MessageQueue:
+    topic: str
+    broker_name: str
+    queue_id: int
+
+
+def offset_table_rows(offsets: dict[MessageQueue, int]) -> list[dict]:
+    return [{"topic": mq.topic, "brokerName": mq.broker_name, "queueId": mq.queue_id, "offset": offset}
+            for mq, offset in sorted(offsets.items())]
+
+
+def offset_table_from_rows(rows) -> dict[MessageQueue, int]:
+    """The inverse of ``offset_table_rows``; also what RESET_CONSUMER_CLIENT_OFFSET carries."""
+    return {MessageQueue(str(r["topic"]), str(r["brokerName"]), int(r["queueId"])): int(r["offset"])
+            for r in rows or []}

@@ -17,10 +17,8 @@ from __future__ import annotations
 
 import logging
 
-from cluster.client.offset_store import offset_table_rows
-from cluster.client.message import MessageQueue
-from cluster.protocol import (ProtocolError, RequestCode, ResponseCode, answers_refusals, field_int, field_str,
-                              to_json_bytes)
+from cluster.protocol import (MessageQueue, ProtocolError, RequestCode, ResponseCode, answers_refusals, field_int,
+                              field_str, offset_table_rows, to_json_bytes)
 from cluster.wire_format import Command
 
 log = logging.getLogger(__name__)

@@ -11,6 +11,7 @@ import zlib
 from dataclasses import dataclass, field
 
 from cluster import _native
+from cluster.protocol import MessageQueue  # noqa: F401 (the client's public name for it)
 from cluster.shm import commitlog_format as fmt
 from cluster.protocol import RETRY_TOPIC_PREFIX
 from cluster.shm.schedule_format import PROPERTY_TIMER_DELIVER_MS
@@ -41,13 +42,6 @@ class Message:
         if self.keys is None:
             return None
         return self.keys if isinstance(self.keys, str) else " ".join(self.keys)
-
-
-@dataclass(frozen=True, order=True)
-class MessageQueue:
-    topic: str
-    broker_name: str
-    queue_id: int
 
 
 class SendStatus(enum.Enum):

@@ -23,7 +23,7 @@ import os
 import re
 import threading
 
-from cluster.client.message import MessageQueue
+from cluster.protocol import MessageQueue, offset_table_from_rows, offset_table_rows  # noqa: F401 (re-exported)
 from cluster.errors import ClientError
 from cluster.shm.json_store import read_json, write_json
 
@@ -47,17 +47,6 @@ def store_id(client_id: str, instance_name: str) -> str:
 def local_offset_store_path(directory: str, store: str, group: str) -> str:
     return os.path.join(os.path.expanduser(directory or LOCAL_OFFSET_STORE_DIR_DEFAULT), store, group,
                         "offsets.json")
-
-
-def offset_table_rows(offsets: dict[MessageQueue, int]) -> list[dict]:
-    return [{"topic": mq.topic, "brokerName": mq.broker_name, "queueId": mq.queue_id, "offset": offset}
-            for mq, offset in sorted(offsets.items())]
-
-
-def offset_table_from_rows(rows) -> dict[MessageQueue, int]:
-    """The inverse of ``offset_table_rows``; also what RESET_CONSUMER_CLIENT_OFFSET carries."""
-    return {MessageQueue(str(r["topic"]), str(r["brokerName"]), int(r["queueId"])): int(r["offset"])
-            for r in rows or []}
 
 
 class LocalOffsetStore:
