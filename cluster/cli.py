@@ -33,6 +33,7 @@ import time
 from datetime import datetime
 
 from cluster.config import ASYNC_FLUSH, ASYNC_MASTER, BROKER_PORT_DEFAULT, NAMESRV_PORT_DEFAULT, SYNC_FLUSH, SYNC_MASTER
+from cluster.procs.lifecycle import python_module_command
 from cluster.procs.supervisor import (STATE_FILE_NAME, Supervisor, SupervisorError, read_state_file,
                                       spawn_detached)
 
@@ -165,8 +166,8 @@ def cmd_up(args) -> int:
         with open(specs_path, "w") as f:
             json.dump([s.to_dict() for s in specs], f)
         try:
-            pid = spawn_detached([sys.executable, "-m", "cluster.procs.supervisor", "--data-dir",
-                                  topology.data_dir, "--specs", specs_path], topology.data_dir,
+            pid = spawn_detached(python_module_command("cluster.procs.supervisor", "--data-dir",
+                                                        topology.data_dir, "--specs", specs_path), topology.data_dir,
                                  ready_timeout_s=args.ready_timeout_s)
         except SupervisorError as exc:
             console.print(f"[red]cluster failed to start:[/red] {exc}")

@@ -12,7 +12,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 
 from cluster.config import ASYNC_FLUSH, BrokerConfig, broker_config_from_json
@@ -161,7 +160,8 @@ class LocalCluster:
         log = open(os.path.join(self.data_dir, "supervisor.out"), "ab")
         lifecycle.preload_libc()  # before fork: the child only makes the prctl syscall
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "cluster.procs.supervisor", "--data-dir", self.data_dir, "--specs", specs_path],
+            lifecycle.python_module_command("cluster.procs.supervisor", "--data-dir", self.data_dir,
+                                            "--specs", specs_path),
             stdout=log, stderr=log, stdin=subprocess.DEVNULL,
             preexec_fn=lambda: lifecycle.set_parent_death_signal(signal.SIGTERM))
         log.close()

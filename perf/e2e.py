@@ -64,6 +64,7 @@ from dataclasses import asdict, dataclass, field
 
 from cluster import Admin, Message, Producer, PullConsumer, PushConsumer
 from cluster.config import ASYNC_FLUSH, ASYNC_MASTER, SYNC_FLUSH, SYNC_MASTER, ClientConfig
+from cluster.procs.lifecycle import python_module_command
 from cluster.testing import LocalCluster, wait_until
 
 PERF_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -886,7 +887,7 @@ def cli_cluster(data_dir: str, idle_s: float) -> tuple[float, float, dict | None
     """``cluster up --detach``, optionally measure idle memory after ``idle_s``, then ``down``."""
     from cluster.topology import free_ports
     namesrv_port, broker_port = free_ports(2)
-    base = [sys.executable, "-m", "cluster.cli", "--data-dir", data_dir]
+    base = python_module_command("cluster.cli", "--data-dir", data_dir)
     t0 = time.perf_counter()
     up = subprocess.run(base + ["up", "--detach", "--namesrv-port", str(namesrv_port), "--broker-port",
                                 str(broker_port), "--ready-timeout-s", "60"],

@@ -85,6 +85,16 @@ _PR_SET_PDEATHSIG = 1
 _libc: ctypes.CDLL | None = None
 
 
+def python_module_command(module: str, *args: str) -> list[str]:
+    """The command that runs ``python -m module`` as one of our processes.
+
+    ``-P`` (Python 3.11) keeps the caller's working directory off the import path: without
+    it a folder named ``cluster`` wherever ``cluster up`` was typed (an unbuilt checkout, say)
+    would be imported instead of the installed package. PYTHONPATH is still honoured.
+    """
+    return [sys.executable, "-P", "-m", module, *args]
+
+
 def preload_libc() -> ctypes.CDLL | None:
     """libc for prctl, loaded once (never inside a freshly forked child)."""
     global _libc

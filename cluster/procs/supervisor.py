@@ -151,7 +151,7 @@ class ChildSpec:
     """One row of the supervisor's table.
 
     Give either ``argv`` (the full command) or ``module`` (+ ``args``), which runs
-    ``[sys.executable, "-m", module, *args]`` with the supervisor's own Python.
+    ``python -P -m module *args`` with the supervisor's own Python (lifecycle.python_module_command).
     ``group`` names a fate-sharing group (default: the child alone); its
     ``leader`` must come first in the group's start order. Children start in
     ``(start_order, position in the table)`` order.
@@ -197,7 +197,7 @@ class ChildSpec:
 
     def command(self) -> list[str]:
         if self.module:
-            return [sys.executable, "-m", self.module, *self.args]
+            return lifecycle.python_module_command(self.module, *self.args)
         return list(self.argv)
 
     def validate(self) -> None:

@@ -138,3 +138,32 @@ def test_cli_up_with_failover_shows_the_controller(tmp_path):
     finally:
         down = _cli(data_dir, "down", env=env, check=False)
     assert down.returncode == 0, down.stderr
+
+
+def test_cli_up_ignores_a_decoy_cluster_package_in_the_working_directory(tmp_path):
+    """Children must import the installed package, not a ``cluster/`` folder where the user typed
+    ``cluster up`` (an unbuilt source checkout did exactly that, and every child died)."""
+    workdir = tmp_path / "somewhere"
+    (workdir / "cluster").mkdir(parents=True)
+    (workdir / "cluster" / "__init__.py").write_text("raise ImportError('decoy cluster package imported')\n")
+    data_dir = str(tmp_path / "decoy-data")
+    namesrv_port, broker_port = free_ports(2)
+    env = {k: v for k, v in os.environ.items() if k not in ("ROCKETBOX_NAMESRV", "PYTHONPATH", "PYTHONSAFEPATH")}
+    console_script = os.path.join(os.path.dirname(sys.executable), "cluster")
+
+    def cli(*args, check=True):
+        proc = subprocess.run([console_script, "--data-dir", data_dir, *args], cwd=workdir, capture_output=True,
+                              text=True, timeout=120, env=env)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"cluster {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+        return proc
+
+    cli("up", "--detach", "--namesrv-port", str(namesrv_port), "--broker-port", str(broker_port), *SMALL_SEGMENTS)
+    try:
+        status = json.loads(cli("status", "--json").stdout)
+        assert all(c["state"] == "running" for c in status["children"]), status
+        sent = json.loads(cli("send", "DecoyTopic", "served by the installed package", "--json").stdout)
+        assert sent[0]["status"] == "SEND_OK"
+    finally:
+        down = cli("down", check=False)
+    assert down.returncode == 0, down.stderr
