@@ -117,7 +117,7 @@ def test_table_validation_rejects_ambiguous_tables(events):
         ChildSpec.from_dict({"name": "x", "argv": ["true"], "retsart": "never"})
     spec = ChildSpec(name="b", module="cluster.procs.broker", args=["--config-json", "{}"],
                      group="broker-a", leader=True)
-    assert spec.command() == [sys.executable, "-m", "cluster.procs.broker", "--config-json", "{}"]
+    assert spec.command() == [sys.executable, "-P", "-m", "cluster.procs.broker", "--config-json", "{}"]
     assert ChildSpec.from_dict(json.loads(json.dumps(spec.to_dict()))) == spec
 
 
