@@ -6,7 +6,7 @@ VENV_PYTHON := $(VENV)/bin/python
 # Touched after a successful install; the install re-runs when the packaging or
 # the native helper's sources are newer than it.
 INSTALL_STAMP := $(VENV)/.rocketbox-installed
-INSTALL_INPUTS := setup.py pyproject.toml MANIFEST.in \
+INSTALL_INPUTS := setup.py pyproject.toml MANIFEST.in constraints.txt \
 	cluster/_native/helper.h cluster/_native/helper.c cluster/_native/build.py
 
 .PHONY: venv install test run bench peers bench-compare clean distclean
@@ -15,12 +15,12 @@ venv: $(VENV_PYTHON)
 
 $(VENV_PYTHON):
 	$(PYTHON) -m venv $(VENV)
-	$(VENV_PYTHON) -m pip install --upgrade pip
+	$(VENV_PYTHON) -m pip install -c constraints.txt --upgrade pip
 
 install: $(INSTALL_STAMP)
 
 $(INSTALL_STAMP): $(VENV_PYTHON) $(INSTALL_INPUTS)
-	$(VENV_PYTHON) -m pip install -e '.[test]'
+	$(VENV_PYTHON) -m pip install -c constraints.txt -e '.[test]'
 	touch $@
 
 # pytest exits 5 when it collects nothing: that is a failure too, and says so.
@@ -44,7 +44,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 peers: install
 	$(SUDO) apt-get update
 	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends redis-server nats-server
-	$(VENV_PYTHON) -m pip install -e '.[test,peers]'
+	$(VENV_PYTHON) -m pip install -c constraints.txt -e '.[test,peers]'
 	touch $(INSTALL_STAMP)
 
 bench-compare: install

@@ -16,10 +16,13 @@ setup(
     # DataSource API moves rows through Arrow (pyarrow) and imports pandas, which it supports below 3.
     # matplotlib draws the report's latency plot. pysyncobj is the consensus (Raft) under the failover
     # controller (cluster/controller/raft.py): a proven library rather than a home-made Raft.
-    install_requires=["pyzmq", "cffi>=1.15", "psutil", "rich", "pyspark>=4.2,<5", "pyarrow", "pandas<3",
-                      "matplotlib", "pysyncobj>=0.3.17"],
+    # Each dependency is bounded by the versions known to work: from the oldest we rely on to below
+    # the next major (constraints.txt pins the exact versions CI installs).
+    install_requires=["pyzmq>=25,<28", "cffi>=1.15,<3", "psutil>=5.9,<8", "rich>=13,<16", "pyspark>=4.2,<5",
+                      "pyarrow>=14,<27", "pandas>=2.0,<3", "matplotlib>=3.7,<4", "pysyncobj>=0.3.17,<0.4"],
     extras_require={
-        "test": ["pytest", "pytest-benchmark", "hypothesis"],
+        # pytest-timeout bounds every test (pyproject.toml), so a hung test fails instead of stalling CI.
+        "test": ["pytest>=8,<10", "pytest-benchmark>=4,<6", "hypothesis>=6.80,<7", "pytest-timeout>=2.2,<3"],
         # Clients of the peers `python -m perf --compare` measures (`make peers` also installs the servers).
         "peers": ["redis[hiredis]", "nats-py"],
     },

@@ -210,7 +210,8 @@ def _check_and_report(args, console, spark, addresses, load, out, phases) -> dic
     phases.done("measures")
     result.update(topic=load["topic"], flush_mode=args.flush_mode, faults=events_as_dicts(load["faults"]),
                   settings=dict(vars(args)), failover_mode=bool(args.failover), fault_error=load["fault_error"],
-                  replicas=load["replicas"], catch_up=load["catch_up"])
+                  replicas=load["replicas"], catch_up=load["catch_up"],
+                  member_exit_codes=load["member_exit_codes"])
     if args.failover:
         result["failover"] = report.failover_summary(result["faults"])
     anomalies.filter("explained is null").limit(1000).toPandas().to_json(

@@ -2,10 +2,33 @@
 
 from __future__ import annotations
 
+import pathlib
+
 import pytest
+from hypothesis import settings
 
 from cluster.config import ClientConfig
 from cluster.testing import LocalCluster
+
+
+# Property tests check what happens, not how fast: hypothesis's 200 ms per-example deadline fails
+# them on a busy shared machine. Every @settings inherits this (test_sql92.py says so explicitly).
+settings.register_profile("rocketbox", deadline=None)
+settings.load_profile("rocketbox")
+
+# Fault and Spark tests kill, restart and fail over whole clusters, or run a Spark job: they get
+# longer than the default limit of pyproject.toml, unless they set their own.
+SLOW_TEST_DIRS = ("fault", "spark")
+SLOW_TEST_TIMEOUT_S = 900
+
+
+def pytest_collection_modifyitems(items):
+    tests_dir = pathlib.Path(__file__).parent
+    for item in items:
+        path = pathlib.Path(str(item.fspath))
+        if tests_dir in path.parents and path.relative_to(tests_dir).parts[0] in SLOW_TEST_DIRS \
+                and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(SLOW_TEST_TIMEOUT_S))
 
 
 @pytest.fixture
@@ -30,3 +53,17 @@ def client_config(cluster: LocalCluster, **changes) -> ClientConfig:
                 consumer_offset_commit_interval_ms=200, request_timeout_ms=5000, pull_suspend_ms=2000)
     base.update(changes)
     return ClientConfig(**base)
+
+
+def await_group_caught_up(cfg: ClientConfig, topic: str, group: str, timeout_s: float = 30.0) -> None:
+    """Wait until ``group`` has committed every queue of ``topic`` to its end.
+
+    A push consumer commits an offset only once every message below it was handed to the
+    listener and returned, so afterwards nothing more can arrive from what was stored: the
+    sound way to say "nothing else came" (a sleep only says "nothing came yet")."""
+    from cluster.client.admin import Admin
+    from cluster.testing import wait_until
+
+    with Admin(config=cfg) as admin:
+        wait_until(lambda: all(row["lag"] == 0 for row in admin.queue_offsets(topic, group)), timeout_s,
+                   interval_s=0.1, what=f"group {group} committed {topic} to its end")

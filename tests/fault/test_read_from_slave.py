@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 
 from cluster import Admin, ConsumeStatus, Message, Producer, PullConsumer, PushConsumer
 from cluster.testing import wait_until
@@ -81,11 +82,16 @@ def test_master_steers_far_behind_reads_to_the_slave_and_the_slave_back(start_cl
     with PullConsumer(GROUP, config=cfg) as consumer:
         mq = consumer.queues(TOPIC)[0]
         got, offset = [], 0
-        while len(got) < len(sent):
+        # Bounded in count and time: 300 messages in pulls of 16 need 19; a stuck pull fails the test.
+        deadline = time.monotonic() + 60
+        for _ in range(10 * len(sent) // 16):
+            if len(got) >= len(sent) or time.monotonic() > deadline:
+                break
             brokers_used.append(consumer._pull_endpoint(mq)[1])
             result = consumer.pull(mq, offset, 16)
             got.extend(m.body for m in result.messages)
             offset = result.next_begin_offset
+        assert len(got) == len(sent), f"{len(got)} of {len(sent)} pulled"
         # The last pulls were near the end: the slave sent the consumer back to the master.
         assert consumer._pull_endpoint(mq) == (f"tcp://{master.address}", 0)
         assert not consumer.pull(mq, offset, 16).messages

@@ -126,7 +126,7 @@ def _route(cfg) -> dict:
 
 def test_sync_master_waits_for_the_slave(start_cluster):
     cluster = start_cluster(slaves=1, broker_overrides={"broker_role": SYNC_MASTER,
-                                                        "sync_replication_timeout_ms": 500,
+                                                        "sync_replication_timeout_ms": 3000,
                                                         "ha_slave_expiry_ms": 60_000})
     cfg = client_config(cluster, send_retry_count=0)
     with Admin(config=cfg) as admin:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
@@ -12,7 +11,7 @@ from cluster.client import broker_api
 from cluster.protocol import ResponseCode
 from cluster.shm.consumequeue_format import java_string_hash
 from cluster.testing import wait_until
-from tests.conftest import client_config
+from tests.conftest import await_group_caught_up, client_config
 
 PROPERTY_FILTER = {"enable_property_filter": True}
 
@@ -66,7 +65,7 @@ def test_tag_hash_collision_is_rechecked_on_the_client(start_cluster):
     push.start()
     try:
         wait_until(lambda: len(received) >= 4, 20, what="the four Aa and D messages")
-        time.sleep(0.3)
+        await_group_caught_up(cfg, "Collide", "PushTags")
         assert sorted(m.body for m in received) == [b"m0", b"m3", b"m4", b"m6"]
     finally:
         push.shutdown()
@@ -107,13 +106,13 @@ def test_push_consumer_with_an_sql_selector_gets_exactly_the_matching_messages(s
     push.start()
     try:
         wait_until(lambda: len(received) >= len(expected), 20, what=f"{len(expected)} matching messages")
-        time.sleep(0.3)
+        await_group_caught_up(cfg, "Sql", "PushSql")
         assert sorted(m.body for m in received) == expected
         # A later message is filtered the same way, through the long poll.
         _send(cfg, [Message("Sql", b"late-no", properties={"a": "50", "color": "red"}),
                     Message("Sql", b"late-yes", properties={"a": "20", "color": "blue"})])
         wait_until(lambda: any(m.body == b"late-yes" for m in received), 20, what="the late matching message")
-        time.sleep(0.3)
+        await_group_caught_up(cfg, "Sql", "PushSql")
         assert b"late-no" not in {m.body for m in received}
     finally:
         push.shutdown()

@@ -103,7 +103,7 @@ def test_half_left_open_is_discarded_after_the_maximum_checks(start_cluster):
 
 
 def test_half_write_not_flushed_in_time_is_rolled_back_without_running(start_cluster):
-    cluster, cfg = _setup(start_cluster, flush_mode=SYNC_FLUSH, store_overrides={"flush_sync_timeout_ms": 300})
+    cluster, cfg = _setup(start_cluster, flush_mode=SYNC_FLUSH, store_overrides={"flush_sync_timeout_ms": 2000})
     listener = Listener(State.COMMIT_MESSAGE)
     with TransactionProducer("TxSlowDisk", listener, config=cfg) as producer:
         producer.send_message_in_transaction(Message("Orders", b"warm-up"))   # routes and heartbeat in place

@@ -21,9 +21,10 @@ def test_spark_load_through_failovers_loses_nothing_and_replicas_match(spark, tm
     failovers = [f for f in during_load if f["kind"] == "failover-master" and f["failover"]]
     assert len(during_load) >= 2 and failovers, f"faults inside the load: {result['faults']}"
     for fault in failovers:   # the stopped master was replaced by the other replica
-        assert fault["master_after"] != fault["master_before"] and 0 < fault["to_new_master_s"] < 30
+        assert fault["master_after"] != fault["master_before"] and fault["to_new_master_s"] > 0
     assert result["failover"]["failovers"] >= len(failovers)
     assert result["fault_error"] is None
+    assert result["member_exit_codes"] and all(code == 0 for code in result["member_exit_codes"])
     assert result["acknowledged"] > 0
     assert result["lost"] == 0
     assert result["unexplained"] == 0, result["anomalies"]

@@ -20,8 +20,11 @@ def test_spark_load_with_master_kills_loses_nothing(spark, tmp_path):
     assert result["acknowledged"] > 0
     assert result["lost"] == 0
     assert result["unexplained"] == 0, result["anomalies"]
-    assert result["distinct_read"] == {"datasource": result["distinct_read"]["datasource"],
-                                       "push": result["distinct_read"]["push"]}
+    # Both readers saw every acknowledged message, and nothing failed on the way.
+    assert result["distinct_read"]["datasource"] >= result["acknowledged"]
     assert result["distinct_read"]["push"] >= result["acknowledged"]
+    assert result["member_exit_codes"] and all(code == 0 for code in result["member_exit_codes"])
+    assert result["fault_error"] is None
+    assert result["verdict_ok"]
     assert (tmp_path / "report" / "latency.png").stat().st_size > 0
     assert (tmp_path / "report" / "report.json").exists()
