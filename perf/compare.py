@@ -22,98 +22,18 @@ from __future__ import annotations
 
 import json
 import os
-import statistics
 import sys
 import tempfile
 import time
 import traceback
-from dataclasses import dataclass
 
-from perf.e2e import (PACED_RATE_MSG_S, PERF_DIR, RUNNERS, Report, Settings, _fmt, command_line, git_commit,
-                      machine_info)
+from perf.compare_table import MEASURES, OURS, OURS_LABEL, OURS_SCENARIOS, header, markdown, median_or_none, table_rows
+from perf.harness import PACED_RATE_MSG_S, Settings
+from perf.report import PERF_DIR, Report, command_line, format_value, git_commit, machine_info
+from perf.scenarios import RUNNERS
 
 COMPARE_JSON_DEFAULT = os.path.join(PERF_DIR, "compare.json")
 COMPARE_PLOT_DEFAULT = os.path.join(PERF_DIR, "compare.png")
-OURS = "rocketbox"
-OURS_LABEL = "RocketBox"
-OURS_SCENARIOS = ("produce", "consume", "e2e", "latency", "e2e_latency")
-
-
-@dataclass(frozen=True)
-class Measure:
-    key: str
-    label: str
-    unit: str
-    better: str | None        # "higher", "lower", or None for a check (no ratio)
-    ours_row: tuple[str, str]  # (scenario, measure) of our row in perf/e2e.py's report
-
-
-MEASURES = (
-    Measure("produce", "produce throughput, batched", "msg/s", "higher",
-            ("produce", "batched 256, 100 B, async flush")),
-    Measure("consume", "consume throughput, drain", "msg/s", "higher", ("consume", "PushConsumer drain, 100 B")),
-    Measure("e2e", "end-to-end throughput", "msg/s", "higher",
-            ("e2e", "produce + consume at once, 100 B, batched")),
-    Measure("publish_p50", "publish latency p50", "us", "lower", ("latency", "sync send p50, async flush")),
-    Measure("publish_p99", "publish latency p99", "us", "lower", ("latency", "sync send p99, async flush")),
-    Measure("e2e_p50", f"end-to-end latency p50 at {PACED_RATE_MSG_S // 1000}k msg/s", "us", "lower",
-            ("e2e_latency", "receive - send p50, batch per due tick")),
-    Measure("e2e_p99", f"end-to-end latency p99 at {PACED_RATE_MSG_S // 1000}k msg/s", "us", "lower",
-            ("e2e_latency", "receive - send p99, batch per due tick")),
-    Measure("paced_rate", "paced rate achieved (check)", "msg/s", None,
-            ("e2e_latency", "rate achieved, batch per due tick")),
-)
-
-
-def _median(values) -> float | None:
-    return statistics.median(values) if values else None
-
-
-def ratio_to_best_peer(measure: Measure, systems: dict) -> tuple[float | None, str]:
-    """(ours / best peer, that peer's label); None when ours or every peer lacks the figure."""
-    ours = _median(systems[OURS]["values"].get(measure.key))
-    peers = [(_median(s["values"].get(measure.key)), s["label"]) for name, s in systems.items()
-             if name != OURS and s["values"].get(measure.key)]
-    if measure.better is None or ours is None or not peers:
-        return None, ""
-    pick = max if measure.better == "higher" else min
-    best, label = pick(peers, key=lambda p: p[0])
-    return (ours / best if best else None), label
-
-
-def ratio_text(measure: Measure, ratio: float | None, best_label: str) -> str:
-    if ratio is None:
-        return ""
-    won = ratio >= 1 if measure.better == "higher" else ratio <= 1
-    return f"{ratio:.2f} vs {best_label} ({measure.better} is better: {'ours' if won else 'peer'} ahead)"
-
-
-def table_rows(result: dict) -> list[list[str]]:
-    """measure, unit, one column a system (median, or why it is missing), ours / best peer."""
-    systems = result["systems"]
-    rows = []
-    for measure in MEASURES:
-        row = [measure.label, measure.unit]
-        for system in systems.values():
-            value = _median(system["values"].get(measure.key))
-            row.append(_fmt(value, measure.unit) if value is not None else
-                       system["status"] if system["status"] != "measured" else "-")
-        row.append(ratio_text(measure, *ratio_to_best_peer(measure, systems)))
-        rows.append(row)
-    return rows
-
-
-def header(result: dict) -> list[str]:
-    return ["measure", "unit", *[s["label"] for s in result["systems"].values()], "ours / best peer"]
-
-
-def markdown(result: dict) -> str:
-    lines = ["| " + " | ".join(header(result)) + " |",
-             "| --- | --- | " + " | ".join("---:" for _ in result["systems"]) + " | --- |"]
-    lines += ["| " + " | ".join(row) + " |" for row in table_rows(result)]
-    return "\n".join(lines)
-
-
 def print_table(result: dict, title: str) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -145,11 +65,11 @@ def plot(result: dict, path: str) -> None:
     for ax, (unit, title, log) in zip(axes, panels):
         measures = [m for m in MEASURES if m.unit == unit and m.better is not None]
         for i, (name, system) in enumerate(systems.items()):
-            heights = [_median(system["values"].get(m.key)) or 0 for m in measures]
+            heights = [median_or_none(system["values"].get(m.key)) or 0 for m in measures]
             label = system["label"] if system["status"] == "measured" else f"{system['label']} (not measured)"
             bars = ax.bar([j + (i - (len(systems) - 1) / 2) * width for j in range(len(measures))], heights,
                           width, label=label)
-            ax.bar_label(bars, labels=[_fmt(h, unit) if h else "" for h in heights], fontsize=7, rotation=90,
+            ax.bar_label(bars, labels=[format_value(h, unit) if h else "" for h in heights], fontsize=7, rotation=90,
                          padding=2)
         ax.set_xticks(range(len(measures)), [m.label.replace(" at ", "\nat ").replace(", ", ",\n")
                                              for m in measures], fontsize=8)

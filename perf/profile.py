@@ -29,7 +29,7 @@ import time
 
 import psutil
 
-from perf.e2e import ProducerProcess, client_config, create_topic
+from perf.harness import ProducerProcess, client_config, create_topic
 from cluster.testing import LocalCluster
 
 ROLES_DEFAULT = ("broker", "reput", "flush", "producer")

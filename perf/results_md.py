@@ -12,6 +12,8 @@ import json
 import os
 import sys
 
+from perf.compare_table import markdown
+
 PERF_DIR = os.path.dirname(os.path.abspath(__file__))
 BEGIN = "<!-- results table -->"
 END = "<!-- /results table -->"
@@ -61,7 +63,6 @@ def render(results: dict) -> str:
 
 
 def render_compare(result: dict) -> str:
-    from perf.compare import markdown
     machine = result["machine"]
     about = "; ".join(f"{s['label']}: {s['about'] or s['reason']}" for s in result["systems"].values()
                       if s["about"] or s["reason"])

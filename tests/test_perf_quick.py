@@ -50,8 +50,8 @@ def test_runner_rejects_an_unknown_scenario():
 
 
 def test_rows_compare_against_targets_and_render():
-    e2e = perf_module("e2e")
-    Report, Row, markdown_table, percentile = e2e.Report, e2e.Row, e2e.markdown_table, e2e.percentile
+    report = perf_module("report")
+    Report, Row, markdown_table, percentile = report.Report, report.Row, report.markdown_table, report.percentile
     report = Report()
     report.baseline_msg_s = 1000.0
     report.add(Row("produce", "batched", "msg/s", [100.0, 300.0, 200.0], (">=", 150), vs_baseline=True))
@@ -65,7 +65,7 @@ def test_rows_compare_against_targets_and_render():
 
 
 def test_zmq_baseline_carries_frames():
-    msg_s, frames = perf_module("e2e").zmq_baseline(200, 10.0)
+    msg_s, frames = perf_module("scenarios.throughput").zmq_baseline(200, 10.0)
     assert frames == 200 and msg_s > 0
 
 
@@ -84,7 +84,7 @@ def quick_compare(tmp_path_factory):
 
 
 def _measure_keys() -> list[str]:
-    return [m.key for m in perf_module("compare").MEASURES]
+    return [m.key for m in perf_module("compare_table").MEASURES]
 
 
 def test_compare_measures_ours_and_writes_table_and_plot(quick_compare):
@@ -111,7 +111,7 @@ def test_compare_measures_each_installed_peer(quick_compare, peer):
 
 
 def test_compare_ratio_says_which_way_is_better():
-    compare = perf_module("compare")
+    compare = perf_module("compare_table")
     ratio_text, ratio_to_best_peer = compare.ratio_text, compare.ratio_to_best_peer
     by_key = {m.key: m for m in compare.MEASURES}
     systems = {"rocketbox": {"label": "RocketBox", "values": {"produce": [300.0], "publish_p50": [200.0]}},

@@ -1,4 +1,4 @@
-"""What every peer provides, and the measures run on each, the same as ours (perf/e2e.py).
+"""What every peer provides, and the measures run on each, the same as ours (perf/scenarios/).
 
 A peer (``Peer``) knows its server binary, its Python client and how to start the server on
 a free 127.0.0.1 port in a temporary directory; ``missing()`` says why it cannot run (binary
@@ -26,8 +26,8 @@ from collections import defaultdict
 from contextlib import contextmanager
 
 from cluster.topology import free_ports
-from perf.e2e import (BATCH_SIZE, PACED_RATE_MSG_S, ChildProcess, Pacer, Settings, Tally, percentile,
-                      serve_parent)
+from perf.harness import BATCH_SIZE, PACED_RATE_MSG_S, ChildProcess, Pacer, Settings, Tally, serve_parent
+from perf.report import percentile
 
 BODY_BYTES = 100
 READY_S_MAX = 15.0
@@ -156,12 +156,11 @@ def stop_process(process: subprocess.Popen) -> None:
 
 # ---------------------------------------------------------------- the measures
 
-def _producer_child(conn, peer_name: str, port: int, stream: str, mode: str, total: int, threads: int,
+def _producer_child(conn, peer_class: type, port: int, stream: str, mode: str, total: int, threads: int,
                     rate: int, time_s_max: float) -> None:
     """A peer's producer in a spawned process: ``batched`` (``produce``) or ``paced``; ``serve_parent`` protocol."""
     try:
-        from perf.peers import PEERS
-        client = PEERS[peer_name]().client(port)
+        client = peer_class().client(port)
         try:
             if mode == "batched":
                 def batched() -> dict:
@@ -199,7 +198,7 @@ def _consume_while_producing(peer: Peer, port: int, stream: str, mode: str, tota
 
     consumer = threading.Thread(target=consume, name=f"{peer.name}-consumer", daemon=True)
     consumer.start()
-    producer = ChildProcess(_producer_child, (peer.name, port, stream, mode, total, s.producer_threads, rate,
+    producer = ChildProcess(_producer_child, (type(peer), port, stream, mode, total, s.producer_threads, rate,
                                               time_s_max), f"{peer.name}-producer-{mode}", time_s_max)
     try:
         producer.start()

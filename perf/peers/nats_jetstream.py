@@ -26,7 +26,7 @@ import itertools
 import json
 import time
 
-from perf.e2e import BATCH_SIZE, Pacer, _body
+from perf.harness import BATCH_SIZE, Pacer, message_body
 from perf.peers.base import BODY_BYTES, GROUP, Peer, PeerClient
 
 WINDOW = 4096              # PubAcks in flight at most
@@ -68,7 +68,7 @@ class NatsJetStreamClient(PeerClient):
         Every publish carries the one ack subject as its reply; at most ``WINDOW`` acks in flight;
         returns once every ack is in (or at the deadline).
         """
-        body = _body(BODY_BYTES)
+        body = message_body(BODY_BYTES)
         inbox = self.nc.new_inbox()
         state = {"sent": 0, "acked": 0, "failed": 0}
         room = asyncio.Event()
@@ -122,7 +122,7 @@ class NatsJetStreamClient(PeerClient):
 
     def publish_latencies(self, stream: str, count: int, deadline: float) -> list[float]:
         async def measure() -> list[float]:
-            body = _body(BODY_BYTES)
+            body = message_body(BODY_BYTES)
             lat = []
             for _ in range(count):
                 if time.monotonic() >= deadline:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import threading
 import time
 
-from perf.e2e import BATCH_SIZE, _body, _split
+from perf.harness import BATCH_SIZE, message_body, split_evenly
 from perf.peers.base import BODY_BYTES, GROUP, Peer, PeerClient, paced_batches
 
 READ_COUNT = 1024
@@ -51,8 +51,8 @@ class RedisStreamsClient(PeerClient):
         self._pipeline(self.conn, [("XGROUP", "CREATE", stream, GROUP, "0", "MKSTREAM")])
 
     def produce(self, stream: str, total: int, threads: int, deadline: float) -> int:
-        body = _body(BODY_BYTES)
-        shares = _split(total, threads)
+        body = message_body(BODY_BYTES)
+        shares = split_evenly(total, threads)
         sent = [0] * threads
         errors: list[BaseException] = []
         conns = [self._connection() for _ in range(threads)]
@@ -80,7 +80,7 @@ class RedisStreamsClient(PeerClient):
         return sum(sent)
 
     def publish_latencies(self, stream: str, count: int, deadline: float) -> list[float]:
-        body = _body(BODY_BYTES)
+        body = message_body(BODY_BYTES)
         lat = []
         for _ in range(count):
             if time.monotonic() >= deadline:

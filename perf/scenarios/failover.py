@@ -48,7 +48,9 @@ import time
 from cluster import Admin, Message, Producer, SendStatus
 from cluster.config import SYNC_FLUSH, SYNC_MASTER
 from cluster.testing import LocalCluster, store_host_prefix, wait_until
-from perf.e2e import BATCH_SIZE, Report, Row, Settings, client_config, create_topic, percentile, run_producers
+from perf.harness import BATCH_SIZE, Settings, client_config, create_topic, run_producers
+from perf.report import Report, Row, percentile
+
 
 GROUP = "broker-a"
 TOPIC = "FailoverBench"

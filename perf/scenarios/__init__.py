@@ -1,0 +1,18 @@
+"""The scenario table of ``python -m perf``: name -> runner, in the order a full run takes them."""
+
+from __future__ import annotations
+
+from perf.scenarios.failover import scenario_failover
+from perf.scenarios.latency import scenario_e2e_latency, scenario_latency
+from perf.scenarios.lifecycle import scenario_ready, scenario_rss
+from perf.scenarios.replication import scenario_replication, scenario_replication_flush
+from perf.scenarios.throughput import (scenario_baseline, scenario_consume, scenario_e2e, scenario_group_commit,
+                                       scenario_produce)
+
+RUNNERS = {
+    "baseline": scenario_baseline, "produce": scenario_produce, "consume": scenario_consume, "e2e": scenario_e2e,
+    "latency": scenario_latency, "e2e_latency": scenario_e2e_latency, "group_commit": scenario_group_commit,
+    "ready": scenario_ready, "rss": scenario_rss, "replication": scenario_replication,
+    "replication_flush": scenario_replication_flush, "failover": scenario_failover,
+}
+SCENARIOS = tuple(RUNNERS)

@@ -1,0 +1,86 @@
+"""Latency scenarios: single sync sends one at a time, and the paced end-to-end latency."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from cluster import Message, Producer
+from cluster.config import ASYNC_FLUSH
+from cluster.testing import LocalCluster
+from perf.harness import (FLUSH_MODES, PACED_RATE_MSG_S, ProducerProcess, QUEUE_COUNT, Settings, Tally, await_assigned,
+                          client_config, create_topic, message_body, push_consumer)
+from perf.report import Report, Row, TARGETS, percentile
+
+
+def scenario_latency(s: Settings, report: Report, tmp: str) -> None:
+    """Single 100-B sync sends, one at a time, from one thread; async flush (targets) and sync flush."""
+    count = s.latency_sends()
+    for flush_mode, label in s.variants(FLUSH_MODES):
+        with LocalCluster(os.path.join(tmp, f"latency-{label.split()[0]}"), flush_mode=flush_mode) as cluster:
+            cfg = client_config(cluster.namesrv)
+            p50s, p99s, p999s = [], [], []
+            for run in range(s.runs):
+                topic = f"Latency{run}"
+                create_topic(cfg, topic)
+                body = message_body(100)
+                with Producer("BenchLatencyProducer", config=cfg) as producer:
+                    for _ in range(200):
+                        producer.send(Message(topic, body))
+                    lat = []
+                    deadline = time.monotonic() + s.measure_s_max
+                    for _ in range(count):
+                        if time.monotonic() >= deadline:
+                            break
+                        t0 = time.perf_counter()
+                        producer.send(Message(topic, body))
+                        lat.append((time.perf_counter() - t0) * 1e6)
+                p50s.append(percentile(lat, 0.50))
+                p99s.append(percentile(lat, 0.99))
+                p999s.append(percentile(lat, 0.999))
+            async_ = flush_mode == ASYNC_FLUSH
+            note = f"{count} sends a run after 200 warm-up"
+            report.add(Row("latency", f"sync send p50, {label}", "us", p50s,
+                           TARGETS["latency_p50"] if async_ else None, note=note))
+            report.add(Row("latency", f"sync send p99, {label}", "us", p99s,
+                           TARGETS["latency_p99"] if async_ else None, note=note))
+            report.add(Row("latency", f"sync send p99.9, {label}", "us", p999s, note=note))
+
+
+def scenario_e2e_latency(s: Settings, report: Report, tmp: str) -> None:
+    """Producer process paced at 10k msg/s (one batch per due tick, and send_async each); receive - send."""
+    duration_s = s.paced_s
+    total = int(PACED_RATE_MSG_S * duration_s)
+    with LocalCluster(os.path.join(tmp, "e2e-latency")) as cluster:
+        for mode, label in s.variants((("paced_batch", "batch per due tick"), ("paced_async", "send_async each"))):
+            stats = {"p50": [], "p99": [], "p999": [], "rate": []}
+            for run in range(s.runs):
+                topic = f"Paced{mode}{run}"
+                cfg = client_config(cluster.namesrv)
+                create_topic(cfg, topic)
+                tally = Tally(total + 1, stamped=True)
+                consumer = push_consumer(cfg, f"BenchPacedGroup{mode}{run}", topic, tally)
+                consumer.start()
+                producer = None
+                try:
+                    await_assigned(consumer, QUEUE_COUNT)
+                    producer = ProducerProcess(cluster.namesrv, topic, mode, total, 100, rate=PACED_RATE_MSG_S,
+                                               time_s_max=duration_s * 3).start()
+                    producer.go()
+                    result = producer.result()
+                    tally.retarget(result["sent"] - result.get("failed", 0) + 1)
+                    tally.reached.wait(30)
+                finally:
+                    if producer is not None:
+                        producer.stop()
+                    consumer.shutdown()
+                lat = tally.steady_latencies(total)
+                stats["p50"].append(percentile(lat, 0.5))
+                stats["p99"].append(percentile(lat, 0.99))
+                stats["p999"].append(percentile(lat, 0.999))
+                stats["rate"].append(result["sent"] / result["elapsed_s"])
+            note = f"target rate {PACED_RATE_MSG_S:,} msg/s for {duration_s:.0f} s; first 5% skipped"
+            report.add(Row("e2e_latency", f"rate achieved, {label}", "msg/s", stats["rate"],
+                           (">=", PACED_RATE_MSG_S * 0.99), note=note + "; met within 1%"))
+            for key, name in (("p50", "p50"), ("p99", "p99"), ("p999", "p99.9")):
+                report.add(Row("e2e_latency", f"receive - send {name}, {label}", "us", stats[key], note=note))
