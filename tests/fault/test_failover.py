@@ -381,8 +381,7 @@ def test_master_partitioned_from_the_controller_stops_writing_and_is_replaced(tm
                 assert result.status == SendStatus.SEND_OK
                 acked.append(result.msg_id)
         assert not watch.both_writable, watch.both_writable
-        print(f"partition: lease lapsed after {lapsed_s:.2f} s, slave elected after {elected_s:.2f} s, "
-              f"{proxies[master].connections_cut} connections cut, {watch.rounds} writability checks")
+        print(f"partition: {proxies[master].connections_cut} connections cut, {watch.rounds} writability checks")
         _await_identical(cluster)
         assert set(acked) <= set(_ids_read(cluster))
         admin.shutdown()
