@@ -17,6 +17,7 @@ import time
 from cluster.config import ASYNC_FLUSH, BrokerConfig, broker_config_from_json
 from cluster.procs import lifecycle
 from cluster.procs.supervisor import read_state_file
+from cluster.shm.paths import commitlog_segment
 from cluster.topology import Topology, build_topology, child_specs, free_ports, group_name
 
 # Small files so tests roll segments and stay light; production defaults are RocketMQ's.
@@ -118,7 +119,7 @@ def commitlog_bytes(store_dir: str, end: int, file_size: int) -> bytes:
     out = bytearray()
     start = 0
     while start < end:
-        with open(os.path.join(store_dir, "commitlog", f"{start:020d}"), "rb") as f:
+        with open(commitlog_segment(store_dir, start), "rb") as f:
             out += f.read(min(file_size, end - start))
         start += file_size
     return bytes(out)

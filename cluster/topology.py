@@ -27,6 +27,7 @@ from cluster.config import (ASYNC_FLUSH, BROKER_PORT_DEFAULT, BROKER_PORT_STEP, 
                             BrokerConfig, NamesrvConfig, StoreConfig, to_json)
 from cluster.procs.supervisor import ChildSpec
 from cluster.shm.control import SLOTS as CONTROL_SLOTS
+from cluster.shm.paths import control_path
 
 BROKER_WORKER_ROLES = ("flush", "reput", "allocate")
 # A NameServer's controller (Raft) node listens on its port + this, unless told otherwise.
@@ -40,9 +41,6 @@ class Topology:
     brokers: tuple[BrokerConfig, ...]
     # Slaves of every group, in group order (their broker_name is their master's).
     slaves: tuple[BrokerConfig, ...] = ()
-
-    def slaves_of(self, broker_name: str) -> tuple[BrokerConfig, ...]:
-        return tuple(s for s in self.slaves if s.broker_name == broker_name)
 
     @property
     def namesrv_endpoints(self) -> tuple[str, ...]:
@@ -176,7 +174,7 @@ HEARTBEAT_TIMEOUT_S_DEFAULT = 30.0
 
 
 def _heartbeat(cfg, role: str, timeout_s: float) -> dict:
-    return {"heartbeat_path": os.path.join(cfg.store.store_dir, "control"),
+    return {"heartbeat_path": control_path(cfg.store.store_dir),
             "heartbeat_offset": 8 * CONTROL_SLOTS[f"heartbeat_{role}_ms"], "heartbeat_timeout_s": timeout_s}
 
 
@@ -201,13 +199,6 @@ def child_specs(topology: Topology, *, restart_backoff_initial_s: float = 0.1,
                                    start_order=2, backoff_initial_s=restart_backoff_initial_s,
                                    **_heartbeat(cfg, role, heartbeat_timeout_s)))
     return specs
-
-
-def with_store(topology: Topology, **store_changes) -> Topology:
-    """A copy with every broker's store settings changed (tests shrink file sizes this way)."""
-    def change(brokers):
-        return tuple(dataclasses.replace(b, store=dataclasses.replace(b.store, **store_changes)) for b in brokers)
-    return dataclasses.replace(topology, brokers=change(topology.brokers), slaves=change(topology.slaves))
 
 
 # ---------------------------------------------------------------- one role per host (cluster up --role)

@@ -27,6 +27,7 @@ from cluster.shm import commitlog_format as clf
 from cluster.shm.consumequeue import ConsumeQueue
 from cluster.shm.indexfile import IndexService
 from cluster.shm.indexfile_format import index_key
+from cluster.shm.paths import control_path
 from cluster.wire_format import Command, decode_header, encode_header
 from cluster.zmq_transport import EventLoop, RpcClient, RpcServer
 
@@ -418,7 +419,7 @@ def test_reput_dispatch(benchmark, request, tmp_path):
     cfg = StoreConfig(store_dir=str(tmp_path / "store"), commitlog_file_size_bytes=64 * 1024 * 1024,
                       index_slot_count=5_000_000, index_entry_count_max=1_000_000, preheat_enabled=False)
     os.makedirs(cfg.store_dir, exist_ok=True)
-    control = ControlBlock(os.path.join(cfg.store_dir, "control"))
+    control = ControlBlock(control_path(cfg.store_dir))
     end = _write_reput_records(cfg, control)
     service = ReputService(cfg, control)
 

@@ -22,6 +22,7 @@ import mmap
 import os
 import struct
 
+from cluster.shm import paths
 from cluster.shm.json_store import read_json, write_json
 
 log = logging.getLogger(__name__)
@@ -34,17 +35,16 @@ class ConsumerOffsetManager:
     """``name``: the files' stem; "delayOffset" keeps the schedule service's progress."""
 
     def __init__(self, store_dir: str, name: str = "consumerOffset"):
-        config_dir = os.path.join(store_dir, "config")
-        os.makedirs(config_dir, exist_ok=True)
-        self.path = os.path.join(config_dir, f"{name}.json")
-        self.slotmap_path = os.path.join(config_dir, f"{name}.slotmap.json")
+        os.makedirs(paths.config_dir(store_dir), exist_ok=True)
+        self.path = paths.config_path(store_dir, name)
+        self.slotmap_path = paths.slotmap_path(store_dir, name)
         raw = read_json(self.path, {"offsetTable": {}})
         # "topic@group" -> {queue id: offset}, RocketMQ's on-disk shape.
         self.table: dict[str, dict[int, int]] = {
             key: {int(q): int(o) for q, o in queues.items()}
             for key, queues in raw.get("offsetTable", {}).items()}
         self.dirty = False
-        self._slots_file, self._slots = self._map_slots(os.path.join(config_dir, f"{name}.slots"))
+        self._slots_file, self._slots = self._map_slots(paths.slots_path(store_dir, name))
         self.slot_of: dict[tuple[str, int], int] = {
             (key, int(q)): int(slot) for key, queues in read_json(self.slotmap_path, {}).items()
             for q, slot in queues.items()}

@@ -38,6 +38,7 @@ from cluster.protocol import (require_name, answers_refusals, DLQ_TOPIC_PREFIX, 
 from cluster.shm.commitlog_format import pack_host, parse_offset_msg_id
 from cluster.shm.control import ControlBlock
 from cluster.shm.epochs import EpochCache
+from cluster.shm.paths import control_path
 from cluster.shm.schedule_format import SCHEDULE_TOPIC
 from cluster.shm.store import MessageStore
 from cluster.wire_format import HEADER_BYTES_MAX, Command
@@ -59,7 +60,7 @@ class BrokerService:
         self.cfg = cfg
         store_dir = cfg.store.store_dir
         os.makedirs(store_dir, exist_ok=True)
-        self.control = ControlBlock(os.path.join(store_dir, "control"))
+        self.control = ControlBlock(control_path(store_dir))
         self.store = MessageStore(cfg.store, self.control, store_host=pack_host(cfg.host, cfg.port))
         self.recovery = self.store.recover()
         log.info("recovery: %s", self.recovery)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import asdict, dataclass
 
 from cluster.protocol import AUTO_CREATE_TOPIC_KEY, PERM_READ_WRITE
+from cluster.shm import paths
 from cluster.shm.json_store import read_json, write_json
 
 
@@ -21,7 +21,7 @@ class TopicConfig:
 
 class TopicConfigManager:
     def __init__(self, store_dir: str, *, auto_create_enabled: bool, queue_count_default: int):
-        self.path = os.path.join(store_dir, "config", "topics.json")
+        self.path = paths.config_path(store_dir, "topics")
         self.auto_create_enabled = auto_create_enabled
         self.queue_count_default = queue_count_default
         raw = read_json(self.path, {"topicConfigTable": {}})

@@ -38,10 +38,6 @@ class MessageSelector:
             return cls.by_tag(selector)
         raise TypeError(f"subscribe with a tag expression or a MessageSelector, not {type(selector).__name__}")
 
-    @property
-    def is_tag(self) -> bool:
-        return self.expression_type == EXPRESSION_TAG
-
     def tags_to_recheck(self) -> frozenset[str] | None:
         """The tag strings the client re-checks (the broker matched hashes only); None: keep all."""
         return _tags_of(self.expression) if self.expression_type == EXPRESSION_TAG else None

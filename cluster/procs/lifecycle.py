@@ -63,7 +63,6 @@ from typing import NoReturn
 READY_FD_ENV = "ROCKETBOX_READY_FD"
 PARENT_PID_ENV = "ROCKETBOX_PARENT_PID"
 CHILD_NAME_ENV = "ROCKETBOX_CHILD_NAME"
-DATA_DIR_ENV = "ROCKETBOX_DATA_DIR"
 
 EXIT_OK = 0
 # Unexpected failure: the supervisor restarts the child with backoff.

@@ -643,7 +643,6 @@ class Supervisor:
         env[lifecycle.READY_FD_ENV] = str(ready_writer)
         env[lifecycle.PARENT_PID_ENV] = str(self._own_pid)
         env[lifecycle.CHILD_NAME_ENV] = child.name
-        env[lifecycle.DATA_DIR_ENV] = self.data_dir
         return env
 
     def _spawn(self, child: _Child) -> None:

@@ -13,6 +13,7 @@ import zmq
 
 from cluster.broker import channels
 from cluster.shm.control import ControlBlock
+from cluster.shm.paths import control_path
 from cluster.zmq_transport import CONTEXT
 
 
@@ -52,7 +53,7 @@ class WorkerLoop:
         self.stopping = False
         self.interval_s = interval_s
         self.step = step
-        self.control = ControlBlock(os.path.join(store_dir, "control"))
+        self.control = ControlBlock(control_path(store_dir))
         context = CONTEXT.get()
         self.wake = None
         if wake_endpoint:

@@ -27,11 +27,11 @@ import zlib
 from typing import NamedTuple
 
 from cluster.shm.mapped_file import fsync_dir
+from cluster.shm.paths import checkpoint_path
 
 MAGIC = 0x5242434B_50540001
 LAYOUT = struct.Struct(">Qqqqq")
 CRC = struct.Struct(">I4x")
-FILE_NAME = "checkpoint"
 
 
 class Checkpoint(NamedTuple):
@@ -39,10 +39,6 @@ class Checkpoint(NamedTuple):
     dispatched_flushed_pos: int
     commitlog_flushed_ms: int
     logics_flushed_ms: int
-
-
-def checkpoint_path(store_dir: str) -> str:
-    return os.path.join(store_dir, FILE_NAME)
 
 
 def encode(cp: Checkpoint) -> bytes:

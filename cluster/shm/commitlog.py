@@ -26,6 +26,7 @@ from typing import Callable, Iterator, NamedTuple
 
 from cluster.config import StoreConfig
 from cluster.shm import commitlog_format as fmt
+from cluster.shm import paths
 from cluster.shm.mapped_file import MappedFile, MappedFileCreateError, create_file
 
 ZERO_CHUNK_BYTES = 1024 * 1024
@@ -57,18 +58,10 @@ def disk_free_bytes(path: str) -> int:
     return st.f_bavail * st.f_frsize
 
 
-def segment_name(start: int) -> str:
-    return f"{start:020d}"
-
-
-def parse_segment_name(name: str) -> int | None:
-    return int(name) if len(name) == 20 and name.isdigit() else None
-
-
 class CommitLog:
     def __init__(self, cfg: StoreConfig):
         self.cfg = cfg
-        self.dir = os.path.join(cfg.store_dir, "commitlog")
+        self.dir = paths.commitlog_dir(cfg.store_dir)
         self.file_size_bytes = cfg.commitlog_file_size_bytes
         os.makedirs(self.dir, exist_ok=True)
         self._segments: dict[int, MappedFile] = {}
@@ -82,14 +75,14 @@ class CommitLog:
     # ---- segments ----
 
     def segment_path(self, start: int) -> str:
-        return os.path.join(self.dir, segment_name(start))
+        return os.path.join(self.dir, paths.file_name_of_offset(start))
 
     def segment_start(self, phys_offset: int) -> int:
         return phys_offset - phys_offset % self.file_size_bytes
 
     def segment_starts(self) -> list[int]:
         """Start offsets of the segment files on disk, ascending."""
-        starts = (parse_segment_name(n) for n in os.listdir(self.dir))
+        starts = (paths.offset_of_file_name(n) for n in os.listdir(self.dir))
         return sorted(s for s in starts if s is not None)
 
     def ensure_segment(self, start: int) -> MappedFile:

@@ -22,15 +22,12 @@ import os
 import shutil
 
 from cluster.config import StoreConfig
+from cluster.shm import paths
 from cluster.shm.consumequeue_format import (ENTRY, ENTRY_SIZE, OFF_SIZE, OFF_TAG, PHYS, SIZE,
                                              TAG)
 from cluster.shm.mapped_file import MappedFile, create_file
 
 _ZERO_ENTRY = bytes(ENTRY_SIZE)
-
-
-def file_name(start_byte: int) -> str:
-    return f"{start_byte:020d}"
 
 
 def _parse_name(name: str) -> int | None:
@@ -41,7 +38,7 @@ class ConsumeQueue:
     def __init__(self, cfg: StoreConfig, topic: str, queue_id: int):
         self.topic = topic
         self.queue_id = queue_id
-        self.dir = os.path.join(cfg.store_dir, "consumequeue", topic, str(queue_id))
+        self.dir = paths.consumequeue_dir(cfg.store_dir, topic, queue_id)
         self.entries_per_file = cfg.consumequeue_entries_per_file
         self.file_size_bytes = self.entries_per_file * ENTRY_SIZE
         self._files: dict[int, MappedFile] = {}
@@ -64,7 +61,7 @@ class ConsumeQueue:
     def _file(self, start_byte: int, *, create: bool = False) -> MappedFile | None:
         f = self._files.get(start_byte)
         if f is None:
-            path = os.path.join(self.dir, file_name(start_byte))
+            path = os.path.join(self.dir, paths.file_name_of_offset(start_byte))
             if create:
                 create_file(path, self.file_size_bytes)  # MappedFileCreateError when the disk is full
             elif not os.path.exists(path):
@@ -246,7 +243,7 @@ class ConsumeQueue:
         if f is not None:
             f.close()
         try:
-            os.unlink(os.path.join(self.dir, file_name(start)))
+            os.unlink(os.path.join(self.dir, paths.file_name_of_offset(start)))
         except FileNotFoundError:
             pass
 
@@ -271,7 +268,7 @@ class ConsumeQueueSet:
 
     def __init__(self, cfg: StoreConfig):
         self.cfg = cfg
-        self.dir = os.path.join(cfg.store_dir, "consumequeue")
+        self.dir = paths.consumequeue_root(cfg.store_dir)
         os.makedirs(self.dir, exist_ok=True)
         self._queues: dict[tuple[str, int], ConsumeQueue] = {}
 

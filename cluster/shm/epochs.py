@@ -12,16 +12,16 @@ import os
 
 from cluster.shm import epoch_format as fmt
 from cluster.shm.mapped_file import fsync_dir
+from cluster.shm.paths import epoch_path
 
 log = logging.getLogger(__name__)
 
-EPOCH_FILE = "epoch"
 
 
 class EpochCache:
     def __init__(self, store_dir: str):
         self.store_dir = store_dir
-        self.path = os.path.join(store_dir, EPOCH_FILE)
+        self.path = epoch_path(store_dir)
         self.entries: list[fmt.EpochEntry] = self._load()
 
     def _load(self) -> list[fmt.EpochEntry]:

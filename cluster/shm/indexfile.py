@@ -26,6 +26,7 @@ import time
 
 from cluster.config import StoreConfig
 from cluster.shm import indexfile_format as fmt
+from cluster.shm import paths
 from cluster.shm.mapped_file import MappedFile, create_file
 
 # Chains are short (entries / slots); this only guards against a corrupt loop.
@@ -84,7 +85,7 @@ class IndexFile:
 class IndexService:
     def __init__(self, cfg: StoreConfig):
         self.cfg = cfg
-        self.dir = os.path.join(cfg.store_dir, "index")
+        self.dir = paths.index_dir(cfg.store_dir)
         os.makedirs(self.dir, exist_ok=True)
         self.slot_count = cfg.index_slot_count
         self.entry_count_max = cfg.index_entry_count_max
@@ -311,11 +312,6 @@ class IndexService:
                 os.unlink(os.path.join(self.dir, name))
         self._writer = self._writer_header = self._indexed_end_phys = None
         return reindex_from
-
-    def delete_all(self) -> None:
-        self.close()
-        for name in os.listdir(self.dir):
-            os.unlink(os.path.join(self.dir, name))
 
     def close(self) -> None:
         for f in self._files.values():

@@ -40,6 +40,3 @@ def read_json(path: str, default=None):
         return default
 
 
-def config_path(store_dir: str, name: str) -> str:
-    """``<store_dir>/config/<name>.json`` (topics, consumerOffset, delayOffset, subscriptionGroup)."""
-    return os.path.join(store_dir, "config", f"{name}.json")

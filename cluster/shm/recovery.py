@@ -36,9 +36,9 @@ from cluster.shm.consumequeue import ConsumeQueue, ConsumeQueueSet
 from cluster.shm.consumequeue_format import ENTRY_SIZE
 from cluster.shm.control import ControlBlock
 from cluster.shm.indexfile import IndexService
+from cluster.shm.paths import abort_path
 from cluster.shm.reput import Dispatcher
 
-ABORT_FILE = "abort"
 
 
 @dataclass
@@ -57,10 +57,6 @@ class RecoveryReport:
     redispatch_from_phys: int = 0
     records_redispatched: int = 0
     seconds: float = 0.0
-
-
-def abort_path(store_dir: str) -> str:
-    return os.path.join(store_dir, ABORT_FILE)
 
 
 def find_end(commitlog: CommitLog, start: int, durable_until: int = 0) -> tuple[int, int, str]:

@@ -11,6 +11,7 @@ from cluster.config import StoreConfig
 from cluster.shm import commitlog_format as fmt
 from cluster.shm.control import ControlBlock
 from cluster.shm.flush import FlushService
+from cluster.shm.paths import control_path
 from cluster.shm.reput import ReputService
 from cluster.shm.store import MessageStore, MessageToStore
 
@@ -48,7 +49,7 @@ class Harness:
     def __init__(self, cfg: StoreConfig):
         self.cfg = cfg
         os.makedirs(cfg.store_dir, exist_ok=True)
-        self.control = ControlBlock(os.path.join(cfg.store_dir, "control"))
+        self.control = ControlBlock(control_path(cfg.store_dir))
         self.store = MessageStore(cfg, self.control, store_host=STORE_HOST)
         self.report = self.store.recover()
         self.reput = ReputService(cfg, self.control)

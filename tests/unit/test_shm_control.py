@@ -2,7 +2,7 @@ import os
 
 import pytest
 
-from cluster.shm import checkpoint, json_store
+from cluster.shm import checkpoint, json_store, paths
 from cluster.shm.control import ControlBlock
 
 
@@ -45,7 +45,7 @@ def test_checkpoint_round_trip_missing_and_corrupt(tmp_path):
 
 
 def test_json_store(tmp_path):
-    path = json_store.config_path(str(tmp_path), "topics")
+    path = paths.config_path(str(tmp_path), "topics")
     assert json_store.read_json(path, {"none": 1}) == {"none": 1}
     json_store.write_json(path, {"T": {"queues": 4}})
     assert json_store.read_json(path) == {"T": {"queues": 4}}
@@ -53,3 +53,18 @@ def test_json_store(tmp_path):
         f.write("{broken")
     assert json_store.read_json(path, []) == []
     assert sorted(os.listdir(tmp_path / "config")) == ["topics.json"]
+
+
+def test_store_layout_is_rocketmqs():
+    """Golden: the names under a store directory (cluster/shm/paths.py is their only home)."""
+    root = "/s"
+    assert paths.commitlog_segment(root, 1 << 30) == "/s/commitlog/00000000001073741824"
+    assert paths.consumequeue_dir(root, "T", 3) == "/s/consumequeue/T/3"
+    assert (paths.index_dir(root), paths.control_path(root), paths.checkpoint_path(root),
+            paths.abort_path(root), paths.epoch_path(root)) == ("/s/index", "/s/control", "/s/checkpoint",
+                                                                "/s/abort", "/s/epoch")
+    assert paths.config_path(root, "consumerOffset") == "/s/config/consumerOffset.json"
+    assert paths.slots_path(root, "consumerOffset") == "/s/config/consumerOffset.slots"
+    assert paths.slotmap_path(root, "consumerOffset") == "/s/config/consumerOffset.slotmap.json"
+    assert paths.offset_of_file_name(paths.file_name_of_offset(4096)) == 4096
+    assert paths.offset_of_file_name("00000000000008388608.tmp.7484") is None
