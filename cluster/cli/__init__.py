@@ -1,0 +1,70 @@
+"""The ``cluster`` command: bring a cluster up and down, and talk to it.
+
+    cluster up [--data-dir D] [--namesrvs N] [--brokers N] [--slaves N] [--flush-mode async|sync]
+               [--broker-role async|sync] [--failover] [--detach]
+               [--role all|namesrv|broker] [--broker-name NAME[,NAME]] [--host ADDR]
+               [--slave-id N --master-address HOST:PORT [--master-ha-address HOST:PORT]]
+    cluster status | down
+    cluster topic create|update|list|route|delete
+    cluster send | consume
+    cluster query --id OFFSET_MSG_ID | --msg-id ID --topic T | --key K --topic T [--begin --end --max]
+                | --topic T [--broker B] --queue Q --offset N        (each with every group's consume status)
+    cluster dlq list GROUP | show GROUP MSG_ID | resend GROUP (--msg-id ID | --all)
+    cluster group reset-offset GROUP TOPIC --to-time ISO|EPOCH_MS [--no-force]
+
+Commands that talk to a cluster find its NameServers in ``--namesrv``, else in
+``ROCKETBOX_NAMESRV``, else in the run-state file of ``--data-dir``.
+Read commands take ``--json``. Everything binds to 127.0.0.1 by default.
+
+Several hosts: ``cluster up --role namesrv --host A`` on one, and on each other host
+``cluster --namesrv A:9871 up --role broker --host B --broker-name broker-b`` (``--host`` is
+where the processes bind and the address routes advertise, so it must be reachable from
+the other hosts); ``--slave-id N --master-address B:PORT`` starts a slave of a master elsewhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from cluster.cli import admin_cmds, client_cmds, cluster_cmds
+from cluster.cli.client_cmds import query_problem
+from cluster.cli.cluster_cmds import role_problem
+from cluster.cli.common import DATA_DIR_DEFAULT
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="cluster", description="RocketBox: a RocketMQ-style cluster in a box")
+    parser.add_argument("--data-dir", default=DATA_DIR_DEFAULT, help=f"default {DATA_DIR_DEFAULT}")
+    parser.add_argument("--namesrv", help="NameServer addresses, host:port;host:port")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for commands in (cluster_cmds, client_cmds, admin_cmds):
+        commands.add_parsers(sub)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "topic" and args.action != "list" and not args.topic:
+        print("a topic name is needed", file=sys.stderr)
+        return 2
+    problem = query_problem(args) if args.command == "query" else None
+    if args.command == "up":
+        problem = role_problem(args)
+    if problem:
+        print(problem, file=sys.stderr)
+        return 2
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # the CLI reports; it does not dump a trace for a refused request
+        from cluster.errors import ClientError
+        if isinstance(exc, (ClientError, ValueError)):
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,7 @@
+"""``python -m cluster.cli``: the ``cluster`` command."""
+
+import sys
+
+from cluster.cli import main
+
+sys.exit(main())

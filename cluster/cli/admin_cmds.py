@@ -1,0 +1,152 @@
+"""``cluster dlq``, ``group`` and ``controller``: operating consumer groups and failover."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from cluster.cli.client_cmds import message_dict
+from cluster.cli.common import iso_ms, new_console, open_admin, print_json, table, time_ms
+
+
+def _dead_letter_dict(admin, m) -> dict:
+    return {"msgId": m.msg_id, "offsetMsgId": m.offset_msg_id, "broker": m.broker_name, "queueOffset": m.queue_offset,
+            "originTopic": m.properties.get("RETRY_TOPIC"), "reconsumeTimes": m.reconsume_times,
+            "storeTimestamp": m.store_timestamp_ms, "storeTime": iso_ms(m.store_timestamp_ms),
+            "resent": admin.dead_letter_resent(m), "bodyPreview": m.body[:80].decode("utf-8", "replace")}
+
+
+def _dlq_list(admin, args) -> int:
+    rows = [_dead_letter_dict(admin, m) for m in admin.dead_letters(args.group, args.max)]
+    if args.json:
+        print_json(rows)
+        return 0
+    for r in rows:
+        print(f"{r['msgId']} topic={r['originTopic']} reconsumeTimes={r['reconsumeTimes']} stored={r['storeTime']} "
+              f"resent={'yes' if r['resent'] else 'no'} body={r['bodyPreview']}")
+    if not rows:
+        print(f"no dead letters for group {args.group}")
+    return 0
+
+
+def _dlq_show(admin, args) -> int:
+    rows = [{**message_dict(m), **_dead_letter_dict(admin, m)} for m in admin.dead_letter(args.group, args.msg_id)]
+    if args.json:
+        print_json(rows)
+    else:
+        for row in rows:
+            print(json.dumps(row, indent=2, sort_keys=True))
+    if not rows:
+        print(f"no dead letter {args.msg_id} for group {args.group}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _dlq_resend(admin, args) -> int:
+    if not args.all and not args.msg_id:
+        print("say which: --msg-id ID (repeatable) or --all", file=sys.stderr)
+        return 2
+    rows = admin.resend_dead_letters(args.group, None if args.all else args.msg_id, force=args.force)
+    if args.json:
+        print_json(rows)
+    else:
+        for r in rows:
+            where = f" -> {r['broker']}:{r['queueId']}@{r['queueOffset']}" if r["status"] == "RESENT" else ""
+            print(f"{r['status']} {r['msgId']} topic={r['topic']}{where}")
+    resent = sum(r["status"] == "RESENT" for r in rows)
+    print(f"{resent} resent, {len(rows) - resent} not", file=sys.stderr)
+    if not rows and not args.all:
+        print(f"no dead letter {' '.join(args.msg_id)} for group {args.group}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_dlq(args) -> int:
+    with open_admin(args) as admin:
+        return {"list": _dlq_list, "show": _dlq_show, "resend": _dlq_resend}[args.action](admin, args)
+
+
+def cmd_controller(args) -> int:
+    from cluster.protocol import RequestCode
+    from cluster.wire_format import Command
+    from cluster.zmq_transport import TransportError
+    nodes = []
+    with open_admin(args) as admin:
+        for endpoint in admin.cfg.namesrv_endpoints:
+            try:
+                response = admin.rpc.call(endpoint, Command(RequestCode.CONTROLLER_GET_METADATA_INFO, {}), 3000)
+            except TransportError as exc:
+                nodes.append({"namesrv": endpoint, "error": str(exc)})
+                continue
+            nodes.append({"namesrv": endpoint, "code": response.code, "remark": response.remark,
+                          **(json.loads(response.body) if response.code == 0 else {})})
+    if args.json:
+        print_json(nodes)
+    else:
+        console = new_console()
+        console.print(table("controller nodes", ["namesrv", "leader", "raft"],
+                             [[n["namesrv"], n.get("isLeader", "-"), n.get("raft", n.get("error") or n.get("remark"))]
+                              for n in nodes]))
+        leader = next((n for n in nodes if n.get("isLeader")), None)
+        if leader is not None:
+            console.print(table("broker groups (the leader's view)",
+                                 ["group", "master", "address", "epoch", "sync set", "replicas"],
+                                 [[g["brokerName"], g["masterId"], g["masterAddress"], g["epoch"],
+                                   g["syncStateSet"], g["replicas"]] for g in leader["groups"]]))
+    return 0 if any(n.get("isLeader") for n in nodes) else 1
+
+
+def cmd_group(args) -> int:
+    """``group reset-offset``: RocketMQ's ``mqadmin resetOffsetByTime``; a running group rereads at once."""
+    with open_admin(args) as admin:
+        offsets = admin.reset_offset_by_time(args.topic, args.group, args.to_time, force=args.force)
+    rows = [{"topic": mq.topic, "broker": mq.broker_name, "queueId": mq.queue_id, "offset": offset}
+            for mq, offset in sorted(offsets.items())]
+    if args.json:
+        print_json(rows)
+        return 0
+    for r in rows:
+        print(f"{r['topic']} {r['broker']}:{r['queueId']} -> {r['offset']}")
+    print(f"group {args.group} reset to {iso_ms(args.to_time) if args.to_time >= 0 else 'the end'} "
+          f"on {len(rows)} queues of {args.topic}", file=sys.stderr)
+    return 0
+
+
+def add_parsers(sub) -> None:
+    """The subcommands dlq, group and controller."""
+    dlq = sub.add_parser("dlq", help="list, show and resend a consumer group's dead letters (%%DLQ%%<group>)")
+    dlq_sub = dlq.add_subparsers(dest="action", required=True)
+    dlq_list = dlq_sub.add_parser("list", help="the dead letters of a group")
+    dlq_list.add_argument("group")
+    dlq_list.add_argument("--max", type=int, default=1000)
+    dlq_list.add_argument("--json", action="store_true")
+    dlq_show = dlq_sub.add_parser("show", help="one dead letter, whole")
+    dlq_show.add_argument("group")
+    dlq_show.add_argument("msg_id", help="msg id (UNIQ_KEY) or offset msg id")
+    dlq_show.add_argument("--json", action="store_true")
+    dlq_resend = dlq_sub.add_parser("resend", help="send dead letters back to their original topic")
+    dlq_resend.add_argument("group")
+    chosen = dlq_resend.add_mutually_exclusive_group()
+    chosen.add_argument("--msg-id", action="append", help="msg id (UNIQ_KEY) or offset msg id; repeatable")
+    chosen.add_argument("--all", action="store_true", help="every dead letter not resent yet")
+    dlq_resend.add_argument("--force", action="store_true", help="resend even what was resent before")
+    dlq_resend.add_argument("--json", action="store_true")
+    dlq.set_defaults(func=cmd_dlq)
+
+    group = sub.add_parser("group", help="consumer group operations")
+    group_sub = group.add_subparsers(dest="action", required=True)
+    reset = group_sub.add_parser("reset-offset", help="move a group's offsets of a topic to a time, even while "
+                                                      "it runs (RocketMQ's resetOffsetByTime)")
+    reset.add_argument("group")
+    reset.add_argument("topic")
+    reset.add_argument("--to-time", type=time_ms, required=True,
+                       help="ISO 8601 or epoch ms: the first message stored at or after it is read next; -1: the end")
+    reset.add_argument("--no-force", dest="force", action="store_false",
+                       help="keep a queue's committed offset when it is already earlier than the time's")
+    reset.add_argument("--json", action="store_true")
+    group.set_defaults(func=cmd_group)
+
+    controller = sub.add_parser("controller", help="the failover controller: each group's master, epoch and "
+                                                   "in-sync replicas, and each NameServer's Raft view")
+    controller.add_argument("--json", action="store_true")
+    controller.set_defaults(func=cmd_controller)

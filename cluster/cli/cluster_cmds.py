@@ -1,0 +1,230 @@
+"""``cluster up``, ``status`` and ``down``: a supervised cluster on this host (or one role of a
+cluster spread over several hosts)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+
+from cluster.cli.common import namesrv_env, new_console, print_json, table
+from cluster.config import ASYNC_FLUSH, ASYNC_MASTER, BROKER_PORT_DEFAULT, NAMESRV_PORT_DEFAULT, SYNC_FLUSH, SYNC_MASTER
+from cluster.procs.lifecycle import python_module_command
+from cluster.procs.supervisor import STATE_FILE_NAME, Supervisor, SupervisorError, read_state_file, spawn_detached
+
+
+def _topology_from_args(args):
+    from cluster.topology import build_topology
+    store = {}
+    if args.commitlog_file_size_bytes:
+        store["commitlog_file_size_bytes"] = args.commitlog_file_size_bytes
+    return build_topology(args.data_dir, namesrv_count=args.namesrvs, broker_count=args.brokers,
+                          flush_mode=SYNC_FLUSH if args.flush_mode == "sync" else ASYNC_FLUSH, host=args.host,
+                          namesrv_ports=[args.namesrv_port + i for i in range(args.namesrvs)],
+                          broker_ports=[args.broker_port + 10 * i for i in range(args.brokers)],
+                          store_overrides=store, slave_count=args.slaves, failover=args.failover,
+                          broker_overrides={"broker_role": SYNC_MASTER if args.broker_role == "sync" else ASYNC_MASTER})
+
+
+def _registered_namesrvs(args) -> tuple[str, ...]:
+    """Where a broker-only host's groups register: --namesrv, else ROCKETBOX_NAMESRV (never the
+    default local address: a broker on its own host has no NameServer beside it)."""
+    from cluster.topology import namesrv_addresses_to_endpoints
+    return namesrv_addresses_to_endpoints(args.namesrv or os.environ.get("ROCKETBOX_NAMESRV", ""))
+
+
+def _broker_names(args) -> list[str]:
+    return [name.strip() for name in (args.broker_name or "").split(",") if name.strip()]
+
+
+def role_problem(args) -> str | None:
+    """What is wrong with an ``up`` command line's role options, before anything starts."""
+    if args.role != "broker" and (args.slave_id or args.master_address):
+        return "--slave-id and --master-address go with --role broker"
+    if args.role == "namesrv" and args.broker_name:
+        return "--broker-name goes with --role broker or all"
+    if args.role == "broker" and not _registered_namesrvs(args):
+        return "--role broker needs the NameServers to register with: --namesrv host:port;host:port"
+    if bool(args.slave_id) != bool(args.master_address):
+        return "a slave of a master elsewhere needs both --slave-id N (>= 1) and --master-address host:port"
+    if args.slave_id and len(_broker_names(args)) != 1:
+        return "a slave of a master elsewhere needs --broker-name, its master's broker name"
+    return None
+
+
+def _topology_for_role(args):
+    """The part of the cluster ``--role`` asks for on this host (all of it by default)."""
+    from cluster.topology import brokers_only, namesrv_only, remote_master_slave, with_broker_names
+    if args.slave_id:
+        return remote_master_slave(
+            args.data_dir, broker_name=_broker_names(args)[0], broker_id=args.slave_id, host=args.host,
+            port=args.broker_port, master_address=args.master_address, master_ha_address=args.master_ha_address,
+            namesrv_endpoints=_registered_namesrvs(args),
+            flush_mode=SYNC_FLUSH if args.flush_mode == "sync" else ASYNC_FLUSH,
+            store_overrides=_store_overrides(args))
+    names = _broker_names(args)
+    if names:
+        args = argparse.Namespace(**{**vars(args), "brokers": len(names)})
+    topology = _topology_from_args(args)
+    if names:
+        topology = with_broker_names(topology, names)
+    if args.role == "namesrv":
+        return namesrv_only(topology)
+    if args.role == "broker":
+        return brokers_only(topology, _registered_namesrvs(args))
+    return topology
+
+
+def _store_overrides(args) -> dict:
+    return {"commitlog_file_size_bytes": args.commitlog_file_size_bytes} if args.commitlog_file_size_bytes else {}
+
+
+def _topology_namesrv_env(topology) -> str:
+    """The NameServers clients of this (part of the) cluster use: its own, else those its brokers
+    register with."""
+    if topology.namesrvs:
+        return topology.namesrv_env
+    endpoints = {e for b in topology.brokers + topology.slaves for e in b.namesrv_endpoints}
+    return ";".join(sorted(e[len("tcp://"):] if e.startswith("tcp://") else e for e in endpoints))
+
+
+def _endpoint_rows(state: dict) -> list[list]:
+    rows = []
+    for child in state.get("children", []):
+        info = child.get("ready_info") or {}
+        rows.append([child.get("name"), child.get("role"), child.get("pid"), child.get("state"),
+                     info.get("endpoint", ""), child.get("restarts", 0)])
+    return rows
+
+
+def cmd_up(args) -> int:
+    from cluster.topology import child_specs
+    topology = _topology_for_role(args)
+    specs = child_specs(topology)
+    os.makedirs(topology.data_dir, exist_ok=True)
+    console = new_console()
+    started = time.monotonic()
+    if args.detach:
+        specs_path = os.path.join(topology.data_dir, "children.json")
+        with open(specs_path, "w") as f:
+            json.dump([s.to_dict() for s in specs], f)
+        try:
+            pid = spawn_detached(python_module_command("cluster.procs.supervisor", "--data-dir",
+                                                        topology.data_dir, "--specs", specs_path), topology.data_dir,
+                                 ready_timeout_s=args.ready_timeout_s)
+        except SupervisorError as exc:
+            console.print(f"[red]cluster failed to start:[/red] {exc}")
+            return 1
+        state = read_state_file(topology.data_dir) or {}
+        _print_up_banner(console, state, time.monotonic() - started, pid, _topology_namesrv_env(topology))
+        return 0
+    supervisor = Supervisor(specs, topology.data_dir)
+    try:
+        supervisor.start()
+    except SupervisorError as exc:
+        console.print(f"[red]cluster failed to start:[/red] {exc}")
+        return 1
+    _print_up_banner(console, supervisor.snapshot(), time.monotonic() - started, os.getpid(),
+                     _topology_namesrv_env(topology))
+    if args.no_live:
+        return supervisor.run_forever()
+    from rich.live import Live
+    with Live(console=console, refresh_per_second=2, transient=True) as live:
+        while supervisor.state not in ("stopped", "failed"):
+            supervisor.step(0.5)
+            live.update(table("RocketBox (Ctrl-C stops)", ["name", "role", "pid", "state", "endpoint", "restarts"],
+                               _endpoint_rows(supervisor.snapshot())))
+    console.print(f"cluster stopped{': ' + supervisor.halt_reason if supervisor.halt_reason else ''}")
+    return 0 if not supervisor.halt_reason else 1
+
+
+def _print_up_banner(console, state: dict, ready_s: float, supervisor_pid: int, planned_env: str = "") -> None:
+    console.print(table(f"RocketBox is up in {ready_s:.2f} s (supervisor pid {supervisor_pid})",
+                         ["name", "role", "pid", "state", "endpoint", "restarts"], _endpoint_rows(state)))
+    console.print(f"export ROCKETBOX_NAMESRV='{namesrv_env(state) or planned_env}'")
+
+
+def cmd_status(args) -> int:
+    state = read_state_file(args.data_dir)
+    if state is None:
+        print(f"no cluster state in {os.path.join(args.data_dir, STATE_FILE_NAME)}", file=sys.stderr)
+        return 1
+    pid = state.get("supervisor_pid")
+    alive = _pid_alive(pid)
+    if args.json:
+        print_json({**state, "supervisor_alive": alive})
+        return 0 if alive else 1
+    console = new_console()
+    console.print(table(f"supervisor pid {pid} ({'running' if alive else 'not running'}), "
+                         f"state {state.get('state')}",
+                         ["name", "role", "pid", "state", "endpoint", "restarts"], _endpoint_rows(state)))
+    return 0 if alive else 1
+
+
+def _pid_alive(pid) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(int(pid), 0)
+        return True
+    except (ProcessLookupError, PermissionError, ValueError):
+        return False
+
+
+def cmd_down(args) -> int:
+    state = read_state_file(args.data_dir)
+    pid = (state or {}).get("supervisor_pid")
+    if not _pid_alive(pid):
+        print("no running cluster in", args.data_dir)
+        return 0
+    os.kill(int(pid), signal.SIGTERM)
+    deadline = time.monotonic() + args.timeout_s
+    while _pid_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if _pid_alive(pid):
+        print(f"supervisor {pid} still running after {args.timeout_s} s", file=sys.stderr)
+        return 1
+    print("cluster stopped")
+    return 0
+
+
+def add_parsers(sub) -> None:
+    """The subcommands up, status and down."""
+    up = sub.add_parser("up", help="start NameServers and brokers under a supervisor")
+    up.add_argument("--namesrvs", type=int, default=1)
+    up.add_argument("--brokers", type=int, default=1)
+    up.add_argument("--slaves", type=int, default=0, help="slaves per broker group (replicas of its master)")
+    up.add_argument("--failover", action="store_true",
+                    help="automatic failover: a controller (Raft) in every NameServer elects each group's master "
+                         "among its replicas (use with --slaves)")
+    up.add_argument("--broker-role", choices=("async", "sync"), default="async",
+                    help="masters replicate asynchronously, or answer a send once a slave has it")
+    up.add_argument("--flush-mode", choices=("async", "sync"), default="async")
+    up.add_argument("--host", default="127.0.0.1",
+                    help="the address every process here binds and advertises (reachable from other hosts)")
+    up.add_argument("--role", choices=("all", "namesrv", "broker"), default="all",
+                    help="namesrv: only NameServers; broker: only broker groups, registering with --namesrv")
+    up.add_argument("--broker-name", help="name(s) of this host's broker group(s), comma separated "
+                                          "(default broker-a, broker-b, ...)")
+    up.add_argument("--slave-id", type=int, default=0,
+                    help="with --role broker: start only slave N of --broker-name, whose master is elsewhere")
+    up.add_argument("--master-address", help="that master's host:port")
+    up.add_argument("--master-ha-address", default="", help="that master's HA host:port (default its port + 1)")
+    up.add_argument("--namesrv-port", type=int, default=NAMESRV_PORT_DEFAULT)
+    up.add_argument("--broker-port", type=int, default=BROKER_PORT_DEFAULT)
+    up.add_argument("--commitlog-file-size-bytes", type=int, default=0)
+    up.add_argument("--detach", action="store_true", help="return once the cluster is ready")
+    up.add_argument("--no-live", action="store_true", help="no live status view (logs only)")
+    up.add_argument("--ready-timeout-s", type=float, default=60.0)
+    up.set_defaults(func=cmd_up)
+
+    status = sub.add_parser("status", help="the supervisor's view of every process")
+    status.add_argument("--json", action="store_true")
+    status.set_defaults(func=cmd_status)
+
+    down = sub.add_parser("down", help="stop a detached cluster")
+    down.add_argument("--timeout-s", type=float, default=30.0)
+    down.set_defaults(func=cmd_down)

@@ -1,0 +1,77 @@
+"""What every ``cluster`` command shares: where the data dir and the NameServers are, and how
+results are printed (rich tables, JSON, times)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from datetime import datetime
+
+from cluster.config import NAMESRV_PORT_DEFAULT
+from cluster.procs.supervisor import read_state_file
+
+
+DATA_DIR_DEFAULT = os.environ.get("ROCKETBOX_DATA_DIR", os.path.join(os.path.expanduser("~"), ".rocketbox"))
+
+
+def new_console():
+    from rich.console import Console
+    return Console()
+
+
+def print_json(value) -> None:
+    print(json.dumps(value, indent=2, sort_keys=True, default=str))
+
+
+def table(title: str, columns: list[str], rows: list[list]):
+    from rich.table import Table
+    table = Table(title=title)
+    for column in columns:
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*["" if v is None else str(v) for v in row])
+    return table
+
+
+def namesrv_env(state: dict) -> str:
+    out = []
+    for child in state.get("children", []):
+        endpoint = (child.get("ready_info") or {}).get("endpoint", "")
+        if child.get("role") == "namesrv" and endpoint.startswith("tcp://"):
+            out.append(endpoint[len("tcp://"):])
+    return ";".join(out)
+
+
+def namesrv(args) -> str | None:
+    if getattr(args, "namesrv", None):
+        return args.namesrv
+    if os.environ.get("ROCKETBOX_NAMESRV"):
+        return os.environ["ROCKETBOX_NAMESRV"]
+    state = read_state_file(args.data_dir)
+    if state:
+        env = namesrv_env(state)
+        if env:
+            return env
+    return f"127.0.0.1:{NAMESRV_PORT_DEFAULT}"
+
+
+def open_admin(args):
+    from cluster.client.admin import Admin
+    return Admin(namesrv=namesrv(args))
+
+
+def time_ms(text: str) -> int:
+    """argparse type: epoch milliseconds, or an ISO 8601 time (local unless it names a zone)."""
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return int(datetime.fromisoformat(text).timestamp() * 1000)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is neither epoch milliseconds nor an ISO 8601 time") from None
+
+
+def iso_ms(epoch_ms: int) -> str:
+    return datetime.fromtimestamp(epoch_ms / 1000).astimezone().isoformat(timespec="milliseconds")
