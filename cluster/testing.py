@@ -16,7 +16,7 @@ import time
 
 from cluster.config import ASYNC_FLUSH, BrokerConfig, broker_config_from_json
 from cluster.procs import lifecycle
-from cluster.procs.supervisor import read_state_file
+from cluster.procs.run_state import read_state_file
 from cluster.shm.paths import commitlog_segment
 from cluster.topology import Topology, build_topology, child_specs, free_ports, group_name
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from cluster.config import (ASYNC_FLUSH, BROKER_PORT_DEFAULT, BROKER_PORT_STEP, NAMESRV_PORT_DEFAULT, SLAVE,
                             BrokerConfig, NamesrvConfig, StoreConfig, to_json)
-from cluster.procs.supervisor import ChildSpec
+from cluster.procs.child_table import ChildSpec
 from cluster.shm.control import SLOTS as CONTROL_SLOTS
 from cluster.shm.paths import control_path
 

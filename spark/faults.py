@@ -26,7 +26,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass
 
-from cluster.procs.supervisor import read_state_file
+from cluster.procs.run_state import read_state_file
 from cluster.testing import child_record, replica_configs, serving_master, wait_until
 
 log = logging.getLogger(__name__)

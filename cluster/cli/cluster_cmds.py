@@ -12,8 +12,11 @@ import time
 
 from cluster.cli.common import namesrv_env, new_console, print_json, table
 from cluster.config import ASYNC_FLUSH, ASYNC_MASTER, BROKER_PORT_DEFAULT, NAMESRV_PORT_DEFAULT, SYNC_FLUSH, SYNC_MASTER
+from cluster.procs.arbiter import Supervisor
+from cluster.procs.detach import spawn_detached
 from cluster.procs.lifecycle import python_module_command
-from cluster.procs.supervisor import STATE_FILE_NAME, Supervisor, SupervisorError, read_state_file, spawn_detached
+from cluster.procs.run_state import STATE_FILE_NAME, read_state_file
+from cluster.procs.supervisor_errors import SupervisorError
 
 
 def _topology_from_args(args):

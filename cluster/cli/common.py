@@ -9,7 +9,7 @@ import os
 from datetime import datetime
 
 from cluster.config import NAMESRV_PORT_DEFAULT
-from cluster.procs.supervisor import read_state_file
+from cluster.procs.run_state import read_state_file
 
 
 DATA_DIR_DEFAULT = os.environ.get("ROCKETBOX_DATA_DIR", os.path.join(os.path.expanduser("~"), ".rocketbox"))

@@ -7,6 +7,7 @@ import sys
 from cluster.procs.workers import run_worker
 from cluster.shm.allocate import AllocateService
 
+
 ALLOCATE_CHECK_INTERVAL_S = 0.2
 
 

@@ -60,6 +60,7 @@ import signal
 import sys
 from typing import NoReturn
 
+
 READY_FD_ENV = "ROCKETBOX_READY_FD"
 PARENT_PID_ENV = "ROCKETBOX_PARENT_PID"
 CHILD_NAME_ENV = "ROCKETBOX_CHILD_NAME"

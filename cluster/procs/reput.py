@@ -14,6 +14,7 @@ from cluster.broker import channels
 from cluster.procs.workers import run_worker
 from cluster.shm.reput import ReputService
 
+
 DISPATCH_RECORDS_PER_STEP = 4096
 REPUT_INTERVAL_S = 0.05
 PROBLEM_LOG_INTERVAL_S = 10.0

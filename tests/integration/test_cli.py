@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 
-from cluster.procs.supervisor import read_state_file
+from cluster.procs.run_state import read_state_file
 from cluster.topology import free_ports
 
 

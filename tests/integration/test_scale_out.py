@@ -20,7 +20,7 @@ import textwrap
 import pytest
 
 from cluster import Admin, Message, Producer, PullConsumer
-from cluster.procs.supervisor import read_state_file
+from cluster.procs.run_state import read_state_file
 from cluster.testing import SMALL_STORE, read_topic, wait_until
 from cluster.topology import free_ports
 

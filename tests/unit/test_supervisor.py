@@ -21,18 +21,12 @@ import pytest
 
 from cluster.procs import lifecycle
 from cluster.procs.lifecycle import EXIT_BOOT_ERROR, EXIT_OK
-from cluster.procs.supervisor import (
-    STATE_FILE_NAME,
-    BootError,
-    ChildSpec,
-    ChildState,
-    Supervisor,
-    SupervisorError,
-    describe_exit,
-    read_state_file,
-    spawn_detached,
-    validate_table,
-)
+from cluster.procs.arbiter import Supervisor
+from cluster.procs.child_table import ChildSpec, validate_table
+from cluster.procs.children import ChildState, describe_exit
+from cluster.procs.detach import spawn_detached
+from cluster.procs.run_state import STATE_FILE_NAME, read_state_file
+from cluster.procs.supervisor_errors import BootError, SupervisorError
 
 REPO_DIR = Path(__file__).resolve().parents[2]
 CHILD_PROGRAM = REPO_DIR / "tests" / "procs_child.py"
