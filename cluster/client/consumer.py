@@ -17,42 +17,36 @@ pulls again only when consumption drains it. RESET_CONSUMER_CLIENT_OFFSET from a
 
 from __future__ import annotations
 
-import enum
 import json
 import logging
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Callable, Sequence
 
-from cluster.filter.expressions import SUBSCRIBE_ALL
 from cluster.client import broker_api
 from cluster.client.allocation import allocate_average, strategy as allocation_strategy
 from cluster.client.base import ClientBase
 from cluster.client.broker_api import PullResult, PullStatus
+from cluster.client.consume_service import BROADCASTING, CLUSTERING, ConsumeService, ConsumeStatus
+from cluster.client.consumer_offsets import LocalFileOffsets, RemoteBrokerOffsets
+from cluster.client.message import MessageExt, MessageQueue
 from cluster.client.message_selector import MessageSelector
-from cluster.client.message import MessageExt, MessageQueue, restore_retried_topic
-from cluster.client.orderly import (ORDERLY_RECONSUME_TIMES_MAX, SUSPEND_CURRENT_QUEUE_TIME_MS_DEFAULT,
-                                    OrderlyListener, OrderlyService)
 from cluster.client.offset_store import (LocalOffsetStore, local_offset_store_path, offset_table_from_rows,
                                          store_id)
+from cluster.client.orderly import (ORDERLY_RECONSUME_TIMES_MAX, SUSPEND_CURRENT_QUEUE_TIME_MS_DEFAULT,
+                                    OrderlyListener, OrderlyService)
+from cluster.client.process_queue import ProcessQueue
+from cluster.client.pull_service import PullService
+from cluster.client.routes import normalize_endpoint
 from cluster.config import ClientConfig, name_problem
 from cluster.errors import BrokerError, ClientError, NoRouteError
-from cluster.client.routes import normalize_endpoint
+from cluster.filter.expressions import SUBSCRIBE_ALL
 from cluster.protocol import MASTER_ID, RETRY_TOPIC_PREFIX, RequestCode, retry_topic
-
-RECONSUME_TIMES_MAX_DEFAULT = 16
-# RocketMQ's MessageModel.
-CLUSTERING = "CLUSTERING"
-BROADCASTING = "BROADCASTING"
 from cluster.zmq_transport import TransportError
 
+RECONSUME_TIMES_MAX_DEFAULT = 16
+
 log = logging.getLogger(__name__)
-
-
-class ConsumeStatus(enum.Enum):
-    CONSUME_SUCCESS = "CONSUME_SUCCESS"
-    RECONSUME_LATER = "RECONSUME_LATER"
 
 
 class _QueueClient(ClientBase):
@@ -168,47 +162,6 @@ class PullConsumer(_QueueClient):
         return broker_api.max_offset(self.rpc, self._endpoint(mq), mq)
 
 
-class _ProcessQueue:
-    """One assigned queue: where to pull next and which pulled batches are still being consumed.
-
-    Tracked per consume batch (keyed by its first queue offset), not per message: the
-    commit point is the first offset of the oldest unfinished batch.
-    """
-
-    def __init__(self, mq: MessageQueue, next_offset: int):
-        self.mq = mq
-        self.next_offset = next_offset
-        self.in_flight: dict[int, int] = {}  # first queue offset of a batch -> its message count
-        self.lock = threading.Lock()
-        self.dropped = False
-        self.last_committed = next_offset
-        # The master endpoint that took last_committed: a different master (failover) gets it again.
-        self.committed_to: str | None = None
-        self.cached_count = 0
-        self.cached_bytes = 0  # bodies of the cached messages (RocketMQ's ProcessQueue.msgSize)
-        self.pull_in_flight = False  # at most one pull per queue, or offsets would interleave
-        self.flow_paused = False  # held back by the cached messages or bytes cap until consumption drains
-
-    def add(self, messages: list[MessageExt]) -> None:
-        with self.lock:
-            self.in_flight[messages[0].queue_offset] = len(messages)
-            self.cached_count += len(messages)
-            self.cached_bytes += sum(len(m.body) for m in messages)
-
-    def done(self, messages: list[MessageExt]) -> None:
-        with self.lock:
-            if self.in_flight.pop(messages[0].queue_offset, None) is not None:
-                self.cached_count -= len(messages)
-                self.cached_bytes -= sum(len(m.body) for m in messages)
-
-    def commit_point(self) -> int:
-        with self.lock:
-            return min(self.in_flight) if self.in_flight else self.next_offset
-
-    def cached(self) -> int:
-        return self.cached_count
-
-
 Listener = Callable[[list[MessageExt]], "ConsumeStatus | bool | None"]
 
 
@@ -243,8 +196,8 @@ class PushConsumer(_QueueClient):
         self.consume_batch_max = consume_batch_max
         self.cached_messages_max = cached_messages_max or self.cfg.pull_threshold_for_queue
         self.cached_bytes_max = cached_bytes_max or self.cfg.pull_threshold_size_for_queue_bytes
-        # Broadcasting: this member's own offsets, in a local file (opened at start()).
-        self.local_offsets: LocalOffsetStore | None = None
+        # Remote (clustering) or a local file (broadcasting, opened at start()).
+        self.offsets: RemoteBrokerOffsets | LocalFileOffsets = RemoteBrokerOffsets(self, group, on_commit)
         self.flow_control_pauses = 0
         self.offset_resets = 0
         self._resets: list[tuple[str, dict[MessageQueue, int]]] = []  # (topic, offsets) from brokers
@@ -258,11 +211,11 @@ class PushConsumer(_QueueClient):
         self.max_reconsume_times = max_reconsume_times
         self.sent_back = 0
         self._consume_threads = consume_threads
-        self._queues: dict[MessageQueue, _ProcessQueue] = {}
+        self.pull_service = PullService(self)
+        self.consume_service: ConsumeService | None = None  # its threads start with start()
+        self._queues: dict[MessageQueue, ProcessQueue] = {}
         self._queues_lock = threading.Lock()
         self._stop = threading.Event()
-        self._paused: list[tuple[float, _ProcessQueue]] = []
-        self._paused_lock = threading.Lock()
         self._members: dict[str, list[str]] = {}
         self._rebalance_now = threading.Event()
         self.rpc.server_request_handlers[RequestCode.NOTIFY_CONSUMER_IDS_CHANGED] = \
@@ -301,13 +254,14 @@ class PushConsumer(_QueueClient):
         if self.message_model == BROADCASTING:
             path = local_offset_store_path(self.cfg.local_offset_store_dir,
                                            store_id(self.client_id, self.cfg.instance_name), self.group)
-            self.local_offsets = LocalOffsetStore(path).open()
+            self.offsets = LocalFileOffsets(self, path)
         else:
             # Failed messages come back through the group's retry topic (the broker makes it on
             # our first heartbeat); every member reads it, as RocketMQ's copySubscription does
             # (for clustering only).
             self.subscriptions.setdefault(retry_topic(self.group), "*")
-        self._executor = ThreadPoolExecutor(self._consume_threads, thread_name_prefix=f"consume-{self.group}")
+        self.consume_service = ConsumeService(self, self._consume_threads)
+        self._executor = self.consume_service.executor  # the orderly service runs its lines here too
         self._heartbeat_all(refusals_raise=True)  # a subscription a broker refuses fails start()
         self._rebalance()
         self._thread = threading.Thread(target=self._background, name=f"rebalance-{self.group}", daemon=True)
@@ -324,14 +278,13 @@ class PushConsumer(_QueueClient):
             self._queues.clear()
         for pq in queues:
             pq.dropped = True
-        if hasattr(self, "_executor"):  # not before start()
-            self._executor.shutdown(wait=True)
+        if self.consume_service is not None:  # not before start()
+            self.consume_service.shutdown()
         for pq in queues:
             self._commit(pq, force=True)
         if self._orderly is not None:
             self._orderly.shutdown(queues)  # the locks go back once the offsets are in
-        if self.local_offsets is not None:
-            self.local_offsets.close()
+        self.offsets.close()
         for endpoint in self._broker_endpoints().values():
             try:
                 broker_api.unregister_client(self.rpc, endpoint, self.client_id, consumer_group=self.group)
@@ -362,7 +315,7 @@ class PushConsumer(_QueueClient):
         while not self._stop.wait(0.05):
             now = time.monotonic()
             try:
-                self._resume_paused(now)
+                self.pull_service.resume_paused(now)
                 if now >= next_heartbeat:
                     next_heartbeat = now + cfg.client_heartbeat_interval_ms / 1000
                     self._heartbeat_all()
@@ -376,8 +329,7 @@ class PushConsumer(_QueueClient):
                     next_commit = now + cfg.consumer_offset_commit_interval_ms / 1000
                     for pq in list(self._queues.values()):
                         self._commit(pq)
-                    if self.local_offsets is not None:
-                        self.local_offsets.persist()
+                    self.offsets.persist()
             except (ClientError, TransportError) as exc:
                 log.warning("consumer %s background work failed, will retry: %s", self.group, exc)
             except Exception:
@@ -463,7 +415,7 @@ class PushConsumer(_QueueClient):
                     self._orderly.release(pq)  # after its running batch: commit, then unlock
         for mq in sorted(added):
             try:
-                pq = _ProcessQueue(mq, self._start_offset(mq))
+                pq = ProcessQueue(mq, self.offsets.start_offset(mq))
                 if self.on_queue_start is not None:
                     self.on_queue_start(mq, pq.next_offset)
             except (ClientError, TransportError) as exc:
@@ -484,212 +436,21 @@ class PushConsumer(_QueueClient):
                 log.info("member list from %s failed: %s", endpoint, exc)
         return []
 
-    def _start_offset(self, mq: MessageQueue) -> int:
-        endpoint = self._endpoint(mq)
-        if self.local_offsets is not None:
-            offset = self.local_offsets.read(mq)
-            if offset is None:  # CONSUME_FROM_LAST_OFFSET, for this member alone
-                offset = broker_api.max_offset(self.rpc, endpoint, mq)
-                self.local_offsets.update(mq, offset)
-            return offset
-        offset = broker_api.query_consumer_offset(self.rpc, endpoint, self.group, mq)
-        if offset is None:  # CONSUME_FROM_LAST_OFFSET for a group new to a queue with history
-            offset = broker_api.max_offset(self.rpc, endpoint, mq)
-            # Recorded at once: a member that takes this queue over before our first commit
-            # would otherwise start from a later maximum and skip what arrived in between.
-            broker_api.update_consumer_offset(self.rpc, endpoint, self.group, mq, offset)
-            self._committed(mq, offset)
-        return offset
-
-    def _committed(self, mq: MessageQueue, offset: int) -> None:
-        if self.on_commit is not None:
-            try:
-                self.on_commit(mq, offset)
-            except Exception:
-                log.exception("on_commit callback failed for %s", mq)
-
-    def _commit(self, pq: _ProcessQueue, force: bool = False, handing_over: bool = False) -> None:
-        """Send the queue's commit point to the broker.
-
-        ``handing_over``: the queue was just given to another member, which may have committed
-        further already; then never move the broker's offset back (that would redeliver).
-        """
-        point = pq.commit_point()
-        if self.local_offsets is not None:
-            if point != pq.last_committed or force:
-                self.local_offsets.update(pq.mq, point)
-                pq.last_committed = point
-            return
-        broker_id = MASTER_ID
-        try:
-            endpoint, broker_id = self._commit_endpoint(pq.mq)
-            # A new master (failover) may lack the last commits the old one took (a slave copies
-            # offsets every second): it gets the commit point again even if it has not moved.
-            new_master = broker_id == MASTER_ID and pq.committed_to not in (None, endpoint)
-            if point == pq.last_committed and not force and not new_master:
-                return
-            if handing_over:
-                current = broker_api.query_consumer_offset(self.rpc, endpoint, self.group, pq.mq)
-                if current is not None and current > point:
-                    return
-            taken_by = broker_api.update_consumer_offset(self.rpc, endpoint, self.group, pq.mq, point)
-            if broker_id != MASTER_ID or taken_by != MASTER_ID:
-                # The slave keeps it while the master is down; not final until the master has it,
-                # so every commit interval sends it again (to the master once it answers pulls).
-                # Sent to the route's master but taken by a slave: the group failed over and this
-                # route is stale.
-                if taken_by != MASTER_ID:
-                    self.routes.suspect(pq.mq.broker_name)
-                return
-            pq.last_committed = point
-            pq.committed_to = endpoint
-            self._committed(pq.mq, point)
-        except TransportError as exc:
-            log.warning("offset commit for %s failed: %s", pq.mq, exc)
-            if broker_id == MASTER_ID:   # the next commits (and pulls) go to a slave for a while
-                self._pulled(pq.mq, MASTER_ID)
-        except ClientError as exc:
-            log.warning("offset commit for %s failed: %s", pq.mq, exc)
-
     # ----------------------------------------------------------- pulling
 
-    def _pull(self, pq: _ProcessQueue) -> None:
-        if pq.dropped or self._stop.is_set():
-            return
-        if self._orderly is not None and self._orderly.hold_pull(pq):
-            return  # no valid lock on its queue
-        with pq.lock:
-            if pq.pull_in_flight:
-                return
-            if pq.cached_count >= self.cached_messages_max or pq.cached_bytes >= self.cached_bytes_max:
-                # Flow control: consumption resumes the pull as soon as the cache drains below half
-                # the caps; the timed retry is only a fallback (RocketMQ waits a fixed 50 ms).
-                if not pq.flow_paused:
-                    self.flow_control_pauses += 1
-                pq.flow_paused = True
-                paused = True
-            else:
-                pq.flow_paused = False
-                pq.pull_in_flight = True
-                paused = False
-        if paused:
-            self._pause(pq, 0.05)
-            return
-        try:
-            endpoint, broker_id = self._pull_endpoint(pq.mq)
-        except ClientError as exc:
-            log.warning("no broker for %s: %s", pq.mq, exc)
-            pq.pull_in_flight = False
-            self._pause(pq, 1.0)
-            return
-        selector = self._selector(pq.mq.topic)
-        request = broker_api.pull_request(self.group, pq.mq, pq.next_offset, self.cfg.pull_batch_count,
-                                          selector.expression, self.cfg.pull_suspend_ms,
-                                          expression_type=selector.expression_type)
-        future = self.rpc.call_async(endpoint, request, self.cfg.pull_suspend_ms + self.cfg.request_timeout_ms)
-        future.add_done_callback(lambda f: self._on_pulled(pq, endpoint, selector, f, broker_id))
+    @property
+    def local_offsets(self) -> LocalOffsetStore | None:
+        """A broadcasting member's own offset file; None in a clustering group."""
+        return self.offsets.store if isinstance(self.offsets, LocalFileOffsets) else None
 
-    def _pause(self, pq: _ProcessQueue, delay_s: float) -> None:
-        with self._paused_lock:
-            self._paused.append((time.monotonic() + delay_s, pq))
+    def _commit(self, pq: ProcessQueue, force: bool = False, handing_over: bool = False) -> None:
+        self.offsets.commit(pq, force, handing_over)
 
-    def _resume_paused(self, now: float) -> None:
-        with self._paused_lock:
-            due = [pq for t, pq in self._paused if t <= now]
-            self._paused = [(t, pq) for t, pq in self._paused if t > now]
-        for pq in due:
-            self._pull(pq)
+    def _pull(self, pq: ProcessQueue) -> None:
+        self.pull_service.pull(pq)
 
-    def _on_pulled(self, pq: _ProcessQueue, endpoint: str, selector: MessageSelector, future: Future,
-                   broker_id: int = 0) -> None:
-        try:
-            self._pulled(pq.mq, broker_id, None if future.exception() is not None else future.result())
-            self._handle_pulled(pq, endpoint, selector, future)
-        except Exception:
-            # Whatever went wrong, the queue must not stay marked as pulling forever.
-            log.exception("handling a pull of %s failed; pulling again shortly", pq.mq)
-            pq.pull_in_flight = False
-            self._pause(pq, 1.0)
-
-    def _handle_pulled(self, pq: _ProcessQueue, endpoint: str, selector: MessageSelector, future: Future) -> None:
-        if pq.dropped or self._stop.is_set():
-            return
-        exc = future.exception()
-        if exc is not None:
-            log.info("pull of %s failed, retrying: %s", pq.mq, exc)
-            pq.pull_in_flight = False
-            self._pause(pq, 0.5)
-            return
-        try:
-            result = broker_api.pull_result(future.result(), pq.mq, endpoint, selector.tags_to_recheck())
-        except ClientError as error:
-            log.warning("pull of %s refused: %s", pq.mq, error)
-            pq.pull_in_flight = False
-            self._pause(pq, 1.0)
-            return
-        if result.status == PullStatus.OFFSET_ILLEGAL:
-            log.warning("offset %d of %s is illegal; moving to %d", pq.next_offset, pq.mq, result.next_begin_offset)
-        if result.messages:
-            for i in range(0, len(result.messages), self.consume_batch_max):
-                batch = result.messages[i:i + self.consume_batch_max]
-                pq.add(batch)  # before next_offset moves: the commit point never passes unconsumed work
-                if self._orderly is not None:
-                    self._orderly.submit(pq, batch)  # into the queue's line, consumed in order
-                else:
-                    self._executor.submit(self._consume, pq, batch)
-        pq.next_offset = result.next_begin_offset
-        pq.pull_in_flight = False  # only now: a pull started earlier would reuse the old offset
-        self._pull(pq)
-
-    def _consume(self, pq: _ProcessQueue, messages: list[MessageExt]) -> None:
-        if pq.dropped:
-            return
-        for m in messages:
-            restore_retried_topic(m)
-        try:
-            status = self.listener(messages)
-        except Exception:
-            log.exception("listener of %s raised; the messages will be consumed again", self.group)
-            status = ConsumeStatus.RECONSUME_LATER
-        if status is False or status == ConsumeStatus.RECONSUME_LATER:
-            self.consume_failures += len(messages)
-            if self.message_model == BROADCASTING:
-                # No retry topic in broadcasting: RocketMQ drops what failed, and so do we.
-                log.warning("broadcasting consumer of %s dropped %d messages whose consumption failed",
-                            self.group, len(messages))
-                kept = []
-            else:
-                kept = [m for m in messages if not self._send_back(pq, m)]
-            if kept:
-                # At-least-once: what could not go back to the broker stays in flight (the
-                # offset cannot pass it) and is consumed here again later.
-                timer = threading.Timer(self.reconsume_delay_s, self._retry_consume, args=(pq, messages))
-                timer.daemon = True
-                timer.start()
-                return
-        pq.done(messages)
-        self.consumed += len(messages)
-        if pq.flow_paused and pq.cached() <= self.cached_messages_max // 2 \
-                and pq.cached_bytes <= self.cached_bytes_max // 2:
-            self._pull(pq)
-
-    def _send_back(self, pq: _ProcessQueue, message: MessageExt) -> bool:
-        """CONSUMER_SEND_MSG_BACK to the broker that holds ``message``: it returns through
-        %RETRY%<group> after a growing delay, or goes to %DLQ%<group> at the maximum."""
-        try:
-            broker_api.send_back(self.rpc, self._endpoint(pq.mq), self.group, message, self.max_reconsume_times)
-        except (ClientError, TransportError) as exc:
-            log.warning("sending %s back to the broker failed (%s); it is retried here", message.msg_id, exc)
-            return False
-        self.sent_back += 1
-        return True
-
-    def _retry_consume(self, pq: _ProcessQueue, messages: list[MessageExt]) -> None:
-        if not pq.dropped and not self._stop.is_set():
-            try:
-                self._executor.submit(self._consume, pq, messages)
-            except RuntimeError:
-                pass  # shutting down: the offset was not committed past them, so they return later
+    def _pause(self, pq: ProcessQueue, delay_s: float) -> None:
+        self.pull_service.pause(pq, delay_s)
 
     # ----------------------------------------------------------- offset reset
 
@@ -722,14 +483,7 @@ class PushConsumer(_QueueClient):
                     pq.dropped = True
                     if self._orderly is not None:
                         self._orderly.forget(pq)  # its running batch ends before the queue restarts
-                if self.local_offsets is not None:
-                    self.local_offsets.update(mq, offset)
-                elif pq is not None:
-                    try:
-                        broker_api.update_consumer_offset(self.rpc, self._endpoint(mq), self.group, mq, offset)
-                        self._committed(mq, offset)
-                    except (ClientError, TransportError) as exc:
-                        log.warning("offset reset commit for %s failed (the broker set it already): %s", mq, exc)
+                self.offsets.reset(mq, offset, held=pq is not None)
             self.offset_resets += 1
             log.info("consumer %s of %s: offsets of %s reset to %s", self.client_id, self.group, topic,
                      {f"{mq.broker_name}:{mq.queue_id}": o for mq, o in sorted(offsets.items())})
