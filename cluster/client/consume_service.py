@@ -39,50 +39,53 @@ class ConsumeService:
         self.executor.shutdown(wait=True)
 
     def _consume(self, pq: ProcessQueue, messages: list[MessageExt]) -> None:
+        c = self.consumer
         if pq.dropped:
             return
         for m in messages:
             restore_retried_topic(m)
         try:
-            status = self.consumer.listener(messages)
+            status = c.listener(messages)
         except Exception:
-            log.exception("listener of %s raised; the messages will be consumed again", self.consumer.group)
+            log.exception("listener of %s raised; the messages will be consumed again", c.group)
             status = ConsumeStatus.RECONSUME_LATER
         if status is False or status == ConsumeStatus.RECONSUME_LATER:
-            self.consumer.consume_failures += len(messages)
-            if self.consumer.message_model == BROADCASTING:
+            c.consume_failures += len(messages)
+            if c.message_model == BROADCASTING:
                 # No retry topic in broadcasting: RocketMQ drops what failed, and so do we.
                 log.warning("broadcasting consumer of %s dropped %d messages whose consumption failed",
-                            self.consumer.group, len(messages))
+                            c.group, len(messages))
                 kept = []
             else:
                 kept = [m for m in messages if not self._send_back(pq, m)]
             if kept:
                 # At-least-once: what could not go back to the broker stays in flight (the
                 # offset cannot pass it) and is consumed here again later.
-                timer = threading.Timer(self.consumer.reconsume_delay_s, self._retry_consume, args=(pq, messages))
+                timer = threading.Timer(c.reconsume_delay_s, self._retry_consume, args=(pq, messages))
                 timer.daemon = True
                 timer.start()
                 return
         pq.done(messages)
-        self.consumer.consumed += len(messages)
-        if pq.flow_paused and pq.cached() <= self.consumer.cached_messages_max // 2 \
-                and pq.cached_bytes <= self.consumer.cached_bytes_max // 2:
-            self.consumer.pull_service.pull(pq)
+        c.consumed += len(messages)
+        if pq.flow_paused and pq.cached() <= c.cached_messages_max // 2 \
+                and pq.cached_bytes <= c.cached_bytes_max // 2:
+            c.pull_service.pull(pq)
 
     def _send_back(self, pq: ProcessQueue, message: MessageExt) -> bool:
         """CONSUMER_SEND_MSG_BACK to the broker that holds ``message``: it returns through
         %RETRY%<group> after a growing delay, or goes to %DLQ%<group> at the maximum."""
+        c = self.consumer
         try:
-            broker_api.send_back(self.consumer.rpc, self.consumer._endpoint(pq.mq), self.consumer.group, message, self.consumer.max_reconsume_times)
+            broker_api.send_back(c.rpc, c._endpoint(pq.mq), c.group, message, c.max_reconsume_times)
         except (ClientError, TransportError) as exc:
             log.warning("sending %s back to the broker failed (%s); it is retried here", message.msg_id, exc)
             return False
-        self.consumer.sent_back += 1
+        c.sent_back += 1
         return True
 
     def _retry_consume(self, pq: ProcessQueue, messages: list[MessageExt]) -> None:
-        if not pq.dropped and not self.consumer._stop.is_set():
+        c = self.consumer
+        if not pq.dropped and not c._stop.is_set():
             try:
                 self.executor.submit(self._consume, pq, messages)
             except RuntimeError:

@@ -37,6 +37,7 @@ from cluster.client.orderly import (ORDERLY_RECONSUME_TIMES_MAX, SUSPEND_CURRENT
                                     OrderlyListener, OrderlyService)
 from cluster.client.process_queue import ProcessQueue
 from cluster.client.pull_service import PullService
+from cluster.client.rebalance import Rebalancer
 from cluster.client.routes import normalize_endpoint
 from cluster.config import ClientConfig, name_problem
 from cluster.errors import BrokerError, ClientError, NoRouteError
@@ -212,6 +213,7 @@ class PushConsumer(_QueueClient):
         self.sent_back = 0
         self._consume_threads = consume_threads
         self.pull_service = PullService(self)
+        self.rebalancer = Rebalancer(self)
         self.consume_service: ConsumeService | None = None  # its threads start with start()
         self._queues: dict[MessageQueue, ProcessQueue] = {}
         self._queues_lock = threading.Lock()
@@ -368,75 +370,7 @@ class PushConsumer(_QueueClient):
         return selector
 
     def _rebalance(self) -> None:
-        wanted: set[MessageQueue] = set()
-        with self._queues_lock:
-            held = set(self._queues)
-        for topic in self.subscriptions:
-            try:
-                route = self.routes.get(topic)
-            except NoRouteError:
-                route = None
-            if route is None:
-                continue
-            queues = route.subscribe_queues()
-            if self.message_model == BROADCASTING:
-                wanted.update(queues)  # every member reads every queue
-                continue
-            members = self._group_members(route)
-            if self.client_id not in members:
-                # The broker does not know us (it restarted, or our heartbeat is late): register
-                # now, and keep this topic's queues until the member list includes us again.
-                # Dropping them would hand the queues to nobody and stall them.
-                log.info("consumer %s: not in group %s's member list %s; heartbeating", self.client_id,
-                         self.group, members)
-                self._heartbeat_all()   # the broker's join notice brings the next rebalance
-                wanted.update(q for q in held if q.topic == topic)
-                continue
-            if members != self._members.get(topic):
-                log.info("consumer %s: group %s members of %s now %s", self.client_id, self.group, topic, members)
-                self._members[topic] = members
-            wanted.update(self.allocate(queues, members, self.client_id))
-        with self._queues_lock:
-            current = set(self._queues)
-        removed = current - wanted
-        added = wanted - current
-        if self._orderly is not None and added:
-            added = self._orderly.lock(added)  # only what the broker locked for us; the rest later
-        if not (removed or added):
-            return
-        self.rebalances += 1
-        for mq in removed:
-            with self._queues_lock:
-                pq = self._queues.pop(mq, None)
-            if pq is not None:
-                pq.dropped = True
-                self._commit(pq, force=True, handing_over=True)
-                if self._orderly is not None:
-                    self._orderly.release(pq)  # after its running batch: commit, then unlock
-        for mq in sorted(added):
-            try:
-                pq = ProcessQueue(mq, self.offsets.start_offset(mq))
-                if self.on_queue_start is not None:
-                    self.on_queue_start(mq, pq.next_offset)
-            except (ClientError, TransportError) as exc:
-                log.warning("cannot start %s: %s", mq, exc)
-                continue
-            with self._queues_lock:
-                self._queues[mq] = pq
-            self._pull(pq)
-
-    def _group_members(self, route) -> list[str]:
-        for name in sorted(route.broker_addrs):
-            endpoint = route.master_endpoint(name)
-            if endpoint is None:
-                continue
-            try:
-                return sorted(broker_api.consumer_ids(self.rpc, endpoint, self.group))
-            except (ClientError, TransportError) as exc:
-                log.info("member list from %s failed: %s", endpoint, exc)
-        return []
-
-    # ----------------------------------------------------------- pulling
+        self.rebalancer.rebalance()
 
     @property
     def local_offsets(self) -> LocalOffsetStore | None:

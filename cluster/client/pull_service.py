@@ -25,18 +25,19 @@ class PullService:
         self._paused_lock = threading.Lock()
 
     def pull(self, pq: ProcessQueue) -> None:
-        if pq.dropped or self.consumer._stop.is_set():
+        c = self.consumer
+        if pq.dropped or c._stop.is_set():
             return
-        if self.consumer._orderly is not None and self.consumer._orderly.hold_pull(pq):
+        if c._orderly is not None and c._orderly.hold_pull(pq):
             return  # no valid lock on its queue
         with pq.lock:
             if pq.pull_in_flight:
                 return
-            if pq.cached_count >= self.consumer.cached_messages_max or pq.cached_bytes >= self.consumer.cached_bytes_max:
+            if pq.cached_count >= c.cached_messages_max or pq.cached_bytes >= c.cached_bytes_max:
                 # Flow control: consumption resumes the pull as soon as the cache drains below half
                 # the caps; the timed retry is only a fallback (RocketMQ waits a fixed 50 ms).
                 if not pq.flow_paused:
-                    self.consumer.flow_control_pauses += 1
+                    c.flow_control_pauses += 1
                 pq.flow_paused = True
                 paused = True
             else:
@@ -47,17 +48,17 @@ class PullService:
             self.pause(pq, 0.05)
             return
         try:
-            endpoint, broker_id = self.consumer._pull_endpoint(pq.mq)
+            endpoint, broker_id = c._pull_endpoint(pq.mq)
         except ClientError as exc:
             log.warning("no broker for %s: %s", pq.mq, exc)
             pq.pull_in_flight = False
             self.pause(pq, 1.0)
             return
-        selector = self.consumer._selector(pq.mq.topic)
-        request = broker_api.pull_request(self.consumer.group, pq.mq, pq.next_offset, self.consumer.cfg.pull_batch_count,
-                                          selector.expression, self.consumer.cfg.pull_suspend_ms,
+        selector = c._selector(pq.mq.topic)
+        request = broker_api.pull_request(c.group, pq.mq, pq.next_offset, c.cfg.pull_batch_count,
+                                          selector.expression, c.cfg.pull_suspend_ms,
                                           expression_type=selector.expression_type)
-        future = self.consumer.rpc.call_async(endpoint, request, self.consumer.cfg.pull_suspend_ms + self.consumer.cfg.request_timeout_ms)
+        future = c.rpc.call_async(endpoint, request, c.cfg.pull_suspend_ms + c.cfg.request_timeout_ms)
         future.add_done_callback(lambda f: self._on_pulled(pq, endpoint, selector, f, broker_id))
 
     def pause(self, pq: ProcessQueue, delay_s: float) -> None:
@@ -73,8 +74,9 @@ class PullService:
 
     def _on_pulled(self, pq: ProcessQueue, endpoint: str, selector: MessageSelector, future: Future,
                    broker_id: int = 0) -> None:
+        c = self.consumer
         try:
-            self.consumer._pulled(pq.mq, broker_id, None if future.exception() is not None else future.result())
+            c._pulled(pq.mq, broker_id, None if future.exception() is not None else future.result())
             self._handle_pulled(pq, endpoint, selector, future)
         except Exception:
             # Whatever went wrong, the queue must not stay marked as pulling forever.
@@ -83,7 +85,8 @@ class PullService:
             self.pause(pq, 1.0)
 
     def _handle_pulled(self, pq: ProcessQueue, endpoint: str, selector: MessageSelector, future: Future) -> None:
-        if pq.dropped or self.consumer._stop.is_set():
+        c = self.consumer
+        if pq.dropped or c._stop.is_set():
             return
         exc = future.exception()
         if exc is not None:
@@ -101,13 +104,13 @@ class PullService:
         if result.status == PullStatus.OFFSET_ILLEGAL:
             log.warning("offset %d of %s is illegal; moving to %d", pq.next_offset, pq.mq, result.next_begin_offset)
         if result.messages:
-            for i in range(0, len(result.messages), self.consumer.consume_batch_max):
-                batch = result.messages[i:i + self.consumer.consume_batch_max]
+            for i in range(0, len(result.messages), c.consume_batch_max):
+                batch = result.messages[i:i + c.consume_batch_max]
                 pq.add(batch)  # before next_offset moves: the commit point never passes unconsumed work
-                if self.consumer._orderly is not None:
-                    self.consumer._orderly.submit(pq, batch)  # into the queue's line, consumed in order
+                if c._orderly is not None:
+                    c._orderly.submit(pq, batch)  # into the queue's line, consumed in order
                 else:
-                    self.consumer.consume_service.submit(pq, batch)
+                    c.consume_service.submit(pq, batch)
         pq.next_offset = result.next_begin_offset
         pq.pull_in_flight = False  # only now: a pull started earlier would reuse the old offset
         self.pull(pq)
