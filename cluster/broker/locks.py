@@ -17,9 +17,9 @@ UnlockBatchRequestBody like the lock request.
 from __future__ import annotations
 
 import logging
-import time
 from typing import Callable, Iterable
 
+from cluster.clock import SYSTEM_CLOCK
 from cluster.protocol import ProtocolError, ResponseCode, answers_refusals, json_body, require_name, to_json_bytes
 from cluster.wire_format import Command
 
@@ -28,12 +28,8 @@ log = logging.getLogger(__name__)
 QueueKey = tuple[str, str, int]  # (topic, broker name, queue id)
 
 
-def _wall_ms() -> int:
-    return int(time.time() * 1000)
-
-
 class RebalanceLockManager:
-    def __init__(self, max_live_ms: int, clock: Callable[[], int] = _wall_ms):
+    def __init__(self, max_live_ms: int, clock: Callable[[], int] = SYSTEM_CLOCK.now_ms):
         self.max_live_ms = max_live_ms
         self.clock = clock
         # group -> queue -> (client id, last lock or renewal in ms)
@@ -106,8 +102,8 @@ def _lock_request(request: Command) -> tuple[str, str, list[QueueKey]]:
 class LockProcessor:
     """The broker's two handlers over its RebalanceLockManager."""
 
-    def __init__(self, max_live_ms: int):
-        self.manager = RebalanceLockManager(max_live_ms)
+    def __init__(self, max_live_ms: int, clock: Callable[[], int] = SYSTEM_CLOCK.now_ms):
+        self.manager = RebalanceLockManager(max_live_ms, clock)
 
     @answers_refusals
     def on_lock_batch(self, request: Command, reply=None) -> Command:

@@ -19,7 +19,6 @@ crash between the write and the commit delivers that message again (at least onc
 from __future__ import annotations
 
 import logging
-import time
 
 from cluster.broker.offsets import ConsumerOffsetManager
 from cluster.shm import commitlog_format as fmt
@@ -35,9 +34,6 @@ ENTRIES_PER_TICK = 256
 # Timer-queue entries read ahead of the oldest undelivered one (all due within the shortest delay).
 TIMER_WINDOW = 4096
 
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class ScheduleService:
@@ -55,7 +51,7 @@ class ScheduleService:
     def plan(self, props: dict[str, str], now_ms: int | None = None) -> int | None:
         """The schedule queue a message with these properties waits in, None to store it now.
         ValueError for a DELAY or TIMER_DELIVER_MS that is not a number."""
-        now_ms = _now_ms() if now_ms is None else now_ms
+        now_ms = self.broker.clock.now_ms() if now_ms is None else now_ms
         timer = props.get(PROPERTY_TIMER_DELIVER_MS)
         if timer is not None:
             left = int(timer) - now_ms
@@ -81,7 +77,7 @@ class ScheduleService:
     # ---------------------------------------------------------------- delivering
 
     def tick(self) -> None:
-        now = _now_ms()
+        now = self.broker.clock.now_ms()
         wrote = False
         for queue_id in range(len(self.levels_ms)):
             wrote |= self._deliver_level(queue_id, now)

@@ -149,7 +149,7 @@ class SendProcessor:
         if sys_flag & ~(SEND_SYSFLAG_ALLOWED | SYSFLAG_TRANSACTION_PREPARED):
             raise ProtocolError(f"sysFlag {sys_flag} has bits a send may not set (allowed: compressed 0x1, "
                                 f"multi-tags 0x2, transaction prepared 0x4)", ResponseCode.MESSAGE_ILLEGAL)
-        born_ts = field_int(request_long, "bornTimestamp", int(time.time() * 1000))
+        born_ts = field_int(request_long, "bornTimestamp", self.broker.clock.now_ms())
         if not 0 <= born_ts < 1 << 62:
             raise ProtocolError(f"bornTimestamp {born_ts} is out of range", ResponseCode.MESSAGE_ILLEGAL)
         # ZeroMQ gives the peer's address, not its port: BORNHOST keeps port 0.

@@ -31,6 +31,7 @@ from cluster.broker.send import SendProcessor
 from cluster.broker.slave_sync import SlaveSynchronize
 from cluster.broker.topics import TopicConfig, TopicConfigManager
 from cluster.broker.waiters import FlushWaiters, PullWaiters
+from cluster.clock import SYSTEM_CLOCK, Clock
 from cluster.config import BrokerConfig
 from cluster.protocol import (require_name, answers_refusals, DLQ_TOPIC_PREFIX, PERM_READ_WRITE, ProtocolError,
                               RETRY_TOPIC_PREFIX, RequestCode, ResponseCode, field_int, field_str, json_body,
@@ -51,13 +52,12 @@ REPUT_WAKE_INTERVAL_S = 0.001
 DELETE_DISPATCH_WAIT_S = 2.0
 
 
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
 
 class BrokerService:
-    def __init__(self, cfg: BrokerConfig):
+    def __init__(self, cfg: BrokerConfig, clock: Clock = SYSTEM_CLOCK):
         self.cfg = cfg
+        # Wall time for stamps, expiry, schedule and transaction checks; a test passes a ManualClock.
+        self.clock = clock
         store_dir = cfg.store.store_dir
         os.makedirs(store_dir, exist_ok=True)
         self.control = ControlBlock(control_path(store_dir))
@@ -91,9 +91,9 @@ class BrokerService:
         self.send_back = SendBackProcessor(self)
         self.transactions = TransactionService(self)
         self.reset_offsets = ResetOffsetProcessor(self)
-        self.locks = LockProcessor(cfg.rebalance_lock_max_live_ms)
+        self.locks = LockProcessor(cfg.rebalance_lock_max_live_ms, clock.now_ms)
         self.slave_sync = SlaveSynchronize(self) if cfg.is_slave else None
-        self.started_ms = now_ms()
+        self.started_ms = self.clock.now_ms()
         self.role_changed = False
         self._written_since_wake = False
         self._reput_woken_at_s = 0.0
@@ -256,7 +256,7 @@ class BrokerService:
             self.flush_waiters.release(self.control.flushed_pos)
 
     def on_tick(self) -> None:
-        self.control.heartbeat("broker", now_ms())
+        self.control.heartbeat("broker", self.clock.now_ms())
         if self.controller is not None and not self.cfg.is_slave:
             # Timers that write (schedule, transaction checks, send-back) stop with the lease too.
             self.store.read_only = not self.controller.lease_valid()
@@ -265,7 +265,7 @@ class BrokerService:
         self.pull_waiters.expire()
 
     def expire_clients(self) -> None:
-        gone = self.clients.expire(now_ms())
+        gone = self.clients.expire(self.clock.now_ms())
         for group, client_id in gone:
             log.info("client %s of group %s expired", client_id, group)
             self.locks.client_gone(client_id, group)
@@ -381,7 +381,7 @@ class BrokerService:
             if str(consumer.get("messageModel", "CLUSTERING")) in ("CLUSTERING", "1"):
                 # Java's broker makes the group's retry topic on its first heartbeat.
                 self.ensure_system_topic(retry_topic(str(consumer["groupName"])))
-        changed = self.clients.heartbeat(body, now_ms(), getattr(reply, "peer", None))
+        changed = self.clients.heartbeat(body, self.clock.now_ms(), getattr(reply, "peer", None))
         self._notify_groups_changed(changed)
         return request.response(ResponseCode.SUCCESS)
 
@@ -510,7 +510,7 @@ class BrokerService:
             "flushedPos": control.flushed_pos, "dispatchedPos": control.dispatched_pos,
             "messagesStored": self.sender.messages_stored, "messagesServed": self.puller.messages_served,
             "parkedFlushWaiters": len(self.flush_waiters), "parkedPulls": len(self.pull_waiters),
-            "topics": len(self.topics.topics), "uptimeMs": now_ms() - self.started_ms,
+            "topics": len(self.topics.topics), "uptimeMs": self.clock.now_ms() - self.started_ms,
             "recovery": str(self.recovery),
             "scheduleDelivered": self.schedule.delivered,
             "sentBackToRetry": self.send_back.sent_to_retry, "sentToDeadLetters": self.send_back.sent_to_dlq,

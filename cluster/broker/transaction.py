@@ -24,7 +24,6 @@ start.
 from __future__ import annotations
 
 import logging
-import time
 
 from cluster.broker.offsets import ConsumerOffsetManager
 from cluster.protocol import ProtocolError, RequestCode, ResponseCode, answers_refusals, field_int
@@ -43,9 +42,6 @@ COMMIT, ROLLBACK, UNKNOWN = 8, 12, 0
 OP_READ_BATCH = 1024
 HALVES_PER_CHECK = 1024
 
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class TransactionService:
@@ -115,7 +111,7 @@ class TransactionService:
         else:
             self.rolled_back += 1
         self._put(OP_TOPIC, 0, MessageToStore(body=uniq.encode(), flag=0, properties=b"TAGS\x01d\x02", sys_flag=0,
-                                              born_timestamp_ms=_now_ms(), born_host=rec.born_host,
+                                              born_timestamp_ms=self.broker.clock.now_ms(), born_host=rec.born_host,
                                               reconsume_times=0))
         self.resolved.add(uniq)
         log.info("transaction %s %s%s", uniq, "committed" if outcome == COMMIT else "rolled back",
@@ -134,7 +130,7 @@ class TransactionService:
 
     def check(self) -> None:
         """Ask producers about halves left open; see the module docstring."""
-        now = _now_ms()
+        now = self.broker.clock.now_ms()
         offset = start = self.progress.query(PROGRESS_GROUP, HALF_TOPIC, 0) or 0
         for queue_offset, phys, _size, _tag in self.store.queue_entries(HALF_TOPIC, 0, offset, HALVES_PER_CHECK):
             rec = self.store.read_record(phys)
