@@ -11,19 +11,23 @@ Public names (the client library):
 
 Map of the package:
 
+    clock.py            the one replaceable clock (SYSTEM_CLOCK; ManualClock for tests)
     config.py           every setting (frozen dataclasses, unit-suffixed names)
     wire_format.py      the bytes of one RPC command (RocketMQ's binary header)
-    protocol.py         request/response codes, header fields, who serves what
+    protocol.py         request/response codes, header fields, who serves what, MessageQueue
+    filter/             subscription expressions: tags, SQL92 (parser and evaluator)
     zmq_transport.py    ZeroMQ event loop, RPC server and client
     namesrv.py          the NameServer's route table and handlers
-    broker/             the broker's handlers: send, pull, filtering (tags, SQL92), offsets,
+    broker/             the broker's handlers: send, pull, filtering a pull, offsets,
                         clients, topics, ha (master/slave replication), slave_sync (configs, offsets)
-    shm/                the store: byte formats, mapped files, CommitLog, ConsumeQueue,
+    shm/                the store: byte formats, paths, mapped files, CommitLog, ConsumeQueue,
                         IndexFile, control block, checkpoint, recovery, services
     _native/            the cffi C helper (msync, mlock, preheat, CRC, batch encode)
-    procs/              the supervisor and one thin entry point per process role
-    client/             routes, producer, consumers, admin
-    topology.py         what `cluster up` starts;  cli.py  the `cluster` command
+    procs/              the supervisor (arbiter.py, its table and run state) and one thin
+                        entry point per process role
+    client/             routes, producer, consumers (offset stores, rebalance, pull and
+                        consume services), admin
+    topology.py         what `cluster up` starts;  cli/  the `cluster` command
 """
 
 from cluster.client.admin import Admin
