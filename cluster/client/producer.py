@@ -64,6 +64,7 @@ class Producer(ClientBase):
         self._stats_lock = threading.Lock()
         self.sent_ok = 0
         self.send_failures = 0
+        self.sent_oneway = 0
 
     # -------------------------------------------------------------- building
 
@@ -211,51 +212,19 @@ class Producer(ClientBase):
 
     def _send_with_retries(self, topic, body, props, sys_flag, flag, uniq, timeout_ms, queue, code, batch):
         self._check_open()
-        timeout_ms, deadline = self._send_deadline(timeout_ms)
-        avoid = None
-        last_exc: Exception | None = None
-        for attempt in range(1 + self.cfg.send_retry_count):
-            left_ms = self._attempt_timeout_ms(deadline)
-            if left_ms <= 0:
-                break
-            try:
-                route, queues, auto_create = self.routes.publish_route(topic)
-            except NoRouteError as exc:
-                last_exc = exc
-                break
-            # A chosen queue (ordered messages) is kept on retries: another queue would break the order.
-            target = queue if queue is not None else self._pick_queue(queues, avoid)
-            endpoint = route.master_endpoint(target.broker_name)
-            if endpoint is None:
-                avoid = target.broker_name
-                self.routes.suspect(target.broker_name)
-                last_exc = NoRouteError(f"broker {target.broker_name} has no master")
-                continue
-            request = self._request(code, topic, target, body, props, sys_flag, flag, auto_create, batch)
+        send = _SendAttempts(self, topic, body, props, sys_flag, flag, uniq, timeout_ms, queue, code, batch)
+        while (attempt := send.next_attempt()) is not None:
+            target, endpoint, request, left_ms = attempt
             started = time.monotonic()
             try:
                 response = self.rpc.call(endpoint, request, left_ms)
             except TransportError as exc:
-                self._record(target.broker_name, started, failed=True)
-                last_exc = BrokerUnreachable(f"{target.broker_name} ({endpoint}): {exc}")
-                avoid = target.broker_name
+                send.answered(target, endpoint, started, error=exc)
                 continue
-            retriable = response.code in _RETRIABLE_CODES
-            # A broker-side error isolates the broker; a refused message says nothing of it.
-            self._record(target.broker_name, started, failed=retriable)
-            if response.code in _SEND_STATUS_CODES:
-                with self._stats_lock:
-                    self.sent_ok += 1
-                return self._result(response, MessageQueue(topic, target.broker_name, target.queue_id), uniq)
-            last_exc = BrokerError(response.code, response.remark, endpoint)
-            if not retriable:
-                break
-            avoid = target.broker_name
-        with self._stats_lock:
-            self.send_failures += 1
-        if isinstance(last_exc, ClientError):
-            raise last_exc
-        raise BrokerUnreachable(f"send to {topic} failed within {timeout_ms} ms: {last_exc or 'no time left'}")
+            result = send.answered(target, endpoint, started, response)
+            if result is not None:
+                return result
+        raise send.failure()
 
     def send_async(self, msg: Message, callback: Callable[[SendResult | None, Exception | None], None] | None = None,
                    timeout_ms: int | None = None) -> Future:
@@ -264,68 +233,127 @@ class Producer(ClientBase):
         Retried on another broker like ``send``, within ``timeout_ms`` (default ``send_timeout_ms``)."""
         self._check_open()
         body, props, sys_flag = self._prepare(msg)
-        uniq = msg.properties[PROPERTY_UNIQ_KEY]
+        send = _SendAttempts(self, msg.topic, body, props, sys_flag, msg.flag, msg.properties[PROPERTY_UNIQ_KEY],
+                             timeout_ms, None, RequestCode.SEND_MESSAGE_V2, False)
         outer: Future = Future()
         if callback is not None:
             outer.add_done_callback(lambda f: callback(f.result() if not f.exception() else None, f.exception()))
-        timeout_ms, deadline = self._send_deadline(timeout_ms)
 
-        def attempt(n: int, avoid: str | None) -> None:
-            left_ms = self._attempt_timeout_ms(deadline)
-            if left_ms <= 0:
-                outer.set_exception(BrokerUnreachable(f"async send to {msg.topic} timed out ({timeout_ms} ms)"))
-                return
+        def attempt() -> None:
             try:
-                route, queues, auto_create = self.routes.publish_route(msg.topic)
-            except ClientError as exc:
-                outer.set_exception(exc)
+                planned = send.next_attempt()
+            except ClientError as exc:  # a route lookup refused
+                send.last_error = exc
+                planned = None
+            if planned is None:
+                outer.set_exception(send.failure())
                 return
-            target = self._pick_queue(queues, avoid)
-            endpoint = route.master_endpoint(target.broker_name)
-            if endpoint is None:
-                retry_or_fail(n, target.broker_name, NoRouteError(f"broker {target.broker_name} has no master"))
-                return
-            request = self._request(RequestCode.SEND_MESSAGE_V2, msg.topic, target, body, props, sys_flag,
-                                    msg.flag, auto_create, False)
+            target, endpoint, request, left_ms = planned
             started = time.monotonic()
-            inner = self.rpc.call_async(endpoint, request, left_ms)
 
             def done(f: Future) -> None:
-                exc = f.exception()
-                retriable = exc is not None or f.result().code in _RETRIABLE_CODES
-                self._record(target.broker_name, started, failed=retriable)
-                if exc is None and f.result().code in _SEND_STATUS_CODES:
-                    outer.set_result(self._result(f.result(), target, uniq))
-                    return
-                error = exc if exc is not None else BrokerError(f.result().code, f.result().remark, endpoint)
-                if retriable and n < self.cfg.send_retry_count:
-                    # Not on the I/O thread: a retry may look up a route (a blocking call).
-                    threading.Thread(target=attempt, args=(n + 1, target.broker_name), daemon=True).start()
+                error = f.exception()
+                result = send.answered(target, endpoint, started, None if error else f.result(), error)
+                if result is not None:
+                    outer.set_result(result)
                 else:
-                    fail(error)
-            inner.add_done_callback(done)
+                    # Not on the I/O thread: the next attempt may look up a route (a blocking call).
+                    threading.Thread(target=attempt, daemon=True).start()
+            self.rpc.call_async(endpoint, request, left_ms).add_done_callback(done)
 
-        def retry_or_fail(n: int, broker: str, error: Exception) -> None:
-            if n < self.cfg.send_retry_count:
-                attempt(n + 1, broker)
-            else:
-                fail(error)
-
-        def fail(error: Exception) -> None:
-            outer.set_exception(error if isinstance(error, ClientError) else BrokerUnreachable(str(error)))
-
-        attempt(0, None)
+        attempt()
         return outer
 
     def send_oneway(self, msg: Message) -> None:
-        """Fire and forget: no answer, no retry (RocketMQ's sendOneway)."""
+        """Fire and forget: no answer, so no retry once sent (RocketMQ's sendOneway); a queue whose
+        broker has no master is passed over as for any send, and no route at all is an error."""
         self._check_open()
         body, props, sys_flag = self._prepare(msg)
-        route, queues, auto_create = self.routes.publish_route(msg.topic)
-        target = self._pick_queue(queues, None)
-        self.rpc.oneway(route.master_endpoint(target.broker_name),
-                        self._request(RequestCode.SEND_MESSAGE_V2, msg.topic, target, body, props, sys_flag,
-                                      msg.flag, auto_create, False))
+        send = _SendAttempts(self, msg.topic, body, props, sys_flag, msg.flag, msg.properties[PROPERTY_UNIQ_KEY],
+                             None, None, RequestCode.SEND_MESSAGE_V2, False)
+        planned = send.next_attempt()
+        if planned is None:
+            raise send.failure()
+        _, endpoint, request, _ = planned
+        self.rpc.oneway(endpoint, request)
+        with self._stats_lock:
+            self.sent_oneway += 1
 
     def statistics(self) -> dict:
-        return {"sent_ok": self.sent_ok, "send_failures": self.send_failures}
+        """Sends acknowledged (sync and async), handed over without an answer (oneway), and failed."""
+        return {"sent_ok": self.sent_ok, "sent_oneway": self.sent_oneway, "send_failures": self.send_failures}
+
+
+class _SendAttempts:
+    """One message's (or batch's) way to a broker, the same for sync, async and oneway sends: which
+    queue each attempt takes (another broker after a failure, the chosen queue always for ordered
+    messages), what an answer means, when to stop, and the producer's statistics and latency
+    records. The caller only carries the bytes: a blocking call, a future, or a oneway frame."""
+
+    def __init__(self, producer: "Producer", topic: str, body: bytes, props: str, sys_flag: int, flag: int,
+                 uniq: str, timeout_ms: int | None, queue: MessageQueue | None, code: int, batch: bool):
+        self.producer = producer
+        self.topic, self.body, self.props, self.sys_flag, self.flag = topic, body, props, sys_flag, flag
+        self.uniq, self.queue, self.code, self.batch = uniq, queue, code, batch
+        self.timeout_ms, self.deadline = producer._send_deadline(timeout_ms)
+        self.attempts = 0
+        self.attempts_max = 1 + producer.cfg.send_retry_count
+        self.avoid: str | None = None
+        self.last_error: Exception | None = None
+
+    def next_attempt(self) -> tuple[MessageQueue, str, Command, int] | None:
+        """(queue, broker endpoint, request, time-out ms) of the next attempt; None when none is left."""
+        p = self.producer
+        while self.attempts < self.attempts_max:
+            left_ms = p._attempt_timeout_ms(self.deadline)
+            if left_ms <= 0:
+                return None
+            self.attempts += 1
+            try:
+                route, queues, auto_create = p.routes.publish_route(self.topic)
+            except NoRouteError as exc:
+                self.last_error = exc
+                return None
+            # A chosen queue (ordered messages) is kept on retries: another queue would break the order.
+            target = self.queue if self.queue is not None else p._pick_queue(queues, self.avoid)
+            endpoint = route.master_endpoint(target.broker_name)
+            if endpoint is None:
+                self.avoid = target.broker_name
+                p.routes.suspect(target.broker_name)
+                self.last_error = NoRouteError(f"broker {target.broker_name} has no master")
+                continue
+            request = p._request(self.code, self.topic, target, self.body, self.props, self.sys_flag, self.flag,
+                                 auto_create, self.batch)
+            return target, endpoint, request, left_ms
+        return None
+
+    def answered(self, target: MessageQueue, endpoint: str, started: float, response: Command | None = None,
+                 error: Exception | None = None) -> SendResult | None:
+        """The SendResult when this attempt succeeded; None when it failed (``next_attempt`` says
+        whether another may follow)."""
+        p = self.producer
+        self.avoid = target.broker_name
+        if error is not None or response is None:
+            p._record(target.broker_name, started, failed=True)
+            self.last_error = BrokerUnreachable(f"{target.broker_name} ({endpoint}): {error}")
+            return None
+        retriable = response.code in _RETRIABLE_CODES
+        # A broker-side error isolates the broker; a refused message says nothing of it.
+        p._record(target.broker_name, started, failed=retriable)
+        if response.code in _SEND_STATUS_CODES:
+            with p._stats_lock:
+                p.sent_ok += 1
+            return p._result(response, MessageQueue(self.topic, target.broker_name, target.queue_id), self.uniq)
+        self.last_error = BrokerError(response.code, response.remark, endpoint)
+        if not retriable:
+            self.attempts = self.attempts_max
+        return None
+
+    def failure(self) -> ClientError:
+        """The error to raise once no attempt is left (counted once)."""
+        with self.producer._stats_lock:
+            self.producer.send_failures += 1
+        if isinstance(self.last_error, ClientError):
+            return self.last_error
+        return BrokerUnreachable(f"send to {self.topic} failed within {self.timeout_ms} ms: "
+                                 f"{self.last_error or 'no time left'}")

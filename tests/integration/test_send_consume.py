@@ -150,3 +150,31 @@ def test_records_carry_the_senders_address_as_born_host(start_cluster):
     with Admin(config=cfg) as admin:
         record = admin.view_message(answer.fields["msgId"])._record()
     assert unpack_host(record.born_host) == ("127.0.0.2", 0)
+
+
+def test_one_send_engine_counts_sync_async_and_oneway_and_refuses_a_topic_without_route(start_cluster):
+    """Sync, async and oneway sends go through one attempt-and-retry engine: each is counted in
+    the producer's statistics (async sends were not), and a oneway send to a topic no broker
+    serves fails with NoRouteError (it used to hand the transport an endpoint of None)."""
+    from cluster.errors import NoRouteError
+
+    cluster = start_cluster(broker_overrides={"auto_create_topic_enabled": False})
+    cfg = client_config(cluster, send_retry_count=0)
+    with Admin(config=cfg) as admin:
+        admin.create_topic("Counted", 2)
+    with Producer("CountingPG", config=cfg) as producer:
+        assert producer.send(Message("Counted", b"sync")).status == SendStatus.SEND_OK
+        assert producer.send_async(Message("Counted", b"async")).result(30).status == SendStatus.SEND_OK
+        producer.send_oneway(Message("Counted", b"oneway"))
+        assert producer.statistics() == {"sent_ok": 2, "sent_oneway": 1, "send_failures": 0}
+        with PullConsumer("CountingCG", config=cfg) as consumer:
+            assert sorted(m.body for m in _drain(consumer, "Counted", 3)) == [b"async", b"oneway", b"sync"]
+
+        try:
+            producer.send_oneway(Message("NoSuchTopic", b"lost"))
+        except NoRouteError as exc:
+            assert "NoSuchTopic" in str(exc)
+        else:
+            raise AssertionError("a oneway send to a topic without a route must fail")
+        assert isinstance(producer.send_async(Message("NoSuchTopic", b"lost")).exception(30), NoRouteError)
+        assert producer.statistics() == {"sent_ok": 2, "sent_oneway": 1, "send_failures": 2}
