@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import os
-import struct
 import time
 
 from cluster.broker.filtering import SQL_SCAN_ENTRIES, select_records, sql_selector
@@ -17,15 +16,12 @@ from cluster.filter.expressions import tag_hashes_of
 from cluster.config import name_problem
 from cluster.protocol import (PERM_READ, PULL_FLAG_COMMIT_OFFSET, PULL_FLAG_SUSPEND, ResponseCode, answers_refusals,
                               field_int, field_str)
-from cluster.shm.commitlog_format import OFF_PHYSICALOFFSET
+from cluster.shm.commitlog_format import phys_offset_at
 from cluster.shm.store import GetMessageStatus as GetStatus
 from cluster.wire_format import Command
 
 log = logging.getLogger(__name__)
 
-# A CommitLog record's PHYSICALOFFSET field (SPEC: after size, magic, crc, queue id, flag, queue offset).
-_PHYS = struct.Struct(">q")
-_PHYS_AT = OFF_PHYSICALOFFSET
 
 
 def memory_share_bytes(ratio: float = 0.4) -> int:
@@ -106,7 +102,7 @@ class PullProcessor:
 
     def _suggest(self, payload) -> int:
         """Which broker id the next pull of this queue should go to (RocketMQ's suggestWhichBrokerId)."""
-        distance = self.store.commitlog.write_pos - _PHYS.unpack_from(payload, _PHYS_AT)[0]
+        distance = self.store.commitlog.write_pos - phys_offset_at(payload)
         far = self.cfg.slave_read_enabled and distance > self.read_distance
         if self.cfg.is_slave:
             if far:

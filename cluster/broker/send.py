@@ -13,7 +13,7 @@ from cluster.protocol import (answers_refusals, require_name, AUTO_CREATE_TOPIC_
 from cluster.broker.transaction import HALF_TOPIC, SYSTEM_TOPICS as TRANSACTION_TOPICS
 from cluster.shm.commitlog_format import (PROPERTY_DELAY, PROPERTY_TRAN_MSG, PROPERTY_WAIT, SYSFLAG_COMPRESSED,
                                           SYSFLAG_MULTI_TAGS, SYSFLAG_TRANSACTION_MASK, SYSFLAG_TRANSACTION_PREPARED,
-                                          decode_properties, encode_properties, pack_host)
+                                          decode_properties, encode_properties, pack_host, property_mark)
 from cluster.shm.schedule_format import PROPERTY_TIMER_DELIVER_MS, SCHEDULE_TOPIC
 from cluster.shm.store import MessageToStore, PutMessageStatus as PutStatus
 from cluster.wire_format import Command
@@ -38,9 +38,9 @@ def _born_host(peer_address: str) -> bytes:
         return pack_host("127.0.0.1", 0)
 
 
-_DELAY_MARK = PROPERTY_DELAY + "\x01"
-_TIMER_MARK = PROPERTY_TIMER_DELIVER_MS + "\x01"
-_HALF_MARK = PROPERTY_TRAN_MSG + "\x01true\x02"
+_DELAY_MARK = property_mark(PROPERTY_DELAY)
+_TIMER_MARK = property_mark(PROPERTY_TIMER_DELIVER_MS)
+_HALF_MARK = property_mark(PROPERTY_TRAN_MSG, "true")
 
 
 class _Outcome:

@@ -43,6 +43,9 @@ OP_READ_BATCH = 1024
 HALVES_PER_CHECK = 1024
 
 
+# An op record marks its half as decided ("d"), as RocketMQ's REMOVETAG.
+_OP_PROPERTIES = fmt.encode_properties({"TAGS": "d"})
+
 
 class TransactionService:
     def __init__(self, broker):
@@ -110,7 +113,7 @@ class TransactionService:
             self.committed += 1
         else:
             self.rolled_back += 1
-        self._put(OP_TOPIC, 0, MessageToStore(body=uniq.encode(), flag=0, properties=b"TAGS\x01d\x02", sys_flag=0,
+        self._put(OP_TOPIC, 0, MessageToStore(body=uniq.encode(), flag=0, properties=_OP_PROPERTIES, sys_flag=0,
                                               born_timestamp_ms=self.broker.clock.now_ms(), born_host=rec.born_host,
                                               reconsume_times=0))
         self.resolved.add(uniq)

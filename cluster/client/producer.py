@@ -30,7 +30,7 @@ from cluster.config import ClientConfig, name_problem
 from cluster.errors import BrokerError, BrokerUnreachable, ClientError, MessageInvalid, NoRouteError
 from cluster.protocol import (AUTO_CREATE_TOPIC_KEY, RequestCode, ResponseCode, send_fields_short)
 from cluster.shm import batch_format
-from cluster.shm.commitlog_format import PROPERTY_UNIQ_KEY, SYSFLAG_COMPRESSED
+from cluster.shm.commitlog_format import PROPERTY_UNIQ_KEY, SYSFLAG_COMPRESSED, encode_properties, properties_text
 from cluster.wire_format import Command
 from cluster.zmq_transport import TransportError
 
@@ -95,13 +95,13 @@ class Producer(ClientBase):
         uniq = props.get(PROPERTY_UNIQ_KEY)
         if uniq is None:
             uniq = props[PROPERTY_UNIQ_KEY] = UNIQUE_IDS.next()
-        parts = [f"{k}\x01{v}\x02" for k, v in props.items()]
+        pairs = list(props.items())
         if msg.tags:
-            parts.append(f"TAGS\x01{msg.tags}\x02")
+            pairs.append(("TAGS", msg.tags))
         keys = msg.keys_text()
         if keys:
-            parts.append(f"KEYS\x01{keys}\x02")
-        return "".join(parts)
+            pairs.append(("KEYS", keys))
+        return properties_text(pairs)
 
     def _request(self, code: int, topic: str, queue: MessageQueue, body: bytes, props: str, sys_flag: int,
                  flag: int, auto_create: bool, batch: bool) -> Command:
@@ -179,7 +179,7 @@ class Producer(ClientBase):
                      and m.flag == first.flag for m in messages)
         if shared:
             # The common batch: one tag, no keys or user properties; only bodies and ids differ.
-            shared_properties = f"TAGS\x01{first.tags}\x02".encode() if first.tags else b""
+            shared_properties = encode_properties({"TAGS": first.tags}) if first.tags else b""
             bodies = [m.body if type(m.body) is bytes else bytes(m.body) for m in messages]
             if not all(bodies):
                 raise MessageInvalid("a message body of the batch is empty")

@@ -73,7 +73,7 @@ def encode_items_sharing_properties(flag: int, bodies: list, shared_properties: 
     """
     if not bodies:
         return b""
-    prefix = shared_properties + b"UNIQ_KEY\x01"
+    prefix = shared_properties + clf.property_mark(clf.PROPERTY_UNIQ_KEY).encode()
     id_len = len(uniq_ids[0])
     properties_len = len(prefix) + id_len + 1
     if properties_len > clf.PROPERTIES_LENGTH_MAX:
@@ -83,6 +83,7 @@ def encode_items_sharing_properties(flag: int, bodies: list, shared_properties: 
     between = PROPERTIES_LENGTH.pack(properties_len) + prefix
     pack = ITEM_HEAD.pack
     fixed = ITEM_FIXED_SIZE + properties_len
+    end_of_pair = clf.PROPERTY_SEPARATOR.encode()
     parts = []
     append = parts.append
     for body, uniq in zip(bodies, uniq_ids):
@@ -90,7 +91,7 @@ def encode_items_sharing_properties(flag: int, bodies: list, shared_properties: 
         append(body)
         append(between)
         append(uniq)
-        append(b"\x02")
+        append(end_of_pair)
     return b"".join(parts)
 
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 import socket
 import struct
 import zlib
-from typing import NamedTuple
+from typing import Iterable, NamedTuple
 
 MAGIC = 0xDAA320A7
 BLANK_MAGIC = 0xCBD43194
@@ -99,11 +99,22 @@ def unpack_host(raw: bytes) -> tuple[str, int]:
     return socket.inet_ntoa(raw[:4]), int.from_bytes(raw[4:8], "big")
 
 
+def properties_text(pairs: Iterable[tuple[str, str]]) -> str:
+    """`name \\x01 value \\x02` pairs (RocketMQ MessageDecoder's properties string)."""
+    return "".join(f"{name}{NAME_VALUE_SEPARATOR}{value}{PROPERTY_SEPARATOR}" for name, value in pairs)
+
+
+def property_mark(name: str, value: str | None = None) -> str:
+    """What a properties string contains when it has ``name`` (with ``value``, if given): a
+    substring test on the stored text, without decoding it."""
+    return f"{name}{NAME_VALUE_SEPARATOR}" if value is None else f"{name}{NAME_VALUE_SEPARATOR}{value}{PROPERTY_SEPARATOR}"
+
+
 def encode_properties(properties: dict[str, str]) -> bytes:
-    """`name \\x01 value \\x02` pairs, UTF-8 (RocketMQ MessageDecoder)."""
+    """The properties string, UTF-8."""
     if not properties:
         return b""
-    return "".join(f"{k}\x01{v}\x02" for k, v in properties.items()).encode()
+    return properties_text(properties.items()).encode()
 
 
 def decode_properties(raw: bytes | memoryview) -> dict[str, str]:
@@ -261,6 +272,16 @@ def iter_records(buf, *, check_crc: bool = False):
             raise ValueError(f"not a record at {pos}: {rec!r}")
         yield rec
         pos += rec.total_size
+
+
+def total_size_at(buf, pos: int) -> int:
+    """TOTALSIZE of the record (or blank) at ``buf[pos:]``."""
+    return int.from_bytes(buf[pos:pos + 4], "big", signed=True)
+
+
+def phys_offset_at(buf, pos: int = 0) -> int:
+    """PHYSICALOFFSET of the record at ``buf[pos:]`` (where it sits in the CommitLog)."""
+    return int.from_bytes(buf[pos + OFF_PHYSICALOFFSET:pos + OFF_PHYSICALOFFSET + 8], "big", signed=True)
 
 
 def offset_msg_id(store_host: bytes, phys_offset: int) -> str:

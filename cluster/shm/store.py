@@ -219,9 +219,8 @@ class MessageStore:
         self.control.write_pos = end  # publish: the bytes are in place
         phys = outcome.phys_offset
         msg_ids = []
-        host_hex = store_host.hex().upper()
         for size in sizes:
-            msg_ids.append(f"{host_hex}{phys:016X}")
+            msg_ids.append(fmt.offset_msg_id(store_host, phys))
             phys += size
         return PutResult(PutMessageStatus.PUT_OK, outcome.phys_offset, queue_offset,
                          len(sizes), end, ",".join(msg_ids))
@@ -312,12 +311,12 @@ class MessageStore:
             else:
                 cut = pos
                 while cut < end:
-                    size = int.from_bytes(mm[cut:cut + 4], "big")
+                    size = fmt.total_size_at(mm, cut)
                     if size <= 0 or cut + size > end:
                         break
                     cut += size
             if cut == pos:   # a record larger than max_bytes (or the blank): send it whole
-                cut = min(pos + int.from_bytes(mm[pos:pos + 4], "big"), file_size)
+                cut = min(pos + fmt.total_size_at(mm, pos), file_size)
             end = cut
         return mm[pos:end] if end > pos else None
 

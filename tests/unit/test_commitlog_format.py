@@ -137,3 +137,16 @@ def test_encode_batch_half_messages_take_no_queue_offset():
     assert next_offset == 7
     recs = list(fmt.iter_records(data))
     assert [r.queue_offset for r in recs] == [5, 0, 6]
+
+
+def test_properties_text_and_field_readers_are_the_records():
+    """Golden: the properties string, the marks the broker searches it for, and the readers of
+    TOTALSIZE and PHYSICALOFFSET used outside the decoder."""
+    assert fmt.properties_text([("TAGS", "A"), ("KEYS", "k1 k2")]) == "TAGS\x01A\x02KEYS\x01k1 k2\x02"
+    assert fmt.encode_properties({"TAGS": "d"}) == b"TAGS\x01d\x02"
+    assert fmt.property_mark("DELAY") == "DELAY\x01"
+    assert fmt.property_mark("TRAN_MSG", "true") == "TRAN_MSG\x01true\x02"
+    raw = fmt.encode(**sample())
+    assert fmt.total_size_at(raw, 0) == len(raw)
+    assert fmt.phys_offset_at(raw) == 1000
+    assert fmt.offset_msg_id(HOST, 1000) == HOST.hex().upper() + "00000000000003E8"
