@@ -8,27 +8,11 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-/* The CommitLog record, mirrored from cluster/shm/commitlog_format.py (the
- * parity tests in tests/unit/test_native.py hold the two together). */
+/* The record magics; the layouts' offsets and sizes are in helper.h. */
 #define MAGIC_MESSAGE 0xDAA320A7u
 #define MAGIC_BLANK 0xCBD43194u
 #define BODY_CRC_MASK 0x7FFFFFFFu
-enum record_offset {
-    OFF_TOTALSIZE = 0, OFF_MAGIC = 4, OFF_BODYCRC = 8, OFF_QUEUEID = 12, OFF_FLAG = 16,
-    OFF_QUEUEOFFSET = 20, OFF_PHYSICALOFFSET = 28, OFF_SYSFLAG = 36, OFF_BORNTIMESTAMP = 40,
-    OFF_BORNHOST = 48, OFF_STORETIMESTAMP = 56, OFF_STOREHOST = 64, OFF_RECONSUMETIMES = 72,
-    OFF_PREPAREDOFFSET = 76, OFF_BODYLEN = 84,
-    RECORD_HEAD_BYTES = 88,   /* up to and including the body length */
-    RECORD_FIXED_BYTES = 91,  /* + topic length byte + properties length */
-    BLANK_BYTES_MIN = 8,      /* TOTALSIZE + MAGICCODE */
-    TOPIC_BYTES_MAX = 127     /* the topic length is a signed byte */
-};
 
-/* The batch item (RocketMQ MessageDecoder.encodeMessages), big-endian. */
-enum item_offset {
-    ITEM_OFF_TOTALSIZE = 0, ITEM_OFF_FLAG = 12, ITEM_OFF_BODYLEN = 16, ITEM_OFF_BODY = 20,
-    ITEM_FIXED_BYTES = 22     /* five int32 + the int16 properties length */
-};
 
 /* ---- small helpers ---- */
 
@@ -465,23 +449,8 @@ int rb_scan_records(const uint8_t *buf, size_t buf_len, int64_t start, int64_t e
 
 /* ---- reput dispatch ---- */
 
-#define SYSFLAG_TRANSACTION_MASK 0xC
-#define SYSFLAG_TRANSACTION_PREPARED 0x4
-#define SYSFLAG_TRANSACTION_ROLLBACK 0xC
-#define PROPERTY_NAME_VALUE_SEPARATOR 0x01
-#define PROPERTY_SEPARATOR 0x02
 
-/* The IndexFile, mirrored from cluster/shm/indexfile_format.py. */
-enum index_layout {
-    IX_HEADER_BYTES = 40, IX_SLOT_BYTES = 4, IX_ENTRY_BYTES = 20,
-    IX_OFF_BEGIN_TS = 0, IX_OFF_END_TS = 8, IX_OFF_BEGIN_PHYS = 16, IX_OFF_END_PHYS = 24,
-    IX_OFF_SLOTS_USED = 32, IX_OFF_INDEX_COUNT = 36,
-    IX_ENTRY_OFF_HASH = 0, IX_ENTRY_OFF_PHYS = 4, IX_ENTRY_OFF_TIME_DIFF = 12, IX_ENTRY_OFF_PREV = 16
-};
-#define IX_CHAIN_STEPS_MAX 1000000   /* indexfile.LOOKUP_CHAIN_STEPS_MAX */
 
-/* The ConsumeQueue entry, mirrored from cluster/shm/consumequeue_format.py. */
-enum cq_layout { CQ_ENTRY_BYTES = 20, CQ_OFF_PHYS = 0, CQ_OFF_SIZE = 8, CQ_OFF_TAG = 12 };
 
 /* h = 31 * h + unit over the UTF-16 code units of UTF-8 text, as Java's
  * String.hashCode (mod 2^32). Strict UTF-8 as Python's decoder: no overlong
@@ -936,4 +905,9 @@ int64_t rb_encode_items_shared(const uint8_t *bodies, size_t bodies_len, const i
     if (body_pos != bodies_len)
         return RB_E_RANGE;
     return (int64_t)pos;
+}
+
+uint32_t rb_record_magic(int blank)
+{
+    return blank ? MAGIC_BLANK : MAGIC_MESSAGE;
 }

@@ -23,6 +23,50 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* ---- byte layouts the helper reads and writes ----
+ * Mirrored from cluster/shm/commitlog_format.py, batch_format.py, indexfile_format.py and
+ * consumequeue_format.py; tests/unit/test_native_layout.py compares every value with the
+ * Python constants, so the two cannot drift apart unnoticed. */
+
+/* The CommitLog record (big-endian). */
+enum rb_record_layout {
+    OFF_TOTALSIZE = 0, OFF_MAGIC = 4, OFF_BODYCRC = 8, OFF_QUEUEID = 12, OFF_FLAG = 16,
+    OFF_QUEUEOFFSET = 20, OFF_PHYSICALOFFSET = 28, OFF_SYSFLAG = 36, OFF_BORNTIMESTAMP = 40,
+    OFF_BORNHOST = 48, OFF_STORETIMESTAMP = 56, OFF_STOREHOST = 64, OFF_RECONSUMETIMES = 72,
+    OFF_PREPAREDOFFSET = 76, OFF_BODYLEN = 84,
+    RECORD_HEAD_BYTES = 88,   /* up to and including the body length */
+    RECORD_FIXED_BYTES = 91,  /* + topic length byte + properties length */
+    BLANK_BYTES_MIN = 8,      /* TOTALSIZE + MAGICCODE */
+    TOPIC_BYTES_MAX = 127     /* the topic length is a signed byte */
+};
+
+/* The batch item (RocketMQ MessageDecoder.encodeMessages), big-endian. */
+enum rb_item_layout {
+    ITEM_OFF_TOTALSIZE = 0, ITEM_OFF_FLAG = 12, ITEM_OFF_BODYLEN = 16, ITEM_OFF_BODY = 20,
+    ITEM_FIXED_BYTES = 22     /* five int32 + the int16 properties length */
+};
+
+/* The IndexFile: header, hash slots, entries. */
+enum rb_index_layout {
+    IX_HEADER_BYTES = 40, IX_SLOT_BYTES = 4, IX_ENTRY_BYTES = 20,
+    IX_OFF_BEGIN_TS = 0, IX_OFF_END_TS = 8, IX_OFF_BEGIN_PHYS = 16, IX_OFF_END_PHYS = 24,
+    IX_OFF_SLOTS_USED = 32, IX_OFF_INDEX_COUNT = 36,
+    IX_ENTRY_OFF_HASH = 0, IX_ENTRY_OFF_PHYS = 4, IX_ENTRY_OFF_TIME_DIFF = 12, IX_ENTRY_OFF_PREV = 16,
+    IX_CHAIN_STEPS_MAX = 1000000   /* indexfile.LOOKUP_CHAIN_STEPS_MAX */
+};
+
+/* The ConsumeQueue entry. */
+enum rb_cq_layout { CQ_ENTRY_BYTES = 20, CQ_OFF_PHYS = 0, CQ_OFF_SIZE = 8, CQ_OFF_TAG = 12 };
+
+/* The properties string's separators and the transaction bits of SYSFLAG. */
+enum rb_record_codes {
+    PROPERTY_NAME_VALUE_SEPARATOR = 1, PROPERTY_SEPARATOR = 2,
+    SYSFLAG_TRANSACTION_PREPARED = 4, SYSFLAG_TRANSACTION_ROLLBACK = 12, SYSFLAG_TRANSACTION_MASK = 12
+};
+
+/* MAGICCODE of a record (blank == 0) or of the blank that ends a segment. */
+uint32_t rb_record_magic(int blank);
+
 enum rb_status {
     RB_OK = 0,
     RB_E_RANGE = -10001,           /* [start, end) not inside the buffer */
