@@ -28,10 +28,7 @@ import os
 PAGE_BYTES = mmap.ALLOCATIONGRANULARITY
 PREHEAT_CHUNK_BYTES = 16 * 1024 * 1024
 
-try:  # The C helper is optional: written in parallel and may not be built.
-    from cluster import _native as native
-except Exception:  # noqa: BLE001 - any import problem means "no helper"
-    native = None
+from cluster import _native as native  # required (the store and the client already need it)
 
 
 class MappedFileCreateError(Exception):
@@ -134,12 +131,11 @@ class MappedFile:
         length = self.size_bytes - start if length is None else min(length, self.size_bytes - start)
         if length <= 0:
             return 0
-        if native is not None and hasattr(native, "preheat_read"):
-            try:
-                native.preheat_read(self.mm, start, length, PAGE_BYTES)
-                return length
-            except TypeError:
-                pass  # a different signature than expected: fall back to Python
+        try:
+            native.preheat_read(self.mm, start, length, PAGE_BYTES)
+            return length
+        except TypeError:
+            pass  # a buffer cffi cannot pass (not writable): touch the pages from Python
         aligned = start - start % PAGE_BYTES
         try:
             self.mm.madvise(mmap.MADV_WILLNEED, aligned, start + length - aligned)
@@ -152,8 +148,6 @@ class MappedFile:
 
     def mlock(self) -> bool:
         """Pin the file in memory when the C helper offers it; False when it cannot."""
-        if native is None or not hasattr(native, "mlock"):
-            return False
         try:
             native.mlock(self.mm, 0, self.size_bytes)
             return True

@@ -23,8 +23,8 @@ IndexFile entries of every row in record order; ``ConsumeQueue.put_rows`` writes
 run's entries in one call a file. Per batch Python only looks up a queue per run.
 A record whose topic or used property value is not valid UTF-8 is flagged and goes
 through ``dispatch`` (Python), in its place. The bytes written are the same as
-``dispatch_range_python``'s (tests/unit/test_native_dispatch.py), which also serves
-when the helper is not built. Recovery still re-dispatches with ``dispatch``.
+``dispatch_range_python``'s (tests/unit/test_native_dispatch.py), kept as the tests' oracle
+(``use_native=False``). Recovery still re-dispatches with ``dispatch``.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from __future__ import annotations
 import time
 from typing import NamedTuple
 
+from cluster import _native as native  # required; use_native=False (a record at a time) is the tests' oracle
 from cluster.config import DELAY_LEVELS_DEFAULT, StoreConfig, parse_levels
 from cluster.shm import commitlog_format as fmt
 from cluster.shm.commitlog import CommitLog
@@ -44,20 +45,14 @@ from cluster.shm.indexfile_format import index_key
 from cluster.shm.mapped_file import MappedFileCreateError
 from cluster.shm.schedule_format import PROPERTY_TIMER_DELIVER_MS, SCHEDULE_TOPIC, deliver_time_ms, level_of_queue
 
-try:
-    from cluster import _native as native
-except ImportError:  # pragma: no cover - the helper is not built: a record at a time in Python
-    native = None
-
 VANISHED_CHECK_INTERVAL_MS = 1000
 DISPATCH_ROWS = 4096  # records scanned and dispatched per batch of C calls
 _TOPIC_CACHE_MAX = 4096
-if native is not None:
-    _SCAN_COLUMNS, _COL_POS = native.SCAN_COLUMNS, native.COL_POS
-    _SCAN_END, _SCAN_LIMIT = native.SCAN_END, native.SCAN_LIMIT
-    _COL_QUEUE_ID, _COL_QUEUE_OFFSET = native.COL_QUEUE_ID, native.COL_QUEUE_OFFSET
-    _COL_TOPIC_POS, _COL_TOPIC_LEN = native.COL_TOPIC_POS, native.COL_TOPIC_LEN
-    _INDEX_DONE, _INDEX_NEW_FILE = native.INDEX_DONE, native.INDEX_NEW_FILE
+_SCAN_COLUMNS, _COL_POS = native.SCAN_COLUMNS, native.COL_POS
+_SCAN_END, _SCAN_LIMIT = native.SCAN_END, native.SCAN_LIMIT
+_COL_QUEUE_ID, _COL_QUEUE_OFFSET = native.COL_QUEUE_ID, native.COL_QUEUE_OFFSET
+_COL_TOPIC_POS, _COL_TOPIC_LEN = native.COL_TOPIC_POS, native.COL_TOPIC_LEN
+_INDEX_DONE, _INDEX_NEW_FILE = native.INDEX_DONE, native.INDEX_NEW_FILE
 
 
 class ReputReport(NamedTuple):
@@ -86,7 +81,7 @@ class Dispatcher:
         self.cqs = cqs
         self.index = index
         self.delay_levels_ms = delay_levels_ms or parse_levels(DELAY_LEVELS_DEFAULT)
-        self._batch = native.DispatchBatch(native_rows) if native is not None and use_native else None
+        self._batch = native.DispatchBatch(native_rows) if use_native else None
         self._topics: dict[bytes, str] = {}  # topic bytes -> str, for the ConsumeQueue runs
 
     def dispatch(self, phys: int, rec: fmt.Record, *, build_cq: bool = True,

@@ -18,11 +18,7 @@ import time
 from typing import NamedTuple, Sequence
 
 from cluster.config import StoreConfig, parse_levels
-try:  # the C helper is optional: without it batches take the Python path
-    from cluster import _native
-except ImportError:
-    _native = None
-from cluster.shm import batch_format
+from cluster import _native  # required: batches and boundary scans run in C (no silent Python twin)
 from cluster.shm import commitlog_format as fmt
 from cluster.shm.commitlog import AppendStatus, CommitLog
 from cluster.shm.consumequeue import ConsumeQueueSet
@@ -106,8 +102,8 @@ _EMPTY: list = []
 
 
 def native_scan_batch():
-    """The native record scanner, for finding record boundaries (None without the helper)."""
-    return _native.DispatchBatch(4096) if _native is not None else None
+    """The native record scanner, for finding record boundaries."""
+    return _native.DispatchBatch(4096)
 
 
 def _now_ms() -> int:
@@ -242,14 +238,6 @@ class MessageStore:
             self._topic_bytes[topic] = topic_bytes
         if not 0 <= queue_id < 1 << 31:
             return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
-        if _native is None:
-            try:
-                items = batch_format.decode_items(batch_body)
-            except ValueError:
-                return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
-            return self.put_messages(topic, queue_id, [
-                MessageToStore(item.body, item.flag, item.properties, sys_flag, born_timestamp_ms,
-                               born_host) for item in items])
         try:
             count, total = _native.measure_batch(batch_body, len(topic_bytes))
         except ValueError:
@@ -305,16 +293,8 @@ class MessageStore:
         pos = start - seg_start
         end = min(limit - seg_start, file_size, pos + max_bytes)
         if end < limit - seg_start and end < file_size:   # cut inside the written data: find a boundary
-            if self._boundary_scan is not None:
-                _, next_pos, stop = self._boundary_scan.scan(mm, pos, end)
-                cut = file_size if stop == "blank" and next_pos == pos else next_pos
-            else:
-                cut = pos
-                while cut < end:
-                    size = fmt.total_size_at(mm, cut)
-                    if size <= 0 or cut + size > end:
-                        break
-                    cut += size
+            _, next_pos, stop = self._boundary_scan.scan(mm, pos, end)
+            cut = file_size if stop == "blank" and next_pos == pos else next_pos
             if cut == pos:   # a record larger than max_bytes (or the blank): send it whole
                 cut = min(pos + fmt.total_size_at(mm, pos), file_size)
             end = cut

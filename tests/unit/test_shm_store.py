@@ -172,13 +172,8 @@ def test_disk_full_then_resumes(h, monkeypatch):
     assert [fmt.decode_at(x, 0).queue_offset for x in got.records] == list(range(next_offset + 2))
 
 
-@pytest.mark.parametrize("native", [True, False])
-def test_put_batch_body_matches_put_messages(h, monkeypatch, native):
-    from cluster.shm import batch_format, store as store_module
-    if not native:
-        monkeypatch.setattr(store_module, "_native", None)
-    elif store_module._native is None:
-        pytest.skip("C helper not built")
+def test_put_batch_body_matches_put_messages(h):
+    from cluster.shm import batch_format
     items = [(i, b"body-%d" % i, fmt.encode_properties({"KEYS": f"k{i}"})) for i in range(5)]
     r = h.store.put_batch_body("T", 2, batch_format.encode_items(items), sys_flag=0,
                                born_timestamp_ms=7, born_host=STORE_HOST)
