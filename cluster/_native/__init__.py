@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 from array import array
+from functools import partial
 from typing import NamedTuple
 
 try:
@@ -46,12 +47,10 @@ __all__ = [
 
 PAGE_BYTES_DEFAULT = 4096
 HOST_BYTES = 8  # IPv4 4 + port 4
-U64_MAX = (1 << 64) - 1
 
 # The helper's own codes (helper.h enum rb_status); anything else negative is -errno.
 _ERRORS = {
     lib.RB_E_RANGE: (ValueError, "range is not inside the buffer"),
-    lib.RB_E_ALIGNMENT: (ValueError, "u64 slot is not 8-byte aligned in memory"),
     lib.RB_E_ARGUMENT: (ValueError, "invalid argument"),
     lib.RB_E_BATCH_MALFORMED: (MalformedBatch, "batch item sizes do not add up"),
     lib.RB_E_DEST_TOO_SMALL: (DestinationTooSmall, "the records do not fit in the destination"),
@@ -129,24 +128,48 @@ def preheat_read(buffer, start: int, length: int, page_bytes: int = PAGE_BYTES_D
 
 # ---- cursors ----
 
-def load_u64(buffer, offset: int) -> int:
-    """Acquire-load the native-order u64 (``struct`` "=Q") at ``buffer[offset]``; 8-byte aligned."""
-    value = ffi.new("uint64_t *")
-    with _readable(buffer) as buf:
-        _check(lib.rb_load_u64(buf, len(buf), offset, value), "load_u64")
-    return value[0]
+class U64Slots:
+    """Native-order u64 slots of a shared mapping, read with acquire and written with release.
 
-
-def store_u64(buffer, offset: int, value: int) -> None:
-    """Release-store ``value`` as a native-order u64 at ``buffer[offset]``; 8-byte aligned.
-
-    Everything written before this store is visible to a process that
-    ``load_u64``s the new value (one writer per cursor).
+    A reader that loads a cursor then sees every byte its writer stored before
+    publishing it, on any CPU, not only where plain stores stay in order (x86-64).
+    Alignment and bounds are checked once, here and in ``loader``/``storer``, which
+    give one slot's calls already bound (a cursor read costs one C call, no checks).
+    ``release()`` before closing the mapping (this holds an export of it).
     """
-    if not 0 <= value <= U64_MAX:
-        raise ValueError(f"store_u64: {value} is not an unsigned 64-bit value")
-    with _writable(buffer) as buf:
-        _check(lib.rb_store_u64(buf, len(buf), offset, value), "store_u64")
+
+    def __init__(self, buffer, count: int):
+        self._buffer = ffi.from_buffer("uint64_t[]", buffer, require_writable=True)
+        if len(self._buffer) < count:
+            self.release()
+            raise ValueError(f"U64Slots: {count} slots do not fit in {len(buffer)} bytes")
+        if int(ffi.cast("uintptr_t", self._buffer)) % 8:
+            self.release()
+            raise ValueError("U64Slots: the buffer is not 8-byte aligned in memory")
+        self.count = count
+
+    def _checked(self, index: int) -> int:
+        if not 0 <= index < self.count:
+            raise IndexError(f"slot {index} of {self.count}")
+        return index
+
+    def loader(self, index: int):
+        """A no-argument callable: the acquire-load of slot ``index``."""
+        return partial(lib.rb_slot_load, self._buffer, self._checked(index))
+
+    def storer(self, index: int):
+        """A one-argument callable: release-store its value (0..2**64-1) in slot ``index``."""
+        # cffi refuses a value outside uint64_t with OverflowError before anything is written.
+        return partial(lib.rb_slot_store, self._buffer, self._checked(index))
+
+    def load(self, index: int) -> int:
+        return lib.rb_slot_load(self._buffer, self._checked(index))
+
+    def store(self, index: int, value: int) -> None:
+        lib.rb_slot_store(self._buffer, self._checked(index), value)
+
+    def release(self) -> None:
+        ffi.release(self._buffer)
 
 
 # ---- CRC ----

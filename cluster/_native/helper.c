@@ -165,35 +165,18 @@ int64_t rb_preheat_read(const uint8_t *buf, size_t buf_len, int64_t start, int64
 
 /* ---- cursors ---- */
 
-/* An 8-byte atomic must be 8-byte aligned in memory, not just in the buffer. */
-static int check_u64_slot(const uint8_t *buf, size_t buf_len, int64_t offset)
-{
-    int rc = check_span(buf_len, offset, 8);
-    if (rc != RB_OK)
-        return rc;
-    if ((uintptr_t)(buf + offset) % 8 != 0)
-        return RB_E_ALIGNMENT;
-    return RB_OK;
-}
-
 /* Acquire pairs with the writer's release: a reader that sees a cursor also
- * sees every byte the writer stored before publishing it. */
-int rb_load_u64(const uint8_t *buf, size_t buf_len, int64_t offset, uint64_t *value_out)
+ * sees every byte the writer stored before publishing it, on every CPU (x86-64
+ * orders plain stores already; arm64 needs these barriers). No checks here: the
+ * caller (cluster._native.U64Slots) checked alignment and bounds once. */
+uint64_t rb_slot_load(const uint64_t *slots, int64_t index)
 {
-    int rc = check_u64_slot(buf, buf_len, offset);
-    if (rc != RB_OK)
-        return rc;
-    *value_out = __atomic_load_n((const uint64_t *)(buf + offset), __ATOMIC_ACQUIRE);
-    return RB_OK;
+    return __atomic_load_n(slots + index, __ATOMIC_ACQUIRE);
 }
 
-int rb_store_u64(uint8_t *buf, size_t buf_len, int64_t offset, uint64_t value)
+void rb_slot_store(uint64_t *slots, int64_t index, uint64_t value)
 {
-    int rc = check_u64_slot(buf, buf_len, offset);
-    if (rc != RB_OK)
-        return rc;
-    __atomic_store_n((uint64_t *)(buf + offset), value, __ATOMIC_RELEASE);
-    return RB_OK;
+    __atomic_store_n(slots + index, value, __ATOMIC_RELEASE);
 }
 
 /* ---- CRC-32, slice-by-8 ---- */

@@ -70,7 +70,6 @@ uint32_t rb_record_magic(int blank);
 enum rb_status {
     RB_OK = 0,
     RB_E_RANGE = -10001,           /* [start, end) not inside the buffer */
-    RB_E_ALIGNMENT = -10002,       /* a u64 slot not on an 8-byte boundary */
     RB_E_ARGUMENT = -10003,        /* topic longer than 127 bytes, page size not a power of two */
     RB_E_BATCH_MALFORMED = -10004, /* batch item sizes do not add up */
     RB_E_DEST_TOO_SMALL = -10005   /* the records do not fit: roll to the next file */
@@ -95,9 +94,9 @@ int64_t rb_preheat_read(const uint8_t *buf, size_t buf_len, int64_t start, int64
 
 /* ---- cursors shared between processes through one mmap ---- */
 
-/* Acquire load / release store of the native-order u64 at buf[offset]. */
-int rb_load_u64(const uint8_t *buf, size_t buf_len, int64_t offset, uint64_t *value_out);
-int rb_store_u64(uint8_t *buf, size_t buf_len, int64_t offset, uint64_t value);
+/* Acquire load / release store of the native-order u64 slots[index]; slots 8-byte aligned. */
+uint64_t rb_slot_load(const uint64_t *slots, int64_t index);
+void rb_slot_store(uint64_t *slots, int64_t index, uint64_t value);
 
 /* ---- CRC-32 (zlib's: reflected polynomial 0xEDB88320) ---- */
 

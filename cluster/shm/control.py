@@ -1,10 +1,10 @@
 """The control block: a 4 KiB shared file of u64 cursors, one writing process each.
 
 Every process of a broker maps ``<store_dir>/control`` (or another path given to
-``ControlBlock``). Each slot is an 8-byte aligned native-order u64: an aligned 64-bit
-load or store is a single instruction on x86-64, so a reader sees the old value or
-the new one, never a torn mix, and because each slot has exactly one writer no lock
-is needed. Sync flush is then "wait until flushed_pos >= my end", a comparison.
+``ControlBlock``). Each slot is an 8-byte aligned native-order u64, read and written
+through the C helper as one atomic load or store (``cluster._native.U64Slots``), so a
+reader sees the old value or the new one, never a torn mix, and because each slot has
+exactly one writer no lock is needed. Sync flush is then "wait until flushed_pos >= my end", a comparison.
 
 | slot | name | written by | meaning |
 | --- | --- | --- | --- |
@@ -21,8 +21,9 @@ is needed. Sync flush is then "wait until flushed_pos >= my end", a comparison.
 
 Exception: recovery runs in the broker before any worker starts and sets write_pos,
 flushed_pos and dispatched_pos together. Writers publish a cursor only after the bytes
-it covers are written (x86-64 keeps stores in order), so a reader that loads a cursor
-and then reads below it sees complete data.
+it covers are written, with a release store, and readers load it with acquire, so a
+reader that loads a cursor and then reads below it sees complete data on any CPU
+(not only where stores stay in order, as on x86-64).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import mmap
 import os
 import sys
 
+from cluster._native import U64Slots
 from cluster.shm.mapped_file import create_file
 
 SIZE_BYTES = 4096
@@ -55,10 +57,10 @@ def _slot_property(name: str):
     index = SLOTS[name]
 
     def get(self) -> int:
-        return self._u64[index]
+        return self._load[index]()
 
     def set(self, value: int) -> None:
-        self._u64[index] = value
+        self._store[index](value)
 
     return property(get, set, doc=f"u64 slot {index} ({name})")
 
@@ -76,8 +78,11 @@ class ControlBlock:
         finally:
             os.close(fd)
         # The one view of the mapping; close() releases it before closing the mmap.
-        self._u64 = memoryview(self._mm).cast("Q")
-        magic = self._u64[0]
+        self._slots = U64Slots(self._mm, SIZE_BYTES // 8)
+        # Each slot's acquire-load and release-store, bound once: a cursor access is one C call.
+        self._load = [self._slots.loader(i) for i in range(len(SLOTS))]
+        self._store = [self._slots.storer(i) for i in range(len(SLOTS))]
+        magic = self._slots.load(SLOTS["magic"])
         if magic != MAGIC:
             self.close()
             raise ValueError(f"{path} is not a control block (magic 0x{magic:016x})")
@@ -93,23 +98,24 @@ class ControlBlock:
     topics_epoch = _slot_property("topics_epoch")
 
     def get(self, name: str) -> int:
-        return self._u64[SLOTS[name]]
+        return self._slots.load(SLOTS[name])
 
     def set(self, name: str, value: int) -> None:
-        self._u64[SLOTS[name]] = value
+        self._slots.store(SLOTS[name], value)
 
     def heartbeat(self, role: str, now_ms: int) -> None:
-        self._u64[SLOTS[f"heartbeat_{role}_ms"]] = now_ms
+        self._slots.store(SLOTS[f"heartbeat_{role}_ms"], now_ms)
 
     def heartbeat_ms(self, role: str) -> int:
-        return self._u64[SLOTS[f"heartbeat_{role}_ms"]]
+        return self._slots.load(SLOTS[f"heartbeat_{role}_ms"])
 
     def snapshot(self) -> dict[str, int]:
-        return {name: self._u64[i] for name, i in SLOTS.items() if name != "magic"}
+        return {name: self._slots.load(i) for name, i in SLOTS.items() if name != "magic"}
 
     def close(self) -> None:
-        if self._u64 is not None:
-            self._u64.release()
-            self._u64 = None
+        if self._slots is not None:
+            self._load = self._store = []
+            self._slots.release()
+            self._slots = None
         if not self._mm.closed:
             self._mm.close()

@@ -359,34 +359,58 @@ def test_preheat_write_refuses_a_read_only_buffer():
         _native.preheat_write(b"\x00" * PAGE, 0, PAGE)
 
 
-def test_u64_round_trip_across_two_maps_of_one_file(tmp_path):
+def test_u64_slots_round_trip_across_two_maps_of_one_file(tmp_path):
     with open_map(tmp_path, PAGE, "control") as writer, open_map(tmp_path, PAGE, "control") as reader:
-        for offset, value in ((0, 1), (8, 2**64 - 1), (64, 0x0102030405060708), (PAGE - 8, 2**40 + 3)):
-            _native.store_u64(writer, offset, value)
-            assert _native.load_u64(reader, offset) == value
-            assert struct.unpack_from("=Q", reader, offset)[0] == value  # native byte order
-        struct.pack_into("=Q", writer, 16, 77)
-        assert _native.load_u64(reader, 16) == 77
-        with pytest.raises(ValueError):
-            _native.load_u64(reader, 4)           # not 8-byte aligned
-        with pytest.raises(ValueError):
-            _native.store_u64(writer, PAGE - 4, 1)  # runs past the end
-        with pytest.raises(ValueError):
-            _native.store_u64(writer, 0, -1)
-        with pytest.raises(ValueError):
-            _native.store_u64(writer, 0, 2**64)
+        w, r = _native.U64Slots(writer, PAGE // 8), _native.U64Slots(reader, PAGE // 8)
+        try:
+            for index, value in ((0, 1), (1, 2**64 - 1), (8, 0x0102030405060708), (PAGE // 8 - 1, 2**40 + 3)):
+                w.store(index, value)
+                assert r.load(index) == value
+                assert struct.unpack_from("=Q", reader, index * 8)[0] == value  # native byte order
+            struct.pack_into("=Q", writer, 16, 77)
+            assert r.load(2) == r.loader(2)() == 77
+            w.storer(3)(78)
+            assert r.load(3) == 78
+            with pytest.raises(IndexError):
+                r.load(PAGE // 8)                  # past the end
+            with pytest.raises(IndexError):
+                w.storer(-1)
+            with pytest.raises(OverflowError):
+                w.store(0, -1)
+            with pytest.raises(OverflowError):
+                w.storer(0)(2**64)
+            assert r.load(0) == 1                  # a refused store wrote nothing
+        finally:
+            w.release()
+            r.release()
 
 
-def test_u64_is_seen_by_another_process(tmp_path):
+def test_u64_slots_refuse_a_short_or_misaligned_buffer(tmp_path):
+    with pytest.raises(ValueError):
+        _native.U64Slots(bytearray(15), 2)
+    with open_map(tmp_path, PAGE, "control") as m:   # a mapping starts on a page boundary
+        view = memoryview(m)
+        try:
+            with pytest.raises(ValueError):
+                _native.U64Slots(view[4:20], 1)
+        finally:
+            view.release()
+
+
+def test_u64_slots_are_seen_by_another_process(tmp_path):
     with open_map(tmp_path, PAGE, "control") as m:
         code = ("import mmap, os, sys; from cluster import _native; fd = os.open(sys.argv[1], os.O_RDWR); "
-                "m = mmap.mmap(fd, mmap.PAGESIZE); _native.store_u64(m, 8, 123456789); "
-                "print(_native.load_u64(m, 0))")
-        _native.store_u64(m, 0, 42)
-        out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "control")],
-                             check=True, capture_output=True, text=True).stdout
-        assert out.strip() == "42"
-        assert _native.load_u64(m, 8) == 123456789
+                "m = mmap.mmap(fd, mmap.PAGESIZE); s = _native.U64Slots(m, 2); s.store(1, 123456789); "
+                "print(s.load(0)); s.release()")
+        slots = _native.U64Slots(m, 2)
+        try:
+            slots.store(0, 42)
+            out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "control")],
+                                 check=True, capture_output=True, text=True).stdout
+            assert out.strip() == "42"
+            assert slots.load(1) == 123456789
+        finally:
+            slots.release()
 
 
 # ---- errors ----
