@@ -8,6 +8,7 @@ import os
 import socket
 from typing import Sequence
 
+from cluster.clock import SYSTEM_CLOCK, Clock
 from cluster.client.routes import RouteCache, namesrv_endpoints_from_env, normalize_endpoint
 from cluster.config import ClientConfig
 from cluster.errors import ClientClosed
@@ -24,7 +25,8 @@ def _local_ip() -> str:
 
 
 class ClientBase:
-    def __init__(self, namesrv: str | Sequence[str] | None = None, config: ClientConfig | None = None):
+    def __init__(self, namesrv: str | Sequence[str] | None = None, config: ClientConfig | None = None,
+                 clock: Clock = SYSTEM_CLOCK):
         cfg = config or ClientConfig(namesrv_endpoints=namesrv_endpoints_from_env())
         if namesrv is not None:
             endpoints = (namesrv,) if isinstance(namesrv, str) else tuple(namesrv)
@@ -32,6 +34,8 @@ class ClientBase:
             cfg = dataclasses.replace(cfg, namesrv_endpoints=endpoints)
         cfg.validate()
         self.cfg = cfg
+        # Deadlines, back-offs, latency windows and expiry read this (a test may pass a ManualClock).
+        self.clock = clock
         self.rpc = RpcClient(cfg.request_timeout_ms)
         self.routes = RouteCache(self.rpc, cfg)
         self._closed = False

@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import logging
 import threading
-import time
 from typing import Callable, Sequence
 
 from cluster.client import broker_api
@@ -39,6 +38,7 @@ from cluster.client.process_queue import ProcessQueue
 from cluster.client.pull_service import PullService
 from cluster.client.rebalance import Rebalancer
 from cluster.client.routes import normalize_endpoint
+from cluster.clock import SYSTEM_CLOCK, Clock
 from cluster.config import ClientConfig, name_problem
 from cluster.errors import BrokerError, ClientError, NoRouteError
 from cluster.filter.expressions import SUBSCRIBE_ALL
@@ -60,13 +60,13 @@ class _QueueClient(ClientBase):
     pulled from a slave, and offsets committed there (``_commit_endpoint``).
     """
 
-    def __init__(self, namesrv=None, config: ClientConfig | None = None):
-        super().__init__(namesrv, config)
+    def __init__(self, namesrv=None, config: ClientConfig | None = None, clock: Clock = SYSTEM_CLOCK):
+        super().__init__(namesrv, config, clock)
         self._suggested: dict[MessageQueue, int] = {}
         self._master_down_until: dict[str, float] = {}
 
     def _master_down(self, broker_name: str) -> bool:
-        return self._master_down_until.get(broker_name, 0.0) > time.monotonic()
+        return self._master_down_until.get(broker_name, 0.0) > self.clock.monotonic()
 
     def _pick(self, mq: MessageQueue, wanted: int) -> tuple[str, int]:
         route = self.routes.get(mq.topic)
@@ -96,7 +96,7 @@ class _QueueClient(ClientBase):
         if response is None:
             self.routes.suspect(mq.broker_name)
             if broker_id == MASTER_ID:
-                self._master_down_until[mq.broker_name] = time.monotonic() + self.cfg.slave_fallback_ms / 1000
+                self._master_down_until[mq.broker_name] = self.clock.monotonic() + self.cfg.slave_fallback_ms / 1000
             self._suggested[mq] = MASTER_ID
             return
         if broker_id == MASTER_ID:
@@ -179,8 +179,9 @@ class PushConsumer(_QueueClient):
                  cached_bytes_max: int | None = None, allocate=allocate_average, reconsume_delay_s: float = 1.0,
                  on_commit: Callable[[MessageQueue, int], None] | None = None,
                  on_queue_start: Callable[[MessageQueue, int], None] | None = None,
-                 max_reconsume_times: int = RECONSUME_TIMES_MAX_DEFAULT, message_model: str = CLUSTERING):
-        super().__init__(namesrv, config)
+                 max_reconsume_times: int = RECONSUME_TIMES_MAX_DEFAULT, message_model: str = CLUSTERING,
+                 clock: Clock = SYSTEM_CLOCK):
+        super().__init__(namesrv, config, clock)
         problem = name_problem("consumer group", group)
         if problem:
             raise ValueError(problem)
@@ -310,12 +311,12 @@ class PushConsumer(_QueueClient):
 
     def _background(self) -> None:
         cfg = self.cfg
-        now = time.monotonic()
+        now = self.clock.monotonic()
         next_heartbeat = now + cfg.client_heartbeat_interval_ms / 1000
         next_rebalance = now + cfg.rebalance_interval_ms / 1000
         next_commit = now + cfg.consumer_offset_commit_interval_ms / 1000
         while not self._stop.wait(0.05):
-            now = time.monotonic()
+            now = self.clock.monotonic()
             try:
                 self.pull_service.resume_paused(now)
                 if now >= next_heartbeat:

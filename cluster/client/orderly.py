@@ -32,7 +32,6 @@ import enum
 import json
 import logging
 import threading
-import time
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
@@ -149,7 +148,7 @@ class OrderlyService:
         granted: set[MessageQueue] = set()
         c = self.consumer
         for endpoint, asked in self._by_endpoint(mqs).items():
-            sent = time.monotonic()
+            sent = c.clock.monotonic()
             try:
                 held = lock_batch_mq(c.rpc, endpoint, c.group, c.client_id, asked)
             except (ClientError, TransportError) as exc:
@@ -178,7 +177,7 @@ class OrderlyService:
             return True
         granted = self._lock_times.get(mq)
         return granted is not None and \
-            time.monotonic() - granted <= self.consumer.cfg.rebalance_lock_max_live_ms / 1000
+            self.consumer.clock.monotonic() - granted <= self.consumer.cfg.rebalance_lock_max_live_ms / 1000
 
     def _start_renewer(self) -> None:
         if self._renewer is None:
@@ -284,7 +283,7 @@ class OrderlyService:
 
     def _consume_line(self, line: _Line) -> None:
         pq = line.pq
-        started = time.monotonic()
+        started = self.consumer.clock.monotonic()
         while True:
             if pq.dropped or self.consumer._stop.is_set():
                 return  # the line is given up with its queue; the offset stays at its head
@@ -292,7 +291,7 @@ class OrderlyService:
                 log.info("lock of %s not valid; consuming it waits for a new lock", pq.mq)
                 self._later(RELOCK_DELAY_S, self._relock_and_run, line)
                 return
-            if time.monotonic() - started > CONSUME_CONTINUOUSLY_S_MAX:
+            if self.consumer.clock.monotonic() - started > CONSUME_CONTINUOUSLY_S_MAX:
                 self._later(0.01, self._run, line)  # let other queues have this thread
                 return
             with line.guard:

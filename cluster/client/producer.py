@@ -17,12 +17,12 @@ import itertools
 from array import array
 import logging
 import threading
-import time
 import zlib
 from concurrent.futures import Future
 from typing import Callable, Sequence
 
 from cluster import _native
+from cluster.clock import SYSTEM_CLOCK, Clock
 from cluster.client.base import ClientBase
 from cluster.client.fault_tolerance import LatencyFaultTolerance, select_round_robin
 from cluster.client.message import UNIQUE_IDS, Message, MessageQueue, SendResult, SendStatus
@@ -53,14 +53,14 @@ _TYPE_PROPERTIES = frozenset({"DELAY", "TIMER_DELIVER_MS", "TRAN_MSG"})
 
 class Producer(ClientBase):
     def __init__(self, group: str = "DEFAULT_PRODUCER", namesrv: str | Sequence[str] | None = None,
-                 config: ClientConfig | None = None):
-        super().__init__(namesrv, config)
+                 config: ClientConfig | None = None, *, clock: Clock = SYSTEM_CLOCK):
+        super().__init__(namesrv, config, clock)
         problem = name_problem("producer group", group)
         if problem:
             raise ValueError(problem)
         self.group = group
         self._counter = itertools.count()
-        self.faults = LatencyFaultTolerance.from_config(self.cfg)
+        self.faults = LatencyFaultTolerance.from_config(self.cfg, self.clock.monotonic)
         self._stats_lock = threading.Lock()
         self.sent_ok = 0
         self.send_failures = 0
@@ -106,7 +106,7 @@ class Producer(ClientBase):
     def _request(self, code: int, topic: str, queue: MessageQueue, body: bytes, props: str, sys_flag: int,
                  flag: int, auto_create: bool, batch: bool) -> Command:
         fields = {"producerGroup": self.group, "topic": topic, "queueId": str(queue.queue_id),
-                  "sysFlag": str(sys_flag), "bornTimestamp": str(int(time.time() * 1000)), "flag": str(flag),
+                  "sysFlag": str(sys_flag), "bornTimestamp": str(self.clock.now_ms()), "flag": str(flag),
                   "properties": props, "reconsumeTimes": "0", "unitMode": "false",
                   "batch": "true" if batch else "false"}
         if auto_create:
@@ -125,16 +125,16 @@ class Producer(ClientBase):
         if failed:
             self.routes.suspect(broker)
         if self.cfg.send_latency_fault_enabled:
-            self.faults.update(broker, (time.monotonic() - started_s) * 1000, isolation=failed)
+            self.faults.update(broker, (self.clock.monotonic() - started_s) * 1000, isolation=failed)
 
     def _send_deadline(self, timeout_ms: int | None) -> tuple[int, float]:
         """(the send's time-out in ms, its deadline on the monotonic clock)."""
         timeout_ms = timeout_ms or self.cfg.send_timeout_ms or self.cfg.request_timeout_ms
-        return timeout_ms, time.monotonic() + timeout_ms / 1000
+        return timeout_ms, self.clock.monotonic() + timeout_ms / 1000
 
     def _attempt_timeout_ms(self, deadline: float) -> int:
         """What is left of the send's time, at most one request's time-out; <= 0 when none is left."""
-        return min(int((deadline - time.monotonic()) * 1000), self.cfg.request_timeout_ms)
+        return min(int((deadline - self.clock.monotonic()) * 1000), self.cfg.request_timeout_ms)
 
     def fault_state(self) -> dict[str, dict]:
         """broker -> {latency_ms, isolated, available, unavailable_for_ms} (empty with fault tolerance off)."""
@@ -215,7 +215,7 @@ class Producer(ClientBase):
         send = _SendAttempts(self, topic, body, props, sys_flag, flag, uniq, timeout_ms, queue, code, batch)
         while (attempt := send.next_attempt()) is not None:
             target, endpoint, request, left_ms = attempt
-            started = time.monotonic()
+            started = self.clock.monotonic()
             try:
                 response = self.rpc.call(endpoint, request, left_ms)
             except TransportError as exc:
@@ -249,7 +249,7 @@ class Producer(ClientBase):
                 outer.set_exception(send.failure())
                 return
             target, endpoint, request, left_ms = planned
-            started = time.monotonic()
+            started = self.clock.monotonic()
 
             def done(f: Future) -> None:
                 error = f.exception()

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from concurrent.futures import Future
 
 from cluster.client import broker_api
@@ -63,7 +62,7 @@ class PullService:
 
     def pause(self, pq: ProcessQueue, delay_s: float) -> None:
         with self._paused_lock:
-            self._paused.append((time.monotonic() + delay_s, pq))
+            self._paused.append((self.consumer.clock.monotonic() + delay_s, pq))
 
     def resume_paused(self, now: float) -> None:
         with self._paused_lock:

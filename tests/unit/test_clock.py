@@ -35,3 +35,28 @@ def test_manual_sleep_wakes_when_time_reaches_it():
     clock.advance(1)
     assert woke.wait(10)
     clock.sleep(0)  # a non-positive sleep returns at once
+
+
+def test_a_producer_times_its_sends_and_fault_windows_by_its_clock():
+    """The client's deadlines and latency-fault windows follow the clock it is given, so a test
+    can move time instead of waiting for it (no broker needed: nothing is sent)."""
+    from cluster.client.producer import Producer
+    from cluster.config import ClientConfig
+
+    clock = ManualClock()
+    cfg = ClientConfig(namesrv_endpoints=("tcp://127.0.0.1:9",), request_timeout_ms=3000, send_timeout_ms=5000,
+                       send_latency_fault_enabled=True)
+    producer = Producer("ClockPG", config=cfg, clock=clock)
+    try:
+        _, deadline = producer._send_deadline(None)
+        assert producer._attempt_timeout_ms(deadline) == 3000
+        clock.advance(4.5)
+        assert producer._attempt_timeout_ms(deadline) == 500
+        clock.advance(1)
+        assert producer._attempt_timeout_ms(deadline) <= 0
+        producer._record("broker-x", clock.monotonic(), failed=True)   # isolated: a failed attempt
+        assert not producer.faults.is_available("broker-x")
+        clock.advance(producer.faults.unavailable_for_ms("broker-x") / 1000 + 0.001)
+        assert producer.faults.is_available("broker-x")
+    finally:
+        producer.shutdown()
