@@ -27,42 +27,46 @@ RESET_TO_MAX_OFFSET = -1
 
 
 class ResetOffsetProcessor:
-    def __init__(self, broker):
-        self.broker = broker
+    """INVOKE_BROKER_TO_RESET_OFFSET, from the parts it uses: topics, the group's members and how
+    to tell them, the store's offsets by time, the group's committed offsets."""
+
+    def __init__(self, broker_name: str, topics, clients, store, offsets, notify_peer):
+        self.broker_name = broker_name
+        self.topics, self.clients, self.store, self.offsets = topics, clients, store, offsets
+        self.notify_peer = notify_peer  # (peer, command): a one-way request to a connected client
         self.resets = 0
 
     @answers_refusals
     def on_invoke_broker_to_reset_offset(self, request: Command, reply=None) -> Command:
-        broker = self.broker
         topic = field_str(request, "topic")
         group = field_str(request, "group")
         timestamp_ms = field_int(request, "timestamp")
         force = request.fields.get("isForce", "true").lower() == "true"
-        cfg = broker.topics.get(topic)
+        cfg = self.topics.get(topic)
         if cfg is None:
-            raise ProtocolError(f"topic {topic} does not exist on {broker.cfg.broker_name}",
+            raise ProtocolError(f"topic {topic} does not exist on {self.broker_name}",
                                 ResponseCode.TOPIC_NOT_EXIST)
-        members = broker.clients.groups.get(group) or {}
+        members = self.clients.groups.get(group) or {}
         if not members:
             return request.response(ResponseCode.CONSUMER_NOT_ONLINE,
                                     remark=f"no consumer of group {group} is online; cannot reset offsets of {topic}")
         offsets: dict[MessageQueue, int] = {}
         for queue_id in range(max(cfg.readQueueNums, cfg.writeQueueNums)):
             if timestamp_ms == RESET_TO_MAX_OFFSET:
-                target = broker.store.max_offset(topic, queue_id)
+                target = self.store.max_offset(topic, queue_id)
             else:
-                target = broker._offset_by_time(topic, queue_id, timestamp_ms)
-            committed = broker.offsets.query(group, topic, queue_id)
+                target = self.store.offset_by_time(topic, queue_id, timestamp_ms)
+            committed = self.offsets.query(group, topic, queue_id)
             if not force and committed is not None and committed <= target:
                 target = committed
-            offsets[MessageQueue(topic, broker.cfg.broker_name, queue_id)] = target
+            offsets[MessageQueue(topic, self.broker_name, queue_id)] = target
         if any(m.message_model == "CLUSTERING" for m in members.values()):
             for mq, offset in offsets.items():
-                broker.offsets.commit(group, topic, mq.queue_id, offset)
+                self.offsets.commit(group, topic, mq.queue_id, offset)
         body = to_json_bytes({"offsetTable": offset_table_rows(offsets)})
         fields = {"topic": topic, "group": group, "timestamp": str(timestamp_ms), "isForce": str(force).lower()}
-        for peer in broker.clients.peers(group):
-            broker.server.notify(peer, Command(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, dict(fields), body))
+        for peer in self.clients.peers(group):
+            self.notify_peer(peer, Command(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, dict(fields), body))
         self.resets += 1
         log.info("offsets of group %s on %s reset to %d: %s; told %d members", group, topic, timestamp_ms,
                  {mq.queue_id: o for mq, o in offsets.items()}, len(members))

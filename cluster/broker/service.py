@@ -10,14 +10,13 @@ and wakes long-polling pulls.
 from __future__ import annotations
 
 import logging
-import os
 import time
 
 import zmq
 
 from cluster.broker import channels
+from cluster.broker.boot import BootedBroker
 from cluster.broker.clients import ClientRegistry
-from cluster.broker.controller_client import ControllerClient, effective_config
 from cluster.broker.filtering import check_heartbeat_subscriptions
 from cluster.broker.ha import HAClient, HAServer
 from cluster.broker.locks import LockProcessor
@@ -32,18 +31,13 @@ from cluster.broker.slave_sync import SlaveSynchronize
 from cluster.broker.topics import TopicConfig, TopicConfigManager
 from cluster.broker.waiters import FlushWaiters, PullWaiters
 from cluster.clock import SYSTEM_CLOCK, Clock
-from cluster.config import BrokerConfig
 from cluster.protocol import (require_name, answers_refusals, DLQ_TOPIC_PREFIX, PERM_READ_WRITE, ProtocolError,
                               RETRY_TOPIC_PREFIX, RequestCode, ResponseCode, field_int, field_str, json_body,
                               retry_topic, to_json_bytes)
-from cluster.shm.commitlog_format import pack_host, parse_offset_msg_id
-from cluster.shm.control import ControlBlock
-from cluster.shm.epochs import EpochCache
-from cluster.shm.paths import control_path
+from cluster.shm.commitlog_format import parse_offset_msg_id
 from cluster.shm.schedule_format import SCHEDULE_TOPIC
-from cluster.shm.store import MessageStore
 from cluster.wire_format import HEADER_BYTES_MAX, Command
-from cluster.zmq_transport import CONTEXT, EventLoop, RpcClient, RpcServer
+from cluster.zmq_transport import CONTEXT, EventLoop, RpcServer
 
 log = logging.getLogger(__name__)
 
@@ -54,21 +48,18 @@ DELETE_DISPATCH_WAIT_S = 2.0
 
 
 class BrokerService:
-    def __init__(self, cfg: BrokerConfig, clock: Clock = SYSTEM_CLOCK):
-        self.cfg = cfg
+    def __init__(self, booted: BootedBroker, clock: Clock = SYSTEM_CLOCK):
+        """Built from a broker already booted (``boot.py``: recovered, role settled)."""
+        cfg = self.cfg = booted.cfg
         # Wall time for stamps, expiry, schedule and transaction checks; a test passes a ManualClock.
         self.clock = clock
         store_dir = cfg.store.store_dir
-        os.makedirs(store_dir, exist_ok=True)
-        self.control = ControlBlock(control_path(store_dir))
-        self.store = MessageStore(cfg.store, self.control, store_host=pack_host(cfg.host, cfg.port))
-        self.recovery = self.store.recover()
-        log.info("recovery: %s", self.recovery)
-        self.epochs = EpochCache(store_dir)
-        self.namesrv_client = RpcClient(default_timeout_ms=3000)
-        self.controller = None
-        if cfg.controller_mode:
-            cfg = self.cfg = self._take_role_from_controller(cfg)
+        self.control = booted.control
+        self.store = booted.store
+        self.recovery = booted.recovery
+        self.epochs = booted.epochs
+        self.namesrv_client = booted.namesrv_client
+        self.controller = booted.controller
         # The epoch this broker's master serves (0 without a controller): replicated bytes carry it.
         self.epoch = self.controller.epoch if self.controller else 0
         # A slave's store takes only its master's bytes (broker/ha.py); a master serves its slaves.
@@ -90,7 +81,8 @@ class BrokerService:
         self.schedule = ScheduleService(self)
         self.send_back = SendBackProcessor(self)
         self.transactions = TransactionService(self)
-        self.reset_offsets = ResetOffsetProcessor(self)
+        self.reset_offsets = ResetOffsetProcessor(cfg.broker_name, self.topics, self.clients, self.store, self.offsets,
+                                                  lambda peer, command: self.server.notify(peer, command))
         self.locks = LockProcessor(cfg.rebalance_lock_max_live_ms, clock.now_ms)
         self.slave_sync = SlaveSynchronize(self) if cfg.is_slave else None
         self.started_ms = self.clock.now_ms()
@@ -126,23 +118,6 @@ class BrokerService:
             RequestCode.GET_BROKER_RUNTIME_INFO: self.on_runtime_info,
             RequestCode.GET_BROKER_EPOCH_CACHE: self.on_epoch_cache,
         }
-
-    def _take_role_from_controller(self, cfg: BrokerConfig) -> BrokerConfig:
-        """Controller mode: boot as the role the controller names (see controller_client.py)."""
-        self.controller = ControllerClient(cfg, self.store, self.epochs, self.namesrv_client)
-        view, keep = self.controller.resolve()
-        role_cfg = effective_config(cfg, view, self.controller.replica_id)
-        if not role_cfg.is_slave:
-            self.epochs.begin(self.controller.epoch, self.store.commitlog.write_pos)
-            return role_cfg
-        end = self.store.commitlog.write_pos
-        if keep < end:
-            log.warning("this replica's log left the master's at %d: dropping %d bytes past it", keep, end - keep)
-            self.recovery = self.store.recover(truncate_to=keep)
-            log.info("recovery (truncation): %s", self.recovery)
-            self.epochs.truncate(self.store.commitlog.write_pos)
-        return role_cfg
-
 
     def on_role_changed(self) -> None:
         # The process entry point turns this into its restart-me exit code.
@@ -368,7 +343,7 @@ class BrokerService:
     def on_search_offset_by_timestamp(self, request: Command, reply=None) -> Command:
         topic, queue_id = self._topic_queue(request)
         timestamp_ms = field_int(request, "timestamp")
-        offset = self._offset_by_time(topic, queue_id, timestamp_ms)
+        offset = self.store.offset_by_time(topic, queue_id, timestamp_ms)
         return request.response(ResponseCode.SUCCESS, {"offset": str(offset)})
 
     @answers_refusals
@@ -542,20 +517,6 @@ class BrokerService:
     def _record_bytes(self, phys_offset: int) -> bytes | None:
         record = self.store.read_record(phys_offset)
         return None if record is None else self.store.commitlog.read(phys_offset, record.total_size)
-
-    def _offset_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
-        """The first queue offset stored at or after ``timestamp_ms`` (binary search, as RocketMQ)."""
-        low, high = self.store.min_offset(topic, queue_id), self.store.max_offset(topic, queue_id)
-        cq = self.store.cqs.get(topic, queue_id)
-        while cq is not None and low < high:
-            middle = (low + high) // 2
-            entries = cq.read(middle, 1)
-            record = self.store.read_record(entries[0][0]) if entries else None
-            if record is None or record.store_timestamp_ms >= timestamp_ms:
-                high = middle
-            else:
-                low = middle + 1
-        return low
 
 
 def _parse_msg_id(msg_id: str):

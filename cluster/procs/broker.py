@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 
+from cluster.broker.boot import boot
 from cluster.broker.service import BrokerService
 from cluster.config import broker_config_from_json
 from cluster.procs.lifecycle import EXIT_ROLE_CHANGED
@@ -18,7 +19,9 @@ from cluster.zmq_transport import EventLoop
 def build(config_json: str):
     cfg = broker_config_from_json(config_json)
     cfg.validate()
-    service = BrokerService(cfg)
+    booted = boot(cfg)  # recovery and, with a controller, this replica's role
+    service = BrokerService(booted)
+    cfg = booted.cfg
     loop = EventLoop()
     server = service.serve(loop)
 

@@ -408,6 +408,20 @@ class MessageStore:
             return []
         return [(offset + i, phys, size, tag) for i, (phys, size, tag) in enumerate(cq.read(offset, count))]
 
+    def offset_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        """The first queue offset stored at or after ``timestamp_ms`` (binary search, as RocketMQ)."""
+        low, high = self.min_offset(topic, queue_id), self.max_offset(topic, queue_id)
+        cq = self.cqs.get(topic, queue_id)
+        while cq is not None and low < high:
+            middle = (low + high) // 2
+            entries = cq.read(middle, 1)
+            record = self.read_record(entries[0][0]) if entries else None
+            if record is None or record.store_timestamp_ms >= timestamp_ms:
+                high = middle
+            else:
+                low = middle + 1
+        return low
+
     def read_record(self, phys_offset: int) -> fmt.Record | None:
         """The record at ``phys_offset`` (e.g. from an offset msg id), None if there is none."""
         if not 0 <= phys_offset < self.control.write_pos:

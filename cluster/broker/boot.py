@@ -1,0 +1,73 @@
+"""A broker's boot step, before its service exists: recover the store and settle the role.
+
+Recovery (the CommitLog's true end, ConsumeQueues and IndexFiles made consistent with it)
+and, in controller mode, the blocking negotiation of this replica's role (with a slave's
+log cut back to where it left its master's) both happen here. The service is then built
+from what boot returns and has no side effects of its own, so a test can build one in
+process over a store directory without forking.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+
+from cluster.broker.controller_client import ControllerClient, effective_config
+from cluster.config import BrokerConfig
+from cluster.shm.commitlog_format import pack_host
+from cluster.shm.control import ControlBlock
+from cluster.shm.epochs import EpochCache
+from cluster.shm.paths import control_path
+from cluster.shm.recovery import RecoveryReport
+from cluster.shm.store import MessageStore
+from cluster.zmq_transport import RpcClient
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class BootedBroker:
+    """What a broker serves from: its settings (with the controller's role, if any), its
+    recovered store and control block, its epoch file and its controller link."""
+
+    cfg: BrokerConfig
+    control: ControlBlock
+    store: MessageStore
+    recovery: RecoveryReport
+    epochs: EpochCache
+    namesrv_client: RpcClient
+    controller: ControllerClient | None
+
+
+def boot(cfg: BrokerConfig) -> BootedBroker:
+    store_dir = cfg.store.store_dir
+    os.makedirs(store_dir, exist_ok=True)
+    control = ControlBlock(control_path(store_dir))
+    store = MessageStore(cfg.store, control, store_host=pack_host(cfg.host, cfg.port))
+    recovery = store.recover()
+    log.info("recovery: %s", recovery)
+    epochs = EpochCache(store_dir)
+    namesrv_client = RpcClient(default_timeout_ms=3000)
+    controller = None
+    if cfg.controller_mode:
+        controller = ControllerClient(cfg, store, epochs, namesrv_client)
+        cfg, recovery = _take_role_from_controller(cfg, controller, store, epochs, recovery)
+    return BootedBroker(cfg, control, store, recovery, epochs, namesrv_client, controller)
+
+
+def _take_role_from_controller(cfg: BrokerConfig, controller: ControllerClient, store: MessageStore,
+                               epochs: EpochCache, recovery: RecoveryReport) -> tuple[BrokerConfig, RecoveryReport]:
+    """Controller mode: boot as the role the controller names (see controller_client.py)."""
+    view, keep = controller.resolve()
+    role_cfg = effective_config(cfg, view, controller.replica_id)
+    if not role_cfg.is_slave:
+        epochs.begin(controller.epoch, store.commitlog.write_pos)
+        return role_cfg, recovery
+    end = store.commitlog.write_pos
+    if keep < end:
+        log.warning("this replica's log left the master's at %d: dropping %d bytes past it", keep, end - keep)
+        recovery = store.recover(truncate_to=keep)
+        log.info("recovery (truncation): %s", recovery)
+        epochs.truncate(store.commitlog.write_pos)
+    return role_cfg, recovery
