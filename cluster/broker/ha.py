@@ -77,11 +77,13 @@ class SlaveState:
 class HAServer:
     """The master side, on the broker's event loop."""
 
-    def __init__(self, broker):
-        self.broker = broker
-        self.cfg = broker.cfg
-        self.store = broker.store
-        self.control = broker.control
+    def __init__(self, cfg, store, control, epoch: int, epochs):
+        """``epoch``: the epoch this master serves (0 without a controller); ``epochs``: its epoch file."""
+        self.cfg = cfg
+        self.store = store
+        self.control = control
+        self.epoch = epoch
+        self.epochs = epochs
         self.slaves: dict[bytes, SlaveState] = {}
         self.replica_waiters = FlushWaiters()
         self.in_sync = False
@@ -138,13 +140,13 @@ class HAServer:
         write_pos = self.control.write_pos
         chunk_max = self.cfg.ha_chunk_bytes
         window = self.cfg.ha_window_bytes
-        master_epoch = self.broker.epoch
+        master_epoch = self.epoch
         for slave in list(self.slaves.values()):
             if slave.diverged:
                 continue
             while slave.sent < write_pos and slave.sent - slave.acked < window:
                 # A chunk stays inside one epoch, so the slave's epoch file can say where each begins.
-                epoch, epoch_start, next_epoch_start = self.broker.epochs.epoch_at(slave.sent)
+                epoch, epoch_start, next_epoch_start = self.epochs.epoch_at(slave.sent)
                 limit = chunk_max if next_epoch_start is None else min(chunk_max, next_epoch_start - slave.sent)
                 chunk = self.store.replication_chunk(slave.sent, limit)
                 if chunk is None:
@@ -231,16 +233,18 @@ class HAServer:
 class HAClient:
     """The slave side, on the slave broker's event loop: the only writer of its CommitLog."""
 
-    def __init__(self, broker):
-        self.broker = broker
-        self.cfg = broker.cfg
-        self.store = broker.store
+    def __init__(self, cfg, store, epoch: int, epochs, on_written):
+        """``epoch``: the master epoch it was named for; ``on_written()``: replicated bytes were appended."""
+        self.cfg = cfg
+        self.store = store
+        self.epochs = epochs
+        self.on_written = on_written
         self.socket = None
         self.received_bytes = 0
         self._reported_s = 0.0
         self.heard_s = 0.0
         # With a controller: the epoch of the master it named; bytes of any other epoch are refused.
-        self.master_epoch: int | None = broker.epoch if broker.cfg.controller_mode else None
+        self.master_epoch: int | None = epoch if cfg.controller_mode else None
         self.refused_chunks = 0
         self._refusal_logged_s = 0.0
 
@@ -281,8 +285,8 @@ class HAClient:
             data = frames[2].buffer
             pos = commitlog.write_pos
             if offset == pos:
-                if header.epoch > self.broker.epochs.last_epoch:
-                    self.broker.epochs.begin(header.epoch, header.epoch_start)
+                if header.epoch > self.epochs.last_epoch:
+                    self.epochs.begin(header.epoch, header.epoch_start)
                 if not self.store.append_replicated(offset, data):
                     log.error("cannot append replicated bytes at %d (disk full?)", offset)
                     gap = True
@@ -293,7 +297,7 @@ class HAClient:
                 gap = True
         if appended:
             self.heard_s = time.monotonic()
-            self.broker.on_written()
+            self.on_written()
         now = time.monotonic()
         if gap and now - self._reported_s >= REPORT_INTERVAL_S:
             self._reported_s = now

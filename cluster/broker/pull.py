@@ -33,10 +33,13 @@ def memory_share_bytes(ratio: float = 0.4) -> int:
 
 
 class PullProcessor:
-    def __init__(self, broker):
-        self.broker = broker
-        self.cfg = broker.cfg
-        self.store = broker.store
+    def __init__(self, cfg, store, topics, offsets, pull_waiters, ha):
+        self.cfg = cfg
+        self.store = store
+        self.topics = topics
+        self.offsets = offsets
+        self.pull_waiters = pull_waiters
+        self.ha = ha
         self.messages_served = 0
         self.read_distance = self.cfg.slave_read_distance_bytes or memory_share_bytes()
         self.suggested_slave = 0    # pulls a master sent to its slave
@@ -52,7 +55,7 @@ class PullProcessor:
         sys_flag = field_int(request, "sysFlag", 0)
         suspend_ms = min(field_int(request, "suspendTimeoutMillis", 15_000), self.cfg.pull_suspend_ms_max)
         subscription = request.fields.get("subscription", "*")
-        topic_cfg = self.broker.topics.get(topic)
+        topic_cfg = self.topics.get(topic)
         if topic_cfg is None:
             return request.response(ResponseCode.TOPIC_NOT_EXIST, remark=f"topic {topic} does not exist")
         if not topic_cfg.perm & PERM_READ:
@@ -68,7 +71,7 @@ class PullProcessor:
             commit_offset = field_int(request, "commitOffset", -1)
             # Same rules as UPDATE_CONSUMER_OFFSET: a valid group, an offset inside the queue.
             if 0 <= commit_offset <= self.store.max_offset(topic, queue_id) and not name_problem("group", group):
-                self.broker.offsets.commit(group, topic, queue_id, commit_offset)
+                self.offsets.commit(group, topic, queue_id, commit_offset)
         may_suspend = bool(sys_flag & PULL_FLAG_SUSPEND) and suspend_ms > 0
         deadline = time.monotonic() + suspend_ms / 1000
 
@@ -83,12 +86,12 @@ class PullProcessor:
 
         if serve(not may_suspend):
             return None
-        if len(self.broker.pull_waiters) >= self.cfg.parked_pulls_max:
+        if len(self.pull_waiters) >= self.cfg.parked_pulls_max:
             # Every parked pull holds memory until it is answered: refuse past the cap.
             reply(request.response(ResponseCode.SYSTEM_BUSY,
                                    remark=f"{self.cfg.parked_pulls_max} pulls already wait here; retry later"))
             return None
-        self.broker.pull_waiters.park(topic, queue_id, deadline, serve)
+        self.pull_waiters.park(topic, queue_id, deadline, serve)
         return None
 
     def _not_found(self, request, topic, queue_id, offset) -> Command:
@@ -109,10 +112,10 @@ class PullProcessor:
                 return self.cfg.broker_id
             self.suggested_master += 1
             return 0
-        if far and self.broker.ha.in_sync:
+        if far and self.ha.in_sync:
             self.suggested_slave += 1
             # The lowest slave in sync: 1 with static roles; with a controller a slave's id is its replica id.
-            return min(self.broker.ha.in_sync_ids, default=1)
+            return min(self.ha.in_sync_ids, default=1)
         return 0
 
     def _serve(self, request, topic, queue_id, offset, max_count, tag_hashes, selector=None) -> Command | None:

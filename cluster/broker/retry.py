@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import time
 
+from cluster.config import SYNC_FLUSH
 from cluster.protocol import (ProtocolError, ResponseCode, answers_refusals, dlq_topic, field_int, field_str,
                               require_name, retry_topic)
 from cluster.shm import commitlog_format as fmt
@@ -31,9 +32,14 @@ RETRY_LEVEL_BASE = 3
 
 
 class SendBackProcessor:
-    def __init__(self, broker):
-        self.broker = broker
-        self.store = broker.store
+    def __init__(self, cfg, store, delay_level_count, flush_waiters, on_written, ensure_system_topic):
+        self.store = store
+        self.delay_level_count = delay_level_count
+        self.flush_waiters = flush_waiters
+        self.on_written = on_written
+        self.ensure_system_topic = ensure_system_topic
+        self.sync_flush = cfg.store.flush_mode == SYNC_FLUSH
+        self.flush_timeout_ms = cfg.store.flush_sync_timeout_ms
         self.sent_to_retry = 0
         self.sent_to_dlq = 0
 
@@ -51,16 +57,16 @@ class SendBackProcessor:
         props.setdefault(fmt.PROPERTY_RETRY_TOPIC, rec.topic)
         origin = request.fields.get("originMsgId") or props.get(fmt.PROPERTY_UNIQ_KEY) or rec.offset_msg_id()
         props.setdefault(PROPERTY_ORIGIN_MESSAGE_ID, origin)
-        levels = len(self.broker.schedule.levels_ms)
+        levels = self.delay_level_count
         if rec.reconsume_times >= reconsume_max or asked_level < 0:
             target, queue_id = dlq_topic(group), 0
-            self.broker.ensure_system_topic(target)
+            self.ensure_system_topic(target)
             self.sent_to_dlq += 1
             log.info("message %s of %s goes to %s after %d attempts", origin, rec.topic, target,
                      rec.reconsume_times + 1)
         else:
             retry = retry_topic(group)
-            self.broker.ensure_system_topic(retry)
+            self.ensure_system_topic(retry)
             level = asked_level if asked_level > 0 else RETRY_LEVEL_BASE + rec.reconsume_times
             props[fmt.PROPERTY_DELAY] = str(min(level, levels))
             props[fmt.PROPERTY_REAL_TOPIC] = retry
@@ -71,16 +77,16 @@ class SendBackProcessor:
         result = self.store.put_messages(target, queue_id, [message])
         if result.status != PutMessageStatus.PUT_OK:
             raise ProtocolError(f"the store refused the message: {result.status.name}", ResponseCode.SYSTEM_ERROR)
-        self.broker.on_written()
+        self.on_written()
         response = request.response(ResponseCode.SUCCESS)
-        if not self.broker.sender.sync_flush:
+        if not self.sync_flush:
             return response
         # The consumer moves past the message on this answer: in sync flush mode the copy is on disk first.
-        timeout_ms = self.broker.cfg.store.flush_sync_timeout_ms
+        timeout_ms = self.flush_timeout_ms
 
         def on_timeout():
             reply(request.response(ResponseCode.FLUSH_DISK_TIMEOUT, remark=f"not flushed within {timeout_ms} ms"))
 
-        self.broker.flush_waiters.park(result.end_phys_offset, time.monotonic() + timeout_ms / 1000,
+        self.flush_waiters.park(result.end_phys_offset, time.monotonic() + timeout_ms / 1000,
                                        lambda: reply(response), on_timeout)
         return None

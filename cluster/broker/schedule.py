@@ -37,12 +37,17 @@ TIMER_WINDOW = 4096
 
 
 class ScheduleService:
-    def __init__(self, broker):
-        self.broker = broker
-        self.store = broker.store
-        self.levels_ms = parse_levels(broker.cfg.store.message_delay_levels)
+    def __init__(self, cfg, store, topics, clock, on_written, ensure_system_topic):
+        """``on_written()``: records were appended; ``ensure_system_topic(topic)``: create a group's
+        retry or dead-letter topic on first use (False for any other missing topic)."""
+        self.store = store
+        self.topics = topics
+        self.clock = clock
+        self.on_written = on_written
+        self.ensure_system_topic = ensure_system_topic
+        self.levels_ms = parse_levels(cfg.store.message_delay_levels)
         self.timer_queue = len(self.levels_ms)
-        self.progress = ConsumerOffsetManager(broker.cfg.store.store_dir, name="delayOffset")
+        self.progress = ConsumerOffsetManager(cfg.store.store_dir, name="delayOffset")
         self._timer_delivered: set[int] = set()   # timer-queue offsets delivered above the committed one
         self.delivered = 0
 
@@ -51,7 +56,7 @@ class ScheduleService:
     def plan(self, props: dict[str, str], now_ms: int | None = None) -> int | None:
         """The schedule queue a message with these properties waits in, None to store it now.
         ValueError for a DELAY or TIMER_DELIVER_MS that is not a number."""
-        now_ms = self.broker.clock.now_ms() if now_ms is None else now_ms
+        now_ms = self.clock.now_ms() if now_ms is None else now_ms
         timer = props.get(PROPERTY_TIMER_DELIVER_MS)
         if timer is not None:
             left = int(timer) - now_ms
@@ -77,13 +82,13 @@ class ScheduleService:
     # ---------------------------------------------------------------- delivering
 
     def tick(self) -> None:
-        now = self.broker.clock.now_ms()
+        now = self.clock.now_ms()
         wrote = False
         for queue_id in range(len(self.levels_ms)):
             wrote |= self._deliver_level(queue_id, now)
         wrote |= self._deliver_timer_queue(now)
         if wrote:
-            self.broker.on_written()
+            self.on_written()
 
     def _committed(self, queue_id: int) -> int:
         return self.progress.query(PROGRESS_GROUP, SCHEDULE_TOPIC, queue_id) or 0
@@ -135,7 +140,7 @@ class ScheduleService:
         except ValueError:
             next_queue = None
             queue_id = 0
-        if not topic or (self.broker.topics.get(topic) is None and not self.broker.ensure_system_topic(topic)):
+        if not topic or (self.topics.get(topic) is None and not self.ensure_system_topic(topic)):
             log.warning("schedule: the message at %d belongs to %r, which does not exist; dropped", phys, topic)
             return True
         if next_queue is not None:

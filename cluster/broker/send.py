@@ -77,11 +77,21 @@ class _BothDone:
 
 
 class SendProcessor:
-    def __init__(self, broker):
-        self.broker = broker
-        self.cfg: BrokerConfig = broker.cfg
-        self.store = broker.store
-        self.topics = broker.topics
+    def __init__(self, cfg: BrokerConfig, store, topics, clock, schedule, transactions, ha, flush_waiters,
+                 may_write, on_written, publish_topics):
+        """``may_write()``: whether this broker may take writes now; ``on_written()``: records were
+        appended (wakes dispatch); ``publish_topics()``: tell the NameServers the topic table changed."""
+        self.cfg = cfg
+        self.store = store
+        self.topics = topics
+        self.clock = clock
+        self.schedule = schedule
+        self.transactions = transactions
+        self.ha = ha
+        self.flush_waiters = flush_waiters
+        self.may_write = may_write
+        self.on_written = on_written
+        self.publish_topics = publish_topics
         self.sync_flush = self.cfg.store.flush_mode == SYNC_FLUSH
         self.sync_replication = self.cfg.broker_role == SYNC_MASTER
         self._round_robin = itertools.count()
@@ -96,12 +106,12 @@ class SendProcessor:
             raise ProtocolError("a message has a delay level or a delivery time, not both",
                                 ResponseCode.MESSAGE_ILLEGAL)
         try:
-            schedule_queue = self.broker.schedule.plan(props)
+            schedule_queue = self.schedule.plan(props)
         except ValueError:
             raise ProtocolError("DELAY and TIMER_DELIVER_MS must be integers", ResponseCode.MESSAGE_ILLEGAL) from None
         if schedule_queue is None:
             return topic, queue_id, properties_text.encode()
-        parked = self.broker.schedule.parked_properties(props, topic, queue_id)
+        parked = self.schedule.parked_properties(props, topic, queue_id)
         return SCHEDULE_TOPIC, schedule_queue, encode_properties(parked)
 
     @answers_refusals
@@ -109,7 +119,7 @@ class SendProcessor:
         if self.cfg.is_slave:
             raise ProtocolError(f"broker {self.cfg.broker_name} id {self.cfg.broker_id} is a slave: it takes no "
                                 f"sends", ResponseCode.SERVICE_NOT_AVAILABLE)
-        if not self.broker.may_write():
+        if not self.may_write():
             raise ProtocolError(f"broker {self.cfg.broker_name} is not sure it is still master (its controller "
                                 f"lease lapsed): it takes no sends", ResponseCode.SERVICE_NOT_AVAILABLE)
         fields = send_fields_long(request)
@@ -136,7 +146,7 @@ class SendProcessor:
                 raise ProtocolError(f"topic {topic} does not exist and auto-create is off",
                                     ResponseCode.TOPIC_NOT_EXIST)
             log.info("auto-created topic %s with %d queues", topic, topic_cfg.writeQueueNums)
-            self.broker.register_with_namesrvs()
+            self.publish_topics()
         if not topic_cfg.perm & PERM_WRITE:
             raise ProtocolError(f"topic {topic} is not writable on this broker", ResponseCode.NO_PERMISSION)
         queue_id = field_int(request_long, "queueId", -1)
@@ -149,7 +159,7 @@ class SendProcessor:
         if sys_flag & ~(SEND_SYSFLAG_ALLOWED | SYSFLAG_TRANSACTION_PREPARED):
             raise ProtocolError(f"sysFlag {sys_flag} has bits a send may not set (allowed: compressed 0x1, "
                                 f"multi-tags 0x2, transaction prepared 0x4)", ResponseCode.MESSAGE_ILLEGAL)
-        born_ts = field_int(request_long, "bornTimestamp", self.broker.clock.now_ms())
+        born_ts = field_int(request_long, "bornTimestamp", self.clock.now_ms())
         if not 0 <= born_ts < 1 << 62:
             raise ProtocolError(f"bornTimestamp {born_ts} is out of range", ResponseCode.MESSAGE_ILLEGAL)
         # ZeroMQ gives the peer's address, not its port: BORNHOST keeps port 0.
@@ -179,7 +189,7 @@ class SendProcessor:
             store_topic, store_queue = topic, queue_id
             if half:
                 # Invisible until END_TRANSACTION commits it; stored as a plain record of the half topic.
-                properties = self.broker.transactions.half_message(
+                properties = self.transactions.half_message(
                     topic, queue_id, decode_properties(properties_text.encode()))
                 store_topic, store_queue, sys_flag = HALF_TOPIC, 0, sys_flag & ~SYSFLAG_TRANSACTION_MASK
             elif _DELAY_MARK in properties_text or _TIMER_MARK in properties_text:
@@ -198,7 +208,7 @@ class SendProcessor:
             log.warning("send to %s refused: %s", topic, remark)
             return request.response(code, remark=remark)
         self.messages_stored += result.count
-        self.broker.on_written()
+        self.on_written()
         response = request.response(ResponseCode.SUCCESS, {
             "msgId": result.msg_ids_text,
             "queueId": str(queue_id),
@@ -209,16 +219,16 @@ class SendProcessor:
         end = result.end_phys_offset
         replicate = self.sync_replication
         if not self.sync_flush:
-            return self.broker.ha.await_replica(end, response, reply) if replicate else response
+            return self.ha.await_replica(end, response, reply) if replicate else response
         deadline = time.monotonic() + self.cfg.store.flush_sync_timeout_ms / 1000
         # Disk and slave are waited for at once (as RocketMQ 5 does), not one after the other:
         # the answer goes when the later of the two is done.
         both = _BothDone(response, reply, 2 if replicate else 1)
         flush_timeout = _Outcome(ResponseCode.FLUSH_DISK_TIMEOUT,
                                  f"not flushed within {self.cfg.store.flush_sync_timeout_ms} ms")
-        self.broker.flush_waiters.park(end, deadline, lambda: both.done(_FLUSHED), lambda: both.done(flush_timeout))
+        self.flush_waiters.park(end, deadline, lambda: both.done(_FLUSHED), lambda: both.done(flush_timeout))
         if replicate:
             replica = _Outcome()
-            if self.broker.ha.await_replica(end, replica, both.done) is not None:
+            if self.ha.await_replica(end, replica, both.done) is not None:
                 both.done(replica)
         return None

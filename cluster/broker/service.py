@@ -64,7 +64,8 @@ class BrokerService:
         self.epoch = self.controller.epoch if self.controller else 0
         # A slave's store takes only its master's bytes (broker/ha.py); a master serves its slaves.
         self.store.read_only = cfg.is_slave
-        self.ha = HAClient(self) if cfg.is_slave else HAServer(self)
+        self.ha = (HAClient(cfg, self.store, self.epoch, self.epochs, self.on_written) if cfg.is_slave
+                   else HAServer(cfg, self.store, self.control, self.epoch, self.epochs))
         self.topics = TopicConfigManager(store_dir, auto_create_enabled=cfg.auto_create_topic_enabled,
                                          queue_count_default=cfg.topic_queue_count_default)
         if self.controller is not None and not cfg.is_slave:
@@ -76,15 +77,19 @@ class BrokerService:
         self.clients = ClientRegistry(cfg.client_expiry_ms)
         self.flush_waiters = FlushWaiters()
         self.pull_waiters = PullWaiters()
-        self.sender = SendProcessor(self)
-        self.puller = PullProcessor(self)
-        self.schedule = ScheduleService(self)
-        self.send_back = SendBackProcessor(self)
-        self.transactions = TransactionService(self)
+        # Each part gets what it uses; the service's own callables stand in for the rest of the broker.
+        self.schedule = ScheduleService(cfg, self.store, self.topics, clock, self.on_written, self.ensure_system_topic)
+        self.transactions = TransactionService(cfg, self.store, self.topics, self.clients, clock, self.on_written,
+                                               self.notify_peer)
+        self.sender = SendProcessor(cfg, self.store, self.topics, clock, self.schedule, self.transactions, self.ha,
+                                    self.flush_waiters, self.may_write, self.on_written, self.register_with_namesrvs)
+        self.puller = PullProcessor(cfg, self.store, self.topics, self.offsets, self.pull_waiters, self.ha)
+        self.send_back = SendBackProcessor(cfg, self.store, len(self.schedule.levels_ms), self.flush_waiters,
+                                           self.on_written, self.ensure_system_topic)
         self.reset_offsets = ResetOffsetProcessor(cfg.broker_name, self.topics, self.clients, self.store, self.offsets,
-                                                  lambda peer, command: self.server.notify(peer, command))
+                                                  self.notify_peer)
         self.locks = LockProcessor(cfg.rebalance_lock_max_live_ms, clock.now_ms)
-        self.slave_sync = SlaveSynchronize(self) if cfg.is_slave else None
+        self.slave_sync = SlaveSynchronize(cfg, self.topics, self.offsets, clock) if cfg.is_slave else None
         self.started_ms = self.clock.now_ms()
         self.role_changed = False
         self._written_since_wake = False
@@ -123,6 +128,10 @@ class BrokerService:
         # The process entry point turns this into its restart-me exit code.
         self.role_changed = True
         self.loop.stopping = True
+
+    def notify_peer(self, peer, command: Command) -> None:
+        """A request to a connected client over its own connection (served once ``serve`` ran)."""
+        self.server.notify(peer, command)
 
     def may_write(self) -> bool:
         """A master writes; with a controller only while its lease holds (controller_client.py)."""
@@ -386,7 +395,7 @@ class BrokerService:
         for group in groups:
             log.info("consumer group %s is now %s", group, self.clients.consumer_ids(group))
             for peer in self.clients.peers(group):
-                self.server.notify(peer, Command(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, {"consumerGroup": group}))
+                self.notify_peer(peer, Command(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, {"consumerGroup": group}))
 
     @answers_refusals
     def on_consumer_list(self, request: Command, reply=None) -> Command:

@@ -26,9 +26,11 @@ TICK_S = 0.05
 
 
 class SlaveSynchronize:
-    def __init__(self, broker):
-        self.broker = broker
-        self.cfg = broker.cfg
+    def __init__(self, cfg, topics, offsets, clock):
+        self.cfg = cfg
+        self.topics = topics
+        self.offsets = offsets
+        self.clock = clock
         self.client = RpcClient(default_timeout_ms=3000)
         self.pending: dict[str, object] = {}
         self._next_s = 0.0
@@ -66,17 +68,17 @@ class SlaveSynchronize:
         self.apply_topics(answers["topics"].get("topicConfigTable", {}))
         self.apply_offsets(answers["offsets"].get("offsetTable", {}))
         self.synced += 1
-        self.last_synced_ms = int(time.time() * 1000)
+        self.last_synced_ms = self.clock.now_ms()
 
     def apply_topics(self, table: dict) -> None:
-        topics = self.broker.topics
+        topics = self.topics
         fresh = {name: TopicConfig(**cfg) for name, cfg in table.items()}
         if fresh != topics.topics:
             topics.topics = fresh
             topics.persist()
 
     def apply_offsets(self, table: dict) -> None:
-        offsets = self.broker.offsets
+        offsets = self.offsets
         for key, queues in table.items():
             topic, _, group = key.partition("@")
             for queue_id, offset in queues.items():

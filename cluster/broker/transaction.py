@@ -48,10 +48,16 @@ _OP_PROPERTIES = fmt.encode_properties({"TAGS": "d"})
 
 
 class TransactionService:
-    def __init__(self, broker):
-        self.broker = broker
-        self.store = broker.store
-        self.cfg = broker.cfg
+    def __init__(self, cfg, store, topics, clients, clock, on_written, notify_peer):
+        """``on_written()``: records were appended; ``notify_peer(peer, command)``: send a request to a
+        connected client (the check-back goes over the producer's own connection)."""
+        self.cfg = cfg
+        self.store = store
+        self.topics = topics
+        self.clients = clients
+        self.clock = clock
+        self.on_written = on_written
+        self.notify_peer = notify_peer
         self.progress = ConsumerOffsetManager(self.cfg.store.store_dir, name="transactionOffset")
         self.resolved: set[str] = set()
         self.committed = self.rolled_back = self.discarded = self.checks_sent = 0
@@ -114,16 +120,16 @@ class TransactionService:
         else:
             self.rolled_back += 1
         self._put(OP_TOPIC, 0, MessageToStore(body=uniq.encode(), flag=0, properties=_OP_PROPERTIES, sys_flag=0,
-                                              born_timestamp_ms=self.broker.clock.now_ms(), born_host=rec.born_host,
+                                              born_timestamp_ms=self.clock.now_ms(), born_host=rec.born_host,
                                               reconsume_times=0))
         self.resolved.add(uniq)
         log.info("transaction %s %s%s", uniq, "committed" if outcome == COMMIT else "rolled back",
                  " (check answer)" if from_check else "")
-        self.broker.on_written()
+        self.on_written()
         return True
 
     def _put(self, topic: str, queue_id: int, message: MessageToStore) -> None:
-        if not topic or (topic not in SYSTEM_TOPICS and self.broker.topics.get(topic) is None):
+        if not topic or (topic not in SYSTEM_TOPICS and self.topics.get(topic) is None):
             raise ProtocolError(f"topic {topic!r} of the transaction does not exist", ResponseCode.SYSTEM_ERROR)
         result = self.store.put_messages(topic, queue_id, [message])
         if result.status != PutMessageStatus.PUT_OK:
@@ -133,7 +139,7 @@ class TransactionService:
 
     def check(self) -> None:
         """Ask producers about halves left open; see the module docstring."""
-        now = self.broker.clock.now_ms()
+        now = self.clock.now_ms()
         offset = start = self.progress.query(PROGRESS_GROUP, HALF_TOPIC, 0) or 0
         for queue_offset, phys, _size, _tag in self.store.queue_entries(HALF_TOPIC, 0, offset, HALVES_PER_CHECK):
             rec = self.store.read_record(phys)
@@ -169,8 +175,8 @@ class TransactionService:
         if result.status != PutMessageStatus.PUT_OK:
             log.warning("transaction check: could not append the half again (%s)", result.status.name)
             return False
-        self.broker.on_written()
-        peers = self.broker.clients.producer_peers(props.get(fmt.PROPERTY_PGROUP, ""))
+        self.on_written()
+        peers = self.clients.producer_peers(props.get(fmt.PROPERTY_PGROUP, ""))
         if not peers:
             log.info("transaction %s: no live producer of group %s to ask", props.get(fmt.PROPERTY_UNIQ_KEY),
                      props.get(fmt.PROPERTY_PGROUP))
@@ -181,7 +187,7 @@ class TransactionService:
             "tranStateTableOffset": str(result.queue_offset), "commitLogOffset": str(result.phys_offset),
             "msgId": props.get(fmt.PROPERTY_UNIQ_KEY, ""), "transactionId": props.get(fmt.PROPERTY_UNIQ_KEY, ""),
             "offsetMsgId": result.msg_ids[0] if result.msg_ids else ""}, body or b"")
-        self.broker.server.notify(peers[checks % len(peers)], request)
+        self.notify_peer(peers[checks % len(peers)], request)
         self.checks_sent += 1
         return True
 
