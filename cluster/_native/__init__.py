@@ -8,13 +8,13 @@ and ``_check`` turns every negative return code into an exception.
 
 | function | why it is native |
 | --- | --- |
-| ``msync_range`` / ``mlock`` / ``munlock`` / ``madvise_willneed`` | a byte range of an mmap, page-aligned here (``mmap.flush`` only takes whole-page offsets; ``mlock`` has no stdlib form) |
-| ``preheat_write`` / ``preheat_read`` | touch every page of a new segment before the first append needs it |
-| ``load_u64`` / ``store_u64`` | cursors published between processes through a shared mmap need acquire/release ordering |
+| ``msync_range`` / ``mlock`` / ``munlock`` | a byte range of an mmap, page-aligned here (``mmap.flush`` only takes whole-page offsets; ``mlock`` has no stdlib form) |
+| ``preheat_read`` | touch every page of a segment before the first append or read needs it, in one call |
+| ``U64Slots`` | cursors published between processes through a shared mmap need acquire/release ordering |
 | ``crc32`` / ``body_crc`` | zlib-compatible CRC-32 usable inside the C loops below |
 | ``measure_batch`` / ``encode_batch`` | a batch body to CommitLog records in one pass (twin: ``cluster.shm.batch_format``) |
 | ``scan_records`` | the reput worker and recovery walk records without decoding each one in Python |
-| ``DispatchBatch`` (scan, extract, index_put, cq_put), ``java_hash_utf8`` | the reput worker's whole per-record work (properties, Java key hashes, IndexFile and ConsumeQueue entries) in a few calls a batch |
+| ``DispatchBatch`` (scan, extract, index_put, cq_put) | the reput worker's whole per-record work (properties, Java key hashes, IndexFile and ConsumeQueue entries) in a few calls a batch |
 
 Every buffer is held only for the duration of a call, so ``mmap.close()``
 never meets a ``BufferError`` because of this module.
@@ -40,9 +40,8 @@ from cluster.format_errors import DestinationTooSmall, MalformedBatch
 
 __all__ = [
     "DestinationTooSmall", "DispatchBatch", "MalformedBatch", "ScanResult", "ScannedRecord",
-    "body_crc", "java_hash_utf8", "crc32", "encode_batch", "load_u64", "madvise_willneed", "measure_batch",
-    "mlock", "msync_range", "munlock", "preheat_read", "preheat_write", "scan_records",
-    "store_u64",
+    "U64Slots", "body_crc", "crc32", "encode_batch", "measure_batch", "mlock", "msync_range", "munlock",
+    "encode_items_shared", "offset_msg_ids", "preheat_read", "scan_records",
 ]
 
 PAGE_BYTES_DEFAULT = 4096
@@ -100,24 +99,9 @@ def mlock(buffer, start: int, length: int) -> None:
 
 
 def munlock(buffer, start: int, length: int) -> None:
+    """Let the pages of ``buffer[start:start+length]`` be paged out again."""
     with _readable(buffer) as buf:
         _check(lib.rb_munlock(buf, len(buf), start, length), "munlock")
-
-
-def madvise_willneed(buffer, start: int, length: int) -> None:
-    """Ask the kernel to read ``buffer[start:start+length]`` ahead (MADV_WILLNEED)."""
-    with _readable(buffer) as buf:
-        _check(lib.rb_madvise_willneed(buf, len(buf), start, length), "madvise")
-
-
-def preheat_write(buffer, start: int, length: int, page_bytes: int = PAGE_BYTES_DEFAULT) -> int:
-    """Write a zero byte into every page of ``buffer[start:start+length]``; return pages touched.
-
-    Only for a FRESH, all-zero segment (it overwrites a byte per page with 0):
-    it faults every page in now so that the first appends do not.
-    """
-    with _writable(buffer) as buf:
-        return _check(lib.rb_preheat_write(buf, len(buf), start, length, page_bytes), "preheat_write")
 
 
 def preheat_read(buffer, start: int, length: int, page_bytes: int = PAGE_BYTES_DEFAULT) -> int:
@@ -370,19 +354,6 @@ def offset_msg_ids(store_host: bytes, phys_first: int, record_ends, pos0: int) -
             _writable(out) as buf:
         _check(lib.rb_offset_msg_ids(host, phys_first, ends, count, pos0, buf, len(buf)), "offset_msg_ids")
     return out.decode("ascii")
-
-
-def java_hash_utf8(text, value: int = 0) -> int | None:
-    """Java ``String.hashCode`` (signed int32) of UTF-8 ``text``, continuing from ``value``;
-    None when ``text`` is not valid UTF-8 (what consumequeue_format.java_string_hash of
-    ``text.decode()`` gives, without decoding)."""
-    out = ffi.new("int32_t *", value)
-    with _readable(text) as buf:
-        rc = lib.rb_java_hash_utf8(buf, len(buf), out)
-    if rc == lib.RB_E_ARGUMENT:
-        return None
-    _check(rc, "java_hash_utf8")
-    return out[0]
 
 
 class DispatchBatch:

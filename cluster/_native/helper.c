@@ -89,7 +89,7 @@ int rb_msync_range(uint8_t *buf, size_t buf_len, int64_t start, int64_t end, int
     return from_syscall(msync(addr, len, sync ? MS_SYNC : MS_ASYNC));
 }
 
-enum page_op { PAGE_MLOCK, PAGE_MUNLOCK, PAGE_WILLNEED };
+enum page_op { PAGE_MLOCK, PAGE_MUNLOCK };
 
 /* The pages covering buf[start, start+length), through one memory syscall. */
 static int page_range_call(uint8_t *buf, size_t buf_len, int64_t start, int64_t length, enum page_op op)
@@ -103,10 +103,8 @@ static int page_range_call(uint8_t *buf, size_t buf_len, int64_t start, int64_t 
     switch (op) {
     case PAGE_MLOCK:
         return from_syscall(mlock(addr, len));
-    case PAGE_MUNLOCK:
-        return from_syscall(munlock(addr, len));
     default:
-        return from_syscall(madvise(addr, len, MADV_WILLNEED));
+        return from_syscall(munlock(addr, len));
     }
 }
 
@@ -120,19 +118,13 @@ int rb_munlock(uint8_t *buf, size_t buf_len, int64_t start, int64_t length)
     return page_range_call(buf, buf_len, start, length, PAGE_MUNLOCK);
 }
 
-int rb_madvise_willneed(uint8_t *buf, size_t buf_len, int64_t start, int64_t length)
+/* Read one byte in each page of [start, start + length): the first page at start
+ * itself, the others at their first byte. Reading, never writing: another process
+ * may be appending to the same file. volatile, so the compiler keeps reads nobody uses. */
+int64_t rb_preheat_read(const uint8_t *buf, size_t buf_len, int64_t start, int64_t length,
+                        int64_t page_bytes)
 {
-    return page_range_call(buf, buf_len, start, length, PAGE_WILLNEED);
-}
-
-/* Touch one byte in each page of [start, start + length): the first page at start
- * itself, the others at their first byte. Writing stores a zero (fresh, all-zero
- * segments only); reading leaves the data alone. volatile, so the compiler keeps
- * writes of a value already there and reads nobody uses. */
-static int64_t touch_pages(uint8_t *buf, size_t buf_len, int64_t start, int64_t length,
-                           int64_t page_bytes, int write)
-{
-    volatile uint8_t *bytes = buf;
+    const volatile uint8_t *bytes = buf;
     int64_t pages = 0;
     int rc = check_span(buf_len, start, length);
     if (rc == RB_OK)
@@ -140,28 +132,12 @@ static int64_t touch_pages(uint8_t *buf, size_t buf_len, int64_t start, int64_t 
     if (rc != RB_OK)
         return rc;
     for (int64_t page = start - start % page_bytes; page < start + length; page += page_bytes) {
-        int64_t at = page < start ? start : page;
-        if (write)
-            bytes[at] = 0;
-        else
-            (void)bytes[at];
+        (void)bytes[page < start ? start : page];
         pages++;
     }
     return pages;
 }
 
-int64_t rb_preheat_write(uint8_t *buf, size_t buf_len, int64_t start, int64_t length,
-                         int64_t page_bytes)
-{
-    return touch_pages(buf, buf_len, start, length, page_bytes, 1);
-}
-
-int64_t rb_preheat_read(const uint8_t *buf, size_t buf_len, int64_t start, int64_t length,
-                        int64_t page_bytes)
-{
-    /* Never written through: the write branch is not taken. */
-    return touch_pages((uint8_t *)buf, buf_len, start, length, page_bytes, 0);
-}
 
 /* ---- cursors ---- */
 
@@ -485,17 +461,6 @@ static int hash_utf8(uint32_t *hash, const uint8_t *s, int64_t n)
     }
     *hash = h;
     return 0;
-}
-
-int rb_java_hash_utf8(const uint8_t *text, int64_t length, int32_t *hash)
-{
-    if (length < 0)
-        return RB_E_RANGE;
-    uint32_t h = (uint32_t)*hash;
-    if (hash_utf8(&h, text, length) != 0)
-        return RB_E_ARGUMENT;
-    *hash = (int32_t)h;
-    return RB_OK;
 }
 
 /* indexfile_format.key_hash: abs(hashCode), with abs(-2^31) counted as 0. */

@@ -81,14 +81,10 @@ enum rb_status {
 int rb_msync_range(uint8_t *buf, size_t buf_len, int64_t start, int64_t end, int sync);
 int rb_mlock(uint8_t *buf, size_t buf_len, int64_t start, int64_t length);
 int rb_munlock(uint8_t *buf, size_t buf_len, int64_t start, int64_t length);
-int rb_madvise_willneed(uint8_t *buf, size_t buf_len, int64_t start, int64_t length);
 
-/* Write a zero byte into every page_bytes page that buf[start, start + length)
- * touches. Only for a FRESH all-zero segment: it faults every page
- * into the page cache so the first appends do not. Returns pages touched. */
-int64_t rb_preheat_write(uint8_t *buf, size_t buf_len, int64_t start, int64_t length,
-                         int64_t page_bytes);
-/* The same by reading (for a segment that already holds data). */
+/* Read a byte of every page_bytes page that buf[start, start + length) touches,
+ * faulting it into the page cache before an append or a read needs it (reads only:
+ * safe while another process appends). Returns pages touched. */
 int64_t rb_preheat_read(const uint8_t *buf, size_t buf_len, int64_t start, int64_t length,
                         int64_t page_bytes);
 
@@ -200,10 +196,6 @@ enum rb_dispatch_flag {
     RB_DISPATCH_CQ = 2,     /* gets a ConsumeQueue entry (sysflag not PREPARED or ROLLBACK) */
     RB_DISPATCH_INDEX = 4   /* gets IndexFile entries (sysflag not ROLLBACK) */
 };
-
-/* Java String.hashCode of UTF-8 text (over its UTF-16 code units), continuing
- * from *hash (0 to start). Returns RB_E_ARGUMENT when text is not valid UTF-8. */
-int rb_java_hash_utf8(const uint8_t *text, int64_t length, int32_t *hash);
 
 /* Offset message ids of consecutive records, comma-joined into out: each id is
    store_host (8 bytes) + phys offset (8), 32 upper-case hex chars. Record 0 is at

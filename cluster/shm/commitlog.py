@@ -158,7 +158,9 @@ class CommitLog:
                 next_seg = self.ensure_segment(next_start)
                 fmt.encode_blank_into(seg.mm, pos, file_size - pos)
                 if self.cfg.mlock_enabled:
+                    # Only the segment being written stays pinned: locked memory does not grow with the log.
                     next_seg.mlock()
+                    seg.munlock()
                 seg, pos, phys = next_seg, 0, next_start
         except MappedFileCreateError:
             return AppendOutcome(AppendStatus.DISK_FULL, -1)

@@ -115,12 +115,10 @@ class MappedFile:
         return cls(path, size_bytes)
 
     def flush(self, start: int = 0, end: int | None = None) -> None:
-        """msync ``[start, end)``; mmap.flush wants a page-aligned offset."""
+        """msync ``[start, end)`` (MS_SYNC): the helper widens it to whole pages."""
         end = self.size_bytes if end is None else min(end, self.size_bytes)
-        if end <= start:
-            return
-        aligned = start - start % PAGE_BYTES
-        self.mm.flush(aligned, end - aligned)
+        if end > start:
+            native.msync_range(self.mm, start, end)
 
     def preheat(self, start: int = 0, length: int | None = None) -> int:
         """Fault ``[start, start+length)`` into the page cache so appends do not; returns bytes.
@@ -131,28 +129,21 @@ class MappedFile:
         length = self.size_bytes - start if length is None else min(length, self.size_bytes - start)
         if length <= 0:
             return 0
-        try:
-            native.preheat_read(self.mm, start, length, PAGE_BYTES)
-            return length
-        except TypeError:
-            pass  # a buffer cffi cannot pass (not writable): touch the pages from Python
-        aligned = start - start % PAGE_BYTES
-        try:
-            self.mm.madvise(mmap.MADV_WILLNEED, aligned, start + length - aligned)
-        except (AttributeError, OSError):
-            pass  # advice only
-        mm = self.mm
-        for pos in range(aligned, start + length, PAGE_BYTES):
-            mm[pos]
+        native.preheat_read(self.mm, start, length, PAGE_BYTES)
         return length
 
     def mlock(self) -> bool:
-        """Pin the file in memory when the C helper offers it; False when it cannot."""
+        """Pin the file in memory; False when the kernel refuses (RLIMIT_MEMLOCK, privileges)."""
         try:
             native.mlock(self.mm, 0, self.size_bytes)
             return True
-        except (TypeError, OSError):
+        except OSError:
             return False
+
+    def munlock(self) -> None:
+        """Undo ``mlock`` (a no-op for pages that were not locked)."""
+        if not self.mm.closed:
+            native.munlock(self.mm, 0, self.size_bytes)
 
     def close(self) -> None:
         if not self.mm.closed:

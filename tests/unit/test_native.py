@@ -323,10 +323,9 @@ def test_msync_ranges(tmp_path):
     assert (tmp_path / "segment").read_bytes()[PAGE + 5:PAGE + 10] == b"hello"
 
 
-def test_mlock_madvise(tmp_path):
+def test_mlock_munlock(tmp_path):
     with open_map(tmp_path, 4 * PAGE) as m:
-        _native.madvise_willneed(m, 0, 4 * PAGE)
-        _native.madvise_willneed(m, 123, 10)
+        _native.munlock(m, 0, 4 * PAGE)   # pages never locked: nothing to undo, no error
         try:
             _native.mlock(m, 10, PAGE)
         except OSError as exc:  # RLIMIT_MEMLOCK or no CAP_IPC_LOCK: a real errno, as promised
@@ -336,27 +335,26 @@ def test_mlock_madvise(tmp_path):
         with pytest.raises(ValueError):
             _native.mlock(m, 0, 4 * PAGE + 1)
         with pytest.raises(ValueError):
-            _native.madvise_willneed(m, -1, 10)
+            _native.munlock(m, -1, 10)
 
 
-def test_preheat_fresh_file(tmp_path):
+def test_preheat_reads_every_page_and_changes_nothing(tmp_path):
     with open_map(tmp_path, 16 * PAGE) as m:
-        assert _native.preheat_write(m, 0, 16 * PAGE, PAGE) == 16
-        assert _native.preheat_write(m, 100, PAGE, PAGE) == 2    # touches two pages
-        assert _native.preheat_write(m, 0, 0) == 0
+        m[5 * PAGE:5 * PAGE + 4] = b"data"
         assert _native.preheat_read(m, 0, 16 * PAGE, PAGE) == 16
+        assert _native.preheat_read(m, 100, PAGE, PAGE) == 2     # touches two pages
+        assert _native.preheat_read(m, 0, 0) == 0
         assert _native.preheat_read(m, 0, 16 * PAGE, 2 * PAGE) == 8
         with pytest.raises(ValueError):
-            _native.preheat_write(m, 0, PAGE, 3000)               # not a power of two
+            _native.preheat_read(m, 0, PAGE, 3000)                # not a power of two
         with pytest.raises(ValueError):
             _native.preheat_read(m, PAGE, 16 * PAGE)
         _native.msync_range(m, 0, 16 * PAGE)
-    assert (tmp_path / "segment").read_bytes() == bytes(16 * PAGE)
+    assert (tmp_path / "segment").read_bytes() == bytes(5 * PAGE) + b"data" + bytes(11 * PAGE - 4)
 
 
-def test_preheat_write_refuses_a_read_only_buffer():
-    with pytest.raises(BufferError):
-        _native.preheat_write(b"\x00" * PAGE, 0, PAGE)
+def test_preheat_accepts_a_read_only_buffer():
+    assert _native.preheat_read(b"\x00" * PAGE, 0, PAGE) == 1
 
 
 def test_u64_slots_round_trip_across_two_maps_of_one_file(tmp_path):

@@ -18,28 +18,13 @@ from cluster.shm.reput import Dispatcher, ReputService
 from cluster.shm.store import MessageStore, MessageToStore
 from cluster.shm.testing import BORN_HOST, STORE_HOST, message, tiny_config
 
-TEXTS = ["", "a", "TagA", "topic#7F000001ABCD1234", "主题", "标签-中文", "emoji \U0001F600 x", "\u00e9\u00e8",
+# Tags and keys whose Java hashes (over UTF-16 code units: surrogate pairs, the last BMP and
+# plane code points, long texts) the C dispatch must compute as Python does.
+TEXTS = ["a", "TagA", "topic#7F000001ABCD1234", "主题", "标签-中文", "emoji\U0001F600x", "\u00e9\u00e8",
          "\uffff", "\U0010FFFF", "x" * 300, "日本語" * 100]
-
-
-@pytest.mark.parametrize("text", TEXTS)
-def test_java_hash_of_valid_utf8_matches_python(text):
-    assert native.java_hash_utf8(text.encode()) == java_string_hash(text)
-
-
-def test_java_hash_continues_from_a_value():
-    prefix = java_string_hash("Topic#")
-    assert native.java_hash_utf8("Topic#".encode()) == prefix
-    assert native.java_hash_utf8("键".encode(), prefix) == java_string_hash("Topic#键")
-
-
-@pytest.mark.parametrize("raw", [b"\xff", b"\xc0\x80", b"\xc1\xbf", b"\xe0\x80\x80", b"\xed\xa0\x80",
-                                 b"\xf0\x80\x80\x80", b"\xf4\x90\x80\x80", b"\xf5\x80\x80\x80", b"abc\xe4\xb8",
-                                 b"\xe4\x01\xad", b"\x80"])
-def test_java_hash_refuses_what_python_would_not_decode(raw):
-    with pytest.raises(UnicodeDecodeError):
-        raw.decode("utf-8")
-    assert native.java_hash_utf8(raw) is None
+# Not UTF-8 (overlong, surrogate, beyond U+10FFFF, cut short, bad continuation): such a row goes through Python.
+INVALID_UTF8 = [b"\xff", b"\xc0\x80", b"\xc1\xbf", b"\xe0\x80\x80", b"\xed\xa0\x80", b"\xf0\x80\x80\x80",
+                b"\xf4\x90\x80\x80", b"\xf5\x80\x80\x80", b"abc\xe4\xb8", b"\xe4\x01\xad", b"\x80"]
 
 
 def _raw_message(properties: bytes, sys_flag: int = 0, body: bytes = b"body") -> MessageToStore:
@@ -50,7 +35,7 @@ def _raw_message(properties: bytes, sys_flag: int = 0, body: bytes = b"body") ->
 def _messages(rng: random.Random, n: int) -> list[MessageToStore]:
     out = []
     for i in range(n):
-        kind = rng.randrange(14)
+        kind = rng.randrange(16)
         sys_flag = rng.choice([0, 0, 0, 0, fmt.SYSFLAG_TRANSACTION_PREPARED, fmt.SYSFLAG_TRANSACTION_COMMIT,
                                fmt.SYSFLAG_TRANSACTION_ROLLBACK, fmt.SYSFLAG_MULTI_TAGS])
         body = bytes([65 + i % 26]) * rng.randrange(1, 300)
@@ -81,6 +66,12 @@ def _messages(rng: random.Random, n: int) -> list[MessageToStore]:
                         uniq=uniq)
         elif kind == 11:  # invalid UTF-8 elsewhere (not a value reput reads): stays native
             m = _raw_message(b"OTHER\x01\xff\xff\x02TAGS\x01x\x02UNIQ_KEY\x01" + uniq.encode() + b"\x02", sys_flag)
+        elif kind == 12:
+            m = message(body, tags=rng.choice(TEXTS), keys=" ".join(rng.sample(TEXTS, 3)), uniq=uniq)
+        elif kind == 13:
+            bad = rng.choice(INVALID_UTF8)
+            m = _raw_message(rng.choice([b"TAGS\x01", b"KEYS\x01"]) + bad + b"\x02UNIQ_KEY\x01" + uniq.encode()
+                             + b"\x02", sys_flag)
         else:
             m = message(body, tags="TagA", keys=f"k{i}", uniq=uniq, extra="v")
         if m.sys_flag != sys_flag:

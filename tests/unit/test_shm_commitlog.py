@@ -1,5 +1,7 @@
 import errno
 
+import pytest
+
 from cluster.shm import commitlog as commitlog_module
 from cluster.shm import commitlog_format as fmt
 from cluster.shm import mapped_file
@@ -118,3 +120,30 @@ def test_truncate_after_zeroes_tail_and_deletes_later_segments(tmp_path):
     assert type(cl.decode_at(cut)) is fmt.Incomplete
     assert [p for p, _ in cl.iter_from(0)] == [o.phys_offset for o in outcomes[:3]]
     cl.close()
+
+
+def _locked_kib() -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmLck:"):
+                return int(line.split()[1])
+    raise AssertionError("no VmLck line in /proc/self/status")
+
+
+def test_mlock_pins_only_the_segment_being_written(tmp_path):
+    probe = mapped_file.MappedFile.create_or_open(str(tmp_path / "probe"), SEG)
+    if not probe.mlock():
+        probe.close()
+        pytest.skip("this process may not lock memory (RLIMIT_MEMLOCK), so pinning cannot be observed")
+    probe.munlock()
+    probe.close()
+    before = _locked_kib()
+    cl = CommitLog(tiny_config(tmp_path / "store", mlock_enabled=True))
+    body = b"x" * 10_000
+    for _ in range(6 * 6):   # six segments' worth: five roll-overs
+        assert append_record(cl, body).status == AppendStatus.OK
+    assert len(cl.segment_starts()) == 6
+    locked = _locked_kib() - before
+    cl.close()
+    # Each roll pins the next segment and unpins the one left: one segment stays locked, not six.
+    assert locked == SEG // 1024
