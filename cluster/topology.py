@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from cluster.config import (ASYNC_FLUSH, BROKER_PORT_DEFAULT, BROKER_PORT_STEP, NAMESRV_PORT_DEFAULT, SLAVE,
                             BrokerConfig, NamesrvConfig, StoreConfig, to_json)
 from cluster.procs.child_table import ChildSpec
-from cluster.shm.control import SLOTS as CONTROL_SLOTS
+from cluster.shm.control_format import heartbeat_offset
 from cluster.shm.paths import control_path
 
 BROKER_WORKER_ROLES = ("flush", "reput", "allocate")
@@ -175,7 +175,7 @@ HEARTBEAT_TIMEOUT_S_DEFAULT = 30.0
 
 def _heartbeat(cfg, role: str, timeout_s: float) -> dict:
     return {"heartbeat_path": control_path(cfg.store.store_dir),
-            "heartbeat_offset": 8 * CONTROL_SLOTS[f"heartbeat_{role}_ms"], "heartbeat_timeout_s": timeout_s}
+            "heartbeat_offset": heartbeat_offset(role), "heartbeat_timeout_s": timeout_s}
 
 
 def child_specs(topology: Topology, *, restart_backoff_initial_s: float = 0.1,

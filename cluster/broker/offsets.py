@@ -12,7 +12,7 @@ slots) and at shutdown; it is what survives a machine crash.
 
 Which slot holds which queue is itself durable (``consumerOffset.slotmap.json``, written
 with fsync when a queue is first committed, which happens once per group and queue).
-A slot stores offset + 1, so 0 means "never written".
+The slots' bytes: ``shm/offset_slots_format.py``.
 """
 
 from __future__ import annotations
@@ -20,15 +20,12 @@ from __future__ import annotations
 import logging
 import mmap
 import os
-import struct
 
 from cluster.shm import paths
+from cluster.shm.offset_slots_format import SLOT_COUNT, FILE_BYTES, read_slot, write_slot
 from cluster.shm.json_store import read_json, write_json
 
 log = logging.getLogger(__name__)
-
-SLOT_COUNT = 65_536
-_SLOT = struct.Struct("<Q")
 
 
 class ConsumerOffsetManager:
@@ -54,16 +51,16 @@ class ConsumerOffsetManager:
     @staticmethod
     def _map_slots(path: str):
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        if os.fstat(fd).st_size < SLOT_COUNT * _SLOT.size:
-            os.ftruncate(fd, SLOT_COUNT * _SLOT.size)
-        return fd, mmap.mmap(fd, SLOT_COUNT * _SLOT.size)
+        if os.fstat(fd).st_size < FILE_BYTES:
+            os.ftruncate(fd, FILE_BYTES)
+        return fd, mmap.mmap(fd, FILE_BYTES)
 
     def _overlay_slots(self) -> None:
         """Commits accepted after the last JSON write, read back from the slots."""
         for (key, queue_id), slot in self.slot_of.items():
-            stored = _SLOT.unpack_from(self._slots, slot * _SLOT.size)[0]
-            if stored and self.table.get(key, {}).get(queue_id) != stored - 1:
-                self.table.setdefault(key, {})[queue_id] = stored - 1
+            stored = read_slot(self._slots, slot)
+            if stored is not None and self.table.get(key, {}).get(queue_id) != stored:
+                self.table.setdefault(key, {})[queue_id] = stored
                 self.dirty = True
 
     @staticmethod
@@ -81,7 +78,7 @@ class ConsumerOffsetManager:
         if slot is None:
             slot = self._assign_slot(key, queue_id)
         if slot is not None:
-            _SLOT.pack_into(self._slots, slot * _SLOT.size, offset + 1)
+            write_slot(self._slots, slot, offset)
 
     def _assign_slot(self, key: str, queue_id: int) -> int | None:
         if not self._free:
@@ -89,7 +86,7 @@ class ConsumerOffsetManager:
                         "JSON write only", SLOT_COUNT, key, queue_id)
             return None
         slot = self._free.pop()
-        _SLOT.pack_into(self._slots, slot * _SLOT.size, 0)
+        write_slot(self._slots, slot, None)
         self.slot_of[(key, queue_id)] = slot
         self._write_slotmap()
         return slot
@@ -110,7 +107,7 @@ class ConsumerOffsetManager:
         freed = [kq for kq in self.slot_of if kq[0].startswith(topic + "@")]
         for kq in freed:
             slot = self.slot_of.pop(kq)
-            _SLOT.pack_into(self._slots, slot * _SLOT.size, 0)
+            write_slot(self._slots, slot, None)
             self._free.append(slot)
         if freed:
             self._write_slotmap()

@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 
 from cluster import _native
 from cluster.protocol import MessageQueue  # noqa: F401 (the client's public name for it)
-from cluster.shm import commitlog_format as fmt
 from cluster.protocol import RETRY_TOPIC_PREFIX
+from cluster.shm import commitlog_format as fmt
+from cluster.shm.commitlog_format import unique_id, unique_id_prefix
 from cluster.shm.schedule_format import PROPERTY_TIMER_DELIVER_MS
 
 log = logging.getLogger(__name__)
@@ -177,9 +178,8 @@ def decode_messages(raw: bytes, broker_name: str = "") -> list[MessageExt]:
 class UniqueIdMaker:
     """UNIQ_KEY: 32 upper-case hex chars, unique across hosts, processes and restarts.
 
-    16 bytes like RocketMQ's MessageClientIDSetter, laid out for uniqueness without a
-    clock: IPv4 (4) + pid (2) + a random per-process salt (4, so a reused pid differs)
-    + a 48-bit counter (6, never wraps in practice). Fork-safe: a child re-salts.
+    The layout is commitlog_format.unique_id_prefix + unique_id (a 48-bit counter that never
+    wraps in practice). Fork-safe: a child re-salts.
     """
 
     def __init__(self):
@@ -193,7 +193,7 @@ class UniqueIdMaker:
             ip = socket.inet_aton(socket.gethostbyname(socket.gethostname()))
         except OSError:
             ip = b"\x7f\x00\x00\x01"
-        self._prefix = (ip + (os.getpid() & 0xFFFF).to_bytes(2, "big") + os.urandom(4)).hex().upper()
+        self._prefix = unique_id_prefix(ip, os.getpid(), os.urandom(4))
         self._pid = os.getpid()
         self._counter = 0
 
@@ -212,7 +212,7 @@ class UniqueIdMaker:
     def next_many(self, count: int) -> list[str]:
         """``count`` fresh ids for one batch: one lock and one pid check for all of them."""
         prefix, first = self.reserve(count)
-        return [f"{prefix}{c:012X}" for c in range(first, first + count)]
+        return [unique_id(prefix, c) for c in range(first, first + count)]
 
 
 UNIQUE_IDS = UniqueIdMaker()

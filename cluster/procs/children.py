@@ -7,7 +7,6 @@ import enum
 import os
 import signal
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 
@@ -15,6 +14,7 @@ from cluster.procs import lifecycle
 from cluster.procs.child_table import ChildSpec
 from cluster.procs.lifecycle import EXIT_BOOT_ERROR
 from cluster.procs.supervisor_errors import BootError
+from cluster.shm.control_format import SLOT_BYTES, decode_slot
 
 # How much of a child's log a BootError quotes.
 LOG_TAIL_LINES = 20
@@ -147,12 +147,12 @@ class _Child:
             return None
         try:
             with open(spec.heartbeat_path, "rb") as f:
-                raw = os.pread(f.fileno(), 8, spec.heartbeat_offset)
+                raw = os.pread(f.fileno(), SLOT_BYTES, spec.heartbeat_offset)
         except OSError:
             return None  # not created yet, or being recreated: nothing to judge
-        if len(raw) != 8:
+        if len(raw) != SLOT_BYTES:
             return None
-        return now - int.from_bytes(raw, sys.byteorder) / 1000
+        return now - decode_slot(raw) / 1000
 
     def close_ready_reader(self) -> None:
         if self.ready_reader is not None:

@@ -6,18 +6,7 @@ through the C helper as one atomic load or store (``cluster._native.U64Slots``),
 reader sees the old value or the new one, never a torn mix, and because each slot has
 exactly one writer no lock is needed. Sync flush is then "wait until flushed_pos >= my end", a comparison.
 
-| slot | name | written by | meaning |
-| --- | --- | --- | --- |
-| 0 | magic | creator | ``MAGIC``: file format and version |
-| 1 | write_pos | broker | end of the bytes appended to the CommitLog (whole batches only) |
-| 2 | flushed_pos | flush worker | CommitLog bytes below this are msynced |
-| 3 | dispatched_pos | reput worker | records below this are in ConsumeQueue/IndexFile, visible to consumers |
-| 4 | confirm_pos | broker (a master's HA server) | highest offset an in-sync slave acknowledged |
-| 5 | heartbeat_broker_ms | broker | wall-clock ms of its last loop |
-| 6 | heartbeat_flush_ms | flush worker | |
-| 7 | heartbeat_reput_ms | reput worker | |
-| 8 | heartbeat_allocate_ms | allocate worker | |
-| 9 | topics_epoch | broker | bumped when a topic's ConsumeQueue files are deleted: reput drops its mappings |
+The slots and their writers: ``control_format.py``.
 
 Exception: recovery runs in the broker before any worker starts and sets write_pos,
 flushed_pos and dispatched_pos together. Writers publish a cursor only after the bytes
@@ -30,28 +19,10 @@ from __future__ import annotations
 
 import mmap
 import os
-import sys
 
 from cluster._native import U64Slots
+from cluster.shm.control_format import MAGIC, SIZE_BYTES, SLOT_BYTES, SLOTS, encode_slot
 from cluster.shm.mapped_file import create_file
-
-SIZE_BYTES = 4096
-MAGIC = 0x52424F58_43544C01  # "RBOXCTL" + version 1
-
-SLOTS = {
-    "magic": 0,
-    "write_pos": 1,
-    "flushed_pos": 2,
-    "dispatched_pos": 3,
-    "confirm_pos": 4,
-    "heartbeat_broker_ms": 5,
-    "heartbeat_flush_ms": 6,
-    "heartbeat_reput_ms": 7,
-    "heartbeat_allocate_ms": 8,
-    "topics_epoch": 9,
-}
-ROLES = ("broker", "flush", "reput", "allocate")
-
 
 def _slot_property(name: str):
     index = SLOTS[name]
@@ -69,7 +40,7 @@ class ControlBlock:
     def __init__(self, path: str):
         self.path = path
         # The magic goes in before the file gets its name: nobody sees a block without it.
-        create_file(path, SIZE_BYTES, header=MAGIC.to_bytes(8, sys.byteorder))
+        create_file(path, SIZE_BYTES, header=encode_slot(MAGIC))
         fd = os.open(path, os.O_RDWR)
         try:
             if os.fstat(fd).st_size != SIZE_BYTES:
@@ -78,7 +49,7 @@ class ControlBlock:
         finally:
             os.close(fd)
         # The one view of the mapping; close() releases it before closing the mmap.
-        self._slots = U64Slots(self._mm, SIZE_BYTES // 8)
+        self._slots = U64Slots(self._mm, SIZE_BYTES // SLOT_BYTES)
         # Each slot's acquire-load and release-store, bound once: a cursor access is one C call.
         self._load = [self._slots.loader(i) for i in range(len(SLOTS))]
         self._store = [self._slots.storer(i) for i in range(len(SLOTS))]

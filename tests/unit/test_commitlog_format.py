@@ -150,3 +150,10 @@ def test_properties_text_and_field_readers_are_the_records():
     assert fmt.total_size_at(raw, 0) == len(raw)
     assert fmt.phys_offset_at(raw) == 1000
     assert fmt.offset_msg_id(HOST, 1000) == HOST.hex().upper() + "00000000000003E8"
+
+
+def test_unique_id_golden_layout():
+    prefix = fmt.unique_id_prefix(bytes([127, 0, 0, 1]), 0x12345, bytes([0xAB, 0xCD, 0xEF, 0x01]))
+    assert prefix == "7F000001" "2345" "ABCDEF01"                # pid keeps its low 16 bits
+    assert fmt.unique_id(prefix, 0x2A) == "7F0000012345ABCDEF01" "00000000002A"
+    assert len(fmt.unique_id(prefix, 2**48 - 1)) == 32
