@@ -28,6 +28,25 @@ NAMESRV_PORT_DEFAULT = 9871
 BROKER_PORT_DEFAULT = 10811
 BROKER_PORT_STEP = 10
 
+
+def namesrv_endpoints(addresses) -> tuple[str, ...]:
+    """NameServer addresses as ZeroMQ endpoints: ``host:port;host:port`` (',' also separates) or a
+    sequence of them, each ``host``, ``host:port`` or ``tcp://host:port``; a missing port is the
+    default NameServer port, as RocketMQ's clients assume 9876."""
+    text = addresses if isinstance(addresses, str) else ";".join(addresses)
+    parts = text.replace(",", ";").split(";")
+    out = []
+    for part in parts:
+        part = part.strip()
+        if not part:
+            continue
+        if "://" not in part:
+            part = f"tcp://{part}"
+        if ":" not in part.split("://", 1)[1]:
+            part = f"{part}:{NAMESRV_PORT_DEFAULT}"
+        out.append(part)
+    return tuple(out)
+
 ASYNC_FLUSH = "ASYNC_FLUSH"
 SYNC_FLUSH = "SYNC_FLUSH"
 FLUSH_MODES = (ASYNC_FLUSH, SYNC_FLUSH)

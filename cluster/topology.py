@@ -24,7 +24,7 @@ import socket
 from dataclasses import dataclass
 
 from cluster.config import (ASYNC_FLUSH, BROKER_PORT_DEFAULT, BROKER_PORT_STEP, NAMESRV_PORT_DEFAULT, SLAVE,
-                            BrokerConfig, NamesrvConfig, StoreConfig, to_json)
+                            BrokerConfig, NamesrvConfig, StoreConfig, namesrv_endpoints, to_json)
 from cluster.procs.child_table import ChildSpec
 from cluster.shm.control_format import heartbeat_offset
 from cluster.shm.paths import control_path
@@ -209,8 +209,7 @@ def child_specs(topology: Topology, *, restart_backoff_initial_s: float = 0.1,
 
 def namesrv_addresses_to_endpoints(addresses: str) -> tuple[str, ...]:
     """``host:port;host:port`` (the --namesrv / ROCKETBOX_NAMESRV form) as tcp:// endpoints."""
-    parts = [part.strip() for part in addresses.split(";") if part.strip()]
-    return tuple(part if part.startswith("tcp://") else f"tcp://{part}" for part in parts)
+    return namesrv_endpoints(addresses)
 
 
 def namesrv_only(topology: Topology) -> Topology:

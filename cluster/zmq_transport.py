@@ -187,10 +187,13 @@ class RpcServer:
         # A larger frame drops that peer's connection inside libzmq, before it is buffered:
         # size checks after a multi-GB frame arrived would come too late.
         self.socket.setsockopt(zmq.MAXMSGSIZE, frame_bytes_max)
+        # A send to a peer whose connection is gone raises instead of vanishing: ``reachable`` rests on it.
+        self.socket.setsockopt(zmq.ROUTER_MANDATORY, 1)
         self.socket.bind(endpoint)
         self.endpoint = self.socket.getsockopt_string(zmq.LAST_ENDPOINT)
         self.requests_served = 0
         self.malformed_frames = 0
+        self._monitor: zmq.Socket | None = None
 
     def attach(self, loop: EventLoop) -> None:
         loop.add_reader(self.socket, self.on_readable)
@@ -200,6 +203,33 @@ class RpcServer:
             _send(self.socket, [peer, *to_frames(cmd)], zmq.NOBLOCK)
         except zmq.Again:
             log.warning("%s: dropped a response to a peer that is not reading", self.name)
+        except zmq.ZMQError as exc:
+            if exc.errno != zmq.EHOSTUNREACH:
+                raise
+            log.debug("%s: dropped a response to a peer that disconnected", self.name)
+
+    def reachable(self, peer: bytes) -> bool:
+        """Whether ``peer``'s connection is still open (sends it an empty probe frame)."""
+        try:
+            self.socket.send_multipart([peer, *PROBE_FRAMES], zmq.NOBLOCK)
+        except zmq.Again:
+            return True   # connected, but not reading now
+        except zmq.ZMQError as exc:
+            if exc.errno != zmq.EHOSTUNREACH:
+                raise
+            return False
+        return True
+
+    def watch_disconnects(self, loop: "EventLoop", on_disconnect: Callable[[], None]) -> None:
+        """Call ``on_disconnect()`` on the loop whenever a peer's connection closes (which peer,
+        ZeroMQ does not say: ask ``reachable``)."""
+        monitor = self._monitor = self.socket.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+
+        def on_event() -> None:
+            if _disconnected(monitor):
+                on_disconnect()
+
+        loop.add_reader(monitor, on_event)
 
     def on_readable(self) -> None:
         sock = self.socket
@@ -250,6 +280,9 @@ class RpcServer:
         self.send(peer, cmd)
 
     def close(self) -> None:
+        if self._monitor is not None:
+            self.socket.disable_monitor()
+            self._monitor.close(0)
         self.socket.close(0)
 
 
@@ -357,7 +390,14 @@ class RpcClient:
             local.sockets = {}
 
 
+# A server's "are you still connected?" to a client (RpcServer.reachable): one empty frame,
+# which the client drops unread.
+PROBE_FRAMES = [b""]
+
+
 def _decode_response(frames) -> Command | None:
+    if frames == PROBE_FRAMES:
+        return None
     try:
         return from_frames(frames)
     except FrameError as exc:

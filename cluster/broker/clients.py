@@ -77,6 +77,34 @@ class ClientRegistry:
                 del self.producers[group]
         return gone
 
+    def drop_unreachable(self, reachable) -> list[tuple[str, str]]:
+        """Forget every client whose connection ``reachable(peer)`` says is gone (RocketMQ's
+        broker does this when a client's channel closes); (group, client) of consumers that left."""
+        verdicts: dict[bytes, bool] = {}
+
+        def gone(peer: bytes | None) -> bool:
+            if peer is None:
+                return False
+            if peer not in verdicts:
+                verdicts[peer] = reachable(peer)
+            return not verdicts[peer]
+
+        left = []
+        for group, members in list(self.groups.items()):
+            for client_id, member in list(members.items()):
+                if gone(member.peer):
+                    del members[client_id]
+                    left.append((group, client_id))
+            if not members:
+                del self.groups[group]
+        for group, producers in list(self.producers.items()):
+            for client_id, (_last, peer) in list(producers.items()):
+                if gone(peer):
+                    del producers[client_id]
+            if not producers:
+                del self.producers[group]
+        return left
+
     def peers(self, group: str) -> list[bytes]:
         return [m.peer for m in self.groups.get(group, {}).values() if m.peer is not None]
 

@@ -43,6 +43,8 @@ log = logging.getLogger(__name__)
 
 
 REPUT_WAKE_INTERVAL_S = 0.001
+# After a connection closes: when to ask which clients' connections are gone.
+PEER_CHECK_DELAYS_S = (0.2, 1.5)
 DELETE_DISPATCH_WAIT_S = 2.0
 
 
@@ -169,6 +171,7 @@ class BrokerService:
             loop.call_every(self.cfg.transaction_check_interval_ms / 1000, self.transactions.check)
         loop.call_every(self.cfg.consumer_offset_persist_interval_ms / 1000, self.transactions.persist)
         loop.call_every(self.cfg.client_scan_interval_ms / 1000, self.expire_clients)
+        self.server.watch_disconnects(loop, self.on_peer_disconnected)
         self.register_with_namesrvs()
         return self.server
 
@@ -249,9 +252,22 @@ class BrokerService:
         self.pull_waiters.expire()
 
     def expire_clients(self) -> None:
-        gone = self.clients.expire(self.clock.now_ms())
+        self._forget_clients(self.clients.expire(self.clock.now_ms()), "its heartbeats stopped")
+
+    def on_peer_disconnected(self) -> None:
+        """A connection closed: a client that died without unregistering leaves its groups now, not
+        after ``client_expiry_ms``. ZeroMQ retires the peer's route shortly after the event, so look
+        twice: soon, and once more a little later (closes are rare: no need to coalesce)."""
+        now = time.monotonic()
+        for delay_s in PEER_CHECK_DELAYS_S:
+            self.loop.call_at(now + delay_s, self._drop_disconnected_clients)
+
+    def _drop_disconnected_clients(self) -> None:
+        self._forget_clients(self.clients.drop_unreachable(self.server.reachable), "its connection closed")
+
+    def _forget_clients(self, gone: list[tuple[str, str]], why: str) -> None:
         for group, client_id in gone:
-            log.info("client %s of group %s expired", client_id, group)
+            log.info("client %s left group %s: %s", client_id, group, why)
             self.locks.client_gone(client_id, group)
         self._notify_groups_changed({group for group, _ in gone})
 

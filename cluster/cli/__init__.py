@@ -13,8 +13,13 @@
     cluster group reset-offset GROUP TOPIC --to-time ISO|EPOCH_MS [--no-force]
 
 Commands that talk to a cluster find its NameServers in ``--namesrv``, else in
-``ROCKETBOX_NAMESRV``, else in the run-state file of ``--data-dir``.
-Read commands take ``--json``. Everything binds to 127.0.0.1 by default.
+``ROCKETBOX_NAMESRV``, else in the run-state file of ``--data-dir`` (an address without a port
+means the default NameServer port). Read commands take ``--json`` (records as JSON Lines, one
+document as one JSON object: ``common.py``). Everything binds to 127.0.0.1 by default.
+
+Exit codes: 0 done; 1 the request failed or found nothing (the reason on stderr); 2 a usage
+error; 130 interrupted; 141 the reader of stdout went away (``| head``), as a process killed by
+SIGPIPE would report.
 
 Several hosts: ``cluster up --role namesrv --host A`` on one, and on each other host
 ``cluster --namesrv A:9871 up --role broker --host B --broker-name broker-b`` (``--host`` is
@@ -25,6 +30,7 @@ the other hosts); ``--slave-id N --master-address B:PORT`` starts a slave of a m
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from cluster.cli import admin_cmds, client_cmds, cluster_cmds
@@ -43,21 +49,31 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+EXIT_BROKEN_PIPE = 128 + 13   # what a shell reports for a process SIGPIPE ended
+
+
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    problem = None
     if args.command == "topic" and args.action != "list" and not args.topic:
-        print("a topic name is needed", file=sys.stderr)
-        return 2
-    problem = query_problem(args) if args.command == "query" else None
-    if args.command == "up":
+        problem = "a topic name is needed"
+    elif args.command == "query":
+        problem = query_problem(args)
+    elif args.command == "up":
         problem = role_problem(args)
     if problem:
-        print(problem, file=sys.stderr)
+        print(f"error: {problem}", file=sys.stderr)
         return 2
     try:
         return args.func(args)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # Python would print a traceback when it flushes stdout at exit: point stdout at nothing.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
     except Exception as exc:  # the CLI reports; it does not dump a trace for a refused request
         from cluster.errors import ClientError
         if isinstance(exc, (ClientError, ValueError)):

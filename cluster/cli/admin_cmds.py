@@ -6,7 +6,7 @@ import json
 import sys
 
 from cluster.cli.client_cmds import message_dict
-from cluster.cli.common import iso_ms, new_console, open_admin, print_json, table, time_ms
+from cluster.cli.common import iso_ms, new_console, open_admin, print_json, print_json_line, table, time_ms
 
 
 def _dead_letter_dict(admin, m) -> dict:
@@ -18,28 +18,48 @@ def _dead_letter_dict(admin, m) -> dict:
 
 def _dlq_list(admin, args) -> int:
     rows = [_dead_letter_dict(admin, m) for m in admin.dead_letters(args.group, args.max)]
-    if args.json:
-        print_json(rows)
-        return 0
     for r in rows:
-        print(f"{r['msgId']} topic={r['originTopic']} reconsumeTimes={r['reconsumeTimes']} stored={r['storeTime']} "
-              f"resent={'yes' if r['resent'] else 'no'} body={r['bodyPreview']}")
+        if args.json:
+            print_json_line(r)
+        else:
+            print(f"{r['msgId']} topic={r['originTopic']} reconsumeTimes={r['reconsumeTimes']} "
+                  f"stored={r['storeTime']} resent={'yes' if r['resent'] else 'no'} body={r['bodyPreview']}")
     if not rows:
-        print(f"no dead letters for group {args.group}")
+        print(f"no dead letters for group {args.group}", file=sys.stderr)
     return 0
 
 
 def _dlq_show(admin, args) -> int:
     rows = [{**message_dict(m), **_dead_letter_dict(admin, m)} for m in admin.dead_letter(args.group, args.msg_id)]
-    if args.json:
-        print_json(rows)
-    else:
-        for row in rows:
-            print(json.dumps(row, indent=2, sort_keys=True))
+    for row in rows:
+        if args.json:
+            print_json_line(row)
+        else:
+            _print_dead_letter(row)
     if not rows:
         print(f"no dead letter {args.msg_id} for group {args.group}", file=sys.stderr)
         return 1
     return 0
+
+
+_DEAD_LETTER_FIELDS = ("msgId", "offsetMsgId", "originTopic", "topic", "broker", "queueId", "queueOffset", "tags",
+                       "keys", "reconsumeTimes", "storeTime", "resent")
+
+
+def _print_dead_letter(row: dict) -> None:
+    """One dead letter as ``name: value`` lines, its properties, then its body."""
+    for name in _DEAD_LETTER_FIELDS:
+        value = row.get(name)
+        if value in (None, "", []):
+            continue
+        if name == "keys":
+            value = " ".join(value)
+        elif name == "resent":
+            value = "yes" if value else "no"
+        print(f"{name}: {value}")
+    print("properties: " + " ".join(f"{k}={v}" for k, v in sorted(row["properties"].items())))
+    print(f"body: {row['body']}")
+    print()
 
 
 def _dlq_resend(admin, args) -> int:
@@ -47,10 +67,10 @@ def _dlq_resend(admin, args) -> int:
         print("say which: --msg-id ID (repeatable) or --all", file=sys.stderr)
         return 2
     rows = admin.resend_dead_letters(args.group, None if args.all else args.msg_id, force=args.force)
-    if args.json:
-        print_json(rows)
-    else:
-        for r in rows:
+    for r in rows:
+        if args.json:
+            print_json_line(r)
+        else:
             where = f" -> {r['broker']}:{r['queueId']}@{r['queueOffset']}" if r["status"] == "RESENT" else ""
             print(f"{r['status']} {r['msgId']} topic={r['topic']}{where}")
     resent = sum(r["status"] == "RESENT" for r in rows)
@@ -102,11 +122,10 @@ def cmd_group(args) -> int:
         offsets = admin.reset_offset_by_time(args.topic, args.group, args.to_time, force=args.force)
     rows = [{"topic": mq.topic, "broker": mq.broker_name, "queueId": mq.queue_id, "offset": offset}
             for mq, offset in sorted(offsets.items())]
-    if args.json:
-        print_json(rows)
-        return 0
     for r in rows:
-        print(f"{r['topic']} {r['broker']}:{r['queueId']} -> {r['offset']}")
+        print_json_line(r) if args.json else print(f"{r['topic']} {r['broker']}:{r['queueId']} -> {r['offset']}")
+    if args.json:
+        return 0
     print(f"group {args.group} reset to {iso_ms(args.to_time) if args.to_time >= 0 else 'the end'} "
           f"on {len(rows)} queues of {args.topic}", file=sys.stderr)
     return 0

@@ -6,7 +6,8 @@ import json
 import sys
 import time
 
-from cluster.cli.common import iso_ms, namesrv, new_console, open_admin, print_json, table, time_ms
+from cluster.cli.common import (int_within, iso_ms, namesrv, new_console, open_admin, print_json, print_json_line,
+                                table, time_ms)
 
 
 def cmd_topic(args) -> int:
@@ -18,11 +19,8 @@ def cmd_topic(args) -> int:
             admin.delete_topic(args.topic)
             print(f"topic {args.topic} deleted")
         elif args.action == "list":
-            topics = admin.topic_list()
-            if args.json:
-                print_json(topics)
-            else:
-                print("\n".join(topics))
+            for topic in admin.topic_list():
+                print_json_line({"topic": topic}) if args.json else print(topic)
         elif args.action == "route":
             route = admin.route(args.topic)
             if args.json:
@@ -36,25 +34,48 @@ def cmd_topic(args) -> int:
     return 0
 
 
+def _bodies(args):
+    """(label, body) to send: the argument ``--count`` times, or each stdin line as it arrives."""
+    if args.body is not None:
+        for _ in range(args.count):
+            yield "", args.body.encode()
+        return
+    for number, line in enumerate(sys.stdin.buffer, 1):
+        body = line.rstrip(b"\n").removesuffix(b"\r")
+        for _ in range(args.count):
+            yield f"line {number}: ", body
+
+
 def cmd_send(args) -> int:
+    """Each result is printed as soon as its send is answered; anything but SEND_OK goes to stderr and
+    makes the exit code 1 (as a failed command should), and the other lines are still sent."""
     from cluster.client.message import Message
     from cluster.client.producer import Producer
-    bodies = [args.body.encode()] if args.body is not None else [line.rstrip(b"\n") for line in sys.stdin.buffer]
-    results = []
+    from cluster.errors import ClientError
+    failed = 0
     with Producer(args.group, namesrv=namesrv(args)) as producer:
-        for _ in range(args.count):
-            for body in bodies:
+        for label, body in _bodies(args):
+            if not body:
+                print(f"error: {label}the message body is empty (not sent)", file=sys.stderr)
+                failed += 1
+                continue
+            try:
                 r = producer.send(Message(args.topic, body, tags=args.tags, keys=args.keys))
-                results.append({"status": r.status.name, "msgId": r.msg_id, "offsetMsgId": r.offset_msg_id,
-                                "broker": r.queue.broker_name, "queueId": r.queue.queue_id,
-                                "queueOffset": r.queue_offset})
-    if args.json:
-        print_json(results)
-    else:
-        for r in results:
-            print(f"{r['status']} msgId={r['msgId']} offsetMsgId={r['offsetMsgId']} "
-                  f"{r['broker']}:{r['queueId']}@{r['queueOffset']}")
-    return 0
+            except ClientError as exc:
+                print(f"error: {label}{exc}", file=sys.stderr)
+                failed += 1
+                continue
+            row = {"status": r.status.name, "msgId": r.msg_id, "offsetMsgId": r.offset_msg_id,
+                   "broker": r.queue.broker_name, "queueId": r.queue.queue_id, "queueOffset": r.queue_offset}
+            ok = r.status.name == "SEND_OK"
+            failed += not ok
+            if args.json:
+                print_json_line(row)
+            else:
+                print(f"{label}{row['status']} msgId={row['msgId']} offsetMsgId={row['offsetMsgId']} "
+                      f"{row['broker']}:{row['queueId']}@{row['queueOffset']}", file=sys.stdout if ok else sys.stderr)
+            sys.stdout.flush()
+    return 1 if failed else 0
 
 
 def message_dict(m) -> dict:
@@ -83,9 +104,11 @@ def cmd_consume(args) -> int:
                 if result.status == PullStatus.FOUND:
                     progressed = True
                 for m in result.messages[:args.max - shown]:
-                    print(json.dumps(message_dict(m)) if args.json else
-                          f"{m.broker_name}:{m.queue_id}@{m.queue_offset} {m.msg_id} tags={m.tags} "
-                          f"keys={' '.join(m.keys)} body={m.body[:200].decode('utf-8', 'replace')}")
+                    if args.json:
+                        print_json_line(message_dict(m))
+                    else:
+                        print(f"{m.broker_name}:{m.queue_id}@{m.queue_offset} {m.msg_id}{_tags_keys(m)} "
+                              f"body={m.body[:200].decode('utf-8', 'replace')}")
                     shown += 1
                 if shown >= args.max:
                     break
@@ -97,6 +120,11 @@ def cmd_consume(args) -> int:
             for mq, offset in offsets.items():
                 consumer.commit_offset(mq, offset)
     return 0
+
+
+def _tags_keys(m) -> str:
+    """`` tags=.. keys=..`` for what the message has; nothing for what it has not."""
+    return (f" tags={m.tags}" if m.tags else "") + (f" keys={' '.join(m.keys)}" if m.keys else "")
 
 
 def query_problem(args) -> str | None:
@@ -122,9 +150,12 @@ def _only_broker(admin, topic: str) -> str:
 def _query_messages(admin, args) -> list:
     from cluster.protocol import MessageQueue
     if args.id:
-        if len(args.id) == 32 and args.topic is None:
-            return [admin.view_message(args.id)]
-        return admin.query_by_key(args.topic, args.id, args.max)
+        # mqadmin's queryMsgById: an offset message id first; with --topic, else a UNIQ_KEY, else a key.
+        found = _by_offset_msg_id(admin, args.id, args.topic)
+        if found or args.topic is None:
+            return found
+        return admin.query_by_unique_key(args.topic, args.id, args.max) or admin.query_by_key(
+            args.topic, args.id, args.max)
     if args.msg_id:
         return admin.query_by_unique_key(args.topic, args.msg_id, args.max)
     if args.key:
@@ -134,9 +165,31 @@ def _query_messages(admin, args) -> list:
     return [message] if message is not None else []
 
 
+def _by_offset_msg_id(admin, msg_id: str, topic: str | None) -> list:
+    """The message an offset message id names (of ``topic``, when given); [] when it names none."""
+    from cluster.errors import ClientError
+    from cluster.shm.commitlog_format import parse_offset_msg_id
+    try:
+        parse_offset_msg_id(msg_id)
+    except ValueError:
+        if topic is None:
+            raise ValueError(f"{msg_id!r} is not an offset message id (32 hex characters); a UNIQ_KEY "
+                             f"or a key needs --topic") from None
+        return []
+    try:
+        message = admin.view_message(msg_id)
+    except ClientError:
+        if topic is None:
+            raise
+        return []
+    return [message] if topic is None or message.topic == topic else []
+
+
 def _print_message(row: dict) -> None:
+    tags = f" tags={row['tags']}" if row["tags"] else ""
+    keys = f" keys={' '.join(row['keys'])}" if row["keys"] else ""
     print(f"{row['topic']} {row['broker']}:{row['queueId']}@{row['queueOffset']} msgId={row['msgId']} "
-          f"offsetMsgId={row['offsetMsgId']} tags={row['tags']} keys={' '.join(row['keys'])} "
+          f"offsetMsgId={row['offsetMsgId']}{tags}{keys} "
           f"stored={iso_ms(row['storeTimestamp'])} reconsumeTimes={row['reconsumeTimes']}")
     print(f"  body: {row['body'][:200]}")
     for track in row["tracks"]:
@@ -148,11 +201,8 @@ def _print_message(row: dict) -> None:
 def cmd_query(args) -> int:
     with open_admin(args) as admin:
         rows = [{**message_dict(m), "tracks": admin.message_track(m)} for m in _query_messages(admin, args)]
-    if args.json:
-        print_json(rows)
-    else:
-        for row in rows:
-            _print_message(row)
+    for row in rows:
+        print_json_line(row) if args.json else _print_message(row)
     if not rows:
         print("no message found", file=sys.stderr)
         return 1
@@ -164,8 +214,8 @@ def add_parsers(sub) -> None:
     topic = sub.add_parser("topic", help="create, update, list, route, delete topics")
     topic.add_argument("action", choices=("create", "update", "list", "route", "delete"))
     topic.add_argument("topic", nargs="?")
-    topic.add_argument("--queues", type=int, default=4)
-    topic.add_argument("--perm", type=int, default=6)
+    topic.add_argument("--queues", type=int_within(1, 1024), default=4, help="queues per broker, 1..1024")
+    topic.add_argument("--perm", type=int_within(0, 7), default=6, help="4 read, 2 write (6: both)")
     topic.add_argument("--json", action="store_true")
     topic.set_defaults(func=cmd_topic)
 

@@ -1,11 +1,18 @@
 """What every ``cluster`` command shares: where the data dir and the NameServers are, and how
-results are printed (rich tables, JSON, times)."""
+results are printed (rich tables, JSON, times).
+
+``--json`` follows one convention per kind of output: commands that print records (send, consume,
+query, dlq list/show/resend, group reset-offset, topic list) print JSON Lines, one object per line
+as each record is ready; commands that print one document (topic route, status, controller) print
+one JSON object.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import sys
 from datetime import datetime
 
 from cluster.config import NAMESRV_PORT_DEFAULT
@@ -15,13 +22,23 @@ from cluster.procs.run_state import read_state_file
 DATA_DIR_DEFAULT = os.environ.get("ROCKETBOX_DATA_DIR", os.path.join(os.path.expanduser("~"), ".rocketbox"))
 
 
+# Tables written to a pipe or file are never cut to a terminal's width (rich assumes 80 columns).
+PIPE_WIDTH = 1000
+
+
 def new_console():
     from rich.console import Console
-    return Console()
+    return Console() if sys.stdout.isatty() else Console(width=PIPE_WIDTH, no_color=True)
 
 
 def print_json(value) -> None:
+    """One JSON document (the output of a command that shows one thing)."""
     print(json.dumps(value, indent=2, sort_keys=True, default=str))
+
+
+def print_json_line(value) -> None:
+    """One record of a JSON Lines stream, flushed so a reader sees it at once."""
+    print(json.dumps(value, sort_keys=True, default=str), flush=True)
 
 
 def table(title: str, columns: list[str], rows: list[list]):
@@ -59,6 +76,19 @@ def namesrv(args) -> str | None:
 def open_admin(args):
     from cluster.client.admin import Admin
     return Admin(namesrv=namesrv(args))
+
+
+def int_within(low: int, high: int):
+    """argparse type: an integer in [low, high], else a usage error naming the range."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{value} is outside {low}..{high}")
+        return value
+    return parse
 
 
 def time_ms(text: str) -> int:

@@ -185,8 +185,16 @@ class Admin(ClientBase):
         return offsets
 
     def view_message(self, offset_msg_id: str) -> MessageExt:
-        """The message an offset message id names: the broker reads it at its CommitLog offset."""
+        """The message an offset message id names: the broker reads it at its CommitLog offset.
+
+        Only a broker of this cluster is asked: any 32 hex characters parse as an offset id (a
+        UNIQ_KEY does too), and the address inside must not send a request anywhere else."""
         endpoint, phys_offset = _store_endpoint(offset_msg_id)
+        known = {normalize_endpoint(addr) for data in self.cluster_info()["brokerAddrTable"].values()
+                 for addr in data["brokerAddrs"].values()}
+        if endpoint not in known:
+            raise NoRouteError(f"{offset_msg_id} is not an offset message id of this cluster: no broker of it "
+                               f"is at {endpoint[len('tcp://'):]}")
         response = self.rpc.call(endpoint, Command(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": str(phys_offset)}))
         raise_for(response, endpoint)
         names = {e: n for n, e in self.master_endpoints().items()}

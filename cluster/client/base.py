@@ -1,20 +1,42 @@
-"""What every client shares: the RPC client, the route cache, a client id, open/closed state."""
+"""What every client shares: the RPC client, the route cache, a client id, open/closed state.
+
+A client still open when its process exits is shut down then (``atexit``), as RocketMQ's
+clients are by their shutdown hook: a consumer commits its offsets and leaves its group at once,
+so the group's other members take its queues now rather than after the broker's client expiry.
+"""
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import itertools
+import logging
 import os
 import socket
+import weakref
 from typing import Sequence
 
 from cluster.clock import SYSTEM_CLOCK, Clock
-from cluster.client.routes import RouteCache, namesrv_endpoints_from_env, normalize_endpoint
-from cluster.config import ClientConfig
+from cluster.client.routes import RouteCache, namesrv_endpoints_from_env
+from cluster.config import ClientConfig, namesrv_endpoints
 from cluster.errors import ClientClosed
 from cluster.zmq_transport import RpcClient
 
+log = logging.getLogger(__name__)
+
 _instance_counter = itertools.count()
+_OPEN_CLIENTS: "weakref.WeakSet[ClientBase]" = weakref.WeakSet()
+
+
+@atexit.register
+def _shut_down_open_clients() -> None:
+    for client in list(_OPEN_CLIENTS):
+        if client._client_pid != os.getpid():
+            continue   # inherited through fork: the parent's client, not this process's to close
+        try:
+            client.shutdown()
+        except Exception:   # exiting anyway: say why the group may wait for the expiry
+            log.exception("shutting %s down at exit failed", type(client).__name__)
 
 
 def _local_ip() -> str:
@@ -29,9 +51,7 @@ class ClientBase:
                  clock: Clock = SYSTEM_CLOCK):
         cfg = config or ClientConfig(namesrv_endpoints=namesrv_endpoints_from_env())
         if namesrv is not None:
-            endpoints = (namesrv,) if isinstance(namesrv, str) else tuple(namesrv)
-            endpoints = tuple(normalize_endpoint(e) for part in endpoints for e in part.split(";") if e.strip())
-            cfg = dataclasses.replace(cfg, namesrv_endpoints=endpoints)
+            cfg = dataclasses.replace(cfg, namesrv_endpoints=namesrv_endpoints(namesrv))
         cfg.validate()
         self.cfg = cfg
         # Deadlines, back-offs, latency windows and expiry read this (a test may pass a ManualClock).
@@ -41,6 +61,7 @@ class ClientBase:
         self._closed = False
         self._client_pid = os.getpid()
         self.client_id = f"{_local_ip()}@{os.getpid()}@{cfg.instance_name}@{next(_instance_counter)}"
+        _OPEN_CLIENTS.add(self)
 
     def _check_open(self) -> None:
         if self._closed:
@@ -53,6 +74,7 @@ class ClientBase:
     def shutdown(self) -> None:
         if not self._closed:
             self._closed = True
+            _OPEN_CLIENTS.discard(self)
             self.rpc.close()
 
     def __enter__(self):

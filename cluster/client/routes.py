@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from cluster.config import ClientConfig
+from cluster.config import ClientConfig, namesrv_endpoints
 from cluster.errors import BrokerError, NoRouteError
 from cluster.protocol import AUTO_CREATE_TOPIC_KEY, MASTER_ID, PERM_READ, PERM_WRITE, RequestCode, ResponseCode
 from cluster.client.message import MessageQueue
@@ -26,7 +26,7 @@ def namesrv_endpoints_from_env(default: tuple[str, ...] | None = None) -> tuple[
     raw = os.environ.get("ROCKETBOX_NAMESRV", "")
     if not raw:
         return default if default is not None else ClientConfig().namesrv_endpoints
-    return tuple(normalize_endpoint(p) for p in raw.replace(",", ";").split(";") if p.strip())
+    return namesrv_endpoints(raw)
 
 
 def normalize_endpoint(address: str) -> str:
@@ -36,9 +36,7 @@ def normalize_endpoint(address: str) -> str:
 
 def config_for(namesrv: str | Sequence[str], **changes) -> ClientConfig:
     """Client settings for these NameServers ("host:port;host:port" or a sequence), plus ``changes``."""
-    addresses = namesrv.replace(",", ";").split(";") if isinstance(namesrv, str) else namesrv
-    endpoints = tuple(normalize_endpoint(a) for a in addresses if a.strip())
-    return ClientConfig(namesrv_endpoints=endpoints, **changes)
+    return ClientConfig(namesrv_endpoints=namesrv_endpoints(namesrv), **changes)
 
 
 @dataclass

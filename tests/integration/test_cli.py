@@ -27,6 +27,11 @@ def _cli(data_dir, *args, env=None, check=True, timeout=120):
     return proc
 
 
+def _records(proc) -> list:
+    """The records a ``--json`` command printed (JSON Lines)."""
+    return [json.loads(line) for line in proc.stdout.splitlines()]
+
+
 def test_cli_round_trip(tmp_path):
     data_dir = str(tmp_path / "cli")
     namesrv_port, broker_port = free_ports(2)
@@ -40,11 +45,11 @@ def test_cli_round_trip(tmp_path):
         assert roles == ["allocate", "broker", "flush", "namesrv", "reput"]
         assert all(c["state"] == "running" for c in status["children"])
         _cli(data_dir, "topic", "create", "CliTopic", "--queues", "2", env=env)
-        assert "CliTopic" in json.loads(_cli(data_dir, "topic", "list", "--json", env=env).stdout)
+        assert {"topic": "CliTopic"} in _records(_cli(data_dir, "topic", "list", "--json", env=env))
         route = json.loads(_cli(data_dir, "topic", "route", "CliTopic", "--json", env=env).stdout)
         assert route["queueDatas"][0]["writeQueueNums"] == 2
-        sent = json.loads(_cli(data_dir, "send", "CliTopic", "hello from the cli", "--tags", "T", "--keys", "K1",
-                               "--json", env=env).stdout)
+        sent = _records(_cli(data_dir, "send", "CliTopic", "hello from the cli", "--tags", "T", "--keys", "K1",
+                             "--json", env=env))
         assert sent[0]["status"] == "SEND_OK"
         consumed = [json.loads(line) for line in
                     _cli(data_dir, "consume", "CliTopic", "--json", "--max", "10", "--wait-s", "5",
@@ -53,16 +58,16 @@ def test_cli_round_trip(tmp_path):
         # Without --wait-s: one pass over what is there now.
         now = _cli(data_dir, "consume", "CliTopic", "--json", env=env).stdout.splitlines()
         assert [json.loads(line)["body"] for line in now] == ["hello from the cli"]
-        by_id = json.loads(_cli(data_dir, "query", "--id", sent[0]["offsetMsgId"], "--json", env=env).stdout)
+        by_id = _records(_cli(data_dir, "query", "--id", sent[0]["offsetMsgId"], "--json", env=env))
         assert by_id[0]["msgId"] == sent[0]["msgId"]
-        by_key = json.loads(_cli(data_dir, "query", "--key", "K1", "--topic", "CliTopic", "--json", env=env).stdout)
+        by_key = _records(_cli(data_dir, "query", "--key", "K1", "--topic", "CliTopic", "--json", env=env))
         assert by_key[0]["body"] == "hello from the cli"
         missing = _cli(data_dir, "query", "--key", "nope", "--topic", "CliTopic", env=env, check=False)
         assert missing.returncode == 1 and "no message" in missing.stderr
         bad = _cli(data_dir, "topic", "create", "bad topic!", env=env, check=False)
         assert bad.returncode != 0 and "characters" in bad.stderr
         _cli(data_dir, "topic", "delete", "CliTopic", env=env)
-        assert "CliTopic" not in json.loads(_cli(data_dir, "topic", "list", "--json", env=env).stdout)
+        assert {"topic": "CliTopic"} not in _records(_cli(data_dir, "topic", "list", "--json", env=env))
     finally:
         down = _cli(data_dir, "down", env=env, check=False)
     assert down.returncode == 0, down.stderr
@@ -104,7 +109,7 @@ def test_cli_up_with_slaves(tmp_path):
                                                          for r in ("flush", "reput", "allocate")])
         assert all(c["state"] == "running" and c["pid"] for c in status["children"])
         _cli(data_dir, "topic", "create", "CliTopic", "--queues", "2", env=env)
-        sent = json.loads(_cli(data_dir, "send", "CliTopic", "replicated", "--json", env=env).stdout)
+        sent = _records(_cli(data_dir, "send", "CliTopic", "replicated", "--json", env=env))
         assert sent[0]["status"] == "SEND_OK"
         route = json.loads(_cli(data_dir, "topic", "route", "CliTopic", "--json", env=env).stdout)
         assert {d["brokerName"]: sorted(d["brokerAddrs"]) for d in route["brokerDatas"]} == \
@@ -124,7 +129,7 @@ def test_cli_up_with_failover_shows_the_controller(tmp_path):
     _cli(data_dir, "up", "--detach", "--slaves", "1", "--failover", "--broker-role", "sync",
          "--namesrv-port", str(namesrv_port), "--broker-port", str(broker_port), env=env)
     try:
-        sent = json.loads(_cli(data_dir, "send", "FoCli", "kept", "--json", env=env).stdout)
+        sent = _records(_cli(data_dir, "send", "FoCli", "kept", "--json", env=env))
         assert sent[0]["status"] in ("SEND_OK", "SLAVE_NOT_AVAILABLE")
         deadline = time.monotonic() + 60
         while True:   # the slave joins the sync set once it has caught up
@@ -162,7 +167,7 @@ def test_cli_up_ignores_a_decoy_cluster_package_in_the_working_directory(tmp_pat
     try:
         status = json.loads(cli("status", "--json").stdout)
         assert all(c["state"] == "running" for c in status["children"]), status
-        sent = json.loads(cli("send", "DecoyTopic", "served by the installed package", "--json").stdout)
+        sent = _records(cli("send", "DecoyTopic", "served by the installed package", "--json"))
         assert sent[0]["status"] == "SEND_OK"
     finally:
         down = cli("down", check=False)

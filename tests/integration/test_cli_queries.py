@@ -18,11 +18,11 @@ LEVELS = "300ms 600ms 900ms 1200ms 1500ms 1800ms"
 
 
 def _run(cluster, *args, expect: int = 0):
-    """``cluster --namesrv ... args``; the parsed output with --json, else the finished process."""
+    """``cluster --namesrv ... args``; the records with --json (JSON Lines), else the finished process."""
     proc = subprocess.run([sys.executable, "-m", "cluster.cli", "--data-dir", cluster.data_dir,
                            "--namesrv", cluster.namesrv, *args], capture_output=True, text=True, timeout=120)
     assert proc.returncode == expect, f"cluster {' '.join(args)}: {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
-    return json.loads(proc.stdout) if "--json" in args else proc
+    return [json.loads(line) for line in proc.stdout.splitlines()] if "--json" in args else proc
 
 
 def _tracks(row: dict) -> dict[str, str]:
@@ -134,4 +134,4 @@ def test_dead_letters_are_listed_shown_and_resent_once(start_cluster):
         assert [r["status"] for r in forced] == ["RESENT"]
         wait_until(lambda: len(read_topic(reader, "Payments")) == 3, 10, what="the forced copy")
     _run(cluster, "dlq", "resend", "Ledger", "--msg-id", "F" * 32, expect=1)
-    assert "no dead letters" in _run(cluster, "dlq", "list", "NobodyFails").stdout
+    assert "no dead letters" in _run(cluster, "dlq", "list", "NobodyFails").stderr   # stdout: records only

@@ -245,7 +245,7 @@ def test_reset_offset_by_time_makes_a_running_group_read_again(cluster):
                                "reset-offset", group, topic, "--to-time", iso, "--json"],
                               capture_output=True, text=True, timeout=60)
         assert proc.returncode == 0, proc.stderr
-        rows = json.loads(proc.stdout)
+        rows = [json.loads(line) for line in proc.stdout.splitlines()]   # JSON Lines
         assert len(rows) == 4 and sum(r["offset"] for r in rows) == 100
         wait_until(lambda: all(n == 3 for body, n in recorder.received.items() if body.startswith(b"new-")), 30,
                    what="every message after the mark consumed a third time")

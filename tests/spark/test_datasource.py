@@ -10,7 +10,7 @@ import pytest
 
 from cluster import Admin, Message, Producer, PullConsumer
 from cluster.client.selectors import select_by_hash
-from cluster.testing import LocalCluster, read_topic
+from cluster.testing import LocalCluster, read_topic, wait_until
 from spark.datasource import register
 from tests.conftest import client_config
 
@@ -35,14 +35,19 @@ def _topic(cluster, name: str) -> None:
 
 
 def _send(cluster, topic: str, start: int, count: int) -> list[str]:
-    """``count`` keyed messages, bodies ``m<i>``, spread over the queues; their msg ids."""
-    with Producer("ds-test-producer", config=client_config(cluster)) as producer:
+    """``count`` keyed messages, bodies ``m<i>``, spread over the queues; their msg ids, once every
+    one is dispatched (a read plans its ranges from the queues' max offsets, which move only then)."""
+    cfg = client_config(cluster)
+    with Producer("ds-test-producer", config=cfg) as producer, Admin(config=cfg) as admin:
+        stored_before = sum(row["maxOffset"] for row in admin.queue_offsets(topic))
         ids = []
         for i in range(start, start + count, 50):
             batch = [Message(topic, f"m{j}".encode(), tags=f"t{j % 3}", keys=f"key{j % 7}",
                              properties={"n": str(j)}) for j in range(i, min(start + count, i + 50))]
             producer.send_batch(batch)
             ids.extend(m.properties["UNIQ_KEY"] for m in batch)
+        wait_until(lambda: sum(row["maxOffset"] for row in admin.queue_offsets(topic)) == stored_before + count,
+                   30, what=f"{count} messages of {topic} dispatched")
         return ids
 
 

@@ -1,0 +1,103 @@
+"""What a newcomer meets first on the command line (issue 17): lookups by the id `send` printed,
+a sender that reports line by line, exit codes a script can trust, output fit for pipes."""
+
+from __future__ import annotations
+
+import json
+import select
+import subprocess
+import sys
+
+from cluster import Admin
+from cluster.config import SYNC_MASTER
+from tests.conftest import client_config
+
+CLI = [sys.executable, "-m", "cluster.cli"]
+
+
+def _cli(cluster, *args, stdin: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([*CLI, "--data-dir", cluster.data_dir, "--namesrv", cluster.namesrv, *args],
+                          input=stdin, capture_output=True, text=True, timeout=timeout)
+
+
+def _records(proc) -> list[dict]:
+    return [json.loads(line) for line in proc.stdout.splitlines()]
+
+
+def test_query_by_the_offset_id_send_printed_with_and_without_topic(start_cluster):
+    cluster = start_cluster()
+    assert _cli(cluster, "topic", "create", "Orders", "--queues", "2").returncode == 0
+    sent = _records(_cli(cluster, "send", "Orders", "hello", "--keys", "order-1", "--json"))[0]
+    for extra in ((), ("--topic", "Orders")):
+        found = _records(_cli(cluster, "query", "--id", sent["offsetMsgId"], *extra, "--json"))
+        assert [m["body"] for m in found] == ["hello"], extra
+    # With --topic, --id also takes the UNIQ_KEY (mqadmin's queryMsgById falls back the same way).
+    by_uniq = _records(_cli(cluster, "query", "--id", sent["msgId"], "--topic", "Orders", "--json"))
+    assert [m["offsetMsgId"] for m in by_uniq] == [sent["offsetMsgId"]]
+    # An offset id of another topic is not this topic's message.
+    assert _cli(cluster, "topic", "create", "Other", "--queues", "1").returncode == 0
+    wrong_topic = _cli(cluster, "query", "--id", sent["offsetMsgId"], "--topic", "Other")
+    assert wrong_topic.returncode == 1 and "no message found" in wrong_topic.stderr
+
+
+def test_send_reports_each_stdin_line_as_it_goes_and_names_the_failed_one(start_cluster):
+    cluster = start_cluster()
+    _cli(cluster, "topic", "create", "Lines", "--queues", "1")
+    done = _cli(cluster, "send", "Lines", stdin="a\nb\n\nc\n")
+    assert done.returncode == 1, done
+    assert [line.split()[:3] for line in done.stdout.splitlines()] == [
+        ["line", "1:", "SEND_OK"], ["line", "2:", "SEND_OK"], ["line", "4:", "SEND_OK"]]
+    assert "error: line 3: the message body is empty" in done.stderr
+    consumed = _records(_cli(cluster, "consume", "Lines", "--json", "--wait-s", "5", "--max", "3"))
+    assert [m["body"] for m in consumed] == ["a", "b", "c"]
+
+    # The first answer is out while stdin is still open: a line-per-message sender streams.
+    proc = subprocess.Popen([*CLI, "--namesrv", cluster.namesrv, "send", "Lines"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        proc.stdin.write("first\n")
+        proc.stdin.flush()
+        ready, _, _ = select.select([proc.stdout], [], [], 60)
+        assert ready, "no result printed for the first line while stdin stayed open"
+        assert proc.stdout.readline().startswith("line 1: SEND_OK")
+        proc.stdin.close()
+        assert proc.wait(60) == 0
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_send_exits_non_zero_when_the_answer_is_not_send_ok(start_cluster):
+    # A sync master without a slave answers SLAVE_NOT_AVAILABLE: stored, but not as promised.
+    cluster = start_cluster(broker_overrides={"broker_role": SYNC_MASTER})
+    _cli(cluster, "topic", "create", "Sync", "--queues", "1")
+    proc = _cli(cluster, "send", "Sync", "unreplicated")
+    assert proc.returncode == 1, proc
+    assert proc.stdout == "" and proc.stderr.startswith("SLAVE_NOT_AVAILABLE ")
+
+
+def test_output_survives_pipes_and_is_not_cut_to_80_columns(start_cluster):
+    cluster = start_cluster()
+    _cli(cluster, "topic", "create", "Piped", "--queues", "4")
+    _cli(cluster, "send", "Piped", "x", "--count", "50")
+    for command in (["consume", "Piped"], ["consume", "Piped", "--json"], ["topic", "route", "Piped"]):
+        shell = subprocess.run(["bash", "-c", 'set -o pipefail; "$@" | head -1', "pipe", *CLI, "--namesrv",
+                                cluster.namesrv, *command], capture_output=True, text=True, timeout=120)
+        assert "Traceback" not in shell.stderr and "BrokenPipe" not in shell.stderr, shell.stderr
+        assert shell.returncode in (0, 141), shell   # 141: ended by the closed pipe, as `yes | head` is
+        assert shell.stdout.strip()
+    route = _cli(cluster, "topic", "route", "Piped")
+    broker_address = cluster.topology.brokers[0].address
+    assert broker_address in route.stdout, route.stdout   # whole, not cut with an ellipsis
+    plain = _cli(cluster, "consume", "Piped", "--max", "1").stdout
+    assert "tags=" not in plain and "keys=" not in plain   # no tags=None keys= for a message without them
+
+
+def test_usage_errors_are_usage_errors(start_cluster):
+    cluster = start_cluster()
+    zero = _cli(cluster, "topic", "create", "Bad", "--queues", "0")
+    assert zero.returncode == 2 and "--queues: 0 is outside 1..1024" in zero.stderr
+    nameless = _cli(cluster, "topic", "create", "")
+    assert nameless.returncode == 2 and nameless.stderr.strip() == "error: a topic name is needed"
+    with Admin(config=client_config(cluster)) as admin:
+        assert "Bad" not in admin.topic_list()
