@@ -31,7 +31,8 @@ from cluster.broker.slave_sync import SlaveSynchronize
 from cluster.broker.topics import TopicConfig, TopicConfigManager
 from cluster.broker.waiters import FlushWaiters, PullWaiters
 from cluster.clock import SYSTEM_CLOCK, Clock
-from cluster.protocol import (require_name, answers_refusals, DLQ_TOPIC_PREFIX, PERM_READ_WRITE, ProtocolError,
+from cluster.protocol import (require_name, answers_refusals, AUTO_CREATE_TOPIC_KEY, DLQ_TOPIC_PREFIX,
+                              PERM_READ_WRITE, ProtocolError,
                               RETRY_TOPIC_PREFIX, RequestCode, ResponseCode, field_int, field_str, json_body,
                               retry_topic, to_json_bytes)
 from cluster.shm.commitlog_format import parse_offset_msg_id
@@ -425,6 +426,12 @@ class BrokerService:
     def on_update_topic(self, request: Command, reply=None) -> Command:
         topic = field_str(request, "topic")
         require_name("topic", topic)
+        if topic == AUTO_CREATE_TOPIC_KEY or topic == SCHEDULE_TOPIC or topic in TRANSACTION_TOPICS:
+            # RocketMQ's TopicValidator.isSystemTopic refusal: these are the broker's own.
+            role = ("the auto-create template" if topic == AUTO_CREATE_TOPIC_KEY
+                    else "delayed or half messages wait there")
+            raise ProtocolError(f"the topic {topic} is conflict with system topic ({role})",
+                                ResponseCode.NO_PERMISSION)
         read = field_int(request, "readQueueNums", self.cfg.topic_queue_count_default)
         write = field_int(request, "writeQueueNums", read)
         if not (0 < read <= 1024 and 0 < write <= 1024):

@@ -119,6 +119,11 @@ def cmd_controller(args) -> int:
 def cmd_group(args) -> int:
     """``group reset-offset``: RocketMQ's ``mqadmin resetOffsetByTime``; a running group rereads at once."""
     with open_admin(args) as admin:
+        if not args.new_group and args.group not in admin.groups_of(args.topic):
+            print(f"error: group {args.group} has no offsets on {args.topic} and no member subscribing to it; "
+                  f"nothing reset (--new-group sets the offsets of a group that has not consumed yet)",
+                  file=sys.stderr)
+            return 1
         offsets = admin.reset_offset_by_time(args.topic, args.group, args.to_time, force=args.force)
     rows = [{"topic": mq.topic, "broker": mq.broker_name, "queueId": mq.queue_id, "offset": offset}
             for mq, offset in sorted(offsets.items())]
@@ -162,6 +167,8 @@ def add_parsers(sub) -> None:
                        help="ISO 8601 or epoch ms: the first message stored at or after it is read next; -1: the end")
     reset.add_argument("--no-force", dest="force", action="store_false",
                        help="keep a queue's committed offset when it is already earlier than the time's")
+    reset.add_argument("--new-group", action="store_true",
+                       help="the group has not consumed the topic yet: create its offsets")
     reset.add_argument("--json", action="store_true")
     group.set_defaults(func=cmd_group)
 

@@ -6,11 +6,19 @@ import json
 import sys
 import time
 
+from cluster.protocol import AUTO_CREATE_TOPIC_KEY
 from cluster.cli.common import (int_within, iso_ms, namesrv, new_console, open_admin, print_json, print_json_line,
                                 table, time_ms)
 
 
+GROUP_TOPIC_PREFIXES = ("%RETRY%", "%DLQ%")
+
+
 def cmd_topic(args) -> int:
+    if args.action in ("create", "update") and args.topic.startswith(GROUP_TOPIC_PREFIXES) and not args.group_topic:
+        print(f"error: {args.topic} is a consumer group's retry or dead-letter topic, which the broker makes "
+              f"itself; pass --group-topic to {args.action} it anyway", file=sys.stderr)
+        return 2
     with open_admin(args) as admin:
         if args.action in ("create", "update"):
             admin.create_topic(args.topic, args.queues, perm=args.perm)
@@ -54,6 +62,7 @@ def cmd_send(args) -> int:
     from cluster.errors import ClientError
     failed = 0
     with Producer(args.group, namesrv=namesrv(args)) as producer:
+        known = producer.routes.get(args.topic) is not None
         for label, body in _bodies(args):
             if not body:
                 print(f"error: {label}the message body is empty (not sent)", file=sys.stderr)
@@ -69,6 +78,11 @@ def cmd_send(args) -> int:
                    "broker": r.queue.broker_name, "queueId": r.queue.queue_id, "queueOffset": r.queue_offset}
             ok = r.status.name == "SEND_OK"
             failed += not ok
+            if not known:
+                known = True
+                print(f"note: topic {args.topic} did not exist; the broker created it ({r.queue.broker_name}, "
+                      f"from the {AUTO_CREATE_TOPIC_KEY} template) because topic auto-create is on "
+                      f"(cluster up --no-auto-create-topic turns it off)", file=sys.stderr)
             if args.json:
                 print_json_line(row)
             else:
@@ -94,7 +108,14 @@ def cmd_consume(args) -> int:
     deadline = time.monotonic() + args.wait_s
     with PullConsumer(args.group, namesrv=namesrv(args)) as consumer:
         queues = consumer.queues(args.topic)
-        offsets = {mq: (consumer.committed_offset(mq) or 0) if args.from_committed else 0 for mq in queues}
+        offsets = {mq: 0 for mq in queues}
+        if args.from_committed:
+            offsets = {mq: consumer.committed_offset(mq) or 0 for mq in queues}
+            with open_admin(args) as admin:
+                known = args.group in admin.groups_of(args.topic)
+            if not known:
+                print(f"note: group {args.group} has no committed offsets on {args.topic} (it never consumed it): "
+                      f"reading from each queue's first offset", file=sys.stderr)
         # Pass over every queue until nothing new comes; with --wait-s, keep polling that long.
         while shown < args.max:
             progressed = False
@@ -216,6 +237,8 @@ def add_parsers(sub) -> None:
     topic.add_argument("topic", nargs="?")
     topic.add_argument("--queues", type=int_within(1, 1024), default=4, help="queues per broker, 1..1024")
     topic.add_argument("--perm", type=int_within(0, 7), default=6, help="4 read, 2 write (6: both)")
+    topic.add_argument("--group-topic", action="store_true",
+                       help="allow a %%RETRY%%<group> or %%DLQ%%<group> name (the broker makes those itself)")
     topic.add_argument("--json", action="store_true")
     topic.set_defaults(func=cmd_topic)
 

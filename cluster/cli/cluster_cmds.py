@@ -29,7 +29,8 @@ def _topology_from_args(args):
                           namesrv_ports=[args.namesrv_port + i for i in range(args.namesrvs)],
                           broker_ports=[args.broker_port + 10 * i for i in range(args.brokers)],
                           store_overrides=store, slave_count=args.slaves, failover=args.failover,
-                          broker_overrides={"broker_role": SYNC_MASTER if args.broker_role == "sync" else ASYNC_MASTER})
+                          broker_overrides={"broker_role": SYNC_MASTER if args.broker_role == "sync" else ASYNC_MASTER,
+                                            "auto_create_topic_enabled": not args.no_auto_create_topic})
 
 
 def _registered_namesrvs(args) -> tuple[str, ...]:
@@ -206,6 +207,8 @@ def add_parsers(sub) -> None:
     up.add_argument("--broker-role", choices=("async", "sync"), default="async",
                     help="masters replicate asynchronously, or answer a send once a slave has it")
     up.add_argument("--flush-mode", choices=("async", "sync"), default="async")
+    up.add_argument("--no-auto-create-topic", action="store_true",
+                    help="a send to a topic that does not exist is refused (RocketMQ's autoCreateTopicEnable=false)")
     up.add_argument("--host", default="127.0.0.1",
                     help="the address every process here binds and advertises (reachable from other hosts)")
     up.add_argument("--role", choices=("all", "namesrv", "broker"), default="all",

@@ -225,6 +225,18 @@ class Admin(ClientBase):
         """The message at queue offset ``offset`` of ``mq`` (a pull of one), or None."""
         return next((m for m in self.pull(mq, offset, 1).messages if m.queue_offset == offset), None)
 
+    def groups_of(self, topic: str) -> set[str]:
+        """The consumer groups with offsets on ``topic`` or online subscribing to it, on any of its brokers."""
+        route = self.routes.get(topic, refresh=True)
+        if route is None:
+            raise NoRouteError(f"topic {topic} has no route")
+        groups: set[str] = set()
+        for name in sorted(route.broker_addrs):
+            endpoint = route.master_endpoint(name)
+            if endpoint is not None:
+                groups.update(broker_api.query_topic_consume_by_who(self.rpc, endpoint, topic))
+        return groups
+
     def message_track(self, message: MessageExt) -> list[dict]:
         """Per consumer group of the message's topic on its broker (QUERY_TOPIC_CONSUME_BY_WHO): CONSUMED
         when the group's committed offset of the message's queue is past the message, else NOT_CONSUME_YET

@@ -101,3 +101,31 @@ def test_usage_errors_are_usage_errors(start_cluster):
     assert nameless.returncode == 2 and nameless.stderr.strip() == "error: a topic name is needed"
     with Admin(config=client_config(cluster)) as admin:
         assert "Bad" not in admin.topic_list()
+
+
+def test_reserved_names_unknown_groups_and_auto_create_are_said(start_cluster):
+    cluster = start_cluster()
+    template = _cli(cluster, "topic", "create", "TBW102")
+    assert template.returncode == 1 and "conflict with system topic" in template.stderr
+    dlq = _cli(cluster, "topic", "create", "%DLQ%foo")
+    assert dlq.returncode == 2 and "--group-topic" in dlq.stderr
+    assert _cli(cluster, "topic", "create", "%DLQ%foo", "--group-topic").returncode == 0
+    # A send to a missing topic creates it (RocketMQ's default), and the CLI says so.
+    created = _cli(cluster, "send", "BornOnSend", "x")
+    assert created.returncode == 0 and "note: topic BornOnSend did not exist" in created.stderr
+    assert "note:" not in _cli(cluster, "send", "BornOnSend", "y").stderr
+    # A group that never consumed the topic is not silently created or read from 0.
+    unknown = _cli(cluster, "group", "reset-offset", "NoSuchGroup", "BornOnSend", "--to-time", "0")
+    assert unknown.returncode == 1 and "nothing reset" in unknown.stderr
+    with Admin(config=client_config(cluster)) as admin:
+        assert "NoSuchGroup" not in admin.groups_of("BornOnSend")
+    fresh = _cli(cluster, "consume", "BornOnSend", "--group", "NoSuchGroup", "--from-committed", "--max", "5")
+    assert fresh.returncode == 0 and "group NoSuchGroup has no committed offsets on BornOnSend" in fresh.stderr
+
+
+def test_auto_create_can_be_turned_off(start_cluster):
+    cluster = start_cluster(broker_overrides={"auto_create_topic_enabled": False})
+    refused = _cli(cluster, "send", "Missing", "x")
+    assert refused.returncode == 1 and "Missing" in refused.stderr, refused
+    help_text = subprocess.run([*CLI, "up", "--help"], capture_output=True, text=True, timeout=60).stdout
+    assert "--no-auto-create-topic" in help_text

@@ -1,0 +1,76 @@
+"""The README's "Using it" blocks, run in order as written, from a directory outside the checkout
+(issue 17): the shell blocks by bash with ``set -e``, the Python blocks by the venv's python, in a
+home of their own so ``~/.rocketbox`` is fresh. The README cannot drift from what works."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cluster.config import BROKER_PORT_DEFAULT, NAMESRV_PORT_DEFAULT
+
+CHECKOUT = Path(__file__).resolve().parents[2]
+FENCE = re.compile(r"^```(sh|python)\n(.*?)^```$", re.S | re.M)
+
+
+def using_it_blocks() -> list[tuple[str, str]]:
+    """(language, code) of every sh and python block of the README's "Using it" section, in order."""
+    text = (CHECKOUT / "README.md").read_text()
+    section = text.split("\n## Using it\n", 1)[1].split("\n## ", 1)[0]
+    return FENCE.findall(section)
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def test_the_readme_blocks_are_the_ones_this_test_runs():
+    kinds = [kind for kind, _ in using_it_blocks()]
+    assert kinds == ["sh", "python", "python", "sh"], kinds
+    assert "cluster down" in using_it_blocks()[-1][1]
+
+
+def test_using_it_runs_as_written_from_outside_the_checkout(tmp_path):
+    # The README uses the default ports, as a newcomer would.
+    ports = [NAMESRV_PORT_DEFAULT, BROKER_PORT_DEFAULT, BROKER_PORT_DEFAULT + 1]
+    busy = [port for port in ports if not _port_free(port)]
+    if busy:
+        pytest.skip(f"the README's default ports {busy} are in use on this machine")
+    if not (CHECKOUT / ".venv" / "bin" / "activate").exists():
+        pytest.skip("no .venv in the checkout (the README's first line activates it): run make install")
+    home = tmp_path / "home"
+    home.mkdir()
+    script = ["set -euo pipefail", "trap 'echo \"README line failed: $BASH_COMMAND\" >&2' ERR"]
+    for number, (kind, code) in enumerate(using_it_blocks()):
+        if kind == "sh":
+            script.append(code)
+        else:
+            path = tmp_path / f"example_{number}.py"
+            path.write_text(code)
+            script.append(f"python {shlex.quote(str(path))}")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("ROCKETBOX_NAMESRV", "ROCKETBOX_DATA_DIR", "VIRTUAL_ENV", "PYTHONPATH")}
+    env["HOME"] = str(home)
+    try:
+        run = subprocess.run(["bash", "-c", "\n".join(script)], cwd=CHECKOUT, env=env, capture_output=True,
+                             text=True, timeout=600)
+    finally:
+        # Whatever happened, nothing of the README's cluster outlives the test.
+        subprocess.run([sys.executable, "-m", "cluster.cli", "--data-dir", str(home / ".rocketbox"), "down"],
+                       capture_output=True, timeout=120, env=env)
+    assert run.returncode == 0, f"stdout:\n{run.stdout[-4000:]}\nstderr:\n{run.stderr[-4000:]}"
+    consumed = re.search(r"^(\d+) messages consumed$", run.stdout, re.M)
+    assert consumed and int(consumed.group(1)) >= 100, run.stdout[-2000:]
+    assert "SEND_OK" in run.stdout and run.stdout.rstrip().endswith("cluster stopped")
