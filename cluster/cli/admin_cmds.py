@@ -86,6 +86,20 @@ def cmd_dlq(args) -> int:
         return {"list": _dlq_list, "show": _dlq_show, "resend": _dlq_resend}[args.action](admin, args)
 
 
+def _controller_row(node: dict) -> list:
+    raft = node.get("raft") or {}
+    if "isLeader" not in node:
+        return [node["namesrv"], "unreachable", "-", "-", "-", "-", node.get("error") or node.get("remark", "")]
+    leader = raft.get("leader")
+    return [node["namesrv"], "leader" if node["isLeader"] else "follower", _raft_state(raft.get("state")),
+            raft.get("term", "-"), raft.get("commitIdx", "-"), leader if leader not in (None, "None") else "-", ""]
+
+
+def _raft_state(state) -> str:
+    # PySyncObj's _RAFT_STATE numbers.
+    return {0: "follower", 1: "candidate", 2: "leader"}.get(state, str(state))
+
+
 def cmd_controller(args) -> int:
     from cluster.protocol import RequestCode
     from cluster.wire_format import Command
@@ -104,15 +118,18 @@ def cmd_controller(args) -> int:
         print_json(nodes)
     else:
         console = new_console()
-        console.print(table("controller nodes", ["namesrv", "leader", "raft"],
-                             [[n["namesrv"], n.get("isLeader", "-"), n.get("raft", n.get("error") or n.get("remark"))]
-                              for n in nodes]))
+        console.print(table("controller nodes", ["namesrv", "role", "raft state", "term", "commit index", "leader",
+                                                 "problem"],
+                             [_controller_row(n) for n in nodes]))
         leader = next((n for n in nodes if n.get("isLeader")), None)
         if leader is not None:
-            console.print(table("broker groups (the leader's view)",
-                                 ["group", "master", "address", "epoch", "sync set", "replicas"],
-                                 [[g["brokerName"], g["masterId"], g["masterAddress"], g["epoch"],
-                                   g["syncStateSet"], g["replicas"]] for g in leader["groups"]]))
+            # Replica ids (1, 2, ...) name a group's brokers under failover; a route lists its master under 0.
+            console.print(table("broker groups (the leader's view; ids are replica ids)",
+                                 ["group", "master", "master address", "epoch", "in-sync replicas", "replicas"],
+                                 [[g["brokerName"], g["masterId"] or "none", g["masterAddress"] or "-", g["epoch"],
+                                   ", ".join(str(i) for i in g["syncStateSet"]) or "-",
+                                   ", ".join(f"{i}: {a}" for i, a in sorted(g["replicas"].items()))]
+                                  for g in leader["groups"]]))
     return 0 if any(n.get("isLeader") for n in nodes) else 1
 
 

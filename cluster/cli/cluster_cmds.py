@@ -134,15 +134,17 @@ def cmd_up(args) -> int:
     _print_up_banner(console, supervisor.snapshot(), time.monotonic() - started, os.getpid(),
                      _topology_namesrv_env(topology))
     if args.no_live:
-        return supervisor.run_forever()
-    from rich.live import Live
-    with Live(console=console, refresh_per_second=2, transient=True) as live:
-        while supervisor.state not in ("stopped", "failed"):
-            supervisor.step(0.5)
-            live.update(table("RocketBox (Ctrl-C stops)", ["name", "role", "pid", "state", "endpoint", "restarts"],
-                               _endpoint_rows(supervisor.snapshot())))
+        code = supervisor.run_forever()
+    else:
+        from rich.live import Live
+        with Live(console=console, refresh_per_second=2, transient=True) as live:
+            while supervisor.state not in ("stopped", "failed"):
+                supervisor.step(0.5)
+                live.update(table("RocketBox (Ctrl-C stops)", ["name", "role", "pid", "state", "endpoint",
+                                                                "restarts"], _endpoint_rows(supervisor.snapshot())))
+        code = 0 if not supervisor.halt_reason else 1
     console.print(f"cluster stopped{': ' + supervisor.halt_reason if supervisor.halt_reason else ''}")
-    return 0 if not supervisor.halt_reason else 1
+    return code
 
 
 def _print_up_banner(console, state: dict, ready_s: float, supervisor_pid: int, planned_env: str = "") -> None:

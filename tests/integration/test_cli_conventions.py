@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import select
+import signal
 import subprocess
 import sys
 
@@ -129,3 +130,26 @@ def test_auto_create_can_be_turned_off(start_cluster):
     assert refused.returncode == 1 and "Missing" in refused.stderr, refused
     help_text = subprocess.run([*CLI, "up", "--help"], capture_output=True, text=True, timeout=60).stdout
     assert "--no-auto-create-topic" in help_text
+
+
+def test_ctrl_c_of_a_foreground_cluster_says_it_stopped(tmp_path):
+    from cluster.topology import free_ports
+    namesrv_port, broker_port = free_ports(2)
+    proc = subprocess.Popen([*CLI, "--data-dir", str(tmp_path / "fg"), "up", "--no-live", "--namesrv-port",
+                             str(namesrv_port), "--broker-port", str(broker_port), "--commitlog-file-size-bytes",
+                             str(16 * 1024 * 1024)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        lines = []
+        for _ in range(200):   # the banner ends with the export line
+            line = proc.stdout.readline()
+            assert line, "cluster up ended before it was ready:\n" + "".join(lines)
+            lines.append(line)
+            if line.startswith("export ROCKETBOX_NAMESRV="):
+                break
+        proc.send_signal(signal.SIGINT)
+        rest, _ = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == 0, rest
+    assert rest.rstrip().splitlines()[-1] == "cluster stopped", rest
