@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import zlib
+from pathlib import Path
 
 import pytest
 
@@ -114,6 +115,26 @@ def test_streaming_read_caps_batches_and_restarts_from_its_checkpoint(rspark, cl
     run_available_now()   # the same checkpoint: only what is new
     stored = rspark.read.parquet(out).select("msg_id").collect()
     assert sorted(r.msg_id for r in stored) == sorted(first + second)   # each exactly once
+
+
+def test_a_stream_starts_at_latest_unless_told_as_the_readme_says(rspark, cluster, tmp_path):
+    """Kafka's convention, written in spark/README.md: a new streaming query reads only what arrives
+    after it starts; ``startingOffsets=earliest`` reads what is already there."""
+    _topic(cluster, "DsDefault")
+    _send(cluster, "DsDefault", 0, 40)
+    counts = {}
+    for starting in (None, "earliest"):
+        options = {"startingOffsets": starting} if starting else {}
+        name = starting or "default"
+        query = (_reader(rspark, cluster, "DsDefault", stream=True, **options).writeStream.format("parquet")
+                 .option("path", str(tmp_path / name)).option("checkpointLocation", str(tmp_path / f"{name}-cp"))
+                 .trigger(availableNow=True).start())
+        query.awaitTermination(120)
+        assert query.exception() is None
+        counts[name] = sum(p.numInputRows for p in query.recentProgress)
+    assert counts == {"default": 0, "earliest": 40}
+    readme = (Path(__file__).resolve().parents[2] / "spark" / "README.md").read_text()
+    assert "A streaming query starts at `latest`" in readme
 
 
 def test_write_sends_rows_with_the_key_choosing_the_queue(rspark, cluster):
