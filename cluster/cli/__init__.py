@@ -1,6 +1,7 @@
 """The ``cluster`` command: bring a cluster up and down, and talk to it.
 
     cluster up [--data-dir D] [--namesrvs N] [--brokers N] [--slaves N] [--flush-mode async|sync]
+               [--store-sizes dev|rocketmq] [--no-auto-create-topic]
                [--broker-role async|sync] [--failover] [--detach]
                [--role all|namesrv|broker] [--broker-name NAME[,NAME]] [--host ADDR]
                [--slave-id N --master-address HOST:PORT [--master-ha-address HOST:PORT]]
@@ -33,7 +34,7 @@ import argparse
 import os
 import sys
 
-from cluster.cli import admin_cmds, client_cmds, cluster_cmds
+from cluster.cli import admin_cmds, client_cmds, cluster_cmds, up_settings
 from cluster.cli.client_cmds import query_problem
 from cluster.cli.cluster_cmds import role_problem
 from cluster.cli.common import DATA_DIR_DEFAULT
@@ -61,7 +62,7 @@ def main(argv=None) -> int:
     elif args.command == "query":
         problem = query_problem(args)
     elif args.command == "up":
-        problem = role_problem(args)
+        problem = up_settings.resolve(args) or role_problem(args)
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2

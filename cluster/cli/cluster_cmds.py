@@ -10,7 +10,9 @@ import signal
 import sys
 import time
 
+from cluster.cli import up_settings
 from cluster.cli.common import namesrv_env, new_console, print_json, table
+from cluster.cli.up_settings import STORE_PROFILES
 from cluster.config import ASYNC_FLUSH, ASYNC_MASTER, BROKER_PORT_DEFAULT, NAMESRV_PORT_DEFAULT, SYNC_FLUSH, SYNC_MASTER
 from cluster.procs.arbiter import Supervisor
 from cluster.procs.detach import spawn_detached
@@ -21,9 +23,7 @@ from cluster.procs.supervisor_errors import SupervisorError
 
 def _topology_from_args(args):
     from cluster.topology import build_topology
-    store = {}
-    if args.commitlog_file_size_bytes:
-        store["commitlog_file_size_bytes"] = args.commitlog_file_size_bytes
+    store = up_settings.store_overrides(args)
     return build_topology(args.data_dir, namesrv_count=args.namesrvs, broker_count=args.brokers,
                           flush_mode=SYNC_FLUSH if args.flush_mode == "sync" else ASYNC_FLUSH, host=args.host,
                           namesrv_ports=[args.namesrv_port + i for i in range(args.namesrvs)],
@@ -68,7 +68,7 @@ def _topology_for_role(args):
             port=args.broker_port, master_address=args.master_address, master_ha_address=args.master_ha_address,
             namesrv_endpoints=_registered_namesrvs(args),
             flush_mode=SYNC_FLUSH if args.flush_mode == "sync" else ASYNC_FLUSH,
-            store_overrides=_store_overrides(args))
+            store_overrides=up_settings.store_overrides(args))
     names = _broker_names(args)
     if names:
         args = argparse.Namespace(**{**vars(args), "brokers": len(names)})
@@ -80,10 +80,6 @@ def _topology_for_role(args):
     if args.role == "broker":
         return brokers_only(topology, _registered_namesrvs(args))
     return topology
-
-
-def _store_overrides(args) -> dict:
-    return {"commitlog_file_size_bytes": args.commitlog_file_size_bytes} if args.commitlog_file_size_bytes else {}
 
 
 def _topology_namesrv_env(topology) -> str:
@@ -108,7 +104,7 @@ def cmd_up(args) -> int:
     from cluster.topology import child_specs
     topology = _topology_for_role(args)
     specs = child_specs(topology)
-    os.makedirs(topology.data_dir, exist_ok=True)
+    up_settings.save(args)
     console = new_console()
     started = time.monotonic()
     if args.detach:
@@ -200,30 +196,34 @@ def cmd_down(args) -> int:
 def add_parsers(sub) -> None:
     """The subcommands up, status and down."""
     up = sub.add_parser("up", help="start NameServers and brokers under a supervisor")
-    up.add_argument("--namesrvs", type=int, default=1)
-    up.add_argument("--brokers", type=int, default=1)
-    up.add_argument("--slaves", type=int, default=0, help="slaves per broker group (replicas of its master)")
-    up.add_argument("--failover", action="store_true",
+    # Flags a data dir remembers default to None here; up_settings.resolve fills them in.
+    up.add_argument("--namesrvs", type=int)
+    up.add_argument("--brokers", type=int)
+    up.add_argument("--slaves", type=int, help="slaves per broker group (replicas of its master)")
+    up.add_argument("--failover", action="store_true", default=None,
                     help="automatic failover: a controller (Raft) in every NameServer elects each group's master "
                          "among its replicas (use with --slaves)")
-    up.add_argument("--broker-role", choices=("async", "sync"), default="async",
-                    help="masters replicate asynchronously, or answer a send once a slave has it")
-    up.add_argument("--flush-mode", choices=("async", "sync"), default="async")
-    up.add_argument("--no-auto-create-topic", action="store_true",
+    up.add_argument("--broker-role", choices=("async", "sync"),
+                    help="masters replicate asynchronously (default), or answer a send once a slave has it")
+    up.add_argument("--flush-mode", choices=("async", "sync"), help="default async")
+    up.add_argument("--no-auto-create-topic", action="store_true", default=None,
                     help="a send to a topic that does not exist is refused (RocketMQ's autoCreateTopicEnable=false)")
-    up.add_argument("--host", default="127.0.0.1",
-                    help="the address every process here binds and advertises (reachable from other hosts)")
-    up.add_argument("--role", choices=("all", "namesrv", "broker"), default="all",
+    up.add_argument("--host", help="the address every process here binds and advertises (reachable from other "
+                                   "hosts; default 127.0.0.1)")
+    up.add_argument("--role", choices=("all", "namesrv", "broker"),
                     help="namesrv: only NameServers; broker: only broker groups, registering with --namesrv")
     up.add_argument("--broker-name", help="name(s) of this host's broker group(s), comma separated "
                                           "(default broker-a, broker-b, ...)")
-    up.add_argument("--slave-id", type=int, default=0,
+    up.add_argument("--slave-id", type=int,
                     help="with --role broker: start only slave N of --broker-name, whose master is elsewhere")
     up.add_argument("--master-address", help="that master's host:port")
-    up.add_argument("--master-ha-address", default="", help="that master's HA host:port (default its port + 1)")
-    up.add_argument("--namesrv-port", type=int, default=NAMESRV_PORT_DEFAULT)
-    up.add_argument("--broker-port", type=int, default=BROKER_PORT_DEFAULT)
-    up.add_argument("--commitlog-file-size-bytes", type=int, default=0)
+    up.add_argument("--master-ha-address", help="that master's HA host:port (default its port + 1)")
+    up.add_argument("--namesrv-port", type=int, help=f"default {NAMESRV_PORT_DEFAULT}")
+    up.add_argument("--broker-port", type=int, help=f"default {BROKER_PORT_DEFAULT}")
+    up.add_argument("--store-sizes", choices=sorted(STORE_PROFILES),
+                    help="dev (default): 64 MiB CommitLog segments, a 42 MB IndexFile; rocketmq: RocketMQ's "
+                         "1 GiB and 401 MB, for servers")
+    up.add_argument("--commitlog-file-size-bytes", type=int, help="overrides the profile's segment size")
     up.add_argument("--detach", action="store_true", help="return once the cluster is ready")
     up.add_argument("--no-live", action="store_true", help="no live status view (logs only)")
     up.add_argument("--ready-timeout-s", type=float, default=60.0)

@@ -4,6 +4,7 @@ a sender that reports line by line, exit codes a script can trust, output fit fo
 from __future__ import annotations
 
 import json
+import os
 import select
 import signal
 import subprocess
@@ -153,3 +154,43 @@ def test_ctrl_c_of_a_foreground_cluster_says_it_stopped(tmp_path):
         proc.wait()
     assert proc.returncode == 0, rest
     assert rest.rstrip().splitlines()[-1] == "cluster stopped", rest
+
+
+def _disk_bytes(root) -> int:
+    """Bytes the files under ``root`` occupy on disk (allocated blocks, as du counts)."""
+    total = 0
+    for dirpath, _, names in os.walk(root):
+        for name in names:
+            try:
+                total += os.lstat(os.path.join(dirpath, name)).st_blocks * 512
+            except FileNotFoundError:
+                pass
+    return total
+
+
+def test_a_data_dir_remembers_how_it_was_made_and_the_dev_footprint_is_small(tmp_path):
+    from cluster.topology import free_ports
+    data_dir = str(tmp_path / "remembered")
+    namesrv_port, broker_port = free_ports(2)
+
+    def cli(*args):
+        return subprocess.run([*CLI, "--data-dir", data_dir, *args], capture_output=True, text=True, timeout=180)
+
+    try:
+        first = cli("up", "--detach", "--namesrv-port", str(namesrv_port), "--broker-port", str(broker_port))
+        assert first.returncode == 0, first
+        # The default (dev) store: 64 MiB segments, not RocketMQ's 1 GiB (2.4 GB idle before).
+        footprint = _disk_bytes(data_dir)
+        assert footprint < 400 * 1024 * 1024, footprint
+        assert cli("down").returncode == 0
+        # Again with no flags: the same ports and sizes, not a boot error.
+        again = cli("up", "--detach")
+        assert again.returncode == 0, again
+        assert f"127.0.0.1:{namesrv_port}" in again.stdout
+        conflict = cli("up", "--detach", "--flush-mode", "sync")
+        assert conflict.returncode == 2
+        assert conflict.stderr.strip().splitlines() == [
+            f"error: {data_dir} was made with --flush-mode async, not sync: leave the flag out to reuse it, "
+            f"or use another --data-dir"]
+    finally:
+        cli("down")

@@ -1,0 +1,80 @@
+"""What ``cluster up`` was asked, remembered in its data dir so a later ``up`` there starts the
+same cluster (issue 17): a flag not given takes the value the data dir was made with; a flag given
+with another value is refused in one line naming it, before anything starts.
+
+The store's sizes come in two profiles: ``dev`` (the default, sized for a laptop: 64 MiB CommitLog
+segments and a 42 MB IndexFile) and ``rocketmq`` (RocketMQ's own: 1 GiB segments, a 401 MB
+IndexFile), for servers.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+
+from cluster.config import BROKER_PORT_DEFAULT, NAMESRV_PORT_DEFAULT
+
+SETTINGS_FILE = "up-settings.json"
+MIB = 1024 * 1024
+
+STORE_PROFILES = {
+    "dev": {"commitlog_file_size_bytes": 64 * MIB, "index_slot_count": 500_000, "index_entry_count_max": 2_000_000},
+    "rocketmq": {"commitlog_file_size_bytes": 1024 * MIB, "index_slot_count": 5_000_000,
+                 "index_entry_count_max": 20_000_000},
+}
+
+# Every remembered flag and its default (argparse gives None for a flag not on the command line).
+DEFAULTS = {
+    "namesrvs": 1, "brokers": 1, "slaves": 0, "failover": False, "broker_role": "async", "flush_mode": "async",
+    "no_auto_create_topic": False, "host": "127.0.0.1", "role": "all", "broker_name": None, "slave_id": 0,
+    "master_address": None, "master_ha_address": "", "namesrv_port": NAMESRV_PORT_DEFAULT,
+    "broker_port": BROKER_PORT_DEFAULT, "store_sizes": "dev", "commitlog_file_size_bytes": 0,
+}
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _existing_segment_bytes(data_dir: str) -> int | None:
+    """The CommitLog segment size of a data dir made before settings were remembered."""
+    for path in sorted(glob.glob(os.path.join(data_dir, "*", "store", "commitlog", "[0-9]" * 20))):
+        return os.path.getsize(path)
+    return None
+
+
+def resolve(args) -> str | None:
+    """Fill ``args``' remembered flags from the data dir (or the defaults); the conflict, if any."""
+    path = os.path.join(args.data_dir, SETTINGS_FILE)
+    try:
+        with open(path) as f:
+            saved = json.load(f)
+    except FileNotFoundError:
+        saved = {}
+        segment = _existing_segment_bytes(args.data_dir)
+        if segment is not None:
+            saved["commitlog_file_size_bytes"] = segment
+    except (OSError, ValueError) as exc:
+        return f"cannot read {path}: {exc}"
+    for name, default in DEFAULTS.items():
+        given = getattr(args, name)
+        if given is not None and name in saved and saved[name] != given:
+            return (f"{args.data_dir} was made with {_flag(name)} {saved[name]}, not {given}: "
+                    f"leave the flag out to reuse it, or use another --data-dir")
+        setattr(args, name, given if given is not None else saved.get(name, default))
+    return None
+
+
+def save(args) -> None:
+    os.makedirs(args.data_dir, exist_ok=True)
+    with open(os.path.join(args.data_dir, SETTINGS_FILE), "w") as f:
+        json.dump({name: getattr(args, name) for name in DEFAULTS}, f, indent=2, sort_keys=True)
+
+
+def store_overrides(args) -> dict:
+    """The store settings of the chosen profile, with an explicit segment size on top."""
+    store = dict(STORE_PROFILES[args.store_sizes])
+    if args.commitlog_file_size_bytes:
+        store["commitlog_file_size_bytes"] = args.commitlog_file_size_bytes
+    return store
