@@ -61,45 +61,35 @@ class ClientRegistry:
 
     def expire(self, now_ms: int) -> list[tuple[str, str]]:
         """Forget clients silent for ``expiry_ms``; (group, client) of consumers that left."""
-        gone = []
-        for group, members in list(self.groups.items()):
-            for client_id, member in list(members.items()):
-                if now_ms - member.last_heartbeat_ms > self.expiry_ms:
-                    del members[client_id]
-                    gone.append((group, client_id))
-            if not members:
-                del self.groups[group]
-        for group, producers in list(self.producers.items()):
-            for client_id, (last_ms, _peer) in list(producers.items()):
-                if now_ms - last_ms > self.expiry_ms:
-                    del producers[client_id]
-            if not producers:
-                del self.producers[group]
-        return gone
+        return self._remove_where(lambda last_ms, _peer: now_ms - last_ms > self.expiry_ms)
 
     def drop_unreachable(self, reachable) -> list[tuple[str, str]]:
         """Forget every client whose connection ``reachable(peer)`` says is gone (RocketMQ's
         broker does this when a client's channel closes); (group, client) of consumers that left."""
         verdicts: dict[bytes, bool] = {}
 
-        def gone(peer: bytes | None) -> bool:
+        def gone(_last_ms: int, peer: bytes | None) -> bool:
             if peer is None:
                 return False
             if peer not in verdicts:
                 verdicts[peer] = reachable(peer)
             return not verdicts[peer]
 
+        return self._remove_where(gone)
+
+    def _remove_where(self, gone) -> list[tuple[str, str]]:
+        """Remove consumers and producers for which ``gone(last heartbeat ms, peer)``; the consumers."""
         left = []
         for group, members in list(self.groups.items()):
             for client_id, member in list(members.items()):
-                if gone(member.peer):
+                if gone(member.last_heartbeat_ms, member.peer):
                     del members[client_id]
                     left.append((group, client_id))
             if not members:
                 del self.groups[group]
         for group, producers in list(self.producers.items()):
-            for client_id, (_last, peer) in list(producers.items()):
-                if gone(peer):
+            for client_id, (last_ms, peer) in list(producers.items()):
+                if gone(last_ms, peer):
                     del producers[client_id]
             if not producers:
                 del self.producers[group]
