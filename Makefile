@@ -29,15 +29,15 @@ test: install
 	if [ $$status -eq 5 ]; then echo "make test: pytest collected no tests" >&2; fi; \
 	exit $$status
 
-# make run RUN_ARGS='--faults'  (any flag of python -m spark.job --help)
+# make run RUN_ARGS='--faults'  (any flag of python -m rocketbox.spark.job --help)
 RUN_ARGS ?=
 run: install
-	$(VENV_PYTHON) -m spark.job $(RUN_ARGS)
+	$(VENV_PYTHON) -m rocketbox.spark.job $(RUN_ARGS)
 
 bench: install
-	$(VENV_PYTHON) -m perf
+	$(VENV_PYTHON) -m rocketbox.perf
 
-# The peers `python -m perf --compare` measures ours against: Redis Streams and NATS JetStream
+# The peers `python -m rocketbox.perf --compare` measures ours against: Redis Streams and NATS JetStream
 # servers from Debian (apt, as root or through sudo), their clients into .venv (the `peers` extra).
 # Not part of `make test`: the comparison skips a peer that is not installed.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -48,7 +48,7 @@ peers: install
 	touch $(INSTALL_STAMP)
 
 bench-compare: install
-	$(VENV_PYTHON) -m perf --compare
+	$(VENV_PYTHON) -m rocketbox.perf --compare
 
 # Build output only; distclean also removes the venv.
 clean:

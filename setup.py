@@ -3,13 +3,22 @@ native helper in place: cluster/_native/build.py via cffi_modules."""
 
 from setuptools import find_packages, setup
 
+# What gets installed has one top-level name, rocketbox: the checkout's directories cluster/, spark/
+# and perf/ become rocketbox.cluster, rocketbox.spark and rocketbox.perf, since bare names like
+# `cluster` and `perf` belong to other distributions. `rocketbox` itself is a namespace package.
+INSTALLED_ROOT = "rocketbox"
+CHECKOUT_PACKAGES = ("cluster", "spark", "perf")
+PACKAGES = [f"{INSTALLED_ROOT}.{top}{'.' + sub if sub else ''}"
+            for top in CHECKOUT_PACKAGES for sub in ["", *find_packages(top)]]
+PACKAGE_DIR = {f"{INSTALLED_ROOT}.{top}": top for top in CHECKOUT_PACKAGES}
+
 setup(
     name="rocketbox",
     version="0.1.0",
     description="Apache RocketMQ's architecture as a multi-process cluster on one machine",
     python_requires=">=3.11",
-    # spark and perf join when they become packages (an __init__.py).
-    packages=find_packages(include=["cluster", "cluster.*", "spark", "spark.*", "perf", "perf.*"]),
+    packages=PACKAGES,
+    package_dir=PACKAGE_DIR,
     setup_requires=["cffi>=1.15"],
     cffi_modules=["cluster/_native/build.py:ffibuilder"],
     # pyspark 4.2 is the first with latestOffset(start, limit) for maxOffsetsPerTrigger; its Python
@@ -22,10 +31,13 @@ setup(
                       "pyarrow>=14,<27", "pandas>=2.0,<3", "matplotlib>=3.7,<4", "pysyncobj>=0.3.17,<0.4"],
     extras_require={
         # pytest-timeout bounds every test (pyproject.toml), so a hung test fails instead of stalling CI.
-        "test": ["pytest>=8,<10", "pytest-benchmark>=4,<6", "hypothesis>=6.80,<7", "pytest-timeout>=2.2,<3"],
-        # Clients of the peers `python -m perf --compare` measures (`make peers` also installs the servers).
+        # setuptools 70.1+ builds a wheel by itself, so tests/integration/test_packaging.py can check
+        # what an install puts into site-packages offline (no build isolation, no `wheel` package).
+        "test": ["pytest>=8,<10", "pytest-benchmark>=4,<6", "hypothesis>=6.80,<7", "pytest-timeout>=2.2,<3",
+                 "setuptools>=70.1,<85"],
+        # Clients of the peers `python -m rocketbox.perf --compare` measures (`make peers` also installs the servers).
         "peers": ["redis[hiredis]", "nats-py"],
     },
-    entry_points={"console_scripts": ["cluster = cluster.cli:main"]},
+    entry_points={"console_scripts": ["cluster = rocketbox.cluster.cli:main"]},
     zip_safe=False,
 )

@@ -30,15 +30,15 @@ Map of the package:
     topology.py         what `cluster up` starts;  cli/  the `cluster` command
 """
 
-from cluster.client.admin import Admin
-from cluster.client.broker_api import PullResult, PullStatus
-from cluster.client.consumer import ConsumeStatus, PullConsumer, PushConsumer
-from cluster.client.message import Message, MessageExt, MessageQueue, SendResult, SendStatus
-from cluster.client.message_selector import MessageSelector
-from cluster.client.orderly import ConsumeOrderlyStatus
-from cluster.client.producer import Producer
-from cluster.client.selectors import hash_selector
-from cluster.errors import (BrokerError, BrokerUnreachable, ClientClosed, ClientError, MessageInvalid, NoRouteError,
+from rocketbox.cluster.client.admin import Admin
+from rocketbox.cluster.client.broker_api import PullResult, PullStatus
+from rocketbox.cluster.client.consumer import ConsumeStatus, PullConsumer, PushConsumer
+from rocketbox.cluster.client.message import Message, MessageExt, MessageQueue, SendResult, SendStatus
+from rocketbox.cluster.client.message_selector import MessageSelector
+from rocketbox.cluster.client.orderly import ConsumeOrderlyStatus
+from rocketbox.cluster.client.producer import Producer
+from rocketbox.cluster.client.selectors import hash_selector
+from rocketbox.cluster.errors import (BrokerError, BrokerUnreachable, ClientClosed, ClientError, MessageInvalid, NoRouteError,
                             RequestTimeout)
 
 __all__ = ["Admin", "Producer", "PushConsumer", "PullConsumer", "MessageSelector", "Message", "MessageExt",

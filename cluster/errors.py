@@ -9,8 +9,8 @@
 
 from __future__ import annotations
 
-from cluster.protocol import ResponseCode
-from cluster.zmq_transport import RequestTimeout, TransportError
+from rocketbox.cluster.protocol import ResponseCode
+from rocketbox.cluster.zmq_transport import RequestTimeout, TransportError
 
 
 class ClientError(Exception):

@@ -11,10 +11,10 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-from cluster.config import NamesrvConfig, name_problem
-from cluster.protocol import (answers_refusals, MASTER_ID, ProtocolError, RequestCode, ResponseCode, field_int,
+from rocketbox.cluster.config import NamesrvConfig, name_problem
+from rocketbox.cluster.protocol import (answers_refusals, MASTER_ID, ProtocolError, RequestCode, ResponseCode, field_int,
                               field_str, json_body, to_json_bytes)
-from cluster.wire_format import Command
+from rocketbox.cluster.wire_format import Command
 
 log = logging.getLogger(__name__)
 

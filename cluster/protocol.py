@@ -14,7 +14,7 @@ import enum
 import json
 from dataclasses import dataclass
 
-from cluster.wire_format import Command
+from rocketbox.cluster.wire_format import Command
 
 
 class RequestCode(enum.IntEnum):
@@ -205,7 +205,7 @@ def answers_refusals(handler):
 
 def require_name(kind: str, name: str, code: int = ResponseCode.SYSTEM_ERROR) -> str:
     """``name`` when it is a valid topic/group/broker name, else ProtocolError with the reason."""
-    from cluster.config import name_problem  # config imports nothing of ours: no cycle
+    from rocketbox.cluster.config import name_problem  # config imports nothing of ours: no cycle
     problem = name_problem(kind, name)
     if problem:
         raise ProtocolError(problem, code)

@@ -1,6 +1,6 @@
 """A real cluster for tests, benchmarks and the demo: a supervisor process and its children.
 
-``LocalCluster`` writes the child table, starts ``python -m cluster.procs.supervisor``
+``LocalCluster`` writes the child table, starts ``python -m rocketbox.cluster.procs.supervisor``
 (which dies with its parent: PR_SET_PDEATHSIG), waits until cluster.json says ready,
 and exposes what tests need: NameServer addresses, child pids, kill-and-await-restart.
 Every port is picked free on 127.0.0.1.
@@ -14,11 +14,11 @@ import signal
 import subprocess
 import time
 
-from cluster.config import ASYNC_FLUSH, BrokerConfig, broker_config_from_json
-from cluster.procs import lifecycle
-from cluster.procs.run_state import read_state_file
-from cluster.shm.paths import commitlog_segment
-from cluster.topology import Topology, build_topology, child_specs, free_ports, group_name
+from rocketbox.cluster.config import ASYNC_FLUSH, BrokerConfig, broker_config_from_json
+from rocketbox.cluster.procs import lifecycle
+from rocketbox.cluster.procs.run_state import read_state_file
+from rocketbox.cluster.shm.paths import commitlog_segment
+from rocketbox.cluster.topology import Topology, build_topology, child_specs, free_ports, group_name
 
 # Small files so tests roll segments and stay light; production defaults are RocketMQ's.
 SMALL_STORE = {
@@ -67,7 +67,7 @@ def child_record(data_dir: str, name: str) -> dict:
 
 
 def _controller_view(namesrv: str, broker: str, admin=None) -> dict:
-    from cluster.client.admin import Admin   # clients import nothing of this module: no cycle
+    from rocketbox.cluster.client.admin import Admin   # clients import nothing of this module: no cycle
     if admin is not None:
         return admin.controller_group(broker)
     owned = Admin(namesrv)
@@ -97,9 +97,9 @@ def serving_master(data_dir: str, replicas: dict[str, BrokerConfig], view: dict)
 
 def broker_runtime_info(address: str, timeout_ms: int = 1000) -> dict | None:
     """GET_BROKER_RUNTIME_INFO of the broker at host:port, or None when it does not answer."""
-    from cluster.protocol import RequestCode
-    from cluster.wire_format import Command
-    from cluster.zmq_transport import RpcClient, TransportError
+    from rocketbox.cluster.protocol import RequestCode
+    from rocketbox.cluster.wire_format import Command
+    from rocketbox.cluster.zmq_transport import RpcClient, TransportError
     client = RpcClient(default_timeout_ms=timeout_ms)
     try:
         return json.loads(client.call(f"tcp://{address}", Command(RequestCode.GET_BROKER_RUNTIME_INFO, {})).body)
@@ -161,7 +161,7 @@ class LocalCluster:
         log = open(os.path.join(self.data_dir, "supervisor.out"), "ab")
         lifecycle.preload_libc()  # before fork: the child only makes the prctl syscall
         self.process = subprocess.Popen(
-            lifecycle.python_module_command("cluster.procs.supervisor", "--data-dir", self.data_dir,
+            lifecycle.python_module_command("rocketbox.cluster.procs.supervisor", "--data-dir", self.data_dir,
                                             "--specs", specs_path),
             stdout=log, stderr=log, stdin=subprocess.DEVNULL,
             preexec_fn=lambda: lifecycle.set_parent_death_signal(signal.SIGTERM))
@@ -256,7 +256,7 @@ def replica_configs(data_dir: str, broker: str = "broker-a") -> dict:
 def compare_replicas(data_dir: str, namesrv: str, broker: str = "broker-a", timeout_s: float = 60.0) -> dict:
     """Wait (bounded) until every replica of ``broker`` reports the same CommitLog end, then
     compare their CommitLog bytes up to it: {replicas, end, identical, first_difference, error}."""
-    from cluster.client.admin import Admin   # clients import nothing of this module: no cycle
+    from rocketbox.cluster.client.admin import Admin   # clients import nothing of this module: no cycle
     configs = replica_configs(data_dir, broker)
     result = {"replicas": sorted(configs), "end": None, "identical": False, "first_difference": None,
               "error": None, "ends": {}}

@@ -23,11 +23,11 @@ import random
 import socket
 from dataclasses import dataclass
 
-from cluster.config import (ASYNC_FLUSH, BROKER_PORT_DEFAULT, BROKER_PORT_STEP, NAMESRV_PORT_DEFAULT, SLAVE,
+from rocketbox.cluster.config import (ASYNC_FLUSH, BROKER_PORT_DEFAULT, BROKER_PORT_STEP, NAMESRV_PORT_DEFAULT, SLAVE,
                             BrokerConfig, NamesrvConfig, StoreConfig, namesrv_endpoints, to_json)
-from cluster.procs.child_table import ChildSpec
-from cluster.shm.control_format import heartbeat_offset
-from cluster.shm.paths import control_path
+from rocketbox.cluster.procs.child_table import ChildSpec
+from rocketbox.cluster.shm.control_format import heartbeat_offset
+from rocketbox.cluster.shm.paths import control_path
 
 BROKER_WORKER_ROLES = ("flush", "reput", "allocate")
 # A NameServer's controller (Raft) node listens on its port + this, unless told otherwise.
@@ -182,19 +182,19 @@ def child_specs(topology: Topology, *, restart_backoff_initial_s: float = 0.1,
                 heartbeat_timeout_s: float = HEARTBEAT_TIMEOUT_S_DEFAULT) -> list[ChildSpec]:
     specs = []
     for i, ns in enumerate(topology.namesrvs):
-        specs.append(ChildSpec(name=f"namesrv-{i}", module="cluster.procs.namesrv",
+        specs.append(ChildSpec(name=f"namesrv-{i}", module="rocketbox.cluster.procs.namesrv",
                                args=("--config-json", to_json(ns)), role="namesrv", start_order=0,
                                backoff_initial_s=restart_backoff_initial_s))
     for cfg in topology.brokers + topology.slaves:
         config_json = to_json(cfg)
         group = group_name(cfg)
-        specs.append(ChildSpec(name=group, module="cluster.procs.broker",
+        specs.append(ChildSpec(name=group, module="rocketbox.cluster.procs.broker",
                                args=("--config-json", config_json), role="broker", group=group,
                                leader=True, start_order=1, ready_timeout_s=120.0,
                                backoff_initial_s=restart_backoff_initial_s,
                                **_heartbeat(cfg, "broker", heartbeat_timeout_s)))
         for role in BROKER_WORKER_ROLES:
-            specs.append(ChildSpec(name=f"{group}-{role}", module=f"cluster.procs.{role}",
+            specs.append(ChildSpec(name=f"{group}-{role}", module=f"rocketbox.cluster.procs.{role}",
                                    args=("--config-json", config_json), role=role, group=group,
                                    start_order=2, backoff_initial_s=restart_backoff_initial_s,
                                    **_heartbeat(cfg, role, heartbeat_timeout_s)))

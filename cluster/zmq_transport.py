@@ -25,7 +25,7 @@ from typing import Callable
 
 import zmq
 
-from cluster.wire_format import FLAG_ONEWAY, FLAG_RESPONSE, Command, FrameError, from_frames, to_frames
+from rocketbox.cluster.wire_format import FLAG_ONEWAY, FLAG_RESPONSE, Command, FrameError, from_frames, to_frames
 
 log = logging.getLogger(__name__)
 
@@ -241,7 +241,7 @@ class RpcServer:
             self._dispatch(sock.recv_multipart(copy=False))
 
     def _dispatch(self, frames) -> None:
-        from cluster.protocol import ResponseCode  # local: protocol imports nothing of ours back
+        from rocketbox.cluster.protocol import ResponseCode  # local: protocol imports nothing of ours back
 
         peer = frames[0].bytes
         try:

@@ -7,11 +7,11 @@ Map:
                     its back-of-envelope expectation in its docstring
     conftest.py     the ``bench`` fixture and quick mode (ROCKETBOX_BENCH_QUICK=1 or
                     ``--bench-quick``: one round, one iteration)
-    e2e.py          ``python -m perf``: real clusters (LocalCluster), one scenario each,
+    e2e.py          ``python -m rocketbox.perf``: real clusters (LocalCluster), one scenario each,
                     a rich table and perf/results.json; targets beside the figures
-    profile.py      ``python -m perf.profile``: py-spy over the broker, reput and a
+    profile.py      ``python -m rocketbox.perf.profile``: py-spy over the broker, reput and a
                     producer process under batched produce, top functions by share
-    compare.py      ``python -m perf --compare``: ours against Redis Streams and NATS
+    compare.py      ``python -m rocketbox.perf --compare``: ours against Redis Streams and NATS
                     JetStream (peers/, ``make peers``), the same measures in one run, a
                     table with "ours / best peer", perf/compare.json and compare.png
     peers/          one module a peer (start/stop its server on 127.0.0.1, its client's

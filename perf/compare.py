@@ -1,4 +1,4 @@
-"""``python -m perf --compare``: RocketBox against the systems users would pick instead, in one run.
+"""``python -m rocketbox.perf --compare``: RocketBox against the systems users would pick instead, in one run.
 
 The OpenMessaging Benchmark's measures, the same for every system, with 100-byte bodies and
 the same counts (``--messages``, ``--runs``, ``--producer-threads``, ``--paced-seconds``):
@@ -27,10 +27,10 @@ import tempfile
 import time
 import traceback
 
-from perf.compare_table import MEASURES, OURS, OURS_LABEL, OURS_SCENARIOS, header, markdown, median_or_none, table_rows
-from perf.harness import PACED_RATE_MSG_S, Settings
-from perf.report import PERF_DIR, Report, command_line, format_value, git_commit, machine_info
-from perf.scenarios import RUNNERS
+from rocketbox.perf.compare_table import MEASURES, OURS, OURS_LABEL, OURS_SCENARIOS, header, markdown, median_or_none, table_rows
+from rocketbox.perf.harness import PACED_RATE_MSG_S, Settings
+from rocketbox.perf.report import PERF_DIR, Report, command_line, format_value, git_commit, machine_info
+from rocketbox.perf.scenarios import RUNNERS
 
 COMPARE_JSON_DEFAULT = os.path.join(PERF_DIR, "compare.json")
 COMPARE_PLOT_DEFAULT = os.path.join(PERF_DIR, "compare.png")
@@ -101,7 +101,7 @@ def measure_ours(s: Settings, tmp: str, errors: list) -> dict[str, list[float]]:
 
 
 def selected_peers(spec: str | None) -> list:
-    from perf.peers import PEERS
+    from rocketbox.perf.peers import PEERS
     if spec is None or spec.strip() in ("", "all"):
         return [cls() for cls in PEERS.values()]
     names = [n.strip() for n in spec.split(",") if n.strip() and n.strip() != "none"]
@@ -112,7 +112,7 @@ def selected_peers(spec: str | None) -> list:
 
 
 def run_compare(args, argv=None) -> int:
-    from perf.peers.base import measure
+    from rocketbox.perf.peers.base import measure
     try:
         peers = selected_peers(args.peers)
     except ValueError as exc:
@@ -174,7 +174,7 @@ def run_compare(args, argv=None) -> int:
     plot(result, plot_path)
     print(f"[perf] wrote {json_path} and {plot_path} ({result['duration_s']} s)")
     if not s.quick and os.path.abspath(json_path) == COMPARE_JSON_DEFAULT:
-        from perf.results_md import update_compare
+        from rocketbox.perf.results_md import update_compare
         update_compare(result)
         print("[perf] rewrote the comparison table of perf/RESULTS.md")
     return 1 if errors else 0

@@ -6,8 +6,8 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from perf.harness import PACED_RATE_MSG_S
-from perf.report import format_value
+from rocketbox.perf.harness import PACED_RATE_MSG_S
+from rocketbox.perf.report import format_value
 
 OURS = "rocketbox"
 OURS_LABEL = "RocketBox"

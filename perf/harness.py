@@ -8,9 +8,9 @@ import struct
 import threading
 import time
 
-from cluster import Admin, Message, Producer, PullConsumer, PushConsumer
-from cluster.config import ASYNC_FLUSH, ClientConfig, SYNC_FLUSH
-from cluster.testing import wait_until
+from rocketbox.cluster import Admin, Message, Producer, PullConsumer, PushConsumer
+from rocketbox.cluster.config import ASYNC_FLUSH, ClientConfig, SYNC_FLUSH
+from rocketbox.cluster.testing import wait_until
 
 
 BATCH_SIZE = 256

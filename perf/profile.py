@@ -1,4 +1,4 @@
-"""``python -m perf.profile``: where the time goes under batched produce, by process.
+"""``python -m rocketbox.perf.profile``: where the time goes under batched produce, by process.
 
 Brings up a LocalCluster, starts a producer process sending batches of 256 x 100 B
 (the ``produce`` scenario's load), lets it warm up, then samples the broker, the
@@ -29,8 +29,8 @@ import time
 
 import psutil
 
-from perf.harness import ProducerProcess, client_config, create_topic
-from cluster.testing import LocalCluster
+from rocketbox.perf.harness import ProducerProcess, client_config, create_topic
+from rocketbox.cluster.testing import LocalCluster
 
 ROLES_DEFAULT = ("broker", "reput", "flush", "producer")
 _LINE = re.compile(r"^(.*) (\d+)$")
@@ -84,7 +84,7 @@ def _markdown(role: str, summary: dict, rate: int, duration_s: float) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m perf.profile", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m rocketbox.perf.profile", description=__doc__.splitlines()[0])
     parser.add_argument("--duration", type=float, default=10.0, help="seconds sampled (default %(default)s)")
     parser.add_argument("--rate", type=int, default=100, help="samples a second (default %(default)s)")
     parser.add_argument("--producer-threads", type=int, default=4)

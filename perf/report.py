@@ -1,4 +1,4 @@
-"""The report of ``python -m perf``: rows of figures with the issue's targets beside them, as a
+"""The report of ``python -m rocketbox.perf``: rows of figures with the issue's targets beside them, as a
 table on the terminal and as markdown, plus where and on what machine they were measured."""
 
 from __future__ import annotations
@@ -134,7 +134,7 @@ def machine_info() -> dict:
 
 
 def command_line(argv=None) -> str:
-    return ("python -m perf " + " ".join(argv if argv is not None else sys.argv[1:])).strip()
+    return ("python -m rocketbox.perf " + " ".join(argv if argv is not None else sys.argv[1:])).strip()
 
 
 def git_commit() -> str:

@@ -1,9 +1,9 @@
-"""Rewrite the tables of perf/RESULTS.md from perf/results.json and perf/compare.json: ``python -m perf.results_md``.
+"""Rewrite the tables of perf/RESULTS.md from perf/results.json and perf/compare.json: ``python -m rocketbox.perf.results_md``.
 
 Only the parts between the ``<!-- results table -->`` and ``<!-- compare table -->`` markers
 change; the analysis around them is written by hand. The "first run" column keeps the figures
 of the first full run of the project (commit ef82ed7), before the optimisations RESULTS.md
-lists. A full ``python -m perf --compare`` rewrites the comparison table itself.
+lists. A full ``python -m rocketbox.perf --compare`` rewrites the comparison table itself.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import json
 import os
 import sys
 
-from perf.compare_table import markdown
+from rocketbox.perf.compare_table import markdown
 
 PERF_DIR = os.path.dirname(os.path.abspath(__file__))
 BEGIN = "<!-- results table -->"

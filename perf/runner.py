@@ -1,4 +1,4 @@
-"""``python -m perf``: end-to-end benchmarks on real clusters, with the issue's targets beside them.
+"""``python -m rocketbox.perf``: end-to-end benchmarks on real clusters, with the issue's targets beside them.
 
 Every scenario brings up its own ``LocalCluster`` (a supervisor process with NameServer,
 broker, flush, reput and allocate workers, all on 127.0.0.1) in a temporary directory,
@@ -57,15 +57,15 @@ import time
 import traceback
 from dataclasses import asdict
 
-from perf.harness import BATCH_SIZE, PRODUCER_THREADS_DEFAULT, QUEUE_COUNT, Settings
-from perf.report import (RESULTS_PATH_DEFAULT, Report, command_line, git_commit, machine_info, markdown_table,
+from rocketbox.perf.harness import BATCH_SIZE, PRODUCER_THREADS_DEFAULT, QUEUE_COUNT, Settings
+from rocketbox.perf.report import (RESULTS_PATH_DEFAULT, Report, command_line, git_commit, machine_info, markdown_table,
                          print_table)
-from perf.scenarios import RUNNERS, SCENARIOS
+from rocketbox.perf.scenarios import RUNNERS, SCENARIOS
 
 # ---------------------------------------------------------------- main
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m perf", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m rocketbox.perf", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="one run each, fewer messages (~2-3 minutes)")
     parser.add_argument("--only", help=f"comma-separated scenarios of: {', '.join(SCENARIOS)}")
     parser.add_argument("--json", default=None,
@@ -98,7 +98,7 @@ def parse_args(argv=None):
 def main(argv=None) -> int:
     args = parse_args(argv)
     if args.compare:
-        from perf.compare import run_compare
+        from rocketbox.perf.compare import run_compare
         return run_compare(args, argv)
     args.json = args.json or RESULTS_PATH_DEFAULT
     names = list(SCENARIOS)

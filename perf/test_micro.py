@@ -19,17 +19,17 @@ import threading
 
 import pytest
 
-from cluster import _native as native
-from cluster.config import StoreConfig
-from cluster.protocol import RequestCode, ResponseCode, send_fields_short
-from cluster.shm import batch_format
-from cluster.shm import commitlog_format as clf
-from cluster.shm.consumequeue import ConsumeQueue
-from cluster.shm.indexfile import IndexService
-from cluster.shm.indexfile_format import index_key
-from cluster.shm.paths import control_path
-from cluster.wire_format import Command, decode_header, encode_header
-from cluster.zmq_transport import EventLoop, RpcClient, RpcServer
+from rocketbox.cluster import _native as native
+from rocketbox.cluster.config import StoreConfig
+from rocketbox.cluster.protocol import RequestCode, ResponseCode, send_fields_short
+from rocketbox.cluster.shm import batch_format
+from rocketbox.cluster.shm import commitlog_format as clf
+from rocketbox.cluster.shm.consumequeue import ConsumeQueue
+from rocketbox.cluster.shm.indexfile import IndexService
+from rocketbox.cluster.shm.indexfile_format import index_key
+from rocketbox.cluster.shm.paths import control_path
+from rocketbox.cluster.wire_format import Command, decode_header, encode_header
+from rocketbox.cluster.zmq_transport import EventLoop, RpcClient, RpcServer
 
 MESSAGES = 100
 BODY_BYTES = 100
@@ -368,7 +368,7 @@ REPUT_BATCH = 256
 def _write_reput_records(cfg: StoreConfig, control) -> int:
     """REPUT_RECORDS 100-byte records of batches of 256 over 4 queues, as a batched producer
     writes them: TAGS and UNIQ_KEY on each, KEYS (two words) on every 10th. Returns the end."""
-    from cluster.shm.commitlog import CommitLog
+    from rocketbox.cluster.shm.commitlog import CommitLog
 
     commitlog = CommitLog(cfg)
     seg = commitlog.ensure_segment(0)
@@ -412,9 +412,9 @@ def test_reput_dispatch(benchmark, request, tmp_path):
     replaced (decode_at, decode_properties, put_keys, ConsumeQueue.put) took ~460 ms,
     ~108k records/s, on the same machine.
     """
-    from cluster.shm.control import ControlBlock
-    from cluster.shm.reput import ReputService
-    from perf.conftest import quick_mode
+    from rocketbox.cluster.shm.control import ControlBlock
+    from rocketbox.cluster.shm.reput import ReputService
+    from rocketbox.perf.conftest import quick_mode
 
     cfg = StoreConfig(store_dir=str(tmp_path / "store"), commitlog_file_size_bytes=64 * 1024 * 1024,
                       index_slot_count=5_000_000, index_entry_count_max=1_000_000, preheat_enabled=False)
@@ -433,7 +433,7 @@ def test_reput_dispatch(benchmark, request, tmp_path):
         return (), {}
 
     def index_entry_end(index, f):
-        from cluster.shm import indexfile_format as ixf
+        from rocketbox.cluster.shm import indexfile_format as ixf
         return ixf.entry_position(index.slot_count, max(f.committed_count(), 1) + 1)
 
     def run():

@@ -39,7 +39,7 @@ from functools import reduce
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from spark.schemas import ANOMALY, COMMIT, FAIL, INFO, INVOKE, OK, QUEUE_START, READER_PUSH
+from rocketbox.spark.schemas import ANOMALY, COMMIT, FAIL, INFO, INVOKE, OK, QUEUE_START, READER_PUSH
 
 LOST, UNEXPECTED, ABORTED_READ, DUPLICATE = "lost", "unexpected", "aborted_read", "duplicate"
 INCONSISTENT_OFFSET, QUEUE_ORDER, KEY_ORDER, CHECKSUM_MISMATCH = (

@@ -33,9 +33,9 @@ from pyspark.sql.datasource import (DataSource, DataSourceReader, DataSourceStre
 
 from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 
-from cluster.client.message import Message, MessageQueue
-from spark import offsets as offs
-from spark.schemas import MESSAGE
+from rocketbox.cluster.client.message import Message, MessageQueue
+from rocketbox.spark import offsets as offs
+from rocketbox.spark.schemas import MESSAGE
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ class Options:
                    _positive(options, "writeBatchSize", WRITE_BATCH_DEFAULT), int(timeout) if timeout else None)
 
     def client_config(self):
-        from cluster.client.routes import config_for
+        from rocketbox.cluster.client.routes import config_for
         changes = {"request_timeout_ms": self.request_timeout_ms} if self.request_timeout_ms else {}
         return config_for(self.namesrv, **changes)
 
@@ -97,7 +97,7 @@ _clients_lock = threading.Lock()
 
 def _client(kind: str, opts: Options):
     """A PullConsumer or Producer for these NameServers, one per process and kind."""
-    from cluster import Producer, PullConsumer
+    from rocketbox.cluster import Producer, PullConsumer
     cache_key = (kind, opts.namesrv, opts.request_timeout_ms)
     with _clients_lock:
         client = _clients.get(cache_key)
@@ -139,7 +139,7 @@ def _record_batch(messages: list, broker: str, schema):
 
 def read_range(opts: Options, queue_range: offs.QueueRange):
     """Record batches of the messages in [start, end) of one queue, in offset order."""
-    from cluster import PullStatus
+    from rocketbox.cluster import PullStatus
     consumer = _client("pull", opts)
     schema = _arrow_schema()
     mq = MessageQueue(opts.topic, queue_range.broker, queue_range.queue_id)
@@ -233,7 +233,7 @@ class SentCommit(WriterCommitMessage):
 def write_rows(options: dict, field_names: list[str], rows: Iterator) -> SentCommit:
     """Send every row; rows of one queue go in order, in batches. A failed send fails the
     task (Spark may retry it, so the sink is at-least-once, as Kafka's is)."""
-    from cluster.client.selectors import select_by_hash
+    from rocketbox.cluster.client.selectors import select_by_hash
     opts = Options.parse(options, topic_required="topic" not in field_names)
     if "body" not in field_names:
         raise ValueError("writing to rocketbox needs a body column (binary or string)")

@@ -26,8 +26,8 @@ import threading
 import time
 from dataclasses import asdict, dataclass
 
-from cluster.procs.run_state import read_state_file
-from cluster.testing import child_record, replica_configs, serving_master, wait_until
+from rocketbox.cluster.procs.run_state import read_state_file
+from rocketbox.cluster.testing import child_record, replica_configs, serving_master, wait_until
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +108,7 @@ class FaultInjector:
 
     def _controller(self) -> dict:
         if self._admin is None:
-            from cluster.client.admin import Admin
+            from rocketbox.cluster.client.admin import Admin
             self._admin = Admin(self.namesrv)
         return self._admin.controller_group(self.broker)
 

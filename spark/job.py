@@ -1,4 +1,4 @@
-"""``make run`` / ``python -m spark.job``: a cluster, a Spark-driven load, the checker, a report.
+"""``make run`` / ``python -m rocketbox.spark.job``: a cluster, a Spark-driven load, the checker, a report.
 
 1. Brings a cluster up (``LocalCluster``), or uses one elsewhere (``--namesrv``).
 2. Starts a push-consumer group (``--members`` processes) on a fresh topic.
@@ -30,7 +30,7 @@ import tempfile
 import threading
 import time
 
-from cluster.config import ASYNC_FLUSH, SYNC_FLUSH, SYNC_MASTER
+from rocketbox.cluster.config import ASYNC_FLUSH, SYNC_FLUSH, SYNC_MASTER
 
 PROGRESS_POLL_S = 0.25
 CATCH_UP_TIMEOUT_S = 180.0
@@ -39,7 +39,7 @@ LOAD_GROUP = "RocketBoxCheckGroup"
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m spark.job", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m rocketbox.spark.job", description=__doc__.splitlines()[0])
     p.add_argument("--messages", type=int, default=100_000, help="messages to send (default 100000)")
     p.add_argument("--keys", type=int, default=100, help="distinct keys; each key's messages are ordered")
     p.add_argument("--tasks", type=int, default=2, help="Spark load tasks, one producer each")
@@ -76,7 +76,7 @@ def main(argv=None) -> int:
         return 2
     if args.namesrv:
         return 0 if run(args, args.namesrv, args.cluster_dir)["verdict_ok"] else 1
-    from cluster.testing import LocalCluster
+    from rocketbox.cluster.testing import LocalCluster
     from rich.console import Console
     with tempfile.TemporaryDirectory(prefix="rocketbox-run-") as tmp:
         started = time.monotonic()
@@ -107,8 +107,8 @@ def run(args: argparse.Namespace, namesrv: str, cluster_dir: str | None, spark=N
     ``spark``: a session to use (and leave running); else one is made and stopped here."""
     from rich.console import Console
 
-    from spark.datasource import register
-    from spark.session import spark_session
+    from rocketbox.spark.datasource import register
+    from rocketbox.spark.session import spark_session
 
     console = Console()
     phases = _Phases()
@@ -131,12 +131,12 @@ def run(args: argparse.Namespace, namesrv: str, cluster_dir: str | None, spark=N
 
 def _load_and_consume(args, console, spark, addresses, cluster_dir, out, phases) -> dict:
     """Topic, push group, the Spark load (with faults), the group caught up; where things are."""
-    from cluster import Admin
-    from cluster.client.routes import config_for
-    from spark import loadgen
-    from cluster.testing import compare_replicas
-    from spark.faults import DEFAULT_KINDS, FAILOVER_DEFAULT_KINDS, FaultInjector
-    from spark.push_group import PushGroup
+    from rocketbox.cluster import Admin
+    from rocketbox.cluster.client.routes import config_for
+    from rocketbox.spark import loadgen
+    from rocketbox.cluster.testing import compare_replicas
+    from rocketbox.spark.faults import DEFAULT_KINDS, FAILOVER_DEFAULT_KINDS, FaultInjector
+    from rocketbox.spark.push_group import PushGroup
 
     cfg = config_for(addresses)
     topic = f"Load{time.strftime('%Y%m%d%H%M%S')}{os.getpid()}"
@@ -189,9 +189,9 @@ def _load_and_consume(args, console, spark, addresses, cluster_dir, out, phases)
 
 
 def _check_and_report(args, console, spark, addresses, load, out, phases) -> dict:
-    from spark import checker, report
-    from spark.faults import events_as_dicts
-    from spark.reads import datasource_reads
+    from rocketbox.spark import checker, report
+    from rocketbox.spark.faults import events_as_dicts
+    from rocketbox.spark.reads import datasource_reads
 
     # Cached: every check and every measure scans these again (about a fifth of the check time).
     history = spark.read.parquet(load["history"]).cache()
@@ -248,7 +248,7 @@ def _load_with_progress(console, admin, spark, plan, history_path: str, group: s
     """Runs the Spark load in a thread while a bar shows stored and consumed counts."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from spark import loadgen
+    from rocketbox.spark import loadgen
     error: list[BaseException] = []
 
     def load() -> None:

@@ -23,7 +23,7 @@ import time
 import zlib
 from dataclasses import dataclass
 
-from spark.schemas import FAIL, INFO, INVOKE, OK, encode_body
+from rocketbox.spark.schemas import FAIL, INFO, INVOKE, OK, encode_body
 
 RETRY_BACKOFF_S = 0.05
 
@@ -53,7 +53,7 @@ class LoadPlan:
 
 def classify(error: BaseException) -> str:
     """fail when the request surely was not stored, info when it may have been."""
-    from cluster.errors import BrokerError, ClientClosed, MessageInvalid, NoRouteError
+    from rocketbox.cluster.errors import BrokerError, ClientClosed, MessageInvalid, NoRouteError
     if isinstance(error, (BrokerError, MessageInvalid, NoRouteError, ClientClosed)):
         return FAIL   # answered with a refusal, or never sent
     return INFO       # no answer: time-out, connection lost
@@ -66,9 +66,9 @@ def run_task(plan: LoadPlan, task: int, process: str) -> list[tuple]:
     a queue's sends stay sequential, which keeps key order, while the queues' requests
     overlap, which keeps the broker's group commit fed.
     """
-    from cluster import Producer
-    from cluster.client.routes import config_for
-    from cluster.client.selectors import select_by_hash
+    from rocketbox.cluster import Producer
+    from rocketbox.cluster.client.routes import config_for
+    from rocketbox.cluster.client.selectors import select_by_hash
     cfg = config_for(plan.namesrv, request_timeout_ms=plan.request_timeout_ms, send_retry_count=0)
     with Producer(f"rocketbox-load-{task}", config=cfg) as producer:
         queues = producer.routes.publish_route(plan.topic)[1]
@@ -90,7 +90,7 @@ def run_task(plan: LoadPlan, task: int, process: str) -> list[tuple]:
 def _send_queue(producer, plan: LoadPlan, mq, items: list[tuple[str, int]], process: str,
                 deadline: float) -> list[tuple]:
     """One queue's messages in order, ``plan.batch`` a request, each retried until ``ok``."""
-    from cluster import Message
+    from rocketbox.cluster import Message
     rows: list[tuple] = []
     op_counter = iter(range(1 << 62))
     # This queue's share of the target rate, in requests.
@@ -119,7 +119,7 @@ def _send_queue(producer, plan: LoadPlan, mq, items: list[tuple[str, int]], proc
 
 def _attempt(producer, mq, messages, items, process, op_counter, rows) -> str:
     """One batch send: invoke and completion rows for each of its messages; the outcome."""
-    from cluster import SendStatus
+    from rocketbox.cluster import SendStatus
     invoke_ns = time.time_ns()
     error = None
     try:
@@ -151,7 +151,7 @@ def _attempt(producer, mq, messages, items, process, op_counter, rows) -> str:
 
 def generate(spark, plan: LoadPlan, history_path: str) -> None:
     """Run the load as a Spark job (one task per ``plan.tasks``) and write the history as Parquet."""
-    from spark.schemas import HISTORY
+    from rocketbox.spark.schemas import HISTORY
 
     def task_rows(index, _items):
         import os

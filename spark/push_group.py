@@ -17,7 +17,7 @@ import threading
 import time
 import zlib
 
-from spark.schemas import COMMIT, COMMITS, QUEUE_START, READER_PUSH, READS, decode_body
+from rocketbox.spark.schemas import COMMIT, COMMITS, QUEUE_START, READER_PUSH, READS, decode_body
 
 MEMBER_READY_TIMEOUT_S = 60.0
 MEMBER_STOP_TIMEOUT_S = 60.0
@@ -28,8 +28,8 @@ def _member(namesrv: tuple[str, ...], topic: str, group: str, out_dir: str, inde
     import pyarrow.parquet as pq
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    from cluster import PushConsumer
-    from cluster.client.routes import config_for
+    from rocketbox.cluster import PushConsumer
+    from rocketbox.cluster.client.routes import config_for
 
     cfg = config_for(namesrv, rebalance_interval_ms=2_000, consumer_offset_commit_interval_ms=1_000)
     deliveries: list[tuple] = []

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from spark.schemas import READER_DATASOURCE, READS
+from rocketbox.spark.schemas import READER_DATASOURCE, READS
 
 
 def datasource_reads(messages: DataFrame) -> DataFrame:

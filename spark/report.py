@@ -12,8 +12,8 @@ import os
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from spark import checker
-from spark.schemas import FAIL, INFO, OK, READER_PUSH
+from rocketbox.spark import checker
+from rocketbox.spark.schemas import FAIL, INFO, OK, READER_PUSH
 
 QUANTILES = (0.5, 0.95, 0.99, 0.999)
 PLOT_POINTS_MAX = 20_000

@@ -7,8 +7,8 @@ import pathlib
 import pytest
 from hypothesis import settings
 
-from cluster.config import ClientConfig
-from cluster.testing import LocalCluster
+from rocketbox.cluster.config import ClientConfig
+from rocketbox.cluster.testing import LocalCluster
 
 
 # Property tests check what happens, not how fast: hypothesis's 200 ms per-example deadline fails
@@ -61,8 +61,8 @@ def await_group_caught_up(cfg: ClientConfig, topic: str, group: str, timeout_s: 
     A push consumer commits an offset only once every message below it was handed to the
     listener and returned, so afterwards nothing more can arrive from what was stored: the
     sound way to say "nothing else came" (a sleep only says "nothing came yet")."""
-    from cluster.client.admin import Admin
-    from cluster.testing import wait_until
+    from rocketbox.cluster.client.admin import Admin
+    from rocketbox.cluster.testing import wait_until
 
     with Admin(config=cfg) as admin:
         wait_until(lambda: all(row["lag"] == 0 for row in admin.queue_offsets(topic, group)), timeout_s,

@@ -4,7 +4,7 @@ The micro-benchmarks run in a subprocess with ``ROCKETBOX_BENCH_QUICK=1`` and
 ``--benchmark-disable`` (each body once, its result checked), the way
 ``pytest perf/test_micro.py`` would run them in full. Budget: a few seconds.
 
-The comparison with the peers (``python -m perf --compare``) runs once in quick mode with
+The comparison with the peers (``python -m rocketbox.perf --compare``) runs once in quick mode with
 small counts (~25 s): ours is always measured; a peer that is not installed here (CI need
 not have ``make peers``) is skipped with the runner's reason.
 """

@@ -28,7 +28,7 @@ from functools import partial
 from typing import NamedTuple
 
 try:
-    from cluster._native._rocketbox_native import ffi, lib
+    from rocketbox.cluster._native._rocketbox_native import ffi, lib
 except ImportError as exc:  # pragma: no cover - depends on the installation
     raise ImportError(
         "RocketBox's native helper (cluster._native._rocketbox_native) is not built: "
@@ -36,7 +36,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installation
         "(needs gcc). After changing helper.c/helper.h, run it again."
     ) from exc
 
-from cluster.format_errors import DestinationTooSmall, MalformedBatch
+from rocketbox.cluster.format_errors import DestinationTooSmall, MalformedBatch
 
 __all__ = [
     "DestinationTooSmall", "DispatchBatch", "MalformedBatch", "ScanResult", "ScannedRecord",

@@ -10,6 +10,7 @@ helper.h is both the C header and the cdef: the preprocessor lines (include
 guard, includes) are dropped here, cffi reads the declarations that remain.
 """
 
+import shutil
 from pathlib import Path
 
 import cffi
@@ -28,7 +29,7 @@ def declarations(header_text: str) -> str:
 ffibuilder = cffi.FFI()
 ffibuilder.cdef(declarations((HERE / "helper.h").read_text()))
 ffibuilder.set_source(
-    "cluster._native._rocketbox_native",
+    "rocketbox.cluster._native._rocketbox_native",
     '#include "helper.h"',
     sources=[f"{HERE_FROM_ROOT}/helper.c"],
     include_dirs=[HERE_FROM_ROOT],
@@ -37,4 +38,10 @@ ffibuilder.set_source(
 )
 
 if __name__ == "__main__":
-    ffibuilder.compile(tmpdir=str(ROOT), verbose=True)
+    # cffi lays its output out by the module's installed name (rocketbox/cluster/_native/ under
+    # the root); the checkout keeps the library beside this file, where setup.py's build puts it.
+    built = Path(ffibuilder.compile(tmpdir=str(ROOT), verbose=True))
+    for stale in HERE.glob("_rocketbox_native*.so"):   # an older build under another suffix would load first
+        stale.unlink()
+    shutil.move(built, HERE / built.name)
+    shutil.rmtree(ROOT / "rocketbox")

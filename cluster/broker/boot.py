@@ -13,15 +13,15 @@ import logging
 import os
 from dataclasses import dataclass
 
-from cluster.broker.controller_client import ControllerClient, effective_config
-from cluster.config import BrokerConfig
-from cluster.shm.commitlog_format import pack_host
-from cluster.shm.control import ControlBlock
-from cluster.shm.epochs import EpochCache
-from cluster.shm.paths import control_path
-from cluster.shm.recovery import RecoveryReport
-from cluster.shm.store import MessageStore
-from cluster.zmq_transport import RpcClient
+from rocketbox.cluster.broker.controller_client import ControllerClient, effective_config
+from rocketbox.cluster.config import BrokerConfig
+from rocketbox.cluster.shm.commitlog_format import pack_host
+from rocketbox.cluster.shm.control import ControlBlock
+from rocketbox.cluster.shm.epochs import EpochCache
+from rocketbox.cluster.shm.paths import control_path
+from rocketbox.cluster.shm.recovery import RecoveryReport
+from rocketbox.cluster.shm.store import MessageStore
+from rocketbox.cluster.zmq_transport import RpcClient
 
 log = logging.getLogger(__name__)
 

@@ -25,12 +25,12 @@ import logging
 import time
 from collections import deque
 
-from cluster.config import SLAVE, BrokerConfig
-from cluster.protocol import RequestCode, ResponseCode, to_json_bytes
-from cluster.shm import epoch_format
-from cluster.shm.epochs import entries_from_json
-from cluster.wire_format import Command
-from cluster.zmq_transport import RpcClient, TransportError
+from rocketbox.cluster.config import SLAVE, BrokerConfig
+from rocketbox.cluster.protocol import RequestCode, ResponseCode, to_json_bytes
+from rocketbox.cluster.shm import epoch_format
+from rocketbox.cluster.shm.epochs import entries_from_json
+from rocketbox.cluster.wire_format import Command
+from rocketbox.cluster.zmq_transport import RpcClient, TransportError
 
 log = logging.getLogger(__name__)
 

@@ -13,11 +13,11 @@ expression (``sql92.py``) over their properties; only matching records are answe
 
 from __future__ import annotations
 
-from cluster import _native
-from cluster.filter.expressions import EXPRESSION_SQL92, EXPRESSION_TAG, is_tag_type
-from cluster.filter.sql92 import SqlParseError, SqlSelector, compile_sql
-from cluster.protocol import ProtocolError, ResponseCode
-from cluster.shm.commitlog_format import decode_properties
+from rocketbox.cluster import _native
+from rocketbox.cluster.filter.expressions import EXPRESSION_SQL92, EXPRESSION_TAG, is_tag_type
+from rocketbox.cluster.filter.sql92 import SqlParseError, SqlSelector, compile_sql
+from rocketbox.cluster.protocol import ProtocolError, ResponseCode
+from rocketbox.cluster.shm.commitlog_format import decode_properties
 
 # Queue entries one SQL92 pull reads from the CommitLog: matches may be sparse, and a pull
 # that finds none still moves the consumer past everything it read.

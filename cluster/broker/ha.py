@@ -40,11 +40,11 @@ import time
 
 import zmq
 
-from cluster.broker.ha_format import (ACK, REPORT, DataHeader, HAFrameError, data_header, parse_data_header,
+from rocketbox.cluster.broker.ha_format import (ACK, REPORT, DataHeader, HAFrameError, data_header, parse_data_header,
                                       parse_slave_message, slave_message)
-from cluster.broker.waiters import FlushWaiters
-from cluster.protocol import ResponseCode
-from cluster.zmq_transport import CONTEXT
+from rocketbox.cluster.broker.waiters import FlushWaiters
+from rocketbox.cluster.protocol import ResponseCode
+from rocketbox.cluster.zmq_transport import CONTEXT
 
 log = logging.getLogger(__name__)
 

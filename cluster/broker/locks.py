@@ -19,9 +19,9 @@ from __future__ import annotations
 import logging
 from typing import Callable, Iterable
 
-from cluster.clock import SYSTEM_CLOCK
-from cluster.protocol import ProtocolError, ResponseCode, answers_refusals, json_body, require_name, to_json_bytes
-from cluster.wire_format import Command
+from rocketbox.cluster.clock import SYSTEM_CLOCK
+from rocketbox.cluster.protocol import ProtocolError, ResponseCode, answers_refusals, json_body, require_name, to_json_bytes
+from rocketbox.cluster.wire_format import Command
 
 log = logging.getLogger(__name__)
 

@@ -21,9 +21,9 @@ import logging
 import mmap
 import os
 
-from cluster.shm import paths
-from cluster.shm.offset_slots_format import SLOT_COUNT, FILE_BYTES, read_slot, write_slot
-from cluster.shm.json_store import read_json, write_json
+from rocketbox.cluster.shm import paths
+from rocketbox.cluster.shm.offset_slots_format import SLOT_COUNT, FILE_BYTES, read_slot, write_slot
+from rocketbox.cluster.shm.json_store import read_json, write_json
 
 log = logging.getLogger(__name__)
 

@@ -11,14 +11,14 @@ import logging
 import os
 import time
 
-from cluster.broker.filtering import SQL_SCAN_ENTRIES, select_records, sql_selector
-from cluster.filter.expressions import tag_hashes_of
-from cluster.config import name_problem
-from cluster.protocol import (PERM_READ, PULL_FLAG_COMMIT_OFFSET, PULL_FLAG_SUSPEND, ResponseCode, answers_refusals,
+from rocketbox.cluster.broker.filtering import SQL_SCAN_ENTRIES, select_records, sql_selector
+from rocketbox.cluster.filter.expressions import tag_hashes_of
+from rocketbox.cluster.config import name_problem
+from rocketbox.cluster.protocol import (PERM_READ, PULL_FLAG_COMMIT_OFFSET, PULL_FLAG_SUSPEND, ResponseCode, answers_refusals,
                               field_int, field_str)
-from cluster.shm.commitlog_format import phys_offset_at
-from cluster.shm.store import GetMessageStatus as GetStatus
-from cluster.wire_format import Command
+from rocketbox.cluster.shm.commitlog_format import phys_offset_at
+from rocketbox.cluster.shm.store import GetMessageStatus as GetStatus
+from rocketbox.cluster.wire_format import Command
 
 log = logging.getLogger(__name__)
 

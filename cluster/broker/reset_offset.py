@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import logging
 
-from cluster.protocol import (MessageQueue, ProtocolError, RequestCode, ResponseCode, answers_refusals, field_int,
+from rocketbox.cluster.protocol import (MessageQueue, ProtocolError, RequestCode, ResponseCode, answers_refusals, field_int,
                               field_str, offset_table_rows, to_json_bytes)
-from cluster.wire_format import Command
+from rocketbox.cluster.wire_format import Command
 
 log = logging.getLogger(__name__)
 

@@ -16,13 +16,13 @@ from __future__ import annotations
 import logging
 import time
 
-from cluster.config import SYNC_FLUSH
-from cluster.protocol import (ProtocolError, ResponseCode, answers_refusals, dlq_topic, field_int, field_str,
+from rocketbox.cluster.config import SYNC_FLUSH
+from rocketbox.cluster.protocol import (ProtocolError, ResponseCode, answers_refusals, dlq_topic, field_int, field_str,
                               require_name, retry_topic)
-from cluster.shm import commitlog_format as fmt
-from cluster.shm.schedule_format import SCHEDULE_TOPIC, queue_of_level
-from cluster.shm.store import PutMessageStatus, copy_of_record
-from cluster.wire_format import Command
+from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.shm.schedule_format import SCHEDULE_TOPIC, queue_of_level
+from rocketbox.cluster.shm.store import PutMessageStatus, copy_of_record
+from rocketbox.cluster.wire_format import Command
 
 log = logging.getLogger(__name__)
 

@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import logging
 
-from cluster.broker.offsets import ConsumerOffsetManager
-from cluster.shm import commitlog_format as fmt
-from cluster.config import parse_levels
-from cluster.shm.schedule_format import PROPERTY_TIMER_DELIVER_MS, SCHEDULE_TOPIC, queue_of_level
-from cluster.shm.store import PutMessageStatus, copy_of_record
+from rocketbox.cluster.broker.offsets import ConsumerOffsetManager
+from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.config import parse_levels
+from rocketbox.cluster.shm.schedule_format import PROPERTY_TIMER_DELIVER_MS, SCHEDULE_TOPIC, queue_of_level
+from rocketbox.cluster.shm.store import PutMessageStatus, copy_of_record
 
 log = logging.getLogger(__name__)
 

@@ -7,16 +7,16 @@ import itertools
 import logging
 import time
 
-from cluster.config import SYNC_FLUSH, SYNC_MASTER, BrokerConfig
-from cluster.protocol import (answers_refusals, require_name, AUTO_CREATE_TOPIC_KEY, PERM_WRITE, ProtocolError, RequestCode, ResponseCode,
+from rocketbox.cluster.config import SYNC_FLUSH, SYNC_MASTER, BrokerConfig
+from rocketbox.cluster.protocol import (answers_refusals, require_name, AUTO_CREATE_TOPIC_KEY, PERM_WRITE, ProtocolError, RequestCode, ResponseCode,
                               field_bool, field_int, send_fields_long)
-from cluster.broker.transaction import HALF_TOPIC, SYSTEM_TOPICS as TRANSACTION_TOPICS
-from cluster.shm.commitlog_format import (PROPERTY_DELAY, PROPERTY_TRAN_MSG, PROPERTY_WAIT, SYSFLAG_COMPRESSED,
+from rocketbox.cluster.broker.transaction import HALF_TOPIC, SYSTEM_TOPICS as TRANSACTION_TOPICS
+from rocketbox.cluster.shm.commitlog_format import (PROPERTY_DELAY, PROPERTY_TRAN_MSG, PROPERTY_WAIT, SYSFLAG_COMPRESSED,
                                           SYSFLAG_MULTI_TAGS, SYSFLAG_TRANSACTION_MASK, SYSFLAG_TRANSACTION_PREPARED,
                                           decode_properties, encode_properties, pack_host, property_mark)
-from cluster.shm.schedule_format import PROPERTY_TIMER_DELIVER_MS, SCHEDULE_TOPIC
-from cluster.shm.store import MessageToStore, PutMessageStatus as PutStatus
-from cluster.wire_format import Command
+from rocketbox.cluster.shm.schedule_format import PROPERTY_TIMER_DELIVER_MS, SCHEDULE_TOPIC
+from rocketbox.cluster.shm.store import MessageToStore, PutMessageStatus as PutStatus
+from rocketbox.cluster.wire_format import Command
 
 log = logging.getLogger(__name__)
 

@@ -14,31 +14,31 @@ import time
 
 import zmq
 
-from cluster.broker import channels
-from cluster.broker.boot import BootedBroker
-from cluster.broker.clients import ClientRegistry
-from cluster.broker.filtering import check_heartbeat_subscriptions
-from cluster.broker.ha import HAClient, HAServer
-from cluster.broker.locks import LockProcessor
-from cluster.broker.offsets import ConsumerOffsetManager
-from cluster.broker.pull import PullProcessor
-from cluster.broker.reset_offset import ResetOffsetProcessor
-from cluster.broker.retry import SendBackProcessor
-from cluster.broker.schedule import TICK_S as SCHEDULE_TICK_S, ScheduleService
-from cluster.broker.transaction import SYSTEM_TOPICS as TRANSACTION_TOPICS, TransactionService
-from cluster.broker.send import SendProcessor
-from cluster.broker.slave_sync import SlaveSynchronize
-from cluster.broker.topics import TopicConfig, TopicConfigManager
-from cluster.broker.waiters import FlushWaiters, PullWaiters
-from cluster.clock import SYSTEM_CLOCK, Clock
-from cluster.protocol import (require_name, answers_refusals, AUTO_CREATE_TOPIC_KEY, DLQ_TOPIC_PREFIX,
+from rocketbox.cluster.broker import channels
+from rocketbox.cluster.broker.boot import BootedBroker
+from rocketbox.cluster.broker.clients import ClientRegistry
+from rocketbox.cluster.broker.filtering import check_heartbeat_subscriptions
+from rocketbox.cluster.broker.ha import HAClient, HAServer
+from rocketbox.cluster.broker.locks import LockProcessor
+from rocketbox.cluster.broker.offsets import ConsumerOffsetManager
+from rocketbox.cluster.broker.pull import PullProcessor
+from rocketbox.cluster.broker.reset_offset import ResetOffsetProcessor
+from rocketbox.cluster.broker.retry import SendBackProcessor
+from rocketbox.cluster.broker.schedule import TICK_S as SCHEDULE_TICK_S, ScheduleService
+from rocketbox.cluster.broker.transaction import SYSTEM_TOPICS as TRANSACTION_TOPICS, TransactionService
+from rocketbox.cluster.broker.send import SendProcessor
+from rocketbox.cluster.broker.slave_sync import SlaveSynchronize
+from rocketbox.cluster.broker.topics import TopicConfig, TopicConfigManager
+from rocketbox.cluster.broker.waiters import FlushWaiters, PullWaiters
+from rocketbox.cluster.clock import SYSTEM_CLOCK, Clock
+from rocketbox.cluster.protocol import (require_name, answers_refusals, AUTO_CREATE_TOPIC_KEY, DLQ_TOPIC_PREFIX,
                               PERM_READ_WRITE, ProtocolError,
                               RETRY_TOPIC_PREFIX, RequestCode, ResponseCode, field_int, field_str, json_body,
                               retry_topic, to_json_bytes)
-from cluster.shm.commitlog_format import parse_offset_msg_id
-from cluster.shm.schedule_format import SCHEDULE_TOPIC
-from cluster.wire_format import HEADER_BYTES_MAX, Command
-from cluster.zmq_transport import CONTEXT, EventLoop, RpcServer
+from rocketbox.cluster.shm.commitlog_format import parse_offset_msg_id
+from rocketbox.cluster.shm.schedule_format import SCHEDULE_TOPIC
+from rocketbox.cluster.wire_format import HEADER_BYTES_MAX, Command
+from rocketbox.cluster.zmq_transport import CONTEXT, EventLoop, RpcServer
 
 log = logging.getLogger(__name__)
 

@@ -15,10 +15,10 @@ import json
 import logging
 import time
 
-from cluster.broker.topics import TopicConfig
-from cluster.protocol import RequestCode, ResponseCode
-from cluster.wire_format import Command
-from cluster.zmq_transport import RpcClient
+from rocketbox.cluster.broker.topics import TopicConfig
+from rocketbox.cluster.protocol import RequestCode, ResponseCode
+from rocketbox.cluster.wire_format import Command
+from rocketbox.cluster.zmq_transport import RpcClient
 
 log = logging.getLogger(__name__)
 

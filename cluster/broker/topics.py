@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from cluster.protocol import AUTO_CREATE_TOPIC_KEY, PERM_READ_WRITE
-from cluster.shm import paths
-from cluster.shm.json_store import read_json, write_json
+from rocketbox.cluster.protocol import AUTO_CREATE_TOPIC_KEY, PERM_READ_WRITE
+from rocketbox.cluster.shm import paths
+from rocketbox.cluster.shm.json_store import read_json, write_json
 
 
 @dataclass

@@ -25,11 +25,11 @@ from __future__ import annotations
 
 import logging
 
-from cluster.broker.offsets import ConsumerOffsetManager
-from cluster.protocol import ProtocolError, RequestCode, ResponseCode, answers_refusals, field_int
-from cluster.shm import commitlog_format as fmt
-from cluster.shm.store import MessageToStore, PutMessageStatus, copy_of_record
-from cluster.wire_format import Command
+from rocketbox.cluster.broker.offsets import ConsumerOffsetManager
+from rocketbox.cluster.protocol import ProtocolError, RequestCode, ResponseCode, answers_refusals, field_int
+from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.shm.store import MessageToStore, PutMessageStatus, copy_of_record
+from rocketbox.cluster.wire_format import Command
 
 log = logging.getLogger(__name__)
 

@@ -34,10 +34,10 @@ import argparse
 import os
 import sys
 
-from cluster.cli import admin_cmds, client_cmds, cluster_cmds, up_settings
-from cluster.cli.client_cmds import query_problem
-from cluster.cli.cluster_cmds import role_problem
-from cluster.cli.common import DATA_DIR_DEFAULT
+from rocketbox.cluster.cli import admin_cmds, client_cmds, cluster_cmds, up_settings
+from rocketbox.cluster.cli.client_cmds import query_problem
+from rocketbox.cluster.cli.cluster_cmds import role_problem
+from rocketbox.cluster.cli.common import DATA_DIR_DEFAULT
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -76,7 +76,7 @@ def main(argv=None) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         return EXIT_BROKEN_PIPE
     except Exception as exc:  # the CLI reports; it does not dump a trace for a refused request
-        from cluster.errors import ClientError
+        from rocketbox.cluster.errors import ClientError
         if isinstance(exc, (ClientError, ValueError)):
             print(f"error: {exc}", file=sys.stderr)
             return 1

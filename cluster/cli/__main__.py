@@ -1,7 +1,7 @@
-"""``python -m cluster.cli``: the ``cluster`` command."""
+"""``python -m rocketbox.cluster.cli``: the ``cluster`` command."""
 
 import sys
 
-from cluster.cli import main
+from rocketbox.cluster.cli import main
 
 sys.exit(main())

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import sys
 
-from cluster.cli.client_cmds import message_dict
-from cluster.cli.common import iso_ms, new_console, open_admin, print_json, print_json_line, table, time_ms
+from rocketbox.cluster.cli.client_cmds import message_dict
+from rocketbox.cluster.cli.common import iso_ms, new_console, open_admin, print_json, print_json_line, table, time_ms
 
 
 def _dead_letter_dict(admin, m) -> dict:
@@ -101,9 +101,9 @@ def _raft_state(state) -> str:
 
 
 def cmd_controller(args) -> int:
-    from cluster.protocol import RequestCode
-    from cluster.wire_format import Command
-    from cluster.zmq_transport import TransportError
+    from rocketbox.cluster.protocol import RequestCode
+    from rocketbox.cluster.wire_format import Command
+    from rocketbox.cluster.zmq_transport import TransportError
     nodes = []
     with open_admin(args) as admin:
         for endpoint in admin.cfg.namesrv_endpoints:

@@ -6,8 +6,8 @@ import json
 import sys
 import time
 
-from cluster.protocol import AUTO_CREATE_TOPIC_KEY
-from cluster.cli.common import (int_within, iso_ms, namesrv, new_console, open_admin, print_json, print_json_line,
+from rocketbox.cluster.protocol import AUTO_CREATE_TOPIC_KEY
+from rocketbox.cluster.cli.common import (int_within, iso_ms, namesrv, new_console, open_admin, print_json, print_json_line,
                                 table, time_ms)
 
 
@@ -57,9 +57,9 @@ def _bodies(args):
 def cmd_send(args) -> int:
     """Each result is printed as soon as its send is answered; anything but SEND_OK goes to stderr and
     makes the exit code 1 (as a failed command should), and the other lines are still sent."""
-    from cluster.client.message import Message
-    from cluster.client.producer import Producer
-    from cluster.errors import ClientError
+    from rocketbox.cluster.client.message import Message
+    from rocketbox.cluster.client.producer import Producer
+    from rocketbox.cluster.errors import ClientError
     failed = 0
     with Producer(args.group, namesrv=namesrv(args)) as producer:
         known = producer.routes.get(args.topic) is not None
@@ -102,8 +102,8 @@ def message_dict(m) -> dict:
 
 def cmd_consume(args) -> int:
     """Read messages from the start (or --from offsets) of every queue, without a consumer group commit."""
-    from cluster.client.broker_api import PullStatus
-    from cluster.client.consumer import PullConsumer
+    from rocketbox.cluster.client.broker_api import PullStatus
+    from rocketbox.cluster.client.consumer import PullConsumer
     shown = 0
     deadline = time.monotonic() + args.wait_s
     with PullConsumer(args.group, namesrv=namesrv(args)) as consumer:
@@ -169,7 +169,7 @@ def _only_broker(admin, topic: str) -> str:
 
 
 def _query_messages(admin, args) -> list:
-    from cluster.protocol import MessageQueue
+    from rocketbox.cluster.protocol import MessageQueue
     if args.id:
         # mqadmin's queryMsgById: an offset message id first; with --topic, else a UNIQ_KEY, else a key.
         found = _by_offset_msg_id(admin, args.id, args.topic)
@@ -188,8 +188,8 @@ def _query_messages(admin, args) -> list:
 
 def _by_offset_msg_id(admin, msg_id: str, topic: str | None) -> list:
     """The message an offset message id names (of ``topic``, when given); [] when it names none."""
-    from cluster.errors import ClientError
-    from cluster.shm.commitlog_format import parse_offset_msg_id
+    from rocketbox.cluster.errors import ClientError
+    from rocketbox.cluster.shm.commitlog_format import parse_offset_msg_id
     try:
         parse_offset_msg_id(msg_id)
     except ValueError:

@@ -10,19 +10,19 @@ import signal
 import sys
 import time
 
-from cluster.cli import up_settings
-from cluster.cli.common import namesrv_env, new_console, print_json, table
-from cluster.cli.up_settings import STORE_PROFILES
-from cluster.config import ASYNC_FLUSH, ASYNC_MASTER, BROKER_PORT_DEFAULT, NAMESRV_PORT_DEFAULT, SYNC_FLUSH, SYNC_MASTER
-from cluster.procs.arbiter import Supervisor
-from cluster.procs.detach import spawn_detached
-from cluster.procs.lifecycle import python_module_command
-from cluster.procs.run_state import STATE_FILE_NAME, read_state_file
-from cluster.procs.supervisor_errors import SupervisorError
+from rocketbox.cluster.cli import up_settings
+from rocketbox.cluster.cli.common import namesrv_env, new_console, print_json, table
+from rocketbox.cluster.cli.up_settings import STORE_PROFILES
+from rocketbox.cluster.config import ASYNC_FLUSH, ASYNC_MASTER, BROKER_PORT_DEFAULT, NAMESRV_PORT_DEFAULT, SYNC_FLUSH, SYNC_MASTER
+from rocketbox.cluster.procs.arbiter import Supervisor
+from rocketbox.cluster.procs.detach import spawn_detached
+from rocketbox.cluster.procs.lifecycle import python_module_command
+from rocketbox.cluster.procs.run_state import STATE_FILE_NAME, read_state_file
+from rocketbox.cluster.procs.supervisor_errors import SupervisorError
 
 
 def _topology_from_args(args):
-    from cluster.topology import build_topology
+    from rocketbox.cluster.topology import build_topology
     store = up_settings.store_overrides(args)
     return build_topology(args.data_dir, namesrv_count=args.namesrvs, broker_count=args.brokers,
                           flush_mode=SYNC_FLUSH if args.flush_mode == "sync" else ASYNC_FLUSH, host=args.host,
@@ -36,7 +36,7 @@ def _topology_from_args(args):
 def _registered_namesrvs(args) -> tuple[str, ...]:
     """Where a broker-only host's groups register: --namesrv, else ROCKETBOX_NAMESRV (never the
     default local address: a broker on its own host has no NameServer beside it)."""
-    from cluster.topology import namesrv_addresses_to_endpoints
+    from rocketbox.cluster.topology import namesrv_addresses_to_endpoints
     return namesrv_addresses_to_endpoints(args.namesrv or os.environ.get("ROCKETBOX_NAMESRV", ""))
 
 
@@ -61,7 +61,7 @@ def role_problem(args) -> str | None:
 
 def _topology_for_role(args):
     """The part of the cluster ``--role`` asks for on this host (all of it by default)."""
-    from cluster.topology import brokers_only, namesrv_only, remote_master_slave, with_broker_names
+    from rocketbox.cluster.topology import brokers_only, namesrv_only, remote_master_slave, with_broker_names
     if args.slave_id:
         return remote_master_slave(
             args.data_dir, broker_name=_broker_names(args)[0], broker_id=args.slave_id, host=args.host,
@@ -101,7 +101,7 @@ def _endpoint_rows(state: dict) -> list[list]:
 
 
 def cmd_up(args) -> int:
-    from cluster.topology import child_specs
+    from rocketbox.cluster.topology import child_specs
     topology = _topology_for_role(args)
     specs = child_specs(topology)
     up_settings.save(args)
@@ -112,7 +112,7 @@ def cmd_up(args) -> int:
         with open(specs_path, "w") as f:
             json.dump([s.to_dict() for s in specs], f)
         try:
-            pid = spawn_detached(python_module_command("cluster.procs.supervisor", "--data-dir",
+            pid = spawn_detached(python_module_command("rocketbox.cluster.procs.supervisor", "--data-dir",
                                                         topology.data_dir, "--specs", specs_path), topology.data_dir,
                                  ready_timeout_s=args.ready_timeout_s)
         except SupervisorError as exc:

@@ -15,8 +15,8 @@ import os
 import sys
 from datetime import datetime
 
-from cluster.config import NAMESRV_PORT_DEFAULT
-from cluster.procs.run_state import read_state_file
+from rocketbox.cluster.config import NAMESRV_PORT_DEFAULT
+from rocketbox.cluster.procs.run_state import read_state_file
 
 
 DATA_DIR_DEFAULT = os.environ.get("ROCKETBOX_DATA_DIR", os.path.join(os.path.expanduser("~"), ".rocketbox"))
@@ -74,7 +74,7 @@ def namesrv(args) -> str | None:
 
 
 def open_admin(args):
-    from cluster.client.admin import Admin
+    from rocketbox.cluster.client.admin import Admin
     return Admin(namesrv=namesrv(args))
 
 

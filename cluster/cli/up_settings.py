@@ -13,7 +13,7 @@ import glob
 import json
 import os
 
-from cluster.config import BROKER_PORT_DEFAULT, NAMESRV_PORT_DEFAULT
+from rocketbox.cluster.config import BROKER_PORT_DEFAULT, NAMESRV_PORT_DEFAULT
 
 SETTINGS_FILE = "up-settings.json"
 MIB = 1024 * 1024

@@ -5,19 +5,19 @@ from __future__ import annotations
 import json
 import time
 
-from cluster.client import broker_api
-from cluster.client.base import ClientBase
-from cluster.client.message import Message, MessageExt, MessageQueue, decode_messages
-from cluster.client.producer import Producer
-from cluster.client.routes import normalize_endpoint
-from cluster.config import name_problem
-from cluster.errors import BrokerError, NoRouteError, raise_for
-from cluster.protocol import MASTER_ID, PERM_READ_WRITE, RequestCode, ResponseCode, dlq_topic
-from cluster.shm import commitlog_format as fmt
-from cluster.shm.commitlog_format import parse_offset_msg_id
-from cluster.shm.schedule_format import PROPERTY_TIMER_DELIVER_MS
-from cluster.wire_format import Command
-from cluster.zmq_transport import TransportError
+from rocketbox.cluster.client import broker_api
+from rocketbox.cluster.client.base import ClientBase
+from rocketbox.cluster.client.message import Message, MessageExt, MessageQueue, decode_messages
+from rocketbox.cluster.client.producer import Producer
+from rocketbox.cluster.client.routes import normalize_endpoint
+from rocketbox.cluster.config import name_problem
+from rocketbox.cluster.errors import BrokerError, NoRouteError, raise_for
+from rocketbox.cluster.protocol import MASTER_ID, PERM_READ_WRITE, RequestCode, ResponseCode, dlq_topic
+from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.shm.commitlog_format import parse_offset_msg_id
+from rocketbox.cluster.shm.schedule_format import PROPERTY_TIMER_DELIVER_MS
+from rocketbox.cluster.wire_format import Command
+from rocketbox.cluster.zmq_transport import TransportError
 
 # RocketMQ's MixAll.TOOLS_CONSUMER_GROUP: the admin reads queues under it and never commits.
 TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"

@@ -16,11 +16,11 @@ import socket
 import weakref
 from typing import Sequence
 
-from cluster.clock import SYSTEM_CLOCK, Clock
-from cluster.client.routes import RouteCache, namesrv_endpoints_from_env
-from cluster.config import ClientConfig, namesrv_endpoints
-from cluster.errors import ClientClosed
-from cluster.zmq_transport import RpcClient
+from rocketbox.cluster.clock import SYSTEM_CLOCK, Clock
+from rocketbox.cluster.client.routes import RouteCache, namesrv_endpoints_from_env
+from rocketbox.cluster.config import ClientConfig, namesrv_endpoints
+from rocketbox.cluster.errors import ClientClosed
+from rocketbox.cluster.zmq_transport import RpcClient
 
 log = logging.getLogger(__name__)
 

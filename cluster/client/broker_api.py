@@ -10,15 +10,15 @@ import enum
 import json
 from dataclasses import dataclass, field
 
-from cluster.client.message import MessageExt, MessageQueue, decode_messages
-from cluster.client.offset_store import offset_table_from_rows
-from cluster.errors import raise_for
-from cluster.protocol import (PULL_FLAG_COMMIT_OFFSET, PULL_FLAG_SUBSCRIPTION, PULL_FLAG_SUSPEND, RequestCode,
+from rocketbox.cluster.client.message import MessageExt, MessageQueue, decode_messages
+from rocketbox.cluster.client.offset_store import offset_table_from_rows
+from rocketbox.cluster.errors import raise_for
+from rocketbox.cluster.protocol import (PULL_FLAG_COMMIT_OFFSET, PULL_FLAG_SUBSCRIPTION, PULL_FLAG_SUSPEND, RequestCode,
                               ResponseCode, to_json_bytes)
-from cluster.wire_format import Command
+from rocketbox.cluster.wire_format import Command
 from concurrent.futures import TimeoutError as FutureTimeout
 
-from cluster.zmq_transport import RequestTimeout, RpcClient
+from rocketbox.cluster.zmq_transport import RequestTimeout, RpcClient
 
 
 class PullStatus(enum.Enum):

@@ -9,11 +9,11 @@ import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from cluster.client import broker_api
-from cluster.client.message import MessageExt, restore_retried_topic
-from cluster.client.process_queue import ProcessQueue
-from cluster.errors import ClientError
-from cluster.zmq_transport import TransportError
+from rocketbox.cluster.client import broker_api
+from rocketbox.cluster.client.message import MessageExt, restore_retried_topic
+from rocketbox.cluster.client.process_queue import ProcessQueue
+from rocketbox.cluster.errors import ClientError
+from rocketbox.cluster.zmq_transport import TransportError
 
 log = logging.getLogger(__name__)
 

@@ -22,28 +22,28 @@ import logging
 import threading
 from typing import Callable, Sequence
 
-from cluster.client import broker_api
-from cluster.client.allocation import allocate_average, strategy as allocation_strategy
-from cluster.client.base import ClientBase
-from cluster.client.broker_api import PullResult, PullStatus
-from cluster.client.consume_service import BROADCASTING, CLUSTERING, ConsumeService, ConsumeStatus
-from cluster.client.consumer_offsets import LocalFileOffsets, RemoteBrokerOffsets
-from cluster.client.message import MessageExt, MessageQueue
-from cluster.client.message_selector import MessageSelector
-from cluster.client.offset_store import (LocalOffsetStore, local_offset_store_path, offset_table_from_rows,
+from rocketbox.cluster.client import broker_api
+from rocketbox.cluster.client.allocation import allocate_average, strategy as allocation_strategy
+from rocketbox.cluster.client.base import ClientBase
+from rocketbox.cluster.client.broker_api import PullResult, PullStatus
+from rocketbox.cluster.client.consume_service import BROADCASTING, CLUSTERING, ConsumeService, ConsumeStatus
+from rocketbox.cluster.client.consumer_offsets import LocalFileOffsets, RemoteBrokerOffsets
+from rocketbox.cluster.client.message import MessageExt, MessageQueue
+from rocketbox.cluster.client.message_selector import MessageSelector
+from rocketbox.cluster.client.offset_store import (LocalOffsetStore, local_offset_store_path, offset_table_from_rows,
                                          store_id)
-from cluster.client.orderly import (ORDERLY_RECONSUME_TIMES_MAX, SUSPEND_CURRENT_QUEUE_TIME_MS_DEFAULT,
+from rocketbox.cluster.client.orderly import (ORDERLY_RECONSUME_TIMES_MAX, SUSPEND_CURRENT_QUEUE_TIME_MS_DEFAULT,
                                     OrderlyListener, OrderlyService)
-from cluster.client.process_queue import ProcessQueue
-from cluster.client.pull_service import PullService
-from cluster.client.rebalance import Rebalancer
-from cluster.client.routes import normalize_endpoint
-from cluster.clock import SYSTEM_CLOCK, Clock
-from cluster.config import ClientConfig, name_problem
-from cluster.errors import BrokerError, ClientError, NoRouteError
-from cluster.filter.expressions import SUBSCRIBE_ALL
-from cluster.protocol import MASTER_ID, RETRY_TOPIC_PREFIX, RequestCode, retry_topic
-from cluster.zmq_transport import TransportError
+from rocketbox.cluster.client.process_queue import ProcessQueue
+from rocketbox.cluster.client.pull_service import PullService
+from rocketbox.cluster.client.rebalance import Rebalancer
+from rocketbox.cluster.client.routes import normalize_endpoint
+from rocketbox.cluster.clock import SYSTEM_CLOCK, Clock
+from rocketbox.cluster.config import ClientConfig, name_problem
+from rocketbox.cluster.errors import BrokerError, ClientError, NoRouteError
+from rocketbox.cluster.filter.expressions import SUBSCRIBE_ALL
+from rocketbox.cluster.protocol import MASTER_ID, RETRY_TOPIC_PREFIX, RequestCode, retry_topic
+from rocketbox.cluster.zmq_transport import TransportError
 
 RECONSUME_TIMES_MAX_DEFAULT = 16
 

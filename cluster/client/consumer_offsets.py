@@ -12,12 +12,12 @@ from __future__ import annotations
 import logging
 from typing import Callable
 
-from cluster.client import broker_api
-from cluster.client.offset_store import LocalOffsetStore
-from cluster.client.process_queue import ProcessQueue
-from cluster.errors import ClientError
-from cluster.protocol import MASTER_ID, MessageQueue
-from cluster.zmq_transport import TransportError
+from rocketbox.cluster.client import broker_api
+from rocketbox.cluster.client.offset_store import LocalOffsetStore
+from rocketbox.cluster.client.process_queue import ProcessQueue
+from rocketbox.cluster.errors import ClientError
+from rocketbox.cluster.protocol import MASTER_ID, MessageQueue
+from rocketbox.cluster.zmq_transport import TransportError
 
 log = logging.getLogger(__name__)
 

@@ -25,8 +25,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from cluster.client.message import MessageQueue
-from cluster.config import ClientConfig, latency_table_problem
+from rocketbox.cluster.client.message import MessageQueue
+from rocketbox.cluster.config import ClientConfig, latency_table_problem
 
 # RocketMQ's MQFaultStrategy (4.x), as SPEC §2 states them; ClientConfig holds them as settings.
 _DEFAULTS = ClientConfig()

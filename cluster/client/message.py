@@ -10,12 +10,12 @@ import threading
 import zlib
 from dataclasses import dataclass, field
 
-from cluster import _native
-from cluster.protocol import MessageQueue  # noqa: F401 (the client's public name for it)
-from cluster.protocol import RETRY_TOPIC_PREFIX
-from cluster.shm import commitlog_format as fmt
-from cluster.shm.commitlog_format import unique_id, unique_id_prefix
-from cluster.shm.schedule_format import PROPERTY_TIMER_DELIVER_MS
+from rocketbox.cluster import _native
+from rocketbox.cluster.protocol import MessageQueue  # noqa: F401 (the client's public name for it)
+from rocketbox.cluster.protocol import RETRY_TOPIC_PREFIX
+from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.shm.commitlog_format import unique_id, unique_id_prefix
+from rocketbox.cluster.shm.schedule_format import PROPERTY_TIMER_DELIVER_MS
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from cluster.filter.expressions import EXPRESSION_SQL92, EXPRESSION_TAG, SUBSCRIBE_ALL, parse_tags
+from rocketbox.cluster.filter.expressions import EXPRESSION_SQL92, EXPRESSION_TAG, SUBSCRIBE_ALL, parse_tags
 
 
 @dataclass(frozen=True)

@@ -35,12 +35,12 @@ import threading
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
-from cluster.client import broker_api
-from cluster.client.message import MessageExt, MessageQueue
-from cluster.errors import ClientError, raise_for
-from cluster.protocol import RequestCode, to_json_bytes
-from cluster.wire_format import Command
-from cluster.zmq_transport import TransportError
+from rocketbox.cluster.client import broker_api
+from rocketbox.cluster.client.message import MessageExt, MessageQueue
+from rocketbox.cluster.errors import ClientError, raise_for
+from rocketbox.cluster.protocol import RequestCode, to_json_bytes
+from rocketbox.cluster.wire_format import Command
+from rocketbox.cluster.zmq_transport import TransportError
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from cluster.client.message import MessageExt, MessageQueue
+from rocketbox.cluster.client.message import MessageExt, MessageQueue
 
 
 class ProcessQueue:

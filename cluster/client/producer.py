@@ -21,18 +21,18 @@ import zlib
 from concurrent.futures import Future
 from typing import Callable, Sequence
 
-from cluster import _native
-from cluster.clock import SYSTEM_CLOCK, Clock
-from cluster.client.base import ClientBase
-from cluster.client.fault_tolerance import LatencyFaultTolerance, select_round_robin
-from cluster.client.message import UNIQUE_IDS, Message, MessageQueue, SendResult, SendStatus
-from cluster.config import ClientConfig, name_problem
-from cluster.errors import BrokerError, BrokerUnreachable, ClientError, MessageInvalid, NoRouteError
-from cluster.protocol import (AUTO_CREATE_TOPIC_KEY, RequestCode, ResponseCode, send_fields_short)
-from cluster.shm import batch_format
-from cluster.shm.commitlog_format import PROPERTY_UNIQ_KEY, SYSFLAG_COMPRESSED, encode_properties, properties_text
-from cluster.wire_format import Command
-from cluster.zmq_transport import TransportError
+from rocketbox.cluster import _native
+from rocketbox.cluster.clock import SYSTEM_CLOCK, Clock
+from rocketbox.cluster.client.base import ClientBase
+from rocketbox.cluster.client.fault_tolerance import LatencyFaultTolerance, select_round_robin
+from rocketbox.cluster.client.message import UNIQUE_IDS, Message, MessageQueue, SendResult, SendStatus
+from rocketbox.cluster.config import ClientConfig, name_problem
+from rocketbox.cluster.errors import BrokerError, BrokerUnreachable, ClientError, MessageInvalid, NoRouteError
+from rocketbox.cluster.protocol import (AUTO_CREATE_TOPIC_KEY, RequestCode, ResponseCode, send_fields_short)
+from rocketbox.cluster.shm import batch_format
+from rocketbox.cluster.shm.commitlog_format import PROPERTY_UNIQ_KEY, SYSFLAG_COMPRESSED, encode_properties, properties_text
+from rocketbox.cluster.wire_format import Command
+from rocketbox.cluster.zmq_transport import TransportError
 
 log = logging.getLogger(__name__)
 

@@ -8,11 +8,11 @@ import logging
 import threading
 from concurrent.futures import Future
 
-from cluster.client import broker_api
-from cluster.client.broker_api import PullStatus
-from cluster.client.message_selector import MessageSelector
-from cluster.client.process_queue import ProcessQueue
-from cluster.errors import ClientError
+from rocketbox.cluster.client import broker_api
+from rocketbox.cluster.client.broker_api import PullStatus
+from rocketbox.cluster.client.message_selector import MessageSelector
+from rocketbox.cluster.client.process_queue import ProcessQueue
+from rocketbox.cluster.errors import ClientError
 
 log = logging.getLogger(__name__)
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import logging
 
-from cluster.client import broker_api
-from cluster.client.consume_service import BROADCASTING
-from cluster.client.message import MessageQueue
-from cluster.client.process_queue import ProcessQueue
-from cluster.errors import ClientError, NoRouteError
-from cluster.zmq_transport import TransportError
+from rocketbox.cluster.client import broker_api
+from rocketbox.cluster.client.consume_service import BROADCASTING
+from rocketbox.cluster.client.message import MessageQueue
+from rocketbox.cluster.client.process_queue import ProcessQueue
+from rocketbox.cluster.errors import ClientError, NoRouteError
+from rocketbox.cluster.zmq_transport import TransportError
 
 log = logging.getLogger(__name__)
 

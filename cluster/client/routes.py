@@ -9,12 +9,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from cluster.config import ClientConfig, namesrv_endpoints
-from cluster.errors import BrokerError, NoRouteError
-from cluster.protocol import AUTO_CREATE_TOPIC_KEY, MASTER_ID, PERM_READ, PERM_WRITE, RequestCode, ResponseCode
-from cluster.client.message import MessageQueue
-from cluster.wire_format import Command
-from cluster.zmq_transport import RpcClient, TransportError
+from rocketbox.cluster.config import ClientConfig, namesrv_endpoints
+from rocketbox.cluster.errors import BrokerError, NoRouteError
+from rocketbox.cluster.protocol import AUTO_CREATE_TOPIC_KEY, MASTER_ID, PERM_READ, PERM_WRITE, RequestCode, ResponseCode
+from rocketbox.cluster.client.message import MessageQueue
+from rocketbox.cluster.wire_format import Command
+from rocketbox.cluster.zmq_transport import RpcClient, TransportError
 
 
 # A route whose broker failed a request is fetched again after this long at the soonest.

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from cluster.client.message import MessageQueue
-from cluster.shm.consumequeue_format import java_string_hash
+from rocketbox.cluster.client.message import MessageQueue
+from rocketbox.cluster.shm.consumequeue_format import java_string_hash
 
 
 def select_by_hash(queues: Sequence[MessageQueue], key: str | int) -> MessageQueue:

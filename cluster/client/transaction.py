@@ -22,15 +22,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from cluster.client import broker_api
-from cluster.client.message import Message, MessageExt, SendResult, SendStatus, decode_messages
-from cluster.client.producer import Producer
-from cluster.errors import ClientError, MessageInvalid
-from cluster.protocol import RequestCode
-from cluster.shm import commitlog_format as fmt
-from cluster.shm.commitlog_format import parse_offset_msg_id
-from cluster.wire_format import Command
-from cluster.zmq_transport import TransportError
+from rocketbox.cluster.client import broker_api
+from rocketbox.cluster.client.message import Message, MessageExt, SendResult, SendStatus, decode_messages
+from rocketbox.cluster.client.producer import Producer
+from rocketbox.cluster.errors import ClientError, MessageInvalid
+from rocketbox.cluster.protocol import RequestCode
+from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.shm.commitlog_format import parse_offset_msg_id
+from rocketbox.cluster.wire_format import Command
+from rocketbox.cluster.zmq_transport import TransportError
 
 log = logging.getLogger(__name__)
 

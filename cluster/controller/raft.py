@@ -24,7 +24,7 @@ from typing import Callable
 
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjConsumer, replicated
 
-from cluster.controller.state import ControllerState, GroupState, Replica
+from rocketbox.cluster.controller.state import ControllerState, GroupState, Replica
 
 log = logging.getLogger(__name__)
 

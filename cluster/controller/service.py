@@ -19,13 +19,13 @@ from __future__ import annotations
 import logging
 import time
 
-from cluster.config import NamesrvConfig
-from cluster.controller.raft import ReplicatedController
-from cluster.controller.state import GroupState, Liveness, Replica, choose_master
-from cluster.namesrv import address_problem
-from cluster.protocol import (ProtocolError, RequestCode, ResponseCode, answers_refusals, field_int, field_str,
+from rocketbox.cluster.config import NamesrvConfig
+from rocketbox.cluster.controller.raft import ReplicatedController
+from rocketbox.cluster.controller.state import GroupState, Liveness, Replica, choose_master
+from rocketbox.cluster.namesrv import address_problem
+from rocketbox.cluster.protocol import (ProtocolError, RequestCode, ResponseCode, answers_refusals, field_int, field_str,
                               json_body, require_name, to_json_bytes)
-from cluster.wire_format import Command
+from rocketbox.cluster.wire_format import Command
 
 log = logging.getLogger(__name__)
 

@@ -40,7 +40,7 @@ import re
 from functools import lru_cache
 from typing import Callable, Mapping
 
-from cluster.filter.sql92_parser import (Between, Compare, In, IsNull, Literal, Logic, Node, Property, SqlParseError,
+from rocketbox.cluster.filter.sql92_parser import (Between, Compare, In, IsNull, Literal, Logic, Node, Property, SqlParseError,
                                          StringTest, Unary, parse)
 
 __all__ = ["SqlParseError", "SqlSelector", "compile_sql", "parse", "evaluate"]

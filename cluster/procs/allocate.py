@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import sys
 
-from cluster.procs.workers import run_worker
-from cluster.shm.allocate import AllocateService
+from rocketbox.cluster.procs.workers import run_worker
+from rocketbox.cluster.shm.allocate import AllocateService
 
 
 ALLOCATE_CHECK_INTERVAL_S = 0.2

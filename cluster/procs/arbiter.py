@@ -51,15 +51,15 @@ import signal
 import time
 from typing import Callable, Sequence
 
-from cluster.procs import lifecycle
-from cluster.procs.child_launch import LaunchFailed, launch, read_ready_line
-from cluster.procs.child_table import ChildSpec, ReadyCheck, RestartPolicy, validate_table
-from cluster.procs.children import ChildState, ChildStatistics, _Child, _TERMINAL_STATES, describe_exit, read_log_tail
-from cluster.procs.lifecycle import EXIT_BOOT_ERROR, EXIT_OK, EXIT_ROLE_CHANGED
-from cluster.procs.run_state import (LOGS_DIR_NAME, STATE_FILE_NAME, STATE_FORMAT_VERSION, SupervisorState,
+from rocketbox.cluster.procs import lifecycle
+from rocketbox.cluster.procs.child_launch import LaunchFailed, launch, read_ready_line
+from rocketbox.cluster.procs.child_table import ChildSpec, ReadyCheck, RestartPolicy, validate_table
+from rocketbox.cluster.procs.children import ChildState, ChildStatistics, _Child, _TERMINAL_STATES, describe_exit, read_log_tail
+from rocketbox.cluster.procs.lifecycle import EXIT_BOOT_ERROR, EXIT_OK, EXIT_ROLE_CHANGED
+from rocketbox.cluster.procs.run_state import (LOGS_DIR_NAME, STATE_FILE_NAME, STATE_FORMAT_VERSION, SupervisorState,
                                      acquire_data_dir_lock, write_state_file)
-from cluster.procs.signal_inbox import STOP_SIGNALS, SignalInbox
-from cluster.procs.supervisor_errors import BootError, StopRequested, SupervisorError
+from rocketbox.cluster.procs.signal_inbox import STOP_SIGNALS, SignalInbox
+from rocketbox.cluster.procs.supervisor_errors import BootError, StopRequested, SupervisorError
 
 # After SIGKILL a process can still take a moment to be reaped (or hang in D state).
 KILL_REAP_TIMEOUT_S = 5.0

@@ -1,4 +1,4 @@
-"""Broker main process: ``python -m cluster.procs.broker --config-json '{...}'``.
+"""Broker main process: ``python -m rocketbox.cluster.procs.broker --config-json '{...}'``.
 
 Runs recovery before serving, so the supervisor starts the flush, reput and
 allocate workers only after this process reports ready.
@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import sys
 
-from cluster.broker.boot import boot
-from cluster.broker.service import BrokerService
-from cluster.config import broker_config_from_json
-from cluster.procs.lifecycle import EXIT_ROLE_CHANGED
-from cluster.procs.runner import run_role
-from cluster.zmq_transport import EventLoop
+from rocketbox.cluster.broker.boot import boot
+from rocketbox.cluster.broker.service import BrokerService
+from rocketbox.cluster.config import broker_config_from_json
+from rocketbox.cluster.procs.lifecycle import EXIT_ROLE_CHANGED
+from rocketbox.cluster.procs.runner import run_role
+from rocketbox.cluster.zmq_transport import EventLoop
 
 
 def build(config_json: str):

@@ -8,8 +8,8 @@ import signal
 import subprocess
 import time
 
-from cluster.procs import lifecycle
-from cluster.procs.children import _Child
+from rocketbox.cluster.procs import lifecycle
+from rocketbox.cluster.procs.children import _Child
 
 
 class LaunchFailed(Exception):

@@ -8,10 +8,10 @@ import signal
 import time
 from typing import Mapping, Sequence
 
-from cluster.procs import lifecycle
-from cluster.procs.children import describe_exit, read_log_tail
-from cluster.procs.run_state import LOGS_DIR_NAME, SUPERVISOR_LOG_NAME, SupervisorState, read_state_file
-from cluster.procs.supervisor_errors import SupervisorError
+from rocketbox.cluster.procs import lifecycle
+from rocketbox.cluster.procs.children import describe_exit, read_log_tail
+from rocketbox.cluster.procs.run_state import LOGS_DIR_NAME, SUPERVISOR_LOG_NAME, SupervisorState, read_state_file
+from rocketbox.cluster.procs.supervisor_errors import SupervisorError
 
 
 def spawn_detached(argv: Sequence[str], data_dir: str, ready_timeout_s: float = 30.0,
@@ -19,7 +19,7 @@ def spawn_detached(argv: Sequence[str], data_dir: str, ready_timeout_s: float = 
     """Start a supervisor process in its own session and wait until it is ready.
 
     ``argv`` runs a supervisor (e.g. ``[sys.executable, "-m",
-    "cluster.procs.supervisor", "--data-dir", d, "--specs", f]``; ``argv[0]`` is
+    "rocketbox.cluster.procs.supervisor", "--data-dir", d, "--specs", f]``; ``argv[0]`` is
     looked up on PATH). It gets a new session (setsid: no controlling terminal,
     no terminal signals), stdin from /dev/null, and stdout and stderr appended
     to ``<data_dir>/logs/supervisor.log``. Readiness is the lifecycle line on

@@ -10,10 +10,10 @@ from __future__ import annotations
 import sys
 import time
 
-from cluster.broker import channels
-from cluster.config import SYNC_FLUSH
-from cluster.procs.workers import run_worker
-from cluster.shm.flush import FlushService
+from rocketbox.cluster.broker import channels
+from rocketbox.cluster.config import SYNC_FLUSH
+from rocketbox.cluster.procs.workers import run_worker
+from rocketbox.cluster.shm.flush import FlushService
 
 
 class FlushStep:

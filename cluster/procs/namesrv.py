@@ -1,15 +1,15 @@
-"""NameServer process: ``python -m cluster.procs.namesrv --config-json '{...}'``."""
+"""NameServer process: ``python -m rocketbox.cluster.procs.namesrv --config-json '{...}'``."""
 
 from __future__ import annotations
 
 import sys
 
-from cluster.config import namesrv_config_from_json
-from cluster.controller.raft import ReplicatedController
-from cluster.controller.service import ControllerService
-from cluster.namesrv import NamesrvService
-from cluster.procs.runner import run_role
-from cluster.zmq_transport import EventLoop, RpcServer
+from rocketbox.cluster.config import namesrv_config_from_json
+from rocketbox.cluster.controller.raft import ReplicatedController
+from rocketbox.cluster.controller.service import ControllerService
+from rocketbox.cluster.namesrv import NamesrvService
+from rocketbox.cluster.procs.runner import run_role
+from rocketbox.cluster.zmq_transport import EventLoop, RpcServer
 
 
 NAMESRV_FRAME_BYTES_MAX = 32 * 1024 * 1024

@@ -10,9 +10,9 @@ import logging
 import sys
 import time
 
-from cluster.broker import channels
-from cluster.procs.workers import run_worker
-from cluster.shm.reput import ReputService
+from rocketbox.cluster.broker import channels
+from rocketbox.cluster.procs.workers import run_worker
+from rocketbox.cluster.shm.reput import ReputService
 
 
 DISPATCH_RECORDS_PER_STEP = 4096

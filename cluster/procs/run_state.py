@@ -9,8 +9,8 @@ import fcntl
 import json
 import os
 
-from cluster.procs.supervisor_errors import SupervisorError
-from cluster.shm.json_store import write_json
+from rocketbox.cluster.procs.supervisor_errors import SupervisorError
+from rocketbox.cluster.shm.json_store import write_json
 
 
 STATE_FILE_NAME = "cluster.json"

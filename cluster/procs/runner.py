@@ -12,7 +12,7 @@ import os
 import signal
 import sys
 
-from cluster.procs import lifecycle
+from rocketbox.cluster.procs import lifecycle
 
 
 def parse_config_arg(argv, description: str) -> str:

@@ -1,4 +1,4 @@
-"""The supervisor process: ``python -m cluster.procs.supervisor --data-dir D --specs children.json``.
+"""The supervisor process: ``python -m rocketbox.cluster.procs.supervisor --data-dir D --specs children.json``.
 
 ``cluster up --detach`` and ``LocalCluster`` start it; it runs the child table with the
 :class:`~cluster.procs.arbiter.Supervisor` until a stop signal, and exits EXIT_BOOT_ERROR
@@ -12,15 +12,15 @@ import logging
 import sys
 from typing import Iterable
 
-from cluster.procs.arbiter import Supervisor, log_default
-from cluster.procs.child_table import load_specs
-from cluster.procs.lifecycle import EXIT_BOOT_ERROR, EXIT_OK
-from cluster.procs.supervisor_errors import StopRequested, SupervisorError
+from rocketbox.cluster.procs.arbiter import Supervisor, log_default
+from rocketbox.cluster.procs.child_table import load_specs
+from rocketbox.cluster.procs.lifecycle import EXIT_BOOT_ERROR, EXIT_OK
+from rocketbox.cluster.procs.supervisor_errors import StopRequested, SupervisorError
 
 
 def main(argv: Iterable[str] | None = None) -> int:
-    """``python -m cluster.procs.supervisor --data-dir D --specs children.json``."""
-    parser = argparse.ArgumentParser(prog="cluster.procs.supervisor", description=__doc__.splitlines()[0])
+    """``python -m rocketbox.cluster.procs.supervisor --data-dir D --specs children.json``."""
+    parser = argparse.ArgumentParser(prog="rocketbox.cluster.procs.supervisor", description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", required=True)
     parser.add_argument("--specs", required=True, help="JSON list of ChildSpec objects")
     parser.add_argument("--log-level", default="INFO")

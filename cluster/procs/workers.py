@@ -11,10 +11,10 @@ import time
 
 import zmq
 
-from cluster.broker import channels
-from cluster.shm.control import ControlBlock
-from cluster.shm.paths import control_path
-from cluster.zmq_transport import CONTEXT
+from rocketbox.cluster.broker import channels
+from rocketbox.cluster.shm.control import ControlBlock
+from rocketbox.cluster.shm.paths import control_path
+from rocketbox.cluster.zmq_transport import CONTEXT
 
 
 def run_worker(role: str, argv, *, make_service, step, wake_endpoint=None, interval_s,
@@ -25,8 +25,8 @@ def run_worker(role: str, argv, *, make_service, step, wake_endpoint=None, inter
     turn and returns the frames to notify the broker with, or None. ``wake_endpoint(cfg)`` and
     ``interval_s(cfg)`` may depend on the config; ``on_exit(service)`` runs at a clean stop.
     """
-    from cluster.config import broker_config_from_json
-    from cluster.procs.runner import run_role
+    from rocketbox.cluster.config import broker_config_from_json
+    from rocketbox.cluster.procs.runner import run_role
 
     def build(config_json: str):
         cfg = broker_config_from_json(config_json).store

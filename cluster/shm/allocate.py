@@ -20,10 +20,10 @@ from __future__ import annotations
 import time
 from typing import NamedTuple
 
-from cluster.config import StoreConfig
-from cluster.shm.commitlog import CommitLog
-from cluster.shm.control import ControlBlock
-from cluster.shm.mapped_file import MappedFileCreateError, create_file
+from rocketbox.cluster.config import StoreConfig
+from rocketbox.cluster.shm.commitlog import CommitLog
+from rocketbox.cluster.shm.control import ControlBlock
+from rocketbox.cluster.shm.mapped_file import MappedFileCreateError, create_file
 
 PREHEAT_CHUNK_BYTES = 32 * 1024 * 1024
 

@@ -31,8 +31,8 @@ import struct
 from array import array
 from typing import Iterable, NamedTuple
 
-from cluster.format_errors import DestinationTooSmall, MalformedBatch
-from cluster.shm import commitlog_format as clf
+from rocketbox.cluster.format_errors import DestinationTooSmall, MalformedBatch
+from rocketbox.cluster.shm import commitlog_format as clf
 
 ITEM_HEAD = struct.Struct(">iiiii")  # TOTALSIZE, MAGICCODE, BODYCRC, FLAG, BODY length
 PROPERTIES_LENGTH = struct.Struct(">h")

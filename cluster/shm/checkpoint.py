@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import os
 
-from cluster.shm.checkpoint_format import SIZE_BYTES, Checkpoint, decode, encode
-from cluster.shm.mapped_file import fsync_dir
-from cluster.shm.paths import checkpoint_path
+from rocketbox.cluster.shm.checkpoint_format import SIZE_BYTES, Checkpoint, decode, encode
+from rocketbox.cluster.shm.mapped_file import fsync_dir
+from rocketbox.cluster.shm.paths import checkpoint_path
 
 __all__ = ["Checkpoint", "read", "write"]
 

@@ -24,10 +24,10 @@ import os
 import time
 from typing import Callable, Iterator, NamedTuple
 
-from cluster.config import StoreConfig
-from cluster.shm import commitlog_format as fmt
-from cluster.shm import paths
-from cluster.shm.mapped_file import MappedFile, MappedFileCreateError, create_file
+from rocketbox.cluster.config import StoreConfig
+from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.shm import paths
+from rocketbox.cluster.shm.mapped_file import MappedFile, MappedFileCreateError, create_file
 
 ZERO_CHUNK_BYTES = 1024 * 1024
 # Truncation zeroes until this many consecutive bytes were already zero: bytes past

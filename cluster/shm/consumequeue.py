@@ -21,11 +21,11 @@ from __future__ import annotations
 import os
 import shutil
 
-from cluster.config import StoreConfig
-from cluster.shm import paths
-from cluster.shm.consumequeue_format import (ENTRY, ENTRY_SIZE, OFF_SIZE, OFF_TAG, PHYS, SIZE,
+from rocketbox.cluster.config import StoreConfig
+from rocketbox.cluster.shm import paths
+from rocketbox.cluster.shm.consumequeue_format import (ENTRY, ENTRY_SIZE, OFF_SIZE, OFF_TAG, PHYS, SIZE,
                                              TAG)
-from cluster.shm.mapped_file import MappedFile, create_file
+from rocketbox.cluster.shm.mapped_file import MappedFile, create_file
 
 _ZERO_ENTRY = bytes(ENTRY_SIZE)
 

@@ -20,9 +20,9 @@ from __future__ import annotations
 import mmap
 import os
 
-from cluster._native import U64Slots
-from cluster.shm.control_format import MAGIC, SIZE_BYTES, SLOT_BYTES, SLOTS, encode_slot
-from cluster.shm.mapped_file import create_file
+from rocketbox.cluster._native import U64Slots
+from rocketbox.cluster.shm.control_format import MAGIC, SIZE_BYTES, SLOT_BYTES, SLOTS, encode_slot
+from rocketbox.cluster.shm.mapped_file import create_file
 
 def _slot_property(name: str):
     index = SLOTS[name]

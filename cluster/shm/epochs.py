@@ -10,9 +10,9 @@ from __future__ import annotations
 import logging
 import os
 
-from cluster.shm import epoch_format as fmt
-from cluster.shm.mapped_file import fsync_dir
-from cluster.shm.paths import epoch_path
+from rocketbox.cluster.shm import epoch_format as fmt
+from rocketbox.cluster.shm.mapped_file import fsync_dir
+from rocketbox.cluster.shm.paths import epoch_path
 
 log = logging.getLogger(__name__)
 

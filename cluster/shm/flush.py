@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import time
 
-from cluster.config import StoreConfig
-from cluster.shm import checkpoint
-from cluster.shm.commitlog import CommitLog
-from cluster.shm.consumequeue import ConsumeQueueSet
-from cluster.shm.control import ControlBlock
-from cluster.shm.indexfile import IndexService
-from cluster.shm.store_files import open_store_files
+from rocketbox.cluster.config import StoreConfig
+from rocketbox.cluster.shm import checkpoint
+from rocketbox.cluster.shm.commitlog import CommitLog
+from rocketbox.cluster.shm.consumequeue import ConsumeQueueSet
+from rocketbox.cluster.shm.control import ControlBlock
+from rocketbox.cluster.shm.indexfile import IndexService
+from rocketbox.cluster.shm.store_files import open_store_files
 
 
 class FlushService:

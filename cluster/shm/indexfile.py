@@ -24,10 +24,10 @@ from __future__ import annotations
 import os
 import time
 
-from cluster.config import StoreConfig
-from cluster.shm import indexfile_format as fmt
-from cluster.shm import paths
-from cluster.shm.mapped_file import MappedFile, create_file
+from rocketbox.cluster.config import StoreConfig
+from rocketbox.cluster.shm import indexfile_format as fmt
+from rocketbox.cluster.shm import paths
+from rocketbox.cluster.shm.mapped_file import MappedFile, create_file
 
 # Chains are short (entries / slots); this only guards against a corrupt loop.
 LOOKUP_CHAIN_STEPS_MAX = 1_000_000

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 
-from cluster.shm.mapped_file import fsync_dir
+from rocketbox.cluster.shm.mapped_file import fsync_dir
 
 
 def write_json(path: str, value, *, durable: bool = True) -> None:

@@ -28,7 +28,7 @@ import os
 PAGE_BYTES = mmap.ALLOCATIONGRANULARITY
 PREHEAT_CHUNK_BYTES = 16 * 1024 * 1024
 
-from cluster import _native as native  # required (the store and the client already need it)
+from rocketbox.cluster import _native as native  # required (the store and the client already need it)
 
 
 class MappedFileCreateError(Exception):

@@ -29,15 +29,15 @@ import os
 import time
 from dataclasses import dataclass, field
 
-from cluster.shm import checkpoint
-from cluster.shm import commitlog_format as fmt
-from cluster.shm.commitlog import CommitLog
-from cluster.shm.consumequeue import ConsumeQueue, ConsumeQueueSet
-from cluster.shm.consumequeue_format import ENTRY_SIZE
-from cluster.shm.control import ControlBlock
-from cluster.shm.indexfile import IndexService
-from cluster.shm.paths import abort_path
-from cluster.shm.reput import Dispatcher
+from rocketbox.cluster.shm import checkpoint
+from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.shm.commitlog import CommitLog
+from rocketbox.cluster.shm.consumequeue import ConsumeQueue, ConsumeQueueSet
+from rocketbox.cluster.shm.consumequeue_format import ENTRY_SIZE
+from rocketbox.cluster.shm.control import ControlBlock
+from rocketbox.cluster.shm.indexfile import IndexService
+from rocketbox.cluster.shm.paths import abort_path
+from rocketbox.cluster.shm.reput import Dispatcher
 
 
 

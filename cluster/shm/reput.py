@@ -32,18 +32,18 @@ from __future__ import annotations
 import time
 from typing import NamedTuple
 
-from cluster import _native as native  # required; use_native=False (a record at a time) is the tests' oracle
-from cluster.config import DELAY_LEVELS_DEFAULT, StoreConfig, parse_levels
-from cluster.shm import commitlog_format as fmt
-from cluster.shm.commitlog import CommitLog
-from cluster.shm.consumequeue import ConsumeQueueSet
-from cluster.shm.consumequeue_format import tag_hash_code
-from cluster.shm.control import ControlBlock
-from cluster.shm.indexfile import IndexService
-from cluster.shm.store_files import open_store_files
-from cluster.shm.indexfile_format import index_key
-from cluster.shm.mapped_file import MappedFileCreateError
-from cluster.shm.schedule_format import PROPERTY_TIMER_DELIVER_MS, SCHEDULE_TOPIC, deliver_time_ms, level_of_queue
+from rocketbox.cluster import _native as native  # required; use_native=False (a record at a time) is the tests' oracle
+from rocketbox.cluster.config import DELAY_LEVELS_DEFAULT, StoreConfig, parse_levels
+from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.shm.commitlog import CommitLog
+from rocketbox.cluster.shm.consumequeue import ConsumeQueueSet
+from rocketbox.cluster.shm.consumequeue_format import tag_hash_code
+from rocketbox.cluster.shm.control import ControlBlock
+from rocketbox.cluster.shm.indexfile import IndexService
+from rocketbox.cluster.shm.store_files import open_store_files
+from rocketbox.cluster.shm.indexfile_format import index_key
+from rocketbox.cluster.shm.mapped_file import MappedFileCreateError
+from rocketbox.cluster.shm.schedule_format import PROPERTY_TIMER_DELIVER_MS, SCHEDULE_TOPIC, deliver_time_ms, level_of_queue
 
 VANISHED_CHECK_INTERVAL_MS = 1000
 DISPATCH_ROWS = 4096  # records scanned and dispatched per batch of C calls

@@ -17,15 +17,15 @@ import struct
 import time
 from typing import NamedTuple, Sequence
 
-from cluster.config import StoreConfig, parse_levels
-from cluster import _native  # required: batches and boundary scans run in C (no silent Python twin)
-from cluster.shm import commitlog_format as fmt
-from cluster.shm.commitlog import AppendStatus, CommitLog
-from cluster.shm.consumequeue import ConsumeQueueSet
-from cluster.shm.control import ControlBlock
-from cluster.shm.indexfile import IndexService
-from cluster.shm.indexfile_format import index_key
-from cluster.shm.recovery import RecoveryReport, abort_path, recover
+from rocketbox.cluster.config import StoreConfig, parse_levels
+from rocketbox.cluster import _native  # required: batches and boundary scans run in C (no silent Python twin)
+from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.shm.commitlog import AppendStatus, CommitLog
+from rocketbox.cluster.shm.consumequeue import ConsumeQueueSet
+from rocketbox.cluster.shm.control import ControlBlock
+from rocketbox.cluster.shm.indexfile import IndexService
+from rocketbox.cluster.shm.indexfile_format import index_key
+from rocketbox.cluster.shm.recovery import RecoveryReport, abort_path, recover
 
 # A pull scans at most this many ConsumeQueue entries when tags filter most of them out
 # (RocketMQ: max(16000 bytes of entries, maxMsgNums entries)).

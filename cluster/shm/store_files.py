@@ -6,10 +6,10 @@ harness pass in shared instances instead.
 
 from __future__ import annotations
 
-from cluster.config import StoreConfig
-from cluster.shm.commitlog import CommitLog
-from cluster.shm.consumequeue import ConsumeQueueSet
-from cluster.shm.indexfile import IndexService
+from rocketbox.cluster.config import StoreConfig
+from rocketbox.cluster.shm.commitlog import CommitLog
+from rocketbox.cluster.shm.consumequeue import ConsumeQueueSet
+from rocketbox.cluster.shm.indexfile import IndexService
 
 
 def open_store_files(cfg: StoreConfig, commitlog: CommitLog | None = None, cqs: ConsumeQueueSet | None = None,

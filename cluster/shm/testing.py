@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import os
 
-from cluster.config import StoreConfig
-from cluster.shm import commitlog_format as fmt
-from cluster.shm.control import ControlBlock
-from cluster.shm.flush import FlushService
-from cluster.shm.paths import control_path
-from cluster.shm.reput import ReputService
-from cluster.shm.store import MessageStore, MessageToStore
+from rocketbox.cluster.config import StoreConfig
+from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.shm.control import ControlBlock
+from rocketbox.cluster.shm.flush import FlushService
+from rocketbox.cluster.shm.paths import control_path
+from rocketbox.cluster.shm.reput import ReputService
+from rocketbox.cluster.shm.store import MessageStore, MessageToStore
 
 BORN_HOST = fmt.pack_host("10.0.0.7", 40001)
 STORE_HOST = fmt.pack_host("10.0.0.1", 10911)

@@ -1,4 +1,4 @@
-"""The systems users would pick instead of ours, measured the same way in the same run (``python -m perf --compare``).
+"""The systems users would pick instead of ours, measured the same way in the same run (``python -m rocketbox.perf --compare``).
 
     base.py             what a peer provides (server start/stop, a client doing five things) and the
                         measures run on each, the same as ours
@@ -9,7 +9,7 @@
 not installed is reported as such; ours is measured regardless.
 """
 
-from perf.peers.nats_jetstream import NatsJetStream
-from perf.peers.redis_streams import RedisStreams
+from rocketbox.perf.peers.nats_jetstream import NatsJetStream
+from rocketbox.perf.peers.redis_streams import RedisStreams
 
 PEERS = {peer.name: peer for peer in (RedisStreams, NatsJetStream)}

@@ -25,9 +25,9 @@ import time
 from collections import defaultdict
 from contextlib import contextmanager
 
-from cluster.topology import free_ports
-from perf.harness import BATCH_SIZE, PACED_RATE_MSG_S, ChildProcess, Pacer, Settings, Tally, serve_parent
-from perf.report import percentile
+from rocketbox.cluster.topology import free_ports
+from rocketbox.perf.harness import BATCH_SIZE, PACED_RATE_MSG_S, ChildProcess, Pacer, Settings, Tally, serve_parent
+from rocketbox.perf.report import percentile
 
 BODY_BYTES = 100
 READY_S_MAX = 15.0

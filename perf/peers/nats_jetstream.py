@@ -26,8 +26,8 @@ import itertools
 import json
 import time
 
-from perf.harness import BATCH_SIZE, Pacer, message_body
-from perf.peers.base import BODY_BYTES, GROUP, Peer, PeerClient
+from rocketbox.perf.harness import BATCH_SIZE, Pacer, message_body
+from rocketbox.perf.peers.base import BODY_BYTES, GROUP, Peer, PeerClient
 
 WINDOW = 4096              # PubAcks in flight at most
 PULL_BATCH = 2048          # messages a pull request

@@ -20,8 +20,8 @@ from __future__ import annotations
 import threading
 import time
 
-from perf.harness import BATCH_SIZE, message_body, split_evenly
-from perf.peers.base import BODY_BYTES, GROUP, Peer, PeerClient, paced_batches
+from rocketbox.perf.harness import BATCH_SIZE, message_body, split_evenly
+from rocketbox.perf.peers.base import BODY_BYTES, GROUP, Peer, PeerClient, paced_batches
 
 READ_COUNT = 1024
 BLOCK_MS = 100

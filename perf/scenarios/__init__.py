@@ -1,12 +1,12 @@
-"""The scenario table of ``python -m perf``: name -> runner, in the order a full run takes them."""
+"""The scenario table of ``python -m rocketbox.perf``: name -> runner, in the order a full run takes them."""
 
 from __future__ import annotations
 
-from perf.scenarios.failover import scenario_failover
-from perf.scenarios.latency import scenario_e2e_latency, scenario_latency
-from perf.scenarios.lifecycle import scenario_ready, scenario_rss
-from perf.scenarios.replication import scenario_replication, scenario_replication_flush
-from perf.scenarios.throughput import (scenario_baseline, scenario_consume, scenario_e2e, scenario_group_commit,
+from rocketbox.perf.scenarios.failover import scenario_failover
+from rocketbox.perf.scenarios.latency import scenario_e2e_latency, scenario_latency
+from rocketbox.perf.scenarios.lifecycle import scenario_ready, scenario_rss
+from rocketbox.perf.scenarios.replication import scenario_replication, scenario_replication_flush
+from rocketbox.perf.scenarios.throughput import (scenario_baseline, scenario_consume, scenario_e2e, scenario_group_commit,
                                        scenario_produce)
 
 RUNNERS = {

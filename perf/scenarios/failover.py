@@ -1,4 +1,4 @@
-"""``python -m perf --only failover``: how long a broker group takes to write again after its master fails
+"""``python -m rocketbox.perf --only failover``: how long a broker group takes to write again after its master fails
 (issue 5 item 7: failover median under 10 s, never over 30 s), and what the controller mode costs.
 
 One group, master + 1 slave, ``LocalCluster(failover=True)`` (NameServers run the Raft controller,
@@ -45,11 +45,11 @@ import statistics
 import threading
 import time
 
-from cluster import Admin, Message, Producer, SendStatus
-from cluster.config import SYNC_FLUSH, SYNC_MASTER
-from cluster.testing import LocalCluster, store_host_prefix, wait_until
-from perf.harness import BATCH_SIZE, Settings, client_config, create_topic, run_producers
-from perf.report import Report, Row, percentile
+from rocketbox.cluster import Admin, Message, Producer, SendStatus
+from rocketbox.cluster.config import SYNC_FLUSH, SYNC_MASTER
+from rocketbox.cluster.testing import LocalCluster, store_host_prefix, wait_until
+from rocketbox.perf.harness import BATCH_SIZE, Settings, client_config, create_topic, run_producers
+from rocketbox.perf.report import Report, Row, percentile
 
 
 GROUP = "broker-a"

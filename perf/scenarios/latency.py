@@ -5,12 +5,12 @@ from __future__ import annotations
 import os
 import time
 
-from cluster import Message, Producer
-from cluster.config import ASYNC_FLUSH
-from cluster.testing import LocalCluster
-from perf.harness import (FLUSH_MODES, PACED_RATE_MSG_S, ProducerProcess, QUEUE_COUNT, Settings, Tally, await_assigned,
+from rocketbox.cluster import Message, Producer
+from rocketbox.cluster.config import ASYNC_FLUSH
+from rocketbox.cluster.testing import LocalCluster
+from rocketbox.perf.harness import (FLUSH_MODES, PACED_RATE_MSG_S, ProducerProcess, QUEUE_COUNT, Settings, Tally, await_assigned,
                           client_config, create_topic, message_body, push_consumer)
-from perf.report import Report, Row, TARGETS, percentile
+from rocketbox.perf.report import Report, Row, TARGETS, percentile
 
 
 def scenario_latency(s: Settings, report: Report, tmp: str) -> None:

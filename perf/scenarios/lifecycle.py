@@ -7,10 +7,10 @@ import os
 import subprocess
 import time
 
-from cluster.procs.lifecycle import python_module_command
-from cluster.testing import LocalCluster
-from perf.harness import Settings
-from perf.report import Report, Row, TARGETS
+from rocketbox.cluster.procs.lifecycle import python_module_command
+from rocketbox.cluster.testing import LocalCluster
+from rocketbox.perf.harness import Settings
+from rocketbox.perf.report import Report, Row, TARGETS
 
 
 def scenario_ready(s: Settings, report: Report, tmp: str) -> None:
@@ -36,9 +36,9 @@ def scenario_ready(s: Settings, report: Report, tmp: str) -> None:
 
 def cli_cluster(data_dir: str, idle_s: float) -> tuple[float, float, dict | None]:
     """``cluster up --detach``, optionally measure idle memory after ``idle_s``, then ``down``."""
-    from cluster.topology import free_ports
+    from rocketbox.cluster.topology import free_ports
     namesrv_port, broker_port = free_ports(2)
-    base = python_module_command("cluster.cli", "--data-dir", data_dir)
+    base = python_module_command("rocketbox.cluster.cli", "--data-dir", data_dir)
     t0 = time.perf_counter()
     up = subprocess.run(base + ["up", "--detach", "--namesrv-port", str(namesrv_port), "--broker-port",
                                 str(broker_port), "--ready-timeout-s", "60"],
@@ -50,7 +50,7 @@ def cli_cluster(data_dir: str, idle_s: float) -> tuple[float, float, dict | None
             raise RuntimeError(f"cluster up failed ({up.returncode}): {up.stdout[-2000:]} {up.stderr[-2000:]}")
         if idle_s:
             time.sleep(idle_s)
-            from cluster.procs.run_state import read_state_file
+            from rocketbox.cluster.procs.run_state import read_state_file
             memory = cluster_memory((read_state_file(data_dir) or {}).get("supervisor_pid"))
     finally:
         t1 = time.perf_counter()
@@ -64,7 +64,7 @@ def cli_cluster(data_dir: str, idle_s: float) -> tuple[float, float, dict | None
 
 def _terminate_detached(data_dir: str) -> None:
     import signal
-    from cluster.procs.run_state import read_state_file
+    from rocketbox.cluster.procs.run_state import read_state_file
     pid = (read_state_file(data_dir) or {}).get("supervisor_pid")
     if pid:
         try:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import os
 
-from cluster import Admin
-from cluster.config import ASYNC_FLUSH, ASYNC_MASTER, SYNC_FLUSH, SYNC_MASTER
-from cluster.testing import LocalCluster, wait_until
-from perf.harness import BATCH_SIZE, Settings, client_config, create_topic, run_producers
-from perf.report import Report, Row, TARGETS, percentile
+from rocketbox.cluster import Admin
+from rocketbox.cluster.config import ASYNC_FLUSH, ASYNC_MASTER, SYNC_FLUSH, SYNC_MASTER
+from rocketbox.cluster.testing import LocalCluster, wait_until
+from rocketbox.perf.harness import BATCH_SIZE, Settings, client_config, create_topic, run_producers
+from rocketbox.perf.report import Report, Row, TARGETS, percentile
 
 
 def scenario_replication(s: Settings, report: Report, tmp: str) -> None:

@@ -7,13 +7,13 @@ import multiprocessing
 import os
 import time
 
-from cluster import PullConsumer
-from cluster.config import ASYNC_FLUSH, SYNC_FLUSH
-from cluster.testing import LocalCluster
-from perf.harness import (BATCH_SIZE, FLUSH_MODES, PULL_MAX_NUMS, PUSH_PULL_BATCH, ProducerProcess, QUEUE_COUNT,
+from rocketbox.cluster import PullConsumer
+from rocketbox.cluster.config import ASYNC_FLUSH, SYNC_FLUSH
+from rocketbox.cluster.testing import LocalCluster
+from rocketbox.perf.harness import (BATCH_SIZE, FLUSH_MODES, PULL_MAX_NUMS, PUSH_PULL_BATCH, ProducerProcess, QUEUE_COUNT,
                           Settings, Tally, await_assigned, client_config, create_topic, drain_pull, message_body,
                           push_consumer, run_producers)
-from perf.report import Report, Row, TARGETS
+from rocketbox.perf.report import Report, Row, TARGETS
 
 
 def scenario_baseline(s: Settings, report: Report, tmp: str) -> None:

@@ -13,9 +13,9 @@ import subprocess
 
 import pytest
 
-from cluster import Admin, BrokerError, Message, Producer, PullConsumer, SendStatus
-from cluster.protocol import ResponseCode
-from cluster.testing import LocalCluster, read_topic, wait_until
+from rocketbox.cluster import Admin, BrokerError, Message, Producer, PullConsumer, SendStatus
+from rocketbox.cluster.protocol import ResponseCode
+from rocketbox.cluster.testing import LocalCluster, read_topic, wait_until
 from tests.conftest import client_config
 
 TOPIC = "Full"

@@ -9,10 +9,10 @@ from concurrent.futures import TimeoutError as FutureTimeout
 
 import pytest
 
-from cluster import Admin, MessageQueue, Producer, Message, PushConsumer
-from cluster.client import broker_api
-from cluster.testing import wait_until
-from cluster.zmq_transport import RequestTimeout, RpcClient, TransportError
+from rocketbox.cluster import Admin, MessageQueue, Producer, Message, PushConsumer
+from rocketbox.cluster.client import broker_api
+from rocketbox.cluster.testing import wait_until
+from rocketbox.cluster.zmq_transport import RequestTimeout, RpcClient, TransportError
 from tests.conftest import client_config
 
 SUSPEND_MS = 60_000

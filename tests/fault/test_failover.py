@@ -17,16 +17,16 @@ import threading
 import time
 from collections import Counter
 
-from cluster import ConsumeStatus, Message, Producer, PullConsumer, PushConsumer, SendStatus
-from cluster.client.admin import Admin
-from cluster.config import SYNC_FLUSH, SYNC_MASTER
-from cluster.fault_proxy import PartitionProxy
-from cluster.testing import (LocalCluster, broker_runtime_info, compare_replicas, read_topic, store_host_prefix,
+from rocketbox.cluster import ConsumeStatus, Message, Producer, PullConsumer, PushConsumer, SendStatus
+from rocketbox.cluster.client.admin import Admin
+from rocketbox.cluster.config import SYNC_FLUSH, SYNC_MASTER
+from rocketbox.cluster.fault_proxy import PartitionProxy
+from rocketbox.cluster.testing import (LocalCluster, broker_runtime_info, compare_replicas, read_topic, store_host_prefix,
                              wait_until)
-from cluster.topology import group_name
-from cluster.protocol import RequestCode
-from cluster.wire_format import Command
-from cluster.zmq_transport import RpcClient, TransportError
+from rocketbox.cluster.topology import group_name
+from rocketbox.cluster.protocol import RequestCode
+from rocketbox.cluster.wire_format import Command
+from rocketbox.cluster.zmq_transport import RpcClient, TransportError
 from tests.conftest import client_config
 from tests.fault.test_replication import runtime_info
 

@@ -7,8 +7,8 @@ import signal
 
 import pytest
 
-from cluster import Admin, Message, Producer, PullConsumer
-from cluster.testing import read_topic, wait_until
+from rocketbox.cluster import Admin, Message, Producer, PullConsumer
+from rocketbox.cluster.testing import read_topic, wait_until
 from tests.conftest import client_config
 
 

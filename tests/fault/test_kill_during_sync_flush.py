@@ -13,9 +13,9 @@ import time
 
 import pytest
 
-from cluster import Admin, ClientError, Message, Producer, PullConsumer, SendStatus
-from cluster.config import SYNC_FLUSH
-from cluster.testing import read_topic, wait_until
+from rocketbox.cluster import Admin, ClientError, Message, Producer, PullConsumer, SendStatus
+from rocketbox.cluster.config import SYNC_FLUSH
+from rocketbox.cluster.testing import read_topic, wait_until
 from tests.conftest import client_config
 
 TOPIC = "Durable"

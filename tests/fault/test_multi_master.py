@@ -24,8 +24,8 @@ import time
 
 import pytest
 
-from cluster import Admin, ConsumeStatus, Message, Producer, PullConsumer, PushConsumer, SendStatus
-from cluster.testing import read_topic, wait_until
+from rocketbox.cluster import Admin, ConsumeStatus, Message, Producer, PullConsumer, PushConsumer, SendStatus
+from rocketbox.cluster.testing import read_topic, wait_until
 from tests.conftest import client_config
 
 TOPIC = "MultiMaster"

@@ -11,8 +11,8 @@ import signal
 import threading
 import time
 
-from cluster import Admin, ConsumeStatus, Message, Producer, PullConsumer, PushConsumer
-from cluster.testing import wait_until
+from rocketbox.cluster import Admin, ConsumeStatus, Message, Producer, PullConsumer, PushConsumer
+from rocketbox.cluster.testing import wait_until
 from tests.conftest import client_config
 from tests.fault.test_replication import _await_replicated, runtime_info
 

@@ -14,12 +14,12 @@ import os
 import shutil
 import signal
 
-from cluster import Admin, Message, Producer, SendStatus
-from cluster.config import SYNC_MASTER
-from cluster.protocol import RequestCode
-from cluster.testing import wait_until
-from cluster.wire_format import Command
-from cluster.zmq_transport import RpcClient
+from rocketbox.cluster import Admin, Message, Producer, SendStatus
+from rocketbox.cluster.config import SYNC_MASTER
+from rocketbox.cluster.protocol import RequestCode
+from rocketbox.cluster.testing import wait_until
+from rocketbox.cluster.wire_format import Command
+from rocketbox.cluster.zmq_transport import RpcClient
 from tests.conftest import client_config
 
 TOPIC = "Replicated"

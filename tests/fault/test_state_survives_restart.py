@@ -10,8 +10,8 @@ import json
 import os
 import signal
 
-from cluster import Admin, Message, Producer, PullConsumer
-from cluster.testing import wait_until
+from rocketbox.cluster import Admin, Message, Producer, PullConsumer
+from rocketbox.cluster.testing import wait_until
 from tests.conftest import client_config
 
 

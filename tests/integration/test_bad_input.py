@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import zmq
 
-from cluster import Admin, Message, MessageInvalid, Producer, PullConsumer
-from cluster.errors import BrokerError
-from cluster.protocol import RequestCode, ResponseCode
-from cluster.shm import batch_format
-from cluster.wire_format import Command, decode_header, to_frames
-from cluster.zmq_transport import RpcClient
+from rocketbox.cluster import Admin, Message, MessageInvalid, Producer, PullConsumer
+from rocketbox.cluster.errors import BrokerError
+from rocketbox.cluster.protocol import RequestCode, ResponseCode
+from rocketbox.cluster.shm import batch_format
+from rocketbox.cluster.wire_format import Command, decode_header, to_frames
+from rocketbox.cluster.zmq_transport import RpcClient
 from tests.conftest import client_config
 
 

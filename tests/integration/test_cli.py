@@ -8,8 +8,8 @@ import subprocess
 import sys
 import time
 
-from cluster.procs.run_state import read_state_file
-from cluster.topology import free_ports
+from rocketbox.cluster.procs.run_state import read_state_file
+from rocketbox.cluster.topology import free_ports
 
 
 # 16 MiB CommitLog segments, as LocalCluster's: the 1 GiB default, fallocated and kept in pytest's
@@ -20,7 +20,7 @@ SMALL_SEGMENTS = ("--commitlog-file-size-bytes", str(16 * 1024 * 1024))
 def _cli(data_dir, *args, env=None, check=True, timeout=120):
     if args and args[0] == "up":
         args = (*args, *SMALL_SEGMENTS)
-    proc = subprocess.run([sys.executable, "-m", "cluster.cli", "--data-dir", data_dir, *args],
+    proc = subprocess.run([sys.executable, "-m", "rocketbox.cluster.cli", "--data-dir", data_dir, *args],
                           capture_output=True, text=True, timeout=timeout, env=env)
     if check and proc.returncode != 0:
         raise AssertionError(f"cluster {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")

@@ -10,11 +10,11 @@ import signal
 import subprocess
 import sys
 
-from cluster import Admin
-from cluster.config import SYNC_MASTER
+from rocketbox.cluster import Admin
+from rocketbox.cluster.config import SYNC_MASTER
 from tests.conftest import client_config
 
-CLI = [sys.executable, "-m", "cluster.cli"]
+CLI = [sys.executable, "-m", "rocketbox.cluster.cli"]
 
 
 def _cli(cluster, *args, stdin: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -134,7 +134,7 @@ def test_auto_create_can_be_turned_off(start_cluster):
 
 
 def test_ctrl_c_of_a_foreground_cluster_says_it_stopped(tmp_path):
-    from cluster.topology import free_ports
+    from rocketbox.cluster.topology import free_ports
     namesrv_port, broker_port = free_ports(2)
     proc = subprocess.Popen([*CLI, "--data-dir", str(tmp_path / "fg"), "up", "--no-live", "--namesrv-port",
                              str(namesrv_port), "--broker-port", str(broker_port), "--commitlog-file-size-bytes",
@@ -169,7 +169,7 @@ def _disk_bytes(root) -> int:
 
 
 def test_a_data_dir_remembers_how_it_was_made_and_the_dev_footprint_is_small(tmp_path):
-    from cluster.topology import free_ports
+    from rocketbox.cluster.topology import free_ports
     data_dir = str(tmp_path / "remembered")
     namesrv_port, broker_port = free_ports(2)
 

@@ -9,8 +9,8 @@ import sys
 import time
 from datetime import datetime
 
-from cluster import Admin, ConsumeStatus, Message, MessageQueue, Producer, PullConsumer, PushConsumer
-from cluster.testing import read_topic, wait_until
+from rocketbox.cluster import Admin, ConsumeStatus, Message, MessageQueue, Producer, PullConsumer, PushConsumer
+from rocketbox.cluster.testing import read_topic, wait_until
 from tests.conftest import client_config
 
 # Short delay levels so retries take a second (tests/integration/test_delay_retry.py).
@@ -19,7 +19,7 @@ LEVELS = "300ms 600ms 900ms 1200ms 1500ms 1800ms"
 
 def _run(cluster, *args, expect: int = 0):
     """``cluster --namesrv ... args``; the records with --json (JSON Lines), else the finished process."""
-    proc = subprocess.run([sys.executable, "-m", "cluster.cli", "--data-dir", cluster.data_dir,
+    proc = subprocess.run([sys.executable, "-m", "rocketbox.cluster.cli", "--data-dir", cluster.data_dir,
                            "--namesrv", cluster.namesrv, *args], capture_output=True, text=True, timeout=120)
     assert proc.returncode == expect, f"cluster {' '.join(args)}: {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
     return [json.loads(line) for line in proc.stdout.splitlines()] if "--json" in args else proc

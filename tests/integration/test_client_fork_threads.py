@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 import threading
 
-from cluster import Admin, Message, Producer, PullConsumer, SendStatus
-from cluster.testing import read_topic, wait_until
+from rocketbox.cluster import Admin, Message, Producer, PullConsumer, SendStatus
+from rocketbox.cluster.testing import read_topic, wait_until
 from tests.conftest import client_config
 
 

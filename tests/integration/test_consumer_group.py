@@ -5,8 +5,8 @@ from __future__ import annotations
 import collections
 import threading
 
-from cluster import Admin, Message, Producer, PushConsumer
-from cluster.testing import wait_until
+from rocketbox.cluster import Admin, Message, Producer, PushConsumer
+from rocketbox.cluster.testing import wait_until
 from tests.conftest import client_config
 
 TOPIC = "GroupTopic"

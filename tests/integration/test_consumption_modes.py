@@ -15,13 +15,13 @@ from datetime import datetime
 
 import pytest
 
-from cluster import Admin, Message, MessageQueue, Producer, PushConsumer
-from cluster.client.consumer import BROADCASTING
-from cluster.client.orderly import ConsumeOrderlyStatus
-from cluster.client.selectors import hash_selector
-from cluster.errors import NoRouteError
-from cluster.protocol import retry_topic
-from cluster.testing import LocalCluster, wait_until
+from rocketbox.cluster import Admin, Message, MessageQueue, Producer, PushConsumer
+from rocketbox.cluster.client.consumer import BROADCASTING
+from rocketbox.cluster.client.orderly import ConsumeOrderlyStatus
+from rocketbox.cluster.client.selectors import hash_selector
+from rocketbox.cluster.errors import NoRouteError
+from rocketbox.cluster.protocol import retry_topic
+from rocketbox.cluster.testing import LocalCluster, wait_until
 from tests.conftest import client_config
 from tests.integration.test_consumer_group import _settled
 
@@ -241,7 +241,7 @@ def test_reset_offset_by_time_makes_a_running_group_read_again(cluster):
 
         # The same through the CLI, with an ISO 8601 time.
         iso = datetime.fromtimestamp(mark_ms / 1000).astimezone().isoformat(timespec="milliseconds")
-        proc = subprocess.run([sys.executable, "-m", "cluster.cli", "--namesrv", cluster.namesrv, "group",
+        proc = subprocess.run([sys.executable, "-m", "rocketbox.cluster.cli", "--namesrv", cluster.namesrv, "group",
                                "reset-offset", group, topic, "--to-time", iso, "--json"],
                               capture_output=True, text=True, timeout=60)
         assert proc.returncode == 0, proc.stderr

@@ -8,11 +8,11 @@ import time
 
 import pytest
 
-from cluster import MessageInvalid
-from cluster import Admin, Message, Producer, PullConsumer, PushConsumer, ConsumeStatus
-from cluster.client.message import MessageQueue
-from cluster.protocol import dlq_topic
-from cluster.testing import read_topic, wait_until
+from rocketbox.cluster import MessageInvalid
+from rocketbox.cluster import Admin, Message, Producer, PullConsumer, PushConsumer, ConsumeStatus
+from rocketbox.cluster.client.message import MessageQueue
+from rocketbox.cluster.protocol import dlq_topic
+from rocketbox.cluster.testing import read_topic, wait_until
 from tests.conftest import client_config
 
 # Short levels so the tests take seconds; the 18-level default is RocketMQ's.

@@ -6,11 +6,11 @@ import threading
 
 import pytest
 
-from cluster import Admin, BrokerError, Message, MessageSelector, Producer, PullConsumer, PullStatus, PushConsumer
-from cluster.client import broker_api
-from cluster.protocol import ResponseCode
-from cluster.shm.consumequeue_format import java_string_hash
-from cluster.testing import wait_until
+from rocketbox.cluster import Admin, BrokerError, Message, MessageSelector, Producer, PullConsumer, PullStatus, PushConsumer
+from rocketbox.cluster.client import broker_api
+from rocketbox.cluster.protocol import ResponseCode
+from rocketbox.cluster.shm.consumequeue_format import java_string_hash
+from rocketbox.cluster.testing import wait_until
 from tests.conftest import await_group_caught_up, client_config
 
 PROPERTY_FILTER = {"enable_property_filter": True}

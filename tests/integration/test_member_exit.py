@@ -10,13 +10,13 @@ import sys
 
 import pytest
 
-from cluster import Admin, ConsumeStatus, Message, Producer, PushConsumer
-from cluster.testing import wait_until
+from rocketbox.cluster import Admin, ConsumeStatus, Message, Producer, PushConsumer
+from rocketbox.cluster.testing import wait_until
 from tests.conftest import client_config
 
 MEMBER = """
 import sys, time
-from cluster import ConsumeStatus, PushConsumer
+from rocketbox.cluster import ConsumeStatus, PushConsumer
 consumed = []
 consumer = PushConsumer("Leavers", namesrv=sys.argv[1])
 consumer.subscribe("Exits", "*")

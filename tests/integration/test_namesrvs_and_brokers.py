@@ -7,8 +7,8 @@ import signal
 
 import psutil
 
-from cluster import Admin, Message, Producer, PullConsumer
-from cluster.testing import wait_until
+from rocketbox.cluster import Admin, Message, Producer, PullConsumer
+from rocketbox.cluster.testing import wait_until
 from tests.conftest import client_config
 
 

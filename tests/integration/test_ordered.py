@@ -15,10 +15,10 @@ import signal
 import threading
 import time
 
-from cluster import Admin, Message, Producer, PullConsumer, PushConsumer
-from cluster.client.orderly import ConsumeOrderlyStatus
-from cluster.client.selectors import hash_selector
-from cluster.testing import wait_until
+from rocketbox.cluster import Admin, Message, Producer, PullConsumer, PushConsumer
+from rocketbox.cluster.client.orderly import ConsumeOrderlyStatus
+from rocketbox.cluster.client.selectors import hash_selector
+from rocketbox.cluster.testing import wait_until
 from tests.conftest import client_config
 
 TOPIC = "Ordered"

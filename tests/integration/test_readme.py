@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from cluster.config import BROKER_PORT_DEFAULT, NAMESRV_PORT_DEFAULT
+from rocketbox.cluster.config import BROKER_PORT_DEFAULT, NAMESRV_PORT_DEFAULT
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 FENCE = re.compile(r"^```(sh|python)\n(.*?)^```$", re.S | re.M)
@@ -68,7 +68,7 @@ def test_using_it_runs_as_written_from_outside_the_checkout(tmp_path):
                              text=True, timeout=600)
     finally:
         # Whatever happened, nothing of the README's cluster outlives the test.
-        subprocess.run([sys.executable, "-m", "cluster.cli", "--data-dir", str(home / ".rocketbox"), "down"],
+        subprocess.run([sys.executable, "-m", "rocketbox.cluster.cli", "--data-dir", str(home / ".rocketbox"), "down"],
                        capture_output=True, timeout=120, env=env)
     assert run.returncode == 0, f"stdout:\n{run.stdout[-4000:]}\nstderr:\n{run.stderr[-4000:]}"
     consumed = re.search(r"^(\d+) messages consumed$", run.stdout, re.M)

@@ -3,8 +3,8 @@ long before their periodic rebalance (set here to a minute) would."""
 
 from __future__ import annotations
 
-from cluster import Admin, PushConsumer
-from cluster.testing import wait_until
+from rocketbox.cluster import Admin, PushConsumer
+from rocketbox.cluster.testing import wait_until
 from tests.conftest import client_config
 
 

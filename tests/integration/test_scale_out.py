@@ -19,10 +19,10 @@ import textwrap
 
 import pytest
 
-from cluster import Admin, Message, Producer, PullConsumer
-from cluster.procs.run_state import read_state_file
-from cluster.testing import SMALL_STORE, read_topic, wait_until
-from cluster.topology import free_ports
+from rocketbox.cluster import Admin, Message, Producer, PullConsumer
+from rocketbox.cluster.procs.run_state import read_state_file
+from rocketbox.cluster.testing import SMALL_STORE, read_topic, wait_until
+from rocketbox.cluster.topology import free_ports
 
 PYTHON = sys.executable
 # A broker registers at start and again every 30 s (register_interval_ms): a first registration
@@ -50,7 +50,7 @@ def _run(argv: list[str], timeout: float = 120, check: bool = True) -> subproces
 
 def _cli(data_dir: str, *args, prefix: tuple[str, ...] = (), check: bool = True) -> subprocess.CompletedProcess:
     """``cluster --data-dir data_dir args...``, run under ``prefix`` (``ip netns exec NAME``) if given."""
-    return _run([*prefix, PYTHON, "-m", "cluster.cli", "--data-dir", data_dir, *args], check=check)
+    return _run([*prefix, PYTHON, "-m", "rocketbox.cluster.cli", "--data-dir", data_dir, *args], check=check)
 
 
 def _port_with_next_free() -> int:
@@ -225,8 +225,8 @@ def two_hosts():
 
 CLIENT_SCRIPT = textwrap.dedent("""
     import json, sys
-    from cluster import Admin, Message, Producer, PullConsumer
-    from cluster.testing import read_topic, wait_until
+    from rocketbox.cluster import Admin, Message, Producer, PullConsumer
+    from rocketbox.cluster.testing import read_topic, wait_until
     namesrv, master, slave = sys.argv[1:4]
     with Admin(namesrv=namesrv) as admin:
         wait_until(lambda: "broker-b" in admin.master_endpoints(), 45, what="broker-b registered")

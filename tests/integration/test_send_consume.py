@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 
-from cluster import Admin, Message, Producer, PullConsumer, PullStatus, SendStatus
-from cluster.testing import wait_until
+from rocketbox.cluster import Admin, Message, Producer, PullConsumer, PullStatus, SendStatus
+from rocketbox.cluster.testing import wait_until
 from tests.conftest import client_config
 
 
@@ -133,10 +133,10 @@ def test_auto_created_topic_and_query_by_id_and_key(start_cluster):
 
 def test_records_carry_the_senders_address_as_born_host(start_cluster):
     """Sent from 127.0.0.2 (loopback, chosen as the source address), stored as 127.0.0.2."""
-    from cluster.protocol import RequestCode, ResponseCode
-    from cluster.shm.commitlog_format import unpack_host
-    from cluster.wire_format import Command
-    from cluster.zmq_transport import RpcClient
+    from rocketbox.cluster.protocol import RequestCode, ResponseCode
+    from rocketbox.cluster.shm.commitlog_format import unpack_host
+    from rocketbox.cluster.wire_format import Command
+    from rocketbox.cluster.zmq_transport import RpcClient
     cluster = start_cluster()
     cfg = client_config(cluster)
     broker = cluster.topology.brokers[0].address
@@ -156,7 +156,7 @@ def test_one_send_engine_counts_sync_async_and_oneway_and_refuses_a_topic_withou
     """Sync, async and oneway sends go through one attempt-and-retry engine: each is counted in
     the producer's statistics (async sends were not), and a oneway send to a topic no broker
     serves fails with NoRouteError (it used to hand the transport an endpoint of None)."""
-    from cluster.errors import NoRouteError
+    from rocketbox.cluster.errors import NoRouteError
 
     cluster = start_cluster(broker_overrides={"auto_create_topic_enabled": False})
     cfg = client_config(cluster, send_retry_count=0)

@@ -16,10 +16,10 @@ import time
 
 import pytest
 
-from cluster import Admin, Message, MessageQueue, Producer, PullConsumer, SendStatus
-from cluster.client.fault_tolerance import not_available_duration_ms
-from cluster.errors import BrokerUnreachable
-from cluster.testing import read_topic, wait_until
+from rocketbox.cluster import Admin, Message, MessageQueue, Producer, PullConsumer, SendStatus
+from rocketbox.cluster.client.fault_tolerance import not_available_duration_ms
+from rocketbox.cluster.errors import BrokerUnreachable
+from rocketbox.cluster.testing import read_topic, wait_until
 from tests.conftest import client_config
 
 TOPIC = "FaultTolerant"

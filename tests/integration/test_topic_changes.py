@@ -8,9 +8,9 @@ import threading
 
 import pytest
 
-from cluster import Admin, Message, Producer, PushConsumer
-from cluster.errors import NoRouteError
-from cluster.testing import wait_until
+from rocketbox.cluster import Admin, Message, Producer, PushConsumer
+from rocketbox.cluster.errors import NoRouteError
+from rocketbox.cluster.testing import wait_until
 from tests.conftest import client_config
 
 

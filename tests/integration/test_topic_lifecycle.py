@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from cluster import Admin, Message, NoRouteError, Producer, PullConsumer
-from cluster.testing import read_topic, wait_until
+from rocketbox.cluster import Admin, Message, NoRouteError, Producer, PullConsumer
+from rocketbox.cluster.testing import read_topic, wait_until
 from tests.conftest import client_config
 
 

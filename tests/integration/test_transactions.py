@@ -8,12 +8,12 @@ import threading
 
 import pytest
 
-from cluster import Admin, Message, MessageInvalid, Producer, PullConsumer
-from cluster.client.selectors import hash_selector
-from cluster.client.transaction import LocalTransactionState as State, TransactionProducer
-from cluster.config import SYNC_FLUSH
-from cluster.errors import BrokerError
-from cluster.testing import read_topic, wait_until
+from rocketbox.cluster import Admin, Message, MessageInvalid, Producer, PullConsumer
+from rocketbox.cluster.client.selectors import hash_selector
+from rocketbox.cluster.client.transaction import LocalTransactionState as State, TransactionProducer
+from rocketbox.cluster.config import SYNC_FLUSH
+from rocketbox.cluster.errors import BrokerError
+from rocketbox.cluster.testing import read_topic, wait_until
 from tests.conftest import client_config
 
 QUICK_CHECKS = {"transaction_check_interval_ms": 200, "transaction_timeout_ms": 300}

@@ -5,7 +5,7 @@ import pytest
 
 @pytest.fixture(scope="session")
 def spark():
-    from spark.session import spark_session
+    from rocketbox.spark.session import spark_session
     session = spark_session("local[2]", app_name="rocketbox-tests")
     yield session
     session.stop()

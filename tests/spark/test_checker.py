@@ -21,8 +21,8 @@ from collections import defaultdict
 
 import pytest
 
-from spark import checker
-from spark.schemas import (COMMITS, FAIL, HISTORY, INFO, INVOKE, OK, READER_DATASOURCE, READER_PUSH, READS,
+from rocketbox.spark import checker
+from rocketbox.spark.schemas import (COMMITS, FAIL, HISTORY, INFO, INVOKE, OK, READER_DATASOURCE, READER_PUSH, READS,
                            encode_body)
 
 QUEUE_OF_KEY = {"a": 0, "b": 1, "c": 1, "z": 1}

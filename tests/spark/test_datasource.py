@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from cluster import Admin, Message, Producer, PullConsumer
-from cluster.client.selectors import select_by_hash
-from cluster.testing import LocalCluster, read_topic, wait_until
-from spark.datasource import register
+from rocketbox.cluster import Admin, Message, Producer, PullConsumer
+from rocketbox.cluster.client.selectors import select_by_hash
+from rocketbox.cluster.testing import LocalCluster, read_topic, wait_until
+from rocketbox.spark.datasource import register
 from tests.conftest import client_config
 
 QUEUES = 4

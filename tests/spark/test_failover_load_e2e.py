@@ -4,9 +4,9 @@ master of the moment is stopped until another is elected (failover-master) and S
 (kill-master), and the verdict: nothing acknowledged lost, every duplicate explained, the
 replicas' CommitLogs byte-identical after the load."""
 
-from cluster.config import SYNC_FLUSH, SYNC_MASTER
-from cluster.testing import LocalCluster
-from spark.job import parse_args, run
+from rocketbox.cluster.config import SYNC_FLUSH, SYNC_MASTER
+from rocketbox.cluster.testing import LocalCluster
+from rocketbox.spark.job import parse_args, run
 
 
 def test_spark_load_through_failovers_loses_nothing_and_replicas_match(spark, tmp_path):

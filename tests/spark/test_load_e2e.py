@@ -2,9 +2,9 @@
 SIGKILLed during it, and the checker's verdict: nothing acknowledged lost, every
 duplicate explained, by both readers (DataSource and a push group)."""
 
-from cluster.config import SYNC_FLUSH
-from cluster.testing import LocalCluster
-from spark.job import parse_args, run
+from rocketbox.cluster.config import SYNC_FLUSH
+from rocketbox.cluster.testing import LocalCluster
+from rocketbox.spark.job import parse_args, run
 
 
 def test_spark_load_with_master_kills_loses_nothing(spark, tmp_path):

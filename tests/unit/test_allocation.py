@@ -7,10 +7,10 @@ import random
 
 import pytest
 
-from cluster.client.allocation import (STRATEGIES, HashRing, allocate_average, allocate_average_by_circle,
+from rocketbox.cluster.client.allocation import (STRATEGIES, HashRing, allocate_average, allocate_average_by_circle,
                                        allocate_consistent_hash, by_config, consistent_hash, queue_hash_key,
                                        ring_hash, strategy)
-from cluster.client.message import MessageQueue
+from rocketbox.cluster.client.message import MessageQueue
 
 SHARED = [allocate_average, allocate_average_by_circle, allocate_consistent_hash, consistent_hash(3)]
 

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cluster.shm import batch_format as bf
-from cluster.shm import commitlog_format as clf
+from rocketbox.cluster.shm import batch_format as bf
+from rocketbox.cluster.shm import commitlog_format as clf
 
 HOST = clf.pack_host("10.0.0.1", 10911)
 
@@ -109,7 +109,7 @@ def test_encode_batch_is_all_or_nothing():
 
 
 def test_shared_properties_encoding_equals_the_general_one():
-    from cluster.shm.batch_format import encode_items, encode_items_sharing_properties
+    from rocketbox.cluster.shm.batch_format import encode_items, encode_items_sharing_properties
     bodies = [b"a", b"bb" * 100, bytes(range(256))]
     ids = [b"%032X" % i for i in range(3)]
     shared = b"TAGS\x01TagA\x02"
@@ -123,6 +123,6 @@ def test_properties_with_nul_are_refused():
     import pytest as _pytest
     with _pytest.raises(bf.MalformedBatch):
         bf.decode_items(bf.encode_items([(0, b"body", b"KEYS\x01k\x02x\x01\x00")]))
-    from cluster import _native
+    from rocketbox.cluster import _native
     with _pytest.raises(ValueError):
         _native.measure_batch(bf.encode_items([(0, b"body", b"A\x01\x00\x02")]), 1)

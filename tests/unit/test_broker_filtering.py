@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from cluster.broker.filtering import check_heartbeat_subscriptions, select_records, sql_selector
-from cluster.filter.expressions import tag_hashes_of
-from cluster.filter.sql92 import compile_sql
-from cluster.protocol import ProtocolError, ResponseCode
-from cluster.shm import commitlog_format as fmt
-from cluster.shm.consumequeue_format import java_string_hash
+from rocketbox.cluster.broker.filtering import check_heartbeat_subscriptions, select_records, sql_selector
+from rocketbox.cluster.filter.expressions import tag_hashes_of
+from rocketbox.cluster.filter.sql92 import compile_sql
+from rocketbox.cluster.protocol import ProtocolError, ResponseCode
+from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.shm.consumequeue_format import java_string_hash
 
 
 def _record(queue_offset: int, **properties) -> bytes:

@@ -5,16 +5,16 @@ visible only once the clock has passed its delivery time)."""
 
 from __future__ import annotations
 
-from cluster.broker.boot import boot
-from cluster.broker.service import BrokerService
-from cluster.client import broker_api
-from cluster.clock import SYSTEM_CLOCK, ManualClock
-from cluster.config import BrokerConfig
-from cluster.protocol import MessageQueue, RequestCode, ResponseCode
-from cluster.shm import commitlog_format as fmt
-from cluster.shm.reput import ReputService
-from cluster.shm.testing import tiny_config
-from cluster.wire_format import Command
+from rocketbox.cluster.broker.boot import boot
+from rocketbox.cluster.broker.service import BrokerService
+from rocketbox.cluster.client import broker_api
+from rocketbox.cluster.clock import SYSTEM_CLOCK, ManualClock
+from rocketbox.cluster.config import BrokerConfig
+from rocketbox.cluster.protocol import MessageQueue, RequestCode, ResponseCode
+from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.shm.reput import ReputService
+from rocketbox.cluster.shm.testing import tiny_config
+from rocketbox.cluster.wire_format import Command
 
 TOPIC = "InProcess"
 

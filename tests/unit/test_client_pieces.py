@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 
-from cluster.broker.waiters import FlushWaiters
-from cluster.client.allocation import allocate_average
-from cluster.client.message import UniqueIdMaker
+from rocketbox.cluster.broker.waiters import FlushWaiters
+from rocketbox.cluster.client.allocation import allocate_average
+from rocketbox.cluster.client.message import UniqueIdMaker
 
 
 def test_average_allocation_covers_every_queue_once():
@@ -56,8 +56,8 @@ def test_group_commit_releases_every_flushed_waiter_and_times_out_the_rest():
 def test_received_messages_decode_lazily_but_completely():
     import zlib as _zlib
 
-    from cluster.client.message import decode_messages
-    from cluster.shm import commitlog_format as fmt
+    from rocketbox.cluster.client.message import decode_messages
+    from rocketbox.cluster.shm import commitlog_format as fmt
 
     def record(phys, body, props, sys_flag=0):
         return fmt.encode(queue_id=2, flag=5, queue_offset=phys // 1000, phys_offset=phys, sys_flag=sys_flag,
@@ -79,8 +79,8 @@ def test_received_messages_decode_lazily_but_completely():
 
 
 def test_a_body_flagged_compressed_that_does_not_inflate_is_delivered_as_stored():
-    from cluster.client.message import decode_messages
-    from cluster.shm import commitlog_format as fmt
+    from rocketbox.cluster.client.message import decode_messages
+    from rocketbox.cluster.shm import commitlog_format as fmt
     raw = fmt.encode(queue_id=0, flag=0, queue_offset=0, phys_offset=0, sys_flag=fmt.SYSFLAG_COMPRESSED,
                      born_timestamp_ms=1, born_host=bytes(8), store_timestamp_ms=2, store_host=bytes(8),
                      reconsume_times=0, prepared_transaction_offset=0, body=b"not zlib", topic=b"T",
@@ -93,8 +93,8 @@ def test_a_bad_endpoint_fails_one_request_and_leaves_the_io_thread_serving():
 
     import pytest
 
-    from cluster.wire_format import Command
-    from cluster.zmq_transport import EventLoop, RpcClient, RpcServer, TransportError
+    from rocketbox.cluster.wire_format import Command
+    from rocketbox.cluster.zmq_transport import EventLoop, RpcClient, RpcServer, TransportError
     loop = EventLoop()
     server = RpcServer("tcp://127.0.0.1:0", {1: lambda request, reply: request.response(0)}, name="echo")
     server.attach(loop)
@@ -116,7 +116,7 @@ def test_a_bad_endpoint_fails_one_request_and_leaves_the_io_thread_serving():
 
 
 def test_parked_pulls_are_counted_through_wake_and_expiry():
-    from cluster.broker.waiters import PullWaiters
+    from rocketbox.cluster.broker.waiters import PullWaiters
     waiters = PullWaiters()
     answered = []
 
@@ -140,7 +140,7 @@ def test_parked_pulls_are_counted_through_wake_and_expiry():
 
 
 def test_client_registry_forgets_silent_clients_and_empty_groups():
-    from cluster.broker.clients import ClientRegistry
+    from rocketbox.cluster.broker.clients import ClientRegistry
     registry = ClientRegistry(expiry_ms=100)
     assert registry.heartbeat({"clientID": "c1", "consumerDataSet": [{"groupName": "G"}],
                                "producerDataSet": [{"groupName": "P"}]}, now_ms=0) == {"G"}

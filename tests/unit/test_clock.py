@@ -4,7 +4,7 @@ import threading
 
 import pytest
 
-from cluster.clock import SYSTEM_CLOCK, ManualClock
+from rocketbox.cluster.clock import SYSTEM_CLOCK, ManualClock
 
 
 def test_system_clock_reads_wall_and_monotonic_time():
@@ -40,8 +40,8 @@ def test_manual_sleep_wakes_when_time_reaches_it():
 def test_a_producer_times_its_sends_and_fault_windows_by_its_clock():
     """The client's deadlines and latency-fault windows follow the clock it is given, so a test
     can move time instead of waiting for it (no broker needed: nothing is sent)."""
-    from cluster.client.producer import Producer
-    from cluster.config import ClientConfig
+    from rocketbox.cluster.client.producer import Producer
+    from rocketbox.cluster.config import ClientConfig
 
     clock = ManualClock()
     cfg = ClientConfig(namesrv_endpoints=("tcp://127.0.0.1:9",), request_timeout_ms=3000, send_timeout_ms=5000,

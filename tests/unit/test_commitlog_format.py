@@ -4,8 +4,8 @@ import zlib
 
 from hypothesis import given, settings, strategies as st
 
-from cluster.shm import commitlog_format as fmt
-from cluster.shm.store import MessageToStore
+from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.shm.store import MessageToStore
 
 HOST = fmt.pack_host("10.0.0.1", 10911)
 BORN = fmt.pack_host("192.168.1.2", 5555)

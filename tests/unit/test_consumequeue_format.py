@@ -1,6 +1,6 @@
 from hypothesis import given, strategies as st
 
-from cluster.shm import consumequeue_format as cqf
+from rocketbox.cluster.shm import consumequeue_format as cqf
 
 
 def test_entry_golden_bytes():

@@ -1,6 +1,6 @@
 """The controller's replicated state and election rule (cluster/controller/state.py): pure."""
 
-from cluster.controller.state import ControllerState, GroupState, Liveness, Replica, choose_master
+from rocketbox.cluster.controller.state import ControllerState, GroupState, Liveness, Replica, choose_master
 
 A1 = Replica(1, "h:1", "h:2")
 A2 = Replica(2, "h:3", "h:4")

@@ -4,8 +4,8 @@ import zlib
 
 import pytest
 
-from cluster.shm import epoch_format as f
-from cluster.shm.epoch_format import EpochEntry as E
+from rocketbox.cluster.shm import epoch_format as f
+from rocketbox.cluster.shm.epoch_format import EpochEntry as E
 
 
 def test_golden_bytes():

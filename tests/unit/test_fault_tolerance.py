@@ -6,10 +6,10 @@ import dataclasses
 
 import pytest
 
-from cluster.client.fault_tolerance import (ISOLATION_LATENCY_MS, LATENCY_MAX_MS, NOT_AVAILABLE_DURATION_MS,
+from rocketbox.cluster.client.fault_tolerance import (ISOLATION_LATENCY_MS, LATENCY_MAX_MS, NOT_AVAILABLE_DURATION_MS,
                                             LatencyFaultTolerance, not_available_duration_ms, select_round_robin)
-from cluster.client.message import MessageQueue
-from cluster.config import ClientConfig
+from rocketbox.cluster.client.message import MessageQueue
+from rocketbox.cluster.config import ClientConfig
 
 
 class Clock:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from cluster.broker import ha_format as f
+from rocketbox.cluster.broker import ha_format as f
 
 
 def test_slave_messages_golden():

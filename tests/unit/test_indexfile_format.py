@@ -1,4 +1,4 @@
-from cluster.shm import indexfile_format as ixf
+from rocketbox.cluster.shm import indexfile_format as ixf
 
 
 def test_header_golden_bytes():

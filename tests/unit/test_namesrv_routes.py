@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 
-from cluster.config import NamesrvConfig
-from cluster.namesrv import LiveBroker, NamesrvService, RouteTable
-from cluster.protocol import RequestCode, ResponseCode
-from cluster.wire_format import Command
+from rocketbox.cluster.config import NamesrvConfig
+from rocketbox.cluster.namesrv import LiveBroker, NamesrvService, RouteTable
+from rocketbox.cluster.protocol import RequestCode, ResponseCode
+from rocketbox.cluster.wire_format import Command
 
 
 def _register(service, name, broker_id, address, topics):

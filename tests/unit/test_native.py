@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cluster import _native
-from cluster.shm import batch_format as bf
-from cluster.shm import commitlog_format as clf
+from rocketbox.cluster import _native
+from rocketbox.cluster.shm import batch_format as bf
+from rocketbox.cluster.shm import commitlog_format as clf
 
 HOST_A = clf.pack_host("10.0.0.1", 10911)
 HOST_B = clf.pack_host("192.168.1.20", 40000)
@@ -397,7 +397,7 @@ def test_u64_slots_refuse_a_short_or_misaligned_buffer(tmp_path):
 
 def test_u64_slots_are_seen_by_another_process(tmp_path):
     with open_map(tmp_path, PAGE, "control") as m:
-        code = ("import mmap, os, sys; from cluster import _native; fd = os.open(sys.argv[1], os.O_RDWR); "
+        code = ("import mmap, os, sys; from rocketbox.cluster import _native; fd = os.open(sys.argv[1], os.O_RDWR); "
                 "m = mmap.mmap(fd, mmap.PAGESIZE); s = _native.U64Slots(m, 2); s.store(1, 123456789); "
                 "print(s.load(0)); s.release()")
         slots = _native.U64Slots(m, 2)
@@ -424,8 +424,8 @@ def test_check_turns_errno_into_oserror():
 
 
 def test_missing_extension_says_how_to_fix_it():
-    code = ("import sys; sys.modules['cluster._native._rocketbox_native'] = None\n"
-            "try:\n    import cluster._native\nexcept ImportError as exc:\n    print(exc)")
+    code = ("import sys; sys.modules['rocketbox.cluster._native._rocketbox_native'] = None\n"
+            "try:\n    import rocketbox.cluster._native\nexcept ImportError as exc:\n    print(exc)")
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
     assert "make install" in out and "pip install -e ." in out
 
@@ -433,7 +433,7 @@ def test_missing_extension_says_how_to_fix_it():
 def test_offset_msg_ids_match_the_format_module():
     from array import array
 
-    from cluster.shm import commitlog_format as fmt
+    from rocketbox.cluster.shm import commitlog_format as fmt
     host = fmt.pack_host("10.1.2.3", 10811)
     ends = array("q", [500 + 120, 500 + 250, 500 + 1000])
     text = _native.offset_msg_ids(host, 7_000_000_000, ends, 500)
@@ -445,7 +445,7 @@ def test_offset_msg_ids_match_the_format_module():
 def test_encode_items_shared_matches_the_python_encoder():
     from array import array
 
-    from cluster.shm.batch_format import encode_items_sharing_properties
+    from rocketbox.cluster.shm.batch_format import encode_items_sharing_properties
     bodies = [b"a", b"bb" * 300, bytes(range(256)), b"z"]
     prefix = b"7F0000010ABC12345678"
     body, ids = _native.encode_items_shared(3, b"".join(bodies), array("q", map(len, bodies)),

@@ -9,14 +9,14 @@ import shutil
 
 import pytest
 
-from cluster import _native as native
-from cluster.shm import commitlog_format as fmt
-from cluster.shm.consumequeue_format import java_string_hash, tag_hash_code
-from cluster.shm.control import ControlBlock
-from cluster.shm.indexfile_format import key_hash
-from cluster.shm.reput import Dispatcher, ReputService
-from cluster.shm.store import MessageStore, MessageToStore
-from cluster.shm.testing import BORN_HOST, STORE_HOST, message, tiny_config
+from rocketbox.cluster import _native as native
+from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.shm.consumequeue_format import java_string_hash, tag_hash_code
+from rocketbox.cluster.shm.control import ControlBlock
+from rocketbox.cluster.shm.indexfile_format import key_hash
+from rocketbox.cluster.shm.reput import Dispatcher, ReputService
+from rocketbox.cluster.shm.store import MessageStore, MessageToStore
+from rocketbox.cluster.shm.testing import BORN_HOST, STORE_HOST, message, tiny_config
 
 # Tags and keys whose Java hashes (over UTF-16 code units: surrogate pairs, the last BMP and
 # plane code points, long texts) the C dispatch must compute as Python does.

@@ -2,9 +2,9 @@
 the helper uses (cluster/_native/helper.h) must equal the Python constant of the same field,
 so a change on one side alone fails here instead of corrupting records."""
 
-from cluster._native import _rocketbox_native
-from cluster.shm import batch_format, commitlog_format as clf, consumequeue_format as cqf, indexfile_format as ixf
-from cluster.shm.indexfile import LOOKUP_CHAIN_STEPS_MAX
+from rocketbox.cluster._native import _rocketbox_native
+from rocketbox.cluster.shm import batch_format, commitlog_format as clf, consumequeue_format as cqf, indexfile_format as ixf
+from rocketbox.cluster.shm.indexfile import LOOKUP_CHAIN_STEPS_MAX
 
 lib = _rocketbox_native.lib
 

@@ -7,10 +7,10 @@ import os
 
 import pytest
 
-from cluster.client.message import MessageQueue
-from cluster.client.offset_store import (LocalOffsetStore, local_offset_store_path, offset_table_from_rows,
+from rocketbox.cluster.client.message import MessageQueue
+from rocketbox.cluster.client.offset_store import (LocalOffsetStore, local_offset_store_path, offset_table_from_rows,
                                          offset_table_rows, store_id)
-from cluster.errors import ClientError
+from rocketbox.cluster.errors import ClientError
 
 Q0, Q1 = MessageQueue("T", "broker-a", 0), MessageQueue("T", "broker-b", 1)
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import inspect
 
-from cluster.broker.service import BrokerService
-from cluster.config import NamesrvConfig
-from cluster.namesrv import NamesrvService
-from cluster.protocol import BROKER, CLIENT, NAMESRV, SERVED_BY, RequestCode, send_fields_long, send_fields_short
-from cluster.wire_format import Command
+from rocketbox.cluster.broker.service import BrokerService
+from rocketbox.cluster.config import NamesrvConfig
+from rocketbox.cluster.namesrv import NamesrvService
+from rocketbox.cluster.protocol import BROKER, CLIENT, NAMESRV, SERVED_BY, RequestCode, send_fields_long, send_fields_short
+from rocketbox.cluster.wire_format import Command
 
 
 def _broker_handler_codes() -> set[int]:
@@ -38,7 +38,7 @@ def test_send_v2_short_names_map_both_ways():
 def test_client_served_codes_have_a_client_handler():
     import inspect as _inspect
 
-    from cluster.client import consumer, transaction
+    from rocketbox.cluster.client import consumer, transaction
     source = _inspect.getsource(consumer) + _inspect.getsource(transaction)
     for code, server in SERVED_BY.items():
         if server == CLIENT:

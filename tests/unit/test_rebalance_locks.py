@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from cluster.broker.locks import LockProcessor, RebalanceLockManager
-from cluster.protocol import RequestCode, ResponseCode
-from cluster.wire_format import Command
+from rocketbox.cluster.broker.locks import LockProcessor, RebalanceLockManager
+from rocketbox.cluster.protocol import RequestCode, ResponseCode
+from rocketbox.cluster.wire_format import Command
 
 Q0 = ("T", "broker-a", 0)
 Q1 = ("T", "broker-a", 1)

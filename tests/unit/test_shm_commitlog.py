@@ -2,11 +2,11 @@ import errno
 
 import pytest
 
-from cluster.shm import commitlog as commitlog_module
-from cluster.shm import commitlog_format as fmt
-from cluster.shm import mapped_file
-from cluster.shm.commitlog import AppendStatus, CommitLog
-from cluster.shm.testing import STORE_HOST, tiny_config
+from rocketbox.cluster.shm import commitlog as commitlog_module
+from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.shm import mapped_file
+from rocketbox.cluster.shm.commitlog import AppendStatus, CommitLog
+from rocketbox.cluster.shm.testing import STORE_HOST, tiny_config
 
 SEG = 64 * 1024
 

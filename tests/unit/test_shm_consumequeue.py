@@ -1,8 +1,8 @@
 import os
 
-from cluster.shm.consumequeue import ConsumeQueue, ConsumeQueueSet
-from cluster.shm.consumequeue_format import ENTRY_SIZE
-from cluster.shm.testing import tiny_config
+from rocketbox.cluster.shm.consumequeue import ConsumeQueue, ConsumeQueueSet
+from rocketbox.cluster.shm.consumequeue_format import ENTRY_SIZE
+from rocketbox.cluster.shm.testing import tiny_config
 
 
 def fill(cq: ConsumeQueue, count: int, *, size: int = 100) -> None:

@@ -2,8 +2,8 @@ import os
 
 import pytest
 
-from cluster.shm import checkpoint, json_store, paths
-from cluster.shm.control import ControlBlock
+from rocketbox.cluster.shm import checkpoint, json_store, paths
+from rocketbox.cluster.shm.control import ControlBlock
 
 
 def test_cursors_are_shared_between_mappings(tmp_path):

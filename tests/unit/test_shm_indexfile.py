@@ -1,8 +1,8 @@
 import os
 
-from cluster.shm import indexfile_format as ixf
-from cluster.shm.indexfile import IndexService
-from cluster.shm.testing import tiny_config
+from rocketbox.cluster.shm import indexfile_format as ixf
+from rocketbox.cluster.shm.indexfile import IndexService
+from rocketbox.cluster.shm.testing import tiny_config
 
 T0 = 1_700_000_000_000
 

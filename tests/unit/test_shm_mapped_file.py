@@ -3,8 +3,8 @@ import os
 
 import pytest
 
-from cluster.shm import mapped_file
-from cluster.shm.mapped_file import MappedFile, MappedFileCreateError, create_file
+from rocketbox.cluster.shm import mapped_file
+from rocketbox.cluster.shm.mapped_file import MappedFile, MappedFileCreateError, create_file
 
 
 def test_create_preallocates_and_is_idempotent(tmp_path):

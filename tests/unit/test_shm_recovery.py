@@ -7,11 +7,11 @@ import shutil
 
 import pytest
 
-from cluster.shm import commitlog_format as fmt
-from cluster.shm.control import ControlBlock
-from cluster.shm.reput import ReputService
-from cluster.shm.store import GetMessageStatus as G, PutMessageStatus as P
-from cluster.shm.testing import Harness, message, tiny_config
+from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.shm.control import ControlBlock
+from rocketbox.cluster.shm.reput import ReputService
+from rocketbox.cluster.shm.store import GetMessageStatus as G, PutMessageStatus as P
+from rocketbox.cluster.shm.testing import Harness, message, tiny_config
 
 SEG = 64 * 1024
 
@@ -232,7 +232,7 @@ def test_reput_in_another_process(tmp_path):
 def test_flushed_records_are_kept_even_when_they_look_torn(tmp_path):
     """A record below the checkpoint was msynced whole: the torn-write guess must not cut it
     (a record whose properties end in NUL once made recovery drop every later acknowledged one)."""
-    from cluster.shm.store import MessageToStore
+    from rocketbox.cluster.shm.store import MessageToStore
     h = Harness(tiny_config(tmp_path))
     h.store.put_messages("T", 0, [message(b"before")])
     odd = message(b"odd")
@@ -255,7 +255,7 @@ def test_flushed_records_are_kept_even_when_they_look_torn(tmp_path):
 def test_a_store_with_only_a_preallocated_segment_is_empty(tmp_path):
     """The allocate worker creates the segment after the current one before any write; a broker
     restarted then must start at 0 again, not at that segment (its slaves start at 0)."""
-    from cluster.shm.commitlog import CommitLog
+    from rocketbox.cluster.shm.commitlog import CommitLog
     cfg = tiny_config(tmp_path)
     Harness(cfg).close()                 # a first boot: its checkpoint says 0
     CommitLog(cfg).ensure_segment(SEG)   # what the allocate worker leaves in an empty store

@@ -3,12 +3,12 @@
 import errno
 import os
 
-from cluster.shm import checkpoint
-from cluster.shm import commitlog_format as fmt
-from cluster.shm import mapped_file
-from cluster.shm.allocate import AllocateService
-from cluster.shm.consumequeue_format import tag_hash_code
-from cluster.shm.testing import Harness, message, tiny_config
+from rocketbox.cluster.shm import checkpoint
+from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.shm import mapped_file
+from rocketbox.cluster.shm.allocate import AllocateService
+from rocketbox.cluster.shm.consumequeue_format import tag_hash_code
+from rocketbox.cluster.shm.testing import Harness, message, tiny_config
 
 SEG = 64 * 1024
 

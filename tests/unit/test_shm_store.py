@@ -4,11 +4,11 @@ import errno
 
 import pytest
 
-from cluster.shm import commitlog_format as fmt
-from cluster.shm import mapped_file
-from cluster.shm.consumequeue_format import tag_hash_code
-from cluster.shm.store import GetMessageStatus as G, MessageStore, PutMessageStatus as P
-from cluster.shm.testing import STORE_HOST, Harness, message, tiny_config
+from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.shm import mapped_file
+from rocketbox.cluster.shm.consumequeue_format import tag_hash_code
+from rocketbox.cluster.shm.store import GetMessageStatus as G, MessageStore, PutMessageStatus as P
+from rocketbox.cluster.shm.testing import STORE_HOST, Harness, message, tiny_config
 
 
 @pytest.fixture
@@ -94,7 +94,7 @@ def test_illegal_input_is_a_status(h):
 
 
 def test_not_recovered_store_refuses(tmp_path):
-    from cluster.shm.control import ControlBlock
+    from rocketbox.cluster.shm.control import ControlBlock
     store = MessageStore(tiny_config(tmp_path), ControlBlock(str(tmp_path / "control")))
     assert store.put_messages("T", 0, [message()]).status is P.SERVICE_NOT_AVAILABLE
 
@@ -173,7 +173,7 @@ def test_disk_full_then_resumes(h, monkeypatch):
 
 
 def test_put_batch_body_matches_put_messages(h):
-    from cluster.shm import batch_format
+    from rocketbox.cluster.shm import batch_format
     items = [(i, b"body-%d" % i, fmt.encode_properties({"KEYS": f"k{i}"})) for i in range(5)]
     r = h.store.put_batch_body("T", 2, batch_format.encode_items(items), sys_flag=0,
                                born_timestamp_ms=7, born_host=STORE_HOST)

@@ -7,8 +7,8 @@ import zlib
 
 import pytest
 
-from cluster.shm import checkpoint_format, control_format, offset_slots_format
-from cluster.shm.checkpoint_format import Checkpoint
+from rocketbox.cluster.shm import checkpoint_format, control_format, offset_slots_format
+from rocketbox.cluster.shm.checkpoint_format import Checkpoint
 
 
 def test_checkpoint_golden_bytes():

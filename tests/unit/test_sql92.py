@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from cluster.filter import sql92
-from cluster.filter.sql92 import SqlParseError, compile_sql, evaluate, parse
+from rocketbox.cluster.filter import sql92
+from rocketbox.cluster.filter.sql92 import SqlParseError, compile_sql, evaluate, parse
 
 
 def matches(expression: str, **properties) -> bool:

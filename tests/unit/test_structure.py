@@ -1,9 +1,11 @@
 """The package's shape: imports point down the layers, no import circle, no oversized module.
 
 Every import counts, including those inside functions (an import deferred into a
-function still ties the two modules together). ``from cluster import _native`` is an
-import of ``cluster._native``; the package root ``cluster`` (the public re-exports) is
-the top of the stack and nothing inside the package may import it.
+function still ties the two modules together). ``from rocketbox.cluster import _native`` is an
+import of ``rocketbox.cluster._native``; the package root ``rocketbox.cluster`` (the public
+re-exports) is the top of the stack and nothing inside the package may import it. The directories
+``cluster/``, ``spark/`` and ``perf/`` are installed as ``rocketbox.cluster``, ``rocketbox.spark``
+and ``rocketbox.perf`` (setup.py), and every import names them so.
 """
 
 from __future__ import annotations
@@ -14,11 +16,13 @@ import pathlib
 import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-PACKAGES = ("cluster", "spark", "perf")
+PACKAGES = ("cluster", "spark", "perf")   # directories of the checkout
+INSTALLED_ROOT = "rocketbox"               # the one top-level name they are installed under
 MODULE_LINES_MAX = 600
 
-# Lowest first. A module may import modules of its own layer or of a lower one only.
-LAYERS: list[tuple[str, ...]] = [
+# Lowest first, by dotted path below the installed root. A module may import modules of its own
+# layer or of a lower one only.
+_LAYERS_BY_PATH: list[tuple[str, ...]] = [
     ("cluster._native", "cluster.clock", "cluster.fault_proxy", "cluster.format_errors"),
     ("cluster.config",),
     ("cluster.wire_format",),
@@ -34,15 +38,17 @@ LAYERS: list[tuple[str, ...]] = [
     ("spark", "perf"),
 ]
 # Same layer, but neither may import the other.
-FORBIDDEN = [("cluster.broker", "cluster.client"), ("cluster.client", "cluster.broker"),
-             ("cluster.broker", "cluster.controller")]
+_FORBIDDEN_BY_PATH = [("cluster.broker", "cluster.client"), ("cluster.client", "cluster.broker"),
+                      ("cluster.broker", "cluster.controller")]
+LAYERS = [tuple(f"{INSTALLED_ROOT}.{name}" for name in layer) for layer in _LAYERS_BY_PATH]
+FORBIDDEN = [(f"{INSTALLED_ROOT}.{low}", f"{INSTALLED_ROOT}.{high}") for low, high in _FORBIDDEN_BY_PATH]
 
 
 def _module_name(path: pathlib.Path) -> str:
     parts = list(path.relative_to(REPO).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
-    return ".".join(parts)
+    return ".".join([INSTALLED_ROOT, *parts])
 
 
 def _modules() -> dict[str, pathlib.Path]:
@@ -70,7 +76,7 @@ def _imports(path: pathlib.Path, module: str, known: set[str]) -> set[str]:
             for alias in node.names:
                 submodule = f"{source}.{alias.name}"
                 targets.add(submodule if submodule in known else source)
-    return {t for t in targets if t.split(".")[0] in PACKAGES}
+    return {t for t in targets if t.split(".")[0] in (INSTALLED_ROOT, *PACKAGES)}
 
 
 def _graph() -> dict[str, set[str]]:
@@ -91,6 +97,13 @@ def _layer_of(module: str) -> tuple[int, str]:
 def test_every_module_has_a_layer():
     unplaced = sorted(m for m in _modules() if _layer_of(m)[0] < 0)
     assert not unplaced, f"modules outside every layer (add them to LAYERS): {unplaced}"
+
+
+def test_imports_name_the_installed_package():
+    """``import cluster`` from a checkout would load a second copy of every module it reaches."""
+    bare = sorted(f"{module} -> {target}" for module, targets in _graph().items()
+                  for target in targets if target.split(".")[0] in PACKAGES)
+    assert not bare, f"imports by checkout directory instead of {INSTALLED_ROOT}.*:\n" + "\n".join(bare)
 
 
 def test_imports_point_down():

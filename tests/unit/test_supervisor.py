@@ -19,14 +19,14 @@ from pathlib import Path
 import psutil
 import pytest
 
-from cluster.procs import lifecycle
-from cluster.procs.lifecycle import EXIT_BOOT_ERROR, EXIT_OK
-from cluster.procs.arbiter import Supervisor
-from cluster.procs.child_table import ChildSpec, validate_table
-from cluster.procs.children import ChildState, describe_exit
-from cluster.procs.detach import spawn_detached
-from cluster.procs.run_state import STATE_FILE_NAME, read_state_file
-from cluster.procs.supervisor_errors import BootError, SupervisorError
+from rocketbox.cluster.procs import lifecycle
+from rocketbox.cluster.procs.lifecycle import EXIT_BOOT_ERROR, EXIT_OK
+from rocketbox.cluster.procs.arbiter import Supervisor
+from rocketbox.cluster.procs.child_table import ChildSpec, validate_table
+from rocketbox.cluster.procs.children import ChildState, describe_exit
+from rocketbox.cluster.procs.detach import spawn_detached
+from rocketbox.cluster.procs.run_state import STATE_FILE_NAME, read_state_file
+from rocketbox.cluster.procs.supervisor_errors import BootError, SupervisorError
 
 REPO_DIR = Path(__file__).resolve().parents[2]
 CHILD_PROGRAM = REPO_DIR / "tests" / "procs_child.py"
@@ -106,12 +106,12 @@ def test_table_validation_rejects_ambiguous_tables(events):
         validate_table([child("l1", events, group="g", leader=True),
                         child("l2", events, group="g", leader=True)])
     with pytest.raises(ValueError, match="exactly one of argv and module"):
-        ChildSpec(name="x", argv=["true"], module="cluster.procs.broker").validate()
+        ChildSpec(name="x", argv=["true"], module="rocketbox.cluster.procs.broker").validate()
     with pytest.raises(ValueError, match="unknown ChildSpec fields"):
         ChildSpec.from_dict({"name": "x", "argv": ["true"], "retsart": "never"})
-    spec = ChildSpec(name="b", module="cluster.procs.broker", args=["--config-json", "{}"],
+    spec = ChildSpec(name="b", module="rocketbox.cluster.procs.broker", args=["--config-json", "{}"],
                      group="broker-a", leader=True)
-    assert spec.command() == [sys.executable, "-P", "-m", "cluster.procs.broker", "--config-json", "{}"]
+    assert spec.command() == [sys.executable, "-P", "-m", "rocketbox.cluster.procs.broker", "--config-json", "{}"]
     assert ChildSpec.from_dict(json.loads(json.dumps(spec.to_dict()))) == spec
 
 
@@ -137,7 +137,7 @@ def test_ready_line_round_trip_and_no_supervisor_means_no_op(monkeypatch):
 
 def test_child_exits_when_its_expected_parent_is_not_its_parent(tmp_path):
     import subprocess
-    code = "from cluster.procs import lifecycle; lifecycle.install_parent_death_signal(1); print('survived')"
+    code = "from rocketbox.cluster.procs import lifecycle; lifecycle.install_parent_death_signal(1); print('survived')"
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO_DIR, capture_output=True,
                             text=True, timeout=DEADLINE_S)
     assert result.returncode == lifecycle.EXIT_PARENT_GONE
@@ -362,7 +362,7 @@ def test_supervisor_driven_from_another_thread_polls_instead_of_signals(tmp_path
 def supervisor_argv(tmp_path: Path, specs: list[ChildSpec]) -> list[str]:
     specs_path = tmp_path / "children.json"
     specs_path.write_text(json.dumps([s.to_dict() for s in specs]))
-    return [sys.executable, "-m", "cluster.procs.supervisor", "--data-dir", str(tmp_path),
+    return [sys.executable, "-m", "rocketbox.cluster.procs.supervisor", "--data-dir", str(tmp_path),
             "--specs", str(specs_path)]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, strategies as st
 
-from cluster.wire_format import (FLAG_RESPONSE, Command, FrameError, decode_header, encode_header, from_frames,
+from rocketbox.cluster.wire_format import (FLAG_RESPONSE, Command, FrameError, decode_header, encode_header, from_frames,
                                  to_frames)
 
 GOLDEN = bytes.fromhex(
