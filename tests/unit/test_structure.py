@@ -25,7 +25,7 @@ MODULE_LINES_MAX = 600
 _LAYERS_BY_PATH: list[tuple[str, ...]] = [
     ("cluster._native", "cluster.clock", "cluster.fault_proxy", "cluster.format_errors"),
     ("cluster.config",),
-    ("cluster.wire_format",),
+    ("cluster.wire_format", "cluster.remoting_format"),
     ("cluster.shm",),
     ("cluster.protocol", "cluster.zmq_transport", "cluster.filter"),
     ("cluster.errors",),
