@@ -27,6 +27,9 @@ from dataclasses import dataclass
 NAMESRV_PORT_DEFAULT = 9871
 BROKER_PORT_DEFAULT = 10811
 BROKER_PORT_STEP = 10
+# RocketMQ's own ports, where its remoting protocol is served (remoting_transport.py).
+NAMESRV_REMOTING_PORT_DEFAULT = 9876
+BROKER_REMOTING_PORT_DEFAULT = 10911
 
 
 def namesrv_endpoints(addresses) -> tuple[str, ...]:
@@ -142,6 +145,8 @@ class StoreConfig:
 class NamesrvConfig:
     host: str = "127.0.0.1"
     port: int = NAMESRV_PORT_DEFAULT
+    # RocketMQ's remoting protocol (RocketMQ clients, mqadmin) on this port; 0 serves none.
+    remoting_port: int = 0
     data_dir: str = ""
     # A broker silent for this long is dropped from routes (RocketMQ: 120 s).
     broker_expiry_ms: int = 120_000
@@ -161,6 +166,7 @@ class NamesrvConfig:
     def validate(self) -> None:
         if not 0 < self.port < 65536:
             raise ValueError(f"port {self.port} is out of range")
+        _check_remoting_port(self.remoting_port, self.port)
         if self.broker_expiry_ms <= 0 or self.broker_heartbeat_timeout_ms <= 0:
             raise ValueError("broker_expiry_ms and broker_heartbeat_timeout_ms must be positive")
 
@@ -178,6 +184,10 @@ class BrokerConfig:
     broker_role: str = ASYNC_MASTER
     host: str = "127.0.0.1"
     port: int = BROKER_PORT_DEFAULT
+    # RocketMQ's remoting protocol (RocketMQ clients, mqadmin) on this port; 0 serves none. With
+    # one, the stored STOREHOST (and so every offset message id) names this door, as on a RocketMQ
+    # broker: the C++ client sends a message back for retry to the address in it.
+    remoting_port: int = 0
     namesrv_endpoints: tuple[str, ...] = ()
     # Broker -> NameServer registration heartbeat (RocketMQ: 30 s).
     register_interval_ms: int = 30_000
@@ -266,6 +276,7 @@ class BrokerConfig:
             raise ValueError(problem)
         if not 0 < self.port < 65536:
             raise ValueError(f"port {self.port} is out of range")
+        _check_remoting_port(self.remoting_port, self.port, self.ha_port or self.port + 1)
         if self.broker_id < 0:
             raise ValueError("broker_id must be >= 0")
 
@@ -279,6 +290,16 @@ class BrokerConfig:
         return f"{self.host}:{self.port}"
 
     @property
+    def remoting_address(self) -> str:
+        """host:port of the remoting door, "" without one."""
+        return f"{self.host}:{self.remoting_port}" if self.remoting_port else ""
+
+    @property
+    def store_host_port(self) -> int:
+        """The port the stored STOREHOST carries: the remoting door's when there is one."""
+        return self.remoting_port or self.port
+
+    @property
     def ha_address(self) -> str:
         """A master's HA host:port (haServerAddr in its registration)."""
         return f"{self.host}:{self.ha_port or self.port + 1}"
@@ -286,6 +307,13 @@ class BrokerConfig:
     @property
     def is_slave(self) -> bool:
         return self.broker_role == SLAVE
+
+
+def _check_remoting_port(remoting_port: int, *taken: int) -> None:
+    if not 0 <= remoting_port < 65536:
+        raise ValueError(f"remoting_port {remoting_port} is out of range")
+    if remoting_port and remoting_port in taken:
+        raise ValueError(f"remoting_port {remoting_port} is already this process's native or HA port")
 
 
 def latency_table_problem(latency_max_ms, durations_ms, isolation_latency_ms) -> str | None:

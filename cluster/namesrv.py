@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from rocketbox.cluster.config import NamesrvConfig, name_problem
 from rocketbox.cluster.protocol import (answers_refusals, MASTER_ID, ProtocolError, RequestCode, ResponseCode, field_int,
                               field_str, json_body, to_json_bytes)
-from rocketbox.cluster.wire_format import Command
+from rocketbox.cluster.wire_format import DOOR_NATIVE, DOOR_REMOTING, Command
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +32,12 @@ class LiveBroker:
     ha_address: str = ""
     # Controller mode: the epoch of a master's term (0 without a controller).
     epoch: int = 0
+    # Its RocketMQ remoting door, host:port ("" when it serves none): what routes asked for
+    # through a remoting door carry instead of ``address``.
+    remoting_address: str = ""
+
+    def address_for(self, door: str) -> str:
+        return self.remoting_address if door == DOOR_REMOTING else self.address
 
 
 @dataclass
@@ -111,18 +117,21 @@ class RouteTable:
     def delete_topic(self, topic: str) -> bool:
         return self.topics.pop(topic, None) is not None
 
-    def broker_addrs(self, broker_name: str) -> dict[str, str]:
-        return {str(b.broker_id): b.address for b in self.brokers.values() if b.broker_name == broker_name}
+    def broker_addrs(self, broker_name: str, door: str = DOOR_NATIVE) -> dict[str, str]:
+        """Broker id -> address of ``door`` (brokers without that door left out)."""
+        return {str(b.broker_id): b.address_for(door) for b in self.brokers.values()
+                if b.broker_name == broker_name and b.address_for(door)}
 
-    def route(self, topic: str) -> dict | None:
-        """TopicRouteData as RocketMQ serialises it, or None for an unknown topic."""
+    def route(self, topic: str, door: str = DOOR_NATIVE) -> dict | None:
+        """TopicRouteData as RocketMQ serialises it, with the addresses of ``door``; None for an
+        unknown topic."""
         per_broker = self.topics.get(topic)
         if not per_broker:
             return None
         queue_datas = [dict(q) for _, q in sorted(per_broker.items())]
         broker_datas = []
         for broker_name in sorted(per_broker):
-            addrs = self.broker_addrs(broker_name)
+            addrs = self.broker_addrs(broker_name, door)
             if not addrs:
                 continue
             cluster = next(b.cluster_name for b in self.brokers.values() if b.broker_name == broker_name)
@@ -132,13 +141,20 @@ class RouteTable:
         return {"orderTopicConf": None, "queueDatas": queue_datas, "brokerDatas": broker_datas,
                 "filterServerTable": {}}
 
-    def cluster_info(self) -> dict:
+    def cluster_info(self, door: str = DOOR_NATIVE) -> dict:
+        """ClusterInfo with the addresses of ``door``; through the native door each broker entry
+        also lists its remoting addresses (``remotingAddrs``), so an offset message id (which
+        names the remoting door when there is one) can be traced to its broker."""
         broker_addr_table: dict[str, dict] = {}
         cluster_addr_table: dict[str, list[str]] = {}
         for b in self.brokers.values():
+            if not b.address_for(door):
+                continue
             entry = broker_addr_table.setdefault(
                 b.broker_name, {"cluster": b.cluster_name, "brokerName": b.broker_name, "brokerAddrs": {}})
-            entry["brokerAddrs"][str(b.broker_id)] = b.address
+            entry["brokerAddrs"][str(b.broker_id)] = b.address_for(door)
+            if door == DOOR_NATIVE and b.remoting_address:
+                entry.setdefault("remotingAddrs", {})[str(b.broker_id)] = b.remoting_address
             names = cluster_addr_table.setdefault(b.cluster_name, [])
             if b.broker_name not in names:
                 names.append(b.broker_name)
@@ -194,8 +210,10 @@ class NamesrvService:
             last_heartbeat_ms=self.clock_ms(),
             ha_address=request.fields.get("haServerAddr", ""),
             epoch=field_int(request, "masterEpoch", 0),
+            remoting_address=request.fields.get("remotingAddr", ""),
         )
-        problem = name_problem("broker", broker.broker_name) or address_problem(broker.address)
+        problem = (name_problem("broker", broker.broker_name) or address_problem(broker.address)
+                   or (broker.remoting_address and address_problem(broker.remoting_address)))
         if problem:
             raise ProtocolError(problem)
         topic_configs = body.get("topicConfigTable")
@@ -219,14 +237,14 @@ class NamesrvService:
     @answers_refusals
     def on_get_route(self, request: Command, reply=None) -> Command:
         topic = field_str(request, "topic")
-        route = self.table.route(topic)
+        route = self.table.route(topic, request.door)
         if route is None:
             return request.response(ResponseCode.TOPIC_NOT_EXIST,
                                     remark=f"No topic route info in name server for the topic: {topic}")
         return request.response(ResponseCode.SUCCESS, body=to_json_bytes(route))
 
     def on_cluster_info(self, request: Command, reply=None) -> Command:
-        return request.response(ResponseCode.SUCCESS, body=to_json_bytes(self.table.cluster_info()))
+        return request.response(ResponseCode.SUCCESS, body=to_json_bytes(self.table.cluster_info(request.door)))
 
     def on_topic_list(self, request: Command, reply=None) -> Command:
         return request.response(ResponseCode.SUCCESS,

@@ -111,7 +111,7 @@ def broker_runtime_info(address: str, timeout_ms: int = 1000) -> dict | None:
 
 def store_host_prefix(cfg: BrokerConfig) -> str:
     """The store-host part of the offset msg ids a broker writes (its IP and port, hex)."""
-    return "".join(f"{int(part):02X}" for part in cfg.host.split(".")) + f"{cfg.port:08X}"
+    return "".join(f"{int(part):02X}" for part in cfg.host.split(".")) + f"{cfg.store_host_port:08X}"
 
 
 def commitlog_bytes(store_dir: str, end: int, file_size: int) -> bytes:
@@ -129,12 +129,16 @@ class LocalCluster:
     def __init__(self, data_dir: str, *, namesrvs: int = 1, brokers: int = 1, flush_mode: str = ASYNC_FLUSH,
                  store_overrides: dict | None = None, broker_overrides: dict | None = None,
                  namesrv_overrides: dict | None = None, heartbeat_timeout_s: float | None = None,
-                 slaves: int = 0, failover: bool = False):
+                 slaves: int = 0, failover: bool = False, remoting: bool = True):
         """``slaves`` per broker group (children ``broker-a-s1``, ...; broker/ha.py); ``failover``:
-        controllers in the NameServers elect each group's master (cluster/controller/)."""
+        controllers in the NameServers elect each group's master (cluster/controller/);
+        ``remoting``: every process also serves RocketMQ's remoting protocol (on free ports too)."""
         base = namesrvs + brokers * (2 + slaves)
-        ports = free_ports(base + (namesrvs + brokers * slaves if failover else 0))
-        extra = ports[base:]
+        failover_count = namesrvs + brokers * slaves if failover else 0
+        remoting_count = namesrvs + brokers * (1 + slaves) if remoting else 0
+        ports = free_ports(base + failover_count + remoting_count)
+        extra = ports[base:base + failover_count]
+        remoting_ports = ports[base + failover_count:]
         store = dict(SMALL_STORE)
         store.update(store_overrides or {})
         masters_end = namesrvs + brokers
@@ -143,7 +147,10 @@ class LocalCluster:
             namesrv_ports=ports[:namesrvs], broker_ports=ports[namesrvs:masters_end], store_overrides=store,
             broker_overrides=broker_overrides, namesrv_overrides=namesrv_overrides, slave_count=slaves,
             ha_ports=ports[masters_end:masters_end + brokers], slave_ports=ports[masters_end + brokers:base],
-            failover=failover, controller_ports=extra[:namesrvs] or None, slave_ha_ports=extra[namesrvs:] or None)
+            failover=failover, controller_ports=extra[:namesrvs] or None, slave_ha_ports=extra[namesrvs:] or None,
+            remoting=remoting, namesrv_remoting_ports=remoting_ports[:namesrvs] or None,
+            broker_remoting_ports=remoting_ports[namesrvs:masters_end] or None,
+            slave_remoting_ports=remoting_ports[masters_end:] or None)
         self.data_dir = self.topology.data_dir
         self.heartbeat_timeout_s = heartbeat_timeout_s
         self.process: subprocess.Popen | None = None
@@ -151,6 +158,11 @@ class LocalCluster:
     @property
     def namesrv(self) -> str:
         return self.topology.namesrv_env
+
+    @property
+    def remoting_namesrv(self) -> str:
+        """The NameServers' remoting addresses, as a RocketMQ client's namesrvAddr ("host:port;...")."""
+        return ";".join(f"{n.host}:{n.remoting_port}" for n in self.topology.namesrvs if n.remoting_port)
 
     def start(self, ready_timeout_s: float = 60.0) -> "LocalCluster":
         os.makedirs(self.data_dir, exist_ok=True)

@@ -23,8 +23,9 @@ import random
 import socket
 from dataclasses import dataclass
 
-from rocketbox.cluster.config import (ASYNC_FLUSH, BROKER_PORT_DEFAULT, BROKER_PORT_STEP, NAMESRV_PORT_DEFAULT, SLAVE,
-                            BrokerConfig, NamesrvConfig, StoreConfig, namesrv_endpoints, to_json)
+from rocketbox.cluster.config import (ASYNC_FLUSH, BROKER_PORT_DEFAULT, BROKER_PORT_STEP, BROKER_REMOTING_PORT_DEFAULT,
+                                      NAMESRV_PORT_DEFAULT, NAMESRV_REMOTING_PORT_DEFAULT, SLAVE, BrokerConfig,
+                                      NamesrvConfig, StoreConfig, namesrv_endpoints, to_json)
 from rocketbox.cluster.procs.child_table import ChildSpec
 from rocketbox.cluster.shm.control_format import heartbeat_offset
 from rocketbox.cluster.shm.paths import control_path
@@ -113,7 +114,10 @@ def build_topology(data_dir: str, *, namesrv_count: int = 1, broker_count: int =
                    broker_overrides: dict | None = None, namesrv_overrides: dict | None = None,
                    slave_count: int = 0, ha_ports: list[int] | None = None,
                    slave_ports: list[int] | None = None, failover: bool = False,
-                   controller_ports: list[int] | None = None, slave_ha_ports: list[int] | None = None) -> Topology:
+                   controller_ports: list[int] | None = None, slave_ha_ports: list[int] | None = None,
+                   remoting: bool = False, namesrv_remoting_ports: list[int] | None = None,
+                   broker_remoting_ports: list[int] | None = None,
+                   slave_remoting_ports: list[int] | None = None) -> Topology:
     """``slave_count`` slaves per group: by default slave n of a group listens on its master's
     port + 2n and the master's HA endpoint is its port + 1 (``ha_ports``, ``slave_ports`` (group
     by group) override them).
@@ -121,14 +125,29 @@ def build_topology(data_dir: str, *, namesrv_count: int = 1, broker_count: int =
     ``failover``: every NameServer also runs a controller node (Raft on ``controller_ports``,
     default its port + CONTROLLER_PORT_OFFSET) and every replica of a group runs in controller
     mode: the controller names the master, and each replica has an HA endpoint of its own (a
-    slave's: its port + 1, or ``slave_ha_ports``) for when it is elected."""
+    slave's: its port + 1, or ``slave_ha_ports``) for when it is elected.
+
+    ``remoting``: every NameServer and broker also serves RocketMQ's remoting protocol, on
+    ``namesrv_remoting_ports`` (default 9876, 9877, ...), ``broker_remoting_ports`` (default 10911,
+    +10 a group) and ``slave_remoting_ports`` (default: the master's + 2n), as on RocketMQ's ports."""
     data_dir = os.path.abspath(data_dir)
     namesrv_ports = namesrv_ports or [NAMESRV_PORT_DEFAULT + i for i in range(namesrv_count)]
     broker_ports = broker_ports or [BROKER_PORT_DEFAULT + BROKER_PORT_STEP * i for i in range(broker_count)]
     if slave_count and slave_ports is None:
         slave_ports = [broker_ports[i] + 2 * n for i in range(broker_count) for n in range(1, slave_count + 1)]
-    namesrvs = tuple(NamesrvConfig(host=host, port=namesrv_ports[i], data_dir=os.path.join(data_dir, f"namesrv-{i}"),
-                                   **(namesrv_overrides or {}))
+    if remoting:
+        namesrv_remoting_ports = namesrv_remoting_ports or [NAMESRV_REMOTING_PORT_DEFAULT + i
+                                                            for i in range(namesrv_count)]
+        broker_remoting_ports = broker_remoting_ports or [BROKER_REMOTING_PORT_DEFAULT + BROKER_PORT_STEP * i
+                                                          for i in range(broker_count)]
+        slave_remoting_ports = slave_remoting_ports or [broker_remoting_ports[i] + 2 * n for i in range(broker_count)
+                                                        for n in range(1, slave_count + 1)]
+    else:
+        namesrv_remoting_ports = [0] * namesrv_count
+        broker_remoting_ports = [0] * broker_count
+        slave_remoting_ports = [0] * (broker_count * slave_count)
+    namesrvs = tuple(NamesrvConfig(host=host, port=namesrv_ports[i], remoting_port=namesrv_remoting_ports[i],
+                                   data_dir=os.path.join(data_dir, f"namesrv-{i}"), **(namesrv_overrides or {}))
                      for i in range(namesrv_count))
     if failover:
         controller_ports = controller_ports or [p + CONTROLLER_PORT_OFFSET for p in namesrv_ports[:namesrv_count]]
@@ -145,7 +164,8 @@ def build_topology(data_dir: str, *, namesrv_count: int = 1, broker_count: int =
         store = StoreConfig(store_dir=os.path.join(data_dir, name, "store"), flush_mode=flush_mode,
                             **(store_overrides or {}))
         cfg = BrokerConfig(store=store, broker_name=name, host=host, port=broker_ports[i],
-                           namesrv_endpoints=endpoints, **(broker_overrides or {}))
+                           remoting_port=broker_remoting_ports[i], namesrv_endpoints=endpoints,
+                           **(broker_overrides or {}))
         if ha_ports:
             cfg = dataclasses.replace(cfg, ha_port=ha_ports[i])
         cfg.validate()
@@ -157,6 +177,7 @@ def build_topology(data_dir: str, *, namesrv_count: int = 1, broker_count: int =
                 data_dir, slave_name(master.broker_name, n), "store"))
             cfg = dataclasses.replace(master, store=store, broker_id=n, broker_role=SLAVE, ha_port=0,
                                       port=slave_ports[i * slave_count + n - 1],
+                                      remoting_port=slave_remoting_ports[i * slave_count + n - 1],
                                       ha_master_address=master.ha_address,
                                       master_address=master.address)
             if failover:   # a replica like the others: the controller picks its role

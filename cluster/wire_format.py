@@ -22,6 +22,7 @@ Pure: no I/O.
 
 from __future__ import annotations
 
+import itertools
 import struct
 from dataclasses import dataclass, field
 
@@ -34,10 +35,21 @@ VERSION = 401
 FLAG_RESPONSE = 0x1
 FLAG_ONEWAY = 0x2
 
+DOOR_NATIVE = ""
+DOOR_REMOTING = "remoting"
+
 _FIXED = struct.Struct(">hBhii")  # code, language, version, opaque, flag
 _INT = struct.Struct(">i")
 _SHORT = struct.Struct(">H")
 HEADER_BYTES_MAX = 1 << 20
+
+
+_opaque_counter = itertools.count(1)
+
+
+def next_opaque() -> int:
+    """A fresh request id of this process (RocketMQ's opaque: 31 bits, never negative)."""
+    return next(_opaque_counter) & 0x7FFFFFFF
 
 
 class FrameError(ValueError):
@@ -58,6 +70,9 @@ class Command:
     version: int = VERSION
     # Where the request came from (IPv4 text), set by the transport; never on the wire.
     peer_address: str = ""
+    # The door it came through ("" for the native ZeroMQ one, DOOR_REMOTING for RocketMQ's TCP
+    # protocol): a NameServer answers with the addresses of that door. Never on the wire.
+    door: str = ""
 
     @property
     def is_response(self) -> bool:

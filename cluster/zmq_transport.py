@@ -25,16 +25,14 @@ from typing import Callable
 
 import zmq
 
-from rocketbox.cluster.wire_format import FLAG_ONEWAY, FLAG_RESPONSE, Command, FrameError, from_frames, to_frames
+from rocketbox.cluster.log_limit import RateLimitedLog
+from rocketbox.cluster.protocol import ResponseCode
+from rocketbox.cluster.request_dispatch import Handler, dispatch
+from rocketbox.cluster.wire_format import (FLAG_ONEWAY, FLAG_RESPONSE, Command, FrameError, from_frames,
+                                           next_opaque, to_frames)
 
 log = logging.getLogger(__name__)
-
-_opaque_counter = itertools.count(1)
-
-
-def next_opaque() -> int:
-    return next(_opaque_counter) & 0x7FFFFFFF
-
+_limited = RateLimitedLog(log)
 
 class TransportError(Exception):
     """The peer could not be reached or did not answer in time."""
@@ -105,9 +103,6 @@ class Reply:
         response.opaque = self._opaque
         response.flag |= FLAG_RESPONSE
         self._server.send(self.peer, response)
-
-
-Handler = Callable[[Command, Reply], "Command | None"]
 
 
 class EventLoop:
@@ -241,14 +236,13 @@ class RpcServer:
             self._dispatch(sock.recv_multipart(copy=False))
 
     def _dispatch(self, frames) -> None:
-        from rocketbox.cluster.protocol import ResponseCode  # local: protocol imports nothing of ours back
-
         peer = frames[0].bytes
         try:
             request = from_frames(frames[1:])
         except FrameError as exc:
             self.malformed_frames += 1
-            log.warning("%s: malformed frame from peer %s: %s", self.name, peer.hex(), exc)
+            _limited.warning(f"malformed:{self.name}", "%s: malformed frame from peer %s: %s", self.name,
+                             peer.hex(), exc)
             self.send(peer, Command(ResponseCode.SYSTEM_ERROR, {}, b"", 0, FLAG_RESPONSE,
                                     f"malformed frame: {exc}"))
             return
@@ -257,21 +251,7 @@ class RpcServer:
             request.peer_address = frames[1].get("Peer-Address")
         except (zmq.ZMQError, AttributeError):
             pass  # not a TCP peer (IPC): no address
-        reply = Reply(self, peer, request.opaque, request.is_oneway)
-        handler = self.handlers.get(request.code)
-        if handler is None:
-            log.warning("%s: request code %d is not supported", self.name, request.code)
-            reply(request.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-                                   remark=f"request code {request.code} is not supported by {self.name}"))
-            return
-        try:
-            response = handler(request, reply)
-        except Exception as exc:  # a handler bug must not take the process down
-            log.exception("%s: handler for code %d failed", self.name, request.code)
-            response = request.response(ResponseCode.SYSTEM_ERROR,
-                                        remark=f"{type(exc).__name__}: {exc}")
-        if response is not None:
-            reply(response)
+        dispatch(self.handlers, request, Reply(self, peer, request.opaque, request.is_oneway), self.name)
 
     def notify(self, peer: bytes, cmd: Command) -> None:
         """A one-way request from server to client (RocketMQ's broker -> client calls)."""

@@ -44,7 +44,7 @@ def boot(cfg: BrokerConfig) -> BootedBroker:
     store_dir = cfg.store.store_dir
     os.makedirs(store_dir, exist_ok=True)
     control = ControlBlock(control_path(store_dir))
-    store = MessageStore(cfg.store, control, store_host=pack_host(cfg.host, cfg.port))
+    store = MessageStore(cfg.store, control, store_host=pack_host(cfg.host, cfg.store_host_port))
     recovery = store.recover()
     log.info("recovery: %s", recovery)
     epochs = EpochCache(store_dir)

@@ -31,6 +31,7 @@ from rocketbox.cluster.broker.slave_sync import SlaveSynchronize
 from rocketbox.cluster.broker.topics import TopicConfig, TopicConfigManager
 from rocketbox.cluster.broker.waiters import FlushWaiters, PullWaiters
 from rocketbox.cluster.clock import SYSTEM_CLOCK, Clock
+from rocketbox.cluster.remoting_transport import RemotingServer
 from rocketbox.cluster.protocol import (require_name, answers_refusals, AUTO_CREATE_TOPIC_KEY, DLQ_TOPIC_PREFIX,
                               PERM_READ_WRITE, ProtocolError,
                               RETRY_TOPIC_PREFIX, RequestCode, ResponseCode, field_int, field_str, json_body,
@@ -94,6 +95,9 @@ class BrokerService:
         self.locks = LockProcessor(cfg.rebalance_lock_max_live_ms, clock.now_ms)
         self.slave_sync = SlaveSynchronize(cfg, self.topics, self.offsets, clock) if cfg.is_slave else None
         self.started_ms = self.clock.now_ms()
+        # The doors, once ``serve`` opened them: ZeroMQ always, RocketMQ's remoting TCP when configured.
+        self.server: RpcServer | None = None
+        self.remoting: RemotingServer | None = None
         self.role_changed = False
         self._written_since_wake = False
         self._reput_woken_at_s = 0.0
@@ -133,8 +137,15 @@ class BrokerService:
         self.loop.stopping = True
 
     def notify_peer(self, peer, command: Command) -> None:
-        """A request to a connected client over its own connection (served once ``serve`` ran)."""
-        self.server.notify(peer, command)
+        """A request to a connected client over its own connection (served once ``serve`` ran),
+        through the door it came in by."""
+        self._door_of(peer).notify(peer, command)
+
+    def _door_of(self, peer):
+        return self.remoting if self.remoting is not None and self.remoting.owns(peer) else self.server
+
+    def _reachable(self, peer) -> bool:
+        return self._door_of(peer).reachable(peer)
 
     def may_write(self) -> bool:
         """A master writes; with a controller only while its lease holds (controller_client.py)."""
@@ -151,6 +162,12 @@ class BrokerService:
         self.server = RpcServer(self.cfg.endpoint, self.handlers, name=f"broker {self.cfg.broker_name}",
                                 frame_bytes_max=frame_bytes_max)
         self.server.attach(loop)
+        if self.cfg.remoting_port:
+            self.remoting = RemotingServer(self.cfg.host, self.cfg.remoting_port, self.handlers,
+                                           name=f"broker {self.cfg.broker_name} remoting",
+                                           frame_bytes_max=frame_bytes_max,
+                                           on_disconnect=lambda peer: self._drop_disconnected_clients())
+            self.remoting.attach(loop)
         self.notify_socket = context.socket(zmq.PULL)
         self.notify_socket.setsockopt(zmq.LINGER, 0)
         self.notify_socket.bind(channels.broker_notify(store_dir))
@@ -264,7 +281,7 @@ class BrokerService:
             self.loop.call_at(now + delay_s, self._drop_disconnected_clients)
 
     def _drop_disconnected_clients(self) -> None:
-        self._forget_clients(self.clients.drop_unreachable(self.server.reachable), "its connection closed")
+        self._forget_clients(self.clients.drop_unreachable(self._reachable), "its connection closed")
 
     def _forget_clients(self, gone: list[tuple[str, str]], why: str) -> None:
         for group, client_id in gone:
@@ -277,6 +294,7 @@ class BrokerService:
         for endpoint in self.cfg.namesrv_endpoints:
             request = Command(RequestCode.REGISTER_BROKER, {
                 "brokerName": self.cfg.broker_name, "brokerAddr": self.cfg.address,
+                "remotingAddr": self.cfg.remoting_address,
                 "clusterName": self.cfg.cluster_name, "brokerId": str(self.cfg.broker_id),
                 "haServerAddr": "" if self.cfg.is_slave else self.cfg.ha_address,
                 "masterEpoch": str(self.epoch)}, body)
@@ -304,6 +322,7 @@ class BrokerService:
             try:
                 self.namesrv_client.call(endpoint, Command(RequestCode.UNREGISTER_BROKER, {
                     "brokerName": self.cfg.broker_name, "brokerAddr": self.cfg.address,
+                "remotingAddr": self.cfg.remoting_address,
                     "clusterName": self.cfg.cluster_name, "brokerId": str(self.cfg.broker_id)}), 500)
             except Exception as exc:  # the NameServer may already be gone; expiry covers it
                 log.info("unregister from %s skipped: %s", endpoint, exc)

@@ -28,10 +28,12 @@ def build(config_json: str):
     def on_exit():
         service.shutdown()
         server.close()
+        if service.remoting is not None:
+            service.remoting.close()
         if service.role_changed:  # the controller gave this replica another role: restart it at once
             loop.exit_code = EXIT_ROLE_CHANGED
     return loop, {"endpoint": server.endpoint, "role": "broker", "brokerName": cfg.broker_name,
-                  "address": cfg.address}, on_exit
+                  "address": cfg.address, "remoting": cfg.remoting_address}, on_exit
 
 
 def main(argv=None) -> int:

@@ -9,6 +9,7 @@ from rocketbox.cluster.controller.raft import ReplicatedController
 from rocketbox.cluster.controller.service import ControllerService
 from rocketbox.cluster.namesrv import NamesrvService
 from rocketbox.cluster.procs.runner import run_role
+from rocketbox.cluster.remoting_transport import RemotingServer
 from rocketbox.cluster.zmq_transport import EventLoop, RpcServer
 
 
@@ -28,15 +29,23 @@ def build(config_json: str):
     # Registrations carry a broker's topic table: generous, but bounded.
     server = RpcServer(cfg.endpoint, service.handlers, name="namesrv", frame_bytes_max=NAMESRV_FRAME_BYTES_MAX)
     server.attach(loop)
+    remoting = None
+    if cfg.remoting_port:
+        remoting = RemotingServer(cfg.host, cfg.remoting_port, service.handlers, name="namesrv remoting",
+                                  frame_bytes_max=NAMESRV_FRAME_BYTES_MAX)
+        remoting.attach(loop)
     loop.call_every(cfg.scan_interval_ms / 1000, service.scan_expired)
     if controller is not None:
         loop.call_every(cfg.controller_scan_interval_ms / 1000, controller.scan)
 
     def on_exit():
         server.close()
+        if remoting is not None:
+            remoting.close()
         if replicated is not None:
             replicated.close()
-    return loop, {"endpoint": server.endpoint, "role": "namesrv", "controller": cfg.controller_address}, on_exit
+    return loop, {"endpoint": server.endpoint, "role": "namesrv", "controller": cfg.controller_address,
+                  "remoting": remoting.address if remoting else ""}, on_exit
 
 
 def main(argv=None) -> int:

@@ -23,11 +23,12 @@ MODULE_LINES_MAX = 600
 # Lowest first, by dotted path below the installed root. A module may import modules of its own
 # layer or of a lower one only.
 _LAYERS_BY_PATH: list[tuple[str, ...]] = [
-    ("cluster._native", "cluster.clock", "cluster.fault_proxy", "cluster.format_errors"),
+    ("cluster._native", "cluster.clock", "cluster.fault_proxy", "cluster.format_errors", "cluster.log_limit"),
     ("cluster.config",),
     ("cluster.wire_format", "cluster.remoting_format"),
     ("cluster.shm",),
-    ("cluster.protocol", "cluster.zmq_transport", "cluster.filter"),
+    ("cluster.protocol", "cluster.request_dispatch", "cluster.zmq_transport", "cluster.remoting_transport",
+     "cluster.filter"),
     ("cluster.errors",),
     ("cluster.namesrv",),
     ("cluster.controller", "cluster.broker", "cluster.client"),

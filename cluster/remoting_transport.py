@@ -1,0 +1,334 @@
+"""RocketMQ's remoting protocol on a TCP port, served from the process's event loop.
+
+The door real RocketMQ clients knock on (the C++ client, Java 4.x/5.x remoting clients,
+mqadmin): frames from ``remoting_format``, requests to the same handler table as the ZeroMQ
+door (``request_dispatch``). Knows sockets, frames and time-outs; nothing of topics.
+
+One ``epoll`` set holds the listening socket and every connection; the event loop polls only its
+descriptor, so thousands of idle connections cost nothing per turn. A reply is written at once
+(what the socket does not take waits for EPOLLOUT). Bounds: ``connections_max`` open connections
+(more are closed on accept), ``output_bytes_max`` unsent bytes per connection (a client that
+does not read is disconnected), frames up to ``frame_bytes_max`` (a larger length word closes
+the connection: the stream cannot be trusted past it), and a connection silent for
+``idle_timeout_s`` (RocketMQ's serverChannelMaxIdleTimeSeconds, 120 s), or holding half a frame
+for ``partial_frame_timeout_s``, is closed. A bad header is answered SYSTEM_ERROR with the
+reason; the connection stays. Warnings about peers are rate-limited.
+
+A connection's peer key (``b"tcp:<n>"``) is what handlers see as ``reply.peer``: the broker
+reaches a client over its own connection with ``notify`` (NOTIFY_CONSUMER_IDS_CHANGED,
+CHECK_TRANSACTION_STATE, ...), in the serialize type the client last used.
+"""
+
+from __future__ import annotations
+
+import collections
+import errno
+import logging
+import select
+import socket
+import time
+from typing import Callable
+
+from rocketbox.cluster.log_limit import RateLimitedLog
+from rocketbox.cluster.protocol import ResponseCode
+from rocketbox.cluster.remoting_format import (FRAME_BYTES_MAX_DEFAULT, SERIALIZE_JSON, BadFrameLength, FrameDecoder,
+                                               decode_frame_payload, encode_frame)
+from rocketbox.cluster.request_dispatch import Handler, dispatch
+from rocketbox.cluster.wire_format import (DOOR_REMOTING, FLAG_ONEWAY, FLAG_RESPONSE, Command, FrameError,
+                                           next_opaque)
+
+log = logging.getLogger(__name__)
+_limited = RateLimitedLog(log)
+
+TCP_PEER_PREFIX = b"tcp:"
+RECV_BYTES = 256 * 1024
+# Reads of one connection per readiness event: a busy client cannot starve the others.
+RECV_ROUNDS_MAX = 16
+ACCEPTS_PER_EVENT_MAX = 64
+EVENTS_PER_TURN_MAX = 512
+# When the process is out of descriptors, stop accepting this long instead of spinning on EMFILE.
+ACCEPT_PAUSE_S = 0.1
+_READ = select.EPOLLIN | select.EPOLLRDHUP
+
+
+class _Connection:
+    __slots__ = ("sock", "fd", "peer", "host", "decoder", "out", "out_bytes", "last_active", "partial_since",
+                 "serialize_type", "closed")
+
+    def __init__(self, sock: socket.socket, peer: bytes, host: str, frame_bytes_max: int, now: float):
+        self.sock = sock
+        self.fd = sock.fileno()
+        self.peer = peer
+        self.host = host
+        self.decoder = FrameDecoder(frame_bytes_max)
+        self.out: collections.deque = collections.deque()
+        self.out_bytes = 0
+        self.last_active = now
+        self.partial_since: float | None = None
+        self.serialize_type = SERIALIZE_JSON
+        self.closed = False
+
+
+class TcpReply:
+    """Answers one request on its connection, now or later, exactly once (as zmq_transport.Reply)."""
+
+    __slots__ = ("_server", "_conn", "peer", "_opaque", "_oneway", "_serialize_type", "done")
+
+    def __init__(self, server: "RemotingServer", conn: _Connection, opaque: int, oneway: bool, serialize_type: int):
+        self._server = server
+        self._conn = conn
+        self.peer = conn.peer
+        self._opaque = opaque
+        self._oneway = oneway
+        self._serialize_type = serialize_type
+        self.done = False
+
+    def __call__(self, response: Command) -> None:
+        if self.done:
+            return
+        self.done = True
+        if self._oneway:
+            return
+        response.opaque = self._opaque
+        response.flag |= FLAG_RESPONSE
+        self._server.write(self._conn, encode_frame(response, self._serialize_type))
+
+
+class RemotingServer:
+    def __init__(self, host: str, port: int, handlers: dict[int, Handler], *, name: str,
+                 frame_bytes_max: int = FRAME_BYTES_MAX_DEFAULT, connections_max: int = 4096,
+                 idle_timeout_s: float = 120.0, partial_frame_timeout_s: float = 30.0,
+                 output_bytes_max: int = 64 * 1024 * 1024,
+                 on_disconnect: Callable[[bytes], None] | None = None):
+        self.name = name
+        self.handlers = handlers
+        self.frame_bytes_max = frame_bytes_max
+        self.connections_max = connections_max
+        self.idle_timeout_s = idle_timeout_s
+        self.partial_frame_timeout_s = partial_frame_timeout_s
+        self.output_bytes_max = output_bytes_max
+        self.on_disconnect = on_disconnect
+        self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            self.listener.bind((host, port))
+        except OSError:
+            self.listener.close()
+            raise
+        self.listener.listen(1024)
+        self.listener.setblocking(False)
+        self.address = f"{host}:{self.listener.getsockname()[1]}"
+        self._epoll = select.epoll()
+        self._epoll.register(self.listener.fileno(), select.EPOLLIN)
+        self._connections: dict[int, _Connection] = {}
+        self._by_peer: dict[bytes, _Connection] = {}
+        self._serial = 0
+        self._loop = None
+        self.requests_served = 0
+        self.malformed_frames = 0
+        self.connections_refused = 0
+        self.connections_timed_out = 0
+        self.connections_slow_reader = 0
+
+    # ------------------------------------------------------------ event loop
+
+    def attach(self, loop) -> None:
+        self._loop = loop
+        loop.add_reader(self._epoll.fileno(), self.on_events)
+        loop.call_every(1.0, self.close_stale)
+
+    def on_events(self) -> None:
+        listener_fd = self.listener.fileno()
+        for fd, events in self._epoll.poll(0, EVENTS_PER_TURN_MAX):
+            if fd == listener_fd:
+                self._accept()
+                continue
+            conn = self._connections.get(fd)
+            if conn is None:
+                continue
+            if events & select.EPOLLOUT:
+                self._flush(conn)
+            if events & (select.EPOLLIN | select.EPOLLRDHUP | select.EPOLLHUP | select.EPOLLERR) and not conn.closed:
+                self._read(conn)
+
+    def _accept(self) -> None:
+        for _ in range(ACCEPTS_PER_EVENT_MAX):
+            try:
+                sock, (host, _port) = self.listener.accept()
+            except BlockingIOError:
+                return
+            except OSError as exc:
+                if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                    _limited.warning(f"accept:{self.name}", "%s: cannot accept a connection: %s", self.name, exc)
+                    self._pause_accepting()
+                return
+            if len(self._connections) >= self.connections_max:
+                self.connections_refused += 1
+                _limited.warning(f"full:{self.name}", "%s: refused a connection from %s: %d connections open",
+                                 self.name, host, len(self._connections))
+                sock.close()
+                continue
+            sock.setblocking(False)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self._serial += 1
+            conn = _Connection(sock, TCP_PEER_PREFIX + str(self._serial).encode(), host, self.frame_bytes_max,
+                               time.monotonic())
+            self._connections[conn.fd] = conn
+            self._by_peer[conn.peer] = conn
+            self._epoll.register(conn.fd, _READ)
+
+    def _pause_accepting(self) -> None:
+        fd = self.listener.fileno()
+        self._epoll.modify(fd, 0)
+        if self._loop is not None:
+            self._loop.call_at(time.monotonic() + ACCEPT_PAUSE_S, lambda: self._epoll.modify(fd, select.EPOLLIN))
+
+    def _read(self, conn: _Connection) -> None:
+        for _ in range(RECV_ROUNDS_MAX):
+            try:
+                data = conn.sock.recv(RECV_BYTES)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError as exc:
+                self.close_connection(conn, f"receive failed: {exc}")
+                return
+            if not data:
+                self.close_connection(conn, None)
+                return
+            conn.last_active = time.monotonic()
+            try:
+                payloads = conn.decoder.feed(data)
+            except BadFrameLength as exc:
+                self.malformed_frames += 1
+                self.close_connection(conn, f"unusable frame: {exc}")
+                return
+            for payload in payloads:
+                self._serve(conn, payload)
+                if conn.closed:
+                    return
+            if len(data) < RECV_BYTES:
+                break
+        if conn.decoder.buffered_bytes == 0:
+            conn.partial_since = None
+        elif conn.partial_since is None:
+            conn.partial_since = conn.last_active
+
+    def _serve(self, conn: _Connection, payload: bytes) -> None:
+        try:
+            request, serialize_type = decode_frame_payload(payload)
+        except FrameError as exc:
+            self.malformed_frames += 1
+            _limited.warning(f"malformed:{self.name}", "%s: malformed frame from %s: %s", self.name, conn.host, exc)
+            self.write(conn, encode_frame(Command(ResponseCode.SYSTEM_ERROR, {}, b"", 0, FLAG_RESPONSE,
+                                                  f"malformed frame: {exc}"), conn.serialize_type))
+            return
+        conn.serialize_type = serialize_type
+        if request.is_response:
+            return   # an answer to a one-way request of ours: nothing waits for it
+        self.requests_served += 1
+        request.peer_address = conn.host
+        request.door = DOOR_REMOTING
+        dispatch(self.handlers, request, TcpReply(self, conn, request.opaque, request.is_oneway, serialize_type),
+                 self.name)
+
+    # ------------------------------------------------------------ writing
+
+    def write(self, conn: _Connection, frame: bytes) -> None:
+        if conn.closed:
+            return
+        if conn.out:
+            self._queue(conn, memoryview(frame))
+            return
+        try:
+            sent = conn.sock.send(frame)
+        except (BlockingIOError, InterruptedError):
+            sent = 0
+        except OSError as exc:
+            self.close_connection(conn, f"send failed: {exc}")
+            return
+        if sent < len(frame):
+            self._queue(conn, memoryview(frame)[sent:])
+            self._epoll.modify(conn.fd, _READ | select.EPOLLOUT)
+
+    def _queue(self, conn: _Connection, rest: memoryview) -> None:
+        conn.out.append(rest)
+        conn.out_bytes += len(rest)
+        if conn.out_bytes > self.output_bytes_max:
+            self.connections_slow_reader += 1
+            self.close_connection(conn, f"{conn.out_bytes} bytes of answers unread")
+
+    def _flush(self, conn: _Connection) -> None:
+        while conn.out:
+            head = conn.out[0]
+            try:
+                sent = conn.sock.send(head)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:
+                self.close_connection(conn, f"send failed: {exc}")
+                return
+            conn.out_bytes -= sent
+            if sent < len(head):
+                conn.out[0] = head[sent:]
+                return
+            conn.out.popleft()
+        self._epoll.modify(conn.fd, _READ)
+
+    # ------------------------------------------------------------ server -> client
+
+    def notify(self, peer: bytes, cmd: Command) -> None:
+        """A one-way request to the client on connection ``peer`` (gone: dropped)."""
+        conn = self._by_peer.get(peer)
+        if conn is None:
+            return
+        cmd.flag |= FLAG_ONEWAY
+        cmd.opaque = next_opaque()
+        self.write(conn, encode_frame(cmd, conn.serialize_type))
+
+    def reachable(self, peer: bytes) -> bool:
+        return peer in self._by_peer
+
+    @staticmethod
+    def owns(peer) -> bool:
+        return isinstance(peer, bytes) and peer.startswith(TCP_PEER_PREFIX)
+
+    # ------------------------------------------------------------ closing
+
+    @property
+    def connection_count(self) -> int:
+        return len(self._connections)
+
+    def close_stale(self) -> None:
+        now = time.monotonic()
+        for conn in list(self._connections.values()):
+            if now - conn.last_active > self.idle_timeout_s:
+                self.connections_timed_out += 1
+                self.close_connection(conn, f"idle for {self.idle_timeout_s:g} s", quiet=True)
+            elif conn.partial_since is not None and now - conn.partial_since > self.partial_frame_timeout_s:
+                self.connections_timed_out += 1
+                self.close_connection(conn, f"half a frame ({conn.decoder.buffered_bytes} bytes) for "
+                                            f"{self.partial_frame_timeout_s:g} s")
+
+    def close_connection(self, conn: _Connection, why: str | None, quiet: bool = False) -> None:
+        if conn.closed:
+            return
+        conn.closed = True
+        if why and not quiet:
+            _limited.warning(f"close:{self.name}", "%s: closed the connection from %s: %s", self.name, conn.host, why)
+        try:
+            self._epoll.unregister(conn.fd)
+        except (OSError, ValueError):
+            pass
+        conn.sock.close()
+        conn.out.clear()
+        self._connections.pop(conn.fd, None)
+        self._by_peer.pop(conn.peer, None)
+        if self.on_disconnect is not None:
+            self.on_disconnect(conn.peer)
+
+    def close(self) -> None:
+        self.on_disconnect = None
+        for conn in list(self._connections.values()):
+            self.close_connection(conn, None)
+        self.listener.close()
+        self._epoll.close()
