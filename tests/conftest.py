@@ -18,7 +18,7 @@ settings.load_profile("rocketbox")
 
 # Fault and Spark tests kill, restart and fail over whole clusters, or run a Spark job: they get
 # longer than the default limit of pyproject.toml, unless they set their own.
-SLOW_TEST_DIRS = ("fault", "spark")
+SLOW_TEST_DIRS = ("fault", "spark", "remoting")
 SLOW_TEST_TIMEOUT_S = 900
 
 

@@ -13,7 +13,8 @@ import time
 from rocketbox.cluster.cli import up_settings
 from rocketbox.cluster.cli.common import namesrv_env, new_console, print_json, table
 from rocketbox.cluster.cli.up_settings import STORE_PROFILES
-from rocketbox.cluster.config import ASYNC_FLUSH, ASYNC_MASTER, BROKER_PORT_DEFAULT, NAMESRV_PORT_DEFAULT, SYNC_FLUSH, SYNC_MASTER
+from rocketbox.cluster.config import (ASYNC_FLUSH, ASYNC_MASTER, BROKER_PORT_DEFAULT, BROKER_REMOTING_PORT_DEFAULT,
+                                      NAMESRV_PORT_DEFAULT, NAMESRV_REMOTING_PORT_DEFAULT, SYNC_FLUSH, SYNC_MASTER)
 from rocketbox.cluster.procs.arbiter import Supervisor
 from rocketbox.cluster.procs.detach import spawn_detached
 from rocketbox.cluster.procs.lifecycle import python_module_command
@@ -29,6 +30,9 @@ def _topology_from_args(args):
                           namesrv_ports=[args.namesrv_port + i for i in range(args.namesrvs)],
                           broker_ports=[args.broker_port + 10 * i for i in range(args.brokers)],
                           store_overrides=store, slave_count=args.slaves, failover=args.failover,
+                          remoting=not args.no_remoting,
+                          namesrv_remoting_ports=[args.namesrv_remoting_port + i for i in range(args.namesrvs)],
+                          broker_remoting_ports=[args.broker_remoting_port + 10 * i for i in range(args.brokers)],
                           broker_overrides={"broker_role": SYNC_MASTER if args.broker_role == "sync" else ASYNC_MASTER,
                                             "auto_create_topic_enabled": not args.no_auto_create_topic})
 
@@ -68,7 +72,8 @@ def _topology_for_role(args):
             port=args.broker_port, master_address=args.master_address, master_ha_address=args.master_ha_address,
             namesrv_endpoints=_registered_namesrvs(args),
             flush_mode=SYNC_FLUSH if args.flush_mode == "sync" else ASYNC_FLUSH,
-            store_overrides=up_settings.store_overrides(args))
+            store_overrides=up_settings.store_overrides(args),
+            broker_overrides={"remoting_port": 0 if args.no_remoting else args.broker_remoting_port})
     names = _broker_names(args)
     if names:
         args = argparse.Namespace(**{**vars(args), "brokers": len(names)})
@@ -91,13 +96,23 @@ def _topology_namesrv_env(topology) -> str:
     return ";".join(sorted(e[len("tcp://"):] if e.startswith("tcp://") else e for e in endpoints))
 
 
+# "endpoint" is the native (ZeroMQ) door, "remoting" RocketMQ's protocol for its clients.
+ENDPOINT_COLUMNS = ["name", "role", "pid", "state", "endpoint", "remoting", "restarts"]
+
+
 def _endpoint_rows(state: dict) -> list[list]:
     rows = []
     for child in state.get("children", []):
         info = child.get("ready_info") or {}
         rows.append([child.get("name"), child.get("role"), child.get("pid"), child.get("state"),
-                     info.get("endpoint", ""), child.get("restarts", 0)])
+                     info.get("endpoint", ""), info.get("remoting", ""), child.get("restarts", 0)])
     return rows
+
+
+def remoting_namesrv_addr(state: dict) -> str:
+    """RocketMQ clients' namesrvAddr for this cluster ("" without a remoting door)."""
+    return ";".join(info["remoting"] for child in state.get("children", []) if child.get("role") == "namesrv"
+                    for info in [child.get("ready_info") or {}] if info.get("remoting"))
 
 
 def cmd_up(args) -> int:
@@ -136,8 +151,8 @@ def cmd_up(args) -> int:
         with Live(console=console, refresh_per_second=2, transient=True) as live:
             while supervisor.state not in ("stopped", "failed"):
                 supervisor.step(0.5)
-                live.update(table("RocketBox (Ctrl-C stops)", ["name", "role", "pid", "state", "endpoint",
-                                                                "restarts"], _endpoint_rows(supervisor.snapshot())))
+                live.update(table("RocketBox (Ctrl-C stops)", ENDPOINT_COLUMNS,
+                                  _endpoint_rows(supervisor.snapshot())))
         code = 0 if not supervisor.halt_reason else 1
     console.print(f"cluster stopped{': ' + supervisor.halt_reason if supervisor.halt_reason else ''}")
     return code
@@ -145,8 +160,11 @@ def cmd_up(args) -> int:
 
 def _print_up_banner(console, state: dict, ready_s: float, supervisor_pid: int, planned_env: str = "") -> None:
     console.print(table(f"RocketBox is up in {ready_s:.2f} s (supervisor pid {supervisor_pid})",
-                         ["name", "role", "pid", "state", "endpoint", "restarts"], _endpoint_rows(state)))
+                         ENDPOINT_COLUMNS, _endpoint_rows(state)))
     console.print(f"export ROCKETBOX_NAMESRV='{namesrv_env(state) or planned_env}'")
+    remoting = remoting_namesrv_addr(state)
+    if remoting:
+        console.print(f"RocketMQ clients: namesrvAddr {remoting}")
 
 
 def cmd_status(args) -> int:
@@ -162,7 +180,7 @@ def cmd_status(args) -> int:
     console = new_console()
     console.print(table(f"supervisor pid {pid} ({'running' if alive else 'not running'}), "
                          f"state {state.get('state')}",
-                         ["name", "role", "pid", "state", "endpoint", "restarts"], _endpoint_rows(state)))
+                         ENDPOINT_COLUMNS, _endpoint_rows(state)))
     return 0 if alive else 1
 
 
@@ -220,6 +238,13 @@ def add_parsers(sub) -> None:
     up.add_argument("--master-ha-address", help="that master's HA host:port (default its port + 1)")
     up.add_argument("--namesrv-port", type=int, help=f"default {NAMESRV_PORT_DEFAULT}")
     up.add_argument("--broker-port", type=int, help=f"default {BROKER_PORT_DEFAULT}")
+    up.add_argument("--namesrv-remoting-port", type=int,
+                    help=f"RocketMQ clients' NameServer port (namesrvAddr), default {NAMESRV_REMOTING_PORT_DEFAULT}")
+    up.add_argument("--broker-remoting-port", type=int,
+                    help=f"RocketMQ clients' broker port (listenPort), default {BROKER_REMOTING_PORT_DEFAULT}; "
+                         f"+10 a group, slave n at + 2n")
+    up.add_argument("--no-remoting", action="store_true", default=None,
+                    help="serve only RocketBox's own clients (no RocketMQ remoting protocol)")
     up.add_argument("--store-sizes", choices=sorted(STORE_PROFILES),
                     help="dev (default): 64 MiB CommitLog segments, a 42 MB IndexFile; rocketmq: RocketMQ's "
                          "1 GiB and 401 MB, for servers")

@@ -13,7 +13,8 @@ import glob
 import json
 import os
 
-from rocketbox.cluster.config import BROKER_PORT_DEFAULT, NAMESRV_PORT_DEFAULT
+from rocketbox.cluster.config import (BROKER_PORT_DEFAULT, BROKER_REMOTING_PORT_DEFAULT, NAMESRV_PORT_DEFAULT,
+                                      NAMESRV_REMOTING_PORT_DEFAULT)
 
 SETTINGS_FILE = "up-settings.json"
 MIB = 1024 * 1024
@@ -30,6 +31,8 @@ DEFAULTS = {
     "no_auto_create_topic": False, "host": "127.0.0.1", "role": "all", "broker_name": None, "slave_id": 0,
     "master_address": None, "master_ha_address": "", "namesrv_port": NAMESRV_PORT_DEFAULT,
     "broker_port": BROKER_PORT_DEFAULT, "store_sizes": "dev", "commitlog_file_size_bytes": 0,
+    "namesrv_remoting_port": NAMESRV_REMOTING_PORT_DEFAULT, "broker_remoting_port": BROKER_REMOTING_PORT_DEFAULT,
+    "no_remoting": False,
 }
 
 
