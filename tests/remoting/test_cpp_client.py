@@ -7,7 +7,6 @@ arrived, through either door: one store, every door (issue 11 items 4 and 5).
 from __future__ import annotations
 
 import collections
-import os
 import signal
 
 import pytest
