@@ -27,6 +27,7 @@ from dataclasses import dataclass
 NAMESRV_PORT_DEFAULT = 9871
 BROKER_PORT_DEFAULT = 10811
 BROKER_PORT_STEP = 10
+CLIENT_TRANSPORTS = ("native", "remoting")
 # RocketMQ's own ports, where its remoting protocol is served (remoting_transport.py).
 NAMESRV_REMOTING_PORT_DEFAULT = 9876
 BROKER_REMOTING_PORT_DEFAULT = 10911
@@ -368,8 +369,13 @@ class ClientConfig:
     rebalance_lock_interval_ms: int = 20_000
     rebalance_lock_max_live_ms: int = 30_000
     instance_name: str = "DEFAULT"
+    # Which door the client uses: "native" (ZeroMQ) or "remoting" (RocketMQ's TCP protocol; then
+    # namesrv_endpoints are the NameServers' remoting addresses, e.g. 127.0.0.1:9876).
+    transport: str = "native"
 
     def validate(self) -> None:
+        if self.transport not in CLIENT_TRANSPORTS:
+            raise ValueError(f"transport must be one of {CLIENT_TRANSPORTS}, not {self.transport!r}")
         if not self.namesrv_endpoints:
             raise ValueError("at least one NameServer endpoint is needed")
         if self.request_timeout_ms <= 0 or (self.send_timeout_ms is not None and self.send_timeout_ms <= 0):

@@ -16,8 +16,9 @@ from rocketbox.cluster.testing import LocalCluster
 settings.register_profile("rocketbox", deadline=None)
 settings.load_profile("rocketbox")
 
-# Fault and Spark tests kill, restart and fail over whole clusters, or run a Spark job: they get
-# longer than the default limit of pyproject.toml, unless they set their own.
+# Fault and Spark tests kill, restart and fail over whole clusters, or run a Spark job, and
+# remoting tests run RocketMQ's own clients: they get longer than the default limit of
+# pyproject.toml, unless they set their own.
 SLOW_TEST_DIRS = ("fault", "spark", "remoting")
 SLOW_TEST_TIMEOUT_S = 900
 
@@ -47,8 +48,10 @@ def start_cluster(tmp_path):
 
 
 def client_config(cluster: LocalCluster, **changes) -> ClientConfig:
-    """Client settings for tests: this cluster's NameServers and quick rebalancing."""
-    base = dict(namesrv_endpoints=tuple(f"tcp://{a}" for a in cluster.namesrv.split(";")),
+    """Client settings for tests: this cluster's NameServers (of the door ``transport`` names) and
+    quick rebalancing."""
+    namesrv = cluster.remoting_namesrv if changes.get("transport") == "remoting" else cluster.namesrv
+    base = dict(namesrv_endpoints=tuple(f"tcp://{a}" for a in namesrv.split(";")),
                 rebalance_interval_ms=300, client_heartbeat_interval_ms=1000,
                 consumer_offset_commit_interval_ms=200, request_timeout_ms=5000, pull_suspend_ms=2000)
     base.update(changes)

@@ -189,12 +189,13 @@ class Admin(ClientBase):
 
         Only a broker of this cluster is asked: any 32 hex characters parse as an offset id (a
         UNIQ_KEY does too), and the address inside must not send a request anywhere else."""
-        endpoint, phys_offset = _store_endpoint(offset_msg_id)
-        known = {normalize_endpoint(addr) for data in self.cluster_info()["brokerAddrTable"].values()
-                 for addr in data["brokerAddrs"].values()}
-        if endpoint not in known:
+        ip, port, phys_offset = parse_offset_msg_id(offset_msg_id)
+        known = {address for data in self.cluster_info()["brokerAddrTable"].values()
+                 for door in ("brokerAddrs", "remotingAddrs") for address in (data.get(door) or {}).values()}
+        if f"{ip}:{port}" not in known:
             raise NoRouteError(f"{offset_msg_id} is not an offset message id of this cluster: no broker of it "
-                               f"is at {endpoint[len('tcp://'):]}")
+                               f"is at {ip}:{port}")
+        endpoint = self.routes.store_host_endpoint(ip, port)
         response = self.rpc.call(endpoint, Command(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": str(phys_offset)}))
         raise_for(response, endpoint)
         names = {e: n for n, e in self.master_endpoints().items()}
@@ -241,7 +242,8 @@ class Admin(ClientBase):
         """Per consumer group of the message's topic on its broker (QUERY_TOPIC_CONSUME_BY_WHO): CONSUMED
         when the group's committed offset of the message's queue is past the message, else NOT_CONSUME_YET
         (RocketMQ's messageTrackDetail / TrackType)."""
-        endpoint, _ = _store_endpoint(message.offset_msg_id)
+        ip, port, _ = parse_offset_msg_id(message.offset_msg_id)
+        endpoint = self.routes.store_host_endpoint(ip, port)
         mq = MessageQueue(message.topic, message.broker_name, message.queue_id)
         tracks = []
         for group in broker_api.query_topic_consume_by_who(self.rpc, endpoint, message.topic):
@@ -349,12 +351,6 @@ class Admin(ClientBase):
             if resent:
                 time.sleep(0.02)
         return rows
-
-
-def _store_endpoint(offset_msg_id: str) -> tuple[str, int]:
-    """(the broker's endpoint, CommitLog offset) an offset msg id names: the store host is the broker."""
-    ip, port, phys_offset = parse_offset_msg_id(offset_msg_id)
-    return f"tcp://{ip}:{port}", phys_offset
 
 
 def _resend_copy(letter: MessageExt, topic: str) -> Message:

@@ -20,6 +20,7 @@ from rocketbox.cluster.clock import SYSTEM_CLOCK, Clock
 from rocketbox.cluster.client.routes import RouteCache, namesrv_endpoints_from_env
 from rocketbox.cluster.config import ClientConfig, namesrv_endpoints
 from rocketbox.cluster.errors import ClientClosed
+from rocketbox.cluster.remoting_client import RemotingRpcClient
 from rocketbox.cluster.zmq_transport import RpcClient
 
 log = logging.getLogger(__name__)
@@ -56,7 +57,7 @@ class ClientBase:
         self.cfg = cfg
         # Deadlines, back-offs, latency windows and expiry read this (a test may pass a ManualClock).
         self.clock = clock
-        self.rpc = RpcClient(cfg.request_timeout_ms)
+        self.rpc = (RemotingRpcClient if cfg.transport == "remoting" else RpcClient)(cfg.request_timeout_ms)
         self.routes = RouteCache(self.rpc, cfg)
         self._closed = False
         self._client_pid = os.getpid()

@@ -88,6 +88,8 @@ class RouteCache:
         self._routes: dict[str, TopicRoute] = {}
         self._lock = threading.Lock()
         self._next_namesrv = 0
+        # remoting door host:port -> native host:port, for offset message ids (store_host_endpoint)
+        self._native_by_remoting: dict[str, str] = {}
 
     def namesrv_call(self, request_factory, timeout_ms: int | None = None) -> Command:
         """Try each NameServer in turn until one answers."""
@@ -151,6 +153,26 @@ class RouteCache:
         # As RocketMQ clients do: at most the client default queue count per broker.
         queues = [q for q in default.publish_queues(topic) if q.queue_id < 4]
         return default, queues, True
+
+    def store_host_endpoint(self, ip: str, port: int) -> str:
+        """The endpoint of the broker an offset message id (or a record's STOREHOST) names, at
+        this client's door. A broker with a remoting door stores that door's address, as RocketMQ
+        does; a native client finds the broker's ZeroMQ address through the cluster info."""
+        address = f"{ip}:{port}"
+        if self.cfg.transport == "remoting":
+            return f"tcp://{address}"
+        native = self._native_by_remoting.get(address)
+        if native is None:
+            response = self.namesrv_call(lambda: Command(RequestCode.GET_BROKER_CLUSTER_INFO, {}))
+            if response.code == ResponseCode.SUCCESS:
+                table = json.loads(response.body).get("brokerAddrTable", {})
+                mapping = {remoting: data["brokerAddrs"][broker_id] for data in table.values()
+                           for broker_id, remoting in (data.get("remotingAddrs") or {}).items()
+                           if broker_id in data.get("brokerAddrs", {})}
+                with self._lock:
+                    self._native_by_remoting = mapping
+            native = self._native_by_remoting.get(address, address)
+        return f"tcp://{native}"
 
     def all_broker_endpoints(self) -> dict[str, str]:
         """broker name -> master endpoint, over every cached route."""

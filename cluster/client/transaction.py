@@ -95,7 +95,7 @@ class TransactionProducer(Producer):
              from_check: bool) -> None:
         ip, port, phys = parse_offset_msg_id(offset_msg_id)
         try:
-            self.rpc.oneway(f"tcp://{ip}:{port}", Command(RequestCode.END_TRANSACTION, {
+            self.rpc.oneway(self.routes.store_host_endpoint(ip, port), Command(RequestCode.END_TRANSACTION, {
                 "producerGroup": self.group, "tranStateTableOffset": str(queue_offset),
                 "commitLogOffset": str(phys), "commitOrRollback": str(state.value),
                 "fromTransactionCheck": "true" if from_check else "false", "msgId": msg_id,

@@ -36,9 +36,16 @@ class Listener:
         return self.check
 
 
-def _setup(start_cluster, **kwargs):
+@pytest.fixture(params=["native", "remoting"])
+def transport(request):
+    """The door the clients use: the check-back (CHECK_TRANSACTION_STATE) comes over the
+    producer's own connection through either."""
+    return request.param
+
+
+def _setup(start_cluster, transport="native", **kwargs):
     cluster = start_cluster(**kwargs)
-    cfg = client_config(cluster)
+    cfg = client_config(cluster, transport=transport)
     with Admin(config=cfg) as admin:
         admin.create_topic("Orders", 1)
     return cluster, cfg
@@ -56,8 +63,8 @@ def _outcomes(cfg) -> dict:
         return admin.broker_runtime_info(endpoint)["transactions"]
 
 
-def test_commit_is_delivered_and_rollback_never(start_cluster):
-    cluster, cfg = _setup(start_cluster)
+def test_commit_is_delivered_and_rollback_never(start_cluster, transport):
+    cluster, cfg = _setup(start_cluster, transport)
     committing, rolling_back = Listener(State.COMMIT_MESSAGE), Listener(State.ROLLBACK_MESSAGE)
     with TransactionProducer("TxGroupA", committing, config=cfg) as a, \
             TransactionProducer("TxGroupB", rolling_back, config=cfg) as b:
@@ -72,8 +79,8 @@ def test_commit_is_delivered_and_rollback_never(start_cluster):
     assert delivered.msg_id == kept.send_result.msg_id and delivered.keys == ["order-1"]
 
 
-def test_unknown_outcome_is_checked_back_and_committed(start_cluster):
-    cluster, cfg = _setup(start_cluster, broker_overrides=QUICK_CHECKS)
+def test_unknown_outcome_is_checked_back_and_committed(start_cluster, transport):
+    cluster, cfg = _setup(start_cluster, transport, broker_overrides=QUICK_CHECKS)
     listener = Listener(State.UNKNOW, check=State.COMMIT_MESSAGE)
     with TransactionProducer("TxUnknown", listener, config=cfg) as producer:
         sent = producer.send_message_in_transaction(Message("Orders", b"decided later"))
@@ -81,8 +88,8 @@ def test_unknown_outcome_is_checked_back_and_committed(start_cluster):
     assert sent.send_result.msg_id in listener.checked
 
 
-def test_check_back_survives_a_broker_restart(start_cluster):
-    cluster, cfg = _setup(start_cluster, broker_overrides=QUICK_CHECKS)
+def test_check_back_survives_a_broker_restart(start_cluster, transport):
+    cluster, cfg = _setup(start_cluster, transport, broker_overrides=QUICK_CHECKS)
     listener = Listener(State.UNKNOW, check=State.COMMIT_MESSAGE)
     with TransactionProducer("TxRestart", listener, config=cfg) as producer:
         producer.send_message_in_transaction(Message("Orders", b"open across a restart"))

@@ -28,7 +28,7 @@ _LAYERS_BY_PATH: list[tuple[str, ...]] = [
     ("cluster.wire_format", "cluster.remoting_format"),
     ("cluster.shm",),
     ("cluster.protocol", "cluster.request_dispatch", "cluster.zmq_transport", "cluster.remoting_transport",
-     "cluster.filter"),
+     "cluster.remoting_client", "cluster.filter"),
     ("cluster.errors",),
     ("cluster.namesrv",),
     ("cluster.controller", "cluster.broker", "cluster.client"),

@@ -1,0 +1,295 @@
+"""RocketBox's client over RocketMQ's remoting protocol: the ``RpcClient`` interface on TCP.
+
+With ``ClientConfig(transport="remoting")`` the producers, consumers and admin of
+``cluster.client`` reach a cluster through its remoting door (NameServer 9876, brokers 10911)
+instead of ZeroMQ: the same requests, framed by ``remoting_format`` with JSON headers (the C++
+client's serialization). It lets the benchmarks measure both doors with one client, and reaches
+a real RocketMQ too.
+
+``call`` runs on a connection owned by the calling thread (blocking send, then read until the
+answer with its opaque): no hand-off between threads on the sync path. ``call_async`` and
+``oneway`` go through one I/O thread (a selector over non-blocking connections); requests a
+server sends (NOTIFY_CONSUMER_IDS_CHANGED, ...) arriving on any connection go to
+``server_request_handlers``. A connection that times out or breaks is closed and its waiting
+requests fail at once (RocketMQ's clients close a channel whose call timed out).
+"""
+
+from __future__ import annotations
+
+import collections
+import heapq
+import logging
+import os
+import selectors
+import socket
+import threading
+import time
+from concurrent.futures import Future
+from typing import Callable
+
+from rocketbox.cluster.remoting_format import SERIALIZE_JSON, FrameDecoder, decode_frame_payload, encode_frame
+from rocketbox.cluster.wire_format import FLAG_ONEWAY, Command, FrameError, next_opaque
+from rocketbox.cluster.zmq_transport import RequestTimeout, TransportError
+
+log = logging.getLogger(__name__)
+
+CONNECT_TIMEOUT_S = 3.0
+RECV_BYTES = 256 * 1024
+
+
+def _host_port(endpoint: str) -> tuple[str, int]:
+    address = endpoint[len("tcp://"):] if endpoint.startswith("tcp://") else endpoint
+    host, _, port = address.rpartition(":")
+    return host, int(port)
+
+
+def _connect(endpoint: str, timeout_s: float) -> socket.socket:
+    try:
+        sock = socket.create_connection(_host_port(endpoint), timeout=min(timeout_s, CONNECT_TIMEOUT_S))
+    except (OSError, ValueError) as exc:
+        raise TransportError(f"cannot connect to {endpoint}: {exc}") from None
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
+
+
+def _serve(handlers: dict, request: Command) -> None:
+    handler = handlers.get(request.code)
+    if handler is None:
+        log.debug("ignored request code %d from a server", request.code)
+        return
+    try:
+        handler(request)
+    except Exception:
+        log.exception("handler of server request %d failed", request.code)
+
+
+class _SyncConnection:
+    __slots__ = ("sock", "decoder", "frames")
+
+    def __init__(self, sock: socket.socket):
+        self.sock = sock
+        self.decoder = FrameDecoder()
+        self.frames: collections.deque = collections.deque()
+
+
+class RemotingRpcClient:
+    """Requests to many endpoints over remoting TCP; thread-safe and fork-safe."""
+
+    def __init__(self, default_timeout_ms: int = 3000):
+        self.default_timeout_ms = default_timeout_ms
+        self._local = threading.local()
+        self._io: _IoThread | None = None
+        self._io_lock = threading.Lock()
+        self._closed = False
+        self.server_request_handlers: dict[int, Callable[[Command], None]] = {}
+
+    def _connections(self) -> dict:
+        local = self._local
+        if getattr(local, "pid", None) != os.getpid():
+            local.pid = os.getpid()
+            local.connections = {}
+        return local.connections
+
+    def _drop(self, endpoint: str) -> None:
+        conn = self._connections().pop(endpoint, None)
+        if conn is not None:
+            conn.sock.close()
+
+    def call(self, endpoint: str, request: Command, timeout_ms: int | None = None) -> Command:
+        if self._closed:
+            raise TransportError("client is closed")
+        timeout_ms = self.default_timeout_ms if timeout_ms is None else timeout_ms
+        deadline = time.monotonic() + timeout_ms / 1000
+        request.opaque = next_opaque()
+        connections = self._connections()
+        conn = connections.get(endpoint)
+        if conn is None:
+            conn = connections[endpoint] = _SyncConnection(_connect(endpoint, timeout_ms / 1000))
+        try:
+            conn.sock.settimeout(max(0.001, deadline - time.monotonic()))
+            conn.sock.sendall(encode_frame(request, SERIALIZE_JSON))
+            while True:
+                while conn.frames:
+                    response, _ = decode_frame_payload(conn.frames.popleft())
+                    if not response.is_response:
+                        _serve(self.server_request_handlers, response)
+                    elif response.opaque == request.opaque:
+                        return response
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise socket.timeout()
+                conn.sock.settimeout(left)
+                data = conn.sock.recv(RECV_BYTES)
+                if not data:
+                    raise ConnectionResetError("closed by the server")
+                conn.frames.extend(conn.decoder.feed(data))
+        except socket.timeout:
+            self._drop(endpoint)   # a late answer would confuse the next call on this connection
+            raise RequestTimeout(f"no answer from {endpoint} to request code {request.code} "
+                                 f"within {timeout_ms} ms") from None
+        except (OSError, FrameError) as exc:
+            self._drop(endpoint)
+            raise TransportError(f"connection to {endpoint} failed: {exc}") from None
+
+    def oneway(self, endpoint: str, request: Command) -> None:
+        request.opaque = next_opaque()
+        request.flag |= FLAG_ONEWAY
+        self._io_thread().submit(endpoint, request, None, time.monotonic())
+
+    def call_async(self, endpoint: str, request: Command, timeout_ms: int | None = None) -> Future:
+        timeout_ms = self.default_timeout_ms if timeout_ms is None else timeout_ms
+        request.opaque = next_opaque()
+        future: Future = Future()
+        self._io_thread().submit(endpoint, request, future, time.monotonic() + timeout_ms / 1000)
+        return future
+
+    def _io_thread(self) -> "_IoThread":
+        if self._closed:
+            raise TransportError("client is closed")
+        io = self._io
+        if io is None or io.pid != os.getpid():
+            with self._io_lock:
+                if self._io is None or self._io.pid != os.getpid():
+                    self._io = _IoThread(self.server_request_handlers)
+                io = self._io
+        return io
+
+    def close(self) -> None:
+        self._closed = True
+        if self._io is not None and self._io.pid == os.getpid():
+            self._io.stop()
+        for conn in self._connections().values():
+            conn.sock.close()
+        self._local.connections = {}
+
+
+class _Peer:
+    __slots__ = ("endpoint", "sock", "decoder", "out")
+
+    def __init__(self, endpoint: str, sock: socket.socket):
+        self.endpoint = endpoint
+        self.sock = sock
+        self.decoder = FrameDecoder()
+        self.out = bytearray()
+
+
+class _IoThread:
+    """One thread owning the connections of every asynchronous and one-way request of a client."""
+
+    def __init__(self, handlers: dict):
+        self.pid = os.getpid()
+        self._handlers = handlers
+        self._submitted: collections.deque = collections.deque()
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        self._stopping = False
+        self._thread = threading.Thread(target=self._run, name="remoting-io", daemon=True)
+        self._thread.start()
+
+    def submit(self, endpoint: str, request: Command, future: Future | None, deadline: float) -> None:
+        self._submitted.append((endpoint, request, future, deadline))
+        try:
+            os.write(self._wake_w, b"x")
+        except (BlockingIOError, OSError):
+            pass
+
+    def stop(self) -> None:
+        self._stopping = True
+        try:
+            os.write(self._wake_w, b"x")
+        except OSError:
+            pass
+        self._thread.join(timeout=2)
+
+    def _run(self) -> None:
+        selector = selectors.DefaultSelector()
+        selector.register(self._wake_r, selectors.EVENT_READ)
+        peers: dict[str, _Peer] = {}
+        pending: dict[int, tuple[Future, str]] = {}
+        deadlines: list[tuple[float, int]] = []
+
+        def fail(peer: _Peer, why: str) -> None:
+            selector.unregister(peer.sock)
+            peer.sock.close()
+            peers.pop(peer.endpoint, None)
+            for opaque in [o for o, (_f, e) in pending.items() if e == peer.endpoint]:
+                future = pending.pop(opaque)[0]
+                if not future.done():
+                    future.set_exception(TransportError(f"connection to {peer.endpoint} lost: {why}"))
+
+        def write(peer: _Peer) -> None:
+            try:
+                sent = peer.sock.send(peer.out)
+            except BlockingIOError:
+                sent = 0
+            except OSError as exc:
+                fail(peer, str(exc))
+                return
+            del peer.out[:sent]
+            selector.modify(peer.sock, selectors.EVENT_READ | (selectors.EVENT_WRITE if peer.out else 0), peer)
+
+        while not self._stopping:
+            while deadlines and deadlines[0][1] not in pending:
+                heapq.heappop(deadlines)
+            timeout = 0.2 if not deadlines else max(0.0, min(0.2, deadlines[0][0] - time.monotonic()))
+            for key, events in selector.select(timeout):
+                if key.fileobj == self._wake_r:
+                    try:
+                        os.read(self._wake_r, 4096)
+                    except BlockingIOError:
+                        pass
+                    continue
+                peer = key.data
+                if peer.endpoint not in peers:
+                    continue
+                if events & selectors.EVENT_WRITE:
+                    write(peer)
+                    if peer.endpoint not in peers:
+                        continue
+                if events & selectors.EVENT_READ:
+                    try:
+                        data = peer.sock.recv(RECV_BYTES)
+                        if not data:
+                            raise ConnectionResetError("closed by the server")
+                        for payload in peer.decoder.feed(data):
+                            response, _ = decode_frame_payload(payload)
+                            if not response.is_response:
+                                _serve(self._handlers, response)
+                                continue
+                            entry = pending.pop(response.opaque, None)
+                            if entry is not None and not entry[0].done():
+                                entry[0].set_result(response)
+                    except (OSError, FrameError) as exc:
+                        fail(peer, str(exc))
+            while self._submitted:
+                endpoint, request, future, deadline = self._submitted.popleft()
+                peer = peers.get(endpoint)
+                if peer is None:
+                    try:
+                        sock = _connect(endpoint, CONNECT_TIMEOUT_S)
+                    except TransportError as exc:
+                        if future is not None:
+                            future.set_exception(exc)
+                        continue
+                    sock.setblocking(False)
+                    peer = peers[endpoint] = _Peer(endpoint, sock)
+                    selector.register(sock, selectors.EVENT_READ, peer)
+                peer.out += encode_frame(request, SERIALIZE_JSON)
+                if future is not None:
+                    pending[request.opaque] = (future, endpoint)
+                    heapq.heappush(deadlines, (deadline, request.opaque))
+                write(peer)
+            now = time.monotonic()
+            while deadlines and deadlines[0][0] <= now:
+                _, opaque = heapq.heappop(deadlines)
+                entry = pending.pop(opaque, None)
+                if entry is not None and not entry[0].done():
+                    entry[0].set_exception(RequestTimeout("no answer within the time-out"))
+        for future, _ in pending.values():
+            if not future.done():
+                future.set_exception(TransportError("client is closed"))
+        for peer in peers.values():
+            peer.sock.close()
+        selector.close()
+        os.close(self._wake_r)
+        os.close(self._wake_w)
