@@ -189,6 +189,11 @@ class BrokerConfig:
     # one, the stored STOREHOST (and so every offset message id) names this door, as on a RocketMQ
     # broker: the C++ client sends a message back for retry to the address in it.
     remoting_port: int = 0
+    # The remoting door's bounds: open connections; a connection silent this long is closed
+    # (RocketMQ's serverChannelMaxIdleTimeSeconds, 120 s), and one holding half a frame this long.
+    remoting_connections_max: int = 4096
+    remoting_idle_timeout_ms: int = 120_000
+    remoting_partial_frame_timeout_ms: int = 30_000
     namesrv_endpoints: tuple[str, ...] = ()
     # Broker -> NameServer registration heartbeat (RocketMQ: 30 s).
     register_interval_ms: int = 30_000
@@ -269,6 +274,7 @@ class BrokerConfig:
         if not 0 <= self.ha_port < 65536 or self.port + 1 >= 65536:
             raise ValueError(f"ha_port {self.ha_port} is out of range")
         for name in ("sync_replication_timeout_ms", "ha_slave_expiry_ms", "ha_chunk_bytes", "ha_window_bytes",
+                     "remoting_connections_max", "remoting_idle_timeout_ms", "remoting_partial_frame_timeout_ms",
                      "slave_sync_interval_ms", "controller_heartbeat_interval_ms", "controller_lease_ms"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")

@@ -298,6 +298,12 @@ class RemotingServer:
     def connection_count(self) -> int:
         return len(self._connections)
 
+    def info(self) -> dict:
+        return {"address": self.address, "connections": len(self._connections),
+                "requestsServed": self.requests_served, "malformedFrames": self.malformed_frames,
+                "connectionsRefused": self.connections_refused, "connectionsTimedOut": self.connections_timed_out,
+                "connectionsSlowReader": self.connections_slow_reader}
+
     def close_stale(self) -> None:
         now = time.monotonic()
         for conn in list(self._connections.values()):

@@ -17,6 +17,7 @@ import zmq
 from rocketbox.cluster.broker import channels
 from rocketbox.cluster.broker.boot import BootedBroker
 from rocketbox.cluster.broker.clients import ClientRegistry
+from rocketbox.cluster.broker.doors import BrokerDoors
 from rocketbox.cluster.broker.filtering import check_heartbeat_subscriptions
 from rocketbox.cluster.broker.ha import HAClient, HAServer
 from rocketbox.cluster.broker.locks import LockProcessor
@@ -31,15 +32,14 @@ from rocketbox.cluster.broker.slave_sync import SlaveSynchronize
 from rocketbox.cluster.broker.topics import TopicConfig, TopicConfigManager
 from rocketbox.cluster.broker.waiters import FlushWaiters, PullWaiters
 from rocketbox.cluster.clock import SYSTEM_CLOCK, Clock
-from rocketbox.cluster.remoting_transport import RemotingServer
 from rocketbox.cluster.protocol import (require_name, answers_refusals, AUTO_CREATE_TOPIC_KEY, DLQ_TOPIC_PREFIX,
                               PERM_READ_WRITE, ProtocolError,
                               RETRY_TOPIC_PREFIX, RequestCode, ResponseCode, field_int, field_str, json_body,
                               retry_topic, to_json_bytes)
 from rocketbox.cluster.shm.commitlog_format import parse_offset_msg_id
 from rocketbox.cluster.shm.schedule_format import SCHEDULE_TOPIC
-from rocketbox.cluster.wire_format import HEADER_BYTES_MAX, Command
-from rocketbox.cluster.zmq_transport import CONTEXT, EventLoop, RpcServer
+from rocketbox.cluster.wire_format import Command
+from rocketbox.cluster.zmq_transport import CONTEXT, EventLoop
 
 log = logging.getLogger(__name__)
 
@@ -96,8 +96,7 @@ class BrokerService:
         self.slave_sync = SlaveSynchronize(cfg, self.topics, self.offsets, clock) if cfg.is_slave else None
         self.started_ms = self.clock.now_ms()
         # The doors, once ``serve`` opened them: ZeroMQ always, RocketMQ's remoting TCP when configured.
-        self.server: RpcServer | None = None
-        self.remoting: RemotingServer | None = None
+        self.doors: BrokerDoors | None = None
         self.role_changed = False
         self._written_since_wake = False
         self._reput_woken_at_s = 0.0
@@ -139,13 +138,7 @@ class BrokerService:
     def notify_peer(self, peer, command: Command) -> None:
         """A request to a connected client over its own connection (served once ``serve`` ran),
         through the door it came in by."""
-        self._door_of(peer).notify(peer, command)
-
-    def _door_of(self, peer):
-        return self.remoting if self.remoting is not None and self.remoting.owns(peer) else self.server
-
-    def _reachable(self, peer) -> bool:
-        return self._door_of(peer).reachable(peer)
+        self.doors.notify(peer, command)
 
     def may_write(self) -> bool:
         """A master writes; with a controller only while its lease holds (controller_client.py)."""
@@ -153,21 +146,11 @@ class BrokerService:
 
     # ------------------------------------------------------------ wiring
 
-    def serve(self, loop: EventLoop) -> RpcServer:
+    def serve(self, loop: EventLoop) -> BrokerDoors:
         self.loop = loop
         store_dir = self.cfg.store.store_dir
         context = CONTEXT.get()
-        # The largest legitimate frame is a batch body at the size limit; headers are far smaller.
-        frame_bytes_max = self.cfg.store.message_size_bytes_max + HEADER_BYTES_MAX
-        self.server = RpcServer(self.cfg.endpoint, self.handlers, name=f"broker {self.cfg.broker_name}",
-                                frame_bytes_max=frame_bytes_max)
-        self.server.attach(loop)
-        if self.cfg.remoting_port:
-            self.remoting = RemotingServer(self.cfg.host, self.cfg.remoting_port, self.handlers,
-                                           name=f"broker {self.cfg.broker_name} remoting",
-                                           frame_bytes_max=frame_bytes_max,
-                                           on_disconnect=lambda peer: self._drop_disconnected_clients())
-            self.remoting.attach(loop)
+        self.doors = BrokerDoors(self.cfg, self.handlers, loop, self.on_peer_disconnected)
         self.notify_socket = context.socket(zmq.PULL)
         self.notify_socket.setsockopt(zmq.LINGER, 0)
         self.notify_socket.bind(channels.broker_notify(store_dir))
@@ -189,9 +172,8 @@ class BrokerService:
             loop.call_every(self.cfg.transaction_check_interval_ms / 1000, self.transactions.check)
         loop.call_every(self.cfg.consumer_offset_persist_interval_ms / 1000, self.transactions.persist)
         loop.call_every(self.cfg.client_scan_interval_ms / 1000, self.expire_clients)
-        self.server.watch_disconnects(loop, self.on_peer_disconnected)
         self.register_with_namesrvs()
-        return self.server
+        return self.doors
 
     @staticmethod
     def _push(context, endpoint):
@@ -281,7 +263,7 @@ class BrokerService:
             self.loop.call_at(now + delay_s, self._drop_disconnected_clients)
 
     def _drop_disconnected_clients(self) -> None:
-        self._forget_clients(self.clients.drop_unreachable(self._reachable), "its connection closed")
+        self._forget_clients(self.clients.drop_unreachable(self.doors.reachable), "its connection closed")
 
     def _forget_clients(self, gone: list[tuple[str, str]], why: str) -> None:
         for group, client_id in gone:
@@ -545,6 +527,7 @@ class BrokerService:
             "epoch": self.epoch, "epochs": self.epochs.to_json(),
             "controller": self.controller.info() if self.controller is not None else None,
             "writable": self.may_write(),
+            "doors": self.doors.info() if self.doors is not None else {},
         }
         return request.response(ResponseCode.SUCCESS, body=to_json_bytes(info))
 

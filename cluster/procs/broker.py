@@ -23,16 +23,14 @@ def build(config_json: str):
     service = BrokerService(booted)
     cfg = booted.cfg
     loop = EventLoop()
-    server = service.serve(loop)
+    doors = service.serve(loop)
 
     def on_exit():
         service.shutdown()
-        server.close()
-        if service.remoting is not None:
-            service.remoting.close()
+        doors.close()
         if service.role_changed:  # the controller gave this replica another role: restart it at once
             loop.exit_code = EXIT_ROLE_CHANGED
-    return loop, {"endpoint": server.endpoint, "role": "broker", "brokerName": cfg.broker_name,
+    return loop, {"endpoint": doors.native.endpoint, "role": "broker", "brokerName": cfg.broker_name,
                   "address": cfg.address, "remoting": cfg.remoting_address}, on_exit
 
 

@@ -1,0 +1,57 @@
+"""A broker's doors: the ZeroMQ RpcServer always, RocketMQ's remoting TCP server when configured.
+
+Both feed the broker's one handler table. A connected client is reached (``notify``) and probed
+(``reachable``) through the door its requests came in by; a TCP peer key says which.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from rocketbox.cluster.config import BrokerConfig
+from rocketbox.cluster.remoting_transport import RemotingServer
+from rocketbox.cluster.wire_format import HEADER_BYTES_MAX, Command
+from rocketbox.cluster.zmq_transport import EventLoop, RpcServer
+
+
+class BrokerDoors:
+    def __init__(self, cfg: BrokerConfig, handlers: dict, loop: EventLoop, on_peer_gone: Callable[[], None]):
+        """Open and attach both doors. ``on_peer_gone()`` runs when a connection closed (which
+        peer, ZeroMQ does not say: ask ``reachable``)."""
+        # The largest legitimate frame is a batch body at the size limit; headers are far smaller.
+        frame_bytes_max = cfg.store.message_size_bytes_max + HEADER_BYTES_MAX
+        self.native = RpcServer(cfg.endpoint, handlers, name=f"broker {cfg.broker_name}",
+                                frame_bytes_max=frame_bytes_max)
+        self.native.attach(loop)
+        self.native.watch_disconnects(loop, on_peer_gone)
+        self.remoting: RemotingServer | None = None
+        if cfg.remoting_port:
+            self.remoting = RemotingServer(
+                cfg.host, cfg.remoting_port, handlers, name=f"broker {cfg.broker_name} remoting",
+                frame_bytes_max=frame_bytes_max, connections_max=cfg.remoting_connections_max,
+                idle_timeout_s=cfg.remoting_idle_timeout_ms / 1000,
+                partial_frame_timeout_s=cfg.remoting_partial_frame_timeout_ms / 1000,
+                on_disconnect=lambda peer: on_peer_gone())
+            self.remoting.attach(loop)
+
+    def _door_of(self, peer):
+        return self.remoting if self.remoting is not None and self.remoting.owns(peer) else self.native
+
+    def notify(self, peer, command: Command) -> None:
+        self._door_of(peer).notify(peer, command)
+
+    def reachable(self, peer) -> bool:
+        return self._door_of(peer).reachable(peer)
+
+    def info(self) -> dict:
+        """Counters of both doors (runtime info)."""
+        info = {"native": {"requestsServed": self.native.requests_served,
+                           "malformedFrames": self.native.malformed_frames}}
+        if self.remoting is not None:
+            info["remoting"] = self.remoting.info()
+        return info
+
+    def close(self) -> None:
+        self.native.close()
+        if self.remoting is not None:
+            self.remoting.close()
