@@ -22,14 +22,13 @@ import logging
 import os
 import selectors
 import socket
-import threading
 import time
 from concurrent.futures import Future
-from typing import Callable
 
 from rocketbox.cluster.remoting_format import SERIALIZE_JSON, FrameDecoder, decode_frame_payload, encode_frame
 from rocketbox.cluster.wire_format import FLAG_ONEWAY, Command, FrameError, next_opaque
-from rocketbox.cluster.zmq_transport import RequestTimeout, TransportError
+from rocketbox.cluster.zmq_transport import (ClientTransport, IoThreadBase, RequestTimeout, TransportError,
+                                             serve_server_request)
 
 log = logging.getLogger(__name__)
 
@@ -52,17 +51,6 @@ def _connect(endpoint: str, timeout_s: float) -> socket.socket:
     return sock
 
 
-def _serve(handlers: dict, request: Command) -> None:
-    handler = handlers.get(request.code)
-    if handler is None:
-        log.debug("ignored request code %d from a server", request.code)
-        return
-    try:
-        handler(request)
-    except Exception:
-        log.exception("handler of server request %d failed", request.code)
-
-
 class _SyncConnection:
     __slots__ = ("sock", "decoder", "frames")
 
@@ -72,16 +60,11 @@ class _SyncConnection:
         self.frames: collections.deque = collections.deque()
 
 
-class RemotingRpcClient:
+class RemotingRpcClient(ClientTransport):
     """Requests to many endpoints over remoting TCP; thread-safe and fork-safe."""
 
-    def __init__(self, default_timeout_ms: int = 3000):
-        self.default_timeout_ms = default_timeout_ms
-        self._local = threading.local()
-        self._io: _IoThread | None = None
-        self._io_lock = threading.Lock()
-        self._closed = False
-        self.server_request_handlers: dict[int, Callable[[Command], None]] = {}
+    def _new_io_thread(self) -> "_IoThread":
+        return _IoThread(self.server_request_handlers)
 
     def _connections(self) -> dict:
         local = self._local
@@ -112,7 +95,7 @@ class RemotingRpcClient:
                 while conn.frames:
                     response, _ = decode_frame_payload(conn.frames.popleft())
                     if not response.is_response:
-                        _serve(self.server_request_handlers, response)
+                        serve_server_request(self.server_request_handlers, response)
                     elif response.opaque == request.opaque:
                         return response
                 left = deadline - time.monotonic()
@@ -136,28 +119,8 @@ class RemotingRpcClient:
         request.flag |= FLAG_ONEWAY
         self._io_thread().submit(endpoint, request, None, time.monotonic())
 
-    def call_async(self, endpoint: str, request: Command, timeout_ms: int | None = None) -> Future:
-        timeout_ms = self.default_timeout_ms if timeout_ms is None else timeout_ms
-        request.opaque = next_opaque()
-        future: Future = Future()
-        self._io_thread().submit(endpoint, request, future, time.monotonic() + timeout_ms / 1000)
-        return future
-
-    def _io_thread(self) -> "_IoThread":
-        if self._closed:
-            raise TransportError("client is closed")
-        io = self._io
-        if io is None or io.pid != os.getpid():
-            with self._io_lock:
-                if self._io is None or self._io.pid != os.getpid():
-                    self._io = _IoThread(self.server_request_handlers)
-                io = self._io
-        return io
-
     def close(self) -> None:
-        self._closed = True
-        if self._io is not None and self._io.pid == os.getpid():
-            self._io.stop()
+        self._stop_io_thread()
         for conn in self._connections().values():
             conn.sock.close()
         self._local.connections = {}
@@ -173,33 +136,10 @@ class _Peer:
         self.out = bytearray()
 
 
-class _IoThread:
-    """One thread owning the connections of every asynchronous and one-way request of a client."""
+class _IoThread(IoThreadBase):
+    """The remoting client's I/O thread: non-blocking connections under one selector."""
 
-    def __init__(self, handlers: dict):
-        self.pid = os.getpid()
-        self._handlers = handlers
-        self._submitted: collections.deque = collections.deque()
-        self._wake_r, self._wake_w = os.pipe()
-        os.set_blocking(self._wake_r, False)
-        self._stopping = False
-        self._thread = threading.Thread(target=self._run, name="remoting-io", daemon=True)
-        self._thread.start()
-
-    def submit(self, endpoint: str, request: Command, future: Future | None, deadline: float) -> None:
-        self._submitted.append((endpoint, request, future, deadline))
-        try:
-            os.write(self._wake_w, b"x")
-        except (BlockingIOError, OSError):
-            pass
-
-    def stop(self) -> None:
-        self._stopping = True
-        try:
-            os.write(self._wake_w, b"x")
-        except OSError:
-            pass
-        self._thread.join(timeout=2)
+    THREAD_NAME = "remoting-io"
 
     def _run(self) -> None:
         selector = selectors.DefaultSelector()
@@ -234,10 +174,7 @@ class _IoThread:
             timeout = 0.2 if not deadlines else max(0.0, min(0.2, deadlines[0][0] - time.monotonic()))
             for key, events in selector.select(timeout):
                 if key.fileobj == self._wake_r:
-                    try:
-                        os.read(self._wake_r, 4096)
-                    except BlockingIOError:
-                        pass
+                    self._drain_wake_pipe()
                     continue
                 peer = key.data
                 if peer.endpoint not in peers:
@@ -254,13 +191,14 @@ class _IoThread:
                         for payload in peer.decoder.feed(data):
                             response, _ = decode_frame_payload(payload)
                             if not response.is_response:
-                                _serve(self._handlers, response)
+                                self._serve_request(response)
                                 continue
                             entry = pending.pop(response.opaque, None)
                             if entry is not None and not entry[0].done():
                                 entry[0].set_result(response)
                     except (OSError, FrameError) as exc:
                         fail(peer, str(exc))
+            self._wake_pending = False
             while self._submitted:
                 endpoint, request, future, deadline = self._submitted.popleft()
                 peer = peers.get(endpoint)

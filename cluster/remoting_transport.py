@@ -36,6 +36,7 @@ from rocketbox.cluster.remoting_format import (FRAME_BYTES_MAX_DEFAULT, SERIALIZ
 from rocketbox.cluster.request_dispatch import Handler, dispatch
 from rocketbox.cluster.wire_format import (DOOR_REMOTING, FLAG_ONEWAY, FLAG_RESPONSE, Command, FrameError,
                                            next_opaque)
+from rocketbox.cluster.zmq_transport import Reply
 
 log = logging.getLogger(__name__)
 _limited = RateLimitedLog(log)
@@ -69,28 +70,17 @@ class _Connection:
         self.closed = False
 
 
-class TcpReply:
-    """Answers one request on its connection, now or later, exactly once (as zmq_transport.Reply)."""
+class TcpReply(Reply):
+    """Answers one request on its connection, in the request's serialize type."""
 
-    __slots__ = ("_server", "_conn", "peer", "_opaque", "_oneway", "_serialize_type", "done")
+    __slots__ = ("_conn", "_serialize_type")
 
     def __init__(self, server: "RemotingServer", conn: _Connection, opaque: int, oneway: bool, serialize_type: int):
-        self._server = server
+        super().__init__(server, conn.peer, opaque, oneway)
         self._conn = conn
-        self.peer = conn.peer
-        self._opaque = opaque
-        self._oneway = oneway
         self._serialize_type = serialize_type
-        self.done = False
 
-    def __call__(self, response: Command) -> None:
-        if self.done:
-            return
-        self.done = True
-        if self._oneway:
-            return
-        response.opaque = self._opaque
-        response.flag |= FLAG_RESPONSE
+    def _deliver(self, response: Command) -> None:
         self._server.write(self._conn, encode_frame(response, self._serialize_type))
 
 
@@ -239,16 +229,22 @@ class RemotingServer:
         if conn.out:
             self._queue(conn, memoryview(frame))
             return
-        try:
-            sent = conn.sock.send(frame)
-        except (BlockingIOError, InterruptedError):
-            sent = 0
-        except OSError as exc:
-            self.close_connection(conn, f"send failed: {exc}")
+        sent = self._send_some(conn, frame)
+        if sent is None:
             return
         if sent < len(frame):
             self._queue(conn, memoryview(frame)[sent:])
             self._epoll.modify(conn.fd, _READ | select.EPOLLOUT)
+
+    def _send_some(self, conn: _Connection, data) -> int | None:
+        """Bytes of ``data`` the socket took now (0 when full); None when the connection broke."""
+        try:
+            return conn.sock.send(data)
+        except (BlockingIOError, InterruptedError):
+            return 0
+        except OSError as exc:
+            self.close_connection(conn, f"send failed: {exc}")
+            return None
 
     def _queue(self, conn: _Connection, rest: memoryview) -> None:
         conn.out.append(rest)
@@ -260,12 +256,8 @@ class RemotingServer:
     def _flush(self, conn: _Connection) -> None:
         while conn.out:
             head = conn.out[0]
-            try:
-                sent = conn.sock.send(head)
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError as exc:
-                self.close_connection(conn, f"send failed: {exc}")
+            sent = self._send_some(conn, head)
+            if not sent:
                 return
             conn.out_bytes -= sent
             if sent < len(head):

@@ -58,6 +58,23 @@ def read_topic(consumer, topic: str, batch: int = 1024, pulls_max: int = 100_000
     return messages
 
 
+def pull_until(consumer, topic: str, expected: int, timeout_s: float = 30.0, batch: int = 256) -> list:
+    """Pull every queue of ``topic`` from offset 0 (a PullConsumer) until ``expected`` messages
+    came; TimeoutError if they do not within ``timeout_s``."""
+    queues = consumer.queues(topic)
+    offsets = {mq: 0 for mq in queues}
+    got: list = []
+
+    def progress():
+        for mq in queues:
+            result = consumer.pull(mq, offsets[mq], batch)
+            offsets[mq] = result.next_begin_offset
+            got.extend(result.messages)
+        return len(got) >= expected
+    wait_until(progress, timeout_s, interval_s=0.01, what=f"{expected} messages pulled")
+    return got
+
+
 def child_record(data_dir: str, name: str) -> dict:
     """The supervisor's record of child ``name`` (pid, state) in ``data_dir``'s cluster.json."""
     for child in (read_state_file(data_dir) or {}).get("children", []):

@@ -102,6 +102,9 @@ class Reply:
             return
         response.opaque = self._opaque
         response.flag |= FLAG_RESPONSE
+        self._deliver(response)
+
+    def _deliver(self, response: Command) -> None:
         self._server.send(self.peer, response)
 
 
@@ -268,18 +271,53 @@ class RpcServer:
 
 # ---------------------------------------------------------------- client side
 
-class RpcClient:
-    """Requests to many endpoints; thread-safe and fork-safe."""
+class ClientTransport:
+    """What both clients' transports (ZeroMQ here, remoting TCP in remoting_client.py) share: the
+    calling thread's own connections for sync calls, one I/O thread for the rest, made on first use
+    and again in a forked child, and the handlers of requests a server sends."""
 
     def __init__(self, default_timeout_ms: int = 3000):
         self.default_timeout_ms = default_timeout_ms
         self._local = threading.local()
-        self._pid = os.getpid()
-        self._io: _IoThread | None = None
+        self._io = None
         self._io_lock = threading.Lock()
         self._closed = False
-        # request code -> callback(Command), for requests a server sends on our async sockets.
+        # request code -> callback(Command), for requests a server sends on our connections.
         self.server_request_handlers: dict[int, Callable[[Command], None]] = {}
+
+    def _new_io_thread(self):
+        raise NotImplementedError
+
+    def _io_thread(self):
+        if self._closed:
+            raise TransportError("client is closed")
+        io = self._io
+        if io is None or io.pid != os.getpid():
+            with self._io_lock:
+                if self._io is None or self._io.pid != os.getpid():
+                    self._io = self._new_io_thread()
+                io = self._io
+        return io
+
+    def call_async(self, endpoint: str, request: Command, timeout_ms: int | None = None) -> Future:
+        """A future resolved with the response Command, or with a TransportError."""
+        timeout_ms = self.default_timeout_ms if timeout_ms is None else timeout_ms
+        request.opaque = next_opaque()
+        future: Future = Future()
+        self._io_thread().submit(endpoint, request, future, time.monotonic() + timeout_ms / 1000)
+        return future
+
+    def _stop_io_thread(self) -> None:
+        self._closed = True
+        if self._io is not None and self._io.pid == os.getpid():
+            self._io.stop()
+
+
+class RpcClient(ClientTransport):
+    """Requests to many endpoints over ZeroMQ; thread-safe and fork-safe."""
+
+    def _new_io_thread(self) -> "_IoThread":
+        return _IoThread(self.server_request_handlers)
 
     # Sockets owned by the calling thread: no hand-off between threads on the sync path.
     def _thread_socket(self, endpoint: str) -> zmq.Socket:
@@ -340,29 +378,8 @@ class RpcClient:
         except zmq.Again:
             pass  # one-way means best effort
 
-    def call_async(self, endpoint: str, request: Command, timeout_ms: int | None = None) -> Future:
-        """A future resolved with the response Command, or with a TransportError."""
-        timeout_ms = self.default_timeout_ms if timeout_ms is None else timeout_ms
-        request.opaque = next_opaque()
-        future: Future = Future()
-        self._io_thread().submit(endpoint, request, future, time.monotonic() + timeout_ms / 1000)
-        return future
-
-    def _io_thread(self) -> "_IoThread":
-        if self._closed:
-            raise TransportError("client is closed")
-        io = self._io
-        if io is None or io.pid != os.getpid():
-            with self._io_lock:
-                if self._io is None or self._io.pid != os.getpid():
-                    self._io = _IoThread(self.server_request_handlers)
-                io = self._io
-        return io
-
     def close(self) -> None:
-        self._closed = True
-        if self._io is not None and self._io.pid == os.getpid():
-            self._io.stop()
+        self._stop_io_thread()
         local = self._local
         if getattr(local, "pid", None) == os.getpid():
             for sock in local.sockets.values():
@@ -402,8 +419,24 @@ def _fail_endpoint(pending: dict, endpoint: str) -> None:
             future.set_exception(TransportError(f"connection to {endpoint} lost"))
 
 
-class _IoThread:
-    """One thread owning the sockets of every asynchronous request of a client."""
+def serve_server_request(handlers: dict, request: Command) -> None:
+    """A request a server sent to this client (NOTIFY_CONSUMER_IDS_CHANGED, ...): its handler, if any."""
+    handler = handlers.get(request.code)
+    if handler is None:
+        log.debug("ignored request code %d from a server", request.code)
+        return
+    try:
+        handler(request)
+    except Exception:
+        log.exception("handler of server request %d failed", request.code)
+
+
+class IoThreadBase:
+    """One thread owning the connections of a client's asynchronous requests: a queue of submitted
+    ``(endpoint, request, future, deadline)`` and a pipe that wakes it. Subclasses poll in ``_run``
+    and clear ``_wake_pending`` before they drain ``_submitted``."""
+
+    THREAD_NAME = "rpc-io"
 
     def __init__(self, server_request_handlers: dict | None = None):
         self.pid = os.getpid()
@@ -415,7 +448,7 @@ class _IoThread:
         # Set by submitters when they wake the thread, cleared by the thread before it drains
         # the queue: requests submitted after the clear write the pipe again, none is stranded.
         self._wake_pending = False
-        self._thread = threading.Thread(target=self._run, name="rpc-io", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=self.THREAD_NAME, daemon=True)
         self._thread.start()
 
     def submit(self, endpoint, request, future, deadline) -> None:
@@ -436,15 +469,21 @@ class _IoThread:
             pass
         self._thread.join(timeout=2)
 
-    def _serve_request(self, request: Command) -> None:
-        handler = self._server_request_handlers.get(request.code)
-        if handler is None:
-            log.debug("ignored request code %d from a server", request.code)
-            return
+    def _drain_wake_pipe(self) -> None:
         try:
-            handler(request)
-        except Exception:
-            log.exception("handler of server request %d failed", request.code)
+            os.read(self._wake_r, 4096)
+        except BlockingIOError:
+            pass
+
+    def _serve_request(self, request: Command) -> None:
+        serve_server_request(self._server_request_handlers, request)
+
+    def _run(self) -> None:
+        raise NotImplementedError
+
+
+class _IoThread(IoThreadBase):
+    """The ZeroMQ client's I/O thread: DEALER sockets, one per endpoint."""
 
     def _run(self) -> None:
         context = CONTEXT.get()
@@ -466,10 +505,7 @@ class _IoThread:
                 timeout_ms = max(0, min(timeout_ms, int((deadlines[0][0] - time.monotonic()) * 1000) + 1))
             for sock, _ in poller.poll(timeout_ms):
                 if sock == self._wake_r:
-                    try:
-                        os.read(self._wake_r, 4096)
-                    except BlockingIOError:
-                        pass
+                    self._drain_wake_pipe()
                     continue
                 if sock in monitors:
                     if _disconnected(sock):

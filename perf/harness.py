@@ -157,10 +157,11 @@ def serve_parent(conn, run) -> None:
 
 
 def _producer_process(conn, namesrv: str, topic: str, mode: str, total: int, body_bytes: int, threads: int,
-                      rate: int, time_s_max: float) -> None:
-    """A producer in its own process (spawned): ``batched`` or ``paced`` (stamped bodies)."""
+                      rate: int, time_s_max: float, transport: str = "native") -> None:
+    """A producer in its own process (spawned): ``batched`` or ``paced`` (stamped bodies), through
+    the door ``transport`` names (``namesrv`` is that door's NameServer addresses)."""
     try:
-        cfg = client_config(namesrv)
+        cfg = client_config(namesrv, transport=transport)
         if mode == "batched":
             # Warm-up happens inside run_producers, before its clock; "go" gates it.
             def batched() -> dict:
@@ -315,9 +316,9 @@ class ProducerProcess(ChildProcess):
     """Our producer in a spawned process: ``batched`` (``threads`` threads) or paced (stamped bodies)."""
 
     def __init__(self, namesrv: str, topic: str, mode: str, total: int, body_bytes: int, threads: int = 1,
-                 rate: int = 0, time_s_max: float = 30.0):
-        super().__init__(_producer_process, (namesrv, topic, mode, total, body_bytes, threads, rate, time_s_max),
-                         f"bench-producer-{mode}", time_s_max)
+                 rate: int = 0, time_s_max: float = 30.0, transport: str = "native"):
+        super().__init__(_producer_process, (namesrv, topic, mode, total, body_bytes, threads, rate, time_s_max,
+                                             transport), f"bench-producer-{mode}", time_s_max)
 
 
 # ---------------------------------------------------------------- consumers

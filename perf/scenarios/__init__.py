@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rocketbox.perf.scenarios.doors import scenario_doors
 from rocketbox.perf.scenarios.failover import scenario_failover
 from rocketbox.perf.scenarios.latency import scenario_e2e_latency, scenario_latency
 from rocketbox.perf.scenarios.lifecycle import scenario_ready, scenario_rss
@@ -13,6 +14,6 @@ RUNNERS = {
     "baseline": scenario_baseline, "produce": scenario_produce, "consume": scenario_consume, "e2e": scenario_e2e,
     "latency": scenario_latency, "e2e_latency": scenario_e2e_latency, "group_commit": scenario_group_commit,
     "ready": scenario_ready, "rss": scenario_rss, "replication": scenario_replication,
-    "replication_flush": scenario_replication_flush, "failover": scenario_failover,
+    "replication_flush": scenario_replication_flush, "failover": scenario_failover, "doors": scenario_doors,
 }
 SCENARIOS = tuple(RUNNERS)

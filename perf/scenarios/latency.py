@@ -21,20 +21,7 @@ def scenario_latency(s: Settings, report: Report, tmp: str) -> None:
             cfg = client_config(cluster.namesrv)
             p50s, p99s, p999s = [], [], []
             for run in range(s.runs):
-                topic = f"Latency{run}"
-                create_topic(cfg, topic)
-                body = message_body(100)
-                with Producer("BenchLatencyProducer", config=cfg) as producer:
-                    for _ in range(200):
-                        producer.send(Message(topic, body))
-                    lat = []
-                    deadline = time.monotonic() + s.measure_s_max
-                    for _ in range(count):
-                        if time.monotonic() >= deadline:
-                            break
-                        t0 = time.perf_counter()
-                        producer.send(Message(topic, body))
-                        lat.append((time.perf_counter() - t0) * 1e6)
+                lat = sync_send_latencies(cfg, f"Latency{run}", count, s.measure_s_max)
                 p50s.append(percentile(lat, 0.50))
                 p99s.append(percentile(lat, 0.99))
                 p999s.append(percentile(lat, 0.999))
@@ -55,32 +42,56 @@ def scenario_e2e_latency(s: Settings, report: Report, tmp: str) -> None:
         for mode, label in s.variants((("paced_batch", "batch per due tick"), ("paced_async", "send_async each"))):
             stats = {"p50": [], "p99": [], "p999": [], "rate": []}
             for run in range(s.runs):
-                topic = f"Paced{mode}{run}"
-                cfg = client_config(cluster.namesrv)
-                create_topic(cfg, topic)
-                tally = Tally(total + 1, stamped=True)
-                consumer = push_consumer(cfg, f"BenchPacedGroup{mode}{run}", topic, tally)
-                consumer.start()
-                producer = None
-                try:
-                    await_assigned(consumer, QUEUE_COUNT)
-                    producer = ProducerProcess(cluster.namesrv, topic, mode, total, 100, rate=PACED_RATE_MSG_S,
-                                               time_s_max=duration_s * 3).start()
-                    producer.go()
-                    result = producer.result()
-                    tally.retarget(result["sent"] - result.get("failed", 0) + 1)
-                    tally.reached.wait(30)
-                finally:
-                    if producer is not None:
-                        producer.stop()
-                    consumer.shutdown()
-                lat = tally.steady_latencies(total)
+                lat, rate = paced_e2e_run(cluster.namesrv, client_config(cluster.namesrv), f"Paced{mode}{run}",
+                                          f"BenchPacedGroup{mode}{run}", mode, total, duration_s)
                 stats["p50"].append(percentile(lat, 0.5))
                 stats["p99"].append(percentile(lat, 0.99))
                 stats["p999"].append(percentile(lat, 0.999))
-                stats["rate"].append(result["sent"] / result["elapsed_s"])
+                stats["rate"].append(rate)
             note = f"target rate {PACED_RATE_MSG_S:,} msg/s for {duration_s:.0f} s; first 5% skipped"
             report.add(Row("e2e_latency", f"rate achieved, {label}", "msg/s", stats["rate"],
                            (">=", PACED_RATE_MSG_S * 0.99), note=note + "; met within 1%"))
             for key, name in (("p50", "p50"), ("p99", "p99"), ("p999", "p99.9")):
                 report.add(Row("e2e_latency", f"receive - send {name}, {label}", "us", stats[key], note=note))
+
+
+def paced_e2e_run(namesrv: str, cfg, topic: str, group: str, mode: str, total: int, duration_s: float,
+                  transport: str = "native") -> tuple[list[float], float]:
+    """One paced run: a producer process at 10k msg/s, a PushConsumer here; (receive - send
+    latencies in us of the steady part, achieved send rate)."""
+    create_topic(cfg, topic)
+    tally = Tally(total + 1, stamped=True)
+    consumer = push_consumer(cfg, group, topic, tally)
+    consumer.start()
+    producer = None
+    try:
+        await_assigned(consumer, QUEUE_COUNT)
+        producer = ProducerProcess(namesrv, topic, mode, total, 100, rate=PACED_RATE_MSG_S,
+                                   time_s_max=duration_s * 3, transport=transport).start()
+        producer.go()
+        result = producer.result()
+        tally.retarget(result["sent"] - result.get("failed", 0) + 1)
+        tally.reached.wait(30)
+    finally:
+        if producer is not None:
+            producer.stop()
+        consumer.shutdown()
+    return tally.steady_latencies(total), result["sent"] / result["elapsed_s"]
+
+
+def sync_send_latencies(cfg, topic: str, count: int, time_s_max: float) -> list[float]:
+    """``count`` single 100-B sync sends from one thread after 200 warm-up; each one's time in us."""
+    create_topic(cfg, topic)
+    body = message_body(100)
+    with Producer("BenchLatencyProducer", config=cfg) as producer:
+        for _ in range(200):
+            producer.send(Message(topic, body))
+        lat = []
+        deadline = time.monotonic() + time_s_max
+        for _ in range(count):
+            if time.monotonic() >= deadline:
+                break
+            t0 = time.perf_counter()
+            producer.send(Message(topic, body))
+            lat.append((time.perf_counter() - t0) * 1e6)
+    return lat

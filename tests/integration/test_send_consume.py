@@ -5,23 +5,12 @@ from __future__ import annotations
 import os
 
 from rocketbox.cluster import Admin, Message, Producer, PullConsumer, PullStatus, SendStatus
-from rocketbox.cluster.testing import wait_until
+from rocketbox.cluster.testing import pull_until, wait_until
 from tests.conftest import client_config
 
 
 def _drain(consumer: PullConsumer, topic: str, expected: int, timeout_s: float = 30.0):
-    queues = consumer.queues(topic)
-    offsets = {mq: 0 for mq in queues}
-    got = []
-
-    def progress():
-        for mq in queues:
-            result = consumer.pull(mq, offsets[mq], 256)
-            offsets[mq] = result.next_begin_offset
-            got.extend(result.messages)
-        return len(got) >= expected
-    wait_until(progress, timeout_s, interval_s=0.01, what=f"{expected} messages pulled")
-    return got
+    return pull_until(consumer, topic, expected, timeout_s)
 
 
 def test_every_send_path_delivers_identical_messages(start_cluster):

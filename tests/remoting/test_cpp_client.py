@@ -13,7 +13,7 @@ import pytest
 
 from rocketbox.cluster import Admin, Message, Producer, PullConsumer, PushConsumer, ConsumeStatus
 from rocketbox.cluster.config import SYNC_FLUSH
-from rocketbox.cluster.testing import wait_until
+from rocketbox.cluster.testing import pull_until, wait_until
 from tests.conftest import await_group_caught_up, client_config
 from tests.remoting.cpp_client import CppClient, require_cpp_client, run_cpp, sent_ok
 
@@ -28,18 +28,7 @@ def _cpp_client():
 
 def _pull_all(cfg, topic: str, expected: int) -> list:
     with PullConsumer("CheckCG", config=cfg) as consumer:
-        queues = consumer.queues(topic)
-        offsets = {mq: 0 for mq in queues}
-        got = []
-
-        def progress():
-            for mq in queues:
-                result = consumer.pull(mq, offsets[mq], 256)
-                offsets[mq] = result.next_begin_offset
-                got.extend(result.messages)
-            return len(got) >= expected
-        wait_until(progress, 30, interval_s=0.05, what=f"{expected} messages pulled")
-        return got
+        return pull_until(consumer, topic, expected)
 
 
 def test_cpp_sends_reach_a_native_consumer_unchanged(start_cluster, tmp_path):

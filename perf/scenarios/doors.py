@@ -1,0 +1,53 @@
+"""``python -m rocketbox.perf --only doors``: the native (ZeroMQ) door beside RocketMQ's remoting
+door (issue 11 item 7), one cluster, the same client (``ClientConfig.transport``), the doors
+interleaved run by run: batched produce, pull drain, one sync send's latency, end to end at 10k msg/s."""
+
+from __future__ import annotations
+
+import os
+
+from rocketbox.cluster.testing import LocalCluster
+from rocketbox.perf.harness import (BATCH_SIZE, Settings, client_config, create_topic, drain_pull, run_producers)
+from rocketbox.perf.report import Report, Row, percentile
+from rocketbox.perf.scenarios.latency import paced_e2e_run, sync_send_latencies
+
+DOORS = ("native", "remoting")
+
+
+def scenario_doors(s: Settings, report: Report, tmp: str) -> None:
+    values: dict[tuple[str, str], list[float]] = {}
+
+    def add(door: str, measure: str, value: float) -> None:
+        values.setdefault((measure, door), []).append(value)
+
+    total_paced = int(10_000 * s.paced_s)
+    with LocalCluster(os.path.join(tmp, "doors")) as cluster:
+        namesrv = {"native": cluster.namesrv, "remoting": cluster.remoting_namesrv}
+        for run in range(s.runs):
+            for door in DOORS:
+                cfg = client_config(namesrv[door], transport=door)
+                topic = f"Doors{door}{run}"
+                create_topic(cfg, topic)
+                sent, elapsed = run_producers(cfg, topic, s.messages, 100, BATCH_SIZE, s.producer_threads,
+                                              s.measure_s_max)
+                add(door, "produce", sent / elapsed)
+                expected = sent + s.producer_threads   # + the warm-up sends
+                read, elapsed = drain_pull(cfg, topic, expected, s.measure_s_max)
+                if read != expected:
+                    raise RuntimeError(f"{door}: PullConsumer read {read} of {expected}")
+                add(door, "consume", read / elapsed)
+                lat = sync_send_latencies(cfg, f"DoorsLatency{door}{run}", s.latency_sends(), s.measure_s_max)
+                add(door, "send p50", percentile(lat, 0.5))
+                add(door, "send p99", percentile(lat, 0.99))
+                lat, _ = paced_e2e_run(namesrv[door], cfg, f"DoorsPaced{door}{run}", f"DoorsPacedGroup{door}{run}",
+                                       "paced_async", total_paced, s.paced_s, transport=door)
+                add(door, "e2e p50", percentile(lat, 0.5))
+                add(door, "e2e p99", percentile(lat, 0.99))
+    rows = (("produce", f"batched {BATCH_SIZE}, 100 B, async flush", "msg/s"),
+            ("consume", "PullConsumer drain, 100 B", "msg/s"),
+            ("send p50", "sync send p50, async flush", "us"), ("send p99", "sync send p99, async flush", "us"),
+            ("e2e p50", "receive - send p50 at 10k msg/s", "us"), ("e2e p99", "receive - send p99 at 10k msg/s", "us"))
+    for key, measure, unit in rows:
+        for door in DOORS:
+            report.add(Row("doors", f"{measure}, {door} door", unit, values[(key, door)],
+                           note="one client, transport=" + door))
