@@ -24,6 +24,8 @@ class RequestCode(enum.IntEnum):
     QUERY_CONSUMER_OFFSET = 14
     UPDATE_CONSUMER_OFFSET = 15
     UPDATE_AND_CREATE_TOPIC = 17
+    # mqadmin getBrokerConfig: the broker's settings as Java properties text, RocketMQ's keys.
+    GET_BROKER_CONFIG = 26
     GET_ALL_TOPIC_CONFIG = 21
     GET_BROKER_RUNTIME_INFO = 28
     SEARCH_OFFSET_BY_TIMESTAMP = 29
@@ -111,6 +113,7 @@ SERVED_BY: dict[RequestCode, str] = {
     RequestCode.GET_ALL_TOPIC_CONFIG: BROKER,
     RequestCode.GET_ALL_CONSUMER_OFFSET: BROKER,
     RequestCode.GET_BROKER_RUNTIME_INFO: BROKER,
+    RequestCode.GET_BROKER_CONFIG: BROKER,
     RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: BROKER,
     RequestCode.GET_MAX_OFFSET: BROKER,
     RequestCode.GET_MIN_OFFSET: BROKER,

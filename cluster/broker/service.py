@@ -17,6 +17,7 @@ import zmq
 from rocketbox.cluster.broker import channels
 from rocketbox.cluster.broker.boot import BootedBroker
 from rocketbox.cluster.broker.clients import ClientRegistry
+from rocketbox.cluster.rocketmq_keys import broker_properties, properties_text
 from rocketbox.cluster.broker.doors import BrokerDoors
 from rocketbox.cluster.broker.filtering import check_heartbeat_subscriptions
 from rocketbox.cluster.broker.ha import HAClient, HAServer
@@ -127,6 +128,7 @@ class BrokerService:
             RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: self.on_query_topic_consume_by_who,
             RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: self.reset_offsets.on_invoke_broker_to_reset_offset,
             RequestCode.GET_BROKER_RUNTIME_INFO: self.on_runtime_info,
+            RequestCode.GET_BROKER_CONFIG: self.on_broker_config,
             RequestCode.GET_BROKER_EPOCH_CACHE: self.on_epoch_cache,
         }
 
@@ -530,6 +532,13 @@ class BrokerService:
             "doors": self.doors.info() if self.doors is not None else {},
         }
         return request.response(ResponseCode.SUCCESS, body=to_json_bytes(info))
+
+    def on_broker_config(self, request: Command, reply=None) -> Command:
+        """mqadmin getBrokerConfig: ``key=value`` lines under RocketMQ's keys; ``version`` is the
+        config's DataVersion (it changes only with the process: settings are fixed while it runs)."""
+        version = to_json_bytes({"counter": 0, "timestamp": self.started_ms}).decode()
+        return request.response(ResponseCode.SUCCESS, {"version": version},
+                                body=properties_text(broker_properties(self.cfg)).encode())
 
     def on_epoch_cache(self, request: Command, reply=None) -> Command:
         body = {"epoch": self.epoch, "epochs": self.epochs.to_json(), "maxOffset": self.store.commitlog.write_pos,

@@ -1,0 +1,75 @@
+"""RocketMQ's names for RocketBox's broker settings (its broker.conf keys, what mqadmin
+getBrokerConfig prints). Pure: a table and two conversions, no I/O.
+
+Each entry is ``(RocketMQ key, field path in BrokerConfig, unit factor)``; a value is written as
+Java's Properties holds it (booleans ``true``/``false``, numbers in decimal). RocketMQ's key and
+ours mean the same thing; where RocketMQ counts in other units the factor converts (its
+``mappedFileSizeConsumeQueue`` is bytes, ours entries of 20 bytes).
+"""
+
+from __future__ import annotations
+
+from rocketbox.cluster.config import BrokerConfig
+
+CONSUMEQUEUE_ENTRY_BYTES = 20
+
+BROKER_KEYS: tuple[tuple[str, str, int], ...] = (
+    ("brokerClusterName", "cluster_name", 1),
+    ("brokerName", "broker_name", 1),
+    ("brokerId", "broker_id", 1),
+    ("brokerIP1", "host", 1),
+    ("brokerRole", "broker_role", 1),
+    ("storePathRootDir", "store.store_dir", 1),
+    ("flushDiskType", "store.flush_mode", 1),
+    ("flushIntervalCommitLog", "store.flush_interval_ms", 1),
+    ("syncFlushTimeout", "store.flush_sync_timeout_ms", 1),
+    ("mappedFileSizeCommitLog", "store.commitlog_file_size_bytes", 1),
+    ("mappedFileSizeConsumeQueue", "store.consumequeue_entries_per_file", CONSUMEQUEUE_ENTRY_BYTES),
+    ("maxHashSlotNum", "store.index_slot_count", 1),
+    ("maxIndexNum", "store.index_entry_count_max", 1),
+    ("maxMessageSize", "store.message_size_bytes_max", 1),
+    ("messageDelayLevel", "store.message_delay_levels", 1),
+    ("autoCreateTopicEnable", "auto_create_topic_enabled", 1),
+    ("defaultTopicQueueNums", "topic_queue_count_default", 1),
+    ("enablePropertyFilter", "enable_property_filter", 1),
+    ("slaveReadEnable", "slave_read_enabled", 1),
+    ("transactionTimeOut", "transaction_timeout_ms", 1),
+    ("transactionCheckMax", "transaction_check_max", 1),
+    ("transactionCheckInterval", "transaction_check_interval_ms", 1),
+    ("enableControllerMode", "controller_mode", 1),
+    ("registerNameServerPeriod", "register_interval_ms", 1),
+    ("serverChannelMaxIdleTimeSeconds", "remoting_idle_timeout_ms", -1000),
+)
+
+
+def _field(cfg, path: str):
+    for part in path.split("."):
+        cfg = getattr(cfg, part)
+    return cfg
+
+
+def java_value(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def broker_properties(cfg: BrokerConfig) -> dict[str, str]:
+    """The broker's settings under RocketMQ's keys, plus the derived ones (its ports, NameServers)."""
+    props = {}
+    for key, path, factor in BROKER_KEYS:
+        value = _field(cfg, path)
+        if not isinstance(value, (bool, str)):
+            value = value * factor if factor > 0 else value // -factor
+        props[key] = java_value(value)
+    props["listenPort"] = str(cfg.remoting_port or cfg.port)
+    props["haListenPort"] = str(cfg.ha_port or cfg.port + 1)
+    props["namesrvAddr"] = ";".join(e[len("tcp://"):] if e.startswith("tcp://") else e
+                                    for e in cfg.namesrv_endpoints)
+    props["longPollingEnable"] = "true"
+    return props
+
+
+def properties_text(props: dict[str, str]) -> str:
+    """Java's ``key=value`` lines (MixAll.properties2String), keys sorted."""
+    return "".join(f"{key}={value}\n" for key, value in sorted(props.items()))

@@ -1,0 +1,50 @@
+"""RocketMQ's key names for the broker's settings, and mqadmin getBrokerConfig (GET_BROKER_CONFIG)
+answered with them as Java properties text."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+from rocketbox.cluster.broker.boot import boot
+from rocketbox.cluster.broker.service import BrokerService
+from rocketbox.cluster.config import SYNC_FLUSH, BrokerConfig
+from rocketbox.cluster.protocol import RequestCode, ResponseCode
+from rocketbox.cluster.rocketmq_keys import broker_properties, properties_text
+from rocketbox.cluster.shm.testing import tiny_config
+from rocketbox.cluster.wire_format import Command
+
+
+def _cfg(tmp_path) -> BrokerConfig:
+    store = dataclasses.replace(tiny_config(tmp_path / "store"), flush_mode=SYNC_FLUSH,
+                                commitlog_file_size_bytes=1 << 20, consumequeue_entries_per_file=1000)
+    return BrokerConfig(store=store, broker_name="broker-x", port=20811, remoting_port=20911,
+                        namesrv_endpoints=("tcp://127.0.0.1:9871",), auto_create_topic_enabled=False)
+
+
+def test_settings_under_rocketmq_keys(tmp_path):
+    props = broker_properties(_cfg(tmp_path))
+    assert props["brokerName"] == "broker-x" and props["brokerClusterName"] == "DefaultCluster"
+    assert props["brokerId"] == "0" and props["brokerRole"] == "ASYNC_MASTER"
+    assert props["flushDiskType"] == "SYNC_FLUSH"
+    assert props["listenPort"] == "20911" and props["haListenPort"] == "20812"
+    assert props["mappedFileSizeCommitLog"] == str(1 << 20)
+    assert props["mappedFileSizeConsumeQueue"] == "20000"           # bytes: 1000 entries of 20
+    assert props["autoCreateTopicEnable"] == "false"
+    assert props["namesrvAddr"] == "127.0.0.1:9871"
+    assert props["serverChannelMaxIdleTimeSeconds"] == "120"
+    assert props["messageDelayLevel"].startswith("1s 5s 10s")
+
+
+def test_properties_text_is_java_lines():
+    assert properties_text({"b": "2", "a": "x y"}) == "a=x y\nb=2\n"
+
+
+def test_get_broker_config_answers_the_properties(tmp_path):
+    cfg = _cfg(tmp_path)
+    service = BrokerService(boot(cfg))
+    answer = service.handlers[RequestCode.GET_BROKER_CONFIG](Command(RequestCode.GET_BROKER_CONFIG, {}), None)
+    assert answer.code == ResponseCode.SUCCESS
+    lines = dict(line.split("=", 1) for line in answer.body.decode().splitlines())
+    assert lines == broker_properties(cfg)
+    assert set(json.loads(answer.fields["version"])) == {"counter", "timestamp"}
