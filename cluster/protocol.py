@@ -56,6 +56,8 @@ class RequestCode(enum.IntEnum):
     RESET_CONSUMER_CLIENT_OFFSET = 220
     # Admin -> broker: reset a group's offsets of a topic to a time, telling its online members.
     INVOKE_BROKER_TO_RESET_OFFSET = 222
+    # mqadmin consumerConnection: a group's online members and subscriptions (ConsumerConnection).
+    GET_CONSUMER_CONNECTION_LIST = 203
     # The groups consuming a topic: those with offsets on it and those online subscribing to it.
     QUERY_TOPIC_CONSUME_BY_WHO = 300
     SEND_MESSAGE_V2 = 310
@@ -114,6 +116,7 @@ SERVED_BY: dict[RequestCode, str] = {
     RequestCode.GET_ALL_CONSUMER_OFFSET: BROKER,
     RequestCode.GET_BROKER_RUNTIME_INFO: BROKER,
     RequestCode.GET_BROKER_CONFIG: BROKER,
+    RequestCode.GET_CONSUMER_CONNECTION_LIST: BROKER,
     RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: BROKER,
     RequestCode.GET_MAX_OFFSET: BROKER,
     RequestCode.GET_MIN_OFFSET: BROKER,

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from rocketbox.cluster.filter.expressions import parse_tags, tag_hashes_of
+from rocketbox.cluster.remoting_format import LANGUAGES as LANGUAGE_NAMES
+
 
 @dataclass
 class ConsumerMember:
@@ -13,6 +16,28 @@ class ConsumerMember:
     subscriptions: dict[str, str] = field(default_factory=dict)  # topic -> expression
     # The transport address the heartbeat came from: where NOTIFY_CONSUMER_IDS_CHANGED goes.
     peer: bytes | None = None
+    # What mqadmin consumerConnection shows: the client's host, language and version ordinals,
+    # and its consume type and where a new group starts (RocketMQ's enum names).
+    address: str = ""
+    language: int = 0
+    version: int = 0
+    consume_type: str = "CONSUME_PASSIVELY"
+    consume_from_where: str = "CONSUME_FROM_LAST_OFFSET"
+
+
+# The C++ client sends these enums as ordinals, Java clients as names (protocol brief §5.1).
+CONSUME_TYPES = ("CONSUME_ACTIVELY", "CONSUME_PASSIVELY")
+CONSUME_FROM_WHERE = ("CONSUME_FROM_LAST_OFFSET", "CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST",
+                      "CONSUME_FROM_MIN_OFFSET", "CONSUME_FROM_MAX_OFFSET", "CONSUME_FROM_FIRST_OFFSET",
+                      "CONSUME_FROM_TIMESTAMP")
+
+
+def enum_name(value, names: tuple[str, ...], default: str) -> str:
+    """A Java enum sent as its name or its ordinal, as its name."""
+    text = str(value)
+    if text.isdigit():
+        return names[int(text)] if int(text) < len(names) else default
+    return text if text in names else default
 
 
 class ClientRegistry:
@@ -23,8 +48,10 @@ class ClientRegistry:
         # group -> client id -> (last heartbeat ms, transport address)
         self.producers: dict[str, dict[str, tuple[int, bytes | None]]] = {}
 
-    def heartbeat(self, heartbeat: dict, now_ms: int, peer: bytes | None = None) -> set[str]:
-        """Record a HEART_BEAT body; the consumer groups whose membership changed."""
+    def heartbeat(self, heartbeat: dict, now_ms: int, peer: bytes | None = None,
+                  origin: tuple[str, int, int] = ("", 0, 0)) -> set[str]:
+        """Record a HEART_BEAT body (``origin``: the sender's host, language and version); the
+        consumer groups whose membership changed."""
         client_id = str(heartbeat.get("clientID", ""))
         changed = set()
         for consumer in heartbeat.get("consumerDataSet") or []:
@@ -40,8 +67,10 @@ class ClientRegistry:
             elif model in (1, "1"):
                 model = "CLUSTERING"
             previous = members.get(client_id)
-            members[client_id] = ConsumerMember(client_id, now_ms, str(model), subs,
-                                                peer if peer is not None else (previous.peer if previous else None))
+            members[client_id] = ConsumerMember(
+                client_id, now_ms, str(model), subs, peer if peer is not None else (previous.peer if previous else None),
+                *origin, enum_name(consumer.get("consumeType", 1), CONSUME_TYPES, CONSUME_TYPES[1]),
+                enum_name(consumer.get("consumeFromWhere", 0), CONSUME_FROM_WHERE, CONSUME_FROM_WHERE[0]))
         for producer in heartbeat.get("producerDataSet") or []:
             group = self.producers.setdefault(str(producer.get("groupName", "")), {})
             previous = group.get(client_id)
@@ -104,3 +133,22 @@ class ClientRegistry:
 
     def consumer_ids(self, group: str) -> list[str]:
         return sorted(self.groups.get(group, {}))
+
+    def connection_table(self, group: str) -> dict | None:
+        """RocketMQ's ConsumerConnection of ``group`` (mqadmin consumerConnection), None if no
+        member is online: every member's connection, and the subscriptions of the latest heartbeat."""
+        members = [self.groups[group][c] for c in sorted(self.groups.get(group, {}))]
+        if not members:
+            return None
+        latest = max(members, key=lambda m: m.last_heartbeat_ms)
+        subscriptions = {}
+        for topic, expression in sorted(latest.subscriptions.items()):
+            tags = parse_tags(expression)
+            subscriptions[topic] = {"topic": topic, "subString": expression, "expressionType": "TAG",
+                                    "tagsSet": sorted(tags or ()), "codeSet": sorted(tag_hashes_of(expression) or ()),
+                                    "subVersion": latest.last_heartbeat_ms, "classFilterMode": False}
+        return {"connectionSet": [{"clientId": m.client_id, "clientAddr": m.address,
+                                   "language": LANGUAGE_NAMES[m.language] if m.language < len(LANGUAGE_NAMES)
+                                   else "OTHER", "version": m.version} for m in members],
+                "subscriptionTable": subscriptions, "consumeType": latest.consume_type,
+                "messageModel": latest.message_model, "consumeFromWhere": latest.consume_from_where}

@@ -129,6 +129,7 @@ class BrokerService:
             RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: self.reset_offsets.on_invoke_broker_to_reset_offset,
             RequestCode.GET_BROKER_RUNTIME_INFO: self.on_runtime_info,
             RequestCode.GET_BROKER_CONFIG: self.on_broker_config,
+            RequestCode.GET_CONSUMER_CONNECTION_LIST: self.on_consumer_connection_list,
             RequestCode.GET_BROKER_EPOCH_CACHE: self.on_epoch_cache,
         }
 
@@ -385,7 +386,8 @@ class BrokerService:
             if str(consumer.get("messageModel", "CLUSTERING")) in ("CLUSTERING", "1"):
                 # Java's broker makes the group's retry topic on its first heartbeat.
                 self.ensure_system_topic(retry_topic(str(consumer["groupName"])))
-        changed = self.clients.heartbeat(body, self.clock.now_ms(), getattr(reply, "peer", None))
+        changed = self.clients.heartbeat(body, self.clock.now_ms(), getattr(reply, "peer", None),
+                                         (request.peer_address, request.language, request.version))
         self._notify_groups_changed(changed)
         return request.response(ResponseCode.SUCCESS)
 
@@ -424,6 +426,14 @@ class BrokerService:
         if not ids:
             return request.response(ResponseCode.SYSTEM_ERROR, remark=f"no live consumer in group {group}")
         return request.response(ResponseCode.SUCCESS, body=to_json_bytes({"consumerIdList": ids}))
+
+    @answers_refusals
+    def on_consumer_connection_list(self, request: Command, reply=None) -> Command:
+        group = field_str(request, "consumerGroup")
+        table = self.clients.connection_table(group)
+        if table is None:   # RocketMQ's answer and wording
+            return request.response(ResponseCode.CONSUMER_NOT_ONLINE, remark=f"the consumer group[{group}] not online")
+        return request.response(ResponseCode.SUCCESS, body=to_json_bytes(table))
 
     @answers_refusals
     def on_update_topic(self, request: Command, reply=None) -> Command:

@@ -7,14 +7,18 @@ arrived, through either door: one store, every door (issue 11 items 4 and 5).
 from __future__ import annotations
 
 import collections
+import json
 import signal
 
 import pytest
 
 from rocketbox.cluster import Admin, Message, Producer, PullConsumer, PushConsumer, ConsumeStatus
 from rocketbox.cluster.config import SYNC_FLUSH
+from rocketbox.cluster.protocol import RequestCode, ResponseCode
+from rocketbox.cluster.remoting_client import RemotingRpcClient
 from rocketbox.cluster.testing import pull_until, wait_until
 from tests.conftest import await_group_caught_up, client_config
+from rocketbox.cluster.wire_format import Command
 from tests.remoting.cpp_client import CppClient, require_cpp_client, run_cpp, sent_ok
 
 # Retries come back after delay level 3 + reconsumeTimes: short levels keep the test quick.
@@ -160,6 +164,20 @@ def test_one_group_two_doors(start_cluster, tmp_path):
         cpp.wait_for(lambda ls: any("started" in line for line in ls), 30, "start")
         with Admin(config=cfg) as admin:
             wait_until(lambda: len(admin.consumer_ids("TwoDoors", "CID_MIXED")) == 2, 30, what="two members")
+        # mqadmin consumerConnection's request, through the remoting door: both members, each
+        # with the language its client declared.
+        rpc = RemotingRpcClient()
+        try:
+            answer = rpc.call(f"tcp://{cluster.topology.brokers[0].remoting_address}",
+                              Command(RequestCode.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": "CID_MIXED"}))
+            missing = rpc.call(f"tcp://{cluster.topology.brokers[0].remoting_address}",
+                               Command(RequestCode.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": "NoSuchGroup"}))
+        finally:
+            rpc.close()
+        connection = json.loads(answer.body)
+        assert sorted(c["language"] for c in connection["connectionSet"]) == ["CPP", "PYTHON"]
+        assert connection["messageModel"] == "CLUSTERING" and "TwoDoors" in connection["subscriptionTable"]
+        assert missing.code == ResponseCode.CONSUMER_NOT_ONLINE and "not online" in missing.remark
         with Producer("PG", config=cfg) as producer:
             sent = {producer.send(Message("TwoDoors", f"x{i}".encode())).msg_id for i in range(100)}
         wait_until(lambda: len(native_got) + len(cpp.snapshot()) - 1 >= 100, 60, interval_s=0.1,
