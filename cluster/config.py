@@ -198,6 +198,9 @@ class BrokerConfig:
     # Broker -> NameServer registration heartbeat (RocketMQ: 30 s).
     register_interval_ms: int = 30_000
     auto_create_topic_enabled: bool = True
+    # A consumer group gets a default subscription group config when first seen (RocketMQ's
+    # autoCreateSubscriptionGroup); off, only groups made by updateSubGroup may consume.
+    auto_create_subscription_group: bool = True
     # Queues of an auto-created topic: min(client default 4, broker default 8) (SPEC §2).
     topic_queue_count_default: int = 8
     client_topic_queue_count_default: int = 4

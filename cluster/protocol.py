@@ -56,8 +56,16 @@ class RequestCode(enum.IntEnum):
     RESET_CONSUMER_CLIENT_OFFSET = 220
     # Admin -> broker: reset a group's offsets of a topic to a time, telling its online members.
     INVOKE_BROKER_TO_RESET_OFFSET = 222
+    # mqadmin updateSubGroup / deleteSubGroup, and the table a slave copies (SubscriptionGroupConfig).
+    UPDATE_AND_CREATE_SUBSCRIPTIONGROUP = 200
+    GET_ALL_SUBSCRIPTIONGROUP_CONFIG = 201
+    DELETE_SUBSCRIPTIONGROUP = 207
+    # mqadmin topicStatus: per queue min/max offset and last store time (TopicStatsTable).
+    GET_TOPIC_STATS_INFO = 202
     # mqadmin consumerConnection: a group's online members and subscriptions (ConsumerConnection).
     GET_CONSUMER_CONNECTION_LIST = 203
+    # mqadmin consumerProgress: a group's offsets against the broker's, and its TPS (ConsumeStats).
+    GET_CONSUME_STATS = 208
     # The groups consuming a topic: those with offsets on it and those online subscribing to it.
     QUERY_TOPIC_CONSUME_BY_WHO = 300
     SEND_MESSAGE_V2 = 310
@@ -91,6 +99,7 @@ class ResponseCode(enum.IntEnum):
     PULL_OFFSET_MOVED = 21
     QUERY_NOT_FOUND = 22
     SUBSCRIPTION_PARSE_FAILED = 23
+    SUBSCRIPTION_GROUP_NOT_EXIST = 26
     CONSUMER_NOT_ONLINE = 206
     # Ours, in a range RocketMQ does not use: the disk under the store is full.
     DISK_FULL = 1001
@@ -117,6 +126,11 @@ SERVED_BY: dict[RequestCode, str] = {
     RequestCode.GET_BROKER_RUNTIME_INFO: BROKER,
     RequestCode.GET_BROKER_CONFIG: BROKER,
     RequestCode.GET_CONSUMER_CONNECTION_LIST: BROKER,
+    RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: BROKER,
+    RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: BROKER,
+    RequestCode.DELETE_SUBSCRIPTIONGROUP: BROKER,
+    RequestCode.GET_TOPIC_STATS_INFO: BROKER,
+    RequestCode.GET_CONSUME_STATS: BROKER,
     RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: BROKER,
     RequestCode.GET_MAX_OFFSET: BROKER,
     RequestCode.GET_MIN_OFFSET: BROKER,

@@ -30,6 +30,7 @@ BROKER_KEYS: tuple[tuple[str, str, int], ...] = (
     ("maxMessageSize", "store.message_size_bytes_max", 1),
     ("messageDelayLevel", "store.message_delay_levels", 1),
     ("autoCreateTopicEnable", "auto_create_topic_enabled", 1),
+    ("autoCreateSubscriptionGroup", "auto_create_subscription_group", 1),
     ("defaultTopicQueueNums", "topic_queue_count_default", 1),
     ("enablePropertyFilter", "enable_property_filter", 1),
     ("slaveReadEnable", "slave_read_enabled", 1),

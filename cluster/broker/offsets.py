@@ -100,18 +100,33 @@ class ConsumerOffsetManager:
     def query(self, group: str, topic: str, queue_id: int) -> int | None:
         return self.table.get(self._key(group, topic), {}).get(queue_id)
 
+    def topics_of(self, group: str) -> list[str]:
+        """The topics ``group`` has committed offsets on."""
+        return sorted(key.rsplit("@", 1)[0] for key in self.table if key.endswith("@" + group))
+
+    def groups_of(self, topic: str) -> list[str]:
+        """The groups with committed offsets on ``topic``."""
+        return sorted(key[len(topic) + 1:] for key in self.table if key.startswith(topic + "@"))
+
     def drop_topic(self, topic: str) -> None:
-        for key in [k for k in self.table if k.startswith(topic + "@")]:
+        self._drop(lambda key: key.startswith(topic + "@"))
+
+    def drop_group(self, group: str) -> None:
+        """Forget every offset of ``group`` (mqadmin deleteSubGroup with cleanOffset)."""
+        self._drop(lambda key: key.endswith("@" + group))
+
+    def _drop(self, doomed) -> None:
+        for key in [k for k in self.table if doomed(k)]:
             del self.table[key]
             self.dirty = True
-        freed = [kq for kq in self.slot_of if kq[0].startswith(topic + "@")]
+        freed = [kq for kq in self.slot_of if doomed(kq[0])]
         for kq in freed:
             slot = self.slot_of.pop(kq)
             write_slot(self._slots, slot, None)
             self._free.append(slot)
         if freed:
             self._write_slotmap()
-        self.persist(force=True)   # else the last JSON snapshot would bring the topic's offsets back
+        self.persist(force=True)   # else the last JSON snapshot would bring the dropped offsets back
 
     def persist(self, force: bool = False) -> None:
         if not (self.dirty or force):

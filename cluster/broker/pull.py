@@ -33,11 +33,14 @@ def memory_share_bytes(ratio: float = 0.4) -> int:
 
 
 class PullProcessor:
-    def __init__(self, cfg, store, topics, offsets, pull_waiters, ha):
+    def __init__(self, cfg, store, topics, offsets, groups, pull_waiters, ha):
         self.cfg = cfg
         self.store = store
         self.topics = topics
         self.offsets = offsets
+        self.groups = groups
+        # (topic, group) -> messages served: consumerProgress' consume TPS (stats.py samples it).
+        self.served_by_group: dict[tuple[str, str], int] = {}
         self.pull_waiters = pull_waiters
         self.ha = ha
         self.messages_served = 0
@@ -64,6 +67,9 @@ class PullProcessor:
             return request.response(ResponseCode.SYSTEM_ERROR,
                                     remark=f"queueId {queue_id} is out of range: topic {topic} has "
                                            f"{topic_cfg.readQueueNums} read queues")
+        refusal = self._group_refusal(request, group)
+        if refusal is not None:
+            return refusal
         # A tag subscription filters on ConsumeQueue hashes; an SQL92 one on each record's properties.
         selector = sql_selector(request.fields.get("expressionType"), subscription, self.cfg.enable_property_filter)
         tag_hashes = tag_hashes_of(subscription) if selector is None else None
@@ -92,6 +98,18 @@ class PullProcessor:
                                    remark=f"{self.cfg.parked_pulls_max} pulls already wait here; retry later"))
             return None
         self.pull_waiters.park(topic, queue_id, deadline, serve)
+        return None
+
+    def _group_refusal(self, request, group: str) -> Command | None:
+        """RocketMQ's subscription group checks: the group must exist (or be made now) and may consume."""
+        group_cfg = self.groups.get(group)
+        if group_cfg is None and not name_problem("group", group):
+            group_cfg = self.groups.ensure(group)
+        if group_cfg is None and not self.groups.auto_create:
+            return request.response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                                    remark=f"subscription group [{group}] does not exist")
+        if group_cfg is not None and not group_cfg.consumeEnable:
+            return request.response(ResponseCode.NO_PERMISSION, remark=f"subscription group no permission, {group}")
         return None
 
     def _not_found(self, request, topic, queue_id, offset) -> Command:
@@ -136,6 +154,8 @@ class PullProcessor:
                   "maxOffset": str(result.max_offset), "suggestWhichBrokerId": "0"}
         if status == GetStatus.FOUND:
             self.messages_served += count
+            key = (topic, request.fields.get("consumerGroup", ""))
+            self.served_by_group[key] = self.served_by_group.get(key, 0) + count
             fields["suggestWhichBrokerId"] = str(self._suggest(payload))
             return request.response(ResponseCode.SUCCESS, fields, payload)
         if status == GetStatus.OFFSET_OVERFLOW_ONE:

@@ -27,13 +27,15 @@ from rocketbox.cluster.wire_format import Command
 log = logging.getLogger(__name__)
 
 PROPERTY_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
-RECONSUME_TIMES_MAX_DEFAULT = 16
 RETRY_LEVEL_BASE = 3
 
 
 class SendBackProcessor:
-    def __init__(self, cfg, store, delay_level_count, flush_waiters, on_written, ensure_system_topic):
+    def __init__(self, cfg, store, delay_level_count, flush_waiters, on_written, ensure_system_topic,
+                 retry_max_times_of):
         self.store = store
+        # group -> its subscription group's retryMaxTimes (RocketMQ's default 16).
+        self.retry_max_times_of = retry_max_times_of
         self.delay_level_count = delay_level_count
         self.flush_waiters = flush_waiters
         self.on_written = on_written
@@ -49,7 +51,8 @@ class SendBackProcessor:
         require_name("group", group)
         phys = field_int(request, "offset")
         asked_level = field_int(request, "delayLevel", 0)
-        reconsume_max = field_int(request, "maxReconsumeTimes", RECONSUME_TIMES_MAX_DEFAULT)
+        # RocketMQ: the client's own limit when it sends one (3.4.9 and later), else the group's retryMaxTimes.
+        reconsume_max = field_int(request, "maxReconsumeTimes", self.retry_max_times_of(group))
         rec = self.store.read_record(phys)
         if rec is None:
             raise ProtocolError(f"no message at CommitLog offset {phys}", ResponseCode.SYSTEM_ERROR)

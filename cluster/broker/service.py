@@ -10,14 +10,15 @@ and wakes long-polling pulls.
 from __future__ import annotations
 
 import logging
+import shutil
 import time
 
 import zmq
 
 from rocketbox.cluster.broker import channels
+from rocketbox.cluster.broker.admin import AdminProcessor, runtime_kv_table
 from rocketbox.cluster.broker.boot import BootedBroker
 from rocketbox.cluster.broker.clients import ClientRegistry
-from rocketbox.cluster.rocketmq_keys import broker_properties, properties_text
 from rocketbox.cluster.broker.doors import BrokerDoors
 from rocketbox.cluster.broker.filtering import check_heartbeat_subscriptions
 from rocketbox.cluster.broker.ha import HAClient, HAServer
@@ -30,6 +31,8 @@ from rocketbox.cluster.broker.schedule import TICK_S as SCHEDULE_TICK_S, Schedul
 from rocketbox.cluster.broker.transaction import SYSTEM_TOPICS as TRANSACTION_TOPICS, TransactionService
 from rocketbox.cluster.broker.send import SendProcessor
 from rocketbox.cluster.broker.slave_sync import SlaveSynchronize
+from rocketbox.cluster.broker.stats import SAMPLE_INTERVAL_S, KeyedRates, Rate
+from rocketbox.cluster.broker.subscription_groups import SubscriptionGroupManager
 from rocketbox.cluster.broker.topics import TopicConfig, TopicConfigManager
 from rocketbox.cluster.broker.waiters import FlushWaiters, PullWaiters
 from rocketbox.cluster.clock import SYSTEM_CLOCK, Clock
@@ -39,7 +42,7 @@ from rocketbox.cluster.protocol import (require_name, answers_refusals, AUTO_CRE
                               retry_topic, to_json_bytes)
 from rocketbox.cluster.shm.commitlog_format import parse_offset_msg_id
 from rocketbox.cluster.shm.schedule_format import SCHEDULE_TOPIC
-from rocketbox.cluster.wire_format import Command
+from rocketbox.cluster.wire_format import DOOR_NATIVE, Command
 from rocketbox.cluster.zmq_transport import CONTEXT, EventLoop
 
 log = logging.getLogger(__name__)
@@ -79,6 +82,7 @@ class BrokerService:
                 log.warning("topics with stored messages but no config (not yet copied from the old master): "
                             "%s; given configs from their queues", ", ".join(adopted))
         self.offsets = ConsumerOffsetManager(store_dir)
+        self.groups = SubscriptionGroupManager(store_dir, auto_create=cfg.auto_create_subscription_group)
         self.clients = ClientRegistry(cfg.client_expiry_ms)
         self.flush_waiters = FlushWaiters()
         self.pull_waiters = PullWaiters()
@@ -88,14 +92,18 @@ class BrokerService:
                                                self.notify_peer)
         self.sender = SendProcessor(cfg, self.store, self.topics, clock, self.schedule, self.transactions, self.ha,
                                     self.flush_waiters, self.may_write, self.on_written, self.register_with_namesrvs)
-        self.puller = PullProcessor(cfg, self.store, self.topics, self.offsets, self.pull_waiters, self.ha)
+        self.puller = PullProcessor(cfg, self.store, self.topics, self.offsets, self.groups, self.pull_waiters,
+                                    self.ha)
         self.send_back = SendBackProcessor(cfg, self.store, len(self.schedule.levels_ms), self.flush_waiters,
-                                           self.on_written, self.ensure_system_topic)
+                                           self.on_written, self.ensure_system_topic, self.groups.retry_max_times)
         self.reset_offsets = ResetOffsetProcessor(cfg.broker_name, self.topics, self.clients, self.store, self.offsets,
                                                   self.notify_peer)
         self.locks = LockProcessor(cfg.rebalance_lock_max_live_ms, clock.now_ms)
-        self.slave_sync = SlaveSynchronize(cfg, self.topics, self.offsets, clock) if cfg.is_slave else None
+        self.slave_sync = SlaveSynchronize(cfg, self.topics, self.offsets, self.groups, clock) if cfg.is_slave else None
         self.started_ms = self.clock.now_ms()
+        self.put_rate, self.served_rate, self.served_rates = Rate(), Rate(), KeyedRates()
+        self.admin = AdminProcessor(cfg, self.store, self.topics, self.offsets, self.clients, self.groups,
+                                    self.served_rates, self.started_ms)
         # The doors, once ``serve`` opened them: ZeroMQ always, RocketMQ's remoting TCP when configured.
         self.doors: BrokerDoors | None = None
         self.role_changed = False
@@ -121,15 +129,20 @@ class BrokerService:
             RequestCode.UNLOCK_BATCH_MQ: self.locks.on_unlock_batch,
             RequestCode.UPDATE_AND_CREATE_TOPIC: self.on_update_topic,
             RequestCode.DELETE_TOPIC_IN_BROKER: self.on_delete_topic,
-            RequestCode.GET_ALL_TOPIC_CONFIG: self.on_all_topic_config,
-            RequestCode.GET_ALL_CONSUMER_OFFSET: self.on_all_consumer_offset,
+            RequestCode.GET_ALL_TOPIC_CONFIG: self.admin.on_all_topic_config,
+            RequestCode.GET_ALL_CONSUMER_OFFSET: self.admin.on_all_consumer_offset,
             RequestCode.VIEW_MESSAGE_BY_ID: self.on_view_message,
             RequestCode.QUERY_MESSAGE: self.on_query_message,
-            RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: self.on_query_topic_consume_by_who,
+            RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: self.admin.on_query_topic_consume_by_who,
             RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: self.reset_offsets.on_invoke_broker_to_reset_offset,
             RequestCode.GET_BROKER_RUNTIME_INFO: self.on_runtime_info,
-            RequestCode.GET_BROKER_CONFIG: self.on_broker_config,
-            RequestCode.GET_CONSUMER_CONNECTION_LIST: self.on_consumer_connection_list,
+            RequestCode.GET_BROKER_CONFIG: self.admin.on_broker_config,
+            RequestCode.GET_CONSUMER_CONNECTION_LIST: self.admin.on_consumer_connection_list,
+            RequestCode.GET_TOPIC_STATS_INFO: self.admin.on_topic_stats,
+            RequestCode.GET_CONSUME_STATS: self.admin.on_consume_stats,
+            RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: self.admin.on_update_subscription_group,
+            RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: self.admin.on_all_subscription_groups,
+            RequestCode.DELETE_SUBSCRIPTIONGROUP: self.admin.on_delete_subscription_group,
             RequestCode.GET_BROKER_EPOCH_CACHE: self.on_epoch_cache,
         }
 
@@ -162,6 +175,8 @@ class BrokerService:
         self.reput_wake = self._push(context, channels.reput_wake(store_dir))
         loop.after_each_batch(self.after_batch)
         loop.call_every(0.05, self.on_tick)
+        self.sample_rates()   # the zero point: what arrives before the first interval is a rate too
+        loop.call_every(SAMPLE_INTERVAL_S, self.sample_rates)
         loop.call_every(self.cfg.register_interval_ms / 1000, self.register_with_namesrvs)
         loop.call_every(self.cfg.consumer_offset_persist_interval_ms / 1000, self.offsets.persist)
         loop.call_every(self.cfg.consumer_offset_persist_interval_ms / 1000, self.schedule.persist)
@@ -383,6 +398,7 @@ class BrokerService:
             require_name("group", str(consumer.get("groupName", "")))
         check_heartbeat_subscriptions(body, self.cfg.enable_property_filter)
         for consumer in body.get("consumerDataSet") or []:
+            self.groups.ensure(str(consumer["groupName"]))
             if str(consumer.get("messageModel", "CLUSTERING")) in ("CLUSTERING", "1"):
                 # Java's broker makes the group's retry topic on its first heartbeat.
                 self.ensure_system_topic(retry_topic(str(consumer["groupName"])))
@@ -428,14 +444,6 @@ class BrokerService:
         return request.response(ResponseCode.SUCCESS, body=to_json_bytes({"consumerIdList": ids}))
 
     @answers_refusals
-    def on_consumer_connection_list(self, request: Command, reply=None) -> Command:
-        group = field_str(request, "consumerGroup")
-        table = self.clients.connection_table(group)
-        if table is None:   # RocketMQ's answer and wording
-            return request.response(ResponseCode.CONSUMER_NOT_ONLINE, remark=f"the consumer group[{group}] not online")
-        return request.response(ResponseCode.SUCCESS, body=to_json_bytes(table))
-
-    @answers_refusals
     def on_update_topic(self, request: Command, reply=None) -> Command:
         topic = field_str(request, "topic")
         require_name("topic", topic)
@@ -475,13 +483,6 @@ class BrokerService:
         self.register_with_namesrvs()
         return request.response(ResponseCode.SUCCESS)
 
-    def on_all_topic_config(self, request: Command, reply=None) -> Command:
-        return request.response(ResponseCode.SUCCESS, body=to_json_bytes({"topicConfigTable": self.topics.table()}))
-
-    def on_all_consumer_offset(self, request: Command, reply=None) -> Command:
-        table = {key: {str(q): o for q, o in queues.items()} for key, queues in self.offsets.table.items()}
-        return request.response(ResponseCode.SUCCESS, body=to_json_bytes({"offsetTable": table}))
-
     @answers_refusals
     def on_view_message(self, request: Command, reply=None) -> Command:
         if "msgId" in request.fields:
@@ -509,19 +510,9 @@ class BrokerService:
         return request.response(ResponseCode.SUCCESS, {"indexLastUpdatePhyoffset": str(self.control.dispatched_pos)},
                                 body)
 
-    @answers_refusals
-    def on_query_topic_consume_by_who(self, request: Command, reply=None) -> Command:
-        """RocketMQ's GroupList: the groups with an offset on ``topic`` and the online ones subscribing to it."""
-        topic = field_str(request, "topic")
-        prefix = topic + "@"   # the offset table's keys are "topic@group"
-        groups = {key[len(prefix):] for key in self.offsets.table if key.startswith(prefix)}
-        groups.update(group for group, members in self.clients.groups.items()
-                      if any(topic in member.subscriptions for member in members.values()))
-        return request.response(ResponseCode.SUCCESS, body=to_json_bytes({"groupList": sorted(groups)}))
-
-    def on_runtime_info(self, request: Command, reply=None) -> Command:
+    def runtime_info(self) -> dict:
         control = self.control
-        info = {
+        return {
             "brokerName": self.cfg.broker_name, "brokerId": self.cfg.broker_id, "address": self.cfg.address,
             "brokerRole": self.cfg.broker_role, "ha": self.ha.info(),
             "slaveSyncRounds": self.slave_sync.synced if self.slave_sync is not None else 0,
@@ -540,15 +531,32 @@ class BrokerService:
             "controller": self.controller.info() if self.controller is not None else None,
             "writable": self.may_write(),
             "doors": self.doors.info() if self.doors is not None else {},
+            "bootTimestamp": self.started_ms,
         }
-        return request.response(ResponseCode.SUCCESS, body=to_json_bytes(info))
 
-    def on_broker_config(self, request: Command, reply=None) -> Command:
-        """mqadmin getBrokerConfig: ``key=value`` lines under RocketMQ's keys; ``version`` is the
-        config's DataVersion (it changes only with the process: settings are fixed while it runs)."""
-        version = to_json_bytes({"counter": 0, "timestamp": self.started_ms}).decode()
-        return request.response(ResponseCode.SUCCESS, {"version": version},
-                                body=properties_text(broker_properties(self.cfg)).encode())
+    def on_runtime_info(self, request: Command, reply=None) -> Command:
+        """Our detailed JSON when asked (``detail=true``; by default through the native door),
+        else RocketMQ's KVTable of strings (mqadmin brokerStatus and clusterList read it)."""
+        info = self.runtime_info()
+        detail = request.fields.get("detail")
+        if detail == "true" or (detail is None and request.door == DOOR_NATIVE):
+            return request.response(ResponseCode.SUCCESS, body=to_json_bytes(info))
+        commitlog_min = self.store.commitlog.min_offset()
+        earliest = self.store.read_record(commitlog_min)
+        try:
+            usage = shutil.disk_usage(self.cfg.store.store_dir)
+            disk_ratio = usage.used / usage.total
+        except OSError:
+            disk_ratio = 0.0
+        table = runtime_kv_table(info, self.put_rate.tps_text(), self.served_rate.tps_text(), commitlog_min,
+                                 earliest.store_timestamp_ms if earliest is not None else 0, disk_ratio)
+        return request.response(ResponseCode.SUCCESS, body=to_json_bytes({"table": table}))
+
+    def sample_rates(self) -> None:
+        now_s = time.monotonic()
+        self.put_rate.sample(now_s, self.sender.messages_stored)
+        self.served_rate.sample(now_s, self.puller.messages_served)
+        self.served_rates.sample(now_s, self.puller.served_by_group)
 
     def on_epoch_cache(self, request: Command, reply=None) -> Command:
         body = {"epoch": self.epoch, "epochs": self.epochs.to_json(), "maxOffset": self.store.commitlog.write_pos,

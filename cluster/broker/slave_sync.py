@@ -1,8 +1,8 @@
 """A slave fetches its master's topic configs and consumer offsets (RocketMQ's SlaveSynchronize).
 
 Every ``slave_sync_interval_ms`` the slave's broker main asks its master
-(``BrokerConfig.master_address``) for GET_ALL_TOPIC_CONFIG (21) and GET_ALL_CONSUMER_OFFSET (43)
-and replaces its own tables with the answers (persisted as the master's are), so it can serve
+(``BrokerConfig.master_address``) for GET_ALL_TOPIC_CONFIG (21), GET_ALL_CONSUMER_OFFSET (43) and
+GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201) and replaces its own tables with the answers (persisted as the master's are), so it can serve
 pulls and offset queries of every topic from its replicated store. The requests go out on the
 RPC client's I/O thread; their futures are read back on the broker's loop (no locks), one round
 at a time. A master that does not answer leaves the slave's tables as they were: while it is
@@ -26,10 +26,11 @@ TICK_S = 0.05
 
 
 class SlaveSynchronize:
-    def __init__(self, cfg, topics, offsets, clock):
+    def __init__(self, cfg, topics, offsets, groups, clock):
         self.cfg = cfg
         self.topics = topics
         self.offsets = offsets
+        self.groups = groups
         self.clock = clock
         self.client = RpcClient(default_timeout_ms=3000)
         self.pending: dict[str, object] = {}
@@ -53,7 +54,8 @@ class SlaveSynchronize:
         endpoint = f"tcp://{self.cfg.master_address}"
         self.pending = {
             "topics": self.client.call_async(endpoint, Command(RequestCode.GET_ALL_TOPIC_CONFIG, {})),
-            "offsets": self.client.call_async(endpoint, Command(RequestCode.GET_ALL_CONSUMER_OFFSET, {}))}
+            "offsets": self.client.call_async(endpoint, Command(RequestCode.GET_ALL_CONSUMER_OFFSET, {})),
+            "groups": self.client.call_async(endpoint, Command(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, {}))}
 
     def _apply(self) -> None:
         pending, self.pending = self.pending, {}
@@ -67,6 +69,7 @@ class SlaveSynchronize:
             answers[kind] = json.loads(future.result().body or b"{}")
         self.apply_topics(answers["topics"].get("topicConfigTable", {}))
         self.apply_offsets(answers["offsets"].get("offsetTable", {}))
+        self.groups.replace(answers["groups"].get("subscriptionGroupTable") or {})
         self.synced += 1
         self.last_synced_ms = self.clock.now_ms()
 

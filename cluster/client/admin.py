@@ -11,6 +11,7 @@ from rocketbox.cluster.client.message import Message, MessageExt, MessageQueue, 
 from rocketbox.cluster.client.producer import Producer
 from rocketbox.cluster.client.routes import normalize_endpoint
 from rocketbox.cluster.config import name_problem
+from rocketbox.cluster.fastjson_format import loads as fastjson_loads
 from rocketbox.cluster.errors import BrokerError, NoRouteError, raise_for
 from rocketbox.cluster.protocol import MASTER_ID, PERM_READ_WRITE, RequestCode, ResponseCode, dlq_topic
 from rocketbox.cluster.shm import commitlog_format as fmt
@@ -133,27 +134,79 @@ class Admin(ClientBase):
             time.sleep(0.02)
 
     def broker_runtime_info(self, endpoint: str) -> dict:
-        response = self.rpc.call(endpoint, Command(RequestCode.GET_BROKER_RUNTIME_INFO))
+        """Our detailed runtime info (``detail``: also through the remoting door)."""
+        response = self.rpc.call(endpoint, Command(RequestCode.GET_BROKER_RUNTIME_INFO, {"detail": "true"}))
         raise_for(response, endpoint)
         return json.loads(response.body)
 
+    def broker_status(self, endpoint: str) -> dict[str, str]:
+        """mqadmin brokerStatus: RocketMQ's runtime KVTable (putTps, commitLogMaxOffset, ...)."""
+        response = self.rpc.call(endpoint, Command(RequestCode.GET_BROKER_RUNTIME_INFO, {"detail": "false"}))
+        raise_for(response, endpoint)
+        return json.loads(response.body)["table"]
+
     def queue_offsets(self, topic: str, group: str | None = None) -> list[dict]:
-        """Per queue: min, max and (with ``group``) the group's committed offset and lag."""
+        """Per queue: min, max and (with ``group``) the group's committed offset (0 when none) and
+        lag. One GET_TOPIC_STATS_INFO (and one GET_CONSUME_STATS) per broker, as mqadmin topicStatus
+        and consumerProgress ask."""
         route = self.routes.get(topic, refresh=True)
         if route is None:
             raise NoRouteError(f"topic {topic} has no route")
+        stats, progress = {}, {}
         rows = []
         for mq in route.subscribe_queues():
             endpoint = route.master_endpoint(mq.broker_name)
+            if mq.broker_name not in stats:
+                stats[mq.broker_name] = self.topic_stats(endpoint, topic)
+                if group:
+                    progress[mq.broker_name] = self.consume_stats(endpoint, group, topic)["offsetTable"]
+            offsets = stats[mq.broker_name][mq]
             row = {"topic": mq.topic, "broker": mq.broker_name, "queueId": mq.queue_id,
-                   "minOffset": broker_api.min_offset(self.rpc, endpoint, mq),
-                   "maxOffset": broker_api.max_offset(self.rpc, endpoint, mq)}
+                   "minOffset": offsets["minOffset"], "maxOffset": offsets["maxOffset"],
+                   "lastUpdateTimestamp": offsets["lastUpdateTimestamp"]}
             if group:
-                committed = broker_api.query_consumer_offset(self.rpc, endpoint, group, mq)
-                row["consumerOffset"] = committed
-                row["lag"] = row["maxOffset"] - (committed or 0)
+                consumed = progress[mq.broker_name].get(mq, {})
+                row["consumerOffset"] = consumed.get("consumerOffset", 0)
+                row["lag"] = row["maxOffset"] - row["consumerOffset"]
             rows.append(row)
         return rows
+
+    def topic_stats(self, endpoint: str, topic: str) -> dict[MessageQueue, dict]:
+        """A broker's TopicStatsTable (mqadmin topicStatus): queue -> minOffset, maxOffset,
+        lastUpdateTimestamp."""
+        response = self.rpc.call(endpoint, Command(RequestCode.GET_TOPIC_STATS_INFO, {"topic": topic}))
+        raise_for(response, endpoint)
+        return _by_message_queue(fastjson_loads(response.body).get("offsetTable") or {})
+
+    def consume_stats(self, endpoint: str, group: str, topic: str = "") -> dict:
+        """A broker's ConsumeStats of ``group`` (mqadmin consumerProgress): ``offsetTable`` queue ->
+        brokerOffset, consumerOffset, lastTimestamp; and ``consumeTps``."""
+        response = self.rpc.call(endpoint, Command(RequestCode.GET_CONSUME_STATS,
+                                                   {"consumerGroup": group, "topic": topic}))
+        raise_for(response, endpoint)
+        stats = fastjson_loads(response.body)
+        return {"offsetTable": _by_message_queue(stats.get("offsetTable") or {}),
+                "consumeTps": stats.get("consumeTps", 0.0)}
+
+    def update_subscription_group(self, group: str, cluster_name: str | None = None, **settings) -> None:
+        """mqadmin updateSubGroup on every master: RocketMQ's SubscriptionGroupConfig fields
+        (consumeEnable, retryMaxTimes, consumeBroadcastEnable, ...) as keyword arguments."""
+        body = json.dumps({"groupName": group, **settings}).encode()
+        for endpoint in self.master_endpoints(cluster_name).values():
+            raise_for(self.rpc.call(endpoint, Command(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {}, body)),
+                      endpoint)
+
+    def delete_subscription_group(self, group: str, clean_offset: bool = False,
+                                  cluster_name: str | None = None) -> None:
+        """mqadmin deleteSubGroup on every master; ``clean_offset`` also forgets the group's offsets."""
+        fields = {"groupName": group, "cleanOffset": "true" if clean_offset else "false"}
+        for endpoint in self.master_endpoints(cluster_name).values():
+            raise_for(self.rpc.call(endpoint, Command(RequestCode.DELETE_SUBSCRIPTIONGROUP, fields)), endpoint)
+
+    def subscription_groups(self, endpoint: str) -> dict[str, dict]:
+        response = self.rpc.call(endpoint, Command(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG))
+        raise_for(response, endpoint)
+        return json.loads(response.body).get("subscriptionGroupTable") or {}
 
     def reset_offset_by_time(self, topic: str, group: str, timestamp_ms: int,
                              force: bool = True) -> dict[MessageQueue, int]:
@@ -366,3 +419,12 @@ def _route_queue_total(route: dict) -> int:
 
 
 __all__ = ["Admin", "MessageQueue"]
+
+
+def _by_message_queue(table: dict) -> dict[MessageQueue, dict]:
+    """A fastjson map keyed by MessageQueue objects, keyed by our MessageQueue."""
+    out = {}
+    for key, value in table.items():
+        fields = key.as_dict()
+        out[MessageQueue(fields["topic"], fields["brokerName"], int(fields["queueId"]))] = value
+    return out

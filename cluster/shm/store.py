@@ -422,6 +422,12 @@ class MessageStore:
                 low = middle + 1
         return low
 
+    def store_timestamp_at(self, topic: str, queue_id: int, offset: int) -> int:
+        """When the message at a queue offset was stored (ms); 0 when the queue has no such entry."""
+        entries = self.queue_entries(topic, queue_id, offset, 1)
+        record = self.read_record(entries[0][1]) if entries and entries[0][0] == offset else None
+        return record.store_timestamp_ms if record is not None else 0
+
     def read_record(self, phys_offset: int) -> fmt.Record | None:
         """The record at ``phys_offset`` (e.g. from an offset msg id), None if there is none."""
         if not 0 <= phys_offset < self.control.write_pos:

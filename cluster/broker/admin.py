@@ -1,0 +1,167 @@
+"""The broker's admin requests: what mqadmin's everyday commands ask a broker.
+
+topicStatus (GET_TOPIC_STATS_INFO 202), consumerProgress (GET_CONSUME_STATS 208),
+consumerConnection (203), updateSubGroup / deleteSubGroup (200 / 207, and 201 for the whole
+table), getBrokerConfig (26), brokerStatus (28, as RocketMQ's KVTable), and the tables a slave
+copies (21, 43). Answers carry RocketMQ's bodies; maps keyed by MessageQueue are written in
+fastjson's dialect (``fastjson_format``), which is what mqadmin parses.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from rocketbox.cluster.broker.subscription_groups import SubscriptionGroupConfig
+from rocketbox.cluster.fastjson_format import dumps as fastjson_dumps, message_queue_key
+from rocketbox.cluster.protocol import (ProtocolError, ResponseCode, answers_refusals, field_bool, field_str,
+                                        json_body, require_name, to_json_bytes)
+from rocketbox.cluster.rocketmq_keys import broker_properties, properties_text
+from rocketbox.cluster.wire_format import Command
+
+log = logging.getLogger(__name__)
+
+RUNNING_VERSION_DESC = "RocketBox-0.1.0"
+
+
+class AdminProcessor:
+    def __init__(self, cfg, store, topics, offsets, clients, groups, served_rates, started_ms: int):
+        self.cfg = cfg
+        self.store = store
+        self.topics = topics
+        self.offsets = offsets
+        self.clients = clients
+        self.groups = groups
+        # (topic, group) -> messages served per second (stats.KeyedRates), for consumeTps.
+        self.served_rates = served_rates
+        self.started_ms = started_ms
+
+    # ------------------------------------------------------------ topics and groups' progress
+
+    @answers_refusals
+    def on_topic_stats(self, request: Command, reply=None) -> Command:
+        """TopicStatsTable: each queue's min and max offset and when its last message was stored."""
+        topic = field_str(request, "topic")
+        cfg = self.topics.get(topic)
+        if cfg is None:
+            raise ProtocolError(f"topic[{topic}] not exist", ResponseCode.TOPIC_NOT_EXIST)
+        table = {}
+        # RocketMQ counts write queues; a topic shrunk for reading keeps its readers' queues here too.
+        for queue_id in range(max(cfg.writeQueueNums, cfg.readQueueNums)):
+            max_offset = self.store.max_offset(topic, queue_id)
+            last = self.store.store_timestamp_at(topic, queue_id, max_offset - 1) if max_offset > 0 else 0
+            table[message_queue_key(topic, self.cfg.broker_name, queue_id)] = {
+                "lastUpdateTimestamp": last, "maxOffset": max_offset,
+                "minOffset": self.store.min_offset(topic, queue_id)}
+        return request.response(ResponseCode.SUCCESS, body=fastjson_dumps({"offsetTable": table}).encode())
+
+    @answers_refusals
+    def on_consume_stats(self, request: Command, reply=None) -> Command:
+        """ConsumeStats of a group on one topic (or every topic it has offsets on): per queue the
+        broker's max offset, the group's committed offset and when the last consumed message was
+        stored; and the group's consume TPS (messages this broker served it, over a minute)."""
+        group = field_str(request, "consumerGroup")
+        topic = request.fields.get("topic") or ""
+        topics = [topic] if topic else self.offsets.topics_of(group)
+        table = {}
+        tps = 0.0
+        for name in topics:
+            cfg = self.topics.get(name)
+            if cfg is None:
+                continue
+            tps += self.served_rates.per_second((name, group))
+            for queue_id in range(cfg.readQueueNums):
+                committed = max(self.offsets.query(group, name, queue_id) or 0, 0)
+                last = self.store.store_timestamp_at(name, queue_id, committed - 1) if committed > 0 else 0
+                table[message_queue_key(name, self.cfg.broker_name, queue_id)] = {
+                    "brokerOffset": self.store.max_offset(name, queue_id), "consumerOffset": committed,
+                    "lastTimestamp": last}
+        body = {"consumeTps": round(tps, 2), "offsetTable": table}
+        return request.response(ResponseCode.SUCCESS, body=fastjson_dumps(body).encode())
+
+    @answers_refusals
+    def on_consumer_connection_list(self, request: Command, reply=None) -> Command:
+        group = field_str(request, "consumerGroup")
+        table = self.clients.connection_table(group)
+        if table is None:   # RocketMQ's answer and wording
+            return request.response(ResponseCode.CONSUMER_NOT_ONLINE, remark=f"the consumer group[{group}] not online")
+        return request.response(ResponseCode.SUCCESS, body=to_json_bytes(table))
+
+    @answers_refusals
+    def on_query_topic_consume_by_who(self, request: Command, reply=None) -> Command:
+        """RocketMQ's GroupList: the groups with an offset on ``topic`` and the online ones subscribing to it."""
+        topic = field_str(request, "topic")
+        groups = set(self.offsets.groups_of(topic))
+        groups.update(group for group, members in self.clients.groups.items()
+                      if any(topic in member.subscriptions for member in members.values()))
+        return request.response(ResponseCode.SUCCESS, body=to_json_bytes({"groupList": sorted(groups)}))
+
+    # ------------------------------------------------------------ subscription groups
+
+    @answers_refusals
+    def on_update_subscription_group(self, request: Command, reply=None) -> Command:
+        try:
+            cfg = SubscriptionGroupConfig.from_json(json_body(request))
+        except ValueError as exc:
+            raise ProtocolError(f"not a SubscriptionGroupConfig: {exc}") from None
+        require_name("group", cfg.groupName)
+        if self.cfg.is_slave:
+            raise ProtocolError(f"broker {self.cfg.broker_name} id {self.cfg.broker_id} is a slave: "
+                                f"update the subscription group on its master", ResponseCode.NO_PERMISSION)
+        self.groups.upsert(cfg)
+        log.info("subscription group %s set: %s", cfg.groupName, cfg)
+        return request.response(ResponseCode.SUCCESS)
+
+    def on_all_subscription_groups(self, request: Command, reply=None) -> Command:
+        return request.response(ResponseCode.SUCCESS, body=to_json_bytes(self.groups.to_json()))
+
+    @answers_refusals
+    def on_delete_subscription_group(self, request: Command, reply=None) -> Command:
+        group = field_str(request, "groupName")
+        if self.cfg.is_slave:
+            raise ProtocolError(f"broker {self.cfg.broker_name} id {self.cfg.broker_id} is a slave: "
+                                f"delete the subscription group on its master", ResponseCode.NO_PERMISSION)
+        existed = self.groups.delete(group)
+        if field_bool(request, "cleanOffset"):
+            self.offsets.drop_group(group)
+        log.info("subscription group %s deleted (%s)", group, "it existed" if existed else "it did not exist")
+        return request.response(ResponseCode.SUCCESS)
+
+    # ------------------------------------------------------------ configuration and copies
+
+    def on_broker_config(self, request: Command, reply=None) -> Command:
+        """mqadmin getBrokerConfig: ``key=value`` lines under RocketMQ's keys; ``version`` is the
+        config's DataVersion (it changes only with the process: settings are fixed while it runs)."""
+        version = to_json_bytes({"counter": 0, "timestamp": self.started_ms}).decode()
+        return request.response(ResponseCode.SUCCESS, {"version": version},
+                                body=properties_text(broker_properties(self.cfg)).encode())
+
+    def on_all_topic_config(self, request: Command, reply=None) -> Command:
+        return request.response(ResponseCode.SUCCESS, body=to_json_bytes({"topicConfigTable": self.topics.table()}))
+
+    def on_all_consumer_offset(self, request: Command, reply=None) -> Command:
+        table = {key: {str(q): o for q, o in queues.items()} for key, queues in self.offsets.table.items()}
+        return request.response(ResponseCode.SUCCESS, body=to_json_bytes({"offsetTable": table}))
+
+
+def runtime_kv_table(info: dict, put_tps: str, get_tps: str, commitlog_min_offset: int, earliest_ms: int,
+                     disk_ratio: float) -> dict[str, str]:
+    """brokerStatus' KVTable from the broker's runtime info: RocketMQ's keys, string values.
+    Only what the broker measures; RocketMQ's thread-pool keys have no counterpart here."""
+    uptime_s = info["uptimeMs"] // 1000
+    days, rest = divmod(uptime_s, 86_400)
+    hours, rest = divmod(rest, 3600)
+    minutes, seconds = divmod(rest, 60)
+    values = {
+        "brokerVersionDesc": RUNNING_VERSION_DESC,
+        "bootTimestamp": info["bootTimestamp"],
+        "runtime": f"[ {days} days, {hours} hours, {minutes} minutes, {seconds} seconds ]",
+        "putTps": put_tps, "getTransferedTps": get_tps, "getTotalTps": get_tps,
+        "msgPutTotalTodayNow": info["messagesStored"], "msgGetTotalTodayNow": info["messagesServed"],
+        "commitLogMinOffset": commitlog_min_offset, "commitLogMaxOffset": info["writePos"],
+        "commitLogDiskRatio": f"{disk_ratio:.4f}",
+        "remainHowManyDataToFlush": f"{max(info['writePos'] - info['flushedPos'], 0)} B",
+        "dispatchBehindBytes": max(info["writePos"] - info["dispatchedPos"], 0),
+        "brokerRole": info["brokerRole"], "brokerActive": str(info["writable"]).lower(),
+        "flushDiskType": info["flushMode"], "earliestMessageTimeStamp": earliest_ms,
+    }
+    return {key: str(value) for key, value in values.items()}

@@ -1,0 +1,49 @@
+"""fastjson's dialect for maps keyed by MessageQueue objects: golden bytes and round trips."""
+
+import pytest
+
+from rocketbox.cluster.fastjson_format import FastjsonError, ObjectKey, dumps, loads, message_queue_key
+
+pytestmark = pytest.mark.timeout(10)
+
+# The shape mqadmin topicStatus reads (TopicStatsTable), fields in name order as fastjson writes them.
+GOLDEN = ('{"offsetTable":{{"brokerName":"broker-a","queueId":0,"topic":"T"}:'
+          '{"lastUpdateTimestamp":1700000000000,"maxOffset":5,"minOffset":0}}}')
+
+
+def test_message_queue_keys_are_written_as_objects():
+    table = {message_queue_key("T", "broker-a", 0): {"lastUpdateTimestamp": 1700000000000, "maxOffset": 5,
+                                                       "minOffset": 0}}
+    assert dumps({"offsetTable": table}) == GOLDEN
+
+
+def test_golden_parses_back_to_object_keys():
+    parsed = loads(GOLDEN.encode())
+    (key, value), = parsed["offsetTable"].items()
+    assert isinstance(key, ObjectKey)
+    assert key.as_dict() == {"brokerName": "broker-a", "queueId": 0, "topic": "T"}
+    assert key == message_queue_key("T", "broker-a", 0)
+    assert value["maxOffset"] == 5
+
+
+def test_plain_json_is_read_as_json_reads_it():
+    text = ' { "a" : [1, 2.5, -3e2, true, false, null, "x\\u00e9\\n"], "b": {} , "c": [] } '
+    assert loads(text) == {"a": [1, 2.5, -300.0, True, False, None, "xé\n"], "b": {}, "c": []}
+
+
+def test_non_ascii_is_kept_and_round_trips():
+    value = {"k": "主题", message_queue_key("主题", "b", 3): {"consumeTps": 1.5}}
+    assert loads(dumps(value)) == value
+
+
+@pytest.mark.parametrize("bad", ['{"a":1', '{"a" 1}', '[1,]', '{"a":1}x', '', '{[1]:2}', '{{"a":[1]}:2}',
+                                 'nul', '{"a":1,}', '"unterminated'])
+def test_malformed_text_is_refused(bad):
+    with pytest.raises(ValueError):
+        loads(bad)
+
+
+def test_every_cut_of_the_golden_is_refused():
+    for cut in range(len(GOLDEN)):
+        with pytest.raises(ValueError):
+            loads(GOLDEN[:cut])
