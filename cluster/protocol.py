@@ -68,6 +68,8 @@ class RequestCode(enum.IntEnum):
     GET_CONSUME_STATS = 208
     # The groups consuming a topic: those with offsets on it and those online subscribing to it.
     QUERY_TOPIC_CONSUME_BY_WHO = 300
+    # mqadmin consumerStatus: admin -> broker, relayed broker -> client (ConsumerRunningInfo).
+    GET_CONSUMER_RUNNING_INFO = 307
     SEND_MESSAGE_V2 = 310
     SEND_BATCH_MESSAGE = 320
     # Controller mode (RocketMQ 5; cluster/controller/): a replica's liveness and role, every interval.
@@ -131,6 +133,7 @@ SERVED_BY: dict[RequestCode, str] = {
     RequestCode.DELETE_SUBSCRIPTIONGROUP: BROKER,
     RequestCode.GET_TOPIC_STATS_INFO: BROKER,
     RequestCode.GET_CONSUME_STATS: BROKER,
+    RequestCode.GET_CONSUMER_RUNNING_INFO: BROKER,
     RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: BROKER,
     RequestCode.GET_MAX_OFFSET: BROKER,
     RequestCode.GET_MIN_OFFSET: BROKER,

@@ -95,7 +95,9 @@ class RemotingRpcClient(ClientTransport):
                 while conn.frames:
                     response, _ = decode_frame_payload(conn.frames.popleft())
                     if not response.is_response:
-                        serve_server_request(self.server_request_handlers, response)
+                        answer = serve_server_request(self.server_request_handlers, response)
+                        if answer is not None:
+                            conn.sock.sendall(encode_frame(answer, SERIALIZE_JSON))
                     elif response.opaque == request.opaque:
                         return response
                 left = deadline - time.monotonic()
@@ -191,7 +193,10 @@ class _IoThread(IoThreadBase):
                         for payload in peer.decoder.feed(data):
                             response, _ = decode_frame_payload(payload)
                             if not response.is_response:
-                                self._serve_request(response)
+                                answer = self._serve_request(response)
+                                if answer is not None:
+                                    peer.out += encode_frame(answer, SERIALIZE_JSON)
+                                    write(peer)
                                 continue
                             entry = pending.pop(response.opaque, None)
                             if entry is not None and not entry[0].done():

@@ -33,7 +33,7 @@ from rocketbox.cluster.log_limit import RateLimitedLog
 from rocketbox.cluster.protocol import ResponseCode
 from rocketbox.cluster.remoting_format import (FRAME_BYTES_MAX_DEFAULT, SERIALIZE_JSON, BadFrameLength, FrameDecoder,
                                                decode_frame_payload, encode_frame)
-from rocketbox.cluster.request_dispatch import Handler, dispatch
+from rocketbox.cluster.request_dispatch import Handler, PeerCalls, dispatch
 from rocketbox.cluster.wire_format import (DOOR_REMOTING, FLAG_ONEWAY, FLAG_RESPONSE, Command, FrameError,
                                            next_opaque)
 from rocketbox.cluster.zmq_transport import Reply
@@ -115,6 +115,7 @@ class RemotingServer:
         self._serial = 0
         self._loop = None
         self.requests_served = 0
+        self.peer_calls = PeerCalls()
         self.malformed_frames = 0
         self.connections_refused = 0
         self.connections_timed_out = 0
@@ -214,7 +215,8 @@ class RemotingServer:
             return
         conn.serialize_type = serialize_type
         if request.is_response:
-            return   # an answer to a one-way request of ours: nothing waits for it
+            self.peer_calls.answer(request)   # else an answer to a one-way request of ours: nothing waits
+            return
         self.requests_served += 1
         request.peer_address = conn.host
         request.door = DOOR_REMOTING
@@ -277,6 +279,17 @@ class RemotingServer:
         cmd.opaque = next_opaque()
         self.write(conn, encode_frame(cmd, conn.serialize_type))
 
+    def call_peer(self, peer: bytes, cmd: Command, on_answer, timeout_s: float) -> None:
+        """A request to the client on connection ``peer`` whose answer (or None: no answer within
+        ``timeout_s``, or the connection is gone) goes to ``on_answer``."""
+        conn = self._by_peer.get(peer)
+        if conn is None:
+            on_answer(None)
+            return
+        cmd.opaque = next_opaque()
+        self.peer_calls.add(cmd.opaque, peer, on_answer, time.monotonic() + timeout_s)
+        self.write(conn, encode_frame(cmd, conn.serialize_type))
+
     def reachable(self, peer: bytes) -> bool:
         return peer in self._by_peer
 
@@ -298,6 +311,7 @@ class RemotingServer:
 
     def close_stale(self) -> None:
         now = time.monotonic()
+        self.peer_calls.expire(now)
         for conn in list(self._connections.values()):
             if now - conn.last_active > self.idle_timeout_s:
                 self.connections_timed_out += 1
@@ -321,6 +335,7 @@ class RemotingServer:
         conn.out.clear()
         self._connections.pop(conn.fd, None)
         self._by_peer.pop(conn.peer, None)
+        self.peer_calls.peer_gone(conn.peer)
         if self.on_disconnect is not None:
             self.on_disconnect(conn.peer)
 

@@ -37,3 +37,42 @@ def dispatch(handlers: dict[int, Handler], request: Command, reply, server_name:
         response = request.response(ResponseCode.SYSTEM_ERROR, remark=f"{type(exc).__name__}: {exc}")
     if response is not None:
         reply(response)
+
+
+class PeerCalls:
+    """A server's requests to its clients that wait for an answer (GET_CONSUMER_RUNNING_INFO relayed
+    to a consumer): by opaque, each with the connection it went to and a deadline. Every call ends
+    exactly once: ``on_answer(response)``, or ``on_answer(None)`` when its time is up or its
+    connection closed."""
+
+    def __init__(self):
+        self._pending: dict[int, tuple[bytes, Callable[[Command | None], None], float]] = {}
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+    def add(self, opaque: int, peer: bytes, on_answer: Callable[[Command | None], None], deadline: float) -> None:
+        self._pending[opaque] = (peer, on_answer, deadline)
+
+    def answer(self, response: Command) -> bool:
+        """Hand a client's response to its waiting call; False if none waits (late or unknown)."""
+        entry = self._pending.pop(response.opaque, None)
+        if entry is None:
+            return False
+        _finish(entry[1], response)
+        return True
+
+    def expire(self, now: float) -> None:
+        for opaque in [o for o, (_p, _cb, deadline) in self._pending.items() if deadline <= now]:
+            _finish(self._pending.pop(opaque)[1], None)
+
+    def peer_gone(self, peer: bytes) -> None:
+        for opaque in [o for o, (p, _cb, _d) in self._pending.items() if p == peer]:
+            _finish(self._pending.pop(opaque)[1], None)
+
+
+def _finish(on_answer, response: Command | None) -> None:
+    try:
+        on_answer(response)
+    except Exception:   # the waiting side's bug must not take the door down
+        log.exception("a peer call's answer handler failed")

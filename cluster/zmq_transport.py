@@ -27,7 +27,7 @@ import zmq
 
 from rocketbox.cluster.log_limit import RateLimitedLog
 from rocketbox.cluster.protocol import ResponseCode
-from rocketbox.cluster.request_dispatch import Handler, dispatch
+from rocketbox.cluster.request_dispatch import Handler, PeerCalls, dispatch
 from rocketbox.cluster.wire_format import (FLAG_ONEWAY, FLAG_RESPONSE, Command, FrameError, from_frames,
                                            next_opaque, to_frames)
 
@@ -192,9 +192,17 @@ class RpcServer:
         self.requests_served = 0
         self.malformed_frames = 0
         self._monitor: zmq.Socket | None = None
+        self.peer_calls = PeerCalls()
 
     def attach(self, loop: EventLoop) -> None:
         loop.add_reader(self.socket, self.on_readable)
+        loop.call_every(1.0, lambda: self.peer_calls.expire(time.monotonic()))
+
+    def call_peer(self, peer: bytes, cmd: Command, on_answer, timeout_s: float) -> None:
+        """A request to client ``peer`` whose answer (None: none within ``timeout_s``) goes to ``on_answer``."""
+        cmd.opaque = next_opaque()
+        self.peer_calls.add(cmd.opaque, peer, on_answer, time.monotonic() + timeout_s)
+        self.send(peer, cmd)
 
     def send(self, peer: bytes, cmd: Command) -> None:
         try:
@@ -248,6 +256,9 @@ class RpcServer:
                              peer.hex(), exc)
             self.send(peer, Command(ResponseCode.SYSTEM_ERROR, {}, b"", 0, FLAG_RESPONSE,
                                     f"malformed frame: {exc}"))
+            return
+        if request.is_response:
+            self.peer_calls.answer(request)   # a client answering our call_peer
             return
         self.requests_served += 1
         try:
@@ -419,16 +430,22 @@ def _fail_endpoint(pending: dict, endpoint: str) -> None:
             future.set_exception(TransportError(f"connection to {endpoint} lost"))
 
 
-def serve_server_request(handlers: dict, request: Command) -> None:
-    """A request a server sent to this client (NOTIFY_CONSUMER_IDS_CHANGED, ...): its handler, if any."""
+def serve_server_request(handlers: dict, request: Command) -> Command | None:
+    """A request a server sent to this client (NOTIFY_CONSUMER_IDS_CHANGED, ...) to its handler, if
+    any; the answer to send back when the server waits for one (a handler's Command, or an error)."""
     handler = handlers.get(request.code)
+    answer = None
     if handler is None:
         log.debug("ignored request code %d from a server", request.code)
-        return
-    try:
-        handler(request)
-    except Exception:
-        log.exception("handler of server request %d failed", request.code)
+        answer = request.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                                  remark=f"request code {request.code} is not supported by this client")
+    else:
+        try:
+            answer = handler(request)
+        except Exception as exc:
+            log.exception("handler of server request %d failed", request.code)
+            answer = request.response(ResponseCode.SYSTEM_ERROR, remark=f"{type(exc).__name__}: {exc}")
+    return answer if isinstance(answer, Command) and not request.is_oneway else None
 
 
 class IoThreadBase:
@@ -475,8 +492,8 @@ class IoThreadBase:
         except BlockingIOError:
             pass
 
-    def _serve_request(self, request: Command) -> None:
-        serve_server_request(self._server_request_handlers, request)
+    def _serve_request(self, request: Command) -> Command | None:
+        return serve_server_request(self._server_request_handlers, request)
 
     def _run(self) -> None:
         raise NotImplementedError
@@ -518,7 +535,9 @@ class _IoThread(IoThreadBase):
                     if response is None:
                         continue
                     if not response.is_response:
-                        self._serve_request(response)
+                        answer = self._serve_request(response)
+                        if answer is not None:
+                            _send(sock, to_frames(answer), zmq.NOBLOCK)
                         continue
                     entry = pending.pop(response.opaque, None)
                     if entry is not None and not entry[0].done():

@@ -1,7 +1,8 @@
 """The broker's admin requests: what mqadmin's everyday commands ask a broker.
 
 topicStatus (GET_TOPIC_STATS_INFO 202), consumerProgress (GET_CONSUME_STATS 208),
-consumerConnection (203), updateSubGroup / deleteSubGroup (200 / 207, and 201 for the whole
+consumerConnection (203), consumerStatus (GET_CONSUMER_RUNNING_INFO 307, relayed to the
+consumer over its own connection), updateSubGroup / deleteSubGroup (200 / 207, and 201 for the whole
 table), getBrokerConfig (26), brokerStatus (28, as RocketMQ's KVTable), and the tables a slave
 copies (21, 43). Answers carry RocketMQ's bodies; maps keyed by MessageQueue are written in
 fastjson's dialect (``fastjson_format``), which is what mqadmin parses.
@@ -21,11 +22,16 @@ from rocketbox.cluster.wire_format import Command
 log = logging.getLogger(__name__)
 
 RUNNING_VERSION_DESC = "RocketBox-0.1.0"
+# How long a consumer gets to answer GET_CONSUMER_RUNNING_INFO: under an admin's usual 5 s, so
+# the admin hears why rather than timing out itself (expiry is checked once a second).
+RUNNING_INFO_TIMEOUT_S = 3.0
 
 
 class AdminProcessor:
-    def __init__(self, cfg, store, topics, offsets, clients, groups, served_rates, started_ms: int):
+    def __init__(self, cfg, store, topics, offsets, clients, groups, served_rates, started_ms: int, call_peer):
         self.cfg = cfg
+        # call_peer(peer, command, on_answer, timeout_s): a request to a connected client (doors.py).
+        self.call_peer = call_peer
         self.store = store
         self.topics = topics
         self.offsets = offsets
@@ -94,6 +100,28 @@ class AdminProcessor:
         groups.update(group for group, members in self.clients.groups.items()
                       if any(topic in member.subscriptions for member in members.values()))
         return request.response(ResponseCode.SUCCESS, body=to_json_bytes({"groupList": sorted(groups)}))
+
+    @answers_refusals
+    def on_consumer_running_info(self, request: Command, reply) -> None:
+        """mqadmin consumerStatus: asks the consumer itself, over its own connection, for its
+        ConsumerRunningInfo, and answers with the consumer's answer as it came."""
+        group = field_str(request, "consumerGroup")
+        client_id = field_str(request, "clientId")
+        member = self.clients.groups.get(group, {}).get(client_id)
+        if member is None or member.peer is None:
+            raise ProtocolError(f"The Consumer <{client_id}> not online")
+
+        def relay(answer: Command | None) -> None:
+            if answer is None:
+                reply(request.response(ResponseCode.SYSTEM_ERROR,
+                                       remark=f"consumer <{client_id}> did not answer within {RUNNING_INFO_TIMEOUT_S:g} s"))
+            else:
+                reply(request.response(answer.code, answer.fields, answer.body, answer.remark))
+
+        fields = {"consumerGroup": group, "clientId": client_id,
+                  "jstackEnable": request.fields.get("jstackEnable", "false")}
+        self.call_peer(member.peer, Command(request.code, fields), relay, RUNNING_INFO_TIMEOUT_S)
+        return None
 
     # ------------------------------------------------------------ subscription groups
 

@@ -40,6 +40,10 @@ class BrokerDoors:
     def notify(self, peer, command: Command) -> None:
         self._door_of(peer).notify(peer, command)
 
+    def call(self, peer, command: Command, on_answer, timeout_s: float) -> None:
+        """A request to a connected client that waits for its answer (``on_answer(None)``: none came)."""
+        self._door_of(peer).call_peer(peer, command, on_answer, timeout_s)
+
     def reachable(self, peer) -> bool:
         return self._door_of(peer).reachable(peer)
 

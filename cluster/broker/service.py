@@ -103,7 +103,8 @@ class BrokerService:
         self.started_ms = self.clock.now_ms()
         self.put_rate, self.served_rate, self.served_rates = Rate(), Rate(), KeyedRates()
         self.admin = AdminProcessor(cfg, self.store, self.topics, self.offsets, self.clients, self.groups,
-                                    self.served_rates, self.started_ms)
+                                    self.served_rates, self.started_ms,
+                                    lambda *call: self.doors.call(*call))
         # The doors, once ``serve`` opened them: ZeroMQ always, RocketMQ's remoting TCP when configured.
         self.doors: BrokerDoors | None = None
         self.role_changed = False
@@ -140,6 +141,7 @@ class BrokerService:
             RequestCode.GET_CONSUMER_CONNECTION_LIST: self.admin.on_consumer_connection_list,
             RequestCode.GET_TOPIC_STATS_INFO: self.admin.on_topic_stats,
             RequestCode.GET_CONSUME_STATS: self.admin.on_consume_stats,
+            RequestCode.GET_CONSUMER_RUNNING_INFO: self.admin.on_consumer_running_info,
             RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: self.admin.on_update_subscription_group,
             RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: self.admin.on_all_subscription_groups,
             RequestCode.DELETE_SUBSCRIPTIONGROUP: self.admin.on_delete_subscription_group,

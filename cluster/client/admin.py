@@ -35,6 +35,8 @@ _NOT_RESENT = frozenset({fmt.PROPERTY_RETRY_TOPIC, "ORIGIN_MESSAGE_ID", fmt.PROP
 CONSUMED = "CONSUMED"
 NOT_CONSUME_YET = "NOT_CONSUME_YET"
 DEAD_LETTERS_MAX = 10_000
+# The broker waits up to 3 s for the consumer (broker/admin.py) and checks once a second.
+RUNNING_INFO_WAIT_MS = 6_000
 
 
 class Admin(ClientBase):
@@ -326,6 +328,17 @@ class Admin(ClientBase):
             raise_for(response, endpoint)
             found.extend(decode_messages(response.body, name))
         return found[:max_num]
+
+    def consumer_running_info(self, endpoint: str, group: str, client_id: str) -> dict:
+        """mqadmin consumerStatus: the member's own ConsumerRunningInfo, relayed by the broker
+        (``mqTable`` keyed by MessageQueue)."""
+        response = self.rpc.call(endpoint, Command(RequestCode.GET_CONSUMER_RUNNING_INFO, {
+            "consumerGroup": group, "clientId": client_id, "jstackEnable": "false"}),
+            max(self.cfg.request_timeout_ms, RUNNING_INFO_WAIT_MS))
+        raise_for(response, endpoint)
+        info = fastjson_loads(response.body)
+        info["mqTable"] = _by_message_queue(info.get("mqTable") or {})
+        return info
 
     def consumer_ids(self, topic: str, group: str) -> list[str]:
         route = self.routes.get(topic, refresh=True)

@@ -37,6 +37,7 @@ from rocketbox.cluster.client.orderly import (ORDERLY_RECONSUME_TIMES_MAX, SUSPE
 from rocketbox.cluster.client.process_queue import ProcessQueue
 from rocketbox.cluster.client.pull_service import PullService
 from rocketbox.cluster.client.rebalance import Rebalancer
+from rocketbox.cluster.client.running_info import answer_running_info
 from rocketbox.cluster.client.routes import normalize_endpoint
 from rocketbox.cluster.clock import SYSTEM_CLOCK, Clock
 from rocketbox.cluster.config import ClientConfig, name_problem
@@ -224,6 +225,9 @@ class PushConsumer(_QueueClient):
         self.rpc.server_request_handlers[RequestCode.NOTIFY_CONSUMER_IDS_CHANGED] = \
             lambda request: self._rebalance_now.set()
         self.rpc.server_request_handlers[RequestCode.RESET_CONSUMER_CLIENT_OFFSET] = self._on_reset_offset
+        self.rpc.server_request_handlers[RequestCode.GET_CONSUMER_RUNNING_INFO] = \
+            lambda request: answer_running_info(self, request)
+        self.started_ms = 0
         self.consumed = 0
         self.consume_failures = 0
         self.rebalances = 0
@@ -254,6 +258,7 @@ class PushConsumer(_QueueClient):
     def start(self) -> None:
         if self.listener is None or not self.subscriptions:
             raise ClientError("subscribe to a topic and register a listener before start()")
+        self.started_ms = self.clock.now_ms()
         if self.message_model == BROADCASTING:
             path = local_offset_store_path(self.cfg.local_offset_store_dir,
                                            store_id(self.client_id, self.cfg.instance_name), self.group)

@@ -14,6 +14,7 @@ import pytest
 
 from rocketbox.cluster import Admin, Message, Producer, PullConsumer, PushConsumer, ConsumeStatus
 from rocketbox.cluster.config import SYNC_FLUSH
+from rocketbox.cluster.errors import BrokerError
 from rocketbox.cluster.protocol import RequestCode, ResponseCode
 from rocketbox.cluster.remoting_client import RemotingRpcClient
 from rocketbox.cluster.testing import pull_until, wait_until
@@ -178,6 +179,18 @@ def test_one_group_two_doors(start_cluster, tmp_path):
         assert sorted(c["language"] for c in connection["connectionSet"]) == ["CPP", "PYTHON"]
         assert connection["messageModel"] == "CLUSTERING" and "TwoDoors" in connection["subscriptionTable"]
         assert missing.code == ResponseCode.CONSUMER_NOT_ONLINE and "not online" in missing.remark
+        # mqadmin consumerStatus: the broker relays the request to each member over its own
+        # connection and door, and each answers ConsumerRunningInfo for itself (the C++ client
+        # writes its mqTable keyed by MessageQueue objects, as fastjson does).
+        with Admin(config=client_config(cluster, transport="remoting")) as remoting_admin:
+            endpoint = f"tcp://{cluster.topology.brokers[0].remoting_address}"
+            for member in connection["connectionSet"]:
+                info = remoting_admin.consumer_running_info(endpoint, "CID_MIXED", member["clientId"])
+                assert info["properties"]["PROP_CONSUME_TYPE"] == "CONSUME_PASSIVELY", member
+                assert "TwoDoors" in {sub["topic"] for sub in info["subscriptionSet"]}, member
+                assert {mq.topic for mq in info["mqTable"]} <= {"TwoDoors", "%RETRY%CID_MIXED"}, member
+            with pytest.raises(BrokerError, match="not online"):
+                remoting_admin.consumer_running_info(endpoint, "CID_MIXED", "127.0.0.1@1@gone@1")
         with Producer("PG", config=cfg) as producer:
             sent = {producer.send(Message("TwoDoors", f"x{i}".encode())).msg_id for i in range(100)}
         wait_until(lambda: len(native_got) + len(cpp.snapshot()) - 1 >= 100, 60, interval_s=0.1,

@@ -6,13 +6,15 @@ writes them) and what the broker enforces from a subscription group."""
 from __future__ import annotations
 
 import json
+import socket
 import time
 
 import pytest
 
-from rocketbox.cluster import Admin, Message, Producer
+from rocketbox.cluster import Admin, ConsumeStatus, Message, Producer, PushConsumer
+from rocketbox.cluster import remoting_format as rf
 from rocketbox.cluster.client import broker_api
-from rocketbox.cluster.errors import NoRouteError
+from rocketbox.cluster.errors import BrokerError, NoRouteError
 from rocketbox.cluster.fastjson_format import loads as fastjson_loads
 from rocketbox.cluster.protocol import MessageQueue, RequestCode, ResponseCode
 from rocketbox.cluster.remoting_client import RemotingRpcClient
@@ -166,3 +168,56 @@ def test_a_bad_subscription_group_is_refused_with_its_reason(broker, body, reaso
     answer = _call(broker, Command(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {}, body))
     assert answer.code == ResponseCode.SYSTEM_ERROR
     assert reason in answer.remark
+
+
+def test_consumer_status_is_answered_by_a_native_consumer_through_the_native_door(cluster):
+    """GET_CONSUMER_RUNNING_INFO relayed over ZeroMQ: a native admin asks, our PushConsumer answers."""
+    cfg = client_config(cluster)
+    _produce(cluster, "AdmRunning", 2, queues=2)
+    with PushConsumer("AdmRunningCG", config=cfg) as consumer, Admin(config=cfg) as native_admin:
+        consumer.subscribe("AdmRunning", "TagA || TagB")
+        consumer.register_listener(lambda msgs: ConsumeStatus.CONSUME_SUCCESS)
+        consumer.start()
+        (endpoint,) = native_admin.master_endpoints().values()
+        wait_until(lambda: len(native_admin.consumer_running_info(endpoint, "AdmRunningCG", consumer.client_id)
+                               ["mqTable"]) == 3, 15, what="both queues and the retry queue assigned")
+        info = native_admin.consumer_running_info(endpoint, "AdmRunningCG", consumer.client_id)
+    assert info["properties"]["consumerGroup"] == "AdmRunningCG"
+    assert {(s["topic"], s["subString"]) for s in info["subscriptionSet"]} >= {("AdmRunning", "TagA || TagB")}
+    assert sorted(mq.queue_id for mq in info["mqTable"] if mq.topic == "AdmRunning") == [0, 1]
+
+
+def _raw_consumer(port: int, group: str, client_id: str) -> socket.socket:
+    """A 'consumer' that heartbeats over a raw remoting connection and never answers the broker."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    heartbeat = {"clientID": client_id, "consumerDataSet": [{
+        "groupName": group, "consumeType": "CONSUME_PASSIVELY", "messageModel": "CLUSTERING",
+        "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET", "subscriptionDataSet": []}], "producerDataSet": []}
+    sock.sendall(rf.encode_frame(Command(RequestCode.HEART_BEAT, {}, json.dumps(heartbeat).encode(), opaque=1)))
+    decoder = rf.FrameDecoder()
+    for _ in range(100):   # the group-changed notice may come before the answer
+        for payload in decoder.feed(sock.recv(65536)):
+            command = rf.decode_frame_payload(payload)[0]
+            if command.is_response:
+                assert command.code == ResponseCode.SUCCESS, command.remark
+                return sock
+    raise AssertionError("no answer to the heartbeat")
+
+
+def test_consumer_status_of_a_silent_or_vanished_consumer_is_an_error_not_a_hang(cluster, admin, broker):
+    port = int(broker.rsplit(":", 1)[1])
+    silent = _raw_consumer(port, "AdmSilent", "10.0.0.1@1@silent@1")
+    try:
+        started = time.monotonic()
+        with pytest.raises(BrokerError, match="did not answer within"):
+            admin.consumer_running_info(broker, "AdmSilent", "10.0.0.1@1@silent@1")
+        assert time.monotonic() - started < 5.5   # the broker's 3 s (+ its 1 s check), not the admin's own time-out
+    finally:
+        silent.close()
+    vanishing = _raw_consumer(port, "AdmVanish", "10.0.0.1@1@vanish@1")
+    future = admin.rpc.call_async(broker, Command(RequestCode.GET_CONSUMER_RUNNING_INFO, {
+        "consumerGroup": "AdmVanish", "clientId": "10.0.0.1@1@vanish@1"}))
+    vanishing.recv(65536)   # the relayed request reached the 'consumer'
+    vanishing.close()       # ... which goes away: the call ends now, with an error
+    answer = future.result(timeout=4)
+    assert answer.code == ResponseCode.SYSTEM_ERROR and "did not answer" in answer.remark
