@@ -15,7 +15,6 @@ from rocketbox.cluster import Admin, ConsumeStatus, Message, Producer, PushConsu
 from rocketbox.cluster import remoting_format as rf
 from rocketbox.cluster.client import broker_api
 from rocketbox.cluster.errors import BrokerError, NoRouteError
-from rocketbox.cluster.fastjson_format import loads as fastjson_loads
 from rocketbox.cluster.protocol import MessageQueue, RequestCode, ResponseCode
 from rocketbox.cluster.remoting_client import RemotingRpcClient
 from rocketbox.cluster.testing import LocalCluster, wait_until

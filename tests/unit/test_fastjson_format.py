@@ -2,7 +2,7 @@
 
 import pytest
 
-from rocketbox.cluster.fastjson_format import FastjsonError, ObjectKey, dumps, loads, message_queue_key
+from rocketbox.cluster.fastjson_format import ObjectKey, dumps, loads, message_queue_key
 
 pytestmark = pytest.mark.timeout(10)
 
