@@ -112,13 +112,9 @@ def _object(text: str, pos: int):
             raise FastjsonError(f"expected ':' at {pos}")
         value, pos = _value(text, _skip(text, pos + 1))
         result[key] = value
-        pos = _skip(text, pos)
-        if text.startswith(",", pos):
-            pos = _skip(text, pos + 1)
-        elif text.startswith("}", pos):
-            return result, pos + 1
-        else:
-            raise FastjsonError(f"expected ',' or '}}' at {pos}")
+        pos, closed = _after_item(text, pos, "}")
+        if closed:
+            return result, pos
 
 
 def _array(text: str, pos: int):
@@ -129,10 +125,16 @@ def _array(text: str, pos: int):
     while True:
         value, pos = _value(text, pos)
         result.append(value)
-        pos = _skip(text, pos)
-        if text.startswith(",", pos):
-            pos = _skip(text, pos + 1)
-        elif text.startswith("]", pos):
-            return result, pos + 1
-        else:
-            raise FastjsonError(f"expected ',' or ']' at {pos}")
+        pos, closed = _after_item(text, pos, "]")
+        if closed:
+            return result, pos
+
+
+def _after_item(text: str, pos: int, closer: str) -> tuple[int, bool]:
+    """Past the ',' before the next item, or past ``closer``: (position, whether it closed)."""
+    pos = _skip(text, pos)
+    if text.startswith(",", pos):
+        return _skip(text, pos + 1), False
+    if text.startswith(closer, pos):
+        return pos + 1, True
+    raise FastjsonError(f"expected ',' or {closer!r} at {pos}")
