@@ -220,3 +220,19 @@ def test_consumer_status_of_a_silent_or_vanished_consumer_is_an_error_not_a_hang
     vanishing.close()       # ... which goes away: the call ends now, with an error
     answer = future.result(timeout=4)
     assert answer.code == ResponseCode.SYSTEM_ERROR and "did not answer" in answer.remark
+
+
+def test_queries_by_id_key_unique_key_and_offset_through_the_remoting_door(cluster, admin):
+    """mqadmin queryMsgById / ByKey / ByUniqueKey / ByOffset, all through the remoting door."""
+    cfg = client_config(cluster)
+    with Admin(config=cfg) as native_admin:
+        native_admin.create_topic("AdmQuery", 1)
+    with Producer("AdminQueryPG", config=cfg) as producer:
+        sent = producer.send(Message("AdmQuery", b"find me", tags="Q", keys=["order-42"]))
+    wait_until(lambda: _stored(admin, "AdmQuery") == 1, 10, what="the message dispatched")
+    by_id = admin.view_message(sent.offset_msg_id)
+    (by_key,) = admin.query_by_key("AdmQuery", "order-42")
+    (by_unique_key,) = admin.query_by_unique_key("AdmQuery", sent.msg_id)
+    by_offset = admin.message_at(sent.queue, sent.queue_offset)
+    for found in (by_id, by_key, by_unique_key, by_offset):
+        assert (found.msg_id, found.body, found.tags, found.keys) == (sent.msg_id, b"find me", "Q", ["order-42"])
