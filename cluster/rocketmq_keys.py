@@ -74,3 +74,16 @@ def broker_properties(cfg: BrokerConfig) -> dict[str, str]:
 def properties_text(props: dict[str, str]) -> str:
     """Java's ``key=value`` lines (MixAll.properties2String), keys sorted."""
     return "".join(f"{key}={value}\n" for key, value in sorted(props.items()))
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java properties text (``key=value`` or ``key: value`` lines, ``#`` and ``!`` comments) as a dict."""
+    props = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        cut = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
+        key, value = (line, "") if cut < 0 else (line[:cut], line[cut + 1:])
+        props[key.strip()] = value.strip()
+    return props

@@ -12,6 +12,9 @@
                 | --topic T [--broker B] --queue Q --offset N        (each with every group's consume status)
     cluster dlq list GROUP | show GROUP MSG_ID | resend GROUP (--msg-id ID | --all)
     cluster group reset-offset GROUP TOPIC --to-time ISO|EPOCH_MS [--no-force]
+    cluster clusterList | brokerStatus | topicStatus | consumerProgress | consumerConnection
+          | consumerStatus | updateSubGroup | deleteSubGroup | getBrokerConfig   (mqadmin's verbs,
+            short flags and #Column tables: mqadmin_cmds.py)
 
 Commands that talk to a cluster find its NameServers in ``--namesrv``, else in
 ``ROCKETBOX_NAMESRV``, else in the run-state file of ``--data-dir`` (an address without a port
@@ -34,7 +37,7 @@ import argparse
 import os
 import sys
 
-from rocketbox.cluster.cli import admin_cmds, client_cmds, cluster_cmds, up_settings
+from rocketbox.cluster.cli import admin_cmds, client_cmds, cluster_cmds, mqadmin_cmds, up_settings
 from rocketbox.cluster.cli.client_cmds import query_problem
 from rocketbox.cluster.cli.cluster_cmds import role_problem
 from rocketbox.cluster.cli.common import DATA_DIR_DEFAULT
@@ -45,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--data-dir", default=DATA_DIR_DEFAULT, help=f"default {DATA_DIR_DEFAULT}")
     parser.add_argument("--namesrv", help="NameServer addresses, host:port;host:port")
     sub = parser.add_subparsers(dest="command", required=True)
-    for commands in (cluster_cmds, client_cmds, admin_cmds):
+    for commands in (cluster_cmds, client_cmds, admin_cmds, mqadmin_cmds):
         commands.add_parsers(sub)
     return parser
 

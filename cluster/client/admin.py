@@ -12,6 +12,7 @@ from rocketbox.cluster.client.producer import Producer
 from rocketbox.cluster.client.routes import normalize_endpoint
 from rocketbox.cluster.config import name_problem
 from rocketbox.cluster.fastjson_format import loads as fastjson_loads
+from rocketbox.cluster.rocketmq_keys import parse_properties
 from rocketbox.cluster.errors import BrokerError, NoRouteError, raise_for
 from rocketbox.cluster.protocol import MASTER_ID, PERM_READ_WRITE, RequestCode, ResponseCode, dlq_topic
 from rocketbox.cluster.shm import commitlog_format as fmt
@@ -193,17 +194,43 @@ class Admin(ClientBase):
     def update_subscription_group(self, group: str, cluster_name: str | None = None, **settings) -> None:
         """mqadmin updateSubGroup on every master: RocketMQ's SubscriptionGroupConfig fields
         (consumeEnable, retryMaxTimes, consumeBroadcastEnable, ...) as keyword arguments."""
-        body = json.dumps({"groupName": group, **settings}).encode()
         for endpoint in self.master_endpoints(cluster_name).values():
-            raise_for(self.rpc.call(endpoint, Command(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {}, body)),
-                      endpoint)
+            self.update_subscription_group_at(endpoint, group, **settings)
+
+    def update_subscription_group_at(self, endpoint: str, group: str, **settings) -> None:
+        body = json.dumps({"groupName": group, **settings}).encode()
+        raise_for(self.rpc.call(endpoint, Command(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {}, body)),
+                  endpoint)
 
     def delete_subscription_group(self, group: str, clean_offset: bool = False,
                                   cluster_name: str | None = None) -> None:
         """mqadmin deleteSubGroup on every master; ``clean_offset`` also forgets the group's offsets."""
-        fields = {"groupName": group, "cleanOffset": "true" if clean_offset else "false"}
         for endpoint in self.master_endpoints(cluster_name).values():
-            raise_for(self.rpc.call(endpoint, Command(RequestCode.DELETE_SUBSCRIPTIONGROUP, fields)), endpoint)
+            self.delete_subscription_group_at(endpoint, group, clean_offset)
+
+    def delete_subscription_group_at(self, endpoint: str, group: str, clean_offset: bool = False) -> None:
+        fields = {"groupName": group, "cleanOffset": "true" if clean_offset else "false"}
+        raise_for(self.rpc.call(endpoint, Command(RequestCode.DELETE_SUBSCRIPTIONGROUP, fields)), endpoint)
+
+    def consumer_connection(self, group: str) -> dict:
+        """mqadmin consumerConnection: RocketMQ's ConsumerConnection from the first master that
+        has the group online (BrokerError CONSUMER_NOT_ONLINE when none has)."""
+        refusal = None
+        for endpoint in self.master_endpoints().values():
+            response = self.rpc.call(endpoint, Command(RequestCode.GET_CONSUMER_CONNECTION_LIST,
+                                                       {"consumerGroup": group}))
+            if response.code == ResponseCode.SUCCESS:
+                return json.loads(response.body)
+            refusal = (response, endpoint)
+        if refusal is None:
+            raise NoRouteError("no broker master is registered")
+        raise_for(*refusal)
+
+    def broker_config(self, endpoint: str) -> dict[str, str]:
+        """mqadmin getBrokerConfig: the broker's settings under RocketMQ's keys."""
+        response = self.rpc.call(endpoint, Command(RequestCode.GET_BROKER_CONFIG))
+        raise_for(response, endpoint)
+        return parse_properties(response.body.decode())
 
     def subscription_groups(self, endpoint: str) -> dict[str, dict]:
         response = self.rpc.call(endpoint, Command(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG))

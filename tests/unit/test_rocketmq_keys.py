@@ -48,3 +48,12 @@ def test_get_broker_config_answers_the_properties(tmp_path):
     lines = dict(line.split("=", 1) for line in answer.body.decode().splitlines())
     assert lines == broker_properties(cfg)
     assert set(json.loads(answer.fields["version"])) == {"counter", "timestamp"}
+
+
+def test_properties_text_parses_back_with_comments_and_both_separators():
+    from rocketbox.cluster.rocketmq_keys import parse_properties, properties_text
+    props = {"brokerName": "broker-a", "messageDelayLevel": "1s 5s 10s", "namesrvAddr": "127.0.0.1:9876"}
+    assert parse_properties(properties_text(props)) == props
+    text = "# a comment\n! another\n\nbrokerId : 1\nflushDiskType=SYNC_FLUSH\n  deleteWhen = 04 \nlonely\n"
+    assert parse_properties(text) == {"brokerId": "1", "flushDiskType": "SYNC_FLUSH", "deleteWhen": "04",
+                                      "lonely": ""}
