@@ -29,6 +29,12 @@ def _targets(admin, args) -> dict[str, str]:
     return admin.master_endpoints(getattr(args, "cluster", None))
 
 
+def _per_broker(args, fetch) -> dict:
+    """label -> ``fetch(admin, endpoint)`` for each broker ``-b`` / ``-c`` names."""
+    with open_admin(args) as admin:
+        return {label: fetch(admin, endpoint) for label, endpoint in _targets(admin, args).items()}
+
+
 def _emit(args, title: str, columns: list[str], rows: list[list], records: list[dict]) -> None:
     if args.json:
         for record in records:
@@ -62,8 +68,7 @@ def cmd_cluster_list(args) -> int:
 
 
 def cmd_broker_status(args) -> int:
-    with open_admin(args) as admin:
-        statuses = {label: admin.broker_status(endpoint) for label, endpoint in _targets(admin, args).items()}
+    statuses = _per_broker(args, lambda admin, endpoint: admin.broker_status(endpoint))
     if args.json:
         print_json(statuses)
         return 0
@@ -195,8 +200,7 @@ def cmd_delete_sub_group(args) -> int:
 
 
 def cmd_get_broker_config(args) -> int:
-    with open_admin(args) as admin:
-        configs = {label: admin.broker_config(endpoint) for label, endpoint in _targets(admin, args).items()}
+    configs = _per_broker(args, lambda admin, endpoint: admin.broker_config(endpoint))
     if args.json:
         print_json(configs)
         return 0
