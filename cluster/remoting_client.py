@@ -17,18 +17,17 @@ requests fail at once (RocketMQ's clients close a channel whose call timed out).
 from __future__ import annotations
 
 import collections
-import heapq
 import logging
 import os
 import selectors
 import socket
 import time
-from concurrent.futures import Future
 
 from rocketbox.cluster.remoting_format import SERIALIZE_JSON, FrameDecoder, decode_frame_payload, encode_frame
 from rocketbox.cluster.wire_format import FLAG_ONEWAY, Command, FrameError, next_opaque
-from rocketbox.cluster.zmq_transport import (ClientTransport, IoThreadBase, RequestTimeout, TransportError,
-                                             serve_server_request)
+from rocketbox.cluster.request_dispatch import settle
+from rocketbox.cluster.zmq_transport import (IO_WAIT_S_MAX, ClientTransport, IoThreadBase, RequestTimeout,
+                                             TransportError, serve_server_request)
 
 log = logging.getLogger(__name__)
 
@@ -66,25 +65,14 @@ class RemotingRpcClient(ClientTransport):
     def _new_io_thread(self) -> "_IoThread":
         return _IoThread(self.server_request_handlers)
 
-    def _connections(self) -> dict:
-        local = self._local
-        if getattr(local, "pid", None) != os.getpid():
-            local.pid = os.getpid()
-            local.connections = {}
-        return local.connections
-
     def _drop(self, endpoint: str) -> None:
-        conn = self._connections().pop(endpoint, None)
+        conn = self._thread_connections().pop(endpoint, None)
         if conn is not None:
             conn.sock.close()
 
     def call(self, endpoint: str, request: Command, timeout_ms: int | None = None) -> Command:
-        if self._closed:
-            raise TransportError("client is closed")
-        timeout_ms = self.default_timeout_ms if timeout_ms is None else timeout_ms
-        deadline = time.monotonic() + timeout_ms / 1000
-        request.opaque = next_opaque()
-        connections = self._connections()
+        timeout_ms, deadline = self._begin_call(request, timeout_ms)
+        connections = self._thread_connections()
         conn = connections.get(endpoint)
         if conn is None:
             conn = connections[endpoint] = _SyncConnection(_connect(endpoint, timeout_ms / 1000))
@@ -123,9 +111,10 @@ class RemotingRpcClient(ClientTransport):
 
     def close(self) -> None:
         self._stop_io_thread()
-        for conn in self._connections().values():
+        connections = self._thread_connections()
+        for conn in connections.values():
             conn.sock.close()
-        self._local.connections = {}
+        connections.clear()
 
 
 class _Peer:
@@ -147,17 +136,13 @@ class _IoThread(IoThreadBase):
         selector = selectors.DefaultSelector()
         selector.register(self._wake_r, selectors.EVENT_READ)
         peers: dict[str, _Peer] = {}
-        pending: dict[int, tuple[Future, str]] = {}
-        deadlines: list[tuple[float, int]] = []
+        pending = self._pending
 
         def fail(peer: _Peer, why: str) -> None:
             selector.unregister(peer.sock)
             peer.sock.close()
             peers.pop(peer.endpoint, None)
-            for opaque in [o for o, (_f, e) in pending.items() if e == peer.endpoint]:
-                future = pending.pop(opaque)[0]
-                if not future.done():
-                    future.set_exception(TransportError(f"connection to {peer.endpoint} lost: {why}"))
+            pending.fail_key(peer.endpoint, TransportError(f"connection to {peer.endpoint} lost: {why}"))
 
         def write(peer: _Peer) -> None:
             try:
@@ -171,10 +156,7 @@ class _IoThread(IoThreadBase):
             selector.modify(peer.sock, selectors.EVENT_READ | (selectors.EVENT_WRITE if peer.out else 0), peer)
 
         while not self._stopping:
-            while deadlines and deadlines[0][1] not in pending:
-                heapq.heappop(deadlines)
-            timeout = 0.2 if not deadlines else max(0.0, min(0.2, deadlines[0][0] - time.monotonic()))
-            for key, events in selector.select(timeout):
+            for key, events in selector.select(pending.seconds_to_next(time.monotonic(), IO_WAIT_S_MAX)):
                 if key.fileobj == self._wake_r:
                     self._drain_wake_pipe()
                     continue
@@ -198,9 +180,7 @@ class _IoThread(IoThreadBase):
                                     peer.out += encode_frame(answer, SERIALIZE_JSON)
                                     write(peer)
                                 continue
-                            entry = pending.pop(response.opaque, None)
-                            if entry is not None and not entry[0].done():
-                                entry[0].set_result(response)
+                            pending.answer(response)
                     except (OSError, FrameError) as exc:
                         fail(peer, str(exc))
             self._wake_pending = False
@@ -219,18 +199,10 @@ class _IoThread(IoThreadBase):
                     selector.register(sock, selectors.EVENT_READ, peer)
                 peer.out += encode_frame(request, SERIALIZE_JSON)
                 if future is not None:
-                    pending[request.opaque] = (future, endpoint)
-                    heapq.heappush(deadlines, (deadline, request.opaque))
+                    pending.add(request.opaque, endpoint, deadline, settle(future))
                 write(peer)
-            now = time.monotonic()
-            while deadlines and deadlines[0][0] <= now:
-                _, opaque = heapq.heappop(deadlines)
-                entry = pending.pop(opaque, None)
-                if entry is not None and not entry[0].done():
-                    entry[0].set_exception(RequestTimeout("no answer within the time-out"))
-        for future, _ in pending.values():
-            if not future.done():
-                future.set_exception(TransportError("client is closed"))
+            self._expire_due()
+        pending.fail_all(TransportError("client is closed"))
         for peer in peers.values():
             peer.sock.close()
         selector.close()

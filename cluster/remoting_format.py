@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import struct
 
-from rocketbox.cluster.wire_format import (LANGUAGE_PYTHON, Command, FrameError, decode_header,
+from rocketbox.cluster.wire_format import (HEADER_BYTES_MAX, LANGUAGE_PYTHON, Command, FrameError, decode_header,
                                            encode_header)
 
 SERIALIZE_JSON = 0
@@ -40,7 +40,6 @@ PREFIX_BYTES = _PREFIX.size
 HEADER_LENGTH_MASK = 0xFFFFFF
 # Java's NettyDecoder default (com.rocketmq.remoting.frameMaxLength).
 FRAME_BYTES_MAX_DEFAULT = 16 * 1024 * 1024
-HEADER_BYTES_MAX = 1 << 20
 _INT32 = (-(1 << 31), (1 << 31) - 1)
 
 

@@ -33,7 +33,7 @@ from rocketbox.cluster.log_limit import RateLimitedLog
 from rocketbox.cluster.protocol import ResponseCode
 from rocketbox.cluster.remoting_format import (FRAME_BYTES_MAX_DEFAULT, SERIALIZE_JSON, BadFrameLength, FrameDecoder,
                                                decode_frame_payload, encode_frame)
-from rocketbox.cluster.request_dispatch import Handler, PeerCalls, dispatch
+from rocketbox.cluster.request_dispatch import Handler, PendingCalls, dispatch
 from rocketbox.cluster.wire_format import (DOOR_REMOTING, FLAG_ONEWAY, FLAG_RESPONSE, Command, FrameError,
                                            next_opaque)
 from rocketbox.cluster.zmq_transport import Reply
@@ -115,7 +115,7 @@ class RemotingServer:
         self._serial = 0
         self._loop = None
         self.requests_served = 0
-        self.peer_calls = PeerCalls()
+        self.peer_calls = PendingCalls()
         self.malformed_frames = 0
         self.connections_refused = 0
         self.connections_timed_out = 0
@@ -280,14 +280,14 @@ class RemotingServer:
         self.write(conn, encode_frame(cmd, conn.serialize_type))
 
     def call_peer(self, peer: bytes, cmd: Command, on_answer, timeout_s: float) -> None:
-        """A request to the client on connection ``peer`` whose answer (or None: no answer within
-        ``timeout_s``, or the connection is gone) goes to ``on_answer``."""
+        """A request to the client on connection ``peer`` whose answer (or an exception: no answer
+        within ``timeout_s``, or the connection is gone) goes to ``on_answer``."""
         conn = self._by_peer.get(peer)
         if conn is None:
-            on_answer(None)
+            on_answer(ConnectionError("the client's connection is gone"))
             return
         cmd.opaque = next_opaque()
-        self.peer_calls.add(cmd.opaque, peer, on_answer, time.monotonic() + timeout_s)
+        self.peer_calls.add(cmd.opaque, peer, time.monotonic() + timeout_s, on_answer)
         self.write(conn, encode_frame(cmd, conn.serialize_type))
 
     def reachable(self, peer: bytes) -> bool:
@@ -311,7 +311,7 @@ class RemotingServer:
 
     def close_stale(self) -> None:
         now = time.monotonic()
-        self.peer_calls.expire(now)
+        self.peer_calls.expire(now, lambda _peer: TimeoutError("the client did not answer in time"))
         for conn in list(self._connections.values()):
             if now - conn.last_active > self.idle_timeout_s:
                 self.connections_timed_out += 1
@@ -335,7 +335,7 @@ class RemotingServer:
         conn.out.clear()
         self._connections.pop(conn.fd, None)
         self._by_peer.pop(conn.peer, None)
-        self.peer_calls.peer_gone(conn.peer)
+        self.peer_calls.fail_key(conn.peer, ConnectionError("the client's connection closed"))
         if self.on_disconnect is not None:
             self.on_disconnect(conn.peer)
 

@@ -7,6 +7,7 @@ answered SYSTEM_ERROR with the exception's text: the process keeps serving.
 
 from __future__ import annotations
 
+import heapq
 import logging
 from typing import Callable
 
@@ -39,40 +40,74 @@ def dispatch(handlers: dict[int, Handler], request: Command, reply, server_name:
         reply(response)
 
 
-class PeerCalls:
-    """A server's requests to its clients that wait for an answer (GET_CONSUMER_RUNNING_INFO relayed
-    to a consumer): by opaque, each with the connection it went to and a deadline. Every call ends
-    exactly once: ``on_answer(response)``, or ``on_answer(None)`` when its time is up or its
-    connection closed."""
+class PendingCalls:
+    """Requests sent on connections and waiting for their answers, by opaque: a client's calls to its
+    servers, and a server's calls to its clients (GET_CONSUMER_RUNNING_INFO relayed to a consumer).
+    Each ends exactly once: ``on_done(response)``, or ``on_done(exception)`` when its deadline
+    passes, its connection closes, or the side that sent it stops. The nearest deadline is found
+    in O(log n) (entries answered early leave the heap lazily)."""
 
     def __init__(self):
-        self._pending: dict[int, tuple[bytes, Callable[[Command | None], None], float]] = {}
+        self._entries: dict[int, tuple[object, Callable, float]] = {}   # opaque -> (connection key, on_done, deadline)
+        self._deadlines: list[tuple[float, int]] = []
 
     def __len__(self) -> int:
-        return len(self._pending)
+        return len(self._entries)
 
-    def add(self, opaque: int, peer: bytes, on_answer: Callable[[Command | None], None], deadline: float) -> None:
-        self._pending[opaque] = (peer, on_answer, deadline)
+    def add(self, opaque: int, key, deadline: float, on_done: Callable[[object], None]) -> None:
+        self._entries[opaque] = (key, on_done, deadline)
+        heapq.heappush(self._deadlines, (deadline, opaque))
 
     def answer(self, response: Command) -> bool:
-        """Hand a client's response to its waiting call; False if none waits (late or unknown)."""
-        entry = self._pending.pop(response.opaque, None)
+        """Hand a response to its waiting call; False if none waits (late, unknown, or one-way)."""
+        entry = self._entries.pop(response.opaque, None)
         if entry is None:
             return False
         _finish(entry[1], response)
         return True
 
-    def expire(self, now: float) -> None:
-        for opaque in [o for o, (_p, _cb, deadline) in self._pending.items() if deadline <= now]:
-            _finish(self._pending.pop(opaque)[1], None)
+    def seconds_to_next(self, now: float, cap: float) -> float:
+        """How long until the nearest deadline, at most ``cap``."""
+        deadlines = self._deadlines
+        while deadlines and deadlines[0][1] not in self._entries:
+            heapq.heappop(deadlines)
+        return max(0.0, min(cap, deadlines[0][0] - now)) if deadlines else cap
 
-    def peer_gone(self, peer: bytes) -> None:
-        for opaque in [o for o, (p, _cb, _d) in self._pending.items() if p == peer]:
-            _finish(self._pending.pop(opaque)[1], None)
+    def expire(self, now: float, error: Callable[[object], BaseException]) -> None:
+        """End the calls whose deadline passed with ``error(key)``."""
+        deadlines = self._deadlines
+        while deadlines and deadlines[0][0] <= now:
+            _, opaque = heapq.heappop(deadlines)
+            entry = self._entries.pop(opaque, None)
+            if entry is not None:
+                _finish(entry[1], error(entry[0]))
+
+    def fail_key(self, key, exc: BaseException) -> None:
+        """End every call sent on connection ``key`` (it closed) with ``exc``."""
+        for opaque in [o for o, entry in self._entries.items() if entry[0] == key]:
+            _finish(self._entries.pop(opaque)[1], exc)
+
+    def fail_all(self, exc: BaseException) -> None:
+        entries, self._entries = self._entries, {}
+        self._deadlines.clear()
+        for _key, on_done, _deadline in entries.values():
+            _finish(on_done, exc)
 
 
-def _finish(on_answer, response: Command | None) -> None:
+def settle(future) -> Callable[[object], None]:
+    """An ``on_done`` that resolves ``future`` with a response or fails it with an exception."""
+    def on_done(outcome) -> None:
+        if future.done():
+            return
+        if isinstance(outcome, BaseException):
+            future.set_exception(outcome)
+        else:
+            future.set_result(outcome)
+    return on_done
+
+
+def _finish(on_done, outcome) -> None:
     try:
-        on_answer(response)
-    except Exception:   # the waiting side's bug must not take the door down
-        log.exception("a peer call's answer handler failed")
+        on_done(outcome)
+    except Exception:   # the waiting side's bug must not take the connection's owner down
+        log.exception("a pending call's completion failed")

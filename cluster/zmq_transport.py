@@ -27,7 +27,7 @@ import zmq
 
 from rocketbox.cluster.log_limit import RateLimitedLog
 from rocketbox.cluster.protocol import ResponseCode
-from rocketbox.cluster.request_dispatch import Handler, PeerCalls, dispatch
+from rocketbox.cluster.request_dispatch import Handler, PendingCalls, dispatch, settle
 from rocketbox.cluster.wire_format import (FLAG_ONEWAY, FLAG_RESPONSE, Command, FrameError, from_frames,
                                            next_opaque, to_frames)
 
@@ -192,16 +192,18 @@ class RpcServer:
         self.requests_served = 0
         self.malformed_frames = 0
         self._monitor: zmq.Socket | None = None
-        self.peer_calls = PeerCalls()
+        self.peer_calls = PendingCalls()
 
     def attach(self, loop: EventLoop) -> None:
         loop.add_reader(self.socket, self.on_readable)
-        loop.call_every(1.0, lambda: self.peer_calls.expire(time.monotonic()))
+        loop.call_every(1.0, lambda: self.peer_calls.expire(
+            time.monotonic(), lambda _peer: TimeoutError("the client did not answer in time")))
 
     def call_peer(self, peer: bytes, cmd: Command, on_answer, timeout_s: float) -> None:
-        """A request to client ``peer`` whose answer (None: none within ``timeout_s``) goes to ``on_answer``."""
+        """A request to client ``peer`` whose answer (an exception: none within ``timeout_s``) goes
+        to ``on_answer``."""
         cmd.opaque = next_opaque()
-        self.peer_calls.add(cmd.opaque, peer, on_answer, time.monotonic() + timeout_s)
+        self.peer_calls.add(cmd.opaque, peer, time.monotonic() + timeout_s, on_answer)
         self.send(peer, cmd)
 
     def send(self, peer: bytes, cmd: Command) -> None:
@@ -310,6 +312,22 @@ class ClientTransport:
                 io = self._io
         return io
 
+    def _thread_connections(self) -> dict:
+        """The calling thread's connections in this process, by endpoint (a forked child starts afresh)."""
+        local = self._local
+        if getattr(local, "pid", None) != os.getpid():
+            local.pid = os.getpid()
+            local.connections = {}
+        return local.connections
+
+    def _begin_call(self, request: Command, timeout_ms: int | None) -> tuple[int, float]:
+        """A sync call's time-out and deadline; the request gets its opaque."""
+        if self._closed:
+            raise TransportError("client is closed")
+        timeout_ms = self.default_timeout_ms if timeout_ms is None else timeout_ms
+        request.opaque = next_opaque()
+        return timeout_ms, time.monotonic() + timeout_ms / 1000
+
     def call_async(self, endpoint: str, request: Command, timeout_ms: int | None = None) -> Future:
         """A future resolved with the response Command, or with a TransportError."""
         timeout_ms = self.default_timeout_ms if timeout_ms is None else timeout_ms
@@ -332,11 +350,8 @@ class RpcClient(ClientTransport):
 
     # Sockets owned by the calling thread: no hand-off between threads on the sync path.
     def _thread_socket(self, endpoint: str) -> zmq.Socket:
-        local = self._local
-        if getattr(local, "pid", None) != os.getpid():
-            local.pid = os.getpid()
-            local.sockets = {}
-        sock = local.sockets.get(endpoint)
+        sockets = self._thread_connections()
+        sock = sockets.get(endpoint)
         if sock is None:
             sock = CONTEXT.get().socket(zmq.DEALER)
             _tune(sock)
@@ -346,21 +361,17 @@ class RpcClient(ClientTransport):
             except zmq.ZMQError as exc:
                 sock.close(0)
                 raise TransportError(f"cannot connect to {endpoint!r}: {exc}") from None
-            local.sockets[endpoint] = sock
+            sockets[endpoint] = sock
         return sock
 
     def _drop_thread_socket(self, endpoint: str) -> None:
-        sock = self._local.sockets.pop(endpoint, None)
+        sock = self._thread_connections().pop(endpoint, None)
         if sock is not None:
             sock.close(0)
 
     def call(self, endpoint: str, request: Command, timeout_ms: int | None = None) -> Command:
         """Send and wait for the answer; RequestTimeout when none comes in time."""
-        if self._closed:
-            raise TransportError("client is closed")
-        timeout_ms = self.default_timeout_ms if timeout_ms is None else timeout_ms
-        deadline = time.monotonic() + timeout_ms / 1000
-        request.opaque = next_opaque()
+        timeout_ms, deadline = self._begin_call(request, timeout_ms)
         sock = self._thread_socket(endpoint)
         sock.setsockopt(zmq.SNDTIMEO, max(1, timeout_ms))
         try:
@@ -391,11 +402,10 @@ class RpcClient(ClientTransport):
 
     def close(self) -> None:
         self._stop_io_thread()
-        local = self._local
-        if getattr(local, "pid", None) == os.getpid():
-            for sock in local.sockets.values():
-                sock.close(0)
-            local.sockets = {}
+        sockets = self._thread_connections()
+        for sock in sockets.values():
+            sock.close(0)
+        sockets.clear()
 
 
 # A server's "are you still connected?" to a client (RpcServer.reachable): one empty frame,
@@ -423,13 +433,6 @@ def _disconnected(monitor: zmq.Socket) -> bool:
     return dropped
 
 
-def _fail_endpoint(pending: dict, endpoint: str) -> None:
-    for opaque in [o for o, (_f, _d, e) in pending.items() if e == endpoint]:
-        future = pending.pop(opaque)[0]
-        if not future.done():
-            future.set_exception(TransportError(f"connection to {endpoint} lost"))
-
-
 def serve_server_request(handlers: dict, request: Command) -> Command | None:
     """A request a server sent to this client (NOTIFY_CONSUMER_IDS_CHANGED, ...) to its handler, if
     any; the answer to send back when the server waits for one (a handler's Command, or an error)."""
@@ -448,6 +451,10 @@ def serve_server_request(handlers: dict, request: Command) -> Command | None:
     return answer if isinstance(answer, Command) and not request.is_oneway else None
 
 
+# An I/O thread looks at its queue and its deadlines at least this often.
+IO_WAIT_S_MAX = 0.2
+
+
 class IoThreadBase:
     """One thread owning the connections of a client's asynchronous requests: a queue of submitted
     ``(endpoint, request, future, deadline)`` and a pipe that wakes it. Subclasses poll in ``_run``
@@ -462,6 +469,8 @@ class IoThreadBase:
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         self._stopping = False
+        # The calls sent and not yet answered (only this thread touches it).
+        self._pending = PendingCalls()
         # Set by submitters when they wake the thread, cleared by the thread before it drains
         # the queue: requests submitted after the clear write the pipe again, none is stranded.
         self._wake_pending = False
@@ -492,6 +501,9 @@ class IoThreadBase:
         except BlockingIOError:
             pass
 
+    def _expire_due(self) -> None:
+        self._pending.expire(time.monotonic(), lambda _endpoint: RequestTimeout("no answer within the time-out"))
+
     def _serve_request(self, request: Command) -> Command | None:
         return serve_server_request(self._server_request_handlers, request)
 
@@ -509,24 +521,18 @@ class _IoThread(IoThreadBase):
         # its requests fail at once instead of waiting out their time-outs (RocketMQ's
         # failFast on a closed channel). A parked long poll is otherwise lost for its whole wait.
         monitors: dict[zmq.Socket, str] = {}
-        pending: dict[int, tuple[Future, float, str]] = {}
-        # (deadline, opaque): the nearest time-out in O(log n); answered entries are skipped lazily.
-        deadlines: list[tuple[float, int]] = []
+        pending = self._pending
         poller = zmq.Poller()
         poller.register(self._wake_r, zmq.POLLIN)
         while not self._stopping:
-            timeout_ms = 200
-            while deadlines and deadlines[0][1] not in pending:
-                heapq.heappop(deadlines)
-            if deadlines:
-                timeout_ms = max(0, min(timeout_ms, int((deadlines[0][0] - time.monotonic()) * 1000) + 1))
+            timeout_ms = int(pending.seconds_to_next(time.monotonic(), IO_WAIT_S_MAX) * 1000) + 1
             for sock, _ in poller.poll(timeout_ms):
                 if sock == self._wake_r:
                     self._drain_wake_pipe()
                     continue
                 if sock in monitors:
                     if _disconnected(sock):
-                        _fail_endpoint(pending, monitors[sock])
+                        pending.fail_key(monitors[sock], TransportError(f"connection to {monitors[sock]} lost"))
                     continue
                 for _ in range(1024):
                     if not sock.get(zmq.EVENTS) & zmq.POLLIN:
@@ -539,9 +545,7 @@ class _IoThread(IoThreadBase):
                         if answer is not None:
                             _send(sock, to_frames(answer), zmq.NOBLOCK)
                         continue
-                    entry = pending.pop(response.opaque, None)
-                    if entry is not None and not entry[0].done():
-                        entry[0].set_result(response)
+                    pending.answer(response)
             self._wake_pending = False
             while self._submitted:
                 endpoint, request, future, deadline = self._submitted.popleft()
@@ -568,17 +572,9 @@ class _IoThread(IoThreadBase):
                 except zmq.ZMQError as exc:
                     future.set_exception(TransportError(f"{endpoint}: {exc}"))
                     continue
-                pending[request.opaque] = (future, deadline, endpoint)
-                heapq.heappush(deadlines, (deadline, request.opaque))
-            now = time.monotonic()
-            while deadlines and deadlines[0][0] <= now:
-                _, opaque = heapq.heappop(deadlines)
-                entry = pending.pop(opaque, None)
-                if entry is not None and not entry[0].done():
-                    entry[0].set_exception(RequestTimeout("no answer within the time-out"))
-        for future, _, _ in pending.values():
-            if not future.done():
-                future.set_exception(TransportError("client is closed"))
+                pending.add(request.opaque, endpoint, deadline, settle(future))
+            self._expire_due()
+        pending.fail_all(TransportError("client is closed"))
         for monitor in monitors:
             monitor.close(0)
         for sock in sockets.values():

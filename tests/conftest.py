@@ -70,3 +70,17 @@ def await_group_caught_up(cfg: ClientConfig, topic: str, group: str, timeout_s: 
     with Admin(config=cfg) as admin:
         wait_until(lambda: all(row["lag"] == 0 for row in admin.queue_offsets(topic, group)), timeout_s,
                    interval_s=0.1, what=f"group {group} committed {topic} to its end")
+
+
+def fill_topic(cfg: ClientConfig, topic: str, queues: int, count: int, *, tags: str = "",
+               body_prefix: str = "m") -> list:
+    """Create ``topic`` with ``queues`` queues and send it ``count`` messages (bodies ``m0``, ``m1``, ...,
+    with ``tags``) one sync send each; their SendResults."""
+    from rocketbox.cluster.client.admin import Admin
+    from rocketbox.cluster.client.message import Message
+    from rocketbox.cluster.client.producer import Producer
+
+    with Admin(config=cfg) as admin:
+        admin.create_topic(topic, queues)
+    with Producer("FillTopicPG", config=cfg) as producer:
+        return [producer.send(Message(topic, f"{body_prefix}{i}".encode(), tags=tags)) for i in range(count)]

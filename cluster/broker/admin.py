@@ -111,8 +111,8 @@ class AdminProcessor:
         if member is None or member.peer is None:
             raise ProtocolError(f"The Consumer <{client_id}> not online")
 
-        def relay(answer: Command | None) -> None:
-            if answer is None:
+        def relay(answer) -> None:
+            if not isinstance(answer, Command):   # no answer in time, or the connection closed
                 reply(request.response(ResponseCode.SYSTEM_ERROR,
                                        remark=f"consumer <{client_id}> did not answer within {RUNNING_INFO_TIMEOUT_S:g} s"))
             else:

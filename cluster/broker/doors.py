@@ -41,7 +41,7 @@ class BrokerDoors:
         self._door_of(peer).notify(peer, command)
 
     def call(self, peer, command: Command, on_answer, timeout_s: float) -> None:
-        """A request to a connected client that waits for its answer (``on_answer(None)``: none came)."""
+        """A request to a connected client that waits for its answer (``on_answer(exception)``: none came)."""
         self._door_of(peer).call_peer(peer, command, on_answer, timeout_s)
 
     def reachable(self, peer) -> bool:

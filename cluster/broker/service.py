@@ -295,13 +295,16 @@ class BrokerService:
         body = to_json_bytes({"topicConfigTable": self.topics.table()})
         for endpoint in self.cfg.namesrv_endpoints:
             request = Command(RequestCode.REGISTER_BROKER, {
-                "brokerName": self.cfg.broker_name, "brokerAddr": self.cfg.address,
-                "remotingAddr": self.cfg.remoting_address,
-                "clusterName": self.cfg.cluster_name, "brokerId": str(self.cfg.broker_id),
-                "haServerAddr": "" if self.cfg.is_slave else self.cfg.ha_address,
+                **self._identity_fields(), "haServerAddr": "" if self.cfg.is_slave else self.cfg.ha_address,
                 "masterEpoch": str(self.epoch)}, body)
             future = self.namesrv_client.call_async(endpoint, request)
             future.add_done_callback(lambda f, e=endpoint: self._registered(e, f))
+
+    def _identity_fields(self) -> dict[str, str]:
+        """Who this broker is, as REGISTER_BROKER and UNREGISTER_BROKER name it."""
+        cfg = self.cfg
+        return {"brokerName": cfg.broker_name, "brokerAddr": cfg.address, "remotingAddr": cfg.remoting_address,
+                "clusterName": cfg.cluster_name, "brokerId": str(cfg.broker_id)}
 
     @staticmethod
     def _registered(endpoint, future) -> None:
@@ -322,10 +325,7 @@ class BrokerService:
         self.transactions.persist(force=True)
         for endpoint in self.cfg.namesrv_endpoints:
             try:
-                self.namesrv_client.call(endpoint, Command(RequestCode.UNREGISTER_BROKER, {
-                    "brokerName": self.cfg.broker_name, "brokerAddr": self.cfg.address,
-                "remotingAddr": self.cfg.remoting_address,
-                    "clusterName": self.cfg.cluster_name, "brokerId": str(self.cfg.broker_id)}), 500)
+                self.namesrv_client.call(endpoint, Command(RequestCode.UNREGISTER_BROKER, self._identity_fields()), 500)
             except Exception as exc:  # the NameServer may already be gone; expiry covers it
                 log.info("unregister from %s skipped: %s", endpoint, exc)
         self.namesrv_client.close()

@@ -29,12 +29,6 @@ def _targets(admin, args) -> dict[str, str]:
     return admin.master_endpoints(getattr(args, "cluster", None))
 
 
-def _per_broker(args, fetch) -> dict:
-    """label -> ``fetch(admin, endpoint)`` for each broker ``-b`` / ``-c`` names."""
-    with open_admin(args) as admin:
-        return {label: fetch(admin, endpoint) for label, endpoint in _targets(admin, args).items()}
-
-
 def _emit(args, title: str, columns: list[str], rows: list[list], records: list[dict]) -> None:
     if args.json:
         for record in records:
@@ -67,14 +61,23 @@ def cmd_cluster_list(args) -> int:
     return 0 if records else 1
 
 
-def cmd_broker_status(args) -> int:
-    statuses = _per_broker(args, lambda admin, endpoint: admin.broker_status(endpoint))
+def _show_per_broker(args, fetch, show) -> int:
+    """``fetch(admin, endpoint)`` from each broker ``-b`` / ``-c`` names: one JSON document of them
+    all, or ``show(label, answer)`` for each."""
+    with open_admin(args) as admin:
+        answers = {label: fetch(admin, endpoint) for label, endpoint in _targets(admin, args).items()}
     if args.json:
-        print_json(statuses)
+        print_json(answers)
         return 0
-    for label, status in statuses.items():
-        new_console().print(table(f"brokerStatus {label}", ["#Key", "#Value"], sorted(status.items())))
+    for label, answer in answers.items():
+        show(label, answer)
     return 0
+
+
+def cmd_broker_status(args) -> int:
+    return _show_per_broker(args, lambda admin, endpoint: admin.broker_status(endpoint),
+                            lambda label, status: new_console().print(
+                                table(f"brokerStatus {label}", ["#Key", "#Value"], sorted(status.items()))))
 
 
 def cmd_topic_status(args) -> int:
@@ -200,15 +203,11 @@ def cmd_delete_sub_group(args) -> int:
 
 
 def cmd_get_broker_config(args) -> int:
-    configs = _per_broker(args, lambda admin, endpoint: admin.broker_config(endpoint))
-    if args.json:
-        print_json(configs)
-        return 0
-    for label, config in configs.items():
+    def show(label: str, config: dict) -> None:
         print(f"============{label}============")
         for key, value in sorted(config.items()):
             print(f"{key:<50s}=  {value}")
-    return 0
+    return _show_per_broker(args, lambda admin, endpoint: admin.broker_config(endpoint), show)
 
 
 def add_parsers(sub) -> None:

@@ -458,9 +458,6 @@ def _route_queue_total(route: dict) -> int:
     return sum(q["writeQueueNums"] for q in route["queueDatas"])
 
 
-__all__ = ["Admin", "MessageQueue"]
-
-
 def _by_message_queue(table: dict) -> dict[MessageQueue, dict]:
     """A fastjson map keyed by MessageQueue objects, keyed by our MessageQueue."""
     out = {}
@@ -468,3 +465,6 @@ def _by_message_queue(table: dict) -> dict[MessageQueue, dict]:
         fields = key.as_dict()
         out[MessageQueue(fields["topic"], fields["brokerName"], int(fields["queueId"]))] = value
     return out
+
+
+__all__ = ["Admin", "MessageQueue"]

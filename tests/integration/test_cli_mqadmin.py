@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from rocketbox.cluster import Admin, ConsumeStatus, Message, Producer, PushConsumer
+from rocketbox.cluster import Admin, ConsumeStatus, PushConsumer
 from rocketbox.cluster.testing import LocalCluster
-from tests.conftest import await_group_caught_up, client_config
+from tests.conftest import await_group_caught_up, client_config, fill_topic
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -38,11 +38,7 @@ def _lines(proc) -> list[dict]:
 def running_group(cluster):
     """Topic MqaTopic (4 queues, 40 messages) read to its end by group MqaGroup, which stays online."""
     cfg = client_config(cluster)
-    with Admin(config=cfg) as admin:
-        admin.create_topic("MqaTopic", 4)
-    with Producer("MqaPG", config=cfg) as producer:
-        for i in range(40):
-            producer.send(Message("MqaTopic", f"m{i}".encode(), tags="TagA"))
+    fill_topic(cfg, "MqaTopic", 4, 40, tags="TagA")
     with PushConsumer("MqaGroup", config=cfg) as consumer:
         consumer.subscribe("MqaTopic", "TagA")
         consumer.register_listener(lambda msgs: ConsumeStatus.CONSUME_SUCCESS)

@@ -18,7 +18,7 @@ from rocketbox.cluster.errors import BrokerError
 from rocketbox.cluster.protocol import RequestCode, ResponseCode
 from rocketbox.cluster.remoting_client import RemotingRpcClient
 from rocketbox.cluster.testing import pull_until, wait_until
-from tests.conftest import await_group_caught_up, client_config
+from tests.conftest import await_group_caught_up, client_config, fill_topic
 from rocketbox.cluster.wire_format import Command
 from tests.remoting.cpp_client import CppClient, require_cpp_client, run_cpp, sent_ok
 
@@ -106,12 +106,7 @@ def test_a_failed_cpp_delivery_comes_back_through_the_retry_topic(start_cluster,
     (CONSUMER_SEND_MSG_BACK to the STOREHOST in the record, i.e. this remoting door), and each
     returns through %RETRY%<group> with reconsumeTimes 1, under its original topic (RETRY_TOPIC)."""
     cluster = start_cluster(store_overrides={"message_delay_levels": SHORT_LEVELS})
-    cfg = client_config(cluster)
-    with Admin(config=cfg) as admin:
-        admin.create_topic("CppRetry", 2)
-    with Producer("PG", config=cfg) as producer:
-        for i in range(6):
-            producer.send(Message("CppRetry", f"r{i}".encode(), tags="t"))
+    fill_topic(client_config(cluster), "CppRetry", 2, 6, tags="t", body_prefix="r")
     lines = run_cpp("consume", {"namesrv": cluster.remoting_namesrv, "group": "CID_RETRY", "topic": "CppRetry",
                                 "fail_reconsume_times_below": 1, "expect": 6, "timeout_s": 90, "quiet_s": 2},
                     tmp_path / "c", timeout_s=150)

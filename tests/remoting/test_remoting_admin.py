@@ -19,7 +19,7 @@ from rocketbox.cluster.protocol import MessageQueue, RequestCode, ResponseCode
 from rocketbox.cluster.remoting_client import RemotingRpcClient
 from rocketbox.cluster.testing import LocalCluster, wait_until
 from rocketbox.cluster.wire_format import Command
-from tests.conftest import client_config
+from tests.conftest import client_config, fill_topic
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -46,10 +46,7 @@ def broker(cluster, admin):
 
 def _produce(cluster, topic: str, count: int, queues: int = 2) -> list:
     cfg = client_config(cluster)
-    with Admin(config=cfg) as native_admin:
-        native_admin.create_topic(topic, queues)
-    with Producer("AdminTestPG", config=cfg) as producer:
-        results = [producer.send(Message(topic, f"m{i}".encode(), tags="T")) for i in range(count)]
+    results = fill_topic(cfg, topic, queues, count, tags="T")
     with Admin(config=cfg) as native_admin:   # dispatched: visible to consumers and to the stats
         wait_until(lambda: sum(r["maxOffset"] for r in native_admin.queue_offsets(topic)) == count, 10,
                    what=f"{count} messages of {topic} dispatched")
