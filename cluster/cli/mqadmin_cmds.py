@@ -19,7 +19,8 @@ from __future__ import annotations
 import argparse
 
 from rocketbox.cluster.cli.common import iso_ms, new_console, open_admin, print_json, print_json_line, table
-from rocketbox.cluster.protocol import MASTER_ID
+from rocketbox.cluster.errors import BrokerError
+from rocketbox.cluster.protocol import MASTER_ID, ResponseCode
 
 
 def _targets(admin, args) -> dict[str, str]:
@@ -139,8 +140,7 @@ def cmd_consumer_status(args) -> int:
         clients = [c["clientId"] for c in connection["connectionSet"]]
         if args.client_id:
             clients = [c for c in clients if c == args.client_id] or [args.client_id]
-        endpoint = next(iter(admin.master_endpoints().values()))
-        infos = {client: admin.consumer_running_info(endpoint, args.group, client) for client in clients}
+        infos = {client: _running_info(admin, args.group, client) for client in clients}
     if args.json:
         print_json({client: {**info, "mqTable": [{"topic": mq.topic, "brokerName": mq.broker_name,
                                                   "queueId": mq.queue_id, **pq}
@@ -155,6 +155,18 @@ def cmd_consumer_status(args) -> int:
                             [[mq.topic, mq.broker_name, mq.queue_id, pq.get("commitOffset"), pq.get("cachedMsgCount"),
                               pq.get("locked")] for mq, pq in sorted(info["mqTable"].items())]))
     return 0
+
+
+def _running_info(admin, group: str, client_id: str) -> dict:
+    """The member's ConsumerRunningInfo through the first master it heartbeats to (a member reaches
+    only the brokers of its topics, so the first master may not know it)."""
+    refusal = None
+    for endpoint in admin.master_endpoints().values():
+        try:
+            return admin.consumer_running_info(endpoint, group, client_id)
+        except BrokerError as exc:
+            refusal = exc
+    raise refusal or BrokerError(ResponseCode.SYSTEM_ERROR, "no broker master is registered", "")
 
 
 def _bool(text: str) -> bool:

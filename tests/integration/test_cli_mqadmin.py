@@ -10,7 +10,9 @@ import sys
 import pytest
 
 from rocketbox.cluster import Admin, ConsumeStatus, PushConsumer
-from rocketbox.cluster.testing import LocalCluster
+from rocketbox.cluster.protocol import RequestCode, ResponseCode
+from rocketbox.cluster.testing import LocalCluster, wait_until
+from rocketbox.cluster.wire_format import Command
 from tests.conftest import await_group_caught_up, client_config, fill_topic
 
 pytestmark = pytest.mark.timeout(180)
@@ -96,3 +98,24 @@ def test_sub_groups_broker_status_and_config(cluster):
     assert broker_config["brokerName"] == "broker-a" and broker_config["brokerId"] == "0"
     missing = _cli("brokerStatus", "-n", cluster.namesrv, check=False)
     assert missing.returncode == 2 and "-b" in missing.stderr
+
+
+def test_consumer_status_finds_a_member_that_only_one_master_knows(start_cluster):
+    """A group whose topic lives on broker-b only heartbeats to broker-b: consumerStatus asks the
+    masters in turn rather than only the first (broker-a, which has never heard of the member)."""
+    cluster = start_cluster(brokers=2)
+    cfg = client_config(cluster)
+    with Admin(config=cfg) as admin:
+        broker_b = admin.master_endpoints()["broker-b"]
+        answer = admin.rpc.call(broker_b, Command(RequestCode.UPDATE_AND_CREATE_TOPIC, {
+            "topic": "MqaOnlyB", "readQueueNums": "2", "writeQueueNums": "2", "perm": "6"}))
+        assert answer.code == ResponseCode.SUCCESS, answer.remark
+        wait_until(lambda: admin.routes.get("MqaOnlyB", refresh=True) is not None, 10, what="the route of MqaOnlyB")
+    with PushConsumer("MqaOnlyBGroup", config=cfg) as consumer:
+        consumer.subscribe("MqaOnlyB", "*")
+        consumer.register_listener(lambda msgs: ConsumeStatus.CONSUME_SUCCESS)
+        consumer.start()
+        status = _cli("consumerStatus", "-n", cluster.namesrv, "-g", "MqaOnlyBGroup", "-i", consumer.client_id,
+                      "--json")
+    info = json.loads(status.stdout)[consumer.client_id]
+    assert info["properties"]["consumerGroup"] == "MqaOnlyBGroup"
