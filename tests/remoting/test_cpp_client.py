@@ -55,22 +55,27 @@ def test_cpp_sends_reach_a_native_consumer_unchanged(start_cluster, tmp_path):
 
 def test_native_sends_reach_cpp_consumers_once_each_through_a_tag_filter(start_cluster, tmp_path):
     """Two C++ push consumers of one group subscribed to TagA share TagA's messages: each exactly
-    once, none of TagB. The group is new and starts from the last offset, which for a queue that
-    still holds offset 0 is 0 (the broker's new-group rule), so nothing sent before is skipped."""
+    once, none of TagB. Exactly once holds for a settled group (during a rebalance RocketMQ
+    promises at least once: a queue handed over mid-batch is read again from its committed
+    offset), so the messages are sent once each member reports (consumerStatus) its own half of
+    the queues. The group is new: it starts at offset 0 of each queue (the new-group rule)."""
     cluster = start_cluster()
     cfg = client_config(cluster)
     with Admin(config=cfg) as admin:
         admin.create_topic("NativeToCpp", 4)
+    spec = {"namesrv": cluster.remoting_namesrv, "group": "CID_CPP", "topic": "NativeToCpp",
+            "expression": "TagA", "timeout_s": 60, "quiet_s": 3}
+    members = [CppClient("consume", {**spec, "instance": f"m{n}"}, tmp_path / f"c{n}") for n in range(2)]
+    for member in members:
+        member.wait_for(lambda ls: any("started" in line for line in ls), 30, "start")
+    with Admin(config=client_config(cluster, transport="remoting")) as remoting_admin:
+        wait_until(lambda: _queue_split_settled(remoting_admin, "CID_CPP", "NativeToCpp", 4), 30, interval_s=0.2,
+                   what="the two members hold two queues each")
     with Producer("PG", config=cfg) as producer:
         sent = {producer.send(Message("NativeToCpp", f"m{i}".encode(), tags="TagA" if i % 2 else "TagB")).msg_id: i
                 for i in range(80)}
     tag_a = {msg_id for msg_id, i in sent.items() if i % 2}
-    spec = {"namesrv": cluster.remoting_namesrv, "group": "CID_CPP", "topic": "NativeToCpp",
-            "expression": "TagA", "timeout_s": 60, "quiet_s": 3}
-    members = [CppClient("consume", {**spec, "instance": f"m{n}"}, tmp_path / f"c{n}") for n in range(2)]
     lines = []
-    for member in members:
-        member.wait_for(lambda ls: any("started" in line for line in ls), 30, "start")
     wait_until(lambda: sum(len(m.snapshot()) for m in members) >= len(tag_a) + 2, 60, interval_s=0.1,
                what="every TagA message delivered")
     for member in members:
@@ -78,6 +83,20 @@ def test_native_sends_reach_cpp_consumers_once_each_through_a_tag_filter(start_c
     ids = [line["id"] for line in lines]
     assert sorted(ids) == sorted(tag_a), collections.Counter(ids).most_common(3)
     assert all(line["tags"] == "TagA" for line in lines)
+
+
+def _queue_split_settled(admin, group: str, topic: str, queue_count: int) -> bool:
+    """Whether the group's online members hold disjoint queues of ``topic`` that cover all of them,
+    as each member reports it (GET_CONSUMER_RUNNING_INFO)."""
+    try:
+        connection = admin.consumer_connection(group)
+        endpoint = next(iter(admin.master_endpoints().values()))
+        held = [[mq.queue_id for mq in admin.consumer_running_info(endpoint, group, c["clientId"])["mqTable"]
+                 if mq.topic == topic] for c in connection["connectionSet"]]
+    except BrokerError:
+        return False
+    flat = [queue for queues in held for queue in queues]
+    return len(held) == 2 and sorted(flat) == list(range(queue_count))
 
 
 def test_cpp_orderly_sends_and_orderly_consumer_keep_each_key_in_order(start_cluster, tmp_path):
