@@ -88,6 +88,17 @@ def parse_levels(text: str) -> tuple[int, ...]:
 GIB = 1024 * MIB
 
 
+def delete_hours(text: str) -> frozenset[int]:
+    """The hours of day of RocketMQ's deleteWhen ("04", "04;16"); ValueError when one does not parse."""
+    hours = set()
+    for part in text.split(";"):
+        part = part.strip()
+        if not part.isdigit() or not 0 <= int(part) <= 23:
+            raise ValueError(f"delete_when {text!r}: {part!r} is not an hour of day (00..23)")
+        hours.add(int(part))
+    return frozenset(hours)
+
+
 @functools.lru_cache(maxsize=8192)
 def name_problem(kind: str, name: str) -> str | None:
     """Why ``name`` is not a valid topic or group name, or None when it is.
@@ -126,6 +137,19 @@ class StoreConfig:
     preheat_enabled: bool = True
     # mlock the current CommitLog segment (RocketMQ's warmMapedFileEnable + mlock).
     mlock_enabled: bool = False
+    # Retention (shm/retention.py, in the allocate worker), RocketMQ's CleanCommitLogService: a
+    # CommitLog segment closed longer ago than file_reserved_time_ms (fileReservedTime, 72 h) is
+    # deleted during the hours of delete_when ("04", or "04;16"), at once when asked
+    # (deleteExpiredCommitLog), and above disk_max_used_space_ratio percent of the disk in use the
+    # oldest go even unexpired; never the segment being written. One look every
+    # clean_resource_interval_ms, at most delete_file_batch_max files a look, a pause of
+    # delete_commitlog_files_interval_ms between two deletions (all RocketMQ's, with its defaults).
+    file_reserved_time_ms: int = 72 * 3_600_000
+    delete_when: str = "04"
+    disk_max_used_space_ratio: int = 75
+    clean_resource_interval_ms: int = 10_000
+    delete_file_batch_max: int = 10
+    delete_commitlog_files_interval_ms: int = 100
 
     def validate(self) -> None:
         parse_levels(self.message_delay_levels)
@@ -137,9 +161,17 @@ class StoreConfig:
             # A record never spans two files, so one must always fit in an empty file.
             raise ValueError("commitlog_file_size_bytes must exceed message_size_bytes_max + 4096")
         for name in ("consumequeue_entries_per_file", "index_slot_count", "index_entry_count_max",
-                     "flush_interval_ms", "flush_sync_timeout_ms", "flush_logics_interval_ms"):
+                     "flush_interval_ms", "flush_sync_timeout_ms", "flush_logics_interval_ms",
+                     "file_reserved_time_ms", "clean_resource_interval_ms", "delete_file_batch_max"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")
+        delete_hours(self.delete_when)
+        if not 1 <= self.disk_max_used_space_ratio <= 95:
+            # RocketMQ keeps the ratio within [10, 95]; tests need lower to trigger on any disk.
+            raise ValueError(f"disk_max_used_space_ratio must be within 1..95 (percent), not "
+                             f"{self.disk_max_used_space_ratio}")
+        if self.delete_commitlog_files_interval_ms < 0:
+            raise ValueError("delete_commitlog_files_interval_ms must not be negative")
 
 
 @dataclass(frozen=True)

@@ -68,6 +68,8 @@ class RequestCode(enum.IntEnum):
     GET_CONSUME_STATS = 208
     # The groups consuming a topic: those with offsets on it and those online subscribing to it.
     QUERY_TOPIC_CONSUME_BY_WHO = 300
+    # mqadmin deleteExpiredCommitLog: delete expired CommitLog segments now, not at deleteWhen.
+    DELETE_EXPIRED_COMMITLOG = 329
     # mqadmin consumerStatus: admin -> broker, relayed broker -> client (ConsumerRunningInfo).
     GET_CONSUMER_RUNNING_INFO = 307
     SEND_MESSAGE_V2 = 310
@@ -145,6 +147,7 @@ SERVED_BY: dict[RequestCode, str] = {
     RequestCode.LOCK_BATCH_MQ: BROKER,
     RequestCode.UNLOCK_BATCH_MQ: BROKER,
     RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: BROKER,
+    RequestCode.DELETE_EXPIRED_COMMITLOG: BROKER,
     RequestCode.CHECK_TRANSACTION_STATE: CLIENT,
     RequestCode.RESET_CONSUMER_CLIENT_OFFSET: CLIENT,
     RequestCode.NOTIFY_CONSUMER_IDS_CHANGED: CLIENT,

@@ -4,7 +4,7 @@ topicStatus (GET_TOPIC_STATS_INFO 202), consumerProgress (GET_CONSUME_STATS 208)
 consumerConnection (203), consumerStatus (GET_CONSUMER_RUNNING_INFO 307, relayed to the
 consumer over its own connection), updateSubGroup / deleteSubGroup (200 / 207, and 201 for the whole
 table), getBrokerConfig (26), brokerStatus (28, as RocketMQ's KVTable), and the tables a slave
-copies (21, 43). Answers carry RocketMQ's bodies; maps keyed by MessageQueue are written in
+copies (21, 43), deleteExpiredCommitLog (329). Answers carry RocketMQ's bodies; maps keyed by MessageQueue are written in
 fastjson's dialect (``fastjson_format``), which is what mqadmin parses.
 """
 
@@ -162,6 +162,13 @@ class AdminProcessor:
         version = to_json_bytes({"counter": 0, "timestamp": self.started_ms}).decode()
         return request.response(ResponseCode.SUCCESS, {"version": version},
                                 body=properties_text(broker_properties(self.cfg)).encode())
+
+    def on_delete_expired_commitlog(self, request: Command, reply=None) -> Command:
+        """Count the request where the retention worker looks (``shm/retention.py``); it deletes the
+        expired segments on its next turn. RocketMQ answers at once too, before any file goes."""
+        control = self.store.control
+        control.delete_requests = control.delete_requests + 1
+        return request.response(ResponseCode.SUCCESS)
 
     def on_all_topic_config(self, request: Command, reply=None) -> Command:
         return request.response(ResponseCode.SUCCESS, body=to_json_bytes({"topicConfigTable": self.topics.table()}))

@@ -138,6 +138,7 @@ class BrokerService:
             RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: self.reset_offsets.on_invoke_broker_to_reset_offset,
             RequestCode.GET_BROKER_RUNTIME_INFO: self.on_runtime_info,
             RequestCode.GET_BROKER_CONFIG: self.admin.on_broker_config,
+            RequestCode.DELETE_EXPIRED_COMMITLOG: self.admin.on_delete_expired_commitlog,
             RequestCode.GET_CONSUMER_CONNECTION_LIST: self.admin.on_consumer_connection_list,
             RequestCode.GET_TOPIC_STATS_INFO: self.admin.on_topic_stats,
             RequestCode.GET_CONSUME_STATS: self.admin.on_consume_stats,
@@ -520,7 +521,7 @@ class BrokerService:
             "slaveSyncRounds": self.slave_sync.synced if self.slave_sync is not None else 0,
             "suggestedSlave": self.puller.suggested_slave, "suggestedMaster": self.puller.suggested_master, "confirmPos": control.confirm_pos,
             "flushMode": self.cfg.store.flush_mode, "writePos": control.write_pos,
-            "flushedPos": control.flushed_pos, "dispatchedPos": control.dispatched_pos,
+            "flushedPos": control.flushed_pos, "dispatchedPos": control.dispatched_pos, "minPos": control.commitlog_min_pos,
             "messagesStored": self.sender.messages_stored, "messagesServed": self.puller.messages_served,
             "parkedFlushWaiters": len(self.flush_waiters), "parkedPulls": len(self.pull_waiters),
             "topics": len(self.topics.topics), "uptimeMs": self.clock.now_ms() - self.started_ms,
@@ -543,7 +544,7 @@ class BrokerService:
         detail = request.fields.get("detail")
         if detail == "true" or (detail is None and request.door == DOOR_NATIVE):
             return request.response(ResponseCode.SUCCESS, body=to_json_bytes(info))
-        commitlog_min = self.store.commitlog.min_offset()
+        commitlog_min = self.store.commitlog_floor()
         earliest = self.store.read_record(commitlog_min)
         try:
             usage = shutil.disk_usage(self.cfg.store.store_dir)

@@ -288,6 +288,28 @@ class CommitLog:
                 os.unlink(os.path.join(self.dir, name))
         return zeroed, deleted
 
+    def delete_segment(self, start: int) -> None:
+        """Retention: unmap and unlink the segment at ``start`` (gone already is fine)."""
+        self._drop_segment(start)
+        try:
+            os.unlink(self.segment_path(start))
+        except FileNotFoundError:
+            pass
+
+    def closed_at_ms(self, start: int) -> int:
+        """When the segment at ``start`` stopped being written: the store time of the first record
+        of the next segment (every segment before the last ends in a blank, then the log goes on
+        there), else the file's modification time. RocketMQ asks the file's mtime; a record's time
+        does not move when another process merely maps or msyncs the file."""
+        next_start = start + self.file_size_bytes
+        item = self.decode_at(next_start, check_crc=False)
+        if type(item) is fmt.Record:
+            return item.store_timestamp_ms
+        try:
+            return int(os.stat(self.segment_path(start)).st_mtime * 1000)
+        except FileNotFoundError:
+            return 0
+
     def unmap_before(self, phys_offset: int) -> None:
         """Unmap segments that end at or before ``phys_offset`` (a worker done with them)."""
         for start in [s for s in self._segments if s + self.file_size_bytes <= phys_offset]:

@@ -44,6 +44,7 @@ class ConsumeQueue:
         self._files: dict[int, MappedFile] = {}
         self._visible_max: int | None = None  # cache of refresh_max
         self._min_offset: int | None = None  # cache of min_offset
+        self._min_floor = 0  # the CommitLog floor the cached min_offset was found for
         self._flushed_file_start = 0  # files before this one were full and flushed
 
     # ---- files ----
@@ -126,18 +127,41 @@ class ConsumeQueue:
             queue_offset += n
         return out
 
-    def min_offset(self) -> int:
-        """Queue offset of the first entry kept (the first file's start).
+    def min_offset(self, floor_phys: int = 0) -> int:
+        """Queue offset of the first entry kept whose record lies at or above ``floor_phys``, the
+        CommitLog's min offset (RocketMQ's correctMinOffset): retention deletes segments first and
+        the ConsumeQueue files wholly below them after, so the first file kept may begin with
+        entries of deleted records.
 
-        Cached once files exist: only this process's truncation or deletion moves it
-        (there is no retention), and a pull asks for it every time.
+        Cached per floor: a pull asks for it every time, and once files exist only a new floor or
+        this process's own truncation or deletion moves it (retention deletes a file only when
+        every entry in it is below the floor).
         """
-        if self._min_offset is None:
+        if self._min_offset is None or self._min_floor != floor_phys:
             starts = self.file_starts()
             if not starts:
                 return 0
-            self._min_offset = starts[0] // ENTRY_SIZE
+            first = starts[0] // ENTRY_SIZE
+            self._min_offset = first if floor_phys <= 0 else self._first_at_or_above(first, floor_phys)
+            self._min_floor = floor_phys
         return self._min_offset
+
+    def _first_at_or_above(self, low: int, floor_phys: int) -> int:
+        """Binary search: entries of one queue lie in increasing CommitLog order."""
+        high = self.max_offset()
+        while low < high:
+            middle = (low + high) // 2
+            entry = self.get(middle)
+            if entry is None or entry[0] < floor_phys:
+                low = middle + 1
+            else:
+                high = middle
+        return low
+
+    def _last_entry_below(self, start: int, floor_phys: int) -> bool:
+        """True when every entry of the full file at byte ``start`` is of a record below ``floor_phys``."""
+        last = self.get((start + self.file_size_bytes) // ENTRY_SIZE - 1)
+        return last is not None and last[0] < floor_phys
 
     def max_offset(self) -> int:
         """Entries written (last non-empty + 1). Entries are contiguous, so binary search the last file."""
@@ -247,6 +271,32 @@ class ConsumeQueue:
         except FileNotFoundError:
             pass
 
+    def delete_files_below(self, floor_phys: int) -> int:
+        """Retention: delete, oldest first, the files whose every entry is of a record below
+        ``floor_phys`` (never the last file: it carries the queue's next offset). Returns files deleted."""
+        starts = self.file_starts()
+        deleted = 0
+        for start in starts[:-1]:
+            if not self._last_entry_below(start, floor_phys):
+                break
+            self._remove_file(start)
+            deleted += 1
+        if deleted:
+            self._visible_max = self._min_offset = None
+        return deleted
+
+    def release_below(self, floor_phys: int) -> int:
+        """Unmap files whose entries are all below ``floor_phys``: retention deletes them, and a
+        deleted file's disk space comes back only once every process has unmapped it."""
+        mapped = sorted(self._files)
+        released = 0
+        for start in mapped[:-1]:
+            if not self._last_entry_below(start, floor_phys):
+                break
+            self._files.pop(start).close()
+            released += 1
+        return released
+
     def delete_files(self) -> None:
         self.close()
         shutil.rmtree(self.dir, ignore_errors=True)
@@ -319,6 +369,14 @@ class ConsumeQueueSet:
         for key in gone:
             self._queues.pop(key).close()
         return len(gone)
+
+    def delete_files_below(self, floor_phys: int) -> int:
+        """Retention over every queue on disk; returns ConsumeQueue files deleted."""
+        self.discover()
+        return sum(cq.delete_files_below(floor_phys) for cq in self.queues())
+
+    def release_below(self, floor_phys: int) -> int:
+        return sum(cq.release_below(floor_phys) for cq in self.queues())
 
     def flush_all(self) -> None:
         for cq in list(self._queues.values()):

@@ -67,6 +67,8 @@ class ControlBlock:
     heartbeat_reput_ms = _slot_property("heartbeat_reput_ms")
     heartbeat_allocate_ms = _slot_property("heartbeat_allocate_ms")
     topics_epoch = _slot_property("topics_epoch")
+    commitlog_min_pos = _slot_property("commitlog_min_pos")
+    delete_requests = _slot_property("delete_requests")
 
     def get(self, name: str) -> int:
         return self._slots.load(SLOTS[name])

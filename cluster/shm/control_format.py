@@ -15,6 +15,8 @@ that wrote it; ``control.py`` maps it and says how the cursors are published).
 | 7 | heartbeat_reput_ms | reput worker | |
 | 8 | heartbeat_allocate_ms | allocate worker | |
 | 9 | topics_epoch | broker | bumped when a topic's ConsumeQueue files are deleted: reput drops its mappings |
+| 10 | commitlog_min_pos | allocate worker (retention; recovery at boot) | the CommitLog's first byte kept: segments below it are deleted or about to be |
+| 11 | delete_requests | broker | deleteExpiredCommitLog requests received: the retention worker runs when it grows |
 
 Pure: no I/O.
 """
@@ -38,6 +40,8 @@ SLOTS = {
     "heartbeat_reput_ms": 7,
     "heartbeat_allocate_ms": 8,
     "topics_epoch": 9,
+    "commitlog_min_pos": 10,
+    "delete_requests": 11,
 }
 ROLES = ("broker", "flush", "reput", "allocate")   # the processes that beat a heartbeat slot
 

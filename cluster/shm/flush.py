@@ -18,7 +18,7 @@ from rocketbox.cluster.shm.commitlog import CommitLog
 from rocketbox.cluster.shm.consumequeue import ConsumeQueueSet
 from rocketbox.cluster.shm.control import ControlBlock
 from rocketbox.cluster.shm.indexfile import IndexService
-from rocketbox.cluster.shm.store_files import open_store_files
+from rocketbox.cluster.shm.store_files import FloorWatch, open_store_files
 
 
 class FlushService:
@@ -28,6 +28,7 @@ class FlushService:
         self.control = control
         self.commitlog, self.cqs, self.index = open_store_files(cfg, commitlog, cqs, index)
         self.commitlog_flushed_ms = 0
+        self._floor = FloorWatch(control, self.commitlog, self.cqs)
 
     def step(self) -> int:
         """msync [flushed_pos, write_pos), publish and return the new flushed_pos.
@@ -57,6 +58,7 @@ class FlushService:
         self.cqs.drop_vanished()
         self.cqs.flush_all()
         self.index.flush()
+        self._floor.floor()  # after flush_all: its first turn maps every file, old ones too
         cp = checkpoint.Checkpoint(
             commitlog_flushed_pos=self.control.flushed_pos,
             dispatched_flushed_pos=dispatched,

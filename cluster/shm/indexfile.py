@@ -313,6 +313,23 @@ class IndexService:
         self._writer = self._writer_header = self._indexed_end_phys = None
         return reindex_from
 
+    def delete_files_below(self, floor_phys: int) -> int:
+        """Retention: delete the files (never the newest, which the reput worker writes) whose
+        entries are all of records below ``floor_phys``; oldest first. Returns files deleted."""
+        files = self._rescan()
+        deleted = 0
+        for f in files[:-1]:
+            if f.header().end_phys_offset >= floor_phys:
+                break
+            name = f.name
+            self._files.pop(name).close()
+            try:
+                os.unlink(os.path.join(self.dir, name))
+            except FileNotFoundError:
+                pass
+            deleted += 1
+        return deleted
+
     def close(self) -> None:
         for f in self._files.values():
             f.close()

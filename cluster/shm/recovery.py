@@ -88,13 +88,18 @@ def find_end(commitlog: CommitLog, start: int, durable_until: int = 0) -> tuple[
     return end, verified, reason
 
 
-def queue_looks_broken(cq: ConsumeQueue, commitlog: CommitLog) -> bool:
-    """True when files are missing or the last entry does not describe its record."""
+def queue_looks_broken(cq: ConsumeQueue, commitlog: CommitLog, log_start: int) -> bool:
+    """True when files are missing or the last entry does not describe its record.
+
+    ``log_start``: the first CommitLog segment left. While it is 0 no retention ever ran and every
+    queue starts at 0; after retention a queue starts at whichever file it kept, so a lost first
+    file can no longer be told from a deleted one (RocketMQ cannot tell either)."""
     starts = cq.file_starts()
     if not starts:
         return True
-    if starts != [i * cq.file_size_bytes for i in range(len(starts))]:
-        return True  # a file is missing (no retention: queues always start at 0)
+    first = starts[0] if log_start > 0 else 0
+    if starts != [first + i * cq.file_size_bytes for i in range(len(starts))]:
+        return True  # a file is missing (retention deletes only from the oldest on)
     for start in starts[:-1]:
         if cq.get((start + cq.file_size_bytes) // ENTRY_SIZE - 1) is None:
             return True  # a file before the last is not full
@@ -178,7 +183,7 @@ def recover(store_dir: str, commitlog: CommitLog, cqs: ConsumeQueueSet, index: I
     rebuild: set[tuple[str, int]] = set()
     for cq in cqs.queues():
         report.cq_entries_truncated += cq.truncate_after_phys(end)
-        if queue_looks_broken(cq, commitlog):
+        if queue_looks_broken(cq, commitlog, first):
             rebuild.add((cq.topic, cq.queue_id))
 
     rebuild |= _probe_full_tails(cqs, commitlog, end, rebuild)
@@ -205,6 +210,8 @@ def recover(store_dir: str, commitlog: CommitLog, cqs: ConsumeQueueSet, index: I
     control.write_pos = end
     control.flushed_pos = end
     control.dispatched_pos = end
+    # Segments below the first one left are gone, and a deletion a crash cut short goes on from it.
+    control.commitlog_min_pos = min(first, end)
     now_ms = int(time.time() * 1000)
     checkpoint.write(store_dir, checkpoint.Checkpoint(end, end, now_ms, now_ms))
     with open(abort_path(store_dir), "wb") as f:
@@ -257,5 +264,6 @@ def _redispatch(commitlog: CommitLog, cqs: ConsumeQueueSet, dispatcher: Dispatch
 
 
 def _hole_before(cq: ConsumeQueue, queue_offset: int) -> bool:
-    """True when an entry before ``queue_offset`` is missing (its file was deleted)."""
-    return queue_offset > 0 and cq.get(queue_offset - 1) is None
+    """True when an entry before ``queue_offset`` is missing (its file was deleted), above the
+    queue's first file: retention deletes older files on purpose."""
+    return queue_offset > cq.min_offset() and cq.get(queue_offset - 1) is None

@@ -40,7 +40,7 @@ from rocketbox.cluster.shm.consumequeue import ConsumeQueueSet
 from rocketbox.cluster.shm.consumequeue_format import tag_hash_code
 from rocketbox.cluster.shm.control import ControlBlock
 from rocketbox.cluster.shm.indexfile import IndexService
-from rocketbox.cluster.shm.store_files import open_store_files
+from rocketbox.cluster.shm.store_files import FloorWatch, open_store_files
 from rocketbox.cluster.shm.indexfile_format import index_key
 from rocketbox.cluster.shm.mapped_file import MappedFileCreateError
 from rocketbox.cluster.shm.schedule_format import PROPERTY_TIMER_DELIVER_MS, SCHEDULE_TOPIC, deliver_time_ms, level_of_queue
@@ -281,6 +281,7 @@ class ReputService:
         self.dispatcher = Dispatcher(self.cqs, self.index, delay_levels_ms=parse_levels(cfg.message_delay_levels))
         self._vanished_checked_ms = 0
         self._topics_epoch = control.topics_epoch
+        self._floor = FloorWatch(control, self.commitlog, self.cqs)
 
     def step(self, max_records: int = 1024) -> ReputReport:
         """Dispatch up to ``max_records`` new records and publish dispatched_pos."""
@@ -294,6 +295,7 @@ class ReputService:
             self._topics_epoch = topics_epoch
             self._vanished_checked_ms = now_ms
             self.cqs.drop_vanished()
+        self._floor.floor()
         start = self.control.dispatched_pos
         if start >= limit:
             return ReputReport(start, frozenset(), 0)

@@ -26,6 +26,7 @@ from rocketbox.cluster.shm.control import ControlBlock
 from rocketbox.cluster.shm.indexfile import IndexService
 from rocketbox.cluster.shm.indexfile_format import index_key
 from rocketbox.cluster.shm.recovery import RecoveryReport, abort_path, recover
+from rocketbox.cluster.shm.store_files import FloorWatch
 
 # A pull scans at most this many ConsumeQueue entries when tags filter most of them out
 # (RocketMQ: max(16000 bytes of entries, maxMsgNums entries)).
@@ -121,6 +122,7 @@ class MessageStore:
         self.index = IndexService(cfg)
         self._next_offsets: dict[tuple[str, int], int] = {}
         self._topic_bytes: dict[str, bytes] = {}
+        self._floor = FloorWatch(control, self.commitlog, self.cqs)
         self._ready = False
         # A slave's store: only replicated bytes are appended (append_replicated), never messages.
         self.read_only = False
@@ -323,7 +325,7 @@ class MessageStore:
                       else GetMessageStatus.NO_MATCHED_LOGIC_QUEUE)
             return GetResult(status, _EMPTY, 0, 0, 0)
         max_offset = cq.refresh_max(self.control.dispatched_pos)
-        min_offset = cq.min_offset()
+        min_offset = cq.min_offset(self.commitlog_floor())
         if max_offset == 0:
             return GetResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, _EMPTY, 0, min_offset, max_offset)
         if offset < min_offset:
@@ -383,9 +385,13 @@ class MessageStore:
         status = GetMessageStatus.FOUND if count else GetMessageStatus.NO_MATCHED_MESSAGE
         return GetResult(status, _EMPTY, next_begin, min_offset, max_offset, b"".join(chunks), count)
 
+    def commitlog_floor(self) -> int:
+        """The CommitLog's min offset (``retention.py``): bytes below it are deleted or about to be."""
+        return self._floor.floor()
+
     def min_offset(self, topic: str, queue_id: int) -> int:
         cq = self.cqs.get(topic, queue_id)
-        return cq.min_offset() if cq is not None else 0
+        return cq.min_offset(self.commitlog_floor()) if cq is not None else 0
 
     def max_offset(self, topic: str, queue_id: int) -> int:
         """Queue offset just past the last entry visible to consumers."""
@@ -402,7 +408,7 @@ class MessageStore:
         if cq is None:
             return []
         visible = cq.refresh_max(self.control.dispatched_pos)
-        offset = max(offset, cq.min_offset())
+        offset = max(offset, cq.min_offset(self.commitlog_floor()))
         count = min(max_count, visible - offset)
         if count <= 0:
             return []
@@ -430,7 +436,7 @@ class MessageStore:
 
     def read_record(self, phys_offset: int) -> fmt.Record | None:
         """The record at ``phys_offset`` (e.g. from an offset msg id), None if there is none."""
-        if not 0 <= phys_offset < self.control.write_pos:
+        if not self.commitlog_floor() <= phys_offset < self.control.write_pos:
             return None
         rec = self.commitlog.decode_at(phys_offset, check_crc=False)
         return rec if type(rec) is fmt.Record and rec.phys_offset == phys_offset else None
