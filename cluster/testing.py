@@ -45,10 +45,10 @@ def wait_until(condition, timeout_s: float, interval_s: float = 0.02, what: str 
 
 
 def read_topic(consumer, topic: str, batch: int = 1024, pulls_max: int = 100_000) -> list:
-    """Every message of ``topic`` now visible, queue by queue from offset 0 (a PullConsumer)."""
+    """Every message of ``topic`` now visible, queue by queue from its min offset (a PullConsumer)."""
     messages = []
     for mq in consumer.queues(topic):
-        offset = 0
+        offset = consumer.min_offset(mq)
         for _ in range(pulls_max):
             result = consumer.pull(mq, offset, batch)
             if not result.messages:

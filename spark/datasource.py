@@ -150,7 +150,14 @@ def read_range(opts: Options, queue_range: offs.QueueRange):
                                suspend_ms=EMPTY_PULL_WAIT_MS if empty_pulls else 0)
         last_status = result.status
         if result.status == PullStatus.OFFSET_ILLEGAL:
-            raise RuntimeError(f"offset {offset} of {mq} is no longer available "
+            if offset < result.min_offset:
+                # Retention deleted the range's start: go on from what is left, as RocketMQ's
+                # consumers correct OFFSET_TOO_SMALL (rows below are gone for every reader).
+                log.warning("%s: offsets %d..%d were deleted by retention; reading from %d",
+                            mq, offset, result.min_offset - 1, result.min_offset)
+                offset = result.min_offset
+                continue
+            raise RuntimeError(f"offset {offset} of {mq} is past the queue's end "
                                f"(the queue holds {result.min_offset}..{result.max_offset})")
         messages = [m for m in result.messages if m.queue_offset < queue_range.end]
         if not messages:

@@ -9,6 +9,7 @@
     cluster updateSubGroup -g GROUP [-c CLUSTER | -b ADDR] [-s BOOL] [-r N] [-d BOOL] [-o BOOL] ...
     cluster deleteSubGroup -g GROUP [-c CLUSTER | -b ADDR] [--clean-offset]
     cluster getBrokerConfig -b ADDR | -c CLUSTER
+    cluster deleteExpiredCommitLog -b ADDR | -c CLUSTER
 
 ``-n`` names the NameServers as ``--namesrv`` does; ``-b`` takes a broker's address as
 clusterList prints it. Each answers through the broker requests of ``broker/admin.py``.
@@ -222,6 +223,25 @@ def cmd_get_broker_config(args) -> int:
     return _show_per_broker(args, lambda admin, endpoint: admin.broker_config(endpoint), show)
 
 
+def cmd_delete_expired_commitlog(args) -> int:
+    """Every broker of ``-c`` (slaves too: each replica keeps its own files), or ``-b``'s."""
+    with open_admin(args) as admin:
+        if args.broker_addr:
+            targets = {args.broker_addr: f"tcp://{args.broker_addr}"}
+        else:
+            info = admin.cluster_info()
+            names = info["clusterAddrTable"].get(args.cluster, [])
+            targets = {addr: f"tcp://{addr}" for name in sorted(names)
+                       for addr in info["brokerAddrTable"][name]["brokerAddrs"].values()}
+            if not targets:
+                print(f"no broker in cluster {args.cluster}")
+                return 1
+        for label, endpoint in targets.items():
+            admin.delete_expired_commitlog(endpoint)
+            print(f"delete expired CommitLog files of broker [{label}]: requested")
+    return 0
+
+
 def add_parsers(sub) -> None:
     def verb(name: str, func, help_text: str, *, group=False, topic=False, where=False):
         parser = sub.add_parser(name, help=help_text)
@@ -258,3 +278,5 @@ def add_parsers(sub) -> None:
     delete = verb("deleteSubGroup", cmd_delete_sub_group, "delete a subscription group", group=True, where=True)
     delete.add_argument("--clean-offset", action="store_true", help="forget the group's offsets too")
     verb("getBrokerConfig", cmd_get_broker_config, "a broker's settings under RocketMQ's keys", where="required")
+    verb("deleteExpiredCommitLog", cmd_delete_expired_commitlog,
+         "delete expired CommitLog files now rather than at deleteWhen", where="required")

@@ -232,6 +232,12 @@ class Admin(ClientBase):
         raise_for(response, endpoint)
         return parse_properties(response.body.decode())
 
+    def delete_expired_commitlog(self, endpoint: str) -> None:
+        """mqadmin deleteExpiredCommitLog: the broker's retention deletes expired segments now
+        instead of at deleteWhen (the answer comes before the files go, as RocketMQ's)."""
+        response = self.rpc.call(endpoint, Command(RequestCode.DELETE_EXPIRED_COMMITLOG))
+        raise_for(response, endpoint)
+
     def subscription_groups(self, endpoint: str) -> dict[str, dict]:
         response = self.rpc.call(endpoint, Command(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG))
         raise_for(response, endpoint)

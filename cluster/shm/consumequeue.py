@@ -287,7 +287,11 @@ class ConsumeQueue:
 
     def release_below(self, floor_phys: int) -> int:
         """Unmap files whose entries are all below ``floor_phys``: retention deletes them, and a
-        deleted file's disk space comes back only once every process has unmapped it."""
+        deleted file's disk space comes back only once every process has unmapped it.
+
+        Also forgets the visible max: this process may never have mapped the files retention
+        deleted, and an incremental search from inside one would stop there."""
+        self._visible_max = None
         mapped = sorted(self._files)
         released = 0
         for start in mapped[:-1]:

@@ -11,7 +11,7 @@ segments that are
   holding the store is in use;
 
 never the segment being written, nor one holding bytes not yet flushed or dispatched, at most
-``delete_file_batch_max`` a look, with ``delete_commitlog_files_interval_ms`` between two.
+``delete_file_batch_max`` a look, with ``delete_commitlog_files_interval_ms`` between two unlinks.
 
 Order, so that a SIGKILL anywhere leaves a store every process reads consistently:
 
@@ -57,57 +57,74 @@ class RetentionReport(NamedTuple):
     floor: int  # control.commitlog_min_pos after the look
     consumequeue_files_deleted: int
     index_files_deleted: int
+    segments_pending: int  # chosen, below the floor, not yet unlinked
 
 
 class RetentionService:
-    """Maps its own files (it closes them after every look), never another service's."""
+    """Maps its own files (it closes them after every look), never another service's.
+
+    The unlinks of one look are spread over later steps, ``delete_commitlog_files_interval_ms``
+    apart: the worker's loop stays free for its other work and stops at once when told to."""
 
     def __init__(self, cfg: StoreConfig, control: ControlBlock, *, wall_clock_s: Callable[[], float] = time.time,
-                 disk_used: Callable[[str], float] = disk_used_percent,
-                 pause_s: Callable[[float], None] = time.sleep):
+                 disk_used: Callable[[str], float] = disk_used_percent):
         self.cfg = cfg
         self.control = control
         self.commitlog, self.cqs, self.index = open_store_files(cfg)
         self.wall_clock_s = wall_clock_s
         self.disk_used = disk_used
-        self.pause_s = pause_s
         self.hours = delete_hours(cfg.delete_when)
         self._requests_seen = control.delete_requests
         self._manual_looks_left = 0
         self._next_look_s = 0.0
+        self._reason = ""
+        self._pending: list[int] = []  # segments below the published floor still to unlink, oldest first
+        self._next_unlink_s = 0.0
         self._logics_floor = 0  # the floor the ConsumeQueue and index files were last cleaned for
 
     def step(self) -> RetentionReport | None:
-        """One look when one is due (None otherwise)."""
+        """Unlink the next pending segment when its time came, else look when a look is due;
+        None when nothing was done."""
         now_s = self.wall_clock_s()
         requests = self.control.delete_requests
         if requests != self._requests_seen:
             self._requests_seen = requests
             self._manual_looks_left = MANUAL_LOOKS
             self._next_look_s = 0.0
+        if self._pending:
+            return self._unlink_due(now_s) if now_s >= self._next_unlink_s else None
         if now_s < self._next_look_s:
             return None
         self._next_look_s = now_s + self.cfg.clean_resource_interval_ms / 1000
         return self.look(now_s)
 
     def look(self, now_s: float) -> RetentionReport:
+        """Choose what goes, publish the floor, and unlink what may go now."""
         manual = self._manual_looks_left > 0
         if manual:
             self._manual_looks_left -= 1
-        reason, doomed = self._choose(now_s, manual)
-        floor = self.control.commitlog_min_pos
+        self._reason, doomed = self._choose(now_s, manual)
         if doomed:
-            floor = max(floor, doomed[-1] + self.commitlog.file_size_bytes)
+            floor = max(self.control.commitlog_min_pos, doomed[-1] + self.commitlog.file_size_bytes)
             self.control.commitlog_min_pos = floor
-            for i, start in enumerate(doomed):
-                if i and self.cfg.delete_commitlog_files_interval_ms:
-                    self.pause_s(self.cfg.delete_commitlog_files_interval_ms / 1000)
-                self.commitlog.delete_segment(start)
-            log.info("retention (%s): deleted %d CommitLog segment(s) [%d, %d); the log now starts at %d",
-                     reason, len(doomed), doomed[0], floor, floor)
+            log.info("retention (%s): deleting %d CommitLog segment(s) [%d, %d); the log now starts at %d",
+                     self._reason, len(doomed), doomed[0], floor, floor)
+            self._pending = doomed
+            self._next_unlink_s = now_s
         self.commitlog.close()  # this process maps segments only to read their closing times
+        return self._unlink_due(now_s)
+
+    def _unlink_due(self, now_s: float) -> RetentionReport:
+        """All pending segments without a pause between unlinks, else the next one; once none is
+        left, the ConsumeQueue and index files below the floor."""
+        unlinked = 0
+        while self._pending and (not unlinked or not self.cfg.delete_commitlog_files_interval_ms):
+            self.commitlog.delete_segment(self._pending.pop(0))
+            unlinked += 1
+        self._next_unlink_s = now_s + self.cfg.delete_commitlog_files_interval_ms / 1000
+        floor = self.control.commitlog_min_pos
         cq_files = index_files = 0
-        if floor > self._logics_floor:
+        if not self._pending and floor > self._logics_floor:
             cq_files = self.cqs.delete_files_below(floor)
             index_files = self.index.delete_files_below(floor)
             self.cqs.close()  # found again next time: topics come and go
@@ -116,7 +133,8 @@ class RetentionService:
             if cq_files or index_files:
                 log.info("retention: deleted %d ConsumeQueue and %d index file(s) below %d",
                          cq_files, index_files, floor)
-        return RetentionReport(reason if doomed else "", len(doomed), floor, cq_files, index_files)
+        return RetentionReport(self._reason if unlinked else "", unlinked, floor, cq_files, index_files,
+                               len(self._pending))
 
     def _choose(self, now_s: float, manual: bool) -> tuple[str, list[int]]:
         """(why, the segments to delete, oldest first)."""

@@ -324,8 +324,9 @@ class MessageStore:
             status = (GetMessageStatus.NO_MESSAGE_IN_QUEUE if (topic, queue_id) in self._next_offsets
                       else GetMessageStatus.NO_MATCHED_LOGIC_QUEUE)
             return GetResult(status, _EMPTY, 0, 0, 0)
+        floor = self.commitlog_floor()  # first: a moved floor resets what refresh_max remembers
         max_offset = cq.refresh_max(self.control.dispatched_pos)
-        min_offset = cq.min_offset(self.commitlog_floor())
+        min_offset = cq.min_offset(floor)
         if max_offset == 0:
             return GetResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, _EMPTY, 0, min_offset, max_offset)
         if offset < min_offset:
@@ -396,6 +397,7 @@ class MessageStore:
     def max_offset(self, topic: str, queue_id: int) -> int:
         """Queue offset just past the last entry visible to consumers."""
         cq = self.cqs.get(topic, queue_id)
+        self.commitlog_floor()
         return cq.refresh_max(self.control.dispatched_pos) if cq is not None else 0
 
     def queue_next_offset(self, topic: str, queue_id: int) -> int:
@@ -407,8 +409,9 @@ class MessageStore:
         cq = self.cqs.get(topic, queue_id)
         if cq is None:
             return []
+        floor = self.commitlog_floor()
         visible = cq.refresh_max(self.control.dispatched_pos)
-        offset = max(offset, cq.min_offset(self.commitlog_floor()))
+        offset = max(offset, cq.min_offset(floor))
         count = min(max_count, visible - offset)
         if count <= 0:
             return []
