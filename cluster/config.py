@@ -30,6 +30,11 @@ BROKER_PORT_STEP = 10
 CLIENT_TRANSPORTS = ("native", "remoting")
 # RocketMQ's own ports, where its remoting protocol is served (remoting_transport.py).
 NAMESRV_REMOTING_PORT_DEFAULT = 9876
+# Prometheus metrics (cluster/metrics/): RocketMQ's metricsPromExporterPort default, which
+# rocketmq-exporter uses too. METRICS_EXPORTER_TYPES: RocketMQ's metricsExporterType values we serve.
+METRICS_PORT_DEFAULT = 5557
+METRICS_PROM = "PROM"
+METRICS_EXPORTER_TYPES = ("DISABLE", METRICS_PROM)
 BROKER_REMOTING_PORT_DEFAULT = 10911
 
 
@@ -297,9 +302,18 @@ class BrokerConfig:
     controller_lease_ms: int = 2_000
     # Boot waits this long for the controller to name a master.
     controller_register_timeout_ms: int = 60_000
+    # Prometheus metrics: one exporter process per cluster (cluster/metrics/) serves every broker's
+    # numbers on http://metrics_prom_exporter_host:metrics_prom_exporter_port/metrics; the broker
+    # times its requests only when on. RocketMQ's keys; its default is DISABLE, ours PROM (loopback).
+    metrics_exporter_type: str = METRICS_PROM
+    metrics_prom_exporter_host: str = "127.0.0.1"
+    metrics_prom_exporter_port: int = METRICS_PORT_DEFAULT
 
     def validate(self) -> None:
         self.store.validate()
+        if self.metrics_exporter_type not in METRICS_EXPORTER_TYPES or not 0 < self.metrics_prom_exporter_port < 65536:
+            raise ValueError(f"metrics: exporter type must be one of {METRICS_EXPORTER_TYPES} (got "
+                             f"{self.metrics_exporter_type!r}), port within 1..65535 (got {self.metrics_prom_exporter_port})")
         if self.broker_role not in BROKER_ROLES:
             raise ValueError(f"broker_role must be one of {BROKER_ROLES}")
         if not self.controller_mode and (self.broker_role == SLAVE) != (self.broker_id >= 1):

@@ -83,6 +83,9 @@ class RequestCode(enum.IntEnum):
     CONTROLLER_GET_METADATA_INFO = 1005
     # A replica's epoch list: a returning replica truncates where its log left the master's.
     GET_BROKER_EPOCH_CACHE = 1007
+    # RocketBox's own (RocketMQ's broker exports its metrics itself): every number the cluster's
+    # metrics exporter publishes about a broker, in one JSON answer (broker/metrics.py).
+    GET_BROKER_METRICS = 9901
 
 
 class ResponseCode(enum.IntEnum):
@@ -162,6 +165,7 @@ SERVED_BY: dict[RequestCode, str] = {
     RequestCode.CONTROLLER_GET_REPLICA_INFO: NAMESRV,
     RequestCode.CONTROLLER_GET_METADATA_INFO: NAMESRV,
     RequestCode.GET_BROKER_EPOCH_CACHE: BROKER,
+    RequestCode.GET_BROKER_METRICS: BROKER,
 }
 
 # Header fields (extFields) per request, RocketMQ's names. Short V2 names map here.

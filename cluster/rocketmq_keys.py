@@ -46,6 +46,9 @@ BROKER_KEYS: tuple[tuple[str, str, int], ...] = (
     ("enableControllerMode", "controller_mode", 1),
     ("registerNameServerPeriod", "register_interval_ms", 1),
     ("serverChannelMaxIdleTimeSeconds", "remoting_idle_timeout_ms", -1000),
+    ("metricsExporterType", "metrics_exporter_type", 1),
+    ("metricsPromExporterHost", "metrics_prom_exporter_host", 1),
+    ("metricsPromExporterPort", "metrics_prom_exporter_port", 1),
 )
 
 

@@ -45,8 +45,8 @@ class ClientRegistry:
         self.expiry_ms = expiry_ms
         # group -> client id -> member
         self.groups: dict[str, dict[str, ConsumerMember]] = {}
-        # group -> client id -> (last heartbeat ms, transport address)
-        self.producers: dict[str, dict[str, tuple[int, bytes | None]]] = {}
+        # group -> client id -> (last heartbeat ms, transport address, language and version ordinals)
+        self.producers: dict[str, dict[str, tuple[int, bytes | None, int, int]]] = {}
 
     def heartbeat(self, heartbeat: dict, now_ms: int, peer: bytes | None = None,
                   origin: tuple[str, int, int] = ("", 0, 0)) -> set[str]:
@@ -74,7 +74,8 @@ class ClientRegistry:
         for producer in heartbeat.get("producerDataSet") or []:
             group = self.producers.setdefault(str(producer.get("groupName", "")), {})
             previous = group.get(client_id)
-            group[client_id] = (now_ms, peer if peer is not None else (previous[1] if previous else None))
+            group[client_id] = (now_ms, peer if peer is not None else (previous[1] if previous else None),
+                                origin[1], origin[2])
         return changed
 
     def unregister(self, client_id: str, consumer_group: str | None, producer_group: str | None) -> set[str]:
@@ -117,7 +118,7 @@ class ClientRegistry:
             if not members:
                 del self.groups[group]
         for group, producers in list(self.producers.items()):
-            for client_id, (last_ms, peer) in list(producers.items()):
+            for client_id, (last_ms, peer, _language, _version) in list(producers.items()):
                 if gone(last_ms, peer):
                     del producers[client_id]
             if not producers:
@@ -129,7 +130,8 @@ class ClientRegistry:
 
     def producer_peers(self, group: str) -> list[bytes]:
         """Where a live producer of ``group`` heartbeats from (CHECK_TRANSACTION_STATE goes there)."""
-        return [peer for _last, peer in self.producers.get(group, {}).values() if peer is not None]
+        return [peer for _last, peer, _language, _version in self.producers.get(group, {}).values()
+                if peer is not None]
 
     def consumer_ids(self, group: str) -> list[str]:
         return sorted(self.groups.get(group, {}))

@@ -41,6 +41,9 @@ class PullProcessor:
         self.groups = groups
         # (topic, group) -> messages served: consumerProgress' consume TPS (stats.py samples it).
         self.served_by_group: dict[tuple[str, str], int] = {}
+        self.served_bytes_by_group: dict[tuple[str, str], int] = {}
+        # (group, topic, queue) -> the offset the group's last pull reached: inflight = it - committed.
+        self.pulled_to: dict[tuple[str, str, int], int] = {}
         self.pull_waiters = pull_waiters
         self.ha = ha
         self.messages_served = 0
@@ -154,8 +157,11 @@ class PullProcessor:
                   "maxOffset": str(result.max_offset), "suggestWhichBrokerId": "0"}
         if status == GetStatus.FOUND:
             self.messages_served += count
-            key = (topic, request.fields.get("consumerGroup", ""))
+            group = request.fields.get("consumerGroup", "")
+            key = (topic, group)
             self.served_by_group[key] = self.served_by_group.get(key, 0) + count
+            self.served_bytes_by_group[key] = self.served_bytes_by_group.get(key, 0) + len(payload)
+            self.pulled_to[(group, topic, queue_id)] = next_begin
             fields["suggestWhichBrokerId"] = str(self._suggest(payload))
             return request.response(ResponseCode.SUCCESS, fields, payload)
         if status == GetStatus.OFFSET_OVERFLOW_ONE:

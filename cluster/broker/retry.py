@@ -44,6 +44,7 @@ class SendBackProcessor:
         self.flush_timeout_ms = cfg.store.flush_sync_timeout_ms
         self.sent_to_retry = 0
         self.sent_to_dlq = 0
+        self.dlq_by_group: dict[tuple[str, str], int] = {}   # (group, original topic) -> messages
 
     @answers_refusals
     def on_send_back(self, request: Command, reply=None) -> Command:
@@ -65,6 +66,8 @@ class SendBackProcessor:
             target, queue_id = dlq_topic(group), 0
             self.ensure_system_topic(target)
             self.sent_to_dlq += 1
+            dlq_key = (group, props[fmt.PROPERTY_RETRY_TOPIC])
+            self.dlq_by_group[dlq_key] = self.dlq_by_group.get(dlq_key, 0) + 1
             log.info("message %s of %s goes to %s after %d attempts", origin, rec.topic, target,
                      rec.reconsume_times + 1)
         else:

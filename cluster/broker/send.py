@@ -10,6 +10,7 @@ import time
 from rocketbox.cluster.config import SYNC_FLUSH, SYNC_MASTER, BrokerConfig
 from rocketbox.cluster.protocol import (answers_refusals, require_name, AUTO_CREATE_TOPIC_KEY, PERM_WRITE, ProtocolError, RequestCode, ResponseCode,
                               field_bool, field_int, send_fields_long)
+from rocketbox.cluster.broker.meters import InTraffic
 from rocketbox.cluster.broker.transaction import HALF_TOPIC, SYSTEM_TOPICS as TRANSACTION_TOPICS
 from rocketbox.cluster.shm.commitlog_format import (PROPERTY_DELAY, PROPERTY_TRAN_MSG, PROPERTY_WAIT, SYSFLAG_COMPRESSED,
                                           SYSFLAG_MULTI_TAGS, SYSFLAG_TRANSACTION_MASK, SYSFLAG_TRANSACTION_PREPARED,
@@ -41,6 +42,8 @@ def _born_host(peer_address: str) -> bytes:
 _DELAY_MARK = property_mark(PROPERTY_DELAY)
 _TIMER_MARK = property_mark(PROPERTY_TIMER_DELIVER_MS)
 _HALF_MARK = property_mark(PROPERTY_TRAN_MSG, "true")
+# RocketMQ 5 marks a FIFO message by its sharding key (the message_type label "fifo").
+_SHARDING_KEY_MARK = property_mark("__SHARDINGKEY")
 
 
 class _Outcome:
@@ -96,6 +99,7 @@ class SendProcessor:
         self.sync_replication = self.cfg.broker_role == SYNC_MASTER
         self._round_robin = itertools.count()
         self.messages_stored = 0
+        self.traffic_in = InTraffic()   # per topic and message type (metrics)
 
     def _park(self, topic: str, queue_id: int, properties_text: str) -> tuple[str, int, bytes]:
         """Where a message with DELAY or TIMER_DELIVER_MS is stored: (topic, queue, properties)."""
@@ -170,6 +174,7 @@ class SendProcessor:
         wait_store = is_batch or PROPERTY_WAIT not in properties_text or \
             decode_properties(properties_text.encode()).get(PROPERTY_WAIT) != "false"
         half = bool(sys_flag & SYSFLAG_TRANSACTION_PREPARED) or _HALF_MARK in properties_text
+        message_type = "transaction" if half else "normal"
         if half and is_batch:
             raise ProtocolError("a batch cannot be transactional", ResponseCode.MESSAGE_ILLEGAL)
         if is_batch:
@@ -194,6 +199,9 @@ class SendProcessor:
                 store_topic, store_queue, sys_flag = HALF_TOPIC, 0, sys_flag & ~SYSFLAG_TRANSACTION_MASK
             elif _DELAY_MARK in properties_text or _TIMER_MARK in properties_text:
                 store_topic, store_queue, properties = self._park(topic, queue_id, properties_text)
+                message_type = "delay" if store_topic == SCHEDULE_TOPIC else message_type
+            elif _SHARDING_KEY_MARK in properties_text:
+                message_type = "fifo"
             message = MessageToStore(body=body, flag=flag, properties=properties,
                                      sys_flag=sys_flag, born_timestamp_ms=born_ts, born_host=born_host,
                                      reconsume_times=reconsume_times)
@@ -208,6 +216,9 @@ class SendProcessor:
             log.warning("send to %s refused: %s", topic, remark)
             return request.response(code, remark=remark)
         self.messages_stored += result.count
+        self.traffic_in.add(topic, message_type, result.count, result.end_phys_offset - result.phys_offset)
+        if half:
+            self.transactions.opened(topic, properties_text)
         self.on_written()
         response = request.response(ResponseCode.SUCCESS, {
             "msgId": result.msg_ids_text,

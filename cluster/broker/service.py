@@ -23,6 +23,7 @@ from rocketbox.cluster.broker.doors import BrokerDoors
 from rocketbox.cluster.broker.filtering import check_heartbeat_subscriptions
 from rocketbox.cluster.broker.ha import HAClient, HAServer
 from rocketbox.cluster.broker.locks import LockProcessor
+from rocketbox.cluster.broker.metrics import BrokerMetrics
 from rocketbox.cluster.broker.offsets import ConsumerOffsetManager
 from rocketbox.cluster.broker.pull import PullProcessor
 from rocketbox.cluster.broker.reset_offset import ResetOffsetProcessor
@@ -111,6 +112,8 @@ class BrokerService:
         self._written_since_wake = False
         self._reput_woken_at_s = 0.0
         self._reput_wake_scheduled = False
+        metrics = BrokerMetrics(cfg, self.store, self.topics, self.offsets, self.groups, self.clients, self.sender,
+                                self.puller, self.send_back, self.transactions, clock)
         self.handlers = {
             RequestCode.SEND_MESSAGE: self.sender.on_send,
             RequestCode.SEND_MESSAGE_V2: self.sender.on_send,
@@ -147,7 +150,9 @@ class BrokerService:
             RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: self.admin.on_all_subscription_groups,
             RequestCode.DELETE_SUBSCRIPTIONGROUP: self.admin.on_delete_subscription_group,
             RequestCode.GET_BROKER_EPOCH_CACHE: self.on_epoch_cache,
+            RequestCode.GET_BROKER_METRICS: metrics.on_metrics,
         }
+        self.handlers = metrics.timed(self.handlers)   # while metrics are exported (broker/metrics.py)
 
     def on_role_changed(self) -> None:
         # The process entry point turns this into its restart-me exit code.

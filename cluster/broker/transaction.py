@@ -61,7 +61,12 @@ class TransactionService:
         self.progress = ConsumerOffsetManager(self.cfg.store.store_dir, name="transactionOffset")
         self.resolved: set[str] = set()
         self.committed = self.rolled_back = self.discarded = self.checks_sent = 0
+        # Per real topic (metrics): RocketMQ's commit and rollback counters, and the halves still open.
+        self.committed_by_topic: dict[str, int] = {}
+        self.rolled_back_by_topic: dict[str, int] = {}
+        self.open_halves: dict[str, str] = {}   # UNIQ_KEY -> real topic
         self._load_resolved()
+        self._load_open_halves()
 
     def _load_resolved(self) -> None:
         offset = 0
@@ -74,6 +79,36 @@ class TransactionService:
                 if rec is not None:
                     self.resolved.add(rec.body.decode("utf-8", "replace"))
                 offset = queue_offset + 1
+
+    def _load_open_halves(self) -> None:
+        """The halves stored but not yet resolved: every one has a copy at or after the check's progress."""
+        offset = self.progress.query(PROGRESS_GROUP, HALF_TOPIC, 0) or 0
+        for _ in range(1 << 40):   # bounded by the half queue's length
+            entries = self.store.queue_entries(HALF_TOPIC, 0, offset, OP_READ_BATCH)
+            if not entries:
+                break
+            for queue_offset, phys, _size, _tag in entries:
+                rec = self.store.read_record(phys)
+                if rec is not None:
+                    self._note_open(rec.properties)
+                offset = queue_offset + 1
+
+    def _note_open(self, props: dict[str, str]) -> None:
+        uniq = props.get(fmt.PROPERTY_UNIQ_KEY, "")
+        if uniq and uniq not in self.resolved:
+            self.open_halves[uniq] = props.get(fmt.PROPERTY_REAL_TOPIC, "")
+
+    def opened(self, topic: str, properties_text: str) -> None:
+        """A half message of ``topic`` was stored (its properties as the producer sent them)."""
+        props = fmt.decode_properties(properties_text.encode())
+        props[fmt.PROPERTY_REAL_TOPIC] = topic
+        self._note_open(props)
+
+    def open_halves_by_topic(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for topic in self.open_halves.values():
+            counts[topic] = counts.get(topic, 0) + 1
+        return counts
 
     # ---------------------------------------------------------------- half messages
 
@@ -119,10 +154,14 @@ class TransactionService:
             self.committed += 1
         else:
             self.rolled_back += 1
+        real_topic = props.get(fmt.PROPERTY_REAL_TOPIC, "")
+        outcomes = self.committed_by_topic if outcome == COMMIT else self.rolled_back_by_topic
+        outcomes[real_topic] = outcomes.get(real_topic, 0) + 1
         self._put(OP_TOPIC, 0, MessageToStore(body=uniq.encode(), flag=0, properties=_OP_PROPERTIES, sys_flag=0,
                                               born_timestamp_ms=self.clock.now_ms(), born_host=rec.born_host,
                                               reconsume_times=0))
         self.resolved.add(uniq)
+        self.open_halves.pop(uniq, None)
         log.info("transaction %s %s%s", uniq, "committed" if outcome == COMMIT else "rolled back",
                  " (check answer)" if from_check else "")
         self.on_written()

@@ -31,7 +31,7 @@ _LAYERS_BY_PATH: list[tuple[str, ...]] = [
      "cluster.remoting_client", "cluster.filter"),
     ("cluster.errors",),
     ("cluster.namesrv",),
-    ("cluster.controller", "cluster.broker", "cluster.client"),
+    ("cluster.controller", "cluster.broker", "cluster.client", "cluster.metrics"),
     ("cluster.procs",),
     ("cluster.topology",),
     ("cluster.testing", "cluster.cli", "cluster.pytest_plugin"),

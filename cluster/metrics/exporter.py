@@ -1,0 +1,116 @@
+"""The exporter: a prometheus-client collector that gathers every number at scrape time, and the
+HTTP server that answers ``/metrics``.
+
+At each scrape it sends GET_BROKER_METRICS to every broker at once (ZeroMQ, the client's I/O
+thread) and waits for all answers together, bounded by ``request_timeout_ms``; a broker that does
+not answer is reported ``rocketbox_broker_up 0`` and the scrape goes on. It reads the supervisor's
+cluster.json for each process's restarts and state, and psutil for their CPU and memory. Between
+scrapes it does nothing, and the brokers do nothing for it: the HTTP server's threads live here,
+never in a broker's event loop.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from concurrent.futures import TimeoutError as FutureTimeout
+
+import psutil
+from prometheus_client import CollectorRegistry, start_http_server
+
+from rocketbox.cluster.metrics.families import broker_families, process_families
+from rocketbox.cluster.metrics.settings import ExporterSettings
+from rocketbox.cluster.protocol import RequestCode, ResponseCode
+from rocketbox.cluster.wire_format import Command
+from rocketbox.cluster.zmq_transport import RpcClient, TransportError
+
+log = logging.getLogger(__name__)
+
+
+class ClusterCollector:
+    """prometheus-client's custom collector protocol: ``collect()`` yields metric families."""
+
+    def __init__(self, settings: ExporterSettings, client: RpcClient):
+        self.settings = settings
+        self.client = client
+
+    def collect(self):
+        snapshots, unanswered = self._snapshots()
+        yield from broker_families(snapshots, unanswered, self.settings.cluster_name)
+        state = _read_json(self.settings.state_path)
+        yield from process_families(state, self.settings.cluster_name, _usage(state))
+
+    def _snapshots(self) -> tuple[list[dict], list[tuple[str, str]]]:
+        timeout_s = self.settings.request_timeout_ms / 1000
+        futures = {}
+        for address in self.settings.brokers:
+            try:
+                futures[address] = self.client.call_async(f"tcp://{address}", Command(RequestCode.GET_BROKER_METRICS),
+                                                           self.settings.request_timeout_ms)
+            except TransportError as exc:
+                futures[address] = exc
+        deadline = time.monotonic() + timeout_s
+        snapshots, unanswered = [], []
+        for address, future in futures.items():
+            try:
+                if isinstance(future, Exception):
+                    raise future
+                response = future.result(max(deadline - time.monotonic(), 0.0))
+                if response.code != ResponseCode.SUCCESS:
+                    raise ValueError(f"answered {response.code}: {response.remark}")
+                snapshots.append(json.loads(response.body))
+            except (TransportError, FutureTimeout, ValueError) as exc:
+                unanswered.append((address, str(exc) or type(exc).__name__))
+        for address, reason in unanswered:
+            log.info("broker %s gave no metrics this scrape: %s", address, reason)
+        return snapshots, unanswered
+
+
+def _read_json(path: str) -> dict | None:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None   # not written yet, or being replaced: the processes' families are empty this scrape
+
+
+def _usage(state: dict | None) -> dict[int, tuple[float, int]]:
+    """pid -> (CPU seconds, resident bytes) of each child that runs and can be read."""
+    usage = {}
+    for child in (state or {}).get("children", []):
+        pid = child.get("pid")
+        if not isinstance(pid, int):
+            continue
+        try:
+            process = psutil.Process(pid)
+            with process.oneshot():
+                times = process.cpu_times()
+                usage[pid] = (times.user + times.system, process.memory_info().rss)
+        except psutil.Error:
+            continue   # exited meanwhile, or not ours to read
+    return usage
+
+
+class MetricsExporter:
+    """The collector registered on a registry of its own (no default process collectors: the
+    processes are the children's, reported per child) and served over HTTP."""
+
+    def __init__(self, settings: ExporterSettings):
+        self.settings = settings
+        self.client = RpcClient(default_timeout_ms=settings.request_timeout_ms)
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(ClusterCollector(settings, self.client))
+        self._server = None
+
+    def serve(self) -> str:
+        """Listen (OSError when the port is taken); the URL to scrape."""
+        self._server, _thread = start_http_server(self.settings.port, self.settings.host, self.registry)
+        log.info("metrics on %s for %d broker(s)", self.settings.url, len(self.settings.brokers))
+        return self.settings.url
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        self.client.close()

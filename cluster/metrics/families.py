@@ -1,0 +1,185 @@
+"""Broker snapshots and the supervisor's run state as Prometheus metric families, in RocketMQ 5's
+names, units and labels (BrokerMetricsConstant, DefaultStoreMetricsConstant,
+RemotingMetricsConstant; ``../shared/OPERATIONS.md`` §1.6), so its dashboards and alert rules read
+them unchanged. Pure: dicts in, families out.
+
+Every broker family carries RocketMQ's ``cluster``, ``node_type`` ("broker") and ``node_id`` (the
+broker name, as RocketMQ labels it), plus ``broker_id``: RocketMQ exports from each broker, so
+Prometheus's ``instance`` tells a master from its slave; here one endpoint serves them all.
+Families RocketMQ has no name for are ``rocketbox_*``: whether a broker answered, each process's
+restarts, liveness, CPU and memory, and each worker's heartbeat age.
+"""
+
+from __future__ import annotations
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.utils import floatToGoString
+
+from rocketbox.cluster.broker.meters import MESSAGE_SIZE_BUCKETS_BYTES, RPC_LATENCY_BUCKETS_MS
+from rocketbox.cluster.protocol import AUTO_CREATE_TOPIC_KEY, RETRY_TOPIC_PREFIX
+from rocketbox.cluster.shm.schedule_format import SCHEDULE_TOPIC
+
+BROKER_LABELS = ("cluster", "node_type", "node_id", "broker_id")
+LAG_LABELS = ("consumer_group", "topic", "is_retry", "is_system")
+STORAGE_LABELS = ("storage_type", "storage_medium")
+PROCESS_LABELS = ("cluster", "process", "role", "group")
+
+# RocketMQ's TopicValidator.isSystemTopic: its set of system topics, or a name with its system prefix
+# (RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRACE_TOPIC, rmq_sys_...); MixAll's system group prefix.
+_SYSTEM_TOPICS = frozenset({AUTO_CREATE_TOPIC_KEY, SCHEDULE_TOPIC, "OFFSET_MOVED_EVENT", "SELF_TEST_TOPIC",
+                            "BenchmarkTest"})
+_SYSTEM_TOPIC_PREFIXES = ("rmq_sys_", "RMQ_SYS_")
+_SYSTEM_GROUP_PREFIX = "cid_rmq_sys_"
+
+
+def is_system(topic: str, group: str = "") -> str:
+    system = (topic in _SYSTEM_TOPICS or topic.startswith(_SYSTEM_TOPIC_PREFIXES)
+              or group.lower().startswith(_SYSTEM_GROUP_PREFIX))
+    return "true" if system else "false"
+
+
+def _flag(value: bool) -> str:
+    return "true" if value else "false"
+
+
+def _cumulative(counts, bounds) -> list[tuple[str, float]]:
+    """Per-bucket counts (one per bound, then overflow) as Prometheus's cumulative ``le`` buckets."""
+    buckets, total = [], 0
+    for bound, count in zip([*bounds, float("inf")], counts):
+        total += count
+        buckets.append((floatToGoString(bound), total))
+    return buckets
+
+
+class _Families:
+    """The families of one scrape, filled broker by broker."""
+
+    def __init__(self):
+        def counter(name, doc, labels):
+            return CounterMetricFamily(name, doc, labels=[*BROKER_LABELS, *labels])
+
+        def gauge(name, doc, labels=(), unit=""):
+            return GaugeMetricFamily(name, doc, labels=[*BROKER_LABELS, *labels], unit=unit)
+
+        in_labels = ("topic", "message_type", "is_system")
+        out_labels = ("topic", "consumer_group", "is_system")
+        self.up = gauge("rocketbox_broker_up", "1 when the broker answered this scrape", ("address",))
+        self.messages_in = counter("rocketmq_messages_in", "Total number of incoming messages", in_labels)
+        self.throughput_in = counter("rocketmq_throughput_in", "Total traffic of incoming messages", in_labels)
+        self.message_size = HistogramMetricFamily("rocketmq_message_size", "Incoming messages size",
+                                                  labels=[*BROKER_LABELS, *in_labels])
+        self.messages_out = counter("rocketmq_messages_out", "Total number of outgoing messages", out_labels)
+        self.throughput_out = counter("rocketmq_throughput_out", "Total traffic of outgoing messages", out_labels)
+        self.producers = gauge("rocketmq_producer_connections", "Producer connections",
+                               ("language", "version", "protocol_type"))
+        self.consumers = gauge("rocketmq_consumer_connections", "Consumer connections",
+                               ("consumer_group", "language", "version", "consume_mode", "protocol_type", "is_system"))
+        self.lag = gauge("rocketmq_consumer_lag_messages", "Consumer lag messages", LAG_LABELS)
+        self.lag_latency = gauge("rocketmq_consumer_lag_latency", "Consumer lag time (milliseconds)", LAG_LABELS)
+        self.inflight = gauge("rocketmq_consumer_inflight_messages", "Consumer inflight messages", LAG_LABELS)
+        self.ready = gauge("rocketmq_consumer_ready_messages", "Consumer ready messages", LAG_LABELS)
+        self.dlq = counter("rocketmq_send_to_dlq_messages", "Consumer send to DLQ messages",
+                           ("consumer_group", "topic", "is_system"))
+        self.commits = counter("rocketmq_commit_messages", "Total number of commit messages", ("topic",))
+        self.rollbacks = counter("rocketmq_rollback_messages", "Total number of rollback messages", ("topic",))
+        self.half = gauge("rocketmq_half_messages", "Half messages of all topics", ("topic",))
+        self.storage_size = gauge("rocketmq_storage_size", "Broker storage size (bytes in use on its disk)",
+                                  STORAGE_LABELS)
+        self.flush_behind = gauge("rocketmq_storage_flush_behind_bytes", "Broker flush behind bytes", STORAGE_LABELS)
+        self.dispatch_behind = gauge("rocketmq_storage_dispatch_behind_bytes", "Broker dispatch behind bytes",
+                                     STORAGE_LABELS)
+        self.topics = gauge("rocketmq_topic_number", "Active topic number")
+        self.groups = gauge("rocketmq_consumer_group_number", "Active subscription group number")
+        self.rpc_latency = HistogramMetricFamily(
+            "rocketmq_rpc_latency", "Rpc latency (milliseconds)",
+            labels=[*BROKER_LABELS, "protocol_type", "request_code", "response_code", "is_long_polling"])
+        self.heartbeat_age = gauge("rocketbox_heartbeat_age_seconds",
+                                   "Seconds since each process of the broker group last beat its heartbeat "
+                                   "in the control block", ("process_role",))
+
+    def all(self) -> list:
+        return [value for value in vars(self).values()]
+
+    def add_broker(self, snap: dict) -> None:
+        base = [snap["cluster"], "broker", snap["brokerName"], str(snap["brokerId"])]
+        self.up.add_metric([*base, snap["address"]], 1)
+        for row in snap["messagesIn"]:
+            labels = [*base, row["topic"], row["messageType"], is_system(row["topic"])]
+            self.messages_in.add_metric(labels, row["messages"])
+            self.throughput_in.add_metric(labels, row["bytes"])
+            self.message_size.add_metric(labels, _cumulative(row["sizeBuckets"], MESSAGE_SIZE_BUCKETS_BYTES),
+                                         row["sizeSum"])
+        for row in snap["messagesOut"]:
+            labels = [*base, row["topic"], row["group"], is_system(row["topic"], row["group"])]
+            self.messages_out.add_metric(labels, row["messages"])
+            self.throughput_out.add_metric(labels, row["bytes"])
+        for row in snap["producers"]:
+            self.producers.add_metric([*base, row["language"], str(row["version"]), row["protocol"]],
+                                      row["connections"])
+        for row in snap["consumers"]:
+            self.consumers.add_metric([*base, row["group"], row["language"], str(row["version"]), row["consumeMode"],
+                                       row["protocol"], is_system("", row["group"])], row["connections"])
+        for row in snap["lag"]:
+            labels = [*base, row["group"], row["topic"], _flag(row["topic"].startswith(RETRY_TOPIC_PREFIX)),
+                      is_system(row["topic"], row["group"])]
+            self.lag.add_metric(labels, row["lag"])
+            self.lag_latency.add_metric(labels, row["lagLatencyMs"])
+            self.inflight.add_metric(labels, row["inflight"])
+            self.ready.add_metric(labels, row["ready"])
+        for row in snap["sentToDlq"]:
+            self.dlq.add_metric([*base, row["group"], row["topic"], is_system(row["topic"], row["group"])],
+                                row["messages"])
+        for family, rows in ((self.commits, snap["commits"]), (self.rollbacks, snap["rollbacks"]),
+                             (self.half, snap["halfMessages"])):
+            for row in rows:
+                family.add_metric([*base, row["topic"]], row["messages"])
+        store = snap["store"]
+        storage = [*base, "local", "disk"]   # RocketMQ's DEFAULT_STORAGE_TYPE and DEFAULT_STORAGE_MEDIUM
+        self.storage_size.add_metric(storage, store["diskUsedBytes"])
+        self.flush_behind.add_metric(storage, max(store["writePos"] - store["flushedPos"], 0))
+        self.dispatch_behind.add_metric(storage, max(store["writePos"] - store["dispatchedPos"], 0))
+        self.topics.add_metric(base, snap["topics"])
+        self.groups.add_metric(base, snap["consumerGroups"])
+        for row in snap["rpcLatency"]:
+            labels = [*base, row["protocol"], row["requestCode"], row["responseCode"], _flag(row["longPolling"])]
+            self.rpc_latency.add_metric(labels, _cumulative(row["buckets"], RPC_LATENCY_BUCKETS_MS), row["sumMs"])
+        for role, beat_ms in snap["heartbeatsMs"].items():
+            if beat_ms:   # 0: that process has not beaten yet
+                self.heartbeat_age.add_metric([*base, role], max(snap["nowMs"] - beat_ms, 0) / 1000)
+
+
+def broker_families(snapshots: list[dict], unanswered: list[tuple[str, str]], cluster: str) -> list:
+    """Families of every broker that answered (``snapshots``), and ``rocketbox_broker_up`` 0 for each
+    (address, reason) in ``unanswered``. A snapshot that does not read as one counts as unanswered."""
+    families = _Families()
+    for snap in snapshots:
+        try:
+            families.add_broker(snap)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            unanswered.append((str(snap.get("address", "?")) if isinstance(snap, dict) else "?",
+                               f"malformed snapshot: {exc}"))
+    for address, _reason in unanswered:
+        families.up.add_metric([cluster, "broker", "", "", address], 0)
+    return families.all()
+
+
+def process_families(state: dict | None, cluster: str, usage: dict[int, tuple[float, int]]) -> list:
+    """Per supervised process (cluster.json): restarts, whether it runs, and its CPU seconds and
+    resident bytes (``usage``: pid -> (cpu seconds, rss bytes), for the pids that could be read)."""
+    restarts = CounterMetricFamily("rocketbox_process_restarts", "Times the supervisor restarted this process",
+                                   labels=PROCESS_LABELS)
+    up = GaugeMetricFamily("rocketbox_process_up", "1 while the supervisor reports the process running",
+                           labels=PROCESS_LABELS)
+    cpu = CounterMetricFamily("rocketbox_process_cpu_seconds", "User and system CPU time of the process",
+                              labels=PROCESS_LABELS)
+    memory = GaugeMetricFamily("rocketbox_process_resident_memory_bytes", "Resident memory of the process",
+                               labels=PROCESS_LABELS)
+    for child in (state or {}).get("children", []):
+        labels = [cluster, str(child.get("name", "")), str(child.get("role", "")), str(child.get("group", ""))]
+        restarts.add_metric(labels, child.get("restarts") or 0)
+        up.add_metric(labels, 1 if child.get("state") == "running" else 0)
+        if child.get("pid") in usage:
+            cpu_s, rss = usage[child["pid"]]
+            cpu.add_metric(labels, cpu_s)
+            memory.add_metric(labels, rss)
+    return [restarts, up, cpu, memory]

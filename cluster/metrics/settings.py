@@ -1,0 +1,41 @@
+"""What the metrics exporter process is told: where to listen, which brokers to ask, where the
+supervisor's run state is. Built by the topology from the brokers' RocketMQ settings
+(metricsPromExporterHost / metricsPromExporterPort); passed as JSON on the command line."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ExporterSettings:
+    host: str
+    port: int
+    cluster_name: str
+    # host:port of every broker (masters and slaves) whose numbers this endpoint serves.
+    brokers: tuple[str, ...]
+    # The supervisor's cluster.json: each child's restarts and pid.
+    state_path: str
+    # A broker that has not answered within this is reported down for that scrape (the others still are).
+    request_timeout_ms: int = 2_000
+
+    def validate(self) -> None:
+        if not 0 < self.port < 65536:
+            raise ValueError(f"metrics port {self.port} is out of range")
+        if self.request_timeout_ms <= 0:
+            raise ValueError("request_timeout_ms must be positive")
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}/metrics"
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> "ExporterSettings":
+        raw = json.loads(text)
+        raw["brokers"] = tuple(raw.get("brokers", ()))
+        return cls(**raw)

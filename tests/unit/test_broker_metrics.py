@@ -1,0 +1,148 @@
+"""GET_BROKER_METRICS and its families, in one process: a broker service fed real requests, its
+snapshot turned into Prometheus text by the exporter's families and read back with Prometheus's
+own parser (the same path the endpoint takes, minus the processes and HTTP)."""
+
+from __future__ import annotations
+
+import json
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from rocketbox.cluster.broker.boot import boot
+from rocketbox.cluster.broker.meters import InTraffic, RpcLatency
+from rocketbox.cluster.broker.service import BrokerService
+from rocketbox.cluster.client import broker_api
+from rocketbox.cluster.config import BrokerConfig
+from rocketbox.cluster.metrics.families import broker_families, process_families
+from rocketbox.cluster.protocol import MessageQueue, RequestCode, ResponseCode
+from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.shm.reput import ReputService
+from rocketbox.cluster.shm.testing import tiny_config
+from rocketbox.cluster.wire_format import Command
+
+TOPIC = "Metered"
+
+
+def _call(service: BrokerService, request: Command) -> Command:
+    replies: list[Command] = []
+    answer = service.handlers[request.code](request, replies.append)
+    return answer if answer is not None else replies[0]
+
+
+def _send(service: BrokerService, body: bytes, sys_flag: int = 0, **properties: str) -> Command:
+    props = fmt.properties_text([(fmt.PROPERTY_UNIQ_KEY, body.hex()), *properties.items()])
+    return _call(service, Command(RequestCode.SEND_MESSAGE, {
+        "producerGroup": "PG", "topic": TOPIC, "defaultTopic": "TBW102", "defaultTopicQueueNums": "1",
+        "queueId": "0", "sysFlag": str(sys_flag), "bornTimestamp": str(service.clock.now_ms()), "flag": "0",
+        "properties": props}, body))
+
+
+def _scrape(*families) -> dict:
+    """The families as the endpoint writes them, parsed back: {(sample name, labels): value}."""
+    class Fixed:
+        def collect(self):
+            return families
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(Fixed())
+    text = generate_latest(registry).decode()
+    return {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
+            for family in text_string_to_metric_families(text) for sample in family.samples}
+
+
+def _value(samples: dict, name: str, **labels) -> float:
+    matching = [v for (n, ls), v in samples.items() if n == name and labels.items() <= dict(ls).items()]
+    assert len(matching) == 1, (name, labels, matching)
+    return matching[0]
+
+
+def test_a_snapshot_counts_traffic_lag_transactions_and_latency(tmp_path):
+    cfg = BrokerConfig(store=tiny_config(tmp_path / "store"))
+    service = BrokerService(boot(cfg))
+    reput = ReputService(cfg.store, service.control)
+    try:
+        for body in (b"a" * 100, b"b" * 100):
+            assert _send(service, body).code == ResponseCode.SUCCESS
+        assert _send(service, b"later", DELAY="3").code == ResponseCode.SUCCESS
+        half = _send(service, b"half", sys_flag=fmt.SYSFLAG_TRANSACTION_PREPARED, TRAN_MSG="true", PGROUP="PG")
+        assert half.code == ResponseCode.SUCCESS
+        while reput.step(1000).count:
+            pass
+        mq = MessageQueue(TOPIC, cfg.broker_name, 0)
+        pulled = _call(service, broker_api.pull_request("CG", mq, 0, 32, "*", 0))
+        assert pulled.code == ResponseCode.SUCCESS and pulled.fields["nextBeginOffset"] == "2"
+        commit = Command(RequestCode.UPDATE_CONSUMER_OFFSET,
+                         {"consumerGroup": "CG", "topic": TOPIC, "queueId": "0", "commitOffset": "1"})
+        assert _call(service, commit).code == ResponseCode.SUCCESS
+
+        snapshot = json.loads(_call(service, Command(RequestCode.GET_BROKER_METRICS)).body)
+        rows = {(r["topic"], r["messageType"]): r for r in snapshot["messagesIn"]}
+        assert rows[(TOPIC, "normal")]["messages"] == 2 and rows[(TOPIC, "delay")]["messages"] == 1
+        assert rows[(TOPIC, "transaction")]["messages"] == 1
+        assert rows[(TOPIC, "normal")]["bytes"] > 200   # the stored records: bodies plus headers
+        assert snapshot["halfMessages"] == [{"topic": TOPIC, "messages": 1}]
+        [lag] = [r for r in snapshot["lag"] if r["group"] == "CG"]
+        assert (lag["lag"], lag["inflight"], lag["ready"]) == (1, 1, 0)
+        assert lag["lagLatencyMs"] >= 0
+
+        phys = fmt.parse_offset_msg_id(half.fields["msgId"])[2]
+        end = Command(RequestCode.END_TRANSACTION, {"commitLogOffset": str(phys), "commitOrRollback": "8"})
+        assert _call(service, end).code == ResponseCode.SUCCESS
+        while reput.step(1000).count:
+            pass
+        snapshot = json.loads(_call(service, Command(RequestCode.GET_BROKER_METRICS)).body)
+        assert snapshot["commits"] == [{"topic": TOPIC, "messages": 1}] and snapshot["halfMessages"] == []
+
+        samples = _scrape(*broker_families([snapshot], [("127.0.0.1:1", "refused")], cfg.cluster_name))
+        broker = {"cluster": cfg.cluster_name, "node_type": "broker", "node_id": cfg.broker_name, "broker_id": "0"}
+        assert _value(samples, "rocketmq_messages_in_total", topic=TOPIC, message_type="normal", **broker) == 2
+        assert _value(samples, "rocketmq_messages_out_total", topic=TOPIC, consumer_group="CG") == 2
+        assert _value(samples, "rocketmq_consumer_lag_messages", consumer_group="CG", topic=TOPIC,
+                      is_retry="false") == 2   # the commit put one more message in the queue
+        assert _value(samples, "rocketmq_commit_messages_total", topic=TOPIC) == 1
+        # Two 100-byte bodies: each put's record is over 100 bytes and under 1 KiB.
+        assert _value(samples, "rocketmq_message_size_bucket", topic=TOPIC, message_type="normal", le="1024.0") == 2
+        assert _value(samples, "rocketmq_message_size_bucket", topic=TOPIC, message_type="normal", le="+Inf") == 2
+        assert _value(samples, "rocketmq_rpc_latency_count", request_code="send_message", response_code="success",
+                      protocol_type="zeromq") == 4
+        assert _value(samples, "rocketmq_storage_dispatch_behind_bytes", **broker) >= 0
+        assert _value(samples, "rocketbox_broker_up", **broker) == 1
+        assert _value(samples, "rocketbox_broker_up", address="127.0.0.1:1") == 0
+    finally:
+        service.shutdown()
+
+
+def test_message_sizes_fall_in_rocketmq_buckets():
+    traffic = InTraffic()
+    traffic.add("T", "normal", 1, 1024)              # le 1 KiB (inclusive)
+    traffic.add("T", "normal", 10, 10 * 5000)        # mean 5000: le 512 KiB
+    traffic.add("T", "normal", 1, 5 * 1024 * 1024)   # over 4 MiB: overflow
+    [row] = traffic.snapshot()
+    assert row["sizeBuckets"] == [1, 0, 1, 0, 0, 0, 1] and row["messages"] == 12
+
+
+def test_a_handler_that_answers_later_is_timed_when_it_answers():
+    latency = RpcLatency()
+    parked = []
+    handlers = latency.timed({RequestCode.PULL_MESSAGE: lambda request, reply: parked.append(reply)})
+    answers = []
+    handlers[RequestCode.PULL_MESSAGE](Command(RequestCode.PULL_MESSAGE), answers.append)
+    assert latency.snapshot() == [] and answers == []
+    parked[0](Command(ResponseCode.PULL_NOT_FOUND))
+    parked[0](Command(ResponseCode.SUCCESS))   # a second answer goes nowhere and counts nothing
+    [row] = latency.snapshot()
+    assert (row["requestCode"], row["responseCode"], row["longPolling"], row["count"]) == \
+        ("pull_message", "pull_not_found", True, 1)
+    assert len(answers) == 1
+
+
+def test_processes_report_restarts_and_state_from_the_run_state():
+    state = {"children": [{"name": "broker-a-reput", "role": "reput", "group": "broker-a", "pid": 7,
+                           "state": "running", "restarts": 2},
+                          {"name": "broker-a-flush", "role": "flush", "group": "broker-a", "pid": None,
+                           "state": "backoff", "restarts": 1}]}
+    samples = _scrape(*process_families(state, "C", {7: (1.5, 4096)}))
+    assert _value(samples, "rocketbox_process_restarts_total", process="broker-a-reput") == 2
+    assert _value(samples, "rocketbox_process_up", process="broker-a-flush") == 0
+    assert _value(samples, "rocketbox_process_cpu_seconds_total", process="broker-a-reput") == 1.5
+    assert _scrape(*process_families(None, "C", {})) == {}
