@@ -25,6 +25,8 @@ class RequestCode(enum.IntEnum):
     UPDATE_CONSUMER_OFFSET = 15
     UPDATE_AND_CREATE_TOPIC = 17
     # mqadmin getBrokerConfig: the broker's settings as Java properties text, RocketMQ's keys.
+    # mqadmin updateBrokerConfig: key=value lines of the settings a broker lets change live.
+    UPDATE_BROKER_CONFIG = 25
     GET_BROKER_CONFIG = 26
     GET_ALL_TOPIC_CONFIG = 21
     GET_BROKER_RUNTIME_INFO = 28
@@ -132,6 +134,7 @@ SERVED_BY: dict[RequestCode, str] = {
     RequestCode.GET_ALL_CONSUMER_OFFSET: BROKER,
     RequestCode.GET_BROKER_RUNTIME_INFO: BROKER,
     RequestCode.GET_BROKER_CONFIG: BROKER,
+    RequestCode.UPDATE_BROKER_CONFIG: BROKER,
     RequestCode.GET_CONSUMER_CONNECTION_LIST: BROKER,
     RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: BROKER,
     RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: BROKER,

@@ -4,7 +4,7 @@ topicStatus (GET_TOPIC_STATS_INFO 202), consumerProgress (GET_CONSUME_STATS 208)
 consumerConnection (203), consumerStatus (GET_CONSUMER_RUNNING_INFO 307, relayed to the
 consumer over its own connection), updateSubGroup / deleteSubGroup (200 / 207, and 201 for the whole
 table), getBrokerConfig (26), brokerStatus (28, as RocketMQ's KVTable), and the tables a slave
-copies (21, 43), deleteExpiredCommitLog (329). Answers carry RocketMQ's bodies; maps keyed by MessageQueue are written in
+copies (21, 43), deleteExpiredCommitLog (329), updateBrokerConfig (25, LIVE_KEYS). Answers carry RocketMQ's bodies; maps keyed by MessageQueue are written in
 fastjson's dialect (``fastjson_format``), which is what mqadmin parses.
 """
 
@@ -16,12 +16,19 @@ from rocketbox.cluster.broker.subscription_groups import SubscriptionGroupConfig
 from rocketbox.cluster.fastjson_format import dumps as fastjson_dumps, message_queue_key
 from rocketbox.cluster.protocol import (ProtocolError, ResponseCode, answers_refusals, field_bool, field_str,
                                         json_body, require_name, to_json_bytes)
-from rocketbox.cluster.rocketmq_keys import broker_properties, properties_text
+from rocketbox.cluster.config_file import BROKER_TABLE, broker_settings, read_settings
+from rocketbox.cluster.rocketmq_keys import parse_properties, properties_text
+from rocketbox.cluster.shm.live_settings import read_live, with_values, write_live
 from rocketbox.cluster.wire_format import Command
 
 log = logging.getLogger(__name__)
 
 RUNNING_VERSION_DESC = "RocketBox-0.1.0"
+# What updateBrokerConfig may change while the broker runs: settings read where they are used (the
+# retention keys by the allocate worker, which follows control.config_version). Others need a restart.
+LIVE_KEYS = frozenset({"autoCreateTopicEnable", "enablePropertyFilter", "slaveReadEnable", "transactionTimeOut",
+                       "transactionCheckMax", "fileReservedTime", "deleteWhen", "diskMaxUsedSpaceRatio",
+                       "cleanResourceInterval", "deleteFileBatchMax", "deleteCommitLogFilesInterval"})
 # How long a consumer gets to answer GET_CONSUMER_RUNNING_INFO: under an admin's usual 5 s, so
 # the admin hears why rather than timing out itself (expiry is checked once a second).
 RUNNING_INFO_TIMEOUT_S = 3.0
@@ -161,7 +168,36 @@ class AdminProcessor:
         config's DataVersion (it changes only with the process: settings are fixed while it runs)."""
         version = to_json_bytes({"counter": 0, "timestamp": self.started_ms}).decode()
         return request.response(ResponseCode.SUCCESS, {"version": version},
-                                body=properties_text(broker_properties(self.cfg)).encode())
+                                body=properties_text(broker_settings(self.cfg)).encode())
+
+    @answers_refusals
+    def on_update_broker_config(self, request: Command, reply=None) -> Command:
+        """mqadmin updateBrokerConfig: ``key=value`` lines of LIVE_KEYS. Kept in the store
+        (``shm/live_settings.py``) for the group's other processes and every later boot."""
+        props = parse_properties(request.body.decode("utf-8", "replace"))
+        if not props:
+            raise ProtocolError("no key=value line in the body", ResponseCode.SYSTEM_ERROR)
+        fixed = sorted(set(props) - LIVE_KEYS)
+        if fixed:
+            raise ProtocolError(f"{', '.join(fixed)} cannot change while the broker runs (set it in broker.conf "
+                                f"and restart); live: {', '.join(sorted(LIVE_KEYS))}", ResponseCode.SYSTEM_ERROR)
+        try:
+            values = read_settings(props, BROKER_TABLE).values
+            with_values(self.cfg, values).validate()
+        except ValueError as exc:
+            raise ProtocolError(f"updateBrokerConfig refused: {exc}", ResponseCode.SYSTEM_ERROR) from None
+        store_dir = self.cfg.store.store_dir
+        write_live(store_dir, {**read_live(store_dir), **values})
+        for path, value in values.items():
+            # Frozen against accidental change; this is the one deliberate one: every part of the
+            # broker holds this same object and reads these fields where it uses them.
+            holder = self.cfg.store if path.startswith("store.") else self.cfg
+            object.__setattr__(holder, path.rsplit(".", 1)[-1], value)
+        self.topics.auto_create_enabled = self.cfg.auto_create_topic_enabled
+        control = self.store.control
+        control.config_version = control.config_version + 1
+        log.info("updateBrokerConfig: %s", ", ".join(f"{k}={v}" for k, v in sorted(props.items())))
+        return request.response(ResponseCode.SUCCESS)
 
     def on_delete_expired_commitlog(self, request: Command, reply=None) -> Command:
         """Count the request where the retention worker looks (``shm/retention.py``); it deletes the

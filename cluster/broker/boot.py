@@ -18,6 +18,7 @@ from rocketbox.cluster.config import BrokerConfig
 from rocketbox.cluster.shm.commitlog_format import pack_host
 from rocketbox.cluster.shm.control import ControlBlock
 from rocketbox.cluster.shm.epochs import EpochCache
+from rocketbox.cluster.shm.live_settings import read_live, with_values
 from rocketbox.cluster.shm.paths import control_path
 from rocketbox.cluster.shm.recovery import RecoveryReport
 from rocketbox.cluster.shm.store import MessageStore
@@ -42,6 +43,7 @@ class BootedBroker:
 
 def boot(cfg: BrokerConfig) -> BootedBroker:
     store_dir = cfg.store.store_dir
+    cfg = with_values(cfg, read_live(store_dir))   # what updateBrokerConfig changed stays changed
     os.makedirs(store_dir, exist_ok=True)
     control = ControlBlock(control_path(store_dir))
     store = MessageStore(cfg.store, control, store_host=pack_host(cfg.host, cfg.store_host_port))

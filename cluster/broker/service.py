@@ -141,6 +141,7 @@ class BrokerService:
             RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: self.reset_offsets.on_invoke_broker_to_reset_offset,
             RequestCode.GET_BROKER_RUNTIME_INFO: self.on_runtime_info,
             RequestCode.GET_BROKER_CONFIG: self.admin.on_broker_config,
+            RequestCode.UPDATE_BROKER_CONFIG: self.admin.on_update_broker_config,
             RequestCode.DELETE_EXPIRED_COMMITLOG: self.admin.on_delete_expired_commitlog,
             RequestCode.GET_CONSUMER_CONNECTION_LIST: self.admin.on_consumer_connection_list,
             RequestCode.GET_TOPIC_STATS_INFO: self.admin.on_topic_stats,

@@ -6,6 +6,8 @@
                [--role all|namesrv|broker] [--broker-name NAME[,NAME]] [--host ADDR]
                [--slave-id N --master-address HOST:PORT [--master-ha-address HOST:PORT]]
     cluster status | down
+    cluster up -c broker.conf [--namesrv-config namesrv.conf]      (RocketMQ's keys; flags win)
+    cluster config show [the flags of up]          (every process's settings under broker.conf's keys)
     cluster topic create|update|list|route|delete
     cluster send | consume
     cluster query --id OFFSET_MSG_ID | --msg-id ID --topic T | --key K --topic T [--begin --end --max]
@@ -37,7 +39,8 @@ import argparse
 import os
 import sys
 
-from rocketbox.cluster.cli import admin_cmds, client_cmds, cluster_cmds, mqadmin_cmds, up_settings
+from rocketbox.cluster.cli import (admin_cmds, client_cmds, cluster_cmds, config_cmds, mqadmin_cmds, up_config,
+                                   up_settings)
 from rocketbox.cluster.cli.client_cmds import query_problem
 from rocketbox.cluster.cli.cluster_cmds import role_problem
 from rocketbox.cluster.cli.common import DATA_DIR_DEFAULT
@@ -48,7 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--data-dir", default=DATA_DIR_DEFAULT, help=f"default {DATA_DIR_DEFAULT}")
     parser.add_argument("--namesrv", help="NameServer addresses, host:port;host:port")
     sub = parser.add_subparsers(dest="command", required=True)
-    for commands in (cluster_cmds, client_cmds, admin_cmds, mqadmin_cmds):
+    for commands in (cluster_cmds, config_cmds, client_cmds, admin_cmds, mqadmin_cmds):
         commands.add_parsers(sub)
     return parser
 
@@ -64,8 +67,8 @@ def main(argv=None) -> int:
         problem = "a topic name is needed"
     elif args.command == "query":
         problem = query_problem(args)
-    elif args.command == "up":
-        problem = up_settings.resolve(args) or role_problem(args)
+    elif args.command in ("up", "config"):
+        problem = up_config.load(args) or up_settings.resolve(args) or role_problem(args)
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2

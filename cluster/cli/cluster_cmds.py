@@ -10,7 +10,7 @@ import signal
 import sys
 import time
 
-from rocketbox.cluster.cli import up_settings
+from rocketbox.cluster.cli import up_config, up_settings
 from rocketbox.cluster.cli.common import namesrv_env, new_console, print_json, table
 from rocketbox.cluster.cli.up_settings import STORE_PROFILES
 from rocketbox.cluster.config import (ASYNC_FLUSH, ASYNC_MASTER, BROKER_PORT_DEFAULT, BROKER_REMOTING_PORT_DEFAULT,
@@ -24,7 +24,8 @@ from rocketbox.cluster.procs.supervisor_errors import SupervisorError
 
 def _topology_from_args(args):
     from rocketbox.cluster.topology import build_topology
-    store = up_settings.store_overrides(args)
+    files = getattr(args, "file_settings", None) or up_config.NO_FILES
+    store = {**up_settings.store_overrides(args), **files.store}
     return build_topology(args.data_dir, namesrv_count=args.namesrvs, broker_count=args.brokers,
                           flush_mode=SYNC_FLUSH if args.flush_mode == "sync" else ASYNC_FLUSH, host=args.host,
                           namesrv_ports=[args.namesrv_port + i for i in range(args.namesrvs)],
@@ -33,7 +34,9 @@ def _topology_from_args(args):
                           remoting=not args.no_remoting,
                           namesrv_remoting_ports=[args.namesrv_remoting_port + i for i in range(args.namesrvs)],
                           broker_remoting_ports=[args.broker_remoting_port + 10 * i for i in range(args.brokers)],
-                          broker_overrides={"broker_role": SYNC_MASTER if args.broker_role == "sync" else ASYNC_MASTER,
+                          namesrv_overrides=files.namesrv,
+                          broker_overrides={**files.broker,
+                                            "broker_role": SYNC_MASTER if args.broker_role == "sync" else ASYNC_MASTER,
                                             "auto_create_topic_enabled": not args.no_auto_create_topic})
 
 
@@ -63,17 +66,18 @@ def role_problem(args) -> str | None:
     return None
 
 
-def _topology_for_role(args):
+def topology_for_role(args):
     """The part of the cluster ``--role`` asks for on this host (all of it by default)."""
     from rocketbox.cluster.topology import brokers_only, namesrv_only, remote_master_slave, with_broker_names
+    files = getattr(args, "file_settings", None) or up_config.NO_FILES
     if args.slave_id:
         return remote_master_slave(
             args.data_dir, broker_name=_broker_names(args)[0], broker_id=args.slave_id, host=args.host,
             port=args.broker_port, master_address=args.master_address, master_ha_address=args.master_ha_address,
             namesrv_endpoints=_registered_namesrvs(args),
             flush_mode=SYNC_FLUSH if args.flush_mode == "sync" else ASYNC_FLUSH,
-            store_overrides=up_settings.store_overrides(args),
-            broker_overrides={"remoting_port": 0 if args.no_remoting else args.broker_remoting_port})
+            store_overrides={**up_settings.store_overrides(args), **files.store},
+            broker_overrides={**files.broker, "remoting_port": 0 if args.no_remoting else args.broker_remoting_port})
     names = _broker_names(args)
     if names:
         args = argparse.Namespace(**{**vars(args), "brokers": len(names)})
@@ -117,7 +121,7 @@ def remoting_namesrv_addr(state: dict) -> str:
 
 def cmd_up(args) -> int:
     from rocketbox.cluster.topology import child_specs
-    topology = _topology_for_role(args)
+    topology = topology_for_role(args)
     specs = child_specs(topology)
     up_settings.save(args)
     console = new_console()
@@ -211,47 +215,56 @@ def cmd_down(args) -> int:
     return 0
 
 
+def add_shape_arguments(parser) -> None:
+    """The flags that say what cluster ``up`` starts (``config show`` takes them too). Those a data
+    dir remembers default to None here; up_settings.resolve fills them in."""
+    parser.add_argument("-c", "--config", metavar="BROKER_CONF",
+                        help="broker.conf: RocketMQ's keys (brokerClusterName, flushDiskType, fileReservedTime, ...) "
+                             "for every broker; flags given here win; remembered by the data dir")
+    parser.add_argument("--namesrv-config", metavar="NAMESRV_CONF", help="namesrv.conf: the NameServers' keys")
+    parser.add_argument("--namesrvs", type=int, help="NameServers to start (default 1)")
+    parser.add_argument("--brokers", type=int, help="broker groups (masters) to start (default 1)")
+    parser.add_argument("--slaves", type=int, help="slaves per broker group (replicas of its master)")
+    parser.add_argument("--failover", action="store_true", default=None,
+                        help="automatic failover: a controller (Raft) in every NameServer elects each group's master "
+                             "among its replicas (use with --slaves)")
+    parser.add_argument("--broker-role", choices=("async", "sync"),
+                        help="masters replicate asynchronously (default), or answer a send once a slave has it")
+    parser.add_argument("--flush-mode", choices=("async", "sync"), help="default async")
+    parser.add_argument("--no-auto-create-topic", action="store_true", default=None,
+                        help="a send to a topic that does not exist is refused (RocketMQ's autoCreateTopicEnable=false)")
+    parser.add_argument("--host", help="the address every process here binds and advertises (reachable from other "
+                                       "hosts; default 127.0.0.1)")
+    parser.add_argument("--role", choices=("all", "namesrv", "broker"),
+                        help="namesrv: only NameServers; broker: only broker groups, registering with --namesrv")
+    parser.add_argument("--broker-name", help="name(s) of this host's broker group(s), comma separated "
+                                              "(default broker-a, broker-b, ...)")
+    parser.add_argument("--slave-id", type=int,
+                        help="with --role broker: start only slave N of --broker-name, whose master is elsewhere")
+    parser.add_argument("--master-address", help="that master's host:port")
+    parser.add_argument("--master-ha-address", help="that master's HA host:port (default its port + 1)")
+    parser.add_argument("--namesrv-port", type=int, help=f"default {NAMESRV_PORT_DEFAULT}")
+    parser.add_argument("--broker-port", type=int, help=f"default {BROKER_PORT_DEFAULT}")
+    parser.add_argument("--namesrv-remoting-port", type=int,
+                        help=f"RocketMQ clients' NameServer port (namesrvAddr), default {NAMESRV_REMOTING_PORT_DEFAULT}")
+    parser.add_argument("--broker-remoting-port", type=int,
+                        help=f"RocketMQ clients' broker port (listenPort), default {BROKER_REMOTING_PORT_DEFAULT}; "
+                             f"+10 a group, slave n at + 2n")
+    parser.add_argument("--no-remoting", action="store_true", default=None,
+                        help="serve only RocketBox's own clients (no RocketMQ remoting protocol)")
+    parser.add_argument("--store-sizes", choices=sorted(STORE_PROFILES),
+                        help="dev (default): 64 MiB CommitLog segments, a 42 MB IndexFile; rocketmq: RocketMQ's "
+                             "1 GiB and 401 MB, for servers")
+    parser.add_argument("--commitlog-file-size-bytes", type=int, help="overrides the profile's segment size")
+
+
 def add_parsers(sub) -> None:
     """The subcommands up, status and down."""
     up = sub.add_parser("up", help="start NameServers and brokers under a supervisor")
-    # Flags a data dir remembers default to None here; up_settings.resolve fills them in.
-    up.add_argument("--namesrvs", type=int)
-    up.add_argument("--brokers", type=int)
-    up.add_argument("--slaves", type=int, help="slaves per broker group (replicas of its master)")
-    up.add_argument("--failover", action="store_true", default=None,
-                    help="automatic failover: a controller (Raft) in every NameServer elects each group's master "
-                         "among its replicas (use with --slaves)")
-    up.add_argument("--broker-role", choices=("async", "sync"),
-                    help="masters replicate asynchronously (default), or answer a send once a slave has it")
-    up.add_argument("--flush-mode", choices=("async", "sync"), help="default async")
-    up.add_argument("--no-auto-create-topic", action="store_true", default=None,
-                    help="a send to a topic that does not exist is refused (RocketMQ's autoCreateTopicEnable=false)")
-    up.add_argument("--host", help="the address every process here binds and advertises (reachable from other "
-                                   "hosts; default 127.0.0.1)")
-    up.add_argument("--role", choices=("all", "namesrv", "broker"),
-                    help="namesrv: only NameServers; broker: only broker groups, registering with --namesrv")
-    up.add_argument("--broker-name", help="name(s) of this host's broker group(s), comma separated "
-                                          "(default broker-a, broker-b, ...)")
-    up.add_argument("--slave-id", type=int,
-                    help="with --role broker: start only slave N of --broker-name, whose master is elsewhere")
-    up.add_argument("--master-address", help="that master's host:port")
-    up.add_argument("--master-ha-address", help="that master's HA host:port (default its port + 1)")
-    up.add_argument("--namesrv-port", type=int, help=f"default {NAMESRV_PORT_DEFAULT}")
-    up.add_argument("--broker-port", type=int, help=f"default {BROKER_PORT_DEFAULT}")
-    up.add_argument("--namesrv-remoting-port", type=int,
-                    help=f"RocketMQ clients' NameServer port (namesrvAddr), default {NAMESRV_REMOTING_PORT_DEFAULT}")
-    up.add_argument("--broker-remoting-port", type=int,
-                    help=f"RocketMQ clients' broker port (listenPort), default {BROKER_REMOTING_PORT_DEFAULT}; "
-                         f"+10 a group, slave n at + 2n")
-    up.add_argument("--no-remoting", action="store_true", default=None,
-                    help="serve only RocketBox's own clients (no RocketMQ remoting protocol)")
-    up.add_argument("--store-sizes", choices=sorted(STORE_PROFILES),
-                    help="dev (default): 64 MiB CommitLog segments, a 42 MB IndexFile; rocketmq: RocketMQ's "
-                         "1 GiB and 401 MB, for servers")
-    up.add_argument("--commitlog-file-size-bytes", type=int, help="overrides the profile's segment size")
+    add_shape_arguments(up)
     up.add_argument("--detach", action="store_true", help="return once the cluster is ready")
     up.add_argument("--no-live", action="store_true", help="no live status view (logs only)")
-    up.add_argument("--ready-timeout-s", type=float, default=60.0)
+    up.add_argument("--ready-timeout-s", type=float, default=60.0, help="how long to wait for every process")
     up.set_defaults(func=cmd_up)
 
     status = sub.add_parser("status", help="the supervisor's view of every process")

@@ -9,6 +9,7 @@
     cluster updateSubGroup -g GROUP [-c CLUSTER | -b ADDR] [-s BOOL] [-r N] [-d BOOL] [-o BOOL] ...
     cluster deleteSubGroup -g GROUP [-c CLUSTER | -b ADDR] [--clean-offset]
     cluster getBrokerConfig -b ADDR | -c CLUSTER
+    cluster updateBrokerConfig -b ADDR | -c CLUSTER -k KEY -v VALUE
     cluster deleteExpiredCommitLog -b ADDR | -c CLUSTER
 
 ``-n`` names the NameServers as ``--namesrv`` does; ``-b`` takes a broker's address as
@@ -223,6 +224,14 @@ def cmd_get_broker_config(args) -> int:
     return _show_per_broker(args, lambda admin, endpoint: admin.broker_config(endpoint), show)
 
 
+def cmd_update_broker_config(args) -> int:
+    with open_admin(args) as admin:
+        for label, endpoint in _targets(admin, args).items():
+            admin.update_broker_config(endpoint, {args.key: args.value})
+            print(f"update broker config success, {label}")
+    return 0
+
+
 def cmd_delete_expired_commitlog(args) -> int:
     """Every broker of ``-c`` (slaves too: each replica keeps its own files), or ``-b``'s."""
     with open_admin(args) as admin:
@@ -278,5 +287,9 @@ def add_parsers(sub) -> None:
     delete = verb("deleteSubGroup", cmd_delete_sub_group, "delete a subscription group", group=True, where=True)
     delete.add_argument("--clean-offset", action="store_true", help="forget the group's offsets too")
     verb("getBrokerConfig", cmd_get_broker_config, "a broker's settings under RocketMQ's keys", where="required")
+    update_config = verb("updateBrokerConfig", cmd_update_broker_config,
+                         "change a setting of running brokers (those that may change live)", where="required")
+    update_config.add_argument("-k", "--key", required=True, help="the broker.conf key, e.g. fileReservedTime")
+    update_config.add_argument("-v", "--value", required=True, help="its new value")
     verb("deleteExpiredCommitLog", cmd_delete_expired_commitlog,
          "delete expired CommitLog files now rather than at deleteWhen", where="required")

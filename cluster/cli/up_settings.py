@@ -32,7 +32,7 @@ DEFAULTS = {
     "master_address": None, "master_ha_address": "", "namesrv_port": NAMESRV_PORT_DEFAULT,
     "broker_port": BROKER_PORT_DEFAULT, "store_sizes": "dev", "commitlog_file_size_bytes": 0,
     "namesrv_remoting_port": NAMESRV_REMOTING_PORT_DEFAULT, "broker_remoting_port": BROKER_REMOTING_PORT_DEFAULT,
-    "no_remoting": False,
+    "no_remoting": False, "config": None, "namesrv_config": None,
 }
 
 
@@ -47,19 +47,23 @@ def _existing_segment_bytes(data_dir: str) -> int | None:
     return None
 
 
-def resolve(args) -> str | None:
-    """Fill ``args``' remembered flags from the data dir (or the defaults); the conflict, if any."""
-    path = os.path.join(args.data_dir, SETTINGS_FILE)
+def remembered(data_dir: str) -> dict:
+    """What the data dir was made with ({} for a new one); OSError or ValueError when unreadable."""
+    path = os.path.join(data_dir, SETTINGS_FILE)
     try:
         with open(path) as f:
-            saved = json.load(f)
+            return json.load(f)
     except FileNotFoundError:
-        saved = {}
-        segment = _existing_segment_bytes(args.data_dir)
-        if segment is not None:
-            saved["commitlog_file_size_bytes"] = segment
+        segment = _existing_segment_bytes(data_dir)
+        return {} if segment is None else {"commitlog_file_size_bytes": segment}
+
+
+def resolve(args) -> str | None:
+    """Fill ``args``' remembered flags from the data dir (or the defaults); the conflict, if any."""
+    try:
+        saved = remembered(args.data_dir)
     except (OSError, ValueError) as exc:
-        return f"cannot read {path}: {exc}"
+        return f"cannot read {os.path.join(args.data_dir, SETTINGS_FILE)}: {exc}"
     for name, default in DEFAULTS.items():
         given = getattr(args, name)
         if given is not None and name in saved and saved[name] != given:

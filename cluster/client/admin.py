@@ -232,6 +232,12 @@ class Admin(ClientBase):
         raise_for(response, endpoint)
         return parse_properties(response.body.decode())
 
+    def update_broker_config(self, endpoint: str, settings: dict[str, str]) -> None:
+        """mqadmin updateBrokerConfig: settings the broker lets change while it runs, by their keys."""
+        body = "".join(f"{key}={value}\n" for key, value in settings.items()).encode()
+        response = self.rpc.call(endpoint, Command(RequestCode.UPDATE_BROKER_CONFIG, body=body))
+        raise_for(response, endpoint)
+
     def delete_expired_commitlog(self, endpoint: str) -> None:
         """mqadmin deleteExpiredCommitLog: the broker's retention deletes expired segments now
         instead of at deleteWhen (the answer comes before the files go, as RocketMQ's)."""

@@ -69,6 +69,7 @@ class ControlBlock:
     topics_epoch = _slot_property("topics_epoch")
     commitlog_min_pos = _slot_property("commitlog_min_pos")
     delete_requests = _slot_property("delete_requests")
+    config_version = _slot_property("config_version")
 
     def get(self, name: str) -> int:
         return self._slots.load(SLOTS[name])

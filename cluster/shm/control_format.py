@@ -17,6 +17,7 @@ that wrote it; ``control.py`` maps it and says how the cursors are published).
 | 9 | topics_epoch | broker | bumped when a topic's ConsumeQueue files are deleted: reput drops its mappings |
 | 10 | commitlog_min_pos | allocate worker (retention; recovery at boot) | the CommitLog's first byte kept: segments below it are deleted or about to be |
 | 11 | delete_requests | broker | deleteExpiredCommitLog requests received: the retention worker runs when it grows |
+| 12 | config_version | broker | bumped when updateBrokerConfig changed the settings kept in ``config/brokerConfig.json`` |
 
 Pure: no I/O.
 """
@@ -42,6 +43,7 @@ SLOTS = {
     "topics_epoch": 9,
     "commitlog_min_pos": 10,
     "delete_requests": 11,
+    "config_version": 12,
 }
 ROLES = ("broker", "flush", "reput", "allocate")   # the processes that beat a heartbeat slot
 

@@ -37,6 +37,7 @@ from typing import Callable, NamedTuple
 
 from rocketbox.cluster.config import StoreConfig, delete_hours
 from rocketbox.cluster.shm.control import ControlBlock
+from rocketbox.cluster.shm.live_settings import read_live, with_values
 from rocketbox.cluster.shm.store_files import open_store_files
 
 log = logging.getLogger(__name__)
@@ -68,12 +69,13 @@ class RetentionService:
 
     def __init__(self, cfg: StoreConfig, control: ControlBlock, *, wall_clock_s: Callable[[], float] = time.time,
                  disk_used: Callable[[str], float] = disk_used_percent):
-        self.cfg = cfg
+        self.launch_cfg = self.cfg = cfg
         self.control = control
         self.commitlog, self.cqs, self.index = open_store_files(cfg)
         self.wall_clock_s = wall_clock_s
         self.disk_used = disk_used
         self.hours = delete_hours(cfg.delete_when)
+        self._settings_version: int | None = None  # control.config_version last applied
         self._requests_seen = control.delete_requests
         self._manual_looks_left = 0
         self._next_look_s = 0.0
@@ -86,6 +88,11 @@ class RetentionService:
         """Unlink the next pending segment when its time came, else look when a look is due;
         None when nothing was done."""
         now_s = self.wall_clock_s()
+        version = self.control.config_version
+        if version != self._settings_version:   # at start, and after updateBrokerConfig
+            self._settings_version = version
+            self.cfg = with_values(self.launch_cfg, read_live(self.launch_cfg.store_dir))
+            self.hours = delete_hours(self.cfg.delete_when)
         requests = self.control.delete_requests
         if requests != self._requests_seen:
             self._requests_seen = requests
