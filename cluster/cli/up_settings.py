@@ -13,8 +13,8 @@ import glob
 import json
 import os
 
-from rocketbox.cluster.config import (BROKER_PORT_DEFAULT, BROKER_REMOTING_PORT_DEFAULT, NAMESRV_PORT_DEFAULT,
-                                      NAMESRV_REMOTING_PORT_DEFAULT)
+from rocketbox.cluster.config import (BROKER_PORT_DEFAULT, BROKER_REMOTING_PORT_DEFAULT, METRICS_PORT_DEFAULT,
+                                      NAMESRV_PORT_DEFAULT, NAMESRV_REMOTING_PORT_DEFAULT)
 
 SETTINGS_FILE = "up-settings.json"
 MIB = 1024 * 1024
@@ -32,8 +32,12 @@ DEFAULTS = {
     "master_address": None, "master_ha_address": "", "namesrv_port": NAMESRV_PORT_DEFAULT,
     "broker_port": BROKER_PORT_DEFAULT, "store_sizes": "dev", "commitlog_file_size_bytes": 0,
     "namesrv_remoting_port": NAMESRV_REMOTING_PORT_DEFAULT, "broker_remoting_port": BROKER_REMOTING_PORT_DEFAULT,
-    "no_remoting": False, "config": None, "namesrv_config": None,
+    "no_remoting": False, "config": None, "namesrv_config": None, "metrics_port": METRICS_PORT_DEFAULT,
+    "no_metrics": False,
 }
+
+
+CONFIG_FILE_FLAGS = ("config", "namesrv_config")
 
 
 def _flag(name: str) -> str:
@@ -66,7 +70,9 @@ def resolve(args) -> str | None:
         return f"cannot read {os.path.join(args.data_dir, SETTINGS_FILE)}: {exc}"
     for name, default in DEFAULTS.items():
         given = getattr(args, name)
-        if given is not None and name in saved and saved[name] != given:
+        # A config file may be added to a data dir made without one: its keys meet the same checks.
+        added_file = name in CONFIG_FILE_FLAGS and saved.get(name) is None
+        if given is not None and name in saved and saved[name] != given and not added_file:
             return (f"{args.data_dir} was made with {_flag(name)} {saved[name]}, not {given}: "
                     f"leave the flag out to reuse it, or use another --data-dir")
         setattr(args, name, given if given is not None else saved.get(name, default))

@@ -39,7 +39,7 @@ def _port_free(port: int) -> bool:
 
 def test_the_readme_blocks_are_the_ones_this_test_runs():
     kinds = [kind for kind, _ in using_it_blocks()]
-    assert kinds == ["sh", "python", "python", "sh"], kinds
+    assert kinds == ["sh", "python", "python", "sh", "sh"], kinds
     assert "cluster down" in using_it_blocks()[-1][1]
 
 
