@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import pathlib
+import subprocess
+import sys
 
 import pytest
 from hypothesis import settings
@@ -84,3 +87,16 @@ def fill_topic(cfg: ClientConfig, topic: str, queues: int, count: int, *, tags: 
         admin.create_topic(topic, queues)
     with Producer("FillTopicPG", config=cfg) as producer:
         return [producer.send(Message(topic, f"{body_prefix}{i}".encode(), tags=tags)) for i in range(count)]
+
+
+def run_cli(*args: str, data_dir: str | None = None, check: bool = True,
+            timeout_s: float = 120) -> subprocess.CompletedProcess:
+    """``cluster ARGS`` as a user runs it (in ``data_dir`` when given; ROCKETBOX_NAMESRV unset, so only
+    what the command says counts); AssertionError with its output when it fails and ``check``."""
+    env = {k: v for k, v in os.environ.items() if k != "ROCKETBOX_NAMESRV"}
+    where = ("--data-dir", data_dir) if data_dir else ()
+    proc = subprocess.run([sys.executable, "-m", "rocketbox.cluster.cli", *where, *args], capture_output=True,
+                          text=True, timeout=timeout_s, env=env)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"cluster {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc

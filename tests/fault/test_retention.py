@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 
@@ -21,7 +19,7 @@ from rocketbox.cluster.shm.control import ControlBlock
 from rocketbox.cluster.testing import read_topic, wait_until
 from rocketbox.spark.datasource import Options, read_range
 from rocketbox.spark.offsets import QueueRange
-from tests.conftest import await_group_caught_up, client_config
+from tests.conftest import await_group_caught_up, client_config, run_cli
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -42,10 +40,7 @@ def _store(**changes) -> dict:
 
 
 def _cli(*args: str) -> str:
-    proc = subprocess.run([sys.executable, "-m", "rocketbox.cluster.cli", *args], capture_output=True, text=True,
-                          timeout=60)
-    assert proc.returncode == 0, f"cluster {' '.join(args)}: {proc.stdout}\n{proc.stderr}"
-    return proc.stdout
+    return run_cli(*args).stdout
 
 
 def _send(cfg, topic: str, count: int, first: int = 0) -> dict[tuple[int, int], bytes]:

@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 
 import pytest
 
@@ -16,6 +14,7 @@ from rocketbox.cluster import Admin, Message, Producer
 from rocketbox.cluster.config import ClientConfig
 from rocketbox.cluster.testing import wait_until
 from rocketbox.cluster.topology import free_ports
+from tests.conftest import run_cli
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -33,13 +32,8 @@ sendMessageThreadPoolNums=16
 """
 
 
-def _cli(data_dir: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != "ROCKETBOX_NAMESRV"}
-    proc = subprocess.run([sys.executable, "-m", "rocketbox.cluster.cli", "--data-dir", data_dir, *args],
-                          capture_output=True, text=True, timeout=120, env=env)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"cluster {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-    return proc
+def _cli(data_dir: str, *args: str, check: bool = True):
+    return run_cli(*args, data_dir=data_dir, check=check)
 
 
 def _broker_config(data_dir: str, namesrv: str) -> dict[str, str]:
@@ -56,10 +50,11 @@ def test_broker_conf_flags_win_live_updates_last(tmp_path):
     data_dir = str(tmp_path / "conf")
     conf = tmp_path / "broker.conf"
     conf.write_text(BROKER_CONF)
-    namesrv_port, broker_port, namesrv_remoting, broker_remoting = free_ports(4)
+    namesrv_port, broker_port, namesrv_remoting, broker_remoting, metrics = free_ports(5)
     namesrv = f"127.0.0.1:{namesrv_port}"
     ports = ["--namesrv-port", str(namesrv_port), "--broker-port", str(broker_port),
-             "--namesrv-remoting-port", str(namesrv_remoting), "--broker-remoting-port", str(broker_remoting)]
+             "--namesrv-remoting-port", str(namesrv_remoting), "--broker-remoting-port", str(broker_remoting),
+             "--metrics-port", str(metrics)]
     shown = json.loads(_cli(data_dir, "config", "show", "-c", str(conf), "--flush-mode", "async", *ports,
                             "--json").stdout)
     assert shown["broker-a"]["brokerClusterName"] == "ConfCluster" and shown["broker-a"]["flushDiskType"] == "ASYNC_FLUSH"

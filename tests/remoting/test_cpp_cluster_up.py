@@ -5,27 +5,20 @@ work through the NameServer's remoting port, and mqadmin's topicStatus request a
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
 from rocketbox.cluster import Admin
 from rocketbox.cluster.config import ClientConfig
 from rocketbox.cluster.topology import free_ports
+from tests.conftest import run_cli
 from tests.remoting.cpp_client import require_cpp_client, run_cpp, sent_ok
 
 pytestmark = pytest.mark.timeout(240)
 
 
-def _cli(data_dir: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != "ROCKETBOX_NAMESRV"}
-    proc = subprocess.run([sys.executable, "-m", "rocketbox.cluster.cli", "--data-dir", data_dir, *args],
-                          capture_output=True, text=True, timeout=120, env=env)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"cluster {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-    return proc
+def _cli(data_dir: str, *args: str, check: bool = True):
+    return run_cli(*args, data_dir=data_dir, check=check)
 
 
 def test_cpp_client_through_cluster_up(tmp_path):
@@ -34,7 +27,7 @@ def test_cpp_client_through_cluster_up(tmp_path):
     namesrv_port, broker_port, namesrv_remoting, broker_remoting = free_ports(4)
     up = _cli(data_dir, "up", "--detach", "--namesrv-port", str(namesrv_port), "--broker-port", str(broker_port),
               "--namesrv-remoting-port", str(namesrv_remoting), "--broker-remoting-port", str(broker_remoting),
-              "--commitlog-file-size-bytes", str(16 * 1024 * 1024))
+              "--commitlog-file-size-bytes", str(16 * 1024 * 1024), "--no-metrics")
     try:
         namesrv_addr = f"127.0.0.1:{namesrv_remoting}"
         assert f"RocketMQ clients: namesrvAddr {namesrv_addr}" in up.stdout
