@@ -18,7 +18,8 @@ from rocketbox.cluster.config import ASYNC_FLUSH, BrokerConfig, broker_config_fr
 from rocketbox.cluster.procs import lifecycle
 from rocketbox.cluster.procs.run_state import read_state_file
 from rocketbox.cluster.shm.paths import commitlog_segment
-from rocketbox.cluster.topology import Topology, build_topology, child_specs, free_ports, group_name
+from rocketbox.cluster.topology import (Topology, build_topology, child_specs, exporter_settings, free_ports,
+                                        group_name)
 
 # Small files so tests roll segments and stay light; production defaults are RocketMQ's.
 SMALL_STORE = {
@@ -146,14 +147,18 @@ class LocalCluster:
     def __init__(self, data_dir: str, *, namesrvs: int = 1, brokers: int = 1, flush_mode: str = ASYNC_FLUSH,
                  store_overrides: dict | None = None, broker_overrides: dict | None = None,
                  namesrv_overrides: dict | None = None, heartbeat_timeout_s: float | None = None,
-                 slaves: int = 0, failover: bool = False, remoting: bool = True):
+                 slaves: int = 0, failover: bool = False, remoting: bool = True, metrics: bool = True):
         """``slaves`` per broker group (children ``broker-a-s1``, ...; broker/ha.py); ``failover``:
         controllers in the NameServers elect each group's master (cluster/controller/);
-        ``remoting``: every process also serves RocketMQ's remoting protocol (on free ports too)."""
+        ``remoting``: every process also serves RocketMQ's remoting protocol (on free ports too);
+        ``metrics``: the Prometheus exporter runs (child ``metrics``, on a free port: ``metrics_url``)."""
         base = namesrvs + brokers * (2 + slaves)
         failover_count = namesrvs + brokers * slaves if failover else 0
         remoting_count = namesrvs + brokers * (1 + slaves) if remoting else 0
-        ports = free_ports(base + failover_count + remoting_count)
+        ports = free_ports(base + failover_count + remoting_count + 1)
+        metrics_port = ports.pop()
+        broker_overrides = {**({"metrics_prom_exporter_port": metrics_port} if metrics
+                               else {"metrics_exporter_type": "DISABLE"}), **(broker_overrides or {})}
         extra = ports[base:base + failover_count]
         remoting_ports = ports[base + failover_count:]
         store = dict(SMALL_STORE)
@@ -175,6 +180,12 @@ class LocalCluster:
     @property
     def namesrv(self) -> str:
         return self.topology.namesrv_env
+
+    @property
+    def metrics_url(self) -> str | None:
+        """Where the cluster's Prometheus metrics are scraped (None when started without them)."""
+        exporter = exporter_settings(self.topology)
+        return exporter.url if exporter is not None else None
 
     @property
     def remoting_namesrv(self) -> str:

@@ -24,9 +24,12 @@ import socket
 from dataclasses import dataclass
 
 from rocketbox.cluster.config import (ASYNC_FLUSH, BROKER_PORT_DEFAULT, BROKER_PORT_STEP, BROKER_REMOTING_PORT_DEFAULT,
-                                      NAMESRV_PORT_DEFAULT, NAMESRV_REMOTING_PORT_DEFAULT, SLAVE, BrokerConfig,
+                                      METRICS_PROM, NAMESRV_PORT_DEFAULT, NAMESRV_REMOTING_PORT_DEFAULT, SLAVE,
+                                      BrokerConfig,
                                       NamesrvConfig, StoreConfig, namesrv_endpoints, to_json)
+from rocketbox.cluster.metrics.settings import ExporterSettings
 from rocketbox.cluster.procs.child_table import ChildSpec
+from rocketbox.cluster.procs.run_state import STATE_FILE_NAME
 from rocketbox.cluster.shm.control_format import heartbeat_offset
 from rocketbox.cluster.shm.paths import control_path
 
@@ -219,7 +222,24 @@ def child_specs(topology: Topology, *, restart_backoff_initial_s: float = 0.1,
                                    args=("--config-json", config_json), role=role, group=group,
                                    start_order=2, backoff_initial_s=restart_backoff_initial_s,
                                    **_heartbeat(cfg, role, heartbeat_timeout_s)))
+    exporter = exporter_settings(topology)
+    if exporter is not None:
+        specs.append(ChildSpec(name="metrics", module="rocketbox.cluster.procs.metrics",
+                               args=("--config-json", exporter.to_json()), role="metrics", start_order=3,
+                               backoff_initial_s=restart_backoff_initial_s))
     return specs
+
+
+def exporter_settings(topology: Topology) -> ExporterSettings | None:
+    """The metrics exporter of this host's part of the cluster: its brokers, on the first one's
+    metricsPromExporterHost:Port; None without brokers or with metricsExporterType DISABLE."""
+    brokers = topology.brokers + topology.slaves
+    if not brokers or brokers[0].metrics_exporter_type != METRICS_PROM:
+        return None
+    first = brokers[0]
+    return ExporterSettings(host=first.metrics_prom_exporter_host, port=first.metrics_prom_exporter_port,
+                            cluster_name=first.cluster_name, brokers=tuple(b.address for b in brokers),
+                            state_path=os.path.join(topology.data_dir, STATE_FILE_NAME))
 
 
 # ---------------------------------------------------------------- one role per host (cluster up --role)

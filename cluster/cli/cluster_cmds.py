@@ -14,6 +14,7 @@ from rocketbox.cluster.cli import up_config, up_settings
 from rocketbox.cluster.cli.common import namesrv_env, new_console, print_json, table
 from rocketbox.cluster.cli.up_settings import STORE_PROFILES
 from rocketbox.cluster.config import (ASYNC_FLUSH, ASYNC_MASTER, BROKER_PORT_DEFAULT, BROKER_REMOTING_PORT_DEFAULT,
+                                      METRICS_PORT_DEFAULT, METRICS_PROM,
                                       NAMESRV_PORT_DEFAULT, NAMESRV_REMOTING_PORT_DEFAULT, SYNC_FLUSH, SYNC_MASTER)
 from rocketbox.cluster.procs.arbiter import Supervisor
 from rocketbox.cluster.procs.detach import spawn_detached
@@ -35,9 +36,16 @@ def _topology_from_args(args):
                           namesrv_remoting_ports=[args.namesrv_remoting_port + i for i in range(args.namesrvs)],
                           broker_remoting_ports=[args.broker_remoting_port + 10 * i for i in range(args.brokers)],
                           namesrv_overrides=files.namesrv,
-                          broker_overrides={**files.broker,
+                          broker_overrides={**files.broker, **_metrics_overrides(args),
                                             "broker_role": SYNC_MASTER if args.broker_role == "sync" else ASYNC_MASTER,
                                             "auto_create_topic_enabled": not args.no_auto_create_topic})
+
+
+def _metrics_overrides(args) -> dict:
+    """The brokers' metrics settings from --no-metrics / --metrics-port (the exporter: topology.py)."""
+    if args.no_metrics:
+        return {"metrics_exporter_type": "DISABLE"}
+    return {"metrics_exporter_type": METRICS_PROM, "metrics_prom_exporter_port": args.metrics_port}
 
 
 def _registered_namesrvs(args) -> tuple[str, ...]:
@@ -77,7 +85,8 @@ def topology_for_role(args):
             namesrv_endpoints=_registered_namesrvs(args),
             flush_mode=SYNC_FLUSH if args.flush_mode == "sync" else ASYNC_FLUSH,
             store_overrides={**up_settings.store_overrides(args), **files.store},
-            broker_overrides={**files.broker, "remoting_port": 0 if args.no_remoting else args.broker_remoting_port})
+            broker_overrides={**files.broker, **_metrics_overrides(args),
+                              "remoting_port": 0 if args.no_remoting else args.broker_remoting_port})
     names = _broker_names(args)
     if names:
         args = argparse.Namespace(**{**vars(args), "brokers": len(names)})
@@ -252,6 +261,11 @@ def add_shape_arguments(parser) -> None:
                              f"+10 a group, slave n at + 2n")
     parser.add_argument("--no-remoting", action="store_true", default=None,
                         help="serve only RocketBox's own clients (no RocketMQ remoting protocol)")
+    parser.add_argument("--metrics-port", type=int,
+                        help=f"Prometheus metrics on http://127.0.0.1:PORT/metrics (metricsPromExporterPort), "
+                             f"default {METRICS_PORT_DEFAULT}")
+    parser.add_argument("--no-metrics", action="store_true", default=None,
+                        help="no metrics exporter, no request timing (metricsExporterType=DISABLE)")
     parser.add_argument("--store-sizes", choices=sorted(STORE_PROFILES),
                         help="dev (default): 64 MiB CommitLog segments, a 42 MB IndexFile; rocketmq: RocketMQ's "
                              "1 GiB and 401 MB, for servers")

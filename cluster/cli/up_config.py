@@ -13,7 +13,7 @@ import os
 import sys
 from typing import Callable, NamedTuple
 
-from rocketbox.cluster.config import ASYNC_MASTER, SLAVE, SYNC_MASTER
+from rocketbox.cluster.config import ASYNC_MASTER, METRICS_PROM, SLAVE, SYNC_MASTER
 from rocketbox.cluster.cli import up_settings
 from rocketbox.cluster.config_file import BROKER_TABLE, NAMESRV_TABLE, from_file_value, read_settings
 from rocketbox.cluster.rocketmq_keys import parse_properties
@@ -39,6 +39,13 @@ def _flush(text: str) -> str:
     return modes[text]
 
 
+def _metrics_off(text: str) -> bool:
+    types = {"DISABLE": True, METRICS_PROM: False}
+    if text.strip() not in types:
+        raise ValueError(f"metricsExporterType={text!r}: one of {', '.join(types)} (the Prometheus endpoint or none)")
+    return types[text.strip()]
+
+
 def _key(table, name: str):
     return lambda text: from_file_value(name, table[name], text)
 
@@ -54,6 +61,8 @@ BROKER_FLAGS: dict[str, FileFlag] = {
     "mappedFileSizeCommitLog": FileFlag("commitlog_file_size_bytes", _key(BROKER_TABLE, "mappedFileSizeCommitLog")),
     "listenPort": FileFlag("broker_remoting_port", int),
     "namesrvAddr": FileFlag("namesrv", str.strip),
+    "metricsExporterType": FileFlag("no_metrics", _metrics_off),
+    "metricsPromExporterPort": FileFlag("metrics_port", int),
 }
 NAMESRV_FLAGS: dict[str, FileFlag] = {
     "listenPort": FileFlag("namesrv_remoting_port", int),

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import time
+import urllib.request
 
 from rocketbox.cluster.procs.run_state import read_state_file
 from rocketbox.cluster.topology import free_ports
@@ -18,8 +19,8 @@ SMALL_SEGMENTS = ("--commitlog-file-size-bytes", str(16 * 1024 * 1024))
 
 
 def _cli(data_dir, *args, env=None, check=True, timeout=120):
-    if args and args[0] == "up":
-        args = (*args, *SMALL_SEGMENTS)
+    if args and args[0] == "up":   # and the metrics endpoint on a free port, not 5557
+        args = (*args, *SMALL_SEGMENTS, "--metrics-port", str(free_ports(1)[0]))
     proc = subprocess.run([sys.executable, "-m", "rocketbox.cluster.cli", "--data-dir", data_dir, *args],
                           capture_output=True, text=True, timeout=timeout, env=env)
     if check and proc.returncode != 0:
@@ -42,7 +43,7 @@ def test_cli_round_trip(tmp_path):
         assert f"export ROCKETBOX_NAMESRV='127.0.0.1:{namesrv_port}'" in up.stdout
         status = json.loads(_cli(data_dir, "status", "--json", env=env).stdout)
         roles = sorted(c["role"] for c in status["children"])
-        assert roles == ["allocate", "broker", "flush", "namesrv", "reput"]
+        assert roles == ["allocate", "broker", "flush", "metrics", "namesrv", "reput"]
         assert all(c["state"] == "running" for c in status["children"])
         _cli(data_dir, "topic", "create", "CliTopic", "--queues", "2", env=env)
         assert {"topic": "CliTopic"} in _records(_cli(data_dir, "topic", "list", "--json", env=env))
@@ -55,6 +56,10 @@ def test_cli_round_trip(tmp_path):
                     _cli(data_dir, "consume", "CliTopic", "--json", "--max", "10", "--wait-s", "5",
                          env=env).stdout.splitlines()]
         assert [m["body"] for m in consumed] == ["hello from the cli"]
+        # The metrics child serves Prometheus's text, with the send counted under RocketMQ's name.
+        metrics_url = next(c["ready_info"]["endpoint"] for c in status["children"] if c["role"] == "metrics")
+        with urllib.request.urlopen(metrics_url, timeout=30) as response:
+            assert 'rocketmq_messages_in_total{' in response.read().decode()
         # Without --wait-s: one pass over what is there now.
         now = _cli(data_dir, "consume", "CliTopic", "--json", env=env).stdout.splitlines()
         assert [json.loads(line)["body"] for line in now] == ["hello from the cli"]
@@ -105,8 +110,8 @@ def test_cli_up_with_slaves(tmp_path):
         status = json.loads(_cli(data_dir, "status", "--json", env=env).stdout)
         names = sorted(c["name"] for c in status["children"])
         groups = ["broker-a", "broker-a-s1", "broker-b", "broker-b-s1"]
-        assert names == sorted(["namesrv-0"] + groups + [f"{g}-{r}" for g in groups
-                                                         for r in ("flush", "reput", "allocate")])
+        assert names == sorted(["namesrv-0", "metrics"] + groups + [f"{g}-{r}" for g in groups
+                                                                    for r in ("flush", "reput", "allocate")])
         assert all(c["state"] == "running" and c["pid"] for c in status["children"])
         _cli(data_dir, "topic", "create", "CliTopic", "--queues", "2", env=env)
         sent = _records(_cli(data_dir, "send", "CliTopic", "replicated", "--json", env=env))
@@ -167,7 +172,8 @@ def test_cli_up_ignores_a_decoy_cluster_package_in_the_working_directory(tmp_pat
             raise AssertionError(f"cluster {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
         return proc
 
-    cli("up", "--detach", "--namesrv-port", str(namesrv_port), "--broker-port", str(broker_port), *SMALL_SEGMENTS)
+    cli("up", "--detach", "--namesrv-port", str(namesrv_port), "--broker-port", str(broker_port), *SMALL_SEGMENTS,
+        "--no-metrics")
     try:
         status = json.loads(cli("status", "--json").stdout)
         assert all(c["state"] == "running" for c in status["children"]), status

@@ -93,7 +93,7 @@ def test_namesrv_and_broker_group_started_apart(tmp_path):
     slave of it: routes show broker-b's master and slave, and messages go through."""
     ns_dir, master_dir, slave_dir = (str(tmp_path / d) for d in ("namesrv-host", "broker-host", "slave-host"))
     # Three "hosts" on one machine: each part needs remoting ports of its own, as its native ones.
-    namesrv_port, slave_port, ns_remoting, master_remoting, slave_remoting = free_ports(5)
+    namesrv_port, slave_port, ns_remoting, master_remoting, slave_remoting, master_metrics = free_ports(6)
     master_port = _port_with_next_free()
     namesrv = f"127.0.0.1:{namesrv_port}"
     try:
@@ -103,12 +103,14 @@ def test_namesrv_and_broker_group_started_apart(tmp_path):
         assert sorted(_children(ns_dir)) == ["namesrv-0"]
         up = _cli(master_dir, "--namesrv", namesrv, "up", "--role", "broker", "--broker-name", "broker-b",
                   "--broker-port", str(master_port), "--broker-remoting-port", str(master_remoting),
-                  *SMALL_SEGMENTS, "--detach")
+                  "--metrics-port", str(master_metrics), *SMALL_SEGMENTS, "--detach")
         assert f"export ROCKETBOX_NAMESRV='{namesrv}'" in up.stdout
-        assert sorted(_children(master_dir)) == ["broker-b", "broker-b-allocate", "broker-b-flush", "broker-b-reput"]
+        # Each broker host exports its own brokers' metrics.
+        assert sorted(_children(master_dir)) == ["broker-b", "broker-b-allocate", "broker-b-flush", "broker-b-reput",
+                                                 "metrics"]
         _cli(slave_dir, "--namesrv", namesrv, "up", "--role", "broker", "--broker-name", "broker-b",
              "--slave-id", "1", "--master-address", f"127.0.0.1:{master_port}", "--broker-port", str(slave_port),
-             "--broker-remoting-port", str(slave_remoting), *SMALL_SEGMENTS, "--detach")
+             "--broker-remoting-port", str(slave_remoting), "--no-metrics", *SMALL_SEGMENTS, "--detach")
         assert sorted(_children(slave_dir)) == ["broker-b-s1", "broker-b-s1-allocate", "broker-b-s1-flush",
                                                 "broker-b-s1-reput"]
         status = json.loads(_cli(master_dir, "status", "--json").stdout)
