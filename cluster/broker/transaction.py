@@ -68,30 +68,26 @@ class TransactionService:
         self._load_resolved()
         self._load_open_halves()
 
-    def _load_resolved(self) -> None:
-        offset = 0
-        for _ in range(1 << 40):   # bounded by the op queue's length
-            entries = self.store.queue_entries(OP_TOPIC, 0, offset, OP_READ_BATCH)
+    def _records(self, topic: str, offset: int):
+        """Every record of ``topic``'s queue 0 from ``offset`` on."""
+        for _ in range(1 << 40):   # bounded by the queue's length
+            entries = self.store.queue_entries(topic, 0, offset, OP_READ_BATCH)
             if not entries:
-                break
+                return
             for queue_offset, phys, _size, _tag in entries:
                 rec = self.store.read_record(phys)
                 if rec is not None:
-                    self.resolved.add(rec.body.decode("utf-8", "replace"))
+                    yield rec
                 offset = queue_offset + 1
+
+    def _load_resolved(self) -> None:
+        for rec in self._records(OP_TOPIC, 0):
+            self.resolved.add(rec.body.decode("utf-8", "replace"))
 
     def _load_open_halves(self) -> None:
         """The halves stored but not yet resolved: every one has a copy at or after the check's progress."""
-        offset = self.progress.query(PROGRESS_GROUP, HALF_TOPIC, 0) or 0
-        for _ in range(1 << 40):   # bounded by the half queue's length
-            entries = self.store.queue_entries(HALF_TOPIC, 0, offset, OP_READ_BATCH)
-            if not entries:
-                break
-            for queue_offset, phys, _size, _tag in entries:
-                rec = self.store.read_record(phys)
-                if rec is not None:
-                    self._note_open(rec.properties)
-                offset = queue_offset + 1
+        for rec in self._records(HALF_TOPIC, self.progress.query(PROGRESS_GROUP, HALF_TOPIC, 0) or 0):
+            self._note_open(rec.properties)
 
     def _note_open(self, props: dict[str, str]) -> None:
         uniq = props.get(fmt.PROPERTY_UNIQ_KEY, "")

@@ -146,3 +146,25 @@ def test_processes_report_restarts_and_state_from_the_run_state():
     assert _value(samples, "rocketbox_process_up", process="broker-a-flush") == 0
     assert _value(samples, "rocketbox_process_cpu_seconds_total", process="broker-a-reput") == 1.5
     assert _scrape(*process_families(None, "C", {})) == {}
+
+
+def test_open_halves_are_counted_again_after_a_restart(tmp_path):
+    """The half count is memory; a restarted broker rebuilds it from the half queue (what the check
+    walk has not passed), without the halves resolved before the restart."""
+    cfg = BrokerConfig(store=tiny_config(tmp_path / "store"))
+    service = BrokerService(boot(cfg))
+    try:
+        halves = [_send(service, body, sys_flag=fmt.SYSFLAG_TRANSACTION_PREPARED, TRAN_MSG="true", PGROUP="PG")
+                  for body in (b"stays open", b"committed")]
+        ReputService(cfg.store, service.control).step(1000)
+        phys = fmt.parse_offset_msg_id(halves[1].fields["msgId"])[2]
+        end = Command(RequestCode.END_TRANSACTION, {"commitLogOffset": str(phys), "commitOrRollback": "8"})
+        assert _call(service, end).code == ResponseCode.SUCCESS
+        assert service.transactions.open_halves_by_topic() == {TOPIC: 1}
+    finally:
+        service.shutdown()
+    service = BrokerService(boot(cfg))
+    try:
+        assert service.transactions.open_halves_by_topic() == {TOPIC: 1}
+    finally:
+        service.shutdown()
