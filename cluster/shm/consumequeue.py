@@ -158,10 +158,16 @@ class ConsumeQueue:
                 high = middle
         return low
 
-    def _last_entry_below(self, start: int, floor_phys: int) -> bool:
-        """True when every entry of the full file at byte ``start`` is of a record below ``floor_phys``."""
-        last = self.get((start + self.file_size_bytes) // ENTRY_SIZE - 1)
-        return last is not None and last[0] < floor_phys
+    def _wholly_below(self, starts: list[int], floor_phys: int) -> list[int]:
+        """The leading files of ``starts`` (ascending, never the last) whose every entry is of a
+        record below ``floor_phys``: their last entry is (entries lie in CommitLog order)."""
+        below = []
+        for start in starts[:-1]:
+            last = self.get((start + self.file_size_bytes) // ENTRY_SIZE - 1)
+            if last is None or last[0] >= floor_phys:
+                break
+            below.append(start)
+        return below
 
     def max_offset(self) -> int:
         """Entries written (last non-empty + 1). Entries are contiguous, so binary search the last file."""
@@ -274,16 +280,12 @@ class ConsumeQueue:
     def delete_files_below(self, floor_phys: int) -> int:
         """Retention: delete, oldest first, the files whose every entry is of a record below
         ``floor_phys`` (never the last file: it carries the queue's next offset). Returns files deleted."""
-        starts = self.file_starts()
-        deleted = 0
-        for start in starts[:-1]:
-            if not self._last_entry_below(start, floor_phys):
-                break
+        doomed = self._wholly_below(self.file_starts(), floor_phys)
+        for start in doomed:
             self._remove_file(start)
-            deleted += 1
-        if deleted:
+        if doomed:
             self._visible_max = self._min_offset = None
-        return deleted
+        return len(doomed)
 
     def release_below(self, floor_phys: int) -> int:
         """Unmap files whose entries are all below ``floor_phys``: retention deletes them, and a
@@ -292,14 +294,10 @@ class ConsumeQueue:
         Also forgets the visible max: this process may never have mapped the files retention
         deleted, and an incremental search from inside one would stop there."""
         self._visible_max = None
-        mapped = sorted(self._files)
-        released = 0
-        for start in mapped[:-1]:
-            if not self._last_entry_below(start, floor_phys):
-                break
+        released = self._wholly_below(sorted(self._files), floor_phys)
+        for start in released:
             self._files.pop(start).close()
-            released += 1
-        return released
+        return len(released)
 
     def delete_files(self) -> None:
         self.close()
