@@ -27,7 +27,7 @@ from rocketbox.cluster.config import (ASYNC_FLUSH, BROKER_PORT_DEFAULT, BROKER_P
                                       METRICS_PROM, NAMESRV_PORT_DEFAULT, NAMESRV_REMOTING_PORT_DEFAULT, SLAVE,
                                       BrokerConfig,
                                       NamesrvConfig, StoreConfig, namesrv_endpoints, to_json)
-from rocketbox.cluster.metrics.settings import ExporterSettings
+from rocketbox.cluster.metrics.settings import BrokerTarget, ExporterSettings
 from rocketbox.cluster.procs.child_table import ChildSpec
 from rocketbox.cluster.procs.run_state import STATE_FILE_NAME
 from rocketbox.cluster.shm.control_format import heartbeat_offset
@@ -238,7 +238,7 @@ def exporter_settings(topology: Topology) -> ExporterSettings | None:
         return None
     first = brokers[0]
     return ExporterSettings(host=first.metrics_prom_exporter_host, port=first.metrics_prom_exporter_port,
-                            cluster_name=first.cluster_name, brokers=tuple(b.address for b in brokers),
+                            cluster_name=first.cluster_name, brokers=tuple(BrokerTarget(b.address, b.broker_name, b.broker_id) for b in brokers),
                             state_path=os.path.join(topology.data_dir, STATE_FILE_NAME))
 
 

@@ -20,7 +20,7 @@ import psutil
 from prometheus_client import CollectorRegistry, start_http_server
 
 from rocketbox.cluster.metrics.families import broker_families, process_families
-from rocketbox.cluster.metrics.settings import ExporterSettings
+from rocketbox.cluster.metrics.settings import BrokerTarget, ExporterSettings
 from rocketbox.cluster.protocol import RequestCode, ResponseCode
 from rocketbox.cluster.wire_format import Command
 from rocketbox.cluster.zmq_transport import RpcClient, TransportError
@@ -36,35 +36,37 @@ class ClusterCollector:
         self.client = client
 
     def collect(self):
-        snapshots, unanswered = self._snapshots()
-        yield from broker_families(snapshots, unanswered, self.settings.cluster_name)
+        answers, unanswered = self._snapshots()
+        yield from broker_families(answers, unanswered, self.settings.cluster_name)
         state = _read_json(self.settings.state_path)
         yield from process_families(state, self.settings.cluster_name, _usage(state))
 
-    def _snapshots(self) -> tuple[list[dict], list[tuple[str, str]]]:
+    def _snapshots(self) -> tuple[list[tuple[BrokerTarget, dict]], list[tuple[BrokerTarget, str]]]:
+        """(broker, its snapshot) of those that answered in time; (broker, why not) of the others."""
         timeout_s = self.settings.request_timeout_ms / 1000
         futures = {}
-        for address in self.settings.brokers:
+        for target in self.settings.brokers:
             try:
-                futures[address] = self.client.call_async(f"tcp://{address}", Command(RequestCode.GET_BROKER_METRICS),
-                                                           self.settings.request_timeout_ms)
+                futures[target] = self.client.call_async(f"tcp://{target.address}",
+                                                         Command(RequestCode.GET_BROKER_METRICS),
+                                                         self.settings.request_timeout_ms)
             except TransportError as exc:
-                futures[address] = exc
+                futures[target] = exc
         deadline = time.monotonic() + timeout_s
-        snapshots, unanswered = [], []
-        for address, future in futures.items():
+        answers, unanswered = [], []
+        for target, future in futures.items():
             try:
                 if isinstance(future, Exception):
                     raise future
                 response = future.result(max(deadline - time.monotonic(), 0.0))
                 if response.code != ResponseCode.SUCCESS:
                     raise ValueError(f"answered {response.code}: {response.remark}")
-                snapshots.append(json.loads(response.body))
+                answers.append((target, json.loads(response.body)))
             except (TransportError, FutureTimeout, ValueError) as exc:
-                unanswered.append((address, str(exc) or type(exc).__name__))
-        for address, reason in unanswered:
-            log.info("broker %s gave no metrics this scrape: %s", address, reason)
-        return snapshots, unanswered
+                unanswered.append((target, str(exc) or type(exc).__name__))
+        for target, reason in unanswered:
+            log.info("broker %s (%s) gave no metrics this scrape: %s", target.name, target.address, reason)
+        return answers, unanswered
 
 
 def _read_json(path: str) -> dict | None:

@@ -148,18 +148,19 @@ class _Families:
                 self.heartbeat_age.add_metric([*base, role], max(snap["nowMs"] - beat_ms, 0) / 1000)
 
 
-def broker_families(snapshots: list[dict], unanswered: list[tuple[str, str]], cluster: str) -> list:
-    """Families of every broker that answered (``snapshots``), and ``rocketbox_broker_up`` 0 for each
-    (address, reason) in ``unanswered``. A snapshot that does not read as one counts as unanswered."""
+def broker_families(answers: list[tuple], unanswered: list[tuple], cluster: str) -> list:
+    """Families of every broker that answered (``answers``: (BrokerTarget, snapshot)), and
+    ``rocketbox_broker_up`` 0 for each of ``unanswered`` ((BrokerTarget, reason)). A snapshot that
+    does not read as one counts as unanswered."""
     families = _Families()
-    for snap in snapshots:
+    down = list(unanswered)
+    for target, snap in answers:
         try:
             families.add_broker(snap)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            unanswered.append((str(snap.get("address", "?")) if isinstance(snap, dict) else "?",
-                               f"malformed snapshot: {exc}"))
-    for address, _reason in unanswered:
-        families.up.add_metric([cluster, "broker", "", "", address], 0)
+            down.append((target, f"malformed snapshot: {exc}"))
+    for target, _reason in down:
+        families.up.add_metric([cluster, "broker", target.name, str(target.broker_id), target.address], 0)
     return families.all()
 
 

@@ -7,6 +7,14 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass
+from typing import NamedTuple
+
+
+class BrokerTarget(NamedTuple):
+    """A broker the exporter asks; its name and id label it even when it does not answer."""
+    address: str   # host:port of its native door
+    name: str
+    broker_id: int
 
 
 @dataclass(frozen=True)
@@ -14,8 +22,8 @@ class ExporterSettings:
     host: str
     port: int
     cluster_name: str
-    # host:port of every broker (masters and slaves) whose numbers this endpoint serves.
-    brokers: tuple[str, ...]
+    # Every broker (masters and slaves) whose numbers this endpoint serves.
+    brokers: tuple[BrokerTarget, ...]
     # The supervisor's cluster.json: each child's restarts and pid.
     state_path: str
     # A broker that has not answered within this is reported down for that scrape (the others still are).
@@ -37,5 +45,5 @@ class ExporterSettings:
     @classmethod
     def from_json(cls, text: str) -> "ExporterSettings":
         raw = json.loads(text)
-        raw["brokers"] = tuple(raw.get("brokers", ()))
+        raw["brokers"] = tuple(BrokerTarget(*broker) for broker in raw.get("brokers", ()))
         return cls(**raw)

@@ -15,7 +15,7 @@ from rocketbox.cluster import ConsumeStatus, Message, Producer, PullConsumer, Pu
 from rocketbox.cluster.client.admin import Admin
 from rocketbox.cluster.client.transaction import LocalTransactionState, TransactionProducer
 from rocketbox.cluster.metrics.exporter import MetricsExporter
-from rocketbox.cluster.metrics.settings import ExporterSettings
+from rocketbox.cluster.metrics.settings import BrokerTarget, ExporterSettings
 from rocketbox.cluster.testing import LocalCluster, wait_until
 from rocketbox.cluster.topology import free_ports
 from tests.conftest import client_config
@@ -172,14 +172,15 @@ def test_a_broker_that_does_not_answer_is_reported_down_and_the_rest_still_are(c
     dead = f"127.0.0.1:{free_ports(1)[0]}"
     live = [b.address for b in cluster.topology.brokers]
     settings = ExporterSettings(host="127.0.0.1", port=free_ports(1)[0], cluster_name="DefaultCluster",
-                                brokers=(*live, dead), state_path=f"{cluster.data_dir}/cluster.json",
-                                request_timeout_ms=500)
+                                brokers=(*(BrokerTarget(address, "live", 0) for address in live),
+                                         BrokerTarget(dead, "broker-gone", 0)),
+                                state_path=f"{cluster.data_dir}/cluster.json", request_timeout_ms=500)
     exporter = MetricsExporter(settings)
     try:
         samples = scrape(exporter.serve())
     finally:
         exporter.close()
-    assert total(samples, "rocketbox_broker_up", address=dead) == 0
+    assert total(samples, "rocketbox_broker_up", address=dead, node_id="broker-gone") == 0
     assert all(total(samples, "rocketbox_broker_up", address=address) == 1 for address in live)
     assert len(labelled(samples, "rocketmq_storage_dispatch_behind_bytes")) == len(live)
 

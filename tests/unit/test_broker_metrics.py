@@ -15,6 +15,7 @@ from rocketbox.cluster.broker.service import BrokerService
 from rocketbox.cluster.client import broker_api
 from rocketbox.cluster.config import BrokerConfig
 from rocketbox.cluster.metrics.families import broker_families, process_families
+from rocketbox.cluster.metrics.settings import BrokerTarget
 from rocketbox.cluster.protocol import MessageQueue, RequestCode, ResponseCode
 from rocketbox.cluster.shm import commitlog_format as fmt
 from rocketbox.cluster.shm.reput import ReputService
@@ -93,7 +94,10 @@ def test_a_snapshot_counts_traffic_lag_transactions_and_latency(tmp_path):
         snapshot = json.loads(_call(service, Command(RequestCode.GET_BROKER_METRICS)).body)
         assert snapshot["commits"] == [{"topic": TOPIC, "messages": 1}] and snapshot["halfMessages"] == []
 
-        samples = _scrape(*broker_families([snapshot], [("127.0.0.1:1", "refused")], cfg.cluster_name))
+        answered = BrokerTarget(cfg.address, cfg.broker_name, 0)
+        samples = _scrape(*broker_families([(answered, snapshot), (answered._replace(broker_id=1), {"brokerId": 1})],
+                                           [(BrokerTarget("127.0.0.1:1", "broker-b", 0), "refused")],
+                                           cfg.cluster_name))
         broker = {"cluster": cfg.cluster_name, "node_type": "broker", "node_id": cfg.broker_name, "broker_id": "0"}
         assert _value(samples, "rocketmq_messages_in_total", topic=TOPIC, message_type="normal", **broker) == 2
         assert _value(samples, "rocketmq_messages_out_total", topic=TOPIC, consumer_group="CG") == 2
@@ -107,7 +111,8 @@ def test_a_snapshot_counts_traffic_lag_transactions_and_latency(tmp_path):
                       protocol_type="zeromq") == 4
         assert _value(samples, "rocketmq_storage_dispatch_behind_bytes", **broker) >= 0
         assert _value(samples, "rocketbox_broker_up", **broker) == 1
-        assert _value(samples, "rocketbox_broker_up", address="127.0.0.1:1") == 0
+        assert _value(samples, "rocketbox_broker_up", address="127.0.0.1:1", node_id="broker-b") == 0
+        assert _value(samples, "rocketbox_broker_up", node_id=cfg.broker_name, broker_id="1") == 0   # malformed
     finally:
         service.shutdown()
 
