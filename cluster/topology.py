@@ -238,7 +238,8 @@ def exporter_settings(topology: Topology) -> ExporterSettings | None:
         return None
     first = brokers[0]
     return ExporterSettings(host=first.metrics_prom_exporter_host, port=first.metrics_prom_exporter_port,
-                            cluster_name=first.cluster_name, brokers=tuple(BrokerTarget(b.address, b.broker_name, b.broker_id) for b in brokers),
+                            cluster_name=first.cluster_name,
+                            brokers=tuple(BrokerTarget(b.address, b.broker_name, b.broker_id) for b in brokers),
                             state_path=os.path.join(topology.data_dir, STATE_FILE_NAME))
 
 
