@@ -75,9 +75,13 @@ class RequestCode(enum.IntEnum):
     # mqadmin consumerStatus: admin -> broker, relayed broker -> client (ConsumerRunningInfo).
     GET_CONSUMER_RUNNING_INFO = 307
     SEND_MESSAGE_V2 = 310
+    # mqadmin statsAll: a topic's puts or a topic@group's gets over the last minute, hour and day.
+    VIEW_BROKER_STATS_DATA = 315
     SEND_BATCH_MESSAGE = 320
     # Controller mode (RocketMQ 5; cluster/controller/): a replica's liveness and role, every interval.
     BROKER_HEARTBEAT = 904
+    # mqadmin haStatus: a master's slaves and their acknowledged offsets, or a slave's view (HARuntimeInfo).
+    GET_BROKER_HA_STATUS = 907
     CONTROLLER_REGISTER_BROKER = 1003
     # A broker group's master, epoch and in-sync replicas (admin, tests).
     CONTROLLER_GET_REPLICA_INFO = 1004
@@ -154,6 +158,8 @@ SERVED_BY: dict[RequestCode, str] = {
     RequestCode.UNLOCK_BATCH_MQ: BROKER,
     RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: BROKER,
     RequestCode.DELETE_EXPIRED_COMMITLOG: BROKER,
+    RequestCode.VIEW_BROKER_STATS_DATA: BROKER,
+    RequestCode.GET_BROKER_HA_STATUS: BROKER,
     RequestCode.CHECK_TRANSACTION_STATE: CLIENT,
     RequestCode.RESET_CONSUMER_CLIENT_OFFSET: CLIENT,
     RequestCode.NOTIFY_CONSUMER_IDS_CHANGED: CLIENT,

@@ -35,7 +35,7 @@ RUNNING_INFO_TIMEOUT_S = 3.0
 
 
 class AdminProcessor:
-    def __init__(self, cfg, store, topics, offsets, clients, groups, served_rates, started_ms: int, call_peer):
+    def __init__(self, cfg, store, topics, offsets, clients, groups, group_gets, started_ms: int, call_peer):
         self.cfg = cfg
         # call_peer(peer, command, on_answer, timeout_s): a request to a connected client (doors.py).
         self.call_peer = call_peer
@@ -44,8 +44,8 @@ class AdminProcessor:
         self.offsets = offsets
         self.clients = clients
         self.groups = groups
-        # (topic, group) -> messages served per second (stats.KeyedRates), for consumeTps.
-        self.served_rates = served_rates
+        # (topic, group) -> messages served over the last minute, hour, day (stats.KeyedStats): consumeTps.
+        self.group_gets = group_gets
         self.started_ms = started_ms
 
     # ------------------------------------------------------------ topics and groups' progress
@@ -81,7 +81,7 @@ class AdminProcessor:
             cfg = self.topics.get(name)
             if cfg is None:
                 continue
-            tps += self.served_rates.per_second((name, group))
+            tps += self.group_gets.minute_tps((name, group))
             for queue_id in range(cfg.readQueueNums):
                 committed = max(self.offsets.query(group, name, queue_id) or 0, 0)
                 last = self.store.store_timestamp_at(name, queue_id, committed - 1) if committed > 0 else 0

@@ -42,8 +42,10 @@ import zmq
 
 from rocketbox.cluster.broker.ha_format import (ACK, REPORT, DataHeader, HAFrameError, data_header, parse_data_header,
                                       parse_slave_message, slave_message)
+from rocketbox.cluster.broker.stats import Rate
 from rocketbox.cluster.broker.waiters import FlushWaiters
-from rocketbox.cluster.protocol import ResponseCode
+from rocketbox.cluster.protocol import ResponseCode, to_json_bytes
+from rocketbox.cluster.wire_format import Command
 from rocketbox.cluster.zmq_transport import CONTEXT
 
 log = logging.getLogger(__name__)
@@ -52,6 +54,12 @@ TICK_S = 0.05
 HEARTBEAT_S = 1.0
 RETRANSMIT_S = 1.0
 REPORT_INTERVAL_S = 0.05
+# HARuntimeInfo's transferredByteInSecond: bytes over the last second, from samples kept this long.
+TRANSFER_RATE_HORIZON_S = 2.0
+
+
+def _wall_ms() -> int:
+    return int(time.time() * 1000)
 
 
 def broker_id_of(identity: bytes) -> int:
@@ -60,21 +68,40 @@ def broker_id_of(identity: bytes) -> int:
     return int(tail) if tail.isdigit() else -1
 
 
-class SlaveState:
-    __slots__ = ("identity", "broker_id", "acked", "sent", "heard_s", "diverged", "rewound_s", "reachable")
+def _peer_address(frame) -> str:
+    """The remote IP of the connection a message came by (ZeroMQ's Peer-Address), or "" when unknown."""
+    try:
+        return frame.get("Peer-Address") or ""
+    except zmq.ZMQError:
+        return ""
 
-    def __init__(self, identity: bytes, offset: int, now_s: float):
+
+class _AnswersHAStatus:
+    def on_ha_status(self, request: Command, reply=None) -> Command:
+        """GET_BROKER_HA_STATUS (mqadmin haStatus): this side's ``ha_runtime_info``."""
+        return request.response(ResponseCode.SUCCESS, body=to_json_bytes(self.ha_runtime_info()))
+
+
+class SlaveState:
+    __slots__ = ("identity", "broker_id", "acked", "sent", "heard_s", "diverged", "rewound_s", "reachable", "addr",
+                 "transfer_from", "transferred", "transfer_rate")
+
+    def __init__(self, identity: bytes, offset: int, now_s: float, addr: str):
         self.identity = identity
         self.broker_id = broker_id_of(identity)
+        self.addr = addr   # the slave's IP as its connection shows it (haStatus' #SlaveAddr)
         self.acked = offset
         self.sent = offset
+        self.transfer_from = offset   # where it asked the stream to start, last time it asked
+        self.transferred = 0          # bytes sent to it, resends included
+        self.transfer_rate = Rate(TRANSFER_RATE_HORIZON_S)
         self.heard_s = now_s
         self.diverged = False   # it has bytes this master does not: never streamed to
         self.rewound_s = -1.0   # heard_s when it was last rewound: once per silence, not once a tick
         self.reachable = True   # logged once when it is not
 
 
-class HAServer:
+class HAServer(_AnswersHAStatus):
     """The master side, on the broker's event loop."""
 
     def __init__(self, cfg, store, control, epoch: int, epochs):
@@ -105,22 +132,23 @@ class HAServer:
         write_pos = self.control.write_pos
         for _ in range(256):
             try:
-                frames = self.socket.recv_multipart(zmq.NOBLOCK)
+                frames = self.socket.recv_multipart(zmq.NOBLOCK, copy=False)
             except zmq.Again:
                 break
-            identity = frames[0]
+            identity = frames[0].bytes
             try:
-                kind, offset = parse_slave_message(frames[1:])
+                kind, offset = parse_slave_message([frame.bytes for frame in frames[1:]])
             except HAFrameError as exc:
                 log.warning("malformed HA message from %r ignored: %s", identity[:64], exc)
                 continue
             slave = self.slaves.get(identity)
             if slave is None:
-                slave = self.slaves[identity] = SlaveState(identity, offset, now)
-                log.info("slave %s connected at offset %d (master at %d)", identity.decode(errors="replace"),
-                         offset, write_pos)
+                slave = self.slaves[identity] = SlaveState(identity, offset, now, _peer_address(frames[0]))
+                log.info("slave %s connected from %s at offset %d (master at %d)", identity.decode(errors="replace"),
+                         slave.addr, offset, write_pos)
             elif kind == REPORT or offset < slave.acked:
                 slave.acked = slave.sent = offset   # it restarted, or saw a gap: send from there
+                slave.transfer_from = offset
             else:
                 slave.acked = offset
                 slave.sent = max(slave.sent, offset)
@@ -164,11 +192,13 @@ class HAServer:
                     break
                 slave.reachable = True
                 slave.sent += len(chunk)
+                slave.transferred += len(chunk)
 
     def on_tick(self) -> None:
         now = time.monotonic()
         expiry_s = self.cfg.ha_slave_expiry_ms / 1000
         for identity, slave in list(self.slaves.items()):
+            slave.transfer_rate.sample(now, slave.transferred)
             if now - slave.heard_s > expiry_s:
                 log.warning("slave %s silent for %.1f s: dropped", identity.decode(errors="replace"), expiry_s)
                 del self.slaves[identity]
@@ -179,14 +209,16 @@ class HAServer:
         self._update_confirm(now)
         self.pump()
 
+    def _in_sync(self, slave: SlaveState, now: float, write_pos: int) -> bool:
+        return (not slave.diverged and now - slave.heard_s <= self.cfg.ha_slave_expiry_ms / 1000
+                and write_pos - slave.acked <= self.cfg.ha_slave_fall_behind_max_bytes)
+
     def _update_confirm(self, now: float) -> None:
         write_pos = self.control.write_pos
-        expiry_s = self.cfg.ha_slave_expiry_ms / 1000
-        lag_max = self.cfg.ha_slave_fall_behind_max_bytes
         best = -1
         in_sync_ids = set()
         for slave in self.slaves.values():
-            if not slave.diverged and now - slave.heard_s <= expiry_s and write_pos - slave.acked <= lag_max:
+            if self._in_sync(slave, now, write_pos):
                 best = max(best, slave.acked)
                 if slave.broker_id >= 1:
                     in_sync_ids.add(slave.broker_id)
@@ -220,9 +252,22 @@ class HAServer:
         now = time.monotonic()
         return {"confirmPos": self.control.confirm_pos, "inSync": self.in_sync,
                 "parkedReplicaWaiters": len(self.replica_waiters),
-                "slaves": [{"identity": s.identity.decode(errors="replace"), "ackedPos": s.acked, "sentPos": s.sent,
-                            "silentMs": int((now - s.heard_s) * 1000), "diverged": s.diverged}
-                           for s in self.slaves.values()]}
+                "slaves": [{"identity": s.identity.decode(errors="replace"), "brokerId": s.broker_id,
+                            "ackedPos": s.acked, "sentPos": s.sent, "silentMs": int((now - s.heard_s) * 1000),
+                            "diverged": s.diverged} for s in self.slaves.values()]}
+
+    def ha_runtime_info(self) -> dict:
+        """RocketMQ's HARuntimeInfo of a master: each slave's acknowledged offset, how far behind it is
+        (``diff``), whether it is in sync, bytes sent to it in the last second and where its stream
+        started; ``brokerId`` is ours (from its HA identity)."""
+        now = time.monotonic()
+        write_pos = self.control.write_pos
+        connections = [{"addr": s.addr, "brokerId": s.broker_id, "slaveAckOffset": s.acked,
+                        "diff": write_pos - s.acked, "inSync": self._in_sync(s, now, write_pos),
+                        "transferredByteInSecond": int(s.transfer_rate.per_second(1.0)),
+                        "transferFromWhere": s.transfer_from} for s in self.slaves.values()]
+        return {"master": True, "masterCommitLogMaxOffset": write_pos, "haConnectionInfo": connections,
+                "inSyncSlaveNums": sum(1 for c in connections if c["inSync"])}
 
     def close(self) -> None:
         self.replica_waiters.fail_all()
@@ -230,7 +275,7 @@ class HAServer:
             self.socket.close(0)
 
 
-class HAClient:
+class HAClient(_AnswersHAStatus):
     """The slave side, on the slave broker's event loop: the only writer of its CommitLog."""
 
     def __init__(self, cfg, store, epoch: int, epochs, on_written):
@@ -241,6 +286,9 @@ class HAClient:
         self.on_written = on_written
         self.socket = None
         self.received_bytes = 0
+        self.received_rate = Rate(TRANSFER_RATE_HORIZON_S)
+        self.last_read_ms = 0    # wall time of the last bytes appended (haStatus' #LastReadTime)
+        self.last_write_ms = 0   # wall time of the last report or acknowledgement sent
         self._reported_s = 0.0
         self.heard_s = 0.0
         # With a controller: the epoch of the master it named; bytes of any other epoch are refused.
@@ -255,11 +303,16 @@ class HAClient:
         sock.connect(f"tcp://{self.cfg.ha_master_address}")
         self._send(REPORT)
         loop.add_reader(sock, self.on_readable)
-        loop.call_every(HEARTBEAT_S, lambda: self._send(ACK))
+        loop.call_every(HEARTBEAT_S, self._heartbeat)
+
+    def _heartbeat(self) -> None:
+        self.received_rate.sample(time.monotonic(), self.received_bytes)
+        self._send(ACK)
 
     def _send(self, kind: bytes) -> None:
         try:
             self.socket.send_multipart(slave_message(kind, self.store.commitlog.write_pos), zmq.NOBLOCK)
+            self.last_write_ms = _wall_ms()
         except zmq.Again:
             pass   # not connected and the queue is full: the heartbeat says it again
 
@@ -297,6 +350,7 @@ class HAClient:
                 gap = True
         if appended:
             self.heard_s = time.monotonic()
+            self.last_read_ms = _wall_ms()
             self.on_written()
         now = time.monotonic()
         if gap and now - self._reported_s >= REPORT_INTERVAL_S:
@@ -314,9 +368,18 @@ class HAClient:
                         "epoch %d)", header.offset, header.master_epoch, self.master_epoch)
 
     def info(self) -> dict:
-        return {"masterHaAddress": self.cfg.ha_master_address, "masterEpoch": self.master_epoch,
-                "refusedChunks": self.refused_chunks, "receivedBytes": self.received_bytes,
-                "writePos": self.store.commitlog.write_pos}
+        return {"masterHaAddress": self.cfg.ha_master_address, "masterAddress": self.cfg.master_address,
+                "masterEpoch": self.master_epoch, "refusedChunks": self.refused_chunks,
+                "receivedBytes": self.received_bytes, "writePos": self.store.commitlog.write_pos}
+
+    def ha_runtime_info(self) -> dict:
+        """RocketMQ's HARuntimeInfo of a slave: its master's HA address, its own CommitLog end, when it
+        last read from and wrote to that connection, and bytes received in the last second."""
+        return {"master": False, "haConnectionInfo": [], "inSyncSlaveNums": 0,
+                "haClientRuntimeInfo": {
+                    "masterAddr": self.cfg.ha_master_address, "maxOffset": self.store.commitlog.write_pos,
+                    "lastReadTimestamp": self.last_read_ms, "lastWriteTimestamp": self.last_write_ms,
+                    "transferredByteInSecond": int(self.received_rate.per_second(1.0))}}
 
     def close(self) -> None:
         if self.socket is not None:

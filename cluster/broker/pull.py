@@ -42,6 +42,7 @@ class PullProcessor:
         # (topic, group) -> messages served: consumerProgress' consume TPS (stats.py samples it).
         self.served_by_group: dict[tuple[str, str], int] = {}
         self.served_bytes_by_group: dict[tuple[str, str], int] = {}
+        self.pulls_by_group: dict[tuple[str, str], int] = {}   # pulls that found messages (statsAll's avgpt)
         # (group, topic, queue) -> the offset the group's last pull reached: inflight = it - committed.
         self.pulled_to: dict[tuple[str, str, int], int] = {}
         self.pull_waiters = pull_waiters
@@ -161,6 +162,7 @@ class PullProcessor:
             key = (topic, group)
             self.served_by_group[key] = self.served_by_group.get(key, 0) + count
             self.served_bytes_by_group[key] = self.served_bytes_by_group.get(key, 0) + len(payload)
+            self.pulls_by_group[key] = self.pulls_by_group.get(key, 0) + 1
             self.pulled_to[(group, topic, queue_id)] = next_begin
             fields["suggestWhichBrokerId"] = str(self._suggest(payload))
             return request.response(ResponseCode.SUCCESS, fields, payload)

@@ -32,7 +32,7 @@ from rocketbox.cluster.broker.schedule import TICK_S as SCHEDULE_TICK_S, Schedul
 from rocketbox.cluster.broker.transaction import SYSTEM_TOPICS as TRANSACTION_TOPICS, TransactionService
 from rocketbox.cluster.broker.send import SendProcessor
 from rocketbox.cluster.broker.slave_sync import SlaveSynchronize
-from rocketbox.cluster.broker.stats import SAMPLE_INTERVAL_S, KeyedRates, Rate
+from rocketbox.cluster.broker.stats import SAMPLE_INTERVAL_S, BrokerStats
 from rocketbox.cluster.broker.subscription_groups import SubscriptionGroupManager
 from rocketbox.cluster.broker.topics import TopicConfig, TopicConfigManager
 from rocketbox.cluster.broker.waiters import FlushWaiters, PullWaiters
@@ -102,9 +102,9 @@ class BrokerService:
         self.locks = LockProcessor(cfg.rebalance_lock_max_live_ms, clock.now_ms)
         self.slave_sync = SlaveSynchronize(cfg, self.topics, self.offsets, self.groups, clock) if cfg.is_slave else None
         self.started_ms = self.clock.now_ms()
-        self.put_rate, self.served_rate, self.served_rates = Rate(), Rate(), KeyedRates()
+        self.stats = BrokerStats(self.sender, self.puller)
         self.admin = AdminProcessor(cfg, self.store, self.topics, self.offsets, self.clients, self.groups,
-                                    self.served_rates, self.started_ms,
+                                    self.stats.group_gets, self.started_ms,
                                     lambda *call: self.doors.call(*call))
         # The doors, once ``serve`` opened them: ZeroMQ always, RocketMQ's remoting TCP when configured.
         self.doors: BrokerDoors | None = None
@@ -152,6 +152,8 @@ class BrokerService:
             RequestCode.DELETE_SUBSCRIPTIONGROUP: self.admin.on_delete_subscription_group,
             RequestCode.GET_BROKER_EPOCH_CACHE: self.on_epoch_cache,
             RequestCode.GET_BROKER_METRICS: metrics.on_metrics,
+            RequestCode.VIEW_BROKER_STATS_DATA: self.stats.on_view_stats,
+            RequestCode.GET_BROKER_HA_STATUS: self.ha.on_ha_status,
         }
         self.handlers = metrics.timed(self.handlers)   # while metrics are exported (broker/metrics.py)
 
@@ -184,8 +186,8 @@ class BrokerService:
         self.reput_wake = self._push(context, channels.reput_wake(store_dir))
         loop.after_each_batch(self.after_batch)
         loop.call_every(0.05, self.on_tick)
-        self.sample_rates()   # the zero point: what arrives before the first interval is a rate too
-        loop.call_every(SAMPLE_INTERVAL_S, self.sample_rates)
+        self.stats.sample()   # the zero point: what arrives before the first interval is a rate too
+        loop.call_every(SAMPLE_INTERVAL_S, self.stats.sample)
         loop.call_every(self.cfg.register_interval_ms / 1000, self.register_with_namesrvs)
         loop.call_every(self.cfg.consumer_offset_persist_interval_ms / 1000, self.offsets.persist)
         loop.call_every(self.cfg.consumer_offset_persist_interval_ms / 1000, self.schedule.persist)
@@ -557,15 +559,10 @@ class BrokerService:
             disk_ratio = usage.used / usage.total
         except OSError:
             disk_ratio = 0.0
-        table = runtime_kv_table(info, self.put_rate.tps_text(), self.served_rate.tps_text(), commitlog_min,
+        rates = self.stats
+        table = runtime_kv_table(info, rates.put_rate.tps_text(), rates.served_rate.tps_text(), commitlog_min,
                                  earliest.store_timestamp_ms if earliest is not None else 0, disk_ratio)
         return request.response(ResponseCode.SUCCESS, body=to_json_bytes({"table": table}))
-
-    def sample_rates(self) -> None:
-        now_s = time.monotonic()
-        self.put_rate.sample(now_s, self.sender.messages_stored)
-        self.served_rate.sample(now_s, self.puller.messages_served)
-        self.served_rates.sample(now_s, self.puller.served_by_group)
 
     def on_epoch_cache(self, request: Command, reply=None) -> Command:
         body = {"epoch": self.epoch, "epochs": self.epochs.to_json(), "maxOffset": self.store.commitlog.write_pos,
