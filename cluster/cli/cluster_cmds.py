@@ -10,7 +10,7 @@ import signal
 import sys
 import time
 
-from rocketbox.cluster.cli import up_config, up_settings
+from rocketbox.cluster.cli import broker_roles, up_config, up_settings
 from rocketbox.cluster.cli.common import namesrv_env, new_console, print_json, table
 from rocketbox.cluster.cli.up_settings import STORE_PROFILES
 from rocketbox.cluster.config import (ASYNC_FLUSH, ASYNC_MASTER, BROKER_PORT_DEFAULT, BROKER_REMOTING_PORT_DEFAULT,
@@ -187,13 +187,18 @@ def cmd_status(args) -> int:
         return 1
     pid = state.get("supervisor_pid")
     alive = _pid_alive(pid)
+    # Children die with their supervisor: without it there is no broker to ask.
+    brokers = broker_roles.broker_rows(state) if alive else []
     if args.json:
-        print_json({**state, "supervisor_alive": alive})
+        print_json({**state, "supervisor_alive": alive, "brokers": brokers})
         return 0 if alive else 1
     console = new_console()
     console.print(table(f"supervisor pid {pid} ({'running' if alive else 'not running'}), "
                          f"state {state.get('state')}",
                          ENDPOINT_COLUMNS, _endpoint_rows(state)))
+    if brokers:
+        console.print(table("brokers: role, id, epoch, replication lag", broker_roles.COLUMNS,
+                            broker_roles.table_rows(brokers)))
     return 0 if alive else 1
 
 
@@ -281,8 +286,9 @@ def add_parsers(sub) -> None:
     up.add_argument("--ready-timeout-s", type=float, default=60.0, help="how long to wait for every process")
     up.set_defaults(func=cmd_up)
 
-    status = sub.add_parser("status", help="the supervisor's view of every process")
-    status.add_argument("--json", action="store_true")
+    status = sub.add_parser("status", help="every process (the supervisor's view) and each broker's role, id, "
+                                           "epoch and replication lag (the brokers' own answers)")
+    status.add_argument("--json", action="store_true", help="one JSON document instead of tables")
     status.set_defaults(func=cmd_status)
 
     down = sub.add_parser("down", help="stop a detached cluster")

@@ -148,6 +148,24 @@ class Admin(ClientBase):
         raise_for(response, endpoint)
         return json.loads(response.body)["table"]
 
+    def broker_stats_data(self, endpoint: str, stats_name: str, stats_key: str) -> dict | None:
+        """mqadmin statsAll's BrokerStatsData: ``statsMinute``, ``statsHour``, ``statsDay``, each
+        ``sum``, ``tps``, ``avgpt``, of TOPIC_PUT_NUMS (key: topic) or GROUP_GET_NUMS (key:
+        ``topic@group``); None when the broker has counted nothing under that key."""
+        response = self.rpc.call(endpoint, Command(RequestCode.VIEW_BROKER_STATS_DATA,
+                                                   {"statsName": stats_name, "statsKey": stats_key}))
+        if response.code == ResponseCode.SYSTEM_ERROR and response.remark.endswith("not exist"):
+            return None
+        raise_for(response, endpoint)
+        return json.loads(response.body)
+
+    def ha_status(self, endpoint: str) -> dict:
+        """mqadmin haStatus: the broker's HARuntimeInfo (``master``; a master's ``haConnectionInfo``
+        per slave, a slave's ``haClientRuntimeInfo``)."""
+        response = self.rpc.call(endpoint, Command(RequestCode.GET_BROKER_HA_STATUS))
+        raise_for(response, endpoint)
+        return json.loads(response.body)
+
     def queue_offsets(self, topic: str, group: str | None = None) -> list[dict]:
         """Per queue: min, max and (with ``group``) the group's committed offset (0 when none) and
         lag. One GET_TOPIC_STATS_INFO (and one GET_CONSUME_STATS) per broker, as mqadmin topicStatus
@@ -212,11 +230,11 @@ class Admin(ClientBase):
         fields = {"groupName": group, "cleanOffset": "true" if clean_offset else "false"}
         raise_for(self.rpc.call(endpoint, Command(RequestCode.DELETE_SUBSCRIPTIONGROUP, fields)), endpoint)
 
-    def consumer_connection(self, group: str) -> dict:
-        """mqadmin consumerConnection: RocketMQ's ConsumerConnection from the first master that
-        has the group online (BrokerError CONSUMER_NOT_ONLINE when none has)."""
+    def consumer_connection(self, group: str, endpoint: str | None = None) -> dict:
+        """mqadmin consumerConnection: RocketMQ's ConsumerConnection from ``endpoint``, else from the
+        first master that has the group online (BrokerError CONSUMER_NOT_ONLINE when none has)."""
         refusal = None
-        for endpoint in self.master_endpoints().values():
+        for endpoint in [endpoint] if endpoint else self.master_endpoints().values():
             response = self.rpc.call(endpoint, Command(RequestCode.GET_CONSUMER_CONNECTION_LIST,
                                                        {"consumerGroup": group}))
             if response.code == ResponseCode.SUCCESS:
@@ -368,11 +386,11 @@ class Admin(ClientBase):
             found.extend(decode_messages(response.body, name))
         return found[:max_num]
 
-    def consumer_running_info(self, endpoint: str, group: str, client_id: str) -> dict:
+    def consumer_running_info(self, endpoint: str, group: str, client_id: str, jstack: bool = False) -> dict:
         """mqadmin consumerStatus: the member's own ConsumerRunningInfo, relayed by the broker
-        (``mqTable`` keyed by MessageQueue)."""
+        (``mqTable`` keyed by MessageQueue; with ``jstack``, its threads' stacks in ``jstack``)."""
         response = self.rpc.call(endpoint, Command(RequestCode.GET_CONSUMER_RUNNING_INFO, {
-            "consumerGroup": group, "clientId": client_id, "jstackEnable": "false"}),
+            "consumerGroup": group, "clientId": client_id, "jstackEnable": str(jstack).lower()}),
             max(self.cfg.request_timeout_ms, RUNNING_INFO_WAIT_MS))
         raise_for(response, endpoint)
         info = fastjson_loads(response.body)

@@ -4,11 +4,16 @@ ConsumerRunningInfo, built from the consumer's live state.
 ``properties`` carries the consumer's settings under RocketMQ's names and its ``PROP_*`` facts;
 ``subscriptionSet`` its subscriptions; ``mqTable`` each assigned queue's ProcessQueueInfo (a
 map keyed by MessageQueue, written as fastjson writes it). ``statusTable`` (pull and consume
-RT/TPS per topic) stays empty: the client does not time its calls. No ``jstack``: the threads
-of a Python process are not Java's.
+RT/TPS per topic) stays empty: the client does not time its calls. ``jstack``, when the request
+asks (``jstackEnable``, mqadmin consumerStatus -s), holds the stack of every thread of the
+process, as Python prints them, in place of the JVM's.
 """
 
 from __future__ import annotations
+
+import sys
+import threading
+import traceback
 
 from rocketbox.cluster.fastjson_format import dumps as fastjson_dumps, message_queue_key
 from rocketbox.cluster.protocol import ResponseCode
@@ -17,7 +22,14 @@ from rocketbox.cluster.wire_format import Command
 CLIENT_VERSION = "RocketBox-0.1.0"
 
 
-def running_info(consumer) -> dict:
+def thread_stacks() -> str:
+    """Every thread's name and stack, innermost call last (Python's traceback format)."""
+    names = {thread.ident: thread.name for thread in threading.enumerate()}
+    return "\n".join(f'"{names.get(ident, ident)}"\n' + "".join(traceback.format_stack(frame))
+                     for ident, frame in sys._current_frames().items())
+
+
+def running_info(consumer, jstack: bool = False) -> dict:
     with consumer._queues_lock:
         queues = dict(consumer._queues)
     orderly = consumer._orderly
@@ -45,9 +57,10 @@ def running_info(consumer) -> dict:
         "PROP_THREADPOOL_CORE_SIZE": str(consumer._consume_threads),
         "PROP_CONSUMER_START_TIMESTAMP": str(consumer.started_ms), "PROP_CLIENT_VERSION": CLIENT_VERSION,
     }
-    return {"jstack": "", "mqTable": mq_table, "properties": properties, "statusTable": {},
+    return {"jstack": thread_stacks() if jstack else "", "mqTable": mq_table, "properties": properties, "statusTable": {},
             "subscriptionSet": subscriptions}
 
 
 def answer_running_info(consumer, request: Command) -> Command:
-    return request.response(ResponseCode.SUCCESS, body=fastjson_dumps(running_info(consumer)).encode())
+    jstack = request.fields.get("jstackEnable") == "true"
+    return request.response(ResponseCode.SUCCESS, body=fastjson_dumps(running_info(consumer, jstack)).encode())

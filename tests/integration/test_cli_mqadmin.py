@@ -4,8 +4,11 @@ cluster with a master and a slave and a running consumer group."""
 from __future__ import annotations
 
 import json
+import os
+import socket
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -119,3 +122,113 @@ def test_consumer_status_finds_a_member_that_only_one_master_knows(start_cluster
                       "--json")
     info = json.loads(status.stdout)[consumer.client_id]
     assert info["properties"]["consumerGroup"] == "MqaOnlyBGroup"
+
+
+def _stats_row(cluster, topic: str, group: str | None = None) -> dict:
+    (row,) = [r for r in _lines(_cli("statsAll", "-n", cluster.namesrv, "-t", topic, "--json")) if r["group"] == group]
+    return row
+
+
+def test_stats_all_follows_puts_gets_and_accumulation(cluster):
+    cfg = client_config(cluster)
+    master = f"tcp://{cluster.topology.brokers[0].address}"
+    fill_topic(cfg, "MqaStats", 2, 30)
+    with Admin(config=cfg) as admin:
+        # The broker samples its counters once a second: wait for the sample after the last put.
+        wait_until(lambda: (admin.broker_stats_data(master, "TOPIC_PUT_NUMS", "MqaStats") or {})
+                   .get("statsDay", {}).get("sum") == 30, 10, what="30 puts counted")
+    unconsumed = _stats_row(cluster, "MqaStats")
+    assert (unconsumed["inMsg24Hour"], unconsumed["accumulation"]) == (30, 0) and unconsumed["inTps"] > 0
+    assert "NO_CONSUMER" in _cli("statsAll", "-n", cluster.namesrv, "-t", "MqaStats").stdout
+
+    with PushConsumer("MqaStatsGroup", config=cfg) as consumer:
+        consumer.subscribe("MqaStats", "*")
+        consumer.register_listener(lambda msgs: ConsumeStatus.CONSUME_SUCCESS)
+        consumer.start()
+        await_group_caught_up(cfg, "MqaStats", "MqaStatsGroup")
+    with Admin(config=cfg) as admin:
+        wait_until(lambda: (admin.broker_stats_data(master, "GROUP_GET_NUMS", "MqaStats@MqaStatsGroup") or {})
+                   .get("statsDay", {}).get("sum") == 30, 10, what="30 gets counted")
+    consumed = _stats_row(cluster, "MqaStats", "MqaStatsGroup")
+    assert (consumed["accumulation"], consumed["outMsg24Hour"]) == (0, 30) and consumed["outTps"] > 0
+
+    fill_topic(cfg, "MqaStats", 2, 10)   # the group is offline now: these wait for it
+    with Admin(config=cfg) as admin:
+        wait_until(lambda: admin.broker_stats_data(master, "TOPIC_PUT_NUMS", "MqaStats")["statsDay"]["sum"] == 40,
+                   10, what="40 puts counted")
+    behind = _stats_row(cluster, "MqaStats", "MqaStatsGroup")
+    # Pulls the closed consumer left parked are answered as the new messages arrive: served, not consumed.
+    assert (behind["accumulation"], behind["inMsg24Hour"]) == (10, 40) and behind["outMsg24Hour"] >= 30
+
+    with Admin(config=cfg) as admin:
+        admin.create_topic("MqaIdle", 1)
+    everything = {r["topic"] for r in _lines(_cli("statsAll", "-n", cluster.namesrv, "--json"))}
+    active = {r["topic"] for r in _lines(_cli("statsAll", "-n", cluster.namesrv, "-a", "--json"))}
+    assert {"MqaIdle", "MqaStats"} <= everything and "MqaStats" in active and "MqaIdle" not in active
+    assert not any(t.startswith(("%RETRY%", "%DLQ%")) for t in everything)
+    table = _cli("statsAll", "-n", cluster.namesrv, "-t", "MqaStats").stdout
+    assert all(column in table for column in ("#Accumulation", "#InTPS", "#OutTPS", "#InMsg24Hour", "#OutMsg24Hour"))
+
+
+def _caught_up(admin, master: str) -> dict | None:
+    status = admin.ha_status(master)
+    connections = status["haConnectionInfo"]
+    return status if connections and all(c["diff"] == 0 for c in connections) else None
+
+
+def test_ha_status_shows_the_slave_in_sync_at_the_masters_end(cluster):
+    master, slave = cluster.topology.brokers[0], cluster.topology.slaves[0]
+    fill_topic(client_config(cluster), "MqaHa", 1, 5)
+    with Admin(config=client_config(cluster)) as admin:
+        wait_until(lambda: _caught_up(admin, f"tcp://{master.address}"), 20, what="the slave acknowledged the end")
+    answers = json.loads(_cli("haStatus", "-n", cluster.namesrv, "-b", master.address, "--json").stdout)
+    status = answers[master.address]
+    (connection,) = status["haConnectionInfo"]
+    assert status["master"] is True and status["inSyncSlaveNums"] == 1
+    assert connection["inSync"] is True and connection["brokerId"] == 1 and connection["brokerAddr"] == slave.address
+    assert connection["addr"] == "127.0.0.1"
+    assert connection["slaveAckOffset"] + connection["diff"] == status["masterCommitLogMaxOffset"] > 0
+    table = _cli("haStatus", "-n", cluster.namesrv, "-c", "DefaultCluster").stdout
+    assert "#SlaveAckOffset" in table and slave.address in table and " OK " in table
+
+    own_view = json.loads(_cli("haStatus", "-n", cluster.namesrv, "-b", slave.address, "--json").stdout)[slave.address]
+    client = own_view["haClientRuntimeInfo"]
+    assert own_view["master"] is False and client["masterAddr"] == master.ha_address
+    assert client["maxOffset"] >= connection["slaveAckOffset"] and client["lastWriteTimestamp"] > 0
+    assert "#LastReadTime" in _cli("haStatus", "-n", cluster.namesrv, "-b", slave.address).stdout
+
+
+def test_cluster_status_shows_roles_ids_epoch_and_lag(cluster):
+    fill_topic(client_config(cluster), "MqaRoles", 1, 5)
+    with Admin(config=client_config(cluster)) as admin:
+        wait_until(lambda: _caught_up(admin, f"tcp://{cluster.topology.brokers[0].address}"), 20,
+                   what="the slave acknowledged the end")
+    status = json.loads(_cli("--data-dir", cluster.data_dir, "status", "--json").stdout)
+    brokers = {b["name"]: b for b in status["brokers"]}
+    master, slave = brokers["broker-a"], brokers["broker-a-s1"]
+    assert (master["role"], master["brokerId"], master["epoch"]) == ("MASTER", 0, 0)
+    assert (slave["role"], slave["brokerId"], slave["epoch"]) == ("SLAVE", 1, 0)
+    assert master["lagBytes"] == 0 and slave["lagBytes"] == 0 and slave["writePos"] == master["writePos"] > 0
+    table = _cli("--data-dir", cluster.data_dir, "status").stdout
+    assert "MASTER" in table and "SLAVE" in table and "lag (bytes)" in table
+
+
+def test_cluster_status_does_not_wait_long_for_a_broker_that_does_not_answer(tmp_path):
+    """A broker main that accepts connections but never answers, and one that is not running: status
+    shows both as such, after about its one-second time-out, not the client's usual 5 s or more."""
+    mute = socket.socket()
+    mute.bind(("127.0.0.1", 0))
+    mute.listen()
+    try:
+        children = [{"name": "broker-a", "role": "broker", "state": "running", "pid": os.getpid(),
+                     "ready_info": {"endpoint": f"tcp://127.0.0.1:{mute.getsockname()[1]}"}},
+                    {"name": "broker-b", "role": "broker", "state": "backoff", "pid": None, "ready_info": None}]
+        (tmp_path / "cluster.json").write_text(json.dumps({"supervisor_pid": os.getpid(), "state": "ready",
+                                                           "children": children}))
+        started = time.monotonic()
+        status = json.loads(_cli("--data-dir", str(tmp_path), "status", "--json").stdout)
+        assert time.monotonic() - started < 4.5   # the CLI's own start-up included
+    finally:
+        mute.close()
+    assert [(b["name"], b["answered"], b["role"]) for b in status["brokers"]] == \
+        [("broker-a", False, None), ("broker-b", False, None)]
