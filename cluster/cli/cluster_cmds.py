@@ -292,5 +292,5 @@ def add_parsers(sub) -> None:
     status.set_defaults(func=cmd_status)
 
     down = sub.add_parser("down", help="stop a detached cluster")
-    down.add_argument("--timeout-s", type=float, default=30.0)
+    down.add_argument("--timeout-s", type=float, default=30.0, help="how long to wait for the supervisor to stop")
     down.set_defaults(func=cmd_down)

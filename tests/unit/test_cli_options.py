@@ -1,0 +1,80 @@
+"""The ``cluster`` command's options, read from its argparse parsers: every option and argument of
+every subcommand says what it is for, and mqadmin's verbs take mqadmin's short flags."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from rocketbox.cluster.cli import build_parser
+
+# mqadmin's short flags per verb (its *SubCommand.java options) of those issue 13 lists:
+# -n -t -g -b -c -k -i -o -s, plus the verb's own letters where they have one meaning there.
+MQADMIN_SHORT_FLAGS = {
+    "clusterList": {"-n", "-c", "-i"},
+    "brokerStatus": {"-n", "-b", "-c"},
+    "topicStatus": {"-n", "-t", "-c"},
+    "consumerProgress": {"-n", "-g", "-t", "-s", "-c"},
+    "consumerConnection": {"-n", "-g", "-b"},
+    "consumerStatus": {"-n", "-g", "-i", "-s", "-b"},
+    "updateSubGroup": {"-n", "-g", "-b", "-c", "-s", "-m", "-d", "-o", "-q", "-r", "-i", "-w", "-a"},
+    "deleteSubGroup": {"-n", "-g", "-b", "-c"},
+    "getBrokerConfig": {"-n", "-b", "-c"},
+    "updateBrokerConfig": {"-n", "-b", "-c", "-k", "-v"},
+    "deleteExpiredCommitLog": {"-n", "-b", "-c"},
+    "statsAll": {"-n", "-t", "-a"},
+    "haStatus": {"-n", "-b", "-c", "-i"},
+}
+
+
+def _subcommands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):
+    """(path, parser, help of the subcommand) for the root and every subcommand under it."""
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {choice.dest: choice.help for choice in action._choices_actions}
+            for name, sub in action.choices.items():
+                assert helps.get(name), f"cluster {' '.join(path + (name,))} has no help text"
+                yield from _subcommands(sub, path + (name,))
+
+
+def _verb(name: str) -> argparse.ArgumentParser:
+    return dict((path, parser) for path, parser in _subcommands(build_parser()))[(name,)]
+
+
+def test_every_option_of_every_subcommand_has_help_text():
+    missing = [f"cluster {' '.join(path)} {'/'.join(action.option_strings) or action.dest}"
+               for path, parser in _subcommands(build_parser()) for action in parser._actions
+               if not isinstance(action, (argparse._HelpAction, argparse._SubParsersAction))
+               and (not action.help or action.help == argparse.SUPPRESS)]
+    assert not missing, "options without help text:\n" + "\n".join(missing)
+
+
+@pytest.mark.parametrize("verb", sorted(MQADMIN_SHORT_FLAGS))
+def test_mqadmin_verbs_take_mqadmin_short_flags(verb):
+    flags = {flag for action in _verb(verb)._actions for flag in action.option_strings}
+    assert MQADMIN_SHORT_FLAGS[verb] <= flags, f"{verb} lacks {sorted(MQADMIN_SHORT_FLAGS[verb] - flags)}"
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["statsAll", "-n", "h:1", "-t", "T", "-a"], {"namesrv": "h:1", "topic": "T", "active": True}),
+    (["haStatus", "-c", "C", "-i", "2"], {"cluster": "C", "interval": 2.0}),
+    (["consumerStatus", "-g", "G", "-i", "cid", "-s", "-b", "h:2"],
+     {"group": "G", "client_id": "cid", "jstack": True, "broker_addr": "h:2"}),
+    (["consumerProgress", "-g", "G", "-t", "T", "-s", "-c", "C"],
+     {"group": "G", "topic": "T", "show_client_ip": True, "cluster": "C"}),
+    (["updateBrokerConfig", "-b", "h:3", "-k", "deleteWhen", "-v", "05"],
+     {"broker_addr": "h:3", "key": "deleteWhen", "value": "05"}),
+    (["updateSubGroup", "-g", "G", "-c", "C", "-o", "true", "-i", "1"],
+     {"group": "G", "cluster": "C", "consumeMessageOrderly": True, "brokerId": 1}),
+])
+def test_short_flags_set_what_their_long_names_set(argv, expected):
+    args = vars(build_parser().parse_args(argv))
+    assert {key: args[key] for key in expected} == expected
+
+
+def test_ha_status_needs_a_broker_or_a_cluster(capsys):
+    with pytest.raises(SystemExit) as exited:
+        build_parser().parse_args(["haStatus"])
+    assert exited.value.code == 2 and "-b/--broker-addr -c/--cluster" in capsys.readouterr().err
