@@ -156,6 +156,9 @@ def test_stats_all_follows_puts_gets_and_accumulation(cluster):
     with Admin(config=cfg) as admin:
         wait_until(lambda: admin.broker_stats_data(master, "TOPIC_PUT_NUMS", "MqaStats")["statsDay"]["sum"] == 40,
                    10, what="40 puts counted")
+    with Admin(config=client_config(cluster, transport="remoting")) as admin:   # RocketMQ's door, mqadmin's way in
+        (remoting_master,) = admin.master_endpoints().values()
+        assert admin.broker_stats_data(remoting_master, "TOPIC_PUT_NUMS", "MqaStats")["statsDay"]["sum"] == 40
     behind = _stats_row(cluster, "MqaStats", "MqaStatsGroup")
     # Pulls the closed consumer left parked are answered as the new messages arrive: served, not consumed.
     assert (behind["accumulation"], behind["inMsg24Hour"]) == (10, 40) and behind["outMsg24Hour"] >= 30
@@ -190,6 +193,9 @@ def test_ha_status_shows_the_slave_in_sync_at_the_masters_end(cluster):
     assert connection["slaveAckOffset"] + connection["diff"] == status["masterCommitLogMaxOffset"] > 0
     table = _cli("haStatus", "-n", cluster.namesrv, "-c", "DefaultCluster").stdout
     assert "#SlaveAckOffset" in table and slave.address in table and " OK " in table
+    with Admin(config=client_config(cluster, transport="remoting")) as admin:   # RocketMQ's door, mqadmin's way in
+        (remoting_master,) = admin.master_endpoints().values()
+        assert admin.ha_status(remoting_master)["inSyncSlaveNums"] == 1
 
     own_view = json.loads(_cli("haStatus", "-n", cluster.namesrv, "-b", slave.address, "--json").stdout)[slave.address]
     client = own_view["haClientRuntimeInfo"]
