@@ -15,8 +15,9 @@
     cluster dlq list GROUP | show GROUP MSG_ID | resend GROUP (--msg-id ID | --all)
     cluster group reset-offset GROUP TOPIC --to-time ISO|EPOCH_MS [--no-force]
     cluster clusterList | brokerStatus | topicStatus | consumerProgress | consumerConnection
-          | consumerStatus | updateSubGroup | deleteSubGroup | getBrokerConfig   (mqadmin's verbs,
-            short flags and #Column tables: mqadmin_cmds.py)
+          | consumerStatus | updateSubGroup | deleteSubGroup | getBrokerConfig | updateBrokerConfig
+          | deleteExpiredCommitLog | statsAll | haStatus   (mqadmin's verbs, short flags and #Column
+            tables: mqadmin_cmds.py)
 
 Commands that talk to a cluster find its NameServers in ``--namesrv``, else in
 ``ROCKETBOX_NAMESRV``, else in the run-state file of ``--data-dir`` (an address without a port
