@@ -309,6 +309,8 @@ def cmd_stats_all(args) -> int:
             try:
                 records.extend(_topic_stats(admin, topic, args.active))
             except NoRouteError:
+                if args.topic:
+                    raise   # the one topic asked for: say so
                 continue   # listed but gone (deleted meanwhile): mqadmin skips it too
     if args.json:
         for record in records:

@@ -171,6 +171,8 @@ def test_stats_all_follows_puts_gets_and_accumulation(cluster):
     assert not any(t.startswith(("%RETRY%", "%DLQ%")) for t in everything)
     table = _cli("statsAll", "-n", cluster.namesrv, "-t", "MqaStats").stdout
     assert all(column in table for column in ("#Accumulation", "#InTPS", "#OutTPS", "#InMsg24Hour", "#OutMsg24Hour"))
+    missing = _cli("statsAll", "-n", cluster.namesrv, "-t", "MqaNoSuchTopic", check=False)
+    assert missing.returncode == 1 and "MqaNoSuchTopic" in missing.stderr
 
 
 def _caught_up(admin, master: str) -> dict | None:
