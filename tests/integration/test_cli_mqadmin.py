@@ -78,6 +78,10 @@ def test_consumer_connection_and_status(cluster, running_group):
     status = json.loads(_cli("consumerStatus", "-n", cluster.namesrv, "-g", "MqaGroup", "--json").stdout)
     queues = status[running_group.client_id]["mqTable"]
     assert sorted(q["queueId"] for q in queues if q["topic"] == "MqaTopic") == [0, 1, 2, 3]
+    stacks = _cli("consumerStatus", "-n", cluster.namesrv, "-g", "MqaGroup", "-s").stdout
+    assert '"MainThread"' in stacks   # -s: the member's own thread stacks, as it printed them
+    owners = _lines(_cli("consumerProgress", "-n", cluster.namesrv, "-g", "MqaGroup", "-t", "MqaTopic", "-s", "--json"))
+    assert {r["clientIp"] for r in owners} == {connection["connectionSet"][0]["clientAddr"]}
     offline = _cli("consumerConnection", "-n", cluster.namesrv, "-g", "MqaNobody", check=False)
     assert offline.returncode == 1 and "not online" in offline.stderr
 
