@@ -190,9 +190,9 @@ def test_the_endpoint_survives_bad_input(cluster):
     for junk in (b"\x00\xff" * 64 + b"\r\n\r\n", b"GET /metrics HTTP/9.9\r\nHost: \xff\r\n\r\n",
                  b"POST /metrics HTTP/1.1\r\nContent-Length: 99999999\r\n\r\nabc", b"GET " + b"/a" * 40_000):
         with socket.create_connection((host, int(port)), timeout=10) as sock:
-            sock.sendall(junk)
-            sock.shutdown(socket.SHUT_WR)
-            try:
+            try:   # the server may answer 400/414 and close before all of it is sent: that is fine
+                sock.sendall(junk)
+                sock.shutdown(socket.SHUT_WR)
                 sock.recv(4096)
             except OSError:
                 pass
