@@ -54,7 +54,24 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     for commands in (cluster_cmds, config_cmds, client_cmds, admin_cmds, mqadmin_cmds):
         commands.add_parsers(sub)
+    for verb in set(sub.choices.values()):
+        _accept_global_options(verb)
     return parser
+
+
+def _accept_global_options(parser: argparse.ArgumentParser) -> None:
+    """--data-dir and --namesrv after the subcommand too (``cluster up --data-dir D``), and after
+    a nested one (``cluster topic create T --data-dir D``). SUPPRESS: absent there, the value given
+    before the subcommand (or the default) stays."""
+    for flags, help_text in ((("--data-dir",), "as the global --data-dir, given after the subcommand"),
+                             (("--namesrv",), "as the global --namesrv, given after the subcommand")):
+        if not any(flag in parser._option_string_actions for flag in flags):
+            parser.add_argument(*flags, dest=flags[0][2:].replace("-", "_"), default=argparse.SUPPRESS,
+                                help=help_text)
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for nested in set(action.choices.values()):
+                _accept_global_options(nested)
 
 
 EXIT_BROKEN_PIPE = 128 + 13   # what a shell reports for a process SIGPIPE ended

@@ -92,11 +92,13 @@ def test_broker_conf_flags_win_live_updates_last(tmp_path):
         down = _cli(data_dir, "down", check=False)
     assert down.returncode == 0, down.stderr
 
-    # The data dir remembers its broker.conf, and the broker its live change.
-    _cli(data_dir, "up", "--detach")
+    # The data dir remembers its broker.conf, and the broker its live change (--data-dir given after
+    # the subcommand this time, as the README lists it).
+    run_cli("up", "--detach", "--data-dir", data_dir)
     try:
         config = _broker_config(data_dir, namesrv)
         assert config["brokerClusterName"] == "ConfCluster" and config["diskMaxUsedSpaceRatio"] == "1"
+        assert json.loads(run_cli("status", "--json", "--data-dir", data_dir).stdout)["children"]
     finally:
-        down = _cli(data_dir, "down", check=False)
+        down = run_cli("down", "--data-dir", data_dir, check=False)
     assert down.returncode == 0, down.stderr

@@ -78,3 +78,25 @@ def test_ha_status_needs_a_broker_or_a_cluster(capsys):
     with pytest.raises(SystemExit) as exited:
         build_parser().parse_args(["haStatus"])
     assert exited.value.code == 2 and "-b/--broker-addr -c/--cluster" in capsys.readouterr().err
+
+
+def test_global_options_work_before_and_after_every_subcommand():
+    import argparse
+
+    from rocketbox.cluster.cli import build_parser
+    parser = build_parser()
+
+    def verbs(p, prefix=()):
+        for action in p._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    yield prefix + (name,), sub
+                    yield from verbs(sub, prefix + (name,))
+    checked = 0
+    for path, sub in verbs(parser):
+        assert "--data-dir" in sub._option_string_actions and "--namesrv" in sub._option_string_actions, path
+        checked += 1
+    assert checked > 25
+    assert parser.parse_args(["up", "--data-dir", "/d", "--namesrv", "h:1"]).data_dir == "/d"
+    assert parser.parse_args(["--data-dir", "/d", "status"]).data_dir == "/d"
+    assert parser.parse_args(["topic", "list", "--namesrv", "h:2"]).namesrv == "h:2"
