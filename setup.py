@@ -27,11 +27,13 @@ setup(
     # controller (cluster/controller/raft.py): a proven library rather than a home-made Raft.
     # prometheus-client writes the metrics endpoint (cluster/metrics/): the reference implementation of
     # Prometheus's exposition format, and of its parser, which the tests read the endpoint with.
+    # setproctitle gives every process a title ps and top show ("rocketbox: broker-a reput"): rewriting
+    # the argv area portably (and safely for environ behind it) is its whole job, in C.
     # Each dependency is bounded by the versions known to work: from the oldest we rely on to below
     # the next major (constraints.txt pins the exact versions CI installs).
     install_requires=["pyzmq>=25,<28", "cffi>=1.15,<3", "psutil>=5.9,<8", "rich>=13,<16", "pyspark>=4.2,<5",
                       "pyarrow>=14,<27", "pandas>=2.0,<3", "matplotlib>=3.7,<4", "pysyncobj>=0.3.17,<0.4",
-                      "prometheus-client>=0.20,<1"],
+                      "prometheus-client>=0.20,<1", "setproctitle>=1.3,<2"],
     extras_require={
         # pytest-timeout bounds every test (pyproject.toml), so a hung test fails instead of stalling CI.
         # setuptools 70.1+ builds a wheel by itself, so tests/integration/test_packaging.py can check

@@ -21,6 +21,7 @@ from rocketbox.cluster.procs.detach import spawn_detached
 from rocketbox.cluster.procs.lifecycle import python_module_command
 from rocketbox.cluster.procs.run_state import STATE_FILE_NAME, read_state_file
 from rocketbox.cluster.procs.supervisor_errors import SupervisorError
+from rocketbox.cluster.procs.titles import set_title, supervisor_title
 
 
 def _topology_from_args(args):
@@ -150,6 +151,7 @@ def cmd_up(args) -> int:
         _print_up_banner(console, state, time.monotonic() - started, pid, _topology_namesrv_env(topology))
         return 0
     supervisor = Supervisor(specs, topology.data_dir)
+    set_title(supervisor_title(topology.data_dir))   # this process is the supervisor from here on
     try:
         supervisor.start()
     except SupervisorError as exc:

@@ -12,7 +12,7 @@ import os
 import signal
 import sys
 
-from rocketbox.cluster.procs import lifecycle
+from rocketbox.cluster.procs import lifecycle, titles
 
 
 def parse_config_arg(argv, description: str) -> str:
@@ -43,6 +43,7 @@ def stop_on_signals(on_stop) -> int:
 def run_role(role: str, argv, build):
     """Boot ``build(config_json)`` -> (loop-like object with .run() and .stopping, ready info, on_exit)."""
     setup_logging(role)
+    titles.set_child_title(role)
     lifecycle.install_parent_death_signal()
     config_json = parse_config_arg(argv, f"RocketBox {role}")
     try:

@@ -16,6 +16,7 @@ from rocketbox.cluster.procs.arbiter import Supervisor, log_default
 from rocketbox.cluster.procs.child_table import load_specs
 from rocketbox.cluster.procs.lifecycle import EXIT_BOOT_ERROR, EXIT_OK
 from rocketbox.cluster.procs.supervisor_errors import StopRequested, SupervisorError
+from rocketbox.cluster.procs.titles import set_title, supervisor_title
 
 
 def main(argv: Iterable[str] | None = None) -> int:
@@ -25,6 +26,7 @@ def main(argv: Iterable[str] | None = None) -> int:
     parser.add_argument("--specs", required=True, help="JSON list of ChildSpec objects")
     parser.add_argument("--log-level", default="INFO")
     options = parser.parse_args(None if argv is None else list(argv))
+    set_title(supervisor_title(options.data_dir))
     logging.basicConfig(level=options.log_level.upper(),
                         format="%(asctime)s supervisor[%(process)d] %(levelname)s %(message)s")
     try:

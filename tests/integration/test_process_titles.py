@@ -1,0 +1,26 @@
+"""Process titles (issue 13 item 5): ps shows `rocketbox: broker-a reput`, not a Python command line
+carrying the child's JSON config."""
+
+from __future__ import annotations
+
+import pytest
+
+from rocketbox.cluster.testing import LocalCluster
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def _cmdline(pid: int) -> str:
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+        return f.read().replace(b"\0", b" ").decode().strip()
+
+
+def test_every_process_says_what_it_is(tmp_path):
+    with LocalCluster(str(tmp_path / "titles"), slaves=1) as cluster:
+        children = {c["name"]: c["pid"] for c in cluster.state()["children"]}
+        titles = {name: _cmdline(pid) for name, pid in children.items()}
+    assert titles["namesrv-0"] == "rocketbox: namesrv-0"
+    assert titles["broker-a"] == "rocketbox: broker-a"
+    assert titles["broker-a-reput"] == "rocketbox: broker-a reput"
+    assert titles["broker-a-s1-flush"] == "rocketbox: broker-a-s1 flush"
+    assert all(title.startswith("rocketbox: ") and "config-json" not in title for title in titles.values())
