@@ -7,6 +7,7 @@
                [--slave-id N --master-address HOST:PORT [--master-ha-address HOST:PORT]]
     cluster status | down
     cluster up -c broker.conf [--namesrv-config namesrv.conf]      (RocketMQ's keys; flags win)
+    cluster logs NAME [-n N] [-f]                  (a process's log, followed across rotations)
     cluster config show [the flags of up]          (every process's settings under broker.conf's keys)
     cluster topic create|update|list|route|delete
     cluster send | consume
@@ -40,8 +41,8 @@ import argparse
 import os
 import sys
 
-from rocketbox.cluster.cli import (admin_cmds, client_cmds, cluster_cmds, config_cmds, mqadmin_cmds, up_config,
-                                   up_settings)
+from rocketbox.cluster.cli import (admin_cmds, client_cmds, cluster_cmds, config_cmds, logs_cmds, mqadmin_cmds,
+                                   up_config, up_settings)
 from rocketbox.cluster.cli.client_cmds import query_problem
 from rocketbox.cluster.cli.cluster_cmds import role_problem
 from rocketbox.cluster.cli.common import DATA_DIR_DEFAULT
@@ -52,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--data-dir", default=DATA_DIR_DEFAULT, help=f"default {DATA_DIR_DEFAULT}")
     parser.add_argument("--namesrv", help="NameServer addresses, host:port;host:port")
     sub = parser.add_subparsers(dest="command", required=True)
-    for commands in (cluster_cmds, config_cmds, client_cmds, admin_cmds, mqadmin_cmds):
+    for commands in (cluster_cmds, config_cmds, logs_cmds, client_cmds, admin_cmds, mqadmin_cmds):
         commands.add_parsers(sub)
     for verb in set(sub.choices.values()):
         _accept_global_options(verb)

@@ -20,6 +20,8 @@ from rocketbox.cluster.procs.arbiter import Supervisor
 from rocketbox.cluster.procs.detach import spawn_detached
 from rocketbox.cluster.procs.lifecycle import python_module_command
 from rocketbox.cluster.procs.run_state import STATE_FILE_NAME, read_state_file
+from rocketbox.cluster.procs.runner import (LOG_BACKUPS_DEFAULT, LOG_BACKUPS_ENV, LOG_MAX_BYTES_DEFAULT,
+                                             LOG_MAX_BYTES_ENV)
 from rocketbox.cluster.procs.supervisor_errors import SupervisorError
 from rocketbox.cluster.procs.titles import set_title, supervisor_title
 
@@ -131,6 +133,10 @@ def remoting_namesrv_addr(state: dict) -> str:
 
 def cmd_up(args) -> int:
     from rocketbox.cluster.topology import child_specs
+    # The children (and a detached supervisor) inherit these; each rotates its own log.
+    for value, name in ((args.log_max_bytes, LOG_MAX_BYTES_ENV), (args.log_backups, LOG_BACKUPS_ENV)):
+        if value is not None:
+            os.environ[name] = str(value)
     topology = topology_for_role(args)
     specs = child_specs(topology)
     up_settings.save(args)
@@ -286,6 +292,11 @@ def add_parsers(sub) -> None:
     up.add_argument("--detach", action="store_true", help="return once the cluster is ready")
     up.add_argument("--no-live", action="store_true", help="no live status view (logs only)")
     up.add_argument("--ready-timeout-s", type=float, default=60.0, help="how long to wait for every process")
+    up.add_argument("--log-max-bytes", type=int,
+                    help=f"rotate a process's log at this size (default {LOG_MAX_BYTES_DEFAULT // (1024 * 1024)} MiB)")
+    up.add_argument("--log-backups", type=int,
+                    help=f"rotated logs kept per process (default {LOG_BACKUPS_DEFAULT}): the cap is "
+                         f"(backups + 1) x max bytes")
     up.set_defaults(func=cmd_up)
 
     status = sub.add_parser("status", help="every process (the supervisor's view) and each broker's role, id, "

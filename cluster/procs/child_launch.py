@@ -24,6 +24,7 @@ def child_environment(child: _Child, ready_writer: int, supervisor_pid: int) -> 
     env[lifecycle.READY_FD_ENV] = str(ready_writer)
     env[lifecycle.PARENT_PID_ENV] = str(supervisor_pid)
     env[lifecycle.CHILD_NAME_ENV] = child.name
+    env[lifecycle.LOG_FILE_ENV] = child.log_path
     return env
 
 

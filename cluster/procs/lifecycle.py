@@ -64,6 +64,9 @@ from typing import NoReturn
 READY_FD_ENV = "ROCKETBOX_READY_FD"
 PARENT_PID_ENV = "ROCKETBOX_PARENT_PID"
 CHILD_NAME_ENV = "ROCKETBOX_CHILD_NAME"
+# The child's log file (the supervisor opens it as its stdout and stderr); the child's logging
+# rotates it by size (runner.setup_logging).
+LOG_FILE_ENV = "ROCKETBOX_LOG_FILE"
 
 EXIT_OK = 0
 # Unexpected failure: the supervisor restarts the child with backoff.

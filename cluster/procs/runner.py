@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import logging.handlers
 import os
 import signal
 import sys
@@ -21,9 +22,37 @@ def parse_config_arg(argv, description: str) -> str:
     return parser.parse_args(argv).config_json
 
 
+# The supervisor names each child's log file (lifecycle.LOG_FILE_ENV); its size and how many rotated
+# files are kept come from the environment (cluster up --log-max-bytes / --log-backups): a cap per process.
+LOG_MAX_BYTES_ENV = "ROCKETBOX_LOG_MAX_BYTES"
+LOG_BACKUPS_ENV = "ROCKETBOX_LOG_BACKUPS"
+LOG_MAX_BYTES_DEFAULT = 64 * 1024 * 1024
+LOG_BACKUPS_DEFAULT = 3
+
+
+class StdioRotatingHandler(logging.handlers.RotatingFileHandler):
+    """Rotates by size, and points stdout and stderr at the new file each time: a crash's traceback
+    must land in the current log, where ``cluster logs`` and the supervisor look for it."""
+
+    def doRollover(self) -> None:
+        super().doRollover()
+        if self.stream is not None:
+            for stream in (sys.stdout, sys.stderr):
+                stream.flush()
+            os.dup2(self.stream.fileno(), 1)
+            os.dup2(self.stream.fileno(), 2)
+
+
 def setup_logging(role: str) -> None:
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format=f"%(asctime)s {role} %(levelname)s %(name)s: %(message)s")
+    fmt = f"%(asctime)s {role} %(levelname)s %(name)s: %(message)s"
+    path = os.environ.get(lifecycle.LOG_FILE_ENV)
+    if not path:
+        logging.basicConfig(level=logging.INFO, stream=sys.stderr, format=fmt)
+        return
+    handler = StdioRotatingHandler(path, maxBytes=int(os.environ.get(LOG_MAX_BYTES_ENV, LOG_MAX_BYTES_DEFAULT)),
+                                   backupCount=int(os.environ.get(LOG_BACKUPS_ENV, LOG_BACKUPS_DEFAULT)))
+    handler.setFormatter(logging.Formatter(fmt))
+    logging.basicConfig(level=logging.INFO, handlers=[handler])
 
 
 def stop_on_signals(on_stop) -> int:

@@ -1,0 +1,61 @@
+"""Logs an operator can read (issue 13 item 5): `cluster logs NAME [-n N] [-f]`, and each process's
+log rotated by size with a cap."""
+
+from __future__ import annotations
+
+import glob
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from rocketbox.cluster.testing import LocalCluster, wait_until
+from tests.conftest import run_cli
+
+pytestmark = pytest.mark.timeout(120)
+
+MAX_BYTES = 2048
+BACKUPS = 2
+
+
+def _bad_frame(port: int) -> None:
+    """A remoting frame whose header length is past its frame: the broker warns (rate-limited)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall((16).to_bytes(4, "big") + (1000).to_bytes(4, "big") + b"x" * 12)
+        sock.recv(4096)
+
+
+def test_logs_rotate_with_a_cap_and_cluster_logs_reads_and_follows_them(tmp_path, monkeypatch):
+    monkeypatch.setenv("ROCKETBOX_LOG_MAX_BYTES", str(MAX_BYTES))
+    monkeypatch.setenv("ROCKETBOX_LOG_BACKUPS", str(BACKUPS))
+    with LocalCluster(str(tmp_path / "logs")) as cluster:
+        data_dir = cluster.data_dir
+        remoting_port = int(cluster.child("broker-a")["ready_info"]["remoting"].rsplit(":", 1)[1])
+        logs = os.path.join(data_dir, "logs")
+        follower = subprocess.Popen([sys.executable, "-m", "rocketbox.cluster.cli", "--data-dir", data_dir, "logs",
+                                     "broker-a", "-n", "1", "-f", "--follow-s", "60"],
+                                    stdout=subprocess.PIPE, text=True)
+        try:
+            assert follower.stdout.readline()   # the last line: the follower is reading
+            # Every kind of bad frame warns a few times per 10 s: enough lines to rotate several times.
+            for _ in range(60):
+                _bad_frame(remoting_port)
+            wait_until(lambda: len(glob.glob(os.path.join(logs, "broker-a.log.*"))) == BACKUPS, 30,
+                       what="broker-a's log rotated")
+            # -f goes on in the file that replaced the one it began with (bounded by --follow-s).
+            followed = next(line for line in follower.stdout if "malformed frame" in line)
+        finally:
+            follower.terminate()
+            follower.communicate(timeout=10)
+        files = glob.glob(os.path.join(logs, "broker-a.log*"))
+        assert len(files) == BACKUPS + 1   # the cap: the current file and BACKUPS rotated ones
+        assert all(os.path.getsize(f) <= 2 * MAX_BYTES for f in files)
+        assert "header length 1000" in followed
+
+        everything = run_cli("logs", "broker-a", "-n", "-1", data_dir=data_dir).stdout.splitlines()
+        assert len(everything) >= 2
+        assert run_cli("logs", "broker-a", "-n", "1", data_dir=data_dir).stdout.splitlines() == everything[-1:]
+        missing = run_cli("logs", "broker-z", data_dir=data_dir, check=False)
+        assert missing.returncode == 1 and "broker-a-reput" in missing.stderr
