@@ -30,6 +30,9 @@ def using_it_blocks() -> list[tuple[str, str]]:
 
 def _port_free(port: int) -> bool:
     with socket.socket() as sock:
+        # As the servers bind (ZeroMQ, the remoting door, the metrics HTTP server): a connection of
+        # an earlier run left in TIME_WAIT does not keep them from binding.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind(("127.0.0.1", port))
         except OSError:
