@@ -11,6 +11,7 @@ import sys
 import time
 
 from rocketbox.cluster.cli import broker_roles, up_config, up_settings
+from rocketbox.cluster.cli.busy_ports import busy_port_problem
 from rocketbox.cluster.cli.common import namesrv_env, new_console, print_json, table
 from rocketbox.cluster.cli.up_settings import STORE_PROFILES
 from rocketbox.cluster.config import (ASYNC_FLUSH, ASYNC_MASTER, BROKER_PORT_DEFAULT, BROKER_REMOTING_PORT_DEFAULT,
@@ -132,12 +133,16 @@ def remoting_namesrv_addr(state: dict) -> str:
 
 
 def cmd_up(args) -> int:
-    from rocketbox.cluster.topology import child_specs
+    from rocketbox.cluster.topology import child_specs, exporter_settings
     # The children (and a detached supervisor) inherit these; each rotates its own log.
     for value, name in ((args.log_max_bytes, LOG_MAX_BYTES_ENV), (args.log_backups, LOG_BACKUPS_ENV)):
         if value is not None:
             os.environ[name] = str(value)
     topology = topology_for_role(args)
+    busy = busy_port_problem(topology, exporter_settings(topology))
+    if busy:
+        print(f"error: {busy}", file=sys.stderr)
+        return 1
     specs = child_specs(topology)
     up_settings.save(args)
     console = new_console()

@@ -101,3 +101,14 @@ def test_a_flood_of_bad_frames_writes_a_bounded_log(tmp_path):
             _bad_frame(remoting_port)
             return "held back in the last 10 s" in open(log_path).read()
         wait_until(counted, 30, interval_s=0.5, what="a held-back count in the log")
+
+
+def test_up_on_a_busy_port_names_the_cluster_holding_it(tmp_path):
+    with LocalCluster(str(tmp_path / "first")) as first:
+        namesrv_port = int(first.namesrv.rsplit(":", 1)[1])
+        second = run_cli("up", "--detach", "--namesrv-port", str(namesrv_port), "--no-metrics", "--no-remoting",
+                         data_dir=str(tmp_path / "second"), check=False)
+        assert second.returncode == 1
+        assert f"namesrv-0's port {namesrv_port} is in use by rocketbox: namesrv-0" in second.stderr
+        assert f"of the cluster in {first.data_dir}" in second.stderr and "cluster down --data-dir" in second.stderr
+        assert not os.path.exists(os.path.join(tmp_path, "second", "cluster.json"))   # nothing started
