@@ -24,6 +24,7 @@ from rocketbox.cluster.broker.filtering import check_heartbeat_subscriptions
 from rocketbox.cluster.broker.ha import HAClient, HAServer
 from rocketbox.cluster.broker.locks import LockProcessor
 from rocketbox.cluster.broker.metrics import BrokerMetrics
+from rocketbox.cluster.broker.offset_requests import OffsetRequests
 from rocketbox.cluster.broker.offsets import ConsumerOffsetManager
 from rocketbox.cluster.broker.pull import PullProcessor
 from rocketbox.cluster.broker.reset_offset import ResetOffsetProcessor
@@ -34,13 +35,13 @@ from rocketbox.cluster.broker.send import SendProcessor
 from rocketbox.cluster.broker.slave_sync import SlaveSynchronize
 from rocketbox.cluster.broker.stats import SAMPLE_INTERVAL_S, BrokerStats
 from rocketbox.cluster.broker.subscription_groups import SubscriptionGroupManager
+from rocketbox.cluster.broker.topic_requests import TopicRequests
 from rocketbox.cluster.broker.topics import TopicConfig, TopicConfigManager
 from rocketbox.cluster.broker.waiters import FlushWaiters, PullWaiters
 from rocketbox.cluster.clock import SYSTEM_CLOCK, Clock
-from rocketbox.cluster.protocol import (require_name, answers_refusals, AUTO_CREATE_TOPIC_KEY, DLQ_TOPIC_PREFIX,
-                              PERM_READ_WRITE, ProtocolError,
-                              RETRY_TOPIC_PREFIX, RequestCode, ResponseCode, field_int, field_str, json_body,
-                              retry_topic, to_json_bytes)
+from rocketbox.cluster.protocol import (DLQ_TOPIC_PREFIX, PERM_READ_WRITE, RETRY_TOPIC_PREFIX, ProtocolError,
+                                        RequestCode, ResponseCode, answers_refusals, field_int, field_str, json_body,
+                                        require_name, retry_topic, to_json_bytes)
 from rocketbox.cluster.shm.commitlog_format import parse_offset_msg_id
 from rocketbox.cluster.shm.schedule_format import SCHEDULE_TOPIC
 from rocketbox.cluster.wire_format import DOOR_NATIVE, Command
@@ -52,7 +53,6 @@ log = logging.getLogger(__name__)
 REPUT_WAKE_INTERVAL_S = 0.001
 # After a connection closes: when to ask which clients' connections are gone.
 PEER_CHECK_DELAYS_S = (0.2, 1.5)
-DELETE_DISPATCH_WAIT_S = 2.0
 
 
 
@@ -112,6 +112,9 @@ class BrokerService:
         self._written_since_wake = False
         self._reput_woken_at_s = 0.0
         self._reput_wake_scheduled = False
+        offset_requests = OffsetRequests(cfg, self.store, self.topics, self.offsets, self.controller, self.may_write)
+        topic_requests = TopicRequests(cfg, self.store, self.control, self.topics, self.offsets,
+                                       self.register_with_namesrvs, lambda: self._wake(self.reput_wake))
         metrics = BrokerMetrics(cfg, self.store, self.topics, self.offsets, self.groups, self.clients, self.sender,
                                 self.puller, self.send_back, self.transactions, clock)
         self.handlers = {
@@ -119,11 +122,11 @@ class BrokerService:
             RequestCode.SEND_MESSAGE_V2: self.sender.on_send,
             RequestCode.SEND_BATCH_MESSAGE: self.sender.on_send,
             RequestCode.PULL_MESSAGE: self.puller.on_pull,
-            RequestCode.QUERY_CONSUMER_OFFSET: self.on_query_consumer_offset,
-            RequestCode.UPDATE_CONSUMER_OFFSET: self.on_update_consumer_offset,
-            RequestCode.GET_MAX_OFFSET: self.on_get_max_offset,
-            RequestCode.GET_MIN_OFFSET: self.on_get_min_offset,
-            RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: self.on_search_offset_by_timestamp,
+            RequestCode.QUERY_CONSUMER_OFFSET: offset_requests.on_query_consumer_offset,
+            RequestCode.UPDATE_CONSUMER_OFFSET: offset_requests.on_update_consumer_offset,
+            RequestCode.GET_MAX_OFFSET: offset_requests.on_get_max_offset,
+            RequestCode.GET_MIN_OFFSET: offset_requests.on_get_min_offset,
+            RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: offset_requests.on_search_offset_by_timestamp,
             RequestCode.HEART_BEAT: self.on_heartbeat,
             RequestCode.UNREGISTER_CLIENT: self.on_unregister_client,
             RequestCode.GET_CONSUMER_LIST_BY_GROUP: self.on_consumer_list,
@@ -131,8 +134,8 @@ class BrokerService:
             RequestCode.END_TRANSACTION: self.transactions.on_end_transaction,
             RequestCode.LOCK_BATCH_MQ: self.locks.on_lock_batch,
             RequestCode.UNLOCK_BATCH_MQ: self.locks.on_unlock_batch,
-            RequestCode.UPDATE_AND_CREATE_TOPIC: self.on_update_topic,
-            RequestCode.DELETE_TOPIC_IN_BROKER: self.on_delete_topic,
+            RequestCode.UPDATE_AND_CREATE_TOPIC: topic_requests.on_update_topic,
+            RequestCode.DELETE_TOPIC_IN_BROKER: topic_requests.on_delete_topic,
             RequestCode.GET_ALL_TOPIC_CONFIG: self.admin.on_all_topic_config,
             RequestCode.GET_ALL_CONSUMER_OFFSET: self.admin.on_all_consumer_offset,
             RequestCode.VIEW_MESSAGE_BY_ID: self.on_view_message,
@@ -343,65 +346,6 @@ class BrokerService:
 
     # ------------------------------------------------------------ handlers
 
-    def _topic_queue(self, request: Command) -> tuple[str, int]:
-        topic = field_str(request, "topic")
-        queue_id = field_int(request, "queueId")
-        cfg = self.topics.get(topic)
-        if cfg is None:
-            raise ProtocolError(f"topic {topic} does not exist", ResponseCode.TOPIC_NOT_EXIST)
-        if not 0 <= queue_id < max(cfg.readQueueNums, cfg.writeQueueNums):
-            raise ProtocolError(f"queueId {queue_id} is out of range for topic {topic}")
-        return topic, queue_id
-
-    @answers_refusals
-    def on_query_consumer_offset(self, request: Command, reply=None) -> Command:
-        group = field_str(request, "consumerGroup")
-        topic, queue_id = self._topic_queue(request)
-        offset = self.offsets.query(group, topic, queue_id)
-        if offset is None:
-            # RocketMQ's new-group rule: start at 0 while the queue still holds its first message.
-            if self.store.min_offset(topic, queue_id) <= 0:
-                offset = 0
-            else:
-                return request.response(ResponseCode.QUERY_NOT_FOUND,
-                                        remark=f"no offset committed by {group} for {topic}:{queue_id}")
-        return request.response(ResponseCode.SUCCESS, {"offset": str(offset)})
-
-    @answers_refusals
-    def on_update_consumer_offset(self, request: Command, reply=None) -> Command:
-        group = field_str(request, "consumerGroup")
-        require_name("group", group)
-        topic, queue_id = self._topic_queue(request)
-        offset = field_int(request, "commitOffset")
-        if offset < 0 or offset > self.store.max_offset(topic, queue_id):
-            raise ProtocolError(f"offset {offset} is outside [0, {self.store.max_offset(topic, queue_id)}] "
-                                f"of {topic}:{queue_id}")
-        if self.controller is not None and not self.cfg.is_slave and not self.may_write():
-            # A master replaced while stopped or cut off: a commit taken here would be overwritten
-            # by the new master's offsets when this one rejoins as a slave.
-            raise ProtocolError(f"broker {self.cfg.broker_name} is not sure it is still master (its controller "
-                                f"lease lapsed): commit to the master", ResponseCode.SERVICE_NOT_AVAILABLE)
-        self.offsets.commit(group, topic, queue_id, offset)
-        # Who took it: a commit a slave took is not final (the client sends it again to the master).
-        return request.response(ResponseCode.SUCCESS, {"brokerId": str(self.cfg.broker_id)})
-
-    @answers_refusals
-    def on_get_max_offset(self, request: Command, reply=None) -> Command:
-        topic, queue_id = self._topic_queue(request)
-        return request.response(ResponseCode.SUCCESS, {"offset": str(self.store.max_offset(topic, queue_id))})
-
-    @answers_refusals
-    def on_get_min_offset(self, request: Command, reply=None) -> Command:
-        topic, queue_id = self._topic_queue(request)
-        return request.response(ResponseCode.SUCCESS, {"offset": str(self.store.min_offset(topic, queue_id))})
-
-    @answers_refusals
-    def on_search_offset_by_timestamp(self, request: Command, reply=None) -> Command:
-        topic, queue_id = self._topic_queue(request)
-        timestamp_ms = field_int(request, "timestamp")
-        offset = self.store.offset_by_time(topic, queue_id, timestamp_ms)
-        return request.response(ResponseCode.SUCCESS, {"offset": str(offset)})
-
     @answers_refusals
     def on_heartbeat(self, request: Command, reply=None) -> Command:
         body = json_body(request)
@@ -453,46 +397,6 @@ class BrokerService:
         if not ids:
             return request.response(ResponseCode.SYSTEM_ERROR, remark=f"no live consumer in group {group}")
         return request.response(ResponseCode.SUCCESS, body=to_json_bytes({"consumerIdList": ids}))
-
-    @answers_refusals
-    def on_update_topic(self, request: Command, reply=None) -> Command:
-        topic = field_str(request, "topic")
-        require_name("topic", topic)
-        if topic == AUTO_CREATE_TOPIC_KEY or topic == SCHEDULE_TOPIC or topic in TRANSACTION_TOPICS:
-            # RocketMQ's TopicValidator.isSystemTopic refusal: these are the broker's own.
-            role = ("the auto-create template" if topic == AUTO_CREATE_TOPIC_KEY
-                    else "delayed or half messages wait there")
-            raise ProtocolError(f"the topic {topic} is conflict with system topic ({role})",
-                                ResponseCode.NO_PERMISSION)
-        read = field_int(request, "readQueueNums", self.cfg.topic_queue_count_default)
-        write = field_int(request, "writeQueueNums", read)
-        if not (0 < read <= 1024 and 0 < write <= 1024):
-            raise ProtocolError(f"queue counts must be within 1..1024, got read {read} write {write}")
-        perm = field_int(request, "perm", PERM_READ_WRITE)
-        if not 0 <= perm <= 7:
-            raise ProtocolError(f"perm {perm} is not a RocketMQ permission (0..7: 4 read, 2 write, 1 inherit)")
-        self.topics.upsert(TopicConfig(topic, read, write, perm, field_int(request, "topicSysFlag", 0),
-                                       request.fields.get("order", "false") == "true"))
-        log.info("topic %s set: read %d write %d perm %d", topic, read, write, perm)
-        self.register_with_namesrvs()
-        return request.response(ResponseCode.SUCCESS)
-
-    @answers_refusals
-    def on_delete_topic(self, request: Command, reply=None) -> Command:
-        topic = field_str(request, "topic")
-        if self.topics.get(topic) is None:
-            raise ProtocolError(f"topic {topic} does not exist", ResponseCode.TOPIC_NOT_EXIST)
-        if not self._await_dispatch_caught_up(DELETE_DISPATCH_WAIT_S):
-            # Undispatched records of the topic would land in the files of a re-created one.
-            raise ProtocolError(f"dispatch is behind the CommitLog; delete {topic} again shortly",
-                                ResponseCode.SYSTEM_BUSY)
-        self.topics.delete(topic)
-        self.store.delete_topic(topic)
-        self.control.topics_epoch = self.control.topics_epoch + 1
-        self.offsets.drop_topic(topic)
-        log.info("topic %s deleted", topic)
-        self.register_with_namesrvs()
-        return request.response(ResponseCode.SUCCESS)
 
     @answers_refusals
     def on_view_message(self, request: Command, reply=None) -> Command:
@@ -569,17 +473,6 @@ class BrokerService:
                 "isMaster": not self.cfg.is_slave}
         return request.response(ResponseCode.SUCCESS, body=to_json_bytes(body))
 
-
-    def _await_dispatch_caught_up(self, timeout_s: float) -> bool:
-        """Wait (briefly, blocking this loop: an admin operation) until reput has every record."""
-        deadline = time.monotonic() + timeout_s
-        target = self.control.write_pos
-        while self.control.dispatched_pos < target:
-            if time.monotonic() >= deadline:
-                return False
-            self._wake(self.reput_wake)
-            time.sleep(0.001)
-        return True
 
     def _record_bytes(self, phys_offset: int) -> bytes | None:
         record = self.store.read_record(phys_offset)

@@ -1,0 +1,80 @@
+"""Topic admin on a broker: UPDATE_AND_CREATE_TOPIC (17) and DELETE_TOPIC_IN_BROKER (215)."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from rocketbox.cluster.broker.topics import TopicConfig
+from rocketbox.cluster.broker.transaction import SYSTEM_TOPICS as TRANSACTION_TOPICS
+from rocketbox.cluster.protocol import (AUTO_CREATE_TOPIC_KEY, PERM_READ_WRITE, ProtocolError, ResponseCode,
+                                        answers_refusals, field_int, field_str, require_name)
+from rocketbox.cluster.shm.schedule_format import SCHEDULE_TOPIC
+from rocketbox.cluster.wire_format import Command
+
+log = logging.getLogger(__name__)
+
+DELETE_DISPATCH_WAIT_S = 2.0
+
+
+class TopicRequests:
+    def __init__(self, cfg, store, control, topics, offsets, register_with_namesrvs, wake_reput):
+        """``register_with_namesrvs()`` publishes the topic table; ``wake_reput()`` hurries dispatch."""
+        self.cfg = cfg
+        self.store = store
+        self.control = control
+        self.topics = topics
+        self.offsets = offsets
+        self.register_with_namesrvs = register_with_namesrvs
+        self.wake_reput = wake_reput
+
+    @answers_refusals
+    def on_update_topic(self, request: Command, reply=None) -> Command:
+        topic = field_str(request, "topic")
+        require_name("topic", topic)
+        if topic == AUTO_CREATE_TOPIC_KEY or topic == SCHEDULE_TOPIC or topic in TRANSACTION_TOPICS:
+            # RocketMQ's TopicValidator.isSystemTopic refusal: these are the broker's own.
+            role = ("the auto-create template" if topic == AUTO_CREATE_TOPIC_KEY
+                    else "delayed or half messages wait there")
+            raise ProtocolError(f"the topic {topic} is conflict with system topic ({role})",
+                                ResponseCode.NO_PERMISSION)
+        read = field_int(request, "readQueueNums", self.cfg.topic_queue_count_default)
+        write = field_int(request, "writeQueueNums", read)
+        if not (0 < read <= 1024 and 0 < write <= 1024):
+            raise ProtocolError(f"queue counts must be within 1..1024, got read {read} write {write}")
+        perm = field_int(request, "perm", PERM_READ_WRITE)
+        if not 0 <= perm <= 7:
+            raise ProtocolError(f"perm {perm} is not a RocketMQ permission (0..7: 4 read, 2 write, 1 inherit)")
+        self.topics.upsert(TopicConfig(topic, read, write, perm, field_int(request, "topicSysFlag", 0),
+                                       request.fields.get("order", "false") == "true"))
+        log.info("topic %s set: read %d write %d perm %d", topic, read, write, perm)
+        self.register_with_namesrvs()
+        return request.response(ResponseCode.SUCCESS)
+
+    @answers_refusals
+    def on_delete_topic(self, request: Command, reply=None) -> Command:
+        topic = field_str(request, "topic")
+        if self.topics.get(topic) is None:
+            raise ProtocolError(f"topic {topic} does not exist", ResponseCode.TOPIC_NOT_EXIST)
+        if not self._await_dispatch_caught_up(DELETE_DISPATCH_WAIT_S):
+            # Undispatched records of the topic would land in the files of a re-created one.
+            raise ProtocolError(f"dispatch is behind the CommitLog; delete {topic} again shortly",
+                                ResponseCode.SYSTEM_BUSY)
+        self.topics.delete(topic)
+        self.store.delete_topic(topic)
+        self.control.topics_epoch = self.control.topics_epoch + 1
+        self.offsets.drop_topic(topic)
+        log.info("topic %s deleted", topic)
+        self.register_with_namesrvs()
+        return request.response(ResponseCode.SUCCESS)
+
+    def _await_dispatch_caught_up(self, timeout_s: float) -> bool:
+        """Wait (briefly, blocking this loop: an admin operation) until reput has every record."""
+        deadline = time.monotonic() + timeout_s
+        target = self.control.write_pos
+        while self.control.dispatched_pos < target:
+            if time.monotonic() >= deadline:
+                return False
+            self.wake_reput()
+            time.sleep(0.001)
+        return True
