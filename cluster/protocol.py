@@ -92,6 +92,10 @@ class RequestCode(enum.IntEnum):
     # RocketBox's own (RocketMQ's broker exports its metrics itself): every number the cluster's
     # metrics exporter publishes about a broker, in one JSON answer (broker/metrics.py).
     GET_BROKER_METRICS = 9901
+    # RocketMQ 5's pop consumption (broker/pop.py): the broker keeps what each consumer holds.
+    POP_MESSAGE = 200050
+    ACK_MESSAGE = 200051
+    CHANGE_MESSAGE_INVISIBLETIME = 200053
 
 
 class ResponseCode(enum.IntEnum):
@@ -175,6 +179,9 @@ SERVED_BY: dict[RequestCode, str] = {
     RequestCode.CONTROLLER_GET_METADATA_INFO: NAMESRV,
     RequestCode.GET_BROKER_EPOCH_CACHE: BROKER,
     RequestCode.GET_BROKER_METRICS: BROKER,
+    RequestCode.POP_MESSAGE: BROKER,
+    RequestCode.ACK_MESSAGE: BROKER,
+    RequestCode.CHANGE_MESSAGE_INVISIBLETIME: BROKER,
 }
 
 # Header fields (extFields) per request, RocketMQ's names. Short V2 names map here.
@@ -205,6 +212,12 @@ DLQ_TOPIC_PREFIX = "%DLQ%"
 
 def retry_topic(group: str) -> str:
     return RETRY_TOPIC_PREFIX + group
+
+
+def pop_retry_topic(group: str, topic: str) -> str:
+    """Where a pop group's unacknowledged messages of ``topic`` come back from (RocketMQ's retry topic v1
+    for pop: one per group and topic, so a receive for one topic never yields another's)."""
+    return f"{RETRY_TOPIC_PREFIX}{group}_{topic}"
 
 
 def dlq_topic(group: str) -> str:

@@ -28,10 +28,10 @@ _LAYERS_BY_PATH: list[tuple[str, ...]] = [
     ("cluster.wire_format", "cluster.remoting_format", "cluster.fastjson_format"),
     ("cluster.shm",),
     ("cluster.protocol", "cluster.request_dispatch", "cluster.zmq_transport", "cluster.remoting_transport",
-     "cluster.remoting_client", "cluster.filter"),
+     "cluster.remoting_client", "cluster.filter", "cluster.receipt_handle"),
     ("cluster.errors",),
     ("cluster.namesrv",),
-    ("cluster.controller", "cluster.broker", "cluster.client", "cluster.metrics"),
+    ("cluster.controller", "cluster.broker", "cluster.client", "cluster.metrics", "cluster.proxy"),
     ("cluster.procs",),
     ("cluster.topology",),
     ("cluster.testing", "cluster.cli", "cluster.pytest_plugin"),
@@ -40,7 +40,8 @@ _LAYERS_BY_PATH: list[tuple[str, ...]] = [
 ]
 # Same layer, but neither may import the other.
 _FORBIDDEN_BY_PATH = [("cluster.broker", "cluster.client"), ("cluster.client", "cluster.broker"),
-                      ("cluster.broker", "cluster.controller")]
+                      ("cluster.broker", "cluster.controller"), ("cluster.broker", "cluster.proxy"),
+                      ("cluster.proxy", "cluster.broker")]
 LAYERS = [tuple(f"{INSTALLED_ROOT}.{name}" for name in layer) for layer in _LAYERS_BY_PATH]
 FORBIDDEN = [(f"{INSTALLED_ROOT}.{low}", f"{INSTALLED_ROOT}.{high}") for low, high in _FORBIDDEN_BY_PATH]
 
