@@ -78,6 +78,8 @@ class RequestCode(enum.IntEnum):
     # mqadmin statsAll: a topic's puts or a topic@group's gets over the last minute, hour and day.
     VIEW_BROKER_STATS_DATA = 315
     SEND_BATCH_MESSAGE = 320
+    # One topic's config with its attributes (message.type), as RocketMQ 5's proxy reads it.
+    GET_TOPIC_CONFIG = 351
     # Controller mode (RocketMQ 5; cluster/controller/): a replica's liveness and role, every interval.
     BROKER_HEARTBEAT = 904
     # mqadmin haStatus: a master's slaves and their acknowledged offsets, or a slave's view (HARuntimeInfo).
@@ -139,6 +141,7 @@ SERVED_BY: dict[RequestCode, str] = {
     RequestCode.UPDATE_AND_CREATE_TOPIC: BROKER,
     RequestCode.DELETE_TOPIC_IN_BROKER: BROKER,
     RequestCode.GET_ALL_TOPIC_CONFIG: BROKER,
+    RequestCode.GET_TOPIC_CONFIG: BROKER,
     RequestCode.GET_ALL_CONSUMER_OFFSET: BROKER,
     RequestCode.GET_BROKER_RUNTIME_INFO: BROKER,
     RequestCode.GET_BROKER_CONFIG: BROKER,

@@ -137,6 +137,7 @@ class BrokerService:
             RequestCode.UPDATE_AND_CREATE_TOPIC: topic_requests.on_update_topic,
             RequestCode.DELETE_TOPIC_IN_BROKER: topic_requests.on_delete_topic,
             RequestCode.GET_ALL_TOPIC_CONFIG: self.admin.on_all_topic_config,
+            RequestCode.GET_TOPIC_CONFIG: topic_requests.on_get_topic_config,
             RequestCode.GET_ALL_CONSUMER_OFFSET: self.admin.on_all_consumer_offset,
             RequestCode.VIEW_MESSAGE_BY_ID: self.on_view_message,
             RequestCode.QUERY_MESSAGE: self.on_query_message,

@@ -75,7 +75,7 @@ class SlaveSynchronize:
 
     def apply_topics(self, table: dict) -> None:
         topics = self.topics
-        fresh = {name: TopicConfig(**cfg) for name, cfg in table.items()}
+        fresh = {name: TopicConfig.from_json(cfg) for name, cfg in table.items()}
         if fresh != topics.topics:
             topics.topics = fresh
             topics.persist()

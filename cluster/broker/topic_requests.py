@@ -1,15 +1,18 @@
-"""Topic admin on a broker: UPDATE_AND_CREATE_TOPIC (17) and DELETE_TOPIC_IN_BROKER (215)."""
+"""Topic admin on a broker: UPDATE_AND_CREATE_TOPIC (17), DELETE_TOPIC_IN_BROKER (215) and
+GET_TOPIC_CONFIG (351: one topic's config with its attributes, as RocketMQ 5's proxy reads it)."""
 
 from __future__ import annotations
 
 import logging
 import time
+from dataclasses import asdict
 
 from rocketbox.cluster.broker.topics import TopicConfig
 from rocketbox.cluster.broker.transaction import SYSTEM_TOPICS as TRANSACTION_TOPICS
 from rocketbox.cluster.protocol import (AUTO_CREATE_TOPIC_KEY, PERM_READ_WRITE, ProtocolError, ResponseCode,
-                                        answers_refusals, field_int, field_str, require_name)
+                                        answers_refusals, field_int, field_str, require_name, to_json_bytes)
 from rocketbox.cluster.shm.schedule_format import SCHEDULE_TOPIC
+from rocketbox.cluster.topic_attributes import AttributeProblem, apply_modification, parse_modification
 from rocketbox.cluster.wire_format import Command
 
 log = logging.getLogger(__name__)
@@ -45,11 +48,29 @@ class TopicRequests:
         perm = field_int(request, "perm", PERM_READ_WRITE)
         if not 0 <= perm <= 7:
             raise ProtocolError(f"perm {perm} is not a RocketMQ permission (0..7: 4 read, 2 write, 1 inherit)")
+        current = self.topics.get(topic)
+        try:
+            # RocketMQ answers a refused attribute change with SYSTEM_ERROR and the reason.
+            attributes = apply_modification(current.attributes if current else {},
+                                            parse_modification(request.fields.get("attributes")),
+                                            creating=current is None)
+        except AttributeProblem as exc:
+            raise ProtocolError(f"topic {topic}: {exc}") from None
         self.topics.upsert(TopicConfig(topic, read, write, perm, field_int(request, "topicSysFlag", 0),
-                                       request.fields.get("order", "false") == "true"))
-        log.info("topic %s set: read %d write %d perm %d", topic, read, write, perm)
+                                       request.fields.get("order", "false") == "true", attributes))
+        log.info("topic %s set: read %d write %d perm %d attributes %s", topic, read, write, perm, attributes)
         self.register_with_namesrvs()
         return request.response(ResponseCode.SUCCESS)
+
+    @answers_refusals
+    def on_get_topic_config(self, request: Command, reply=None) -> Command:
+        """The body is RocketMQ's TopicConfigAndQueueMapping without a mapping: the config's fields."""
+        topic = field_str(request, "topic")
+        cfg = self.topics.get(topic)
+        if cfg is None:
+            # Answered, not logged: asking about a topic the broker lacks is routine (proxies do).
+            return request.response(ResponseCode.TOPIC_NOT_EXIST, remark=f"No topic in this broker. topic: {topic}")
+        return request.response(ResponseCode.SUCCESS, body=to_json_bytes(asdict(cfg)))
 
     @answers_refusals
     def on_delete_topic(self, request: Command, reply=None) -> Command:

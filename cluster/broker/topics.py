@@ -1,12 +1,16 @@
-"""A broker's topic configuration, persisted as JSON (config/topics.json)."""
+"""A broker's topic configuration, persisted as JSON (config/topics.json).
+
+Each config carries RocketMQ 5's topic ``attributes`` (``topic_attributes.py``: the message types it
+takes); files written before attributes existed load with none."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, fields
 
 from rocketbox.cluster.protocol import AUTO_CREATE_TOPIC_KEY, PERM_READ_WRITE
 from rocketbox.cluster.shm import paths
 from rocketbox.cluster.shm.json_store import read_json, write_json
+from rocketbox.cluster.topic_attributes import declared_message_type
 
 
 @dataclass
@@ -17,6 +21,24 @@ class TopicConfig:
     perm: int = PERM_READ_WRITE
     topicSysFlag: int = 0
     order: bool = False
+    attributes: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def message_type(self) -> str | None:
+        """``message.type`` (NORMAL, FIFO, DELAY, TRANSACTION, MIXED), None when undeclared: every type."""
+        return declared_message_type(self.attributes)
+
+    @classmethod
+    def from_json(cls, raw: dict) -> "TopicConfig":
+        """A config as topics.json or GET_ALL_TOPIC_CONFIG holds it; keys of other versions
+        (RocketMQ's topicFilterType, ...) are left out rather than refused."""
+        known = {f.name for f in fields(cls)}
+        cfg = cls(**{k: v for k, v in raw.items() if k in known})
+        attributes = cfg.attributes or {}
+        if not isinstance(attributes, dict):
+            raise ValueError(f"topic {cfg.topicName}: attributes must be an object, got {attributes!r:.60}")
+        cfg.attributes = {str(k): str(v) for k, v in attributes.items()}
+        return cfg
 
 
 class TopicConfigManager:
@@ -26,7 +48,7 @@ class TopicConfigManager:
         self.queue_count_default = queue_count_default
         raw = read_json(self.path, {"topicConfigTable": {}})
         self.topics: dict[str, TopicConfig] = {
-            name: TopicConfig(**cfg) for name, cfg in raw.get("topicConfigTable", {}).items()}
+            name: TopicConfig.from_json(cfg) for name, cfg in raw.get("topicConfigTable", {}).items()}
         if auto_create_enabled and AUTO_CREATE_TOPIC_KEY not in self.topics:
             # Clients ask for this route when a topic is unknown (RocketMQ's TBW102 rule).
             self.topics[AUTO_CREATE_TOPIC_KEY] = TopicConfig(

@@ -28,7 +28,7 @@ _LAYERS_BY_PATH: list[tuple[str, ...]] = [
     ("cluster.wire_format", "cluster.remoting_format", "cluster.fastjson_format"),
     ("cluster.shm",),
     ("cluster.protocol", "cluster.request_dispatch", "cluster.zmq_transport", "cluster.remoting_transport",
-     "cluster.remoting_client", "cluster.filter", "cluster.receipt_handle"),
+     "cluster.remoting_client", "cluster.filter", "cluster.receipt_handle", "cluster.topic_attributes"),
     ("cluster.errors",),
     ("cluster.namesrv",),
     ("cluster.controller", "cluster.broker", "cluster.client", "cluster.metrics", "cluster.proxy"),

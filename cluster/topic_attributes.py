@@ -1,0 +1,124 @@
+"""Topic attributes (RocketMQ 5's TopicAttributes): the message types a topic takes.
+
+A topic's attributes are a ``dict[str, str]`` kept with its config (``broker/topics.py``). Only
+``message.type`` is known here; RocketMQ 5 also knows ``queue.type``, ``cleanup.policy`` and
+``reserve.time``, which would promise what RocketBox does not do (batch ConsumeQueues,
+compaction, tiered storage), so they are refused like any unknown key.
+
+Changes travel as RocketMQ's modification string (``AttributeParser``, the ``attributes`` header
+of UPDATE_AND_CREATE_TOPIC, mqadmin updateTopic's ``-a``): comma-joined ``+key=value`` (add or
+change) and ``-key`` (delete). ``apply_modification`` follows ``AttributeUtil.alterCurrentAttributes``:
+a topic being created takes only additions; an existing one keeps the attributes a request does not
+mention, may not delete what it lacks; each key at most once; values checked against the key's set.
+
+A topic without ``message.type`` takes every type. RocketMQ 5 reads a missing value as NORMAL
+(``TopicConfig.getTopicMessageType``) and its proxy then refuses FIFO, DELAY and TRANSACTION
+sends to such a topic (``DefaultTopicMessageTypeValidator``; its broker checks nothing on
+remoting sends). RocketBox's topics were all created without attributes and take every type
+today, so refusing would break every existing user: undeclared means every type here.
+"""
+
+from __future__ import annotations
+
+MESSAGE_TYPE_KEY = "message.type"
+
+NORMAL = "NORMAL"
+FIFO = "FIFO"
+DELAY = "DELAY"
+TRANSACTION = "TRANSACTION"
+MIXED = "MIXED"
+# RocketMQ's value set also has UNSPECIFIED; it is taken (mqadmin may send it) and read as undeclared.
+UNSPECIFIED = "UNSPECIFIED"
+# What a message can be (gRPC's MessageType names the same four), and what a topic may declare.
+SENDABLE_TYPES = (NORMAL, FIFO, DELAY, TRANSACTION)
+MESSAGE_TYPES = (*SENDABLE_TYPES, MIXED)
+
+KNOWN_VALUES: dict[str, frozenset[str]] = {MESSAGE_TYPE_KEY: frozenset((*MESSAGE_TYPES, UNSPECIFIED))}
+
+# Message properties that make a message's type (RocketMQ's MessageConst names).
+_PROPERTY_TRANSACTION_PREPARED = "TRAN_MSG"
+_DELAY_PROPERTIES = ("DELAY", "TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS")
+_PROPERTY_SHARDING_KEY = "__SHARDINGKEY"
+
+
+class AttributeProblem(ValueError):
+    """A modification string or change that RocketMQ would refuse; the message says why."""
+
+
+def parse_modification(text: str | None) -> dict[str, str]:
+    """``"+message.type=FIFO,-other"`` -> ``{"+message.type": "FIFO", "-other": ""}`` (empty: none)."""
+    changes: dict[str, str] = {}
+    if not text or not text.strip():
+        return changes
+    for entry in text.split(","):
+        entry = entry.strip()
+        if "=" in entry:
+            key, _, value = entry.partition("=")
+            if not key.startswith("+"):
+                raise AttributeProblem(f"add/alter attribute format is wrong: {entry!r} (want +key=value)")
+            if not value:
+                raise AttributeProblem(f"attribute {key[1:]!r} has no value: {entry!r}")
+        else:
+            key, value = entry, ""
+            if not key.startswith("-"):
+                raise AttributeProblem(f"delete attribute format is wrong: {entry!r} (want -key)")
+        if key in changes:
+            raise AttributeProblem(f"key duplication: {key}")
+        changes[key] = value
+    return changes
+
+
+def format_modification(changes: dict[str, str]) -> str:
+    """The inverse of ``parse_modification`` (RocketMQ's ``AttributeParser.parseToString``)."""
+    return ",".join(f"{key}={value}" if value else key for key, value in changes.items())
+
+
+def apply_modification(current: dict[str, str], changes: dict[str, str], *, creating: bool) -> dict[str, str]:
+    """The attributes after ``changes`` (from ``parse_modification``); AttributeProblem when refused."""
+    result = dict(current)
+    seen: set[str] = set()
+    for signed_key, value in changes.items():
+        sign, key = signed_key[:1], signed_key[1:]
+        if not key or "+" in key or "-" in key:
+            raise AttributeProblem(f"attribute key format is wrong: {signed_key!r}")
+        if key in seen:
+            raise AttributeProblem(f"alter duplication key. key: {key}")
+        seen.add(key)
+        allowed = KNOWN_VALUES.get(key)
+        if allowed is None:
+            raise AttributeProblem(f"unsupported key: {key} (RocketBox's topics know only {MESSAGE_TYPE_KEY})")
+        if sign == "+":
+            if value not in allowed:
+                raise AttributeProblem(f"{key}={value} is not one of {', '.join(sorted(allowed))}")
+            result[key] = value
+        elif creating:
+            raise AttributeProblem(f"only add attribute is supported while creating topic. key: {key}")
+        elif key not in current:
+            raise AttributeProblem(f"attempt to delete a nonexistent key: {key}")
+        else:
+            del result[key]
+    return result
+
+
+def declared_message_type(attributes: dict[str, str]) -> str | None:
+    """The topic's ``message.type``, or None when it declares none (UNSPECIFIED counts as none)."""
+    value = attributes.get(MESSAGE_TYPE_KEY)
+    return None if value in (None, UNSPECIFIED) else value
+
+
+def accepted_types(message_type: str | None) -> tuple[str, ...]:
+    """The message types a topic of ``message_type`` takes (a gRPC route's accept_message_types)."""
+    if message_type is None or message_type == MIXED:
+        return SENDABLE_TYPES
+    return (message_type,) if message_type in SENDABLE_TYPES else ()
+
+
+def message_type_of(properties: dict[str, str]) -> str:
+    """What a message is, from its properties (RocketMQ's ``TopicMessageType.parseFromMessageProperty``)."""
+    if properties.get(_PROPERTY_TRANSACTION_PREPARED) == "true":
+        return TRANSACTION
+    if any(properties.get(name) is not None for name in _DELAY_PROPERTIES):
+        return DELAY
+    if properties.get(_PROPERTY_SHARDING_KEY) is not None:
+        return FIFO
+    return NORMAL
