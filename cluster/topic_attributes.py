@@ -50,7 +50,10 @@ def parse_modification(text: str | None) -> dict[str, str]:
     changes: dict[str, str] = {}
     if not text or not text.strip():
         return changes
-    for entry in text.split(","):
+    entries = text.split(",")
+    while not entries[-1].strip():
+        entries.pop()   # Java's split drops trailing empty strings: "+a=b," is "+a=b"
+    for entry in entries:
         entry = entry.strip()
         if "=" in entry:
             key, _, value = entry.partition("=")

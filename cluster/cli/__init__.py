@@ -9,7 +9,7 @@
     cluster up -c broker.conf [--namesrv-config namesrv.conf]      (RocketMQ's keys; flags win)
     cluster logs NAME [-n N] [-f]                  (a process's log, followed across rotations)
     cluster config show [the flags of up]          (every process's settings under broker.conf's keys)
-    cluster topic create|update|list|route|delete
+    cluster topic create|update|list|route|delete [--queues N] [--message-type NORMAL|FIFO|DELAY|TRANSACTION|MIXED]
     cluster send | consume
     cluster query --id OFFSET_MSG_ID | --msg-id ID --topic T | --key K --topic T [--begin --end --max]
                 | --topic T [--broker B] --queue Q --offset N        (each with every group's consume status)

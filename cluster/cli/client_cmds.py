@@ -7,6 +7,7 @@ import sys
 import time
 
 from rocketbox.cluster.protocol import AUTO_CREATE_TOPIC_KEY
+from rocketbox.cluster.topic_attributes import MESSAGE_TYPES, declared_message_type
 from rocketbox.cluster.cli.common import (int_within, iso_ms, namesrv, new_console, open_admin, print_json, print_json_line,
                                 table, time_ms)
 
@@ -21,8 +22,9 @@ def cmd_topic(args) -> int:
         return 2
     with open_admin(args) as admin:
         if args.action in ("create", "update"):
-            admin.create_topic(args.topic, args.queues, perm=args.perm)
-            print(f"topic {args.topic}: {args.queues} queues per broker")
+            admin.create_topic(args.topic, args.queues, perm=args.perm, message_type=args.message_type)
+            kind = f", message type {args.message_type}" if args.message_type else ""
+            print(f"topic {args.topic}: {args.queues} queues per broker{kind}")
         elif args.action == "delete":
             admin.delete_topic(args.topic)
             print(f"topic {args.topic} deleted")
@@ -31,11 +33,16 @@ def cmd_topic(args) -> int:
                 print_json_line({"topic": topic}) if args.json else print(topic)
         elif args.action == "route":
             route = admin.route(args.topic)
+            # The route has no attributes (RocketMQ's QueueData neither): each master's config does.
+            types = {name: declared_message_type(cfg.get("attributes") or {})
+                     for name, cfg in admin.topic_configs(args.topic).items()}
             if args.json:
-                print_json(route)
+                print_json({**route, "messageTypes": types})
             else:
-                new_console().print(table(f"route of {args.topic}", ["broker", "read", "write", "perm", "addresses"],
+                new_console().print(table(f"route of {args.topic}", ["broker", "read", "write", "perm", "type",
+                                                                     "addresses"],
                                         [[q["brokerName"], q["readQueueNums"], q["writeQueueNums"], q["perm"],
+                                          types.get(q["brokerName"]) or "any",
                                           json.dumps(next((b["brokerAddrs"] for b in route["brokerDatas"]
                                                            if b["brokerName"] == q["brokerName"]), {}))]
                                          for q in route["queueDatas"]]))
@@ -237,6 +244,9 @@ def add_parsers(sub) -> None:
     topic.add_argument("topic", nargs="?", help="the topic (every action but list)")
     topic.add_argument("--queues", type=int_within(1, 1024), default=4, help="queues per broker, 1..1024")
     topic.add_argument("--perm", type=int_within(0, 7), default=6, help="4 read, 2 write (6: both)")
+    topic.add_argument("--message-type", choices=MESSAGE_TYPES,
+                       help="what the topic takes (RocketMQ 5's message.type; default: every type, "
+                            "and update keeps the type it has)")
     topic.add_argument("--group-topic", action="store_true",
                        help="allow a %%RETRY%%<group> or %%DLQ%%<group> name (the broker makes those itself)")
     topic.add_argument("--json", action="store_true", help="JSON instead of text")

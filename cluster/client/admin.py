@@ -18,6 +18,7 @@ from rocketbox.cluster.protocol import MASTER_ID, PERM_READ_WRITE, RequestCode, 
 from rocketbox.cluster.shm import commitlog_format as fmt
 from rocketbox.cluster.shm.commitlog_format import parse_offset_msg_id
 from rocketbox.cluster.shm.schedule_format import PROPERTY_TIMER_DELIVER_MS
+from rocketbox.cluster.topic_attributes import MESSAGE_TYPE_KEY, MESSAGE_TYPES
 from rocketbox.cluster.wire_format import Command
 from rocketbox.cluster.zmq_transport import TransportError
 
@@ -93,11 +94,16 @@ class Admin(ClientBase):
 
     def create_topic(self, topic: str, queue_count: int = 4, *, read_queue_count: int | None = None,
                      perm: int = PERM_READ_WRITE, cluster_name: str | None = None,
-                     wait_for_route_s: float = 5.0) -> None:
-        """Create or resize ``topic`` on every master (RocketMQ's updateTopic), then wait for its route."""
+                     wait_for_route_s: float = 5.0, message_type: str | None = None) -> None:
+        """Create or resize ``topic`` on every master (RocketMQ's updateTopic), then wait for its route.
+        ``message_type`` (one of MESSAGE_TYPES) declares what the topic takes (RocketMQ 5's
+        ``-a +message.type=...``); None leaves an existing topic's type as it is, a new one takes every type."""
         problem = name_problem("topic", topic)
         if problem:
             raise ValueError(problem)
+        if message_type is not None and message_type not in MESSAGE_TYPES:
+            raise ValueError(f"message type {message_type!r} is not one of {', '.join(MESSAGE_TYPES)}")
+        extra = {"attributes": f"+{MESSAGE_TYPE_KEY}={message_type}"} if message_type else {}
         masters = self.master_endpoints(cluster_name)
         if not masters:
             raise NoRouteError("no live broker master is registered with the NameServers")
@@ -105,11 +111,22 @@ class Admin(ClientBase):
         for endpoint in masters.values():
             raise_for(self.rpc.call(endpoint, Command(RequestCode.UPDATE_AND_CREATE_TOPIC, {
                 "topic": topic, "readQueueNums": str(read), "writeQueueNums": str(queue_count),
-                "perm": str(perm), "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false"})),
-                endpoint)
+                "perm": str(perm), "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false",
+                **extra})), endpoint)
         self._await_route(topic, lambda r: _route_queue_total(r) == len(masters) * queue_count, wait_for_route_s)
 
     update_topic = create_topic
+
+    def topic_configs(self, topic: str, cluster_name: str | None = None) -> dict[str, dict]:
+        """broker name -> ``topic``'s config on that master (GET_TOPIC_CONFIG: queue counts, perm,
+        ``attributes``), for every master that has the topic."""
+        out = {}
+        for name, endpoint in sorted(self.master_endpoints(cluster_name).items()):
+            response = self.rpc.call(endpoint, Command(RequestCode.GET_TOPIC_CONFIG, {"topic": topic}))
+            if response.code != ResponseCode.TOPIC_NOT_EXIST:
+                raise_for(response, endpoint)
+                out[name] = json.loads(response.body)
+        return out
 
     def delete_topic(self, topic: str, cluster_name: str | None = None) -> None:
         for endpoint in self.master_endpoints(cluster_name).values():
