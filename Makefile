@@ -28,10 +28,18 @@ $(INSTALL_STAMP): $(VENV_PYTHON) $(INSTALL_INPUTS)
 # `make test`: the tests that need a client then skip and say why.
 RMQ4_VENV := .venv-rocketmq4
 RMQ4_STAMP := $(RMQ4_VENV)/.installed
-real-clients: $(RMQ4_STAMP)
+# RocketMQ 5's gRPC client (tests/grpc/): the version the proxy is tested against, with what it pulls
+# in pinned by constraints.txt (the proxy imports the same package's generated protocol modules).
+RMQ5_VENV := .venv-rocketmq5
+RMQ5_STAMP := $(RMQ5_VENV)/.installed
+real-clients: $(RMQ4_STAMP) $(RMQ5_STAMP)
 
 $(RMQ4_STAMP):
 	-$(PYTHON) -m venv $(RMQ4_VENV) && $(RMQ4_VENV)/bin/python -m pip install -q 'rocketmq==0.4.4' && touch $@
+
+$(RMQ5_STAMP): constraints.txt
+	-$(PYTHON) -m venv --clear $(RMQ5_VENV) && $(RMQ5_VENV)/bin/python -m pip install -q -c constraints.txt \
+		'rocketmq-python-client==5.1.2' && touch $@
 
 # pytest exits 5 when it collects nothing: that is a failure too, and says so.
 test: install real-clients
@@ -67,4 +75,4 @@ clean:
 	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -exec rm -rf {} +
 
 distclean: clean
-	rm -rf $(VENV) $(RMQ4_VENV)
+	rm -rf $(VENV) $(RMQ4_VENV) $(RMQ5_VENV)

@@ -29,11 +29,18 @@ setup(
     # Prometheus's exposition format, and of its parser, which the tests read the endpoint with.
     # setproctitle gives every process a title ps and top show ("rocketbox: broker-a reput"): rewriting
     # the argv area portably (and safely for environ behind it) is its whole job, in C.
+    # rocketmq-python-client ships the generated gRPC modules of RocketMQ 5's protocol
+    # (rocketmq.grpc_protocol: apache.rocketmq.v2's messages and MessagingService), which the proxy
+    # (cluster/proxy/) serves with grpcio; depending on the published modules rather than copying or
+    # regenerating the .proto files keeps the wire identical to the official clients'. Importing them
+    # loads that client package (OpenTelemetry and all), so only cluster/proxy/protos.py imports them.
+    # Its own client is never used here: the tests drive it from .venv-rocketmq5 (make real-clients).
     # Each dependency is bounded by the versions known to work: from the oldest we rely on to below
     # the next major (constraints.txt pins the exact versions CI installs).
     install_requires=["pyzmq>=25,<28", "cffi>=1.15,<3", "psutil>=5.9,<8", "rich>=13,<16", "pyspark>=4.2,<5",
                       "pyarrow>=14,<27", "pandas>=2.0,<3", "matplotlib>=3.7,<4", "pysyncobj>=0.3.17,<0.4",
-                      "prometheus-client>=0.20,<1", "setproctitle>=1.3,<2"],
+                      "prometheus-client>=0.20,<1", "setproctitle>=1.3,<2",
+                      "rocketmq-python-client>=5.1.2,<6"],
     extras_require={
         # pytest-timeout bounds every test (pyproject.toml), so a hung test fails instead of stalling CI.
         # setuptools 70.1+ builds a wheel by itself, so tests/integration/test_packaging.py can check
