@@ -120,6 +120,7 @@ class ResponseCode(enum.IntEnum):
     SUBSCRIPTION_PARSE_FAILED = 23
     SUBSCRIPTION_GROUP_NOT_EXIST = 26
     CONSUMER_NOT_ONLINE = 206
+    NO_MESSAGE = 208   # a pop ack whose message is acked already or was delivered again
     # Ours, in a range RocketMQ does not use: the disk under the store is full.
     DISK_FULL = 1001
 

@@ -9,7 +9,8 @@ Ours does the same, with one queue and three kinds of record, told apart by thei
   and delivery attempt. A checkpoint is named by its own offset in the revive queue.
 - ``ack``: the message at queue offset ``o`` of checkpoint ``ck`` is done with.
 - ``done``: checkpoint ``ck`` was revived (its unacknowledged messages went back to be delivered
-  again, or to the dead-letter queue): loading the log must not revive it a second time.
+  again, or to the dead-letter queue): loading the log must not revive it a second time. A FIFO
+  checkpoint's mark also names the offsets its queue owes again, with their next attempt.
 
 Bodies are compact JSON (a checkpoint holds up to 32 messages); pure, no I/O.
 """
@@ -82,12 +83,22 @@ def decode_ack(body: bytes) -> tuple[int, int]:
         raise ValueError(f"not a pop ack: {exc}") from None
 
 
-def encode_done(ck_offset: int) -> bytes:
-    return json.dumps({"ck": ck_offset}, separators=(",", ":")).encode()
+def encode_done(ck_offset: int, redeliver: dict[int, int] | None = None, end_offset: int = -1) -> bytes:
+    """``redeliver``: what a FIFO queue owes after this revive, whole (earlier revives' debts merged
+    in): queue offset -> the attempt it is delivered with next; offsets up to ``end_offset`` not
+    in it are acked and skipped (FIFO messages are delivered again in place, not copied)."""
+    raw: dict = {"ck": ck_offset}
+    if redeliver:
+        raw["r"] = {str(offset): attempt for offset, attempt in sorted(redeliver.items())}
+        raw["e"] = end_offset
+    return json.dumps(raw, separators=(",", ":")).encode()
 
 
-def decode_done(body: bytes) -> int:
+def decode_done(body: bytes) -> tuple[int, dict[int, int], int]:
+    """(checkpoint offset, FIFO debt, its end offset); ValueError for a body that is not a revive mark."""
     try:
-        return int(json.loads(body)["ck"])
-    except (ValueError, KeyError, TypeError) as exc:
+        raw = json.loads(body)
+        redeliver = {int(offset): int(attempt) for offset, attempt in (raw.get("r") or {}).items()}
+        return int(raw["ck"]), redeliver, int(raw.get("e", -1))
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ValueError(f"not a pop revive mark: {exc}") from None

@@ -26,6 +26,10 @@ from rocketbox.cluster.broker.locks import LockProcessor
 from rocketbox.cluster.broker.metrics import BrokerMetrics
 from rocketbox.cluster.broker.offset_requests import OffsetRequests
 from rocketbox.cluster.broker.offsets import ConsumerOffsetManager
+from rocketbox.cluster.broker.pop import PopProcessor
+from rocketbox.cluster.broker.pop_format import REVIVE_TOPIC_PREFIX
+from rocketbox.cluster.broker.pop_log import PopLog
+from rocketbox.cluster.broker.pop_revive import TICK_S as REVIVE_TICK_S, PopReviver
 from rocketbox.cluster.broker.pull import PullProcessor
 from rocketbox.cluster.broker.reset_offset import ResetOffsetProcessor
 from rocketbox.cluster.broker.retry import SendBackProcessor
@@ -97,6 +101,13 @@ class BrokerService:
                                     self.ha)
         self.send_back = SendBackProcessor(cfg, self.store, len(self.schedule.levels_ms), self.flush_waiters,
                                            self.on_written, self.ensure_system_topic, self.groups.retry_max_times)
+        self.pop_log = PopLog(cfg, self.store, self.offsets, clock, self.ensure_system_topic, self.on_written)
+        if not cfg.is_slave:
+            self.pop_log.replay()
+        self.popper = PopProcessor(cfg, self.store, self.topics, self.offsets, self.groups, self.pull_waiters,
+                                   self.pop_log, self.flush_waiters, clock, self.may_write)
+        self.reviver = PopReviver(self.store, self.pop_log, self.groups.retry_max_times, clock, self.may_write,
+                                  self.ensure_system_topic, self.on_written, self.pull_waiters)
         self.reset_offsets = ResetOffsetProcessor(cfg.broker_name, self.topics, self.clients, self.store, self.offsets,
                                                   self.notify_peer)
         self.locks = LockProcessor(cfg.rebalance_lock_max_live_ms, clock.now_ms)
@@ -122,6 +133,9 @@ class BrokerService:
             RequestCode.SEND_MESSAGE_V2: self.sender.on_send,
             RequestCode.SEND_BATCH_MESSAGE: self.sender.on_send,
             RequestCode.PULL_MESSAGE: self.puller.on_pull,
+            RequestCode.POP_MESSAGE: self.popper.on_pop,
+            RequestCode.ACK_MESSAGE: self.popper.on_ack,
+            RequestCode.CHANGE_MESSAGE_INVISIBLETIME: self.popper.on_change_invisible_time,
             RequestCode.QUERY_CONSUMER_OFFSET: offset_requests.on_query_consumer_offset,
             RequestCode.UPDATE_CONSUMER_OFFSET: offset_requests.on_update_consumer_offset,
             RequestCode.GET_MAX_OFFSET: offset_requests.on_get_max_offset,
@@ -202,6 +216,7 @@ class BrokerService:
             self.slave_sync.serve(loop)
         if not self.cfg.is_slave:   # both write messages: a slave only copies its master's
             loop.call_every(SCHEDULE_TICK_S, self.schedule.tick)
+            loop.call_every(REVIVE_TICK_S, self.reviver.tick)
             loop.call_every(self.cfg.transaction_check_interval_ms / 1000, self.transactions.check)
         loop.call_every(self.cfg.consumer_offset_persist_interval_ms / 1000, self.transactions.persist)
         loop.call_every(self.cfg.client_scan_interval_ms / 1000, self.expire_clients)
@@ -377,7 +392,7 @@ class BrokerService:
         for any other unknown topic. Registered with the NameServers so clients find it."""
         if self.topics.get(topic) is not None:
             return True
-        if not (topic.startswith(RETRY_TOPIC_PREFIX) or topic.startswith(DLQ_TOPIC_PREFIX)):
+        if not topic.startswith((RETRY_TOPIC_PREFIX, DLQ_TOPIC_PREFIX, REVIVE_TOPIC_PREFIX)):
             return False
         self.topics.upsert(TopicConfig(topic, 1, 1, PERM_READ_WRITE))
         log.info("created %s", topic)

@@ -41,7 +41,9 @@ def test_ack_and_done_golden():
     assert pf.encode_ack(9, 6) == b'{"ck":9,"o":6}'
     assert pf.decode_ack(b'{"ck":9,"o":6}') == (9, 6)
     assert pf.encode_done(9) == b'{"ck":9}'
-    assert pf.decode_done(b'{"ck":9}') == 9
+    assert pf.decode_done(b'{"ck":9}') == (9, {}, -1)
+    assert pf.encode_done(9, {12: 3, 10: 2}, 14) == b'{"ck":9,"r":{"10":2,"12":3},"e":14}'
+    assert pf.decode_done(b'{"ck":9,"r":{"10":2,"12":3},"e":14}') == (9, {10: 2, 12: 3}, 14)
     assert pf.revive_topic("DefaultCluster") == "rmq_sys_REVIVE_LOG_DefaultCluster"
 
 

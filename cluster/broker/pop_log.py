@@ -1,0 +1,157 @@
+"""The revive log, written and read back: pop state that survives the broker.
+
+Every change to pop state is a record appended to the revive topic's one queue first and applied
+to ``PopState`` second, by the same ``apply_*`` methods that replay the log when the broker
+starts; so a broker killed at any moment comes back with every checkpoint and every ack it had
+written. Replay starts at the revive progress offset (``REVIVE_GROUP``'s committed offset of the
+revive queue, kept like any consumer offset: ``offsets.py``). Progress is only ever the lowest
+offset still needed when it was committed, so a stale one is safe: replay then reads records
+it did not need and re-applies commits that already stand.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from rocketbox.cluster.broker.pop_format import (REVIVE_GROUP, TAG_ACK, TAG_CK, TAG_DONE, Checkpoint, decode_ack,
+                                                 decode_checkpoint, decode_done, encode_ack, encode_checkpoint,
+                                                 encode_done, revive_topic)
+from rocketbox.cluster.broker.pop_state import Pending, PopState, Redelivery
+from rocketbox.cluster.protocol import ProtocolError, ResponseCode, pop_retry_topic
+from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.shm.store import MessageToStore, PutMessageStatus, PutResult
+
+log = logging.getLogger(__name__)
+
+REPLAY_BATCH = 1024
+_BORN_HOST = fmt.pack_host("127.0.0.1", 0)
+
+
+def queue_topic_of(ck: Checkpoint) -> str:
+    return pop_retry_topic(ck.group, ck.topic) if ck.retry else ck.topic
+
+
+class PopLog:
+    def __init__(self, cfg, store, offsets, clock, ensure_system_topic, on_written):
+        self.store = store
+        self.offsets = offsets
+        self.clock = clock
+        self.ensure_system_topic = ensure_system_topic
+        self.on_written = on_written
+        self.topic = revive_topic(cfg.cluster_name)
+        self.state = PopState()
+        self.replayed_records = 0
+
+    # ------------------------------------------------------------ writing
+
+    def _append(self, tag: str, body: bytes) -> PutResult:
+        """One record in the revive queue; ProtocolError when the store refuses it (nothing changed)."""
+        self.ensure_system_topic(self.topic)
+        message = MessageToStore(body=body, flag=0, properties=fmt.encode_properties({fmt.PROPERTY_TAGS: tag}),
+                                 sys_flag=0, born_timestamp_ms=self.clock.now_ms(), born_host=_BORN_HOST)
+        result = self.store.put_messages(self.topic, 0, [message])
+        if result.status != PutMessageStatus.PUT_OK:
+            code = (ResponseCode.SERVICE_NOT_AVAILABLE if result.status == PutMessageStatus.SERVICE_NOT_AVAILABLE
+                    else ResponseCode.SYSTEM_ERROR)
+            raise ProtocolError(f"the pop log could not be written: {result.status.name}", code)
+        self.on_written()
+        return result
+
+    def checkpoint(self, ck: Checkpoint) -> Pending:
+        result = self._append(TAG_CK, encode_checkpoint(ck))
+        ck.ck_offset = result.queue_offset
+        return self.apply_checkpoint(ck)
+
+    def ack(self, pending: Pending, queue_offset: int) -> PutResult:
+        result = self._append(TAG_ACK, encode_ack(pending.ck.ck_offset, queue_offset))
+        self.apply_ack(pending, queue_offset)
+        return result
+
+    def done(self, pending: Pending, redeliver: dict[int, int]) -> None:
+        """Settle a revived checkpoint; for a FIFO one ``redeliver`` is what its queue owes again."""
+        end_offset = -1
+        if pending.ck.order:
+            redeliver, end_offset = self.state.debt_after_revive(pending, redeliver)
+        self._append(TAG_DONE, encode_done(pending.ck.ck_offset, redeliver, end_offset))
+        self.apply_done(pending.ck.ck_offset, redeliver, end_offset)
+
+    # ------------------------------------------------------------ applying (live and replayed)
+
+    def apply_checkpoint(self, ck: Checkpoint) -> Pending:
+        pending = self.state.add(ck, queue_topic_of(ck))
+        if not ck.order and ck.queue_offsets:
+            # A pop commits as it takes; replayed, this restores a commit the last snapshot missed.
+            self.advance(ck.group, pending.queue_topic, ck.queue_id, max(ck.queue_offsets) + 1)
+        return pending
+
+    def apply_ack(self, pending: Pending, queue_offset: int) -> bool:
+        completed = self.state.ack(pending, queue_offset)
+        if completed and pending.ck.order:
+            ck = pending.ck
+            self.advance(ck.group, pending.queue_topic, ck.queue_id, max(ck.queue_offsets) + 1)
+            self.state.forget_paid(pending.key, self.offsets.query(ck.group, pending.queue_topic, ck.queue_id))
+        return completed
+
+    def apply_done(self, ck_offset: int, redeliver: dict[int, int], end_offset: int) -> Pending | None:
+        pending = self.state.settle(ck_offset)
+        if pending is None or not pending.ck.order:
+            return pending
+        ck = pending.ck
+        if redeliver:
+            self.state.redeliveries[pending.key] = Redelivery(ck_offset, end_offset, dict(redeliver))
+            first = min(redeliver)
+        else:
+            self.state.redeliveries.pop(pending.key, None)
+            first = max(max(ck.queue_offsets), end_offset) + 1
+        # A FIFO queue goes on from its first message still owed, whatever was committed before.
+        self.offsets.commit(ck.group, pending.queue_topic, ck.queue_id, first)
+        return pending
+
+    def advance(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        committed = self.offsets.query(group, topic, queue_id)
+        if committed is None or committed < offset:
+            self.offsets.commit(group, topic, queue_id, offset)
+
+    def commit_progress(self) -> None:
+        progress = self.state.progress(self.store.queue_next_offset(self.topic, 0))
+        if self.offsets.query(REVIVE_GROUP, self.topic, 0) != progress:
+            self.offsets.commit(REVIVE_GROUP, self.topic, 0, progress)
+
+    # ------------------------------------------------------------ replay
+
+    def replay(self) -> None:
+        """Rebuild the state from the log (the ConsumeQueue is complete: recovery dispatched it)."""
+        offset = self.offsets.query(REVIVE_GROUP, self.topic, 0) or 0
+        while True:
+            entries = self.store.queue_entries(self.topic, 0, offset, REPLAY_BATCH)
+            if not entries:
+                break
+            for queue_offset, phys, _size, _tag in entries:
+                record = self.store.read_record(phys)
+                if record is not None:
+                    self._replay_one(queue_offset, record)
+            offset = entries[-1][0] + 1
+        if self.replayed_records:
+            log.info("pop state rebuilt from %d revive log records: %d checkpoints pending, %d FIFO queues owed",
+                     self.replayed_records, len(self.state), len(self.state.redeliveries))
+        self.commit_progress()
+
+    def _replay_one(self, queue_offset: int, record: fmt.Record) -> None:
+        tag = record.properties.get(fmt.PROPERTY_TAGS)
+        try:
+            if tag == TAG_CK:
+                self.apply_checkpoint(decode_checkpoint(record.body, queue_offset))
+            elif tag == TAG_ACK:
+                ck_offset, acked_offset = decode_ack(record.body)
+                pending = self.state.pending.get(ck_offset)
+                if pending is not None and acked_offset not in pending.acked:
+                    self.apply_ack(pending, acked_offset)
+            elif tag == TAG_DONE:
+                ck_offset, redeliver, end_offset = decode_done(record.body)
+                self.apply_done(ck_offset, redeliver, end_offset)
+            else:
+                raise ValueError(f"unknown tag {tag!r}")
+        except ValueError as exc:
+            log.warning("revive log record %d skipped: %s", queue_offset, exc)
+            return
+        self.replayed_records += 1

@@ -1,0 +1,105 @@
+"""The revive timer: popped messages whose invisible time passed unacked are delivered again.
+
+Every ``TICK_S`` on a writable master, each checkpoint past its deadline is settled:
+
+- a message of a concurrent group is copied to the group's pop retry topic ``%RETRY%<group>_<topic>``
+  with ``reconsume_times`` = the attempts it has had, so its next pop is attempt + 1; once it has had
+  ``retryMaxTimes + 1`` attempts (RocketMQ 5's max delivery attempts) it goes to ``%DLQ%<group>``;
+- a FIFO group's message is not copied: its queue is unblocked and owes the message again, in
+  place and in order, with attempt + 1 (``pop_state.Redelivery``); past the maximum it goes to the
+  dead-letter topic and the queue moves on.
+
+The copies are written before the ``done`` record: a broker killed between the two revives the
+checkpoint again when it restarts, so such a message can be delivered twice, never lost.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from rocketbox.cluster.broker.pop_log import PopLog
+from rocketbox.cluster.broker.pop_state import Pending
+from rocketbox.cluster.broker.retry import PROPERTY_ORIGIN_MESSAGE_ID
+from rocketbox.cluster.protocol import ProtocolError, dlq_topic, pop_retry_topic
+from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.shm.store import PutMessageStatus, copy_of_record
+
+log = logging.getLogger(__name__)
+
+TICK_S = 0.1
+REVIVES_PER_TICK = 512
+RETRY_LATER_MS = 1000
+
+
+class PopReviver:
+    def __init__(self, store, pop_log: PopLog, retry_max_times_of, clock, may_write, ensure_system_topic, on_written,
+                 pull_waiters):
+        self.store = store
+        self.log = pop_log
+        self.state = pop_log.state
+        self.retry_max_times_of = retry_max_times_of
+        self.clock = clock
+        self.may_write = may_write
+        self.ensure_system_topic = ensure_system_topic
+        self.on_written = on_written
+        self.pull_waiters = pull_waiters
+        self.revived = 0          # messages delivered again
+        self.dead_lettered = 0    # messages moved to %DLQ% after the max attempts
+        self.by_group: dict[tuple[str, str], int] = {}   # (group, topic) -> messages dead-lettered
+
+    def tick(self) -> None:
+        if self.may_write():
+            now_ms = self.clock.now_ms()
+            for pending in self.state.due(now_ms, REVIVES_PER_TICK):
+                try:
+                    self._revive(pending)
+                except ProtocolError as exc:
+                    log.warning("pop checkpoint %d of %s not revived yet: %s", pending.ck.ck_offset,
+                                pending.ck.group, exc)
+                    self.state.retry_later(pending, now_ms + RETRY_LATER_MS)
+        self.log.commit_progress()
+
+    def _revive(self, pending: Pending) -> None:
+        ck = pending.ck
+        max_attempts = self.retry_max_times_of(ck.group) + 1
+        again, dead, redeliver = [], [], {}
+        for queue_offset, phys, attempt in pending.unacked():
+            if attempt >= max_attempts:
+                dead.append((phys, attempt))
+            elif ck.order:
+                redeliver[queue_offset] = attempt + 1
+            else:
+                again.append((phys, attempt))
+        self._copy(ck, again, pop_retry_topic(ck.group, ck.topic))
+        self._copy(ck, dead, dlq_topic(ck.group))
+        self.revived += len(again) + len(redeliver)
+        if dead:
+            self.dead_lettered += len(dead)
+            key = (ck.group, ck.topic)
+            self.by_group[key] = self.by_group.get(key, 0) + len(dead)
+            log.info("%d messages of %s go to %s after %d delivery attempts", len(dead), ck.topic,
+                     dlq_topic(ck.group), max_attempts)
+        self.log.done(pending, redeliver)
+        if ck.order:
+            self.pull_waiters.wake([(pending.queue_topic, ck.queue_id)])
+
+    def _copy(self, ck, messages: list[tuple[int, int]], target: str) -> None:
+        copies = []
+        for phys, attempt in messages:
+            record = self.store.read_record(phys)
+            if record is None:
+                log.warning("a popped message of %s at CommitLog offset %d is gone (retention): not delivered again",
+                            ck.topic, phys)
+                continue
+            properties = record.properties
+            properties.setdefault(fmt.PROPERTY_RETRY_TOPIC, ck.topic)
+            properties.setdefault(PROPERTY_ORIGIN_MESSAGE_ID,
+                                  properties.get(fmt.PROPERTY_UNIQ_KEY) or record.offset_msg_id)
+            copies.append(copy_of_record(record, properties, reconsume_times=attempt))
+        if not copies:
+            return
+        self.ensure_system_topic(target)
+        result = self.store.put_messages(target, 0, copies)
+        if result.status != PutMessageStatus.PUT_OK:
+            raise ProtocolError(f"{target} refused the copies: {result.status.name}")
+        self.on_written()

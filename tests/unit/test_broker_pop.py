@@ -1,0 +1,234 @@
+"""Pop consumption in one broker service, driven in process on a ManualClock: real request frames
+through the handler table, a real store dispatched by an in-process reput service, and the
+broker rebooted over the same store to show that pop state is rebuilt from its revive log."""
+
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+
+from rocketbox.cluster import receipt_handle
+from rocketbox.cluster.broker.boot import boot
+from rocketbox.cluster.broker.service import BrokerService
+from rocketbox.cluster.broker.subscription_groups import SubscriptionGroupConfig
+from rocketbox.cluster.clock import SYSTEM_CLOCK, ManualClock
+from rocketbox.cluster.config import BrokerConfig
+from rocketbox.cluster.protocol import RequestCode, ResponseCode, dlq_topic, pop_retry_topic
+from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.shm.reput import ReputService
+from rocketbox.cluster.shm.testing import tiny_config
+from rocketbox.cluster.wire_format import Command
+
+pytestmark = pytest.mark.timeout(60)
+
+TOPIC = "PopTopic"
+GROUP = "PopGroup"
+INVISIBLE_MS = 10_000
+
+
+class Broker:
+    """A booted broker service, its reput and its clock; ``reboot`` runs it again over the same store."""
+
+    def __init__(self, tmp_path, **settings):
+        self.cfg = BrokerConfig(store=tiny_config(tmp_path / "store"), **settings)
+        self.clock = ManualClock(now_ms=SYSTEM_CLOCK.now_ms())
+        self._start()
+
+    def _start(self):
+        self.booted = boot(self.cfg)
+        self.service = BrokerService(self.booted, clock=self.clock)
+        self.reput = ReputService(self.cfg.store, self.booted.control)
+
+    def reboot(self):
+        self.close()
+        self._start()
+
+    def close(self):
+        self.service.shutdown()
+        self.booted.store.close()
+
+    def call(self, code, fields, body=b"") -> Command:
+        replies: list[Command] = []
+        answer = self.service.handlers[code](Command(code, fields, body), replies.append)
+        assert (answer is None) != (not replies), "a handler answers exactly once"
+        return answer if answer is not None else replies[0]
+
+    def dispatch(self):
+        while self.reput.step(1000).count:
+            pass
+
+    def send(self, body: bytes, queue_id: int = 0, **properties: str) -> None:
+        props = fmt.properties_text([(fmt.PROPERTY_UNIQ_KEY, body.hex()), *properties.items()])
+        answer = self.call(RequestCode.SEND_MESSAGE, {
+            "producerGroup": "PG", "topic": TOPIC, "defaultTopic": "TBW102", "defaultTopicQueueNums": "4",
+            "queueId": str(queue_id), "sysFlag": "0", "bornTimestamp": str(self.clock.now_ms()), "flag": "0",
+            "properties": props}, body)
+        assert answer.code == ResponseCode.SUCCESS, answer.remark
+        self.dispatch()
+
+    def pop(self, max_count=32, order=False, exp="*", exp_type="TAG", **extra) -> list[tuple[bytes, str, int, fmt.Record]]:
+        """(body, handle, attempt, record) of each popped message; [] for PULL_NOT_FOUND."""
+        fields = {"consumerGroup": GROUP, "topic": TOPIC, "queueId": "-1", "maxMsgNums": str(max_count),
+                  "invisibleTime": str(INVISIBLE_MS), "pollTime": "0", "order": str(order).lower(),
+                  "exp": exp, "expType": exp_type, **extra}
+        answer = self.call(RequestCode.POP_MESSAGE, fields)
+        if answer.code == ResponseCode.PULL_NOT_FOUND:
+            return []
+        assert answer.code == ResponseCode.SUCCESS, (answer.code, answer.remark)
+        records = list(fmt.iter_records(answer.body))
+        handles = answer.fields["handles"].split(",")
+        attempts = [int(a) for a in answer.fields["attempts"].split(",")]
+        assert len(records) == len(handles) == len(attempts)
+        return [(r.body, h, a, r) for r, h, a in zip(records, handles, attempts)]
+
+    def ack(self, handle: str) -> int:
+        return self.call(RequestCode.ACK_MESSAGE, {"consumerGroup": GROUP, "topic": TOPIC, "extraInfo": handle}).code
+
+    def expire(self, ms: int = INVISIBLE_MS):
+        self.clock.advance(ms / 1000)
+        self.service.reviver.tick()
+        self.dispatch()
+
+
+@pytest.fixture
+def broker(tmp_path, request):
+    b = Broker(tmp_path, **getattr(request, "param", {}))
+    yield b
+    with contextlib.suppress(Exception):
+        b.close()
+
+
+def _bodies(popped):
+    return sorted(p[0] for p in popped)
+
+
+def test_pop_serves_every_queue_and_an_ack_settles_each_message(broker):
+    for i in range(8):
+        broker.send(b"m%d" % i, queue_id=i % 4)
+    first = broker.pop(max_count=5)
+    rest = broker.pop(max_count=32)
+    assert len(first) == 5 and len(rest) == 3
+    assert _bodies(first + rest) == [b"m%d" % i for i in range(8)]
+    assert {a for _, _, a, _ in first + rest} == {1}
+    assert broker.pop() == []                        # invisible, and nothing new
+    handle = receipt_handle.decode(first[0][1])
+    assert handle.broker_name == broker.cfg.broker_name and handle.invisible_ms == INVISIBLE_MS
+    for _, h, _, _ in first + rest:
+        assert broker.ack(h) == ResponseCode.SUCCESS
+    assert broker.ack(first[0][1]) == ResponseCode.NO_MESSAGE   # acked already
+    broker.expire()
+    assert broker.pop() == []                        # acked messages never come back
+
+
+def test_an_unacked_message_comes_back_with_the_next_attempt_then_goes_to_the_dlq(broker):
+    broker.service.groups.upsert(SubscriptionGroupConfig(GROUP, retryMaxTimes=1))
+    broker.send(b"kept", queue_id=1)
+    broker.send(b"done", queue_id=2)
+    popped = {body: (h, a) for body, h, a, _ in broker.pop()}
+    assert broker.ack(popped[b"done"][0]) == ResponseCode.SUCCESS
+    broker.clock.advance(INVISIBLE_MS / 1000 - 1)
+    broker.service.reviver.tick()
+    assert broker.pop() == []                        # still invisible
+    broker.expire(1000)
+    again = broker.pop()
+    assert [(b, a) for b, _, a, _ in again] == [(b"kept", 2)]
+    record = again[0][3]
+    assert record.topic == pop_retry_topic(GROUP, TOPIC)
+    assert record.properties[fmt.PROPERTY_RETRY_TOPIC] == TOPIC
+    assert record.properties[fmt.PROPERTY_UNIQ_KEY] == b"kept".hex()   # the same message id
+    assert broker.ack(popped[b"kept"][0]) == ResponseCode.NO_MESSAGE    # the first delivery's handle is dead
+    broker.expire()
+    assert broker.pop() == []                        # 2 attempts = retryMaxTimes + 1: dead-lettered
+    dlq = broker.service.store.queue_entries(dlq_topic(GROUP), 0, 0, 10)
+    assert len(dlq) == 1
+    dead = broker.service.store.read_record(dlq[0][1])
+    assert dead.body == b"kept" and dead.reconsume_times == 2
+    assert broker.service.reviver.dead_lettered == 1
+
+
+def test_changing_the_invisible_time_moves_the_redelivery_and_replaces_the_handle(broker):
+    broker.send(b"slow")
+    [(_, handle, _, _)] = broker.pop()
+    answer = broker.call(RequestCode.CHANGE_MESSAGE_INVISIBLETIME, {
+        "consumerGroup": GROUP, "topic": TOPIC, "extraInfo": handle, "invisibleTime": str(3 * INVISIBLE_MS)})
+    assert answer.code == ResponseCode.SUCCESS, answer.remark
+    new_handle = answer.fields["receiptHandle"]
+    assert receipt_handle.decode(new_handle).invisible_ms == 3 * INVISIBLE_MS
+    broker.expire()
+    assert broker.pop() == []                        # the old deadline passed: nothing comes back
+    assert broker.ack(handle) == ResponseCode.NO_MESSAGE
+    assert broker.ack(new_handle) == ResponseCode.SUCCESS
+    broker.expire(3 * INVISIBLE_MS)
+    assert broker.pop() == []
+
+
+def test_fifo_delivers_a_message_group_one_message_at_a_time_and_redelivers_in_place(broker):
+    for body, group in ((b"a1", "A"), (b"a2", "A"), (b"b1", "B")):
+        broker.send(body, __SHARDINGKEY=group)
+    first = broker.pop(order=True)
+    assert [b for b, *_ in first] == [b"a1"]         # a2 waits for a1's ack; b1 for its queue
+    assert broker.pop(order=True) == []              # the queue is blocked while a1 is unacked
+    assert broker.ack(first[0][1]) == ResponseCode.SUCCESS
+    second = broker.pop(order=True)
+    assert [(b, a) for b, _, a, _ in second] == [(b"a2", 1), (b"b1", 1)]
+    assert broker.ack(second[1][1]) == ResponseCode.SUCCESS    # b1 acked, a2 not
+    broker.expire()
+    broker.reboot()                                  # what the queue owes is in the revive log
+    third = broker.pop(order=True)
+    assert [(b, a) for b, _, a, _ in third] == [(b"a2", 2)]    # in place, b1 not again
+    assert third[0][3].topic == TOPIC
+    assert broker.ack(third[0][1]) == ResponseCode.SUCCESS
+    broker.send(b"a3", __SHARDINGKEY="A")
+    assert [b for b, *_ in broker.pop(order=True)] == [b"a3"]
+
+
+def test_a_fifo_message_past_its_attempts_goes_to_the_dlq_and_its_group_moves_on(broker):
+    broker.service.groups.upsert(SubscriptionGroupConfig(GROUP, retryMaxTimes=0))
+    broker.send(b"poison", __SHARDINGKEY="A")
+    broker.send(b"next", __SHARDINGKEY="A")
+    assert [b for b, *_ in broker.pop(order=True)] == [b"poison"]
+    broker.expire()
+    assert [(b, a) for b, _, a, _ in broker.pop(order=True)] == [(b"next", 1)]
+    dlq = broker.service.store.queue_entries(dlq_topic(GROUP), 0, 0, 10)
+    assert [broker.service.store.read_record(e[1]).body for e in dlq] == [b"poison"]
+
+
+@pytest.mark.parametrize("broker", [{"enable_property_filter": True}], indirect=True)
+def test_filters_select_by_tag_and_by_sql92(broker):
+    broker.send(b"red", TAGS="Red", color="red")
+    broker.send(b"blue", TAGS="Blue", color="blue")
+    assert _bodies(broker.pop(exp="Blue || Green")) == [b"blue"]
+    broker.send(b"red2", TAGS="Red", color="red")
+    assert _bodies(broker.pop(exp="color = 'red'", exp_type="SQL92")) == [b"red2"]   # the group moved past red
+
+
+def test_pop_state_is_rebuilt_from_the_revive_log_after_a_reboot(broker):
+    for i in range(3):
+        broker.send(b"r%d" % i)
+    popped = {body: h for body, h, _, _ in broker.pop()}
+    assert broker.ack(popped[b"r0"]) == ResponseCode.SUCCESS
+    broker.reboot()
+    assert broker.pop() == []                        # popped before: still invisible, offsets kept
+    assert broker.ack(popped[b"r0"]) == ResponseCode.NO_MESSAGE    # its ack survived
+    assert broker.ack(popped[b"r1"]) == ResponseCode.SUCCESS       # r1's checkpoint survived
+    broker.reboot()
+    broker.expire()
+    assert [(b, a) for b, _, a, _ in broker.pop()] == [(b"r2", 2)]
+
+
+def test_bad_pops_and_acks_get_clear_answers(broker):
+    broker.send(b"x")
+    unknown = broker.call(RequestCode.POP_MESSAGE, {"consumerGroup": GROUP, "topic": "Nope", "queueId": "-1",
+                                                    "invisibleTime": "1000"})
+    assert unknown.code == ResponseCode.TOPIC_NOT_EXIST
+    bad_group = broker.call(RequestCode.POP_MESSAGE, {"consumerGroup": "bad group!", "topic": TOPIC,
+                                                      "invisibleTime": "1000"})
+    assert bad_group.code == ResponseCode.SYSTEM_ERROR and "group" in bad_group.remark
+    no_time = broker.call(RequestCode.POP_MESSAGE, {"consumerGroup": GROUP, "topic": TOPIC, "invisibleTime": "0"})
+    assert no_time.code == ResponseCode.SYSTEM_ERROR
+    forged = broker.call(RequestCode.ACK_MESSAGE, {"consumerGroup": GROUP, "topic": TOPIC, "extraInfo": "v1 nope"})
+    assert forged.code == ResponseCode.SYSTEM_ERROR
+    unknown_ck = receipt_handle.ReceiptHandle(999, 1, 1, False, 0, 0, 0, "b").encode()
+    assert broker.ack(unknown_ck) == ResponseCode.NO_MESSAGE
+    assert [b for b, *_ in broker.pop()] == [b"x"]   # and it serves on
