@@ -103,7 +103,10 @@ def decode_json_header(raw: bytes | memoryview) -> Command:
 
 
 def encode_frame(cmd: Command, serialize_type: int = SERIALIZE_JSON) -> bytes:
-    header = encode_json_header(cmd) if serialize_type == SERIALIZE_JSON else encode_header(cmd)
+    if serialize_type == SERIALIZE_JSON:
+        header = encode_json_header(cmd)
+    else:
+        header = encode_header(cmd, rocketmq_layout=True)
     return b"".join((_PREFIX.pack(4 + len(header) + len(cmd.body), (serialize_type << 24) | len(header)),
                      header, cmd.body))
 
@@ -121,7 +124,10 @@ def decode_frame_payload(payload: bytes | memoryview) -> tuple[Command, int]:
     if header_len > HEADER_BYTES_MAX:
         raise FrameError(f"header of {header_len} bytes exceeds {HEADER_BYTES_MAX}")
     header = payload[4:4 + header_len]
-    cmd = decode_json_header(header) if serialize_type == SERIALIZE_JSON else decode_header(header)
+    if serialize_type == SERIALIZE_JSON:
+        cmd = decode_json_header(header)
+    else:
+        cmd = decode_header(header, rocketmq_layout=True)
     cmd.body = bytes(payload[4 + header_len:])
     return cmd, serialize_type
 

@@ -2,14 +2,16 @@
 
 A command travels as two ZeroMQ frames, ``[header, body]``. The header is
 RocketMQ's own binary header serialisation (``RocketMQSerializable``, serializeType 1),
-so the remoting front door a later issue adds can reuse this codec unchanged; the
-body is opaque bytes (records, JSON, a batch).
+with one change on our ZeroMQ door: the code is 4 bytes, not 2, because RocketMQ 5's pop
+codes (200050...) do not fit RocketMQ's int16 (Java's ``(short) code`` wraps them). The
+remoting door's serializeType 1 asks for RocketMQ's exact layout (``rocketmq_layout``).
+The body is opaque bytes (records, JSON, a batch).
 
 Header, big-endian:
 
 | bytes | field |
 | --- | --- |
-| 2 | code (int16): request code, or response code in a response |
+| 4 (2) | code (int32; int16 in RocketMQ's layout): request code, or response code in a response |
 | 1 | language (LanguageCode: JAVA=0, CPP=1, PYTHON=3, ...) |
 | 2 | version (int16) |
 | 4 | opaque (int32): request id, echoed by the response |
@@ -38,7 +40,8 @@ FLAG_ONEWAY = 0x2
 DOOR_NATIVE = ""
 DOOR_REMOTING = "remoting"
 
-_FIXED = struct.Struct(">hBhii")  # code, language, version, opaque, flag
+_FIXED = struct.Struct(">iBhii")  # code, language, version, opaque, flag
+_FIXED_ROCKETMQ = struct.Struct(">hBhii")
 _INT = struct.Struct(">i")
 _SHORT = struct.Struct(">H")
 HEADER_BYTES_MAX = 1 << 20
@@ -88,8 +91,12 @@ class Command:
         return Command(code, fields or {}, body, self.opaque, FLAG_RESPONSE, remark)
 
 
-def encode_header(cmd: Command) -> bytes:
-    parts = [_FIXED.pack(cmd.code, cmd.language, cmd.version, cmd.opaque, cmd.flag)]
+def encode_header(cmd: Command, rocketmq_layout: bool = False) -> bytes:
+    fixed = _FIXED_ROCKETMQ if rocketmq_layout else _FIXED
+    try:
+        parts = [fixed.pack(cmd.code, cmd.language, cmd.version, cmd.opaque, cmd.flag)]
+    except struct.error:
+        raise FrameError(f"code {cmd.code} does not fit RocketMQ's int16 code field") from None
     remark = cmd.remark.encode() if cmd.remark else b""
     parts.append(_INT.pack(len(remark)))
     parts.append(remark)
@@ -107,17 +114,18 @@ def encode_header(cmd: Command) -> bytes:
     return b"".join(parts)
 
 
-def decode_header(raw: bytes | memoryview) -> Command:
+def decode_header(raw: bytes | memoryview, rocketmq_layout: bool = False) -> Command:
     """The command a header frame holds (body left empty); FrameError when malformed."""
+    fixed = _FIXED_ROCKETMQ if rocketmq_layout else _FIXED
     if type(raw) is not bytes:
         raw = bytes(raw)
     n = len(raw)
     if n > HEADER_BYTES_MAX:
         raise FrameError(f"header of {n} bytes exceeds {HEADER_BYTES_MAX}")
-    if n < _FIXED.size + 8:
-        raise FrameError(f"header of {n} bytes is shorter than the {_FIXED.size + 8}-byte minimum")
-    code, language, version, opaque, flag = _FIXED.unpack_from(raw, 0)
-    p = _FIXED.size
+    if n < fixed.size + 8:
+        raise FrameError(f"header of {n} bytes is shorter than the {fixed.size + 8}-byte minimum")
+    code, language, version, opaque, flag = fixed.unpack_from(raw, 0)
+    p = fixed.size
     (remark_len,) = _INT.unpack_from(raw, p)
     p += 4
     if remark_len < 0 or p + remark_len + 4 > n:

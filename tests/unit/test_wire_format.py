@@ -9,7 +9,7 @@ from rocketbox.cluster.wire_format import (FLAG_RESPONSE, Command, FrameError, d
                                  to_frames)
 
 GOLDEN = bytes.fromhex(
-    "0069"          # code 105
+    "00000069"      # code 105 (4 bytes on our ZeroMQ door)
     "03"            # language PYTHON
     "0191"          # version 401
     "00000007"      # opaque 7
@@ -27,15 +27,26 @@ def test_golden_header_bytes():
     assert (decoded.code, decoded.fields, decoded.opaque, decoded.flag, decoded.remark) == (105, {"topic": "T"}, 7, 0, "")
 
 
+def test_rocketmq_layout_keeps_the_int16_code_and_wide_codes_need_our_door():
+    cmd = Command(105, {"topic": "T"}, opaque=7)
+    rocketmq = encode_header(cmd, rocketmq_layout=True)
+    assert rocketmq == GOLDEN[2:]            # RocketMQSerializable: the same header with a 2-byte code
+    assert decode_header(rocketmq, rocketmq_layout=True).fields == {"topic": "T"}
+    pop = Command(200050, {"topic": "T"}, opaque=7)
+    assert decode_header(encode_header(pop)).code == 200050
+    with pytest.raises(FrameError):
+        encode_header(pop, rocketmq_layout=True)
+
+
 def test_response_carries_remark_and_flag():
     response = Command(11, {"topic": "T"}, opaque=9).response(17, {"a": "1"}, b"body", "no such topic")
     raw = encode_header(response)
-    assert raw[9:13] == FLAG_RESPONSE.to_bytes(4, "big")
+    assert raw[11:15] == FLAG_RESPONSE.to_bytes(4, "big")
     back = from_frames(to_frames(response))
     assert (back.code, back.remark, back.body, back.opaque, back.is_response) == (17, "no such topic", b"body", 9, True)
 
 
-@given(st.integers(-32768, 32767), st.integers(0, 2**31 - 1), st.text(max_size=50),
+@given(st.integers(-2**31, 2**31 - 1), st.integers(0, 2**31 - 1), st.text(max_size=50),
        st.dictionaries(st.text(min_size=1, max_size=20), st.text(max_size=100), max_size=10), st.binary(max_size=200))
 def test_round_trip(code, opaque, remark, fields, body):
     cmd = Command(code, fields, body, opaque, 0, remark)
