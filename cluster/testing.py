@@ -147,16 +147,20 @@ class LocalCluster:
     def __init__(self, data_dir: str, *, namesrvs: int = 1, brokers: int = 1, flush_mode: str = ASYNC_FLUSH,
                  store_overrides: dict | None = None, broker_overrides: dict | None = None,
                  namesrv_overrides: dict | None = None, heartbeat_timeout_s: float | None = None,
-                 slaves: int = 0, failover: bool = False, remoting: bool = True, metrics: bool = True):
+                 slaves: int = 0, failover: bool = False, remoting: bool = True, metrics: bool = True,
+                 proxy: bool = False):
         """``slaves`` per broker group (children ``broker-a-s1``, ...; broker/ha.py); ``failover``:
         controllers in the NameServers elect each group's master (cluster/controller/);
         ``remoting``: every process also serves RocketMQ's remoting protocol (on free ports too);
-        ``metrics``: the Prometheus exporter runs (child ``metrics``, on a free port: ``metrics_url``)."""
+        ``metrics``: the Prometheus exporter runs (child ``metrics``, on a free port: ``metrics_url``);
+        ``proxy``: the gRPC proxy runs (child ``proxy``, on a free port: ``proxy_endpoint``), off by
+        default: it loads the gRPC client package, which most tests do not need."""
         base = namesrvs + brokers * (2 + slaves)
         failover_count = namesrvs + brokers * slaves if failover else 0
         remoting_count = namesrvs + brokers * (1 + slaves) if remoting else 0
-        ports = free_ports(base + failover_count + remoting_count + 1)
+        ports = free_ports(base + failover_count + remoting_count + (2 if proxy else 1))
         metrics_port = ports.pop()
+        proxy_port = ports.pop() if proxy else None
         broker_overrides = {**({"metrics_prom_exporter_port": metrics_port} if metrics
                                else {"metrics_exporter_type": "DISABLE"}), **(broker_overrides or {})}
         extra = ports[base:base + failover_count]
@@ -172,7 +176,7 @@ class LocalCluster:
             failover=failover, controller_ports=extra[:namesrvs] or None, slave_ha_ports=extra[namesrvs:] or None,
             remoting=remoting, namesrv_remoting_ports=remoting_ports[:namesrvs] or None,
             broker_remoting_ports=remoting_ports[namesrvs:masters_end] or None,
-            slave_remoting_ports=remoting_ports[masters_end:] or None)
+            slave_remoting_ports=remoting_ports[masters_end:] or None, proxy_port=proxy_port)
         self.data_dir = self.topology.data_dir
         self.heartbeat_timeout_s = heartbeat_timeout_s
         self.process: subprocess.Popen | None = None
@@ -186,6 +190,11 @@ class LocalCluster:
         """Where the cluster's Prometheus metrics are scraped (None when started without them)."""
         exporter = exporter_settings(self.topology)
         return exporter.url if exporter is not None else None
+
+    @property
+    def proxy_endpoint(self) -> str | None:
+        """host:port of the gRPC proxy, a RocketMQ 5 client's endpoints (None when started without it)."""
+        return self.topology.proxy.address if self.topology.proxy is not None else None
 
     @property
     def remoting_namesrv(self) -> str:

@@ -26,8 +26,9 @@ from dataclasses import dataclass
 from rocketbox.cluster.config import (ASYNC_FLUSH, BROKER_PORT_DEFAULT, BROKER_PORT_STEP, BROKER_REMOTING_PORT_DEFAULT,
                                       METRICS_PROM, NAMESRV_PORT_DEFAULT, NAMESRV_REMOTING_PORT_DEFAULT, SLAVE,
                                       BrokerConfig,
-                                      NamesrvConfig, StoreConfig, namesrv_endpoints, to_json)
+                                      NamesrvConfig, StoreConfig, namesrv_endpoints, parse_levels, to_json)
 from rocketbox.cluster.metrics.settings import BrokerTarget, ExporterSettings
+from rocketbox.cluster.proxy.settings import ProxySettings
 from rocketbox.cluster.procs.child_table import ChildSpec
 from rocketbox.cluster.procs.run_state import STATE_FILE_NAME
 from rocketbox.cluster.shm.control_format import heartbeat_offset
@@ -45,6 +46,8 @@ class Topology:
     brokers: tuple[BrokerConfig, ...]
     # Slaves of every group, in group order (their broker_name is their master's).
     slaves: tuple[BrokerConfig, ...] = ()
+    # The gRPC proxy (RocketMQ 5's clients), when one runs here.
+    proxy: ProxySettings | None = None
 
     @property
     def namesrv_endpoints(self) -> tuple[str, ...]:
@@ -120,7 +123,7 @@ def build_topology(data_dir: str, *, namesrv_count: int = 1, broker_count: int =
                    controller_ports: list[int] | None = None, slave_ha_ports: list[int] | None = None,
                    remoting: bool = False, namesrv_remoting_ports: list[int] | None = None,
                    broker_remoting_ports: list[int] | None = None,
-                   slave_remoting_ports: list[int] | None = None) -> Topology:
+                   slave_remoting_ports: list[int] | None = None, proxy_port: int | None = None) -> Topology:
     """``slave_count`` slaves per group: by default slave n of a group listens on its master's
     port + 2n and the master's HA endpoint is its port + 1 (``ha_ports``, ``slave_ports`` (group
     by group) override them).
@@ -132,7 +135,9 @@ def build_topology(data_dir: str, *, namesrv_count: int = 1, broker_count: int =
 
     ``remoting``: every NameServer and broker also serves RocketMQ's remoting protocol, on
     ``namesrv_remoting_ports`` (default 9876, 9877, ...), ``broker_remoting_ports`` (default 10911,
-    +10 a group) and ``slave_remoting_ports`` (default: the master's + 2n), as on RocketMQ's ports."""
+    +10 a group) and ``slave_remoting_ports`` (default: the master's + 2n), as on RocketMQ's ports.
+
+    ``proxy_port``: a gRPC proxy (RocketMQ 5's clients) listens there, on ``host``."""
     data_dir = os.path.abspath(data_dir)
     namesrv_ports = namesrv_ports or [NAMESRV_PORT_DEFAULT + i for i in range(namesrv_count)]
     broker_ports = broker_ports or [BROKER_PORT_DEFAULT + BROKER_PORT_STEP * i for i in range(broker_count)]
@@ -189,7 +194,23 @@ def build_topology(data_dir: str, *, namesrv_count: int = 1, broker_count: int =
                                           ha_port=slave_ha_ports[i * slave_count + n - 1] if slave_ha_ports else 0)
             cfg.validate()
             slaves.append(cfg)
-    return Topology(data_dir, namesrvs, tuple(brokers), tuple(slaves))
+    proxy = None
+    if proxy_port:
+        proxy = proxy_settings(host, proxy_port, endpoints, brokers)
+    return Topology(data_dir, namesrvs, tuple(brokers), tuple(slaves), proxy)
+
+
+def proxy_settings(host: str, port: int, namesrv_endpoints: tuple[str, ...],
+                   brokers: list[BrokerConfig]) -> ProxySettings:
+    """The proxy of a cluster: it asks these NameServers, and tells producers the brokers' message
+    size limit (the smallest, should they differ) and consumers the brokers' delay levels."""
+    settings = ProxySettings(host=host, port=port, namesrv_endpoints=tuple(namesrv_endpoints))
+    if brokers:
+        settings = dataclasses.replace(
+            settings, max_body_size=min(b.store.message_size_bytes_max for b in brokers),
+            retry_delays_ms=tuple(parse_levels(brokers[0].store.message_delay_levels)))
+    settings.validate()
+    return settings
 
 
 # A broker process silent this long is hung: the supervisor kills and restarts it. Generous,
@@ -227,6 +248,11 @@ def child_specs(topology: Topology, *, restart_backoff_initial_s: float = 0.1,
         specs.append(ChildSpec(name="metrics", module="rocketbox.cluster.procs.metrics",
                                args=("--config-json", exporter.to_json()), role="metrics", start_order=3,
                                backoff_initial_s=restart_backoff_initial_s))
+    if topology.proxy is not None:
+        # Last: it needs nothing to boot (it asks the NameServers when clients ask it).
+        specs.append(ChildSpec(name="proxy", module="rocketbox.cluster.procs.proxy",
+                               args=("--config-json", topology.proxy.to_json()), role="proxy", start_order=3,
+                               ready_timeout_s=60.0, backoff_initial_s=restart_backoff_initial_s))
     return specs
 
 
@@ -256,7 +282,7 @@ def namesrv_addresses_to_endpoints(addresses: str) -> tuple[str, ...]:
 
 def namesrv_only(topology: Topology) -> Topology:
     """Just the NameServers of ``topology``: brokers elsewhere register with them."""
-    return dataclasses.replace(topology, brokers=(), slaves=())
+    return dataclasses.replace(topology, brokers=(), slaves=(), proxy=None)
 
 
 def brokers_only(topology: Topology, namesrv_endpoints: tuple[str, ...]) -> Topology:
@@ -267,7 +293,7 @@ def brokers_only(topology: Topology, namesrv_endpoints: tuple[str, ...]) -> Topo
     def register_there(brokers):
         return tuple(dataclasses.replace(b, namesrv_endpoints=tuple(namesrv_endpoints)) for b in brokers)
     return dataclasses.replace(topology, namesrvs=(), brokers=register_there(topology.brokers),
-                               slaves=register_there(topology.slaves))
+                               slaves=register_there(topology.slaves), proxy=None)
 
 
 def _renamed(cfg: BrokerConfig, name: str, data_dir: str) -> BrokerConfig:

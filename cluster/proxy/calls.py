@@ -1,0 +1,44 @@
+"""Who is calling: what every RPC handler learns from the gRPC call itself (RocketMQ's ProxyContext).
+
+The 5.x clients send ``x-mq-client-id`` (``host@pid@index@time``) on every call, and the proxy
+knows a client only by it: a call without one is refused CLIENT_ID_REQUIRED, as Apache's proxy
+refuses it (GrpcMessagingApplication.validateContext).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rocketbox.cluster.proxy.protos import Code
+from rocketbox.cluster.proxy.status import ProxyError
+
+CLIENT_ID_KEY = "x-mq-client-id"
+CLIENT_ID_MAX = 256
+
+
+@dataclass(frozen=True)
+class Call:
+    client_id: str
+    peer_host: str          # the client's address as the connection shows it ("127.0.0.1:54321")
+    time_remaining_s: float | None   # until the call's deadline (None: the client set none)
+
+
+def peer_host(peer: str) -> str:
+    """gRPC's ``ipv4:127.0.0.1:54321`` / ``ipv6:[::1]:5`` as ``127.0.0.1:54321``."""
+    for prefix in ("ipv4:", "ipv6:"):
+        if peer.startswith(prefix):
+            return peer[len(prefix):]
+    return peer
+
+
+def call_of(context) -> Call:
+    client_id = ""
+    for key, value in context.invocation_metadata() or ():
+        if key == CLIENT_ID_KEY:
+            client_id = value if isinstance(value, str) else ""
+            break
+    if not client_id.strip():
+        raise ProxyError(Code.CLIENT_ID_REQUIRED, "client id cannot be empty (metadata x-mq-client-id)")
+    if len(client_id) > CLIENT_ID_MAX:
+        raise ProxyError(Code.CLIENT_ID_REQUIRED, f"client id is longer than {CLIENT_ID_MAX} characters")
+    return Call(client_id, peer_host(context.peer() or ""), context.time_remaining())

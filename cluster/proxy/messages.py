@@ -1,0 +1,205 @@
+"""Messages between the two protocols (rocketmq-protocol.md §7.4, RocketMQ's GrpcConverter and
+SendMessageActivity): a gRPC ``Message`` becomes a record's properties, body and sysFlag for
+SEND_MESSAGE_V2, and a stored record (as a pull or pop answer carries it) becomes a gRPC
+``Message``. One store serves both doors, so a message sent by one kind of client reads the same
+from another.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import zlib
+
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from rocketbox.cluster import topic_attributes
+from rocketbox.cluster.proxy import validation
+from rocketbox.cluster.proxy.protos import Code, pb
+from rocketbox.cluster.proxy.settings import ProxySettings
+from rocketbox.cluster.proxy.status import ProxyError
+from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.shm.schedule_format import PROPERTY_TIMER_DELIVER_MS
+
+PROPERTY_SHARDING_KEY = "__SHARDINGKEY"
+PROPERTY_BORN_HOST = "__BORNHOST"
+PROPERTY_BORN_TIMESTAMP = "BORN_TIMESTAMP"
+PROPERTY_TRACE_CONTEXT = "TRACE_CONTEXT"
+PROPERTY_DLQ_ORIGIN_TOPIC = "DLQ_ORIGIN_TOPIC"
+PROPERTY_DLQ_ORIGIN_MESSAGE_ID = "DLQ_ORIGIN_MESSAGE_ID"
+
+_GRPC_TYPES = {topic_attributes.NORMAL: pb.NORMAL, topic_attributes.FIFO: pb.FIFO,
+               topic_attributes.DELAY: pb.DELAY, topic_attributes.TRANSACTION: pb.TRANSACTION}
+_TYPE_NAMES = {value: name for name, value in _GRPC_TYPES.items()}
+
+
+def grpc_type(type_name: str) -> int:
+    return _GRPC_TYPES[type_name]
+
+
+def type_name(grpc_message_type: int) -> str | None:
+    return _TYPE_NAMES.get(grpc_message_type)
+
+
+def millis(timestamp: Timestamp) -> int:
+    return timestamp.seconds * 1000 + timestamp.nanos // 1_000_000
+
+
+def timestamp(ms: int) -> Timestamp:
+    return Timestamp(seconds=ms // 1000, nanos=(ms % 1000) * 1_000_000)
+
+
+# ---------------------------------------------------------------- gRPC -> store
+
+class Outgoing:
+    """One gRPC message made ready for SEND_MESSAGE_V2."""
+
+    __slots__ = ("message_id", "body", "properties", "sys_flag", "born_ms", "reconsume_times", "type_name",
+                 "message_group")
+
+    def __init__(self, message_id, body, properties, sys_flag, born_ms, reconsume_times, type_name, message_group):
+        self.message_id = message_id
+        self.body = body
+        self.properties = properties
+        self.sys_flag = sys_flag
+        self.born_ms = born_ms
+        self.reconsume_times = reconsume_times
+        self.type_name = type_name
+        self.message_group = message_group
+
+    @property
+    def properties_text(self) -> str:
+        return fmt.properties_text(self.properties.items())
+
+
+def outgoing(message, settings: ProxySettings, now_ms: int, peer_host: str = "") -> Outgoing:
+    """Checks ``message`` as Apache's proxy does and builds what the broker stores; ProxyError if refused."""
+    system = message.system_properties
+    body = message.body
+    if system.body_encoding == pb.GZIP:
+        try:
+            # Stored inflated: every reader (the native client inflates zlib only) then gets the bytes.
+            body = zlib.decompress(body, 47)   # 32 + 15: a gzip or zlib header, told apart by itself
+        except zlib.error as exc:
+            raise ProxyError(Code.MESSAGE_CORRUPTED, f"the body is marked GZIP but does not inflate: {exc}") from None
+    if not body:
+        raise ProxyError(Code.MESSAGE_BODY_EMPTY, "message body cannot be empty")
+    if len(body) > settings.max_body_size:
+        raise ProxyError(Code.MESSAGE_BODY_TOO_LARGE,
+                         f"message body cannot exceed the max {settings.max_body_size} (it is {len(body)} bytes)")
+    user = dict(message.user_properties)
+    size = validation.user_properties(user, settings.max_user_properties)
+    properties = dict(user)
+    tag = validation.tag(system.tag)
+    if tag:
+        properties[fmt.PROPERTY_TAGS] = tag
+        size += len(tag.encode())
+    keys = [validation.message_key(key) for key in system.keys]
+    if keys:
+        properties[fmt.PROPERTY_KEYS] = " ".join(keys)
+        size += sum(len(key.encode()) for key in keys)
+    if size > settings.max_user_property_bytes:
+        raise ProxyError(Code.MESSAGE_PROPERTIES_TOO_LARGE, f"the total size of user property is too large, "
+                                                            f"max is {settings.max_user_property_bytes}")
+    message_id = system.message_id
+    if not message_id.strip():
+        raise ProxyError(Code.ILLEGAL_MESSAGE_ID, "message id cannot be empty")
+    if has_bad_id_characters(message_id):
+        raise ProxyError(Code.ILLEGAL_MESSAGE_ID, "message id cannot contain control characters or spaces")
+    properties[fmt.PROPERTY_UNIQ_KEY] = message_id
+    sys_flag = 0
+    if system.message_type == pb.TRANSACTION:
+        properties[fmt.PROPERTY_TRAN_MSG] = "true"
+        sys_flag |= fmt.SYSFLAG_TRANSACTION_PREPARED
+    if system.HasField("delivery_timestamp"):
+        deliver_ms = millis(system.delivery_timestamp)
+        if deliver_ms - now_ms > settings.max_delay_ms:
+            raise ProxyError(Code.ILLEGAL_DELIVERY_TIME,
+                             f"the max delay time of message is too large, max is {settings.max_delay_ms} ms")
+        properties[PROPERTY_TIMER_DELIVER_MS] = str(deliver_ms)
+    group = validation.message_group(system.message_group, settings.max_message_group_bytes)
+    if group:
+        properties[PROPERTY_SHARDING_KEY] = group
+    if system.trace_context:
+        properties[PROPERTY_TRACE_CONTEXT] = system.trace_context
+    born_host = system.born_host.strip() or peer_host
+    if born_host and not validation.has_control_character(born_host):
+        properties[PROPERTY_BORN_HOST] = born_host
+    born_ms = millis(system.born_timestamp) if system.HasField("born_timestamp") else now_ms
+    properties[PROPERTY_BORN_TIMESTAMP] = str(born_ms)
+    return Outgoing(message_id, bytes(body), properties, sys_flag, born_ms, max(0, system.delivery_attempt),
+                    topic_attributes.message_type_of(properties), group)
+
+
+def has_bad_id_characters(text: str) -> bool:
+    return validation.has_control_character(text) or " " in text
+
+
+# ---------------------------------------------------------------- store -> gRPC
+
+def records(raw: bytes) -> list[fmt.Record]:
+    """The records of a pull or pop answer's body (ValueError when it holds something else)."""
+    return list(fmt.iter_records(raw))
+
+
+def inflated_body(record: fmt.Record) -> bytes:
+    """The body as the producer gave it: a remoting producer's zlib-compressed body inflated, so
+    every gRPC reader gets IDENTITY bytes (the flag is only a hint: bytes that do not inflate stay)."""
+    if record.sys_flag & fmt.SYSFLAG_COMPRESSED:
+        try:
+            return zlib.decompress(record.body)
+        except zlib.error:
+            return record.body
+    return record.body
+
+
+def _host(raw: bytes) -> str:
+    try:
+        ip, port = fmt.unpack_host(raw)
+    except (OSError, ValueError):
+        return ""
+    return f"{ip}:{port}"
+
+
+def incoming(record: fmt.Record, *, receipt_handle: str | None = None, delivery_attempt: int | None = None,
+             topic: str | None = None) -> pb.Message:
+    """A stored message as a gRPC Message. ``topic`` overrides the record's (a pop retry record
+    is presented with its original topic)."""
+    props = record.properties
+    system = pb.SystemProperties()
+    if fmt.PROPERTY_TAGS in props:
+        system.tag = props[fmt.PROPERTY_TAGS]
+    if props.get(fmt.PROPERTY_KEYS):
+        system.keys.extend(props[fmt.PROPERTY_KEYS].split(" "))
+    system.message_id = props.get(fmt.PROPERTY_UNIQ_KEY) or record.offset_msg_id
+    body = inflated_body(record)
+    system.body_digest.type = pb.MD5
+    system.body_digest.checksum = hashlib.md5(body).hexdigest().upper()
+    system.body_encoding = pb.IDENTITY
+    system.message_type = _GRPC_TYPES[topic_attributes.message_type_of(props)]
+    born_ms = record.born_timestamp_ms
+    try:
+        born_ms = int(props.get(PROPERTY_BORN_TIMESTAMP, born_ms))
+    except ValueError:
+        pass
+    system.born_timestamp.CopyFrom(timestamp(born_ms))
+    system.born_host = props.get(PROPERTY_BORN_HOST) or _host(record.born_host)
+    system.store_timestamp.CopyFrom(timestamp(record.store_timestamp_ms))
+    system.store_host = _host(record.store_host)
+    deliver = props.get(PROPERTY_TIMER_DELIVER_MS)
+    if deliver and deliver.lstrip("-").isdigit():
+        system.delivery_timestamp.CopyFrom(timestamp(int(deliver)))
+    if props.get(PROPERTY_SHARDING_KEY):
+        system.message_group = props[PROPERTY_SHARDING_KEY]
+    if receipt_handle:
+        system.receipt_handle = receipt_handle
+    system.queue_id = record.queue_id
+    system.queue_offset = record.queue_offset
+    system.delivery_attempt = delivery_attempt if delivery_attempt else record.reconsume_times + 1
+    if props.get(PROPERTY_TRACE_CONTEXT):
+        system.trace_context = props[PROPERTY_TRACE_CONTEXT]
+    if props.get(PROPERTY_DLQ_ORIGIN_TOPIC) and props.get(PROPERTY_DLQ_ORIGIN_MESSAGE_ID):
+        system.dead_letter_queue.topic = props[PROPERTY_DLQ_ORIGIN_TOPIC]
+        system.dead_letter_queue.message_id = props[PROPERTY_DLQ_ORIGIN_MESSAGE_ID]
+    user = {k: v for k, v in props.items() if k not in validation.SYSTEM_PROPERTIES}
+    return pb.Message(topic=pb.Resource(name=topic or record.topic), user_properties=user,
+                      system_properties=system, body=body)

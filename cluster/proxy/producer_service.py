@@ -1,0 +1,106 @@
+"""SendMessage (RocketMQ's SendMessageActivity and ProducerProcessor): gRPC messages stored through
+SEND_MESSAGE_V2 on a broker master the proxy picks.
+
+- The queue: a FIFO message (``message_group``) goes to the writable queue its group hashes to
+  (Java's hashCode, as the client library's ``select_by_hash``), so one group stays on one queue;
+  any other message round-robin over every writable queue of the topic.
+- The type: what the message is (its properties: TRAN_MSG, a delivery time, a message group) must
+  be a type the topic takes (``message.type``), else MESSAGE_PROPERTY_CONFLICT_WITH_TYPE.
+- DELAY: ``delivery_timestamp`` becomes TIMER_DELIVER_MS, the broker's timer (exact time, never
+  before it; broker/schedule.py). TRANSACTION: a half message (TRAN_MSG, PGROUP = the topic,
+  sysFlag PREPARED) whose entry carries its transaction id (transactions.py).
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+
+from rocketbox.cluster import topic_attributes
+from rocketbox.cluster.protocol import AUTO_CREATE_TOPIC_KEY, RequestCode, ResponseCode, send_fields_short
+from rocketbox.cluster.proxy import messages, validation
+from rocketbox.cluster.proxy.brokers import BrokerGateway
+from rocketbox.cluster.proxy.calls import Call
+from rocketbox.cluster.proxy.clients import ClientRegistry
+from rocketbox.cluster.proxy.protos import Code, service
+from rocketbox.cluster.proxy.settings import ProxySettings
+from rocketbox.cluster.proxy.status import ProxyError, broker_refusal, status
+from rocketbox.cluster.proxy.transactions import TransactionRelay, transaction_id
+from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.shm.consumequeue_format import java_string_hash
+from rocketbox.cluster.wire_format import Command
+
+# A stored message's answer codes (the others are refusals): what each entry's status says.
+_ENTRY_CODES = {ResponseCode.SUCCESS: Code.OK, ResponseCode.FLUSH_DISK_TIMEOUT: Code.MASTER_PERSISTENCE_TIMEOUT,
+                ResponseCode.FLUSH_SLAVE_TIMEOUT: Code.SLAVE_PERSISTENCE_TIMEOUT,
+                ResponseCode.SLAVE_NOT_AVAILABLE: Code.HA_NOT_AVAILABLE}
+
+
+def fifo_queue_index(message_group: str, queue_count: int) -> int:
+    return abs(java_string_hash(message_group)) % queue_count
+
+
+class ProducerService:
+    def __init__(self, settings: ProxySettings, gateway: BrokerGateway, registry: ClientRegistry,
+                 transactions: TransactionRelay):
+        self.settings = settings
+        self.gateway = gateway
+        self.registry = registry
+        self.transactions = transactions
+        self._round_robin = itertools.count()
+
+    async def send_message(self, call: Call, request: service.SendMessageRequest) -> service.SendMessageResponse:
+        if not request.messages:
+            raise ProxyError(Code.MESSAGE_CORRUPTED, "no message to send")
+        topic = validation.topic(request.messages[0].topic.name)
+        if any(m.topic.name != topic for m in request.messages):
+            raise ProxyError(Code.MESSAGE_CORRUPTED, "topic in message is not same")
+        route = await self.gateway.existing_route(topic)
+        now_ms = int(time.time() * 1000)
+        outgoing = [messages.outgoing(m, self.settings, now_ms, call.peer_host) for m in request.messages]
+        config = await self.gateway.topic_config(topic, route)
+        declared = topic_attributes.declared_message_type((config or {}).get("attributes") or {})
+        for out in outgoing:
+            if out.type_name not in topic_attributes.accepted_types(declared):
+                raise ProxyError(Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
+                                 f"TopicMessageType validate failed, the expected type is {declared}, "
+                                 f"but actual type is {out.type_name}")
+        queues = [(name, queue_id) for name, data in self.gateway.writable(route)
+                  for queue_id in range(data["writeQueueNums"])]
+        if not queues:
+            raise ProxyError(Code.FORBIDDEN, f"topic {topic} has no writable queue")
+        group = outgoing[0].message_group if len(outgoing) == 1 else ""
+        index = fifo_queue_index(group, len(queues)) if group else next(self._round_robin) % len(queues)
+        broker_name, queue_id = queues[index]
+        entries = [await self._store(topic, broker_name, queue_id, out) for out in outgoing]
+        if any(out.type_name == topic_attributes.TRANSACTION for out in outgoing):
+            client = self.registry.get(call.client_id)
+            if client is not None:
+                client.topics.add(topic)
+                self.transactions.topics_changed()
+        codes = {entry.status.code for entry in entries}
+        overall = status(Code.MULTIPLE_RESULTS) if len(codes) > 1 else status(codes.pop())
+        return service.SendMessageResponse(status=overall, entries=entries)
+
+    async def _store(self, topic: str, broker_name: str, queue_id: int, out: messages.Outgoing) -> service.SendResultEntry:
+        fields = {"producerGroup": topic, "topic": topic, "defaultTopic": AUTO_CREATE_TOPIC_KEY,
+                  "defaultTopicQueueNums": "4", "queueId": str(queue_id), "sysFlag": str(out.sys_flag),
+                  "bornTimestamp": str(out.born_ms), "flag": "0", "properties": out.properties_text,
+                  "reconsumeTimes": str(out.reconsume_times), "unitMode": "false", "batch": "false"}
+        if out.type_name == topic_attributes.TRANSACTION:
+            fields["properties"] = fmt.properties_text([*out.properties.items(), (fmt.PROPERTY_PGROUP, topic)])
+        response = await self.gateway.broker_call(
+            broker_name, Command(RequestCode.SEND_MESSAGE_V2, send_fields_short(fields), out.body))
+        code = _ENTRY_CODES.get(response.code)
+        if code is None:
+            raise broker_refusal(response, broker_name)
+        if code != Code.OK:
+            return service.SendResultEntry(status=status(code, f"send message failed, the broker answered "
+                                                        f"{ResponseCode(response.code).name}"))
+        queue_offset = int(response.fields.get("queueOffset", -1))
+        tx = ""
+        if out.type_name == topic_attributes.TRANSACTION:
+            _ip, _port, phys = fmt.parse_offset_msg_id(response.fields.get("msgId", ""))
+            tx = transaction_id(broker_name, phys, queue_offset)
+        return service.SendResultEntry(status=status(Code.OK), message_id=out.message_id, transaction_id=tx,
+                                  offset=queue_offset)

@@ -1,0 +1,197 @@
+"""The proxy process's server: ``apache.rocketmq.v2.MessagingService`` on grpc.aio (plaintext HTTP/2),
+each RPC handed to its service, and the asyncio loop shaped as the supervisor's roles expect
+(``run()``, ``stopping``, ``watch_stop_fd``).
+
+Every RPC goes through one guard: the caller must name itself (``x-mq-client-id``); a refusal
+(``ProxyError``) is answered in the response's status; anything unexpected is answered
+INTERNAL_SERVER_ERROR and logged (rate-limited), and the proxy serves on. RPCs RocketMQ 5's proxy
+does not serve in cluster mode either (PullMessage, offsets, recall, lite subscriptions) are gRPC
+UNIMPLEMENTED. Bounds: RPCs in flight (``max_concurrent_rpcs``: every open stream counts; beyond
+it gRPC refuses with RESOURCE_EXHAUSTED), request size (``max_request_bytes``), clients remembered
+(clients.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import traceback
+
+import grpc
+
+from rocketbox.cluster.log_limit import RateLimitedLog
+from rocketbox.cluster.proxy.brokers import BrokerGateway
+from rocketbox.cluster.proxy.calls import call_of
+from rocketbox.cluster.proxy.client_service import ClientService, StreamEnd
+from rocketbox.cluster.proxy.clients import ClientRegistry
+from rocketbox.cluster.proxy.consumer_service import ConsumerService
+from rocketbox.cluster.proxy.producer_service import ProducerService
+from rocketbox.cluster.proxy.protos import Code, service, service_grpc
+from rocketbox.cluster.proxy.routes import RouteService
+from rocketbox.cluster.proxy.settings import ProxySettings
+from rocketbox.cluster.proxy.status import ProxyError, status
+from rocketbox.cluster.proxy.transactions import TransactionRelay
+
+log = logging.getLogger(__name__)
+_limited = RateLimitedLog(log)
+
+HOUSEKEEPING_S = 5.0
+
+
+class MessagingService(service_grpc.MessagingServiceServicer):
+    def __init__(self, settings: ProxySettings, loop: asyncio.AbstractEventLoop):
+        self.settings = settings
+        self.gateway = BrokerGateway(settings)
+        self.registry = ClientRegistry(settings.max_clients, settings.client_expiry_ms)
+        self.transactions = TransactionRelay(settings, self.gateway, self.registry, loop)
+        self.clients = ClientService(settings, self.gateway, self.registry)
+        self.routes = RouteService(settings, self.gateway)
+        self.producers = ProducerService(settings, self.gateway, self.registry, self.transactions)
+        self.consumers = ConsumerService(settings, self.gateway, self.registry)
+        self.refused = self.failed = 0
+
+    async def _unary(self, name: str, handler, request, context, response_type):
+        try:
+            return await handler(call_of(context), request)
+        except ProxyError as exc:
+            self.refused += 1
+            _limited.warning(f"refused:{name}", "%s refused (%s): %s", name, Code.Name(exc.code), exc.message)
+            return response_type(status=status(exc.code, exc.message))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self.failed += 1
+            _limited.warning(f"failed:{name}", "%s failed: %s", name, traceback.format_exc(limit=8))
+            return response_type(status=status(Code.INTERNAL_SERVER_ERROR, f"{type(exc).__name__}: {exc}"))
+
+    async def QueryRoute(self, request, context):
+        return await self._unary("QueryRoute", self.routes.query_route, request, context,
+                                 service.QueryRouteResponse)
+
+    async def QueryAssignment(self, request, context):
+        return await self._unary("QueryAssignment", self.routes.query_assignment, request, context,
+                                 service.QueryAssignmentResponse)
+
+    async def Heartbeat(self, request, context):
+        return await self._unary("Heartbeat", self.clients.heartbeat, request, context, service.HeartbeatResponse)
+
+    async def NotifyClientTermination(self, request, context):
+        return await self._unary("NotifyClientTermination", self.clients.notify_client_termination, request,
+                                 context, service.NotifyClientTerminationResponse)
+
+    async def SendMessage(self, request, context):
+        return await self._unary("SendMessage", self.producers.send_message, request, context,
+                                 service.SendMessageResponse)
+
+    async def EndTransaction(self, request, context):
+        return await self._unary("EndTransaction", self.transactions.end_transaction, request, context,
+                                 service.EndTransactionResponse)
+
+    async def AckMessage(self, request, context):
+        return await self._unary("AckMessage", self.consumers.ack, request, context, service.AckMessageResponse)
+
+    async def ChangeInvisibleDuration(self, request, context):
+        return await self._unary("ChangeInvisibleDuration", self.consumers.change_invisible_duration, request,
+                                 context, service.ChangeInvisibleDurationResponse)
+
+    async def ForwardMessageToDeadLetterQueue(self, request, context):
+        return await self._unary("ForwardMessageToDeadLetterQueue", self.consumers.forward_to_dead_letter_queue,
+                                 request, context, service.ForwardMessageToDeadLetterQueueResponse)
+
+    async def ReceiveMessage(self, request, context):
+        try:
+            call = call_of(context)
+        except ProxyError as exc:
+            yield service.ReceiveMessageResponse(status=status(exc.code, exc.message))
+            return
+        try:
+            async for response in self.consumers.receive(call, request):
+                yield response
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self.failed += 1
+            _limited.warning("failed:ReceiveMessage", "ReceiveMessage failed: %s", traceback.format_exc(limit=8))
+            yield service.ReceiveMessageResponse(status=status(Code.INTERNAL_SERVER_ERROR,
+                                                                f"{type(exc).__name__}: {exc}"))
+
+    async def Telemetry(self, request_iterator, context):
+        try:
+            call = call_of(context)
+            async for command in self.clients.telemetry(call, request_iterator):
+                yield command
+        except (ProxyError, StreamEnd) as exc:
+            self.refused += 1
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, getattr(exc, "message", None) or str(exc))
+
+    # ------------------------------------------------------------ background
+
+    async def housekeeping_forever(self) -> None:
+        while True:
+            await asyncio.sleep(HOUSEKEEPING_S)
+            self.registry.expire()
+
+
+def server_options(settings: ProxySettings) -> list[tuple[str, int]]:
+    return [("grpc.max_receive_message_length", settings.max_request_bytes),
+            ("grpc.max_send_message_length", settings.max_request_bytes),
+            # Clients ping idle connections (the 5.1.2 client does not, but others may): allow it.
+            ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
+            ("grpc.keepalive_permit_without_calls", 1),
+            ("grpc.so_reuseport", 0)]
+
+
+class ProxyServer:
+    """The grpc.aio server and its loop, for ``procs/proxy.py`` (and tests that run it in process)."""
+
+    def __init__(self, settings: ProxySettings):
+        settings.validate()
+        self.settings = settings
+        self.loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(self.loop)   # grpc.aio binds its server to the current loop
+        self.stopping = False
+        self._stop = asyncio.Event()
+        self.service = MessagingService(settings, self.loop)
+        self.server = grpc.aio.server(options=server_options(settings),
+                                      maximum_concurrent_rpcs=settings.max_concurrent_rpcs)
+        service_grpc.add_MessagingServiceServicer_to_server(self.service, self.server)
+        self._tasks: list[asyncio.Task] = []
+
+    def start(self) -> str:
+        """Bind and serve; the address. OSError when the port is taken."""
+        bound = self.server.add_insecure_port(self.settings.address)
+        if bound == 0:
+            raise OSError(f"cannot listen on {self.settings.address}: Address already in use")
+        self.loop.run_until_complete(self.server.start())
+        self._tasks = [self.loop.create_task(self.service.transactions.heartbeat_forever()),
+                       self.loop.create_task(self.service.housekeeping_forever())]
+        return self.settings.address
+
+    def watch_stop_fd(self, fd: int) -> None:
+        def drain() -> None:
+            try:
+                os.read(fd, 4096)
+            except (BlockingIOError, InterruptedError):
+                pass
+            if self.stopping:
+                self._stop.set()
+        self.loop.add_reader(fd, drain)
+
+    def run(self) -> None:
+        async def until_stopped() -> None:
+            while not self.stopping:
+                try:
+                    await asyncio.wait_for(self._stop.wait(), 1.0)
+                except asyncio.TimeoutError:
+                    pass
+        self.loop.run_until_complete(until_stopped())
+
+    def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        try:
+            self.loop.run_until_complete(self.server.stop(grace=1.0))
+        finally:
+            self.service.gateway.close()
+            self.loop.close()
