@@ -22,6 +22,8 @@ def planned_ports(topology, exporter) -> list[tuple[str, str, str, int]]:
             out.append((name, "HA port", broker.host, int(broker.ha_address.rsplit(":", 1)[1])))
     if exporter is not None:
         out.append(("metrics", "metrics port", exporter.host, exporter.port))
+    if topology.proxy is not None:
+        out.append(("proxy", "gRPC port", topology.proxy.host, topology.proxy.port))
     return [entry for entry in out if entry[3]]
 
 

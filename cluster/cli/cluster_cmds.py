@@ -25,6 +25,7 @@ from rocketbox.cluster.procs.runner import (LOG_BACKUPS_DEFAULT, LOG_BACKUPS_ENV
                                              LOG_MAX_BYTES_ENV)
 from rocketbox.cluster.procs.supervisor_errors import SupervisorError
 from rocketbox.cluster.procs.titles import set_title, supervisor_title
+from rocketbox.cluster.proxy.settings import PROXY_PORT_DEFAULT
 
 
 def _topology_from_args(args):
@@ -40,6 +41,7 @@ def _topology_from_args(args):
                           namesrv_remoting_ports=[args.namesrv_remoting_port + i for i in range(args.namesrvs)],
                           broker_remoting_ports=[args.broker_remoting_port + 10 * i for i in range(args.brokers)],
                           namesrv_overrides=files.namesrv,
+                          proxy_port=None if args.no_proxy else args.proxy_port,
                           broker_overrides={**files.broker, **_metrics_overrides(args),
                                             "broker_role": SYNC_MASTER if args.broker_role == "sync" else ASYNC_MASTER,
                                             "auto_create_topic_enabled": not args.no_auto_create_topic})
@@ -132,6 +134,13 @@ def remoting_namesrv_addr(state: dict) -> str:
                     for info in [child.get("ready_info") or {}] if info.get("remoting"))
 
 
+def proxy_endpoints(state: dict) -> str:
+    """RocketMQ 5 clients' endpoints (the gRPC proxy's host:port; "" without a proxy)."""
+    return ";".join(info["endpoint"][len("grpc://"):] for child in state.get("children", [])
+                    if child.get("role") == "proxy"
+                    for info in [child.get("ready_info") or {}] if str(info.get("endpoint", "")).startswith("grpc://"))
+
+
 def cmd_up(args) -> int:
     from rocketbox.cluster.topology import child_specs, exporter_settings
     # The children (and a detached supervisor) inherit these; each rotates its own log.
@@ -191,6 +200,9 @@ def _print_up_banner(console, state: dict, ready_s: float, supervisor_pid: int, 
     remoting = remoting_namesrv_addr(state)
     if remoting:
         console.print(f"RocketMQ clients: namesrvAddr {remoting}")
+    grpc = proxy_endpoints(state)
+    if grpc:
+        console.print(f"RocketMQ 5 clients (gRPC): endpoints {grpc}")
 
 
 def cmd_status(args) -> int:
@@ -284,6 +296,11 @@ def add_shape_arguments(parser) -> None:
                              f"default {METRICS_PORT_DEFAULT}")
     parser.add_argument("--no-metrics", action="store_true", default=None,
                         help="no metrics exporter, no request timing (metricsExporterType=DISABLE)")
+    parser.add_argument("--proxy-port", type=int,
+                        help=f"RocketMQ 5 clients (gRPC) reach the proxy on 127.0.0.1:PORT (--host), "
+                             f"default {PROXY_PORT_DEFAULT}")
+    parser.add_argument("--no-proxy", action="store_true", default=None,
+                        help="no gRPC proxy (RocketMQ 5 clients cannot connect)")
     parser.add_argument("--store-sizes", choices=sorted(STORE_PROFILES),
                         help="dev (default): 64 MiB CommitLog segments, a 42 MB IndexFile; rocketmq: RocketMQ's "
                              "1 GiB and 401 MB, for servers")

@@ -15,6 +15,7 @@ import os
 
 from rocketbox.cluster.config import (BROKER_PORT_DEFAULT, BROKER_REMOTING_PORT_DEFAULT, METRICS_PORT_DEFAULT,
                                       NAMESRV_PORT_DEFAULT, NAMESRV_REMOTING_PORT_DEFAULT)
+from rocketbox.cluster.proxy.settings import PROXY_PORT_DEFAULT
 
 SETTINGS_FILE = "up-settings.json"
 MIB = 1024 * 1024
@@ -33,7 +34,7 @@ DEFAULTS = {
     "broker_port": BROKER_PORT_DEFAULT, "store_sizes": "dev", "commitlog_file_size_bytes": 0,
     "namesrv_remoting_port": NAMESRV_REMOTING_PORT_DEFAULT, "broker_remoting_port": BROKER_REMOTING_PORT_DEFAULT,
     "no_remoting": False, "config": None, "namesrv_config": None, "metrics_port": METRICS_PORT_DEFAULT,
-    "no_metrics": False,
+    "no_metrics": False, "proxy_port": PROXY_PORT_DEFAULT, "no_proxy": False,
 }
 
 

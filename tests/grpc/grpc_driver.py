@@ -1,0 +1,316 @@
+"""Runs RocketMQ 5's official Python client (rocketmq-python-client 5.1.2) against a proxy, as a child
+process of the tests, with ``.venv-rocketmq5/bin/python`` (the test process cannot import that client:
+the proxy's own modules come from the same package, and a test must see the client as a user would).
+
+    python grpc_driver.py COMMAND '{spec as JSON}'
+
+Prints one JSON object per line: ``{"started": true}`` once the client is up, one line per event,
+and ``{"done": true}`` (or ``{"done": false, "error": ...}``) last. Commands: produce, transaction,
+simple, push, raw (requests built from JSON through the generated stub), idle_streams.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+import uuid
+
+
+def emit(**line) -> None:
+    sys.stdout.write(json.dumps(line) + "\n")
+    sys.stdout.flush()
+
+
+def configuration(spec):
+    from rocketmq import ClientConfiguration, Credentials
+    return ClientConfiguration(spec["endpoint"], Credentials(), request_timeout=spec.get("request_timeout_s", 3))
+
+
+def message_of(spec: dict, topic: str):
+    from rocketmq import Message
+    message = Message()
+    message.topic = topic
+    message.body = spec["body"].encode()
+    if spec.get("tag"):
+        message.tag = spec["tag"]
+    for key in ([spec["keys"]] if isinstance(spec.get("keys"), str) else spec.get("keys") or []):
+        message.keys = key   # the setter adds one key
+    for key, value in (spec.get("properties") or {}).items():
+        message.add_property(key, value)
+    if spec.get("group"):
+        message.message_group = spec["group"]
+    if spec.get("delay_s"):
+        message.delivery_timestamp = int(time.time()) + int(spec["delay_s"])
+    return message
+
+
+def error_line(exc) -> dict:
+    return {"error": f"{type(exc).__name__}: {exc}", "code": getattr(exc, "code", None)}
+
+
+def received_line(message, **extra) -> dict:
+    return {"message_id": message.message_id, "body": message.body.decode(errors="replace"), "tag": message.tag,
+            "keys": sorted(message.keys or []), "properties": dict(message.properties or {}),
+            "topic": message.topic, "attempt": message.delivery_attempt, "group": message.message_group,
+            "delivery_ms": message.delivery_timestamp, "born_ms": message.born_timestamp, "at": time.time(),
+            "corrupted": message.corrupted, **extra}
+
+
+# ---------------------------------------------------------------- producers
+
+def produce(spec: dict) -> None:
+    from rocketmq import Producer
+    producer = Producer(configuration(spec), (spec["topic"],))
+    producer.startup()
+    emit(started=True)
+    try:
+        for item in spec["messages"]:
+            try:
+                message = message_of(item, spec["topic"])
+                receipt = producer.send(message)
+                emit(sent=item["body"], message_id=receipt.message_id, offset=receipt.offset,
+                     delivery_s=message.delivery_timestamp, at=time.time())
+            except Exception as exc:   # a refusal is an outcome the test checks
+                emit(sent=None, body=item["body"], **error_line(exc))
+    finally:
+        producer.shutdown()
+
+
+def transaction(spec: dict) -> None:
+    """Half messages ended by commit, rollback or nothing (``action``); the checker answers
+    ``checker`` for every check and reports it; runs until ``checks`` checks came or ``wait_s``."""
+    from rocketmq import Producer, TransactionChecker, TransactionResolution
+    answer = TransactionResolution.COMMIT if spec.get("checker", "commit") == "commit" else \
+        TransactionResolution.ROLLBACK
+    checked = []
+
+    class Checker(TransactionChecker):
+        def check(self, message):
+            checked.append(message.message_id)
+            emit(checked=message.message_id, body=message.body.decode(errors="replace"), topic=message.topic)
+            return answer
+
+    producer = Producer(configuration(spec), (spec["topic"],), Checker())
+    producer.startup()
+    emit(started=True)
+    try:
+        for item in spec["messages"]:
+            tx = producer.begin_transaction()
+            receipt = producer.send(message_of(item, spec["topic"]), tx)
+            emit(half=item["body"], message_id=receipt.message_id, transaction_id=receipt.transaction_id)
+            if item.get("action") == "commit":
+                tx.commit()
+            elif item.get("action") == "rollback":
+                tx.rollback()
+        deadline = time.time() + spec.get("wait_s", 0)
+        while len(checked) < spec.get("checks", 0) and time.time() < deadline:
+            time.sleep(0.1)
+        time.sleep(spec.get("linger_s", 0.5))   # the checker's EndTransaction goes out after check() returns
+    finally:
+        producer.shutdown()
+
+
+# ---------------------------------------------------------------- consumers
+
+def simple(spec: dict) -> None:
+    """Receive until ``expect`` deliveries (redeliveries count) or ``max_s``. Per message: ack on
+    delivery ``ack_on_attempt`` (0: never); ``change_invisible_s``: on the first delivery, change
+    its invisible duration instead; ``ack_after_s``: wait that long before acking."""
+    from rocketmq import FilterExpression, SimpleConsumer
+    from rocketmq.grpc_protocol import FilterType
+    expression = FilterExpression(spec["sql"], FilterType.SQL) if spec.get("sql") else \
+        FilterExpression(spec.get("expression", "*"))
+    consumer = SimpleConsumer(configuration(spec), spec["group"], {spec["topic"]: expression},
+                              await_duration=spec.get("await_s", 2))
+    consumer.startup()
+    emit(started=True)
+    deliveries = 0
+    deadline = time.time() + spec.get("max_s", 30)
+    try:
+        while deliveries < spec.get("expect", 1) and time.time() < deadline:
+            try:
+                messages = consumer.receive(spec.get("batch", 16), spec.get("invisible_s", 5))
+            except Exception as exc:
+                emit(receive_error=True, **error_line(exc))
+                time.sleep(0.2)
+                continue
+            for message in messages:
+                deliveries += 1
+                emit(received=received_line(message))
+                if spec.get("change_invisible_s") and message.delivery_attempt == 1:
+                    try:
+                        consumer.change_invisible_duration(message, spec["change_invisible_s"])
+                        emit(changed=message.message_id)
+                    except Exception as exc:
+                        emit(changed=None, message_id=message.message_id, **error_line(exc))
+                    continue
+                ack_on = spec.get("ack_on_attempt", 1)
+                if ack_on and message.delivery_attempt >= ack_on:
+                    time.sleep(spec.get("ack_after_s", 0))
+                    try:
+                        consumer.ack(message)
+                        emit(acked=message.message_id)
+                    except Exception as exc:
+                        emit(acked=None, message_id=message.message_id, **error_line(exc))
+    finally:
+        consumer.shutdown()
+
+
+def push(spec: dict) -> None:
+    """A PushConsumer whose listener fails a message's first ``fail_first`` deliveries, until
+    ``expect`` successful consumptions or ``max_s``."""
+    from rocketmq import ConsumeResult, FilterExpression, MessageListener, PushConsumer
+    consumed = threading.Event()
+    successes = []
+
+    class Listener(MessageListener):
+        def consume(self, message):
+            failed = message.delivery_attempt <= spec.get("fail_first", 0)
+            emit(consumed=received_line(message, result="FAILURE" if failed else "SUCCESS"))
+            if failed:
+                return ConsumeResult.FAILURE
+            successes.append(message.message_id)
+            if len(successes) >= spec.get("expect", 1):
+                consumed.set()
+            return ConsumeResult.SUCCESS
+
+    consumer = PushConsumer(configuration(spec), spec["group"], Listener(),
+                            {spec["topic"]: FilterExpression(spec.get("expression", "*"))})
+    consumer.startup()
+    emit(started=True)
+    consumed.wait(spec.get("max_s", 60))
+    time.sleep(spec.get("linger_s", 1.0))   # the last acks go out after consume() returns
+    consumer.shutdown()
+
+
+# ---------------------------------------------------------------- raw requests
+
+def _stub(endpoint: str):
+    import grpc
+    from rocketmq.grpc_protocol import service_pb2_grpc
+    channel = grpc.insecure_channel(endpoint, options=[("grpc.max_send_message_length", 64 * 1024 * 1024)])
+    return channel, service_pb2_grpc.MessagingServiceStub(channel)
+
+
+def _metadata(client_id: str | None) -> list:
+    return [("x-mq-client-id", client_id)] if client_id else []
+
+
+def _fill(value, names: dict):
+    """Strings "{name}" in a request template replaced by what earlier steps captured."""
+    if isinstance(value, str) and value.startswith("{") and value.endswith("}") and value[1:-1] in names:
+        return names[value[1:-1]]
+    if isinstance(value, dict):
+        return {k: _fill(v, names) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_fill(v, names) for v in value]
+    return value
+
+
+def raw(spec: dict) -> None:
+    """Steps of ``{"rpc": name, "request": {...}, "client_id": ..., "as": capture-name}`` (a body
+    may be given as ``"body_bytes": n``), ``{"sleep": s}`` or ``{"telemetry": [settings...]}``."""
+    from google.protobuf.json_format import MessageToDict, ParseDict
+    from rocketmq.grpc_protocol import service_pb2
+    channel, stub = _stub(spec["endpoint"])
+    emit(started=True)
+    names: dict = {}
+    client_id = spec.get("client_id", f"raw@{os.getpid()}@{uuid.uuid4().hex[:8]}")
+    for step in spec["steps"]:
+        if "sleep" in step:
+            time.sleep(step["sleep"])
+            continue
+        metadata = _metadata(step.get("client_id", client_id))
+        if "telemetry" in step:
+            commands = [ParseDict(c, service_pb2.TelemetryCommand()) for c in step["telemetry"]]
+            call = stub.Telemetry(iter(commands), metadata=metadata, timeout=step.get("timeout_s", 3))
+            answers, error = [], None
+            try:
+                for answer in call:
+                    answers.append(MessageToDict(answer))
+                    if len(answers) >= len(commands):
+                        break
+            except Exception as exc:   # grpc.RpcError: the stream was refused
+                error = {"grpc_code": exc.code().name, "details": exc.details()} if hasattr(exc, "code") else str(exc)
+            call.cancel()
+            emit(step=step.get("name", "Telemetry"), responses=answers, error=error)
+            continue
+        request_type = getattr(service_pb2, step["rpc"] + "Request")
+        request = ParseDict(_fill(step["request"], names), request_type())
+        if "body_bytes" in step:
+            request.messages[0].body = b"x" * step["body_bytes"]
+        method = getattr(stub, step["rpc"])
+        try:
+            if step["rpc"] == "ReceiveMessage":
+                responses = [MessageToDict(r) for r in method(request, metadata=metadata,
+                                                               timeout=step.get("timeout_s", 30))]
+            else:
+                responses = [MessageToDict(method(request, metadata=metadata, timeout=step.get("timeout_s", 10)))]
+        except Exception as exc:
+            emit(step=step.get("name", step["rpc"]), grpc_error=f"{exc.code().name}: {exc.details()}"
+                 if hasattr(exc, "code") else str(exc))
+            continue
+        for response in responses:
+            message = response.get("message")
+            if message and step.get("as"):
+                names.setdefault(step["as"] + "_handle", message["systemProperties"]["receiptHandle"])
+                names.setdefault(step["as"] + "_id", message["systemProperties"]["messageId"])
+        emit(step=step.get("name", step["rpc"]), responses=responses)
+    channel.close()
+
+
+def idle_streams(spec: dict) -> None:
+    """Open ``count`` Telemetry streams (on ``channels`` connections) that send settings once and
+    then stay silent, report how many the proxy answered, and hold them until stdin closes."""
+    import grpc
+    from google.protobuf.json_format import ParseDict
+    from rocketmq.grpc_protocol import service_pb2
+    channels = [_stub(spec["endpoint"]) for _ in range(spec.get("channels", 4))]
+    emit(started=True)
+    calls, answered, refused = [], 0, 0
+    release = threading.Event()
+    for i in range(spec["count"]):
+        command = ParseDict(spec["settings"], service_pb2.TelemetryCommand())
+
+        def requests(first=command):
+            yield first
+            release.wait()
+        call = channels[i % len(channels)][1].Telemetry(requests(), metadata=_metadata(f"idle@{i}@{os.getpid()}"))
+        calls.append(call)
+        try:
+            next(call)
+            answered += 1
+        except grpc.RpcError as exc:
+            refused += 1
+            if refused == 1:
+                emit(first_refusal=f"{exc.code().name}: {exc.details()}")
+    emit(opened=spec["count"], answered=answered, refused=refused)
+    sys.stdin.read()
+    release.set()
+    for call in calls:
+        call.cancel()
+
+
+COMMANDS = {"produce": produce, "transaction": transaction, "simple": simple, "push": push, "raw": raw,
+            "idle_streams": idle_streams}
+
+
+def main() -> None:
+    command, spec = sys.argv[1], json.loads(sys.argv[2])
+    try:
+        COMMANDS[command](spec)
+        emit(done=True)
+    except Exception as exc:
+        import traceback
+        emit(done=False, error=f"{type(exc).__name__}: {exc}", trace=traceback.format_exc()[-3000:])
+    finally:
+        # The client's threads (schedulers, gRPC's) need not be waited for.
+        sys.stdout.flush()
+        os._exit(0)
+
+
+if __name__ == "__main__":
+    main()
