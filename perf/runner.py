@@ -23,6 +23,7 @@ Scenarios (``--only a,b``):
 | replication_flush | a master with one slave, {async, sync} replication x {async, sync} flush: batched (256 x 100 B, ``--producer-threads``) throughput and publish latency of a batch p50/p99, and single sync sends p50/p99 | sync + sync: >= 100,000 msg/s batched, batch p99 <= 2 ms |
 | failover | master + 1 slave, ``failover=True``, sync flush + sync replication, single sends going on: the master SIGSTOPped until a new epoch, or its broker SIGKILLed, ``--faults`` times each (perf/scenarios/failover.py); time to the first write accepted and to the first SEND_OK again; batched sync + sync with failover=False vs True | failover median <= 10 s, max <= 30 s |
 | metrics | batched (256 x 100 B) and single sync sends to a cluster with Prometheus metrics on (scraped every second) and one with them off, side by side, runs alternating | (reported: on vs off) |
+| grpc | RocketMQ 5's gRPC door (the proxy, driven by the official 5.x client from .venv-rocketmq5) beside the native and remoting doors: sync send p50/p99, produce, consume (SimpleConsumer receive + ack; the native pop), the proxy's CPU per message beside a bare grpc.aio servicer's | (reported) |
 
 ``--compare`` (perf/compare.py) runs the first variant of produce, consume, e2e, latency and
 e2e_latency and the same measures on Redis Streams and NATS JetStream (perf/peers).

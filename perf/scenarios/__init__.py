@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rocketbox.perf.scenarios.doors import scenario_doors
 from rocketbox.perf.scenarios.failover import scenario_failover
+from rocketbox.perf.scenarios.grpc_door import scenario_grpc
 from rocketbox.perf.scenarios.latency import scenario_e2e_latency, scenario_latency
 from rocketbox.perf.scenarios.lifecycle import scenario_ready, scenario_rss
 from rocketbox.perf.scenarios.metrics import scenario_metrics
@@ -16,6 +17,6 @@ RUNNERS = {
     "latency": scenario_latency, "e2e_latency": scenario_e2e_latency, "group_commit": scenario_group_commit,
     "ready": scenario_ready, "rss": scenario_rss, "replication": scenario_replication,
     "replication_flush": scenario_replication_flush, "failover": scenario_failover, "doors": scenario_doors,
-    "metrics": scenario_metrics,
+    "metrics": scenario_metrics, "grpc": scenario_grpc,
 }
 SCENARIOS = tuple(RUNNERS)
