@@ -31,6 +31,7 @@ from rocketbox.cluster.metrics.settings import BrokerTarget, ExporterSettings
 from rocketbox.cluster.proxy.settings import ProxySettings
 from rocketbox.cluster.procs.child_table import ChildSpec
 from rocketbox.cluster.procs.run_state import STATE_FILE_NAME
+from rocketbox.cluster.shm import commitlog_format
 from rocketbox.cluster.shm.control_format import heartbeat_offset
 from rocketbox.cluster.shm.paths import control_path
 
@@ -202,12 +203,16 @@ def build_topology(data_dir: str, *, namesrv_count: int = 1, broker_count: int =
 
 def proxy_settings(host: str, port: int, namesrv_endpoints: tuple[str, ...],
                    brokers: list[BrokerConfig]) -> ProxySettings:
-    """The proxy of a cluster: it asks these NameServers, and tells producers the brokers' message
-    size limit (the smallest, should they differ) and consumers the brokers' delay levels."""
+    """The proxy of a cluster: it asks these NameServers, and tells consumers the brokers' delay
+    levels and producers the largest body every broker stores: the brokers' record size limit (the
+    smallest, should they differ) less the room a record's header, topic and properties may take,
+    so that a body the proxy takes is never refused by a store."""
     settings = ProxySettings(host=host, port=port, namesrv_endpoints=tuple(namesrv_endpoints))
     if brokers:
+        record_room = commitlog_format.FIXED_SIZE + commitlog_format.TOPIC_LENGTH_MAX + \
+            commitlog_format.PROPERTIES_LENGTH_MAX
         settings = dataclasses.replace(
-            settings, max_body_size=min(b.store.message_size_bytes_max for b in brokers),
+            settings, max_body_size=min(b.store.message_size_bytes_max for b in brokers) - record_room,
             retry_delays_ms=tuple(parse_levels(brokers[0].store.message_delay_levels)))
     settings.validate()
     return settings

@@ -113,6 +113,8 @@ class ConsumerService:
                     pop.add_done_callback(lambda f: self._nack_later(f, group, topic))
                     raise
             except ProxyError as exc:
+                _limited.warning("refused:ReceiveMessage", "ReceiveMessage refused (%s): %s", Code.Name(exc.code),
+                                 exc.message)
                 yield service.ReceiveMessageResponse(status=status(exc.code, exc.message))
             else:
                 if popped:

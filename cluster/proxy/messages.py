@@ -126,6 +126,9 @@ def outgoing(message, settings: ProxySettings, now_ms: int, peer_host: str = "")
         properties[PROPERTY_BORN_HOST] = born_host
     born_ms = millis(system.born_timestamp) if system.HasField("born_timestamp") else now_ms
     properties[PROPERTY_BORN_TIMESTAMP] = str(born_ms)
+    if len(fmt.properties_text(properties.items()).encode()) > fmt.PROPERTIES_LENGTH_MAX - 256:
+        # The store's limit, less the room a half message's PGROUP (its topic) takes.
+        raise ProxyError(Code.MESSAGE_PROPERTIES_TOO_LARGE, "the message's properties do not fit a record")
     return Outgoing(message_id, bytes(body), properties, sys_flag, born_ms, max(0, system.delivery_attempt),
                     topic_attributes.message_type_of(properties), group)
 

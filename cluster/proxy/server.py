@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 import traceback
 
 import grpc
@@ -37,6 +38,32 @@ log = logging.getLogger(__name__)
 _limited = RateLimitedLog(log)
 
 HOUSEKEEPING_S = 5.0
+# gRPC's own loggers: it logs each request it cannot even decode with a traceback.
+GRPC_LOGGERS = ("grpc._cython.cygrpc", "grpc.aio._server", "grpc._server")
+
+
+class RateLimitedRecords(logging.Filter):
+    """At most ``burst`` records of a logger per ``interval_s``; the next one let through says how
+    many were held back (a flood of junk must not become a flood of log lines)."""
+
+    def __init__(self, burst: int = 10, interval_s: float = 10.0):
+        super().__init__()
+        self.burst, self.interval_s = burst, interval_s
+        self._window_start = float("-inf")
+        self._written = self.held = 0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        now = time.monotonic()
+        if now - self._window_start >= self.interval_s:
+            self._window_start, self._written = now, 0
+        if self._written >= self.burst:
+            self.held += 1
+            return False
+        self._written += 1
+        if self.held:
+            record.msg = f"{record.msg} ({self.held} more like this held back)"
+            self.held = 0
+        return True
 
 
 class MessagingService(service_grpc.MessagingServiceServicer):
@@ -148,6 +175,8 @@ class ProxyServer:
     def __init__(self, settings: ProxySettings):
         settings.validate()
         self.settings = settings
+        for name in GRPC_LOGGERS:
+            logging.getLogger(name).addFilter(RateLimitedRecords())
         self.loop = asyncio.new_event_loop()
         asyncio.set_event_loop(self.loop)   # grpc.aio binds its server to the current loop
         self.stopping = False

@@ -11,6 +11,7 @@ simple, push, raw (requests built from JSON through the generated stub), idle_st
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import sys
@@ -224,6 +225,19 @@ def raw(spec: dict) -> None:
             time.sleep(step["sleep"])
             continue
         metadata = _metadata(step.get("client_id", client_id))
+        if "junk" in step:
+            # Bytes that are no protobuf message, to a method's path: gRPC itself must refuse them.
+            method = channel.unary_unary(f"/apache.rocketmq.v2.MessagingService/{step['method']}")
+            codes = collections.Counter()
+            for i in range(step["junk"]):
+                try:
+                    # An 11-byte varint starts it: no protobuf parser takes that as a field tag.
+                    method(b"\xff" * 11 + os.urandom(i % 64), metadata=metadata, timeout=5)
+                    codes["answered"] += 1
+                except Exception as exc:
+                    codes[exc.code().name if hasattr(exc, "code") else type(exc).__name__] += 1
+            emit(step=step.get("name", "junk"), codes=dict(codes))
+            continue
         if "telemetry" in step:
             commands = [ParseDict(c, service_pb2.TelemetryCommand()) for c in step["telemetry"]]
             call = stub.Telemetry(iter(commands), metadata=metadata, timeout=step.get("timeout_s", 3))
@@ -243,6 +257,12 @@ def raw(spec: dict) -> None:
         if "body_bytes" in step:
             request.messages[0].body = b"x" * step["body_bytes"]
         method = getattr(stub, step["rpc"])
+        if step.get("repeat"):
+            codes = collections.Counter()
+            for _ in range(step["repeat"]):
+                codes[MessageToDict(method(request, metadata=metadata, timeout=10))["status"]["code"]] += 1
+            emit(step=step.get("name", step["rpc"]), codes=dict(codes))
+            continue
         try:
             if step["rpc"] == "ReceiveMessage":
                 responses = [MessageToDict(r) for r in method(request, metadata=metadata,
