@@ -1,0 +1,57 @@
+"""``cluster up`` starts the gRPC proxy as a supervised child, as a newcomer would use it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from rocketbox.cluster.client.admin import Admin
+from rocketbox.cluster.topology import free_ports
+from tests.grpc.grpc_client import received, run_grpc, sent
+
+
+def _cli(data_dir: str, *args, check: bool = True) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, "-m", "rocketbox.cluster.cli", "--data-dir", data_dir, *args],
+                          capture_output=True, text=True, timeout=180)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"cluster {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+@pytest.mark.timeout(300)
+def test_cluster_up_serves_rocketmq5_clients_through_its_proxy(tmp_path):
+    data_dir = str(tmp_path / "up")
+    namesrv, broker, namesrv_remoting, broker_remoting, metrics, proxy = free_ports(6)
+    up = _cli(data_dir, "up", "--detach", "--namesrv-port", str(namesrv), "--broker-port", str(broker),
+              "--namesrv-remoting-port", str(namesrv_remoting), "--broker-remoting-port", str(broker_remoting),
+              "--metrics-port", str(metrics), "--proxy-port", str(proxy),
+              "--commitlog-file-size-bytes", str(16 * 1024 * 1024))
+    try:
+        endpoint = f"127.0.0.1:{proxy}"
+        assert f"RocketMQ 5 clients (gRPC): endpoints {endpoint}" in " ".join(up.stdout.split()), up.stdout
+        status = json.loads(_cli(data_dir, "status", "--json").stdout)
+        child = next(c for c in status["children"] if c["name"] == "proxy")
+        assert child["role"] == "proxy" and child["state"] == "running"
+        assert child["ready_info"]["endpoint"] == f"grpc://{endpoint}"
+        with open(f"/proc/{child['pid']}/cmdline", "rb") as f:
+            assert f.read().replace(b"\0", b" ").strip().startswith(b"rocketbox: proxy")
+        with Admin(f"127.0.0.1:{namesrv}") as admin:
+            admin.create_topic("UpGrpc", 2)
+        lines = run_grpc("produce", {"endpoint": endpoint, "topic": "UpGrpc",
+                                     "messages": [{"body": f"up-{i}"} for i in range(5)]}, tmp_path / "p")
+        assert len(sent(lines)) == 5, lines
+        got = received(run_grpc("simple", {"endpoint": endpoint, "group": "UpGrpcCG", "topic": "UpGrpc",
+                                           "expect": 5, "max_s": 60}, tmp_path / "c"))
+        assert sorted(r["body"] for r in got) == [f"up-{i}" for i in range(5)]
+        # Another cluster on the same proxy port is refused before it starts, naming the holder.
+        others = [str(p) for p in free_ports(5)]
+        busy = _cli(str(tmp_path / "second"), "up", "--detach", "--namesrv-port", others[0], "--broker-port",
+                    others[1], "--namesrv-remoting-port", others[2], "--broker-remoting-port", others[3],
+                    "--metrics-port", others[4], "--proxy-port", str(proxy), check=False)
+        assert busy.returncode == 1
+        assert f"proxy's gRPC port {proxy} is in use by rocketbox: proxy" in busy.stderr, busy.stderr
+    finally:
+        _cli(data_dir, "down")
