@@ -49,7 +49,10 @@ def message_of(spec: dict, topic: str):
 
 
 def error_line(exc) -> dict:
-    return {"error": f"{type(exc).__name__}: {exc}", "code": getattr(exc, "code", None)}
+    code = getattr(exc, "code", None)
+    if callable(code):   # a grpc error's code() is a method giving a StatusCode
+        code = str(code())
+    return {"error": f"{type(exc).__name__}: {exc}", "code": code}
 
 
 def received_line(message, **extra) -> dict:
