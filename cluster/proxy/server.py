@@ -150,7 +150,9 @@ class MessagingService(service_grpc.MessagingServiceServicer):
                 yield command
         except (ProxyError, StreamEnd) as exc:
             self.refused += 1
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, getattr(exc, "message", None) or str(exc))
+            full = isinstance(exc, ProxyError) and exc.code == Code.TOO_MANY_REQUESTS
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED if full else grpc.StatusCode.INVALID_ARGUMENT,
+                                getattr(exc, "message", None) or str(exc))
 
     # ------------------------------------------------------------ background
 
