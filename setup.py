@@ -50,6 +50,8 @@ setup(
         # Clients of the peers `python -m rocketbox.perf --compare` measures (`make peers` also installs the servers).
         "peers": ["redis[hiredis]", "nats-py"],
     },
-    entry_points={"console_scripts": ["cluster = rocketbox.cluster.cli:main"]},
+    # pytest11: the pytest plugin (cluster/pytest_plugin/), so an application's own tests get real clusters.
+    entry_points={"console_scripts": ["cluster = rocketbox.cluster.cli:main"],
+                  "pytest11": ["rocketbox = rocketbox.cluster.pytest_plugin"]},
     zip_safe=False,
 )
