@@ -35,23 +35,32 @@ setup(
     # regenerating the .proto files keeps the wire identical to the official clients'. Importing them
     # loads that client package (OpenTelemetry and all), so only cluster/proxy/protos.py imports them.
     # Its own client is never used here: the tests drive it from .venv-rocketmq5 (make real-clients).
+    # The web console (cluster/console/) is an ASGI application: uvicorn serves it, Starlette routes it
+    # (python-multipart parses its forms), Jinja2 renders its pages on the server (autoescaped), so it
+    # needs no Node build and no JavaScript framework: one small script of our own refreshes and draws.
     # Each dependency is bounded by the versions known to work: from the oldest we rely on to below
     # the next major (constraints.txt pins the exact versions CI installs).
     install_requires=["pyzmq>=25,<28", "cffi>=1.15,<3", "psutil>=5.9,<8", "rich>=13,<16", "pyspark>=4.2,<5",
                       "pyarrow>=14,<27", "pandas>=2.0,<3", "matplotlib>=3.7,<4", "pysyncobj>=0.3.17,<0.4",
                       "prometheus-client>=0.20,<1", "setproctitle>=1.3,<2",
-                      "rocketmq-python-client>=5.1.2,<6"],
+                      "rocketmq-python-client>=5.1.2,<6",
+                      "uvicorn>=0.30,<1", "starlette>=0.40,<2", "jinja2>=3.1,<4", "python-multipart>=0.0.9,<0.1"],
     extras_require={
         # pytest-timeout bounds every test (pyproject.toml), so a hung test fails instead of stalling CI.
         # setuptools 70.1+ builds a wheel by itself, so tests/integration/test_packaging.py can check
         # what an install puts into site-packages offline (no build isolation, no `wheel` package).
         "test": ["pytest>=8,<10", "pytest-benchmark>=4,<6", "hypothesis>=6.80,<7", "pytest-timeout>=2.2,<3",
-                 "setuptools>=70.1,<85"],
+                 "setuptools>=70.1,<85",
+                 # The console's browser tests drive Debian's chromium (make browser) through Playwright's
+                 # Python API; its own browser download (playwright install) is never used.
+                 "playwright>=1.45,<2"],
         # Clients of the peers `python -m rocketbox.perf --compare` measures (`make peers` also installs the servers).
         "peers": ["redis[hiredis]", "nats-py"],
     },
     # pytest11: the pytest plugin (cluster/pytest_plugin/), so an application's own tests get real clusters.
     entry_points={"console_scripts": ["cluster = rocketbox.cluster.cli:main"],
                   "pytest11": ["rocketbox = rocketbox.cluster.pytest_plugin"]},
+    # The console's page templates, script and style sheet.
+    package_data={"rocketbox.cluster.console": ["templates/*.html", "static/*.js", "static/*.css"]},
     zip_safe=False,
 )
