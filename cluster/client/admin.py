@@ -14,7 +14,7 @@ from rocketbox.cluster.config import name_problem
 from rocketbox.cluster.fastjson_format import loads as fastjson_loads
 from rocketbox.cluster.rocketmq_keys import parse_properties
 from rocketbox.cluster.errors import BrokerError, NoRouteError, raise_for
-from rocketbox.cluster.protocol import MASTER_ID, PERM_READ_WRITE, RequestCode, ResponseCode, dlq_topic
+from rocketbox.cluster.protocol import MASTER_ID, PERM_READ_WRITE, RequestCode, ResponseCode, dlq_topic, retry_topic
 from rocketbox.cluster.shm import commitlog_format as fmt
 from rocketbox.cluster.shm.commitlog_format import parse_offset_msg_id
 from rocketbox.cluster.shm.schedule_format import PROPERTY_TIMER_DELIVER_MS
@@ -127,6 +127,13 @@ class Admin(ClientBase):
                 raise_for(response, endpoint)
                 out[name] = json.loads(response.body)
         return out
+
+    def all_topic_configs(self, endpoint: str) -> dict[str, dict]:
+        """topic -> config (queue counts, perm, ``attributes``) of every topic a broker holds
+        (GET_ALL_TOPIC_CONFIG, what slaves copy): one request for a whole topic list's types."""
+        response = self.rpc.call(endpoint, Command(RequestCode.GET_ALL_TOPIC_CONFIG))
+        raise_for(response, endpoint)
+        return json.loads(response.body).get("topicConfigTable") or {}
 
     def delete_topic(self, topic: str, cluster_name: str | None = None) -> None:
         for endpoint in self.master_endpoints(cluster_name).values():
@@ -402,6 +409,28 @@ class Admin(ClientBase):
             raise_for(response, endpoint)
             found.extend(decode_messages(response.body, name))
         return found[:max_num]
+
+    def consumer_groups(self) -> dict[str, dict]:
+        """group -> its subscription group config (retryMaxTimes, consumeEnable, ...), over every master."""
+        groups: dict[str, dict] = {}
+        for endpoint in self.master_endpoints().values():
+            for name, config in self.subscription_groups(endpoint).items():
+                groups.setdefault(name, config)
+        return groups
+
+    def message_retries(self, message: MessageExt, groups) -> list[MessageExt]:
+        """The copies of ``message`` that ``groups`` sent back: in each group's retry topic (one per
+        failed delivery, ``reconsume_times`` counting them) and dead-letter topic, found by its
+        UNIQ_KEY through the IndexFile; oldest first."""
+        copies = []
+        for group in sorted(groups):
+            for topic in (retry_topic(group), dlq_topic(group)):
+                try:
+                    copies.extend(m for m in self.query_by_key(topic, message.msg_id, 64)
+                                  if m.msg_id == message.msg_id)
+                except NoRouteError:
+                    continue   # the group never failed a message: no such topic
+        return sorted(copies, key=lambda m: m.store_timestamp_ms)
 
     def consumer_running_info(self, endpoint: str, group: str, client_id: str, jstack: bool = False) -> dict:
         """mqadmin consumerStatus: the member's own ConsumerRunningInfo, relayed by the broker

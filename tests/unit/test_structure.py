@@ -31,7 +31,7 @@ _LAYERS_BY_PATH: list[tuple[str, ...]] = [
      "cluster.remoting_client", "cluster.filter", "cluster.receipt_handle", "cluster.topic_attributes"),
     ("cluster.errors",),
     ("cluster.namesrv",),
-    ("cluster.controller", "cluster.broker", "cluster.client", "cluster.metrics", "cluster.proxy"),
+    ("cluster.controller", "cluster.broker", "cluster.client", "cluster.metrics", "cluster.proxy", "cluster.console"),
     ("cluster.procs",),
     ("cluster.topology",),
     ("cluster.testing", "cluster.cli", "cluster.pytest_plugin"),
@@ -41,7 +41,8 @@ _LAYERS_BY_PATH: list[tuple[str, ...]] = [
 # Same layer, but neither may import the other.
 _FORBIDDEN_BY_PATH = [("cluster.broker", "cluster.client"), ("cluster.client", "cluster.broker"),
                       ("cluster.broker", "cluster.controller"), ("cluster.broker", "cluster.proxy"),
-                      ("cluster.proxy", "cluster.broker")]
+                      ("cluster.proxy", "cluster.broker"), ("cluster.console", "cluster.broker"),
+                      ("cluster.broker", "cluster.console")]
 LAYERS = [tuple(f"{INSTALLED_ROOT}.{name}" for name in layer) for layer in _LAYERS_BY_PATH]
 FORBIDDEN = [(f"{INSTALLED_ROOT}.{low}", f"{INSTALLED_ROOT}.{high}") for low, high in _FORBIDDEN_BY_PATH]
 
