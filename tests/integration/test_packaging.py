@@ -44,7 +44,9 @@ def test_the_wheel_installs_one_top_level_name(wheel):
     assert any(n.startswith("rocketbox/cluster/_native/_rocketbox_native") and n.endswith(".so") for n in names)
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     with zipfile.ZipFile(wheel) as archive:
-        assert "cluster = rocketbox.cluster.cli:main" in archive.read(entry_points).decode()
+        declared_entry_points = archive.read(entry_points).decode()
+    assert "cluster = rocketbox.cluster.cli:main" in declared_entry_points
+    assert "[pytest11]\nrocketbox = rocketbox.cluster.pytest_plugin" in declared_entry_points   # the pytest plugin
 
 
 def test_the_installed_package_imports_from_the_wheel_alone(wheel, tmp_path):
