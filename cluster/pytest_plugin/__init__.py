@@ -19,6 +19,7 @@ removed when its tests passed and kept when one failed: the failure's report nam
 from __future__ import annotations
 
 import contextlib
+import os
 
 import pytest
 
@@ -58,8 +59,9 @@ def pytest_runtest_makereport(item, call):
              if isinstance(value, RocketBoxCluster) and value not in used]
     for cluster in used:
         cluster.failures += 1
-        report.sections.append((f"rocketbox cluster ({report.when})",
-                                f"data dir kept for its logs: {cluster.data_dir} (logs/, supervisor.out)"))
+        if os.path.isdir(cluster.data_dir):   # a test's own cluster is gone by its teardown report
+            report.sections.append((f"rocketbox cluster ({report.when})",
+                                    f"data dir kept for its logs: {cluster.data_dir} (logs/, supervisor.out)"))
 
 
 @contextlib.contextmanager

@@ -52,8 +52,8 @@ class CollectingConsumer(PushConsumer):
 
 class ConsumerFactory:
     """``factory(topic)``: a started CollectingConsumer of a group of its own subscribed to
-    ``topic`` (created with ``queues`` queues when the NameServers do not route it yet), reading
-    what is sent from then on; ``factory.pull()``: a PullConsumer. ``close()`` shuts them down."""
+    ``topic`` (created with ``queues`` queues when the NameServers do not route it yet);
+    ``factory.pull()``: a PullConsumer. ``close()`` shuts them down."""
 
     def __init__(self, cluster, prefix: str):
         self.cluster = cluster
@@ -67,12 +67,13 @@ class ConsumerFactory:
     def __call__(self, topic: str, expression="*", *, group: str | None = None, listener=None, queues: int = 4,
                  **push_consumer_options) -> CollectingConsumer:
         self.cluster.ensure_topic(topic, queues)
-        consumer = CollectingConsumer(group or self.next_group(), listener, config=self.cluster.client_config(),
-                                      **push_consumer_options)
+        push_consumer_options.setdefault("config", self.cluster.client_config())
+        consumer = CollectingConsumer(group or self.next_group(), listener, **push_consumer_options)
         self._made.append(consumer)
         consumer.subscribe(topic, expression)
-        # start() heartbeats and takes its queues at their current ends before it returns, so a
-        # message sent after this call is this consumer's.
+        # start() heartbeats and takes its queues before it returns, so a message sent after this
+        # call is this consumer's. A new group starts at a queue's first message while the queue
+        # still holds it (RocketMQ's brokers answer so), else at its end.
         consumer.start()
         return consumer
 

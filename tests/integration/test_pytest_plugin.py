@@ -228,7 +228,7 @@ def rocketbox_session_options():
     return {"metrics": False}
 ''')
     pytester.makepyfile(test_session='''
-from rocketbox.cluster import Message
+from rocketbox.cluster import Message, Producer
 
 
 def test_first_sends(rocketbox_session_cluster, rocketbox_producer, lab):
@@ -245,10 +245,22 @@ def test_second_reads_it(rocketbox_session_cluster, rocketbox_consumer, lab):
     (queue,) = reader.queues("Shared")
     # a long poll: it answers once the message is dispatched (or after 10 s, empty)
     assert [m.body for m in reader.pull(queue, 0, suspend_ms=10_000).messages] == [b"from the first test"]
+
+
+def test_third_consumes_with_its_own_listener(rocketbox_session_cluster, rocketbox_consumer, lab):
+    lab.record(rocketbox_session_cluster)
+    seen = []
+    shared = rocketbox_consumer("Shared", listener=seen.extend)   # None: consumed
+    with Producer("Third", namesrv=rocketbox_session_cluster.namesrv) as producer:
+        producer.send(Message("Shared", b"for the listener"))
+    # A new group starts at the queue's first message (the queue still holds it), as in RocketMQ.
+    expected = [b"from the first test", b"for the listener"]
+    assert [m.body for m in shared.wait_for(2)] == expected
+    assert [m.body for m in seen] == expected
 ''')
     result = run_inner(pytester)
-    result.assert_outcomes(passed=2)
+    result.assert_outcomes(passed=3)
     facts = read_facts(pytester)
-    first, second = facts["test_first_sends"], facts["test_second_reads_it"]
-    assert first["supervisor"] == second["supervisor"] and first["data_dir"] == second["data_dir"]
+    runs = [facts[name] for name in ("test_first_sends", "test_second_reads_it", "test_third_consumes_with_its_own_listener")]
+    assert len({(run["supervisor"], run["data_dir"]) for run in runs}) == 1
     assert facts["after the run"] == {"test": "after the run", "alive": [], "data_dirs_left": []}
