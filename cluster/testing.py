@@ -148,19 +148,22 @@ class LocalCluster:
                  store_overrides: dict | None = None, broker_overrides: dict | None = None,
                  namesrv_overrides: dict | None = None, heartbeat_timeout_s: float | None = None,
                  slaves: int = 0, failover: bool = False, remoting: bool = True, metrics: bool = True,
-                 proxy: bool = False):
+                 proxy: bool = False, proxy_overrides: dict | None = None, console: bool = False):
         """``slaves`` per broker group (children ``broker-a-s1``, ...; broker/ha.py); ``failover``:
         controllers in the NameServers elect each group's master (cluster/controller/);
         ``remoting``: every process also serves RocketMQ's remoting protocol (on free ports too);
         ``metrics``: the Prometheus exporter runs (child ``metrics``, on a free port: ``metrics_url``);
         ``proxy``: the gRPC proxy runs (child ``proxy``, on a free port: ``proxy_endpoint``), off by
-        default: it loads the gRPC client package, which most tests do not need."""
+        default: it loads the gRPC client package, which most tests do not need; ``proxy_overrides``:
+        ProxySettings fields; ``console``: the web console runs (child ``console``, on a free port:
+        ``console_url``), off by default: it loads the web libraries, which most tests do not need."""
         base = namesrvs + brokers * (2 + slaves)
         failover_count = namesrvs + brokers * slaves if failover else 0
         remoting_count = namesrvs + brokers * (1 + slaves) if remoting else 0
-        ports = free_ports(base + failover_count + remoting_count + (2 if proxy else 1))
+        ports = free_ports(base + failover_count + remoting_count + 1 + int(proxy) + int(console))
         metrics_port = ports.pop()
         proxy_port = ports.pop() if proxy else None
+        console_port = ports.pop() if console else None
         broker_overrides = {**({"metrics_prom_exporter_port": metrics_port} if metrics
                                else {"metrics_exporter_type": "DISABLE"}), **(broker_overrides or {})}
         extra = ports[base:base + failover_count]
@@ -176,7 +179,8 @@ class LocalCluster:
             failover=failover, controller_ports=extra[:namesrvs] or None, slave_ha_ports=extra[namesrvs:] or None,
             remoting=remoting, namesrv_remoting_ports=remoting_ports[:namesrvs] or None,
             broker_remoting_ports=remoting_ports[namesrvs:masters_end] or None,
-            slave_remoting_ports=remoting_ports[masters_end:] or None, proxy_port=proxy_port)
+            slave_remoting_ports=remoting_ports[masters_end:] or None, proxy_port=proxy_port,
+            proxy_overrides=proxy_overrides, console_port=console_port)
         self.data_dir = self.topology.data_dir
         self.heartbeat_timeout_s = heartbeat_timeout_s
         self.process: subprocess.Popen | None = None
@@ -195,6 +199,11 @@ class LocalCluster:
     def proxy_endpoint(self) -> str | None:
         """host:port of the gRPC proxy, a RocketMQ 5 client's endpoints (None when started without it)."""
         return self.topology.proxy.address if self.topology.proxy is not None else None
+
+    @property
+    def console_url(self) -> str | None:
+        """The web console's address, http://127.0.0.1:PORT/ (None when started without it)."""
+        return self.topology.console.url if self.topology.console is not None else None
 
     @property
     def remoting_namesrv(self) -> str:

@@ -29,6 +29,7 @@ from rocketbox.cluster.config import (ASYNC_FLUSH, BROKER_PORT_DEFAULT, BROKER_P
                                       NamesrvConfig, StoreConfig, namesrv_endpoints, parse_levels, to_json)
 from rocketbox.cluster.metrics.settings import BrokerTarget, ExporterSettings
 from rocketbox.cluster.proxy.settings import ProxySettings
+from rocketbox.cluster.console.settings import ConsoleSettings
 from rocketbox.cluster.procs.child_table import ChildSpec
 from rocketbox.cluster.procs.run_state import STATE_FILE_NAME
 from rocketbox.cluster.shm import commitlog_format
@@ -49,6 +50,8 @@ class Topology:
     slaves: tuple[BrokerConfig, ...] = ()
     # The gRPC proxy (RocketMQ 5's clients), when one runs here.
     proxy: ProxySettings | None = None
+    # The web console, when one runs here (loopback only).
+    console: ConsoleSettings | None = None
 
     @property
     def namesrv_endpoints(self) -> tuple[str, ...]:
@@ -124,7 +127,9 @@ def build_topology(data_dir: str, *, namesrv_count: int = 1, broker_count: int =
                    controller_ports: list[int] | None = None, slave_ha_ports: list[int] | None = None,
                    remoting: bool = False, namesrv_remoting_ports: list[int] | None = None,
                    broker_remoting_ports: list[int] | None = None,
-                   slave_remoting_ports: list[int] | None = None, proxy_port: int | None = None) -> Topology:
+                   slave_remoting_ports: list[int] | None = None, proxy_port: int | None = None,
+                   proxy_overrides: dict | None = None, console_port: int | None = None,
+                   console_host: str = "127.0.0.1") -> Topology:
     """``slave_count`` slaves per group: by default slave n of a group listens on its master's
     port + 2n and the master's HA endpoint is its port + 1 (``ha_ports``, ``slave_ports`` (group
     by group) override them).
@@ -138,7 +143,11 @@ def build_topology(data_dir: str, *, namesrv_count: int = 1, broker_count: int =
     ``namesrv_remoting_ports`` (default 9876, 9877, ...), ``broker_remoting_ports`` (default 10911,
     +10 a group) and ``slave_remoting_ports`` (default: the master's + 2n), as on RocketMQ's ports.
 
-    ``proxy_port``: a gRPC proxy (RocketMQ 5's clients) listens there, on ``host``."""
+    ``proxy_port``: a gRPC proxy (RocketMQ 5's clients) listens there, on ``host``, with
+    ``proxy_overrides`` (ProxySettings fields) on top of what the topology gives it.
+
+    ``console_port``: the web console listens there, on ``console_host`` (a loopback address:
+    ValueError otherwise, before anything starts)."""
     data_dir = os.path.abspath(data_dir)
     namesrv_ports = namesrv_ports or [NAMESRV_PORT_DEFAULT + i for i in range(namesrv_count)]
     broker_ports = broker_ports or [BROKER_PORT_DEFAULT + BROKER_PORT_STEP * i for i in range(broker_count)]
@@ -197,12 +206,17 @@ def build_topology(data_dir: str, *, namesrv_count: int = 1, broker_count: int =
             slaves.append(cfg)
     proxy = None
     if proxy_port:
-        proxy = proxy_settings(host, proxy_port, endpoints, brokers)
-    return Topology(data_dir, namesrvs, tuple(brokers), tuple(slaves), proxy)
+        proxy = proxy_settings(host, proxy_port, endpoints, brokers, proxy_overrides)
+    console = None
+    if console_port:
+        console = ConsoleSettings(host=console_host, port=console_port, namesrv_endpoints=tuple(endpoints),
+                                  state_path=os.path.join(data_dir, STATE_FILE_NAME))
+        console.validate()
+    return Topology(data_dir, namesrvs, tuple(brokers), tuple(slaves), proxy, console)
 
 
 def proxy_settings(host: str, port: int, namesrv_endpoints: tuple[str, ...],
-                   brokers: list[BrokerConfig]) -> ProxySettings:
+                   brokers: list[BrokerConfig], overrides: dict | None = None) -> ProxySettings:
     """The proxy of a cluster: it asks these NameServers, and tells consumers the brokers' delay
     levels and producers the largest body every broker stores: the brokers' record size limit (the
     smallest, should they differ) less the room a record's header, topic and properties may take,
@@ -214,6 +228,7 @@ def proxy_settings(host: str, port: int, namesrv_endpoints: tuple[str, ...],
         settings = dataclasses.replace(
             settings, max_body_size=min(b.store.message_size_bytes_max for b in brokers) - record_room,
             retry_delays_ms=tuple(parse_levels(brokers[0].store.message_delay_levels)))
+    settings = dataclasses.replace(settings, **(overrides or {}))
     settings.validate()
     return settings
 
@@ -258,6 +273,11 @@ def child_specs(topology: Topology, *, restart_backoff_initial_s: float = 0.1,
         specs.append(ChildSpec(name="proxy", module="rocketbox.cluster.procs.proxy",
                                args=("--config-json", topology.proxy.to_json()), role="proxy", start_order=3,
                                ready_timeout_s=60.0, backoff_initial_s=restart_backoff_initial_s))
+    if topology.console is not None:
+        # Last too: it asks the NameServers and brokers only when a page is opened.
+        specs.append(ChildSpec(name="console", module="rocketbox.cluster.procs.console",
+                               args=("--config-json", topology.console.to_json()), role="console", start_order=3,
+                               ready_timeout_s=60.0, backoff_initial_s=restart_backoff_initial_s))
     return specs
 
 
@@ -298,7 +318,7 @@ def brokers_only(topology: Topology, namesrv_endpoints: tuple[str, ...]) -> Topo
     def register_there(brokers):
         return tuple(dataclasses.replace(b, namesrv_endpoints=tuple(namesrv_endpoints)) for b in brokers)
     return dataclasses.replace(topology, namesrvs=(), brokers=register_there(topology.brokers),
-                               slaves=register_there(topology.slaves), proxy=None)
+                               slaves=register_there(topology.slaves), proxy=None, console=None)
 
 
 def _renamed(cfg: BrokerConfig, name: str, data_dir: str) -> BrokerConfig:

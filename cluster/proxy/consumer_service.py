@@ -27,6 +27,7 @@ from rocketbox.cluster.proxy.brokers import BrokerGateway
 from rocketbox.cluster.proxy.calls import Call
 from rocketbox.cluster.proxy.clients import ClientRegistry
 from rocketbox.cluster.proxy.protos import Code, pb, service
+from rocketbox.cluster.proxy.renewals import ReceiptRenewals
 from rocketbox.cluster.proxy.settings import ProxySettings
 from rocketbox.cluster.proxy.status import OK, ProxyError, broker_refusal, status
 from rocketbox.cluster.shm import commitlog_format as fmt
@@ -62,6 +63,9 @@ class ConsumerService:
         self.settings = settings
         self.gateway = gateway
         self.registry = registry
+        self.renewals = ReceiptRenewals(self._change, lambda client_id: registry.get(client_id) is not None,
+                                        invisible_ms=settings.default_invisible_ms,
+                                        renew_ahead_ms=min(10_000, settings.default_invisible_ms // 2))
 
     # ------------------------------------------------------------ receive
 
@@ -123,6 +127,8 @@ class ConsumerService:
                         yield service.ReceiveMessageResponse(message=messages.incoming(
                             item.record, receipt_handle=item.handle, delivery_attempt=item.attempt, topic=item.topic))
                         written += 1
+                        if request.auto_renew:
+                            self._renew_while_consumed(call, request, item)
                 else:
                     yield service.ReceiveMessageResponse(status=status(Code.MESSAGE_NOT_FOUND, "no new message"))
             yield service.ReceiveMessageResponse(delivery_timestamp=messages.timestamp(now_ms()))
@@ -175,6 +181,14 @@ class ConsumerService:
             asyncio.ensure_future(self._ack_quietly(group, topic, handle))
         return out
 
+    def _renew_while_consumed(self, call: Call, request, item: Popped) -> None:
+        try:
+            next_visible = receipt_handle.decode(item.handle).next_visible_ms
+        except receipt_handle.InvalidReceiptHandle:
+            return
+        self.renewals.track(call.client_id, request.group.name, request.message_queue.topic.name, item.handle,
+                            next_visible)
+
     # ------------------------------------------------------------ returning what was not delivered
 
     def _nack_later(self, pop: asyncio.Future, group: str, topic: str) -> None:
@@ -210,6 +224,7 @@ class ConsumerService:
         return handle
 
     async def _ack_one(self, group: str, topic: str, text: str) -> None:
+        text = await self.renewals.take(text)
         handle = self.handle_of(text)
         response = await self.gateway.broker_call(handle.broker_name, Command(RequestCode.ACK_MESSAGE, {
             "consumerGroup": group, "topic": topic, "extraInfo": text}))
@@ -250,7 +265,7 @@ class ConsumerService:
         group = validation.consumer_group(request.group.name)
         topic = validation.topic(request.topic.name)
         invisible = validation.invisible_ms(_millis(request.invisible_duration), 0, self.settings.invisible_max_ms)
-        handle = await self._change(group, topic, request.receipt_handle, invisible)
+        handle = await self._change(group, topic, await self.renewals.take(request.receipt_handle), invisible)
         return service.ChangeInvisibleDurationResponse(status=OK, receipt_handle=handle)
 
     async def forward_to_dead_letter_queue(self, call: Call, request: service.ForwardMessageToDeadLetterQueueRequest
@@ -259,7 +274,8 @@ class ConsumerService:
         (RocketMQ's ProducerProcessor.forwardMessageToDeadLetterQueue; an expired handle is taken too)."""
         group = validation.consumer_group(request.group.name)
         topic = validation.topic(request.topic.name)
-        handle = self.handle_of(request.receipt_handle, check_expiry=False)
+        text = await self.renewals.take(request.receipt_handle)
+        handle = self.handle_of(text, check_expiry=False)
         response = await self.gateway.broker_call(handle.broker_name, Command(RequestCode.CONSUMER_SEND_MSG_BACK, {
             "group": group, "offset": str(handle.commitlog_offset), "delayLevel": "-1",
             "originMsgId": request.message_id, "originTopic": topic,
@@ -267,5 +283,5 @@ class ConsumerService:
         if response.code != ResponseCode.SUCCESS:
             raise broker_refusal(response, handle.broker_name)
         if not handle.expired(now_ms()):
-            await self._ack_quietly(group, topic, request.receipt_handle)
+            await self._ack_quietly(group, topic, text)
         return service.ForwardMessageToDeadLetterQueueResponse(status=OK)

@@ -196,6 +196,7 @@ class ProxyServer:
             raise OSError(f"cannot listen on {self.settings.address}: Address already in use")
         self.loop.run_until_complete(self.server.start())
         self._tasks = [self.loop.create_task(self.service.transactions.heartbeat_forever()),
+                       self.loop.create_task(self.service.consumers.renewals.forever()),
                        self.loop.create_task(self.service.housekeeping_forever())]
         return self.settings.address
 

@@ -173,7 +173,9 @@ def push(spec: dict) -> None:
     class Listener(MessageListener):
         def consume(self, message):
             failed = message.delivery_attempt <= spec.get("fail_first", 0)
-            emit(consumed=received_line(message, result="FAILURE" if failed else "SUCCESS"))
+            started = time.time()
+            time.sleep(spec.get("consume_s", 0))   # a slow listener
+            emit(consumed=received_line(message, result="FAILURE" if failed else "SUCCESS", started=started))
             if failed:
                 return ConsumeResult.FAILURE
             successes.append(message.message_id)

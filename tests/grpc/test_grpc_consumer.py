@@ -8,7 +8,7 @@ import collections
 
 import pytest
 
-from rocketbox.cluster import Message, Producer
+from rocketbox.cluster import Admin, Message, Producer
 from tests.conftest import client_config
 from tests.grpc.grpc_client import received, run_grpc
 
@@ -107,3 +107,18 @@ def test_a_push_consumer_gets_every_message_and_a_failed_one_again(grpc_cluster,
     for c in consumed:
         attempts[c["message_id"]].append(c["attempt"])
     assert all(seen[:2] == [1, 2] for seen in attempts.values()), attempts
+
+
+@pytest.mark.timeout(240)
+def test_a_push_consumers_slow_message_is_kept_invisible_until_it_is_acked(start_cluster, tmp_path):
+    """Its receives ask the proxy to renew (auto_renew): a listener taking 5 s, with messages held
+    for 2 s at a time, still sees each message once (without renewals each would come back every
+    2 s, its late ack refused). Long polling of 3 s brings any redelivery within the window."""
+    cluster = start_cluster(proxy=True, proxy_overrides={"default_invisible_ms": 2000, "long_polling_max_ms": 3000})
+    with Admin(cluster.namesrv) as admin:
+        ids = _fill(cluster, admin, "GrpcSlow", 4)
+    lines = run_grpc("push", {"endpoint": cluster.proxy_endpoint, "group": "GrpcSlowCG", "topic": "GrpcSlow",
+                              "expect": 4, "consume_s": 5, "max_s": 90, "linger_s": 6}, tmp_path / "push")
+    consumed = [line["consumed"] for line in lines if "consumed" in line]
+    assert sorted(c["message_id"] for c in consumed) == sorted(ids), consumed
+    assert all(c["attempt"] == 1 and c["result"] == "SUCCESS" for c in consumed)
