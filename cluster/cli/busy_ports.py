@@ -24,6 +24,8 @@ def planned_ports(topology, exporter) -> list[tuple[str, str, str, int]]:
         out.append(("metrics", "metrics port", exporter.host, exporter.port))
     if topology.proxy is not None:
         out.append(("proxy", "gRPC port", topology.proxy.host, topology.proxy.port))
+    if topology.console is not None:
+        out.append(("console", "web console port", topology.console.host, topology.console.port))
     return [entry for entry in out if entry[3]]
 
 

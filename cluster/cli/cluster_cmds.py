@@ -26,6 +26,7 @@ from rocketbox.cluster.procs.runner import (LOG_BACKUPS_DEFAULT, LOG_BACKUPS_ENV
 from rocketbox.cluster.procs.supervisor_errors import SupervisorError
 from rocketbox.cluster.procs.titles import set_title, supervisor_title
 from rocketbox.cluster.proxy.settings import PROXY_PORT_DEFAULT
+from rocketbox.cluster.console.settings import CONSOLE_PORT_DEFAULT
 
 
 def _topology_from_args(args):
@@ -42,6 +43,7 @@ def _topology_from_args(args):
                           broker_remoting_ports=[args.broker_remoting_port + 10 * i for i in range(args.brokers)],
                           namesrv_overrides=files.namesrv,
                           proxy_port=None if args.no_proxy else args.proxy_port,
+                          console_port=None if args.no_console else args.console_port, console_host=args.console_host,
                           broker_overrides={**files.broker, **_metrics_overrides(args),
                                             "broker_role": SYNC_MASTER if args.broker_role == "sync" else ASYNC_MASTER,
                                             "auto_create_topic_enabled": not args.no_auto_create_topic})
@@ -203,6 +205,10 @@ def _print_up_banner(console, state: dict, ready_s: float, supervisor_pid: int, 
     grpc = proxy_endpoints(state)
     if grpc:
         console.print(f"RocketMQ 5 clients (gRPC): endpoints {grpc}")
+    web = [(child.get("ready_info") or {}).get("endpoint") for child in state.get("children", [])
+           if child.get("role") == "console"]
+    if any(web):
+        console.print(f"web console: {web[0]}")
 
 
 def cmd_status(args) -> int:
@@ -301,6 +307,11 @@ def add_shape_arguments(parser) -> None:
                              f"default {PROXY_PORT_DEFAULT}")
     parser.add_argument("--no-proxy", action="store_true", default=None,
                         help="no gRPC proxy (RocketMQ 5 clients cannot connect)")
+    parser.add_argument("--console-port", type=int,
+                        help=f"the web console on http://127.0.0.1:PORT/, default {CONSOLE_PORT_DEFAULT}")
+    parser.add_argument("--console-host", help="a loopback address for the console (default 127.0.0.1; others are "
+                                               "refused until the console has access control)")
+    parser.add_argument("--no-console", action="store_true", default=None, help="no web console")
     parser.add_argument("--store-sizes", choices=sorted(STORE_PROFILES),
                         help="dev (default): 64 MiB CommitLog segments, a 42 MB IndexFile; rocketmq: RocketMQ's "
                              "1 GiB and 401 MB, for servers")

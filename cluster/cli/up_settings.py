@@ -16,6 +16,7 @@ import os
 from rocketbox.cluster.config import (BROKER_PORT_DEFAULT, BROKER_REMOTING_PORT_DEFAULT, METRICS_PORT_DEFAULT,
                                       NAMESRV_PORT_DEFAULT, NAMESRV_REMOTING_PORT_DEFAULT)
 from rocketbox.cluster.proxy.settings import PROXY_PORT_DEFAULT
+from rocketbox.cluster.console.settings import CONSOLE_HOST_DEFAULT, CONSOLE_PORT_DEFAULT
 
 SETTINGS_FILE = "up-settings.json"
 MIB = 1024 * 1024
@@ -35,6 +36,7 @@ DEFAULTS = {
     "namesrv_remoting_port": NAMESRV_REMOTING_PORT_DEFAULT, "broker_remoting_port": BROKER_REMOTING_PORT_DEFAULT,
     "no_remoting": False, "config": None, "namesrv_config": None, "metrics_port": METRICS_PORT_DEFAULT,
     "no_metrics": False, "proxy_port": PROXY_PORT_DEFAULT, "no_proxy": False,
+    "console_port": CONSOLE_PORT_DEFAULT, "console_host": CONSOLE_HOST_DEFAULT, "no_console": False,
 }
 
 

@@ -20,7 +20,7 @@ SMALL_SEGMENTS = ("--commitlog-file-size-bytes", str(16 * 1024 * 1024))
 
 def _cli(data_dir, *args, env=None, check=True, timeout=120):
     if args and args[0] == "up":   # and the metrics endpoint on a free port, not 5557
-        args = (*args, *SMALL_SEGMENTS, "--metrics-port", str(free_ports(1)[0]), "--no-proxy")
+        args = (*args, *SMALL_SEGMENTS, "--metrics-port", str(free_ports(1)[0]), "--no-proxy", "--no-console")
     proc = subprocess.run([sys.executable, "-m", "rocketbox.cluster.cli", "--data-dir", data_dir, *args],
                           capture_output=True, text=True, timeout=timeout, env=env)
     if check and proc.returncode != 0:
@@ -173,7 +173,7 @@ def test_cli_up_ignores_a_decoy_cluster_package_in_the_working_directory(tmp_pat
         return proc
 
     cli("up", "--detach", "--namesrv-port", str(namesrv_port), "--broker-port", str(broker_port), *SMALL_SEGMENTS,
-        "--no-metrics", "--no-proxy")
+        "--no-metrics", "--no-proxy", "--no-console")
     try:
         status = json.loads(cli("status", "--json").stdout)
         assert all(c["state"] == "running" for c in status["children"]), status

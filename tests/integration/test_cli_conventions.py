@@ -138,7 +138,7 @@ def test_ctrl_c_of_a_foreground_cluster_says_it_stopped(tmp_path):
     namesrv_port, broker_port = free_ports(2)
     proc = subprocess.Popen([*CLI, "--data-dir", str(tmp_path / "fg"), "up", "--no-live", "--namesrv-port",
                              str(namesrv_port), "--broker-port", str(broker_port), "--commitlog-file-size-bytes",
-                             str(16 * 1024 * 1024), "--no-metrics", "--no-proxy"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             str(16 * 1024 * 1024), "--no-metrics", "--no-proxy", "--no-console"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
     try:
         lines = []
@@ -179,7 +179,7 @@ def test_a_data_dir_remembers_how_it_was_made_and_the_dev_footprint_is_small(tmp
 
     try:
         first = cli("up", "--detach", "--namesrv-port", str(namesrv_port), "--broker-port", str(broker_port),
-                    "--metrics-port", str(metrics_port), "--no-proxy")
+                    "--metrics-port", str(metrics_port), "--no-proxy", "--no-console")
         assert first.returncode == 0, first
         # The default (dev) store: 64 MiB segments, not RocketMQ's 1 GiB (2.4 GB idle before).
         footprint = _disk_bytes(data_dir)

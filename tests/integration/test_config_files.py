@@ -54,7 +54,7 @@ def test_broker_conf_flags_win_live_updates_last(tmp_path):
     namesrv = f"127.0.0.1:{namesrv_port}"
     ports = ["--namesrv-port", str(namesrv_port), "--broker-port", str(broker_port),
              "--namesrv-remoting-port", str(namesrv_remoting), "--broker-remoting-port", str(broker_remoting),
-             "--metrics-port", str(metrics), "--no-proxy"]
+             "--metrics-port", str(metrics), "--no-proxy", "--no-console"]
     shown = json.loads(_cli(data_dir, "config", "show", "-c", str(conf), "--flush-mode", "async", *ports,
                             "--json").stdout)
     assert shown["broker-a"]["brokerClusterName"] == "ConfCluster" and shown["broker-a"]["flushDiskType"] == "ASYNC_FLUSH"

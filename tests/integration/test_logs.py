@@ -106,7 +106,7 @@ def test_a_flood_of_bad_frames_writes_a_bounded_log(tmp_path):
 def test_up_on_a_busy_port_names_the_cluster_holding_it(tmp_path):
     with LocalCluster(str(tmp_path / "first")) as first:
         namesrv_port = int(first.namesrv.rsplit(":", 1)[1])
-        second = run_cli("up", "--detach", "--namesrv-port", str(namesrv_port), "--no-metrics", "--no-remoting", "--no-proxy",
+        second = run_cli("up", "--detach", "--namesrv-port", str(namesrv_port), "--no-metrics", "--no-remoting", "--no-proxy", "--no-console",
                          data_dir=str(tmp_path / "second"), check=False)
         assert second.returncode == 1
         assert f"namesrv-0's port {namesrv_port} is in use by rocketbox: namesrv-0" in second.stderr

@@ -17,6 +17,7 @@ import pytest
 from rocketbox.cluster.config import (BROKER_PORT_DEFAULT, BROKER_REMOTING_PORT_DEFAULT, METRICS_PORT_DEFAULT,
                                       NAMESRV_PORT_DEFAULT, NAMESRV_REMOTING_PORT_DEFAULT)
 from rocketbox.cluster.proxy.settings import PROXY_PORT_DEFAULT
+from rocketbox.cluster.console.settings import CONSOLE_PORT_DEFAULT
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 FENCE = re.compile(r"^```(sh|python)\n(.*?)^```$", re.S | re.M)
@@ -50,7 +51,8 @@ def test_the_readme_blocks_are_the_ones_this_test_runs():
 def test_using_it_runs_as_written_from_outside_the_checkout(tmp_path):
     # The README uses the default ports, as a newcomer would.
     ports = [NAMESRV_PORT_DEFAULT, BROKER_PORT_DEFAULT, BROKER_PORT_DEFAULT + 1, NAMESRV_REMOTING_PORT_DEFAULT,
-             BROKER_REMOTING_PORT_DEFAULT, METRICS_PORT_DEFAULT, PROXY_PORT_DEFAULT]
+             BROKER_REMOTING_PORT_DEFAULT, METRICS_PORT_DEFAULT, PROXY_PORT_DEFAULT,
+             CONSOLE_PORT_DEFAULT]
     busy = [port for port in ports if not _port_free(port)]
     if busy:
         pytest.skip(f"the README's default ports {busy} are in use on this machine")

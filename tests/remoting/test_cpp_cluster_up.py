@@ -28,7 +28,7 @@ def test_cpp_client_through_cluster_up(tmp_path):
     up = _cli(data_dir, "up", "--detach", "--namesrv-port", str(namesrv_port), "--broker-port", str(broker_port),
               "--namesrv-remoting-port", str(namesrv_remoting), "--broker-remoting-port", str(broker_remoting),
               "--commitlog-file-size-bytes", str(16 * 1024 * 1024), "--no-metrics",
-              "--no-proxy")
+              "--no-proxy", "--no-console")
     try:
         namesrv_addr = f"127.0.0.1:{namesrv_remoting}"
         assert f"RocketMQ clients: namesrvAddr {namesrv_addr}" in up.stdout
