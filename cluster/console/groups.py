@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from rocketbox.cluster.console.forms import FormError, text_field, time_field
 from rocketbox.cluster.errors import BrokerError
-from rocketbox.cluster.protocol import ResponseCode
+from rocketbox.cluster.protocol import RETRY_TOPIC_PREFIX, ResponseCode
 
 
 def _connection(admin, group: str) -> dict | None:
@@ -60,7 +60,9 @@ def group_detail(admin, group: str) -> dict:
             "consumeType": (connection or {}).get("consumeType"),
             "subscriptions": subscriptions, "queues": queues, "lagByTopic": lag_by_topic,
             "lag": sum(q["lag"] for q in queues), "consumeTps": tps,
-            "topics": sorted(set(lag_by_topic) | {s["topic"] for s in subscriptions})}
+            # The group's own topics first, its retry topic after them (the reset form's default).
+            "topics": sorted(set(lag_by_topic) | {s["topic"] for s in subscriptions},
+                             key=lambda t: (t.startswith(RETRY_TOPIC_PREFIX), t))}
 
 
 def reset_form(form) -> dict:

@@ -56,7 +56,7 @@ def explain(exc: BaseException) -> tuple[int, str, str]:
     if isinstance(exc, NoRouteError):
         return 404, "Not found", str(exc)
     if isinstance(exc, BrokerError):
-        return 502, "Refused by the broker", f"{exc.remark} ({exc})"
+        return 502, "Refused by the broker", str(exc)
     if isinstance(exc, (TransportError, ClientError)):
         return 504, "No answer", str(exc)
     if isinstance(exc, ValueError):   # the Admin checks names and values before sending

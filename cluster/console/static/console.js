@@ -63,7 +63,7 @@ function drawChart(svg, data) {
     var value = yMax * i / 4;
     svg.appendChild(svgElement("line", { x1: left, x2: width - right, y1: y(value), y2: y(value), "class": "grid" }));
     svg.appendChild(svgElement("text", { x: left - 6, y: y(value) + 4, "text-anchor": "end", "class": "axis" },
-                               value >= 100 ? value.toFixed(0) : value.toPrecision(2)));
+                               value === 0 || value >= 100 ? value.toFixed(0) : value.toPrecision(2)));
   }
   for (var m = 0; m <= data.window_s / 60; m += Math.max(1, Math.round(data.window_s / 600))) {
     var t = now - m * 60000;

@@ -1,0 +1,102 @@
+"""``cluster up`` starts the web console as a supervised child; it refuses to listen beyond
+loopback; the console process itself refuses a non-loopback address and a taken port at boot."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from rocketbox.cluster.console.settings import ConsoleSettings, loopback_problem
+from rocketbox.cluster.procs.lifecycle import EXIT_BOOT_ERROR
+from rocketbox.cluster.procs.run_state import read_state_file
+from rocketbox.cluster.testing import wait_until
+from rocketbox.cluster.topology import free_ports
+from tests.console.pages import fetch
+
+pytestmark = pytest.mark.timeout(240)
+
+
+def _cli(data_dir: str, *args, check: bool = True) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, "-m", "rocketbox.cluster.cli", "--data-dir", data_dir, *args],
+                          capture_output=True, text=True, timeout=180)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"cluster {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def _console_child(data_dir: str) -> dict:
+    return next(c for c in (read_state_file(data_dir) or {}).get("children", []) if c["name"] == "console")
+
+
+def _ports_args(ports) -> list[str]:
+    namesrv, broker, metrics = ports
+    return ["--namesrv-port", str(namesrv), "--broker-port", str(broker), "--metrics-port", str(metrics),
+            "--no-remoting", "--no-proxy", "--commitlog-file-size-bytes", str(16 * 1024 * 1024)]
+
+
+def test_cluster_up_serves_the_console_and_a_second_cluster_on_its_port_is_refused(tmp_path):
+    data_dir = str(tmp_path / "up")
+    *ports, console = free_ports(4)
+    up = _cli(data_dir, "up", "--detach", *_ports_args(ports), "--console-port", str(console))
+    try:
+        url = f"http://127.0.0.1:{console}/"
+        assert f"web console: {url}" in " ".join(up.stdout.split()), up.stdout
+        status = json.loads(_cli(data_dir, "status", "--json").stdout)
+        child = next(c for c in status["children"] if c["name"] == "console")
+        assert (child["role"], child["state"], child["ready_info"]["endpoint"]) == ("console", "running", url)
+        with open(f"/proc/{child['pid']}/cmdline", "rb") as f:
+            assert f.read().replace(b"\0", b" ").strip().startswith(b"rocketbox: console")
+        page = fetch(url, "/cluster")
+        assert page.status == 200 and "console" in {r["attrs"]["data-process"] for r in page.table("processes")}
+
+        # A killed console is restarted by the supervisor on the same port.
+        os.kill(child["pid"], signal.SIGKILL)
+        wait_until(lambda: (c := _console_child(data_dir))["state"] == "running" and c["pid"] != child["pid"], 60,
+                   interval_s=0.1, what="the console restarted")
+        assert fetch(url, "/topics").status == 200
+
+        busy = _cli(str(tmp_path / "second"), "up", "--detach", *_ports_args(free_ports(3)),
+                    "--console-port", str(console), check=False)
+        assert busy.returncode == 1
+        assert f"console's web console port {console} is in use by rocketbox: console" in busy.stderr, busy.stderr
+    finally:
+        _cli(data_dir, "down")
+
+
+def test_cluster_up_refuses_a_console_beyond_loopback_before_starting_anything(tmp_path):
+    refused = _cli(str(tmp_path / "open"), "up", "--detach", *_ports_args(free_ports(3)),
+                   "--console-host", "0.0.0.0", check=False)
+    assert refused.returncode == 1
+    assert "the console refuses to listen on 0.0.0.0" in refused.stderr and "issue 15" in refused.stderr
+    assert not (tmp_path / "open" / "cluster.json").exists()
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "10.77.0.1", "::", "example.org"])
+def test_only_loopback_addresses_are_accepted(host):
+    assert loopback_problem(host)
+    with pytest.raises(ValueError, match="console"):
+        ConsoleSettings(host=host, namesrv_endpoints=("tcp://127.0.0.1:9871",)).validate()
+    for loopback in ("127.0.0.1", "127.0.0.2", "::1", "localhost"):
+        assert loopback_problem(loopback) is None
+
+
+def _run_console(settings: dict) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "rocketbox.cluster.procs.console", "--config-json",
+                           json.dumps(settings)], capture_output=True, text=True, timeout=60)
+
+
+def test_the_console_process_refuses_a_wide_address_and_a_taken_port_at_boot():
+    base = {"namesrv_endpoints": ["tcp://127.0.0.1:1"], "state_path": "/nonexistent/cluster.json"}
+    wide = _run_console({**base, "host": "0.0.0.0", "port": free_ports(1)[0]})
+    assert wide.returncode == EXIT_BOOT_ERROR and "refuses to listen on 0.0.0.0" in wide.stderr, wide.stderr
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen(1)
+        taken = _run_console({**base, "host": "127.0.0.1", "port": holder.getsockname()[1]})
+    assert taken.returncode == EXIT_BOOT_ERROR and "Address already in use" in taken.stderr, taken.stderr
