@@ -9,7 +9,7 @@ INSTALL_STAMP := $(VENV)/.rocketbox-installed
 INSTALL_INPUTS := setup.py pyproject.toml MANIFEST.in constraints.txt \
 	cluster/_native/helper.h cluster/_native/helper.c cluster/_native/build.py
 
-.PHONY: venv install real-clients test run bench peers bench-compare clean distclean
+.PHONY: venv install real-clients browser console-screenshots test run bench peers bench-compare clean distclean
 
 venv: $(VENV_PYTHON)
 
@@ -41,8 +41,20 @@ $(RMQ5_STAMP): constraints.txt
 	-$(PYTHON) -m venv --clear $(RMQ5_VENV) && $(RMQ5_VENV)/bin/python -m pip install -q -c constraints.txt \
 		'rocketmq-python-client==5.1.2' && touch $@
 
+# Debian's chromium for the console's browser tests (tests/console/, driven by Playwright's Python API;
+# Playwright's own browser download is never used). A failed install does not stop `make test`: the
+# browser tests then skip and say why.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { $(SUDO) apt-get update -q && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium \
+		fonts-dejavu-core; } || echo "make browser: chromium could not be installed; the browser tests will skip" >&2
+
+# The console's screenshots in docs/console/ (a small cluster with traffic, shot in headless chromium).
+console-screenshots: install browser
+	$(VENV_PYTHON) -m tests.console.screenshots docs/console
+
 # pytest exits 5 when it collects nothing: that is a failure too, and says so.
-test: install real-clients
+test: install real-clients browser
 	@$(VENV_PYTHON) -m pytest -q -p no:cacheprovider tests; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "make test: pytest collected no tests" >&2; fi; \
 	exit $$status
