@@ -128,12 +128,13 @@ class Pages:
         return endpoint
 
     def _logged(self, request, exc: BaseException) -> tuple[int, str, str]:
+        """Every error answer is logged, at most a burst of each status per window (a client that
+        repeats a bad request must not fill the disk); a console bug also with its traceback."""
         status, title, message = explain(exc)
-        if status >= 500:
-            if status == 500:
-                log.exception("%s %s failed", request.method, request.url.path)
-            else:
-                _warn.warning(f"{status}", "%s %s: %s", request.method, request.url.path, message)
+        written = _warn.warning(str(status), "%s %s -> %d %s: %s", request.method, request.url.path[:200], status,
+                                title, message[:500])
+        if written and status == 500:
+            log.error("the traceback of that error", exc_info=exc)
         return status, title, message
 
     def error_page(self, request, exc: BaseException, nav: str = ""):

@@ -282,3 +282,18 @@ def test_requests_another_site_could_make_are_refused(console_cluster, admin):
     assert same_site.status == 200
     huge = fetch(url, "/topics/ConsoleSameSite/send", form={"body": "x" * 300_000})
     assert huge.status == 413
+
+
+def test_a_flood_of_bad_requests_is_answered_and_logged_within_bounds(console_cluster):
+    url = console_cluster.console_url
+    log_path = f"{console_cluster.data_dir}/logs/console.log"
+    pid = console_cluster.pid("console")
+    with open(log_path, "rb") as f:
+        before = len(f.read())
+    statuses = {fetch(url, path, form=form).status for _ in range(20) for path, form, _, _ in BAD_REQUESTS}
+    assert statuses == {400, 404}
+    with open(log_path, "rb") as f:
+        grown = f.read()[before:]
+    assert len(grown) < 32 * 1024, len(grown)
+    assert b"more like this held back" in grown or grown.count(b"\n") <= 60
+    assert fetch(url, "/cluster").status == 200 and console_cluster.pid("console") == pid

@@ -39,7 +39,9 @@ def test_the_wheel_installs_one_top_level_name(wheel):
     assert tops == {"rocketbox"}
     assert declared == ["rocketbox"]
     for expected in ("rocketbox/cluster/broker/send.py", "rocketbox/cluster/shm/commitlog_format.py",
-                     "rocketbox/spark/datasource.py", "rocketbox/perf/runner.py"):
+                     "rocketbox/spark/datasource.py", "rocketbox/perf/runner.py",
+                     # the console's package data
+                     "rocketbox/cluster/console/templates/base.html", "rocketbox/cluster/console/static/console.js"):
         assert expected in names
     assert any(n.startswith("rocketbox/cluster/_native/_rocketbox_native") and n.endswith(".so") for n in names)
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
