@@ -17,8 +17,9 @@ from rocketbox.cluster.testing import LocalCluster
 
 # The addresses a test may want, by LocalCluster attribute; a role the options left out answers None.
 # ``namesrv`` is what RocketBox's clients take ("host:port;host:port"); ``remoting_namesrv`` is a
-# RocketMQ client's namesrvAddr; ``proxy_endpoint`` a RocketMQ 5 (gRPC) client's endpoints.
-ENDPOINTS = ("namesrv", "remoting_namesrv", "metrics_url", "proxy_endpoint")
+# RocketMQ client's namesrvAddr; ``proxy_endpoint`` a RocketMQ 5 (gRPC) client's endpoints;
+# ``console_url`` the web console's http://host:port/.
+ENDPOINTS = ("namesrv", "remoting_namesrv", "metrics_url", "proxy_endpoint", "console_url")
 # After the supervisor exits, how long its children get to be gone before they are killed.
 CHILDREN_EXIT_WAIT_S = 10.0
 # Client settings of the plugin's clients: a group settles in well under a second, commits land

@@ -8,8 +8,8 @@ from rocketbox.cluster.config import ASYNC_FLUSH, FLUSH_MODES
 
 READY_TIMEOUT = "ready_timeout_s"
 # Option -> default. Each is LocalCluster's keyword of the same name except READY_TIMEOUT, which is
-# LocalCluster.start's. A role LocalCluster learns to start (the console of issue 14) becomes an
-# option by one line here, and its address an endpoint by one line in handle.ENDPOINTS.
+# LocalCluster.start's. A role LocalCluster learns to start becomes an option by one line here, and
+# its address an endpoint by one line in handle.ENDPOINTS.
 DEFAULTS: dict[str, object] = {
     "namesrvs": 1,
     "brokers": 1,
@@ -19,14 +19,16 @@ DEFAULTS: dict[str, object] = {
     "remoting": True,          # RocketMQ's remoting door (what RocketMQ's own clients take)
     "metrics": True,           # the Prometheus exporter
     "proxy": False,            # the gRPC proxy: off, as it loads the gRPC packages
+    "console": False,          # the web console: off, as it loads the web packages
     "broker_overrides": None,  # BrokerConfig fields for every broker, e.g. {"auto_create_topic_enable": False}
     "store_overrides": None,   # StoreConfig fields for every broker's store
     "namesrv_overrides": None,
+    "proxy_overrides": None,   # ProxySettings fields
     READY_TIMEOUT: 60.0,
 }
 _COUNTS_MIN = {"namesrvs": 1, "brokers": 1, "slaves": 0}
-_SWITCHES = ("failover", "remoting", "metrics", "proxy")
-_OVERRIDES = ("broker_overrides", "store_overrides", "namesrv_overrides")
+_SWITCHES = ("failover", "remoting", "metrics", "proxy", "console")
+_OVERRIDES = ("broker_overrides", "store_overrides", "namesrv_overrides", "proxy_overrides")
 
 
 def problems(options: dict) -> list[str]:

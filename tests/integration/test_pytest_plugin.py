@@ -13,6 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from rocketbox.cluster.pytest_plugin import options
+from rocketbox.cluster.pytest_plugin.handle import ENDPOINTS
+
 pytest_plugins = ["pytester"]
 pytestmark = pytest.mark.timeout(300)
 
@@ -89,12 +92,21 @@ def read_facts(pytester: pytest.Pytester) -> dict[str, dict]:
     return {fact["test"]: fact for fact in map(json.loads, lines)}
 
 
+def readme_section() -> str:
+    text = (CHECKOUT / "README.md").read_text()
+    return text.split("\n## Testing your application with pytest\n", 1)[1].split("\n## ", 1)[0]
+
+
 def readme_example() -> str:
     """The python block of the README's pytest section: the user's test this suite runs first."""
-    text = (CHECKOUT / "README.md").read_text()
-    section = text.split("\n## Testing your application with pytest\n", 1)[1].split("\n## ", 1)[0]
-    (block,) = re.findall(r"^```python\n(.*?)^```$", section, re.S | re.M)
+    (block,) = re.findall(r"^```python\n(.*?)^```$", readme_section(), re.S | re.M)
     return block
+
+
+def test_the_readme_names_every_option_and_endpoint():
+    section = readme_section()
+    unnamed = [name for name in (*options.DEFAULTS, *ENDPOINTS) if f"`{name}`" not in section and f"`.{name}`" not in section]
+    assert unnamed == []
 
 
 def test_the_plugin_is_the_rocketbox_pytest11_entry_point(pytester):
@@ -169,6 +181,7 @@ def test_marker_and_parametrized_options_shape_the_cluster(pytester):
     pytester.makeconftest(LAB_CONFTEST)
     pytester.makepyfile(test_options='''
 import socket
+import urllib.request
 
 import pytest
 
@@ -192,7 +205,7 @@ def test_marker_options(rocketbox_cluster, lab):
     socket.create_connection((host, int(port)), timeout=5).close()
 
 
-@pytest.mark.parametrize("rocketbox_cluster", [{"namesrvs": 2}], indirect=True)
+@pytest.mark.parametrize("rocketbox_cluster", [{"namesrvs": 2, "console": True}], indirect=True)
 def test_parametrized_options(rocketbox_cluster, lab):
     lab.record(rocketbox_cluster)
     addresses = rocketbox_cluster.namesrv.split(";")
@@ -201,6 +214,8 @@ def test_parametrized_options(rocketbox_cluster, lab):
         with Admin(namesrv=address) as admin:
             wait_until(lambda: "broker-a" in admin.cluster_info()["brokerAddrTable"], 30,
                        what=f"broker-a registered with {address}")
+    with urllib.request.urlopen(rocketbox_cluster.console_url, timeout=30) as page:
+        assert page.status == 200 and b"broker-a" in page.read()
 
 
 @pytest.mark.rocketbox(borkers=2)
@@ -214,6 +229,8 @@ def test_misspelt_option(rocketbox_cluster):
     facts = read_facts(pytester)
     marked, parametrized = facts["test_marker_options"], facts["test_parametrized_options[rocketbox_cluster0]"]
     assert marked["endpoints"]["proxy_endpoint"] and marked["endpoints"]["metrics_url"] is None
+    assert marked["endpoints"]["console_url"] is None
+    assert parametrized["endpoints"]["console_url"].startswith("http://127.0.0.1:")
     assert parametrized["endpoints"]["proxy_endpoint"] is None and parametrized["endpoints"]["metrics_url"] is None
     # two broker groups of four processes, one NameServer, the proxy, the supervisor
     assert len(marked["processes"]) == 11, marked["processes"]
