@@ -105,7 +105,8 @@ def readme_example() -> str:
 
 def test_the_readme_names_every_option_and_endpoint():
     section = readme_section()
-    unnamed = [name for name in (*options.DEFAULTS, *ENDPOINTS) if f"`{name}`" not in section and f"`.{name}`" not in section]
+    unnamed = [name for name in (*options.DEFAULTS, *ENDPOINTS)
+               if f"`{name}`" not in section and f"`.{name}`" not in section]
     assert unnamed == []
 
 
@@ -278,6 +279,7 @@ def test_third_consumes_with_its_own_listener(rocketbox_session_cluster, rocketb
     result = run_inner(pytester)
     result.assert_outcomes(passed=3)
     facts = read_facts(pytester)
-    runs = [facts[name] for name in ("test_first_sends", "test_second_reads_it", "test_third_consumes_with_its_own_listener")]
+    runs = [facts[name] for name in
+            ("test_first_sends", "test_second_reads_it", "test_third_consumes_with_its_own_listener")]
     assert len({(run["supervisor"], run["data_dir"]) for run in runs}) == 1
     assert facts["after the run"] == {"test": "after the run", "alive": [], "data_dirs_left": []}
