@@ -10,7 +10,6 @@ process over a store directory without forking.
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import dataclass
 
 from rocketbox.cluster.broker.controller_client import ControllerClient, effective_config
@@ -23,6 +22,7 @@ from rocketbox.cluster.shm.paths import control_path
 from rocketbox.cluster.shm.recovery import RecoveryReport
 from rocketbox.cluster.shm.store import MessageStore
 from rocketbox.cluster.zmq_transport import RpcClient
+from rocketbox.cluster.shm import durable
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ class BootedBroker:
 def boot(cfg: BrokerConfig) -> BootedBroker:
     store_dir = cfg.store.store_dir
     cfg = with_values(cfg, read_live(store_dir))   # what updateBrokerConfig changed stays changed
-    os.makedirs(store_dir, exist_ok=True)
+    durable.makedirs(store_dir)
     control = ControlBlock(control_path(store_dir))
     store = MessageStore(cfg.store, control, store_host=pack_host(cfg.host, cfg.store_host_port))
     recovery = store.recover()

@@ -21,7 +21,7 @@ import logging
 import mmap
 import os
 
-from rocketbox.cluster.shm import paths
+from rocketbox.cluster.shm import durable, paths
 from rocketbox.cluster.shm.offset_slots_format import SLOT_COUNT, FILE_BYTES, read_slot, write_slot
 from rocketbox.cluster.shm.json_store import read_json, write_json
 
@@ -32,7 +32,7 @@ class ConsumerOffsetManager:
     """``name``: the files' stem; "delayOffset" keeps the schedule service's progress."""
 
     def __init__(self, store_dir: str, name: str = "consumerOffset"):
-        os.makedirs(paths.config_dir(store_dir), exist_ok=True)
+        durable.makedirs(paths.config_dir(store_dir))
         self.path = paths.config_path(store_dir, name)
         self.slotmap_path = paths.slotmap_path(store_dir, name)
         raw = read_json(self.path, {"offsetTable": {}})
@@ -41,7 +41,8 @@ class ConsumerOffsetManager:
             key: {int(q): int(o) for q, o in queues.items()}
             for key, queues in raw.get("offsetTable", {}).items()}
         self.dirty = False
-        self._slots_file, self._slots = self._map_slots(paths.slots_path(store_dir, name))
+        self._slots_path = paths.slots_path(store_dir, name)
+        self._slots_file, self._slots = self._map_slots(self._slots_path)
         self.slot_of: dict[tuple[str, int], int] = {
             (key, int(q)): int(slot) for key, queues in read_json(self.slotmap_path, {}).items()
             for q, slot in queues.items()}
@@ -132,6 +133,7 @@ class ConsumerOffsetManager:
         if not (self.dirty or force):
             return
         self._slots.flush()
+        durable.synced_range(self._slots_path, 0, FILE_BYTES)
         write_json(self.path, {"offsetTable": {
             key: {str(q): o for q, o in queues.items()} for key, queues in self.table.items()}})
         self.dirty = False

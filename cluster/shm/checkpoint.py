@@ -9,24 +9,15 @@ between records). The bytes: ``checkpoint_format.py``.
 
 from __future__ import annotations
 
-import os
-
 from rocketbox.cluster.shm.checkpoint_format import SIZE_BYTES, Checkpoint, decode, encode
-from rocketbox.cluster.shm.mapped_file import fsync_dir
+from rocketbox.cluster.shm.durable import atomic_write
 from rocketbox.cluster.shm.paths import checkpoint_path
 
 __all__ = ["Checkpoint", "read", "write"]
 
 
 def write(store_dir: str, cp: Checkpoint) -> None:
-    path = checkpoint_path(store_dir)
-    tmp = f"{path}.tmp.{os.getpid()}"
-    with open(tmp, "wb") as f:
-        f.write(encode(cp))
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fsync_dir(store_dir)
+    atomic_write(checkpoint_path(store_dir), encode(cp))
 
 
 def read(store_dir: str) -> Checkpoint | None:

@@ -28,6 +28,7 @@ from rocketbox.cluster.config import StoreConfig
 from rocketbox.cluster.shm import commitlog_format as fmt
 from rocketbox.cluster.shm import paths
 from rocketbox.cluster.shm.mapped_file import MappedFile, MappedFileCreateError, create_file
+from rocketbox.cluster.shm import durable
 
 ZERO_CHUNK_BYTES = 1024 * 1024
 # Truncation zeroes until this many consecutive bytes were already zero: bytes past
@@ -63,7 +64,7 @@ class CommitLog:
         self.cfg = cfg
         self.dir = paths.commitlog_dir(cfg.store_dir)
         self.file_size_bytes = cfg.commitlog_file_size_bytes
-        os.makedirs(self.dir, exist_ok=True)
+        durable.makedirs(self.dir)
         self._segments: dict[int, MappedFile] = {}
         self._write_pos = 0
         # statvfs on every append would be a syscall per batch; once a second is plenty
@@ -281,7 +282,7 @@ class CommitLog:
         for start in self.segment_starts():
             if start > tail_start:
                 self._drop_segment(start)
-                os.unlink(self.segment_path(start))
+                durable.unlink(self.segment_path(start))
                 deleted += 1
         for name in os.listdir(self.dir):
             if ".tmp." in name:  # left by a creator that died mid-way
@@ -291,10 +292,7 @@ class CommitLog:
     def delete_segment(self, start: int) -> None:
         """Retention: unmap and unlink the segment at ``start`` (gone already is fine)."""
         self._drop_segment(start)
-        try:
-            os.unlink(self.segment_path(start))
-        except FileNotFoundError:
-            pass
+        durable.unlink(self.segment_path(start))
 
     def closed_at_ms(self, start: int) -> int:
         """When the segment at ``start`` stopped being written: the store time of the first record

@@ -26,6 +26,7 @@ from rocketbox.cluster.shm import paths
 from rocketbox.cluster.shm.consumequeue_format import (ENTRY, ENTRY_SIZE, OFF_SIZE, OFF_TAG, PHYS, SIZE,
                                              TAG)
 from rocketbox.cluster.shm.mapped_file import MappedFile, create_file
+from rocketbox.cluster.shm import durable
 
 _ZERO_ENTRY = bytes(ENTRY_SIZE)
 
@@ -83,6 +84,16 @@ class ConsumeQueue:
         PHYS.pack_into(mm, pos, phys_offset)
         TAG.pack_into(mm, pos + OFF_TAG, tag_hash)
         SIZE.pack_into(mm, pos + OFF_SIZE, size)  # last: a nonzero size marks the entry complete
+
+    def pad_before(self, queue_offset: int) -> int:
+        """Fill the entries of ``queue_offset``'s file before it with stand-ins for records
+        retention deleted (CommitLog offset 0, below every floor: ``min_offset`` skips them), so a
+        queue rebuilt from a log whose first records are gone reads as the contiguous run every
+        reader expects. Returns the entries filled."""
+        first = queue_offset - queue_offset % self.entries_per_file
+        for offset in range(first, queue_offset):
+            self.put(offset, 0, 1, 0)
+        return queue_offset - first
 
     def put_rows(self, batch, row_first: int, count: int, queue_offset: int, phys_base: int) -> None:
         """Entries for rows [row_first, row_first + count) of a ``_native.DispatchBatch``, which
@@ -272,10 +283,7 @@ class ConsumeQueue:
         f = self._files.pop(start, None)
         if f is not None:
             f.close()
-        try:
-            os.unlink(os.path.join(self.dir, paths.file_name_of_offset(start)))
-        except FileNotFoundError:
-            pass
+        durable.unlink(os.path.join(self.dir, paths.file_name_of_offset(start)))
 
     def delete_files_below(self, floor_phys: int) -> int:
         """Retention: delete, oldest first, the files whose every entry is of a record below
@@ -321,7 +329,7 @@ class ConsumeQueueSet:
     def __init__(self, cfg: StoreConfig):
         self.cfg = cfg
         self.dir = paths.consumequeue_root(cfg.store_dir)
-        os.makedirs(self.dir, exist_ok=True)
+        durable.makedirs(self.dir)
         self._queues: dict[tuple[str, int], ConsumeQueue] = {}
 
     def discover(self) -> list[tuple[str, int]]:

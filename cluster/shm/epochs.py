@@ -8,10 +8,9 @@ cuts its log back to what the new master holds.
 from __future__ import annotations
 
 import logging
-import os
 
 from rocketbox.cluster.shm import epoch_format as fmt
-from rocketbox.cluster.shm.mapped_file import fsync_dir
+from rocketbox.cluster.shm.durable import atomic_write
 from rocketbox.cluster.shm.paths import epoch_path
 
 log = logging.getLogger(__name__)
@@ -59,13 +58,7 @@ class EpochCache:
         return [[e.epoch, e.start_offset] for e in self.entries]
 
     def _save(self, entries: list[fmt.EpochEntry]) -> None:
-        tmp = f"{self.path}.tmp.{os.getpid()}"
-        with open(tmp, "wb") as f:
-            f.write(fmt.encode(entries))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
-        fsync_dir(self.store_dir)
+        atomic_write(self.path, fmt.encode(entries))
         self.entries = entries
 
 

@@ -28,6 +28,7 @@ from rocketbox.cluster.config import StoreConfig
 from rocketbox.cluster.shm import indexfile_format as fmt
 from rocketbox.cluster.shm import paths
 from rocketbox.cluster.shm.mapped_file import MappedFile, create_file
+from rocketbox.cluster.shm import durable
 
 # Chains are short (entries / slots); this only guards against a corrupt loop.
 LOOKUP_CHAIN_STEPS_MAX = 1_000_000
@@ -86,7 +87,7 @@ class IndexService:
     def __init__(self, cfg: StoreConfig):
         self.cfg = cfg
         self.dir = paths.index_dir(cfg.store_dir)
-        os.makedirs(self.dir, exist_ok=True)
+        durable.makedirs(self.dir)
         self.slot_count = cfg.index_slot_count
         self.entry_count_max = cfg.index_entry_count_max
         self.file_size_bytes = fmt.file_size_bytes(self.slot_count, self.entry_count_max)
@@ -306,7 +307,7 @@ class IndexService:
                     reindex_from, h.begin_phys_offset)
                 name = f.name
                 self._files.pop(name).close()
-                os.unlink(os.path.join(self.dir, name))
+                durable.unlink(os.path.join(self.dir, name))
         for name in os.listdir(self.dir):
             if ".tmp." in name:
                 os.unlink(os.path.join(self.dir, name))
@@ -323,10 +324,7 @@ class IndexService:
                 break
             name = f.name
             self._files.pop(name).close()
-            try:
-                os.unlink(os.path.join(self.dir, name))
-            except FileNotFoundError:
-                pass
+            durable.unlink(os.path.join(self.dir, name))
             deleted += 1
         return deleted
 

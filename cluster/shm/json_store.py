@@ -7,9 +7,8 @@ directory is fsynced: a crash leaves either the old or the new content, never ha
 from __future__ import annotations
 
 import json
-import os
 
-from rocketbox.cluster.shm.mapped_file import fsync_dir
+from rocketbox.cluster.shm.durable import atomic_write
 
 
 def write_json(path: str, value, *, durable: bool = True) -> None:
@@ -17,18 +16,7 @@ def write_json(path: str, value, *, durable: bool = True) -> None:
 
     ``durable`` (configs, offsets) also fsyncs the file and its directory; run state that is
     rewritten every second and stale after a machine crash anyway passes False."""
-    directory = os.path.dirname(path) or "."
-    os.makedirs(directory, exist_ok=True)
-    tmp = f"{path}.tmp.{os.getpid()}"
-    data = json.dumps(value, sort_keys=True, indent=1).encode()
-    with open(tmp, "wb") as f:
-        f.write(data)
-        if durable:
-            f.flush()
-            os.fsync(f.fileno())
-    os.replace(tmp, path)
-    if durable:
-        fsync_dir(directory)
+    atomic_write(path, json.dumps(value, sort_keys=True, indent=1).encode(), durable=durable)
 
 
 def read_json(path: str, default=None):

@@ -29,6 +29,7 @@ PAGE_BYTES = mmap.ALLOCATIONGRANULARITY
 PREHEAT_CHUNK_BYTES = 16 * 1024 * 1024
 
 from rocketbox.cluster import _native as native  # required (the store and the client already need it)
+from rocketbox.cluster.shm import durable
 
 
 class MappedFileCreateError(Exception):
@@ -46,14 +47,6 @@ def fallocate(fd: int, length: int) -> None:
     os.posix_fallocate(fd, 0, length)
 
 
-def fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def create_file(path: str, size_bytes: int, *, header: bytes = b"") -> bool:
     """Create ``path`` of ``size_bytes`` with reserved blocks, unless it exists.
 
@@ -64,13 +57,13 @@ def create_file(path: str, size_bytes: int, *, header: bytes = b"") -> bool:
         return False
     tmp = f"{path}.tmp.{os.getpid()}"
     try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
+        durable.makedirs(os.path.dirname(path))
         fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             fallocate(fd, size_bytes)
             if header:
                 os.pwrite(fd, header, 0)
-            os.fsync(fd)
+            durable.fsync_fd(fd, tmp)
         finally:
             os.close(fd)
         try:
@@ -82,7 +75,7 @@ def create_file(path: str, size_bytes: int, *, header: bytes = b"") -> bool:
             created = False
         os.unlink(tmp)
         if created:
-            fsync_dir(os.path.dirname(path))
+            durable.fsync_dir(os.path.dirname(path))
         return created
     except OSError as e:
         try:
@@ -119,6 +112,7 @@ class MappedFile:
         end = self.size_bytes if end is None else min(end, self.size_bytes)
         if end > start:
             native.msync_range(self.mm, start, end)
+            durable.synced_range(self.path, start, end)
 
     def preheat(self, start: int = 0, length: int | None = None) -> int:
         """Fault ``[start, start+length)`` into the page cache so appends do not; returns bytes.

@@ -18,7 +18,8 @@ Runs in the broker process at start, before the flush, reput and allocate worker
 5. Re-dispatch synchronously from min(checkpoint.dispatched_flushed_pos, end, first
    deleted index file) to the end, with the reput code. A record whose queue offset is
    beyond its queue's entries reveals missing files: that queue is rebuilt too.
-   Rebuilt queues are rescanned from the first segment.
+   Rebuilt queues are rescanned from the first segment; a rebuilt queue whose first records
+   retention deleted is padded to its first record left (``ConsumeQueue.pad_before``).
 6. Flush everything, set write_pos = flushed_pos = dispatched_pos = end, write the
    checkpoint, and create ``abort`` (removed on a clean shutdown).
 """
@@ -36,6 +37,7 @@ from rocketbox.cluster.shm.consumequeue import ConsumeQueue, ConsumeQueueSet
 from rocketbox.cluster.shm.consumequeue_format import ENTRY_SIZE
 from rocketbox.cluster.shm.control import ControlBlock
 from rocketbox.cluster.shm.indexfile import IndexService
+from rocketbox.cluster.shm import durable
 from rocketbox.cluster.shm.paths import abort_path
 from rocketbox.cluster.shm.reput import Dispatcher
 
@@ -214,8 +216,10 @@ def recover(store_dir: str, commitlog: CommitLog, cqs: ConsumeQueueSet, index: I
     control.commitlog_min_pos = min(first, end)
     now_ms = int(time.time() * 1000)
     checkpoint.write(store_dir, checkpoint.Checkpoint(end, end, now_ms, now_ms))
+    # Running from here on: durable, so a power cut is never taken for a clean shutdown.
     with open(abort_path(store_dir), "wb") as f:
-        os.fsync(f.fileno())
+        durable.fsync_fd(f.fileno(), abort_path(store_dir))
+    durable.fsync_dir(store_dir)
     report.seconds = time.monotonic() - t0
     return report
 
@@ -238,8 +242,13 @@ def _rebuild_queues(keys: set, commitlog: CommitLog, cqs: ConsumeQueueSet, dispa
     for topic, queue_id in keys:
         cq = cqs.get(topic, queue_id, create=True)
         cq.delete_files()
+    unseen = set(keys)
     for phys, rec in commitlog.iter_from(start, end):
-        if (rec.topic, rec.queue_id) in keys:
+        key = (rec.topic, rec.queue_id)
+        if key in keys:
+            if key in unseen:   # its first record left: retention may have taken the ones before
+                unseen.discard(key)
+                cqs.get(*key).pad_before(rec.queue_offset)
             dispatcher.dispatch(phys, rec, build_index=False)
 
 

@@ -25,6 +25,7 @@ from rocketbox.cluster.shm.consumequeue import ConsumeQueueSet
 from rocketbox.cluster.shm.control import ControlBlock
 from rocketbox.cluster.shm.indexfile import IndexService
 from rocketbox.cluster.shm.indexfile_format import index_key
+from rocketbox.cluster.shm import durable
 from rocketbox.cluster.shm.recovery import RecoveryReport, abort_path, recover
 from rocketbox.cluster.shm.store_files import FloorWatch
 
@@ -147,7 +148,8 @@ class MessageStore:
         try:
             os.unlink(abort_path(self.cfg.store_dir))
         except FileNotFoundError:
-            pass
+            return
+        durable.fsync_dir(self.cfg.store_dir)
 
     def close(self) -> None:
         self._ready = False

@@ -5,10 +5,10 @@ Test support only; production code never imports it.
 
 from __future__ import annotations
 
-import os
 
 from rocketbox.cluster.config import StoreConfig
 from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.shm import durable
 from rocketbox.cluster.shm.control import ControlBlock
 from rocketbox.cluster.shm.flush import FlushService
 from rocketbox.cluster.shm.paths import control_path
@@ -48,7 +48,7 @@ class Harness:
 
     def __init__(self, cfg: StoreConfig):
         self.cfg = cfg
-        os.makedirs(cfg.store_dir, exist_ok=True)
+        durable.makedirs(cfg.store_dir)
         self.control = ControlBlock(control_path(cfg.store_dir))
         self.store = MessageStore(cfg, self.control, store_host=STORE_HOST)
         self.report = self.store.recover()
