@@ -95,9 +95,7 @@ class PopProcessor:
         tags = parse_tags(expression) if selector is None else None
         tag_hashes = tag_hashes_of(expression) if selector is None else None
         queues = [(topic, q) for q in ([queue_id] if queue_id >= 0 else range(topic_cfg.readQueueNums))]
-        retry = pop_retry_topic(group, topic)
-        if not order and self.topics.get(retry) is not None:
-            queues.insert(0, (retry, 0))   # what came back is served first
+        retry = None if order else (pop_retry_topic(group, topic), 0)
         pop = _Pop(group, topic, queues, max_count, invisible_ms, order, init_mode, tags, tag_hashes, selector)
         deadline = time.monotonic() + poll_ms / 1000
         answered = []
@@ -128,7 +126,8 @@ class PopProcessor:
             answered.append(True)
             return request.response(ResponseCode.SYSTEM_BUSY,
                                     remark=f"{self.cfg.parked_pulls_max} pulls already wait here; retry later")
-        for queue_topic, q in queues:
+        # The retry queue too, even before the revive timer first makes it: its first copy wakes this.
+        for queue_topic, q in queues + ([retry] if retry else []):
             self.pull_waiters.park(queue_topic, q, deadline, serve)
         return None
 
@@ -138,7 +137,11 @@ class PopProcessor:
         handles: list[str] = []
         attempts: list[int] = []
         rest = 0
-        for queue_topic, queue_id in pop.queues:
+        queues = pop.queues
+        retry = pop_retry_topic(pop.group, pop.topic)
+        if not pop.order and self.topics.get(retry) is not None:
+            queues = [(retry, 0), *queues]   # what came back is served first
+        for queue_topic, queue_id in queues:
             room = pop.max_count - len(records)
             taken = self._take(pop, queue_topic, queue_id, room) if room > 0 else None
             if taken:

@@ -232,3 +232,18 @@ def test_bad_pops_and_acks_get_clear_answers(broker):
     unknown_ck = receipt_handle.ReceiptHandle(999, 1, 1, False, 0, 0, 0, "b").encode()
     assert broker.ack(unknown_ck) == ResponseCode.NO_MESSAGE
     assert [b for b, *_ in broker.pop()] == [b"x"]   # and it serves on
+
+
+def test_a_parked_pop_wakes_when_the_first_redelivery_makes_the_retry_topic(broker):
+    broker.send(b"again")
+    [(_, _handle, _, _)] = broker.pop()
+    replies: list[Command] = []
+    parked = broker.service.handlers[RequestCode.POP_MESSAGE](Command(RequestCode.POP_MESSAGE, {
+        "consumerGroup": GROUP, "topic": TOPIC, "queueId": "-1", "invisibleTime": str(INVISIBLE_MS),
+        "pollTime": "20000"}), replies.append)
+    assert parked is None and not replies              # nothing visible: it waits
+    broker.expire()                                    # the revive copies it to the pop retry topic
+    assert broker.service.topics.get(pop_retry_topic(GROUP, TOPIC)) is not None
+    broker.service.pull_waiters.wake({(pop_retry_topic(GROUP, TOPIC), 0)})   # as the dispatch notice does
+    assert len(replies) == 1 and replies[0].code == ResponseCode.SUCCESS
+    assert [r.body for r in fmt.iter_records(replies[0].body)] == [b"again"]
