@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
+from datetime import datetime
 
 
 class Clock:
@@ -70,3 +71,17 @@ class ManualClock(Clock):
             # Bounded: a test that forgets to advance the clock fails instead of hanging forever.
             if not self._changed.wait_for(lambda: self._monotonic >= wake_at, timeout=60.0):
                 raise TimeoutError(f"ManualClock.sleep({seconds}): nobody advanced the clock within 60 s")
+
+
+def parse_time_ms(text: str) -> int:
+    """Epoch milliseconds from epoch milliseconds or an ISO 8601 time (local unless it names a zone),
+    as the CLI's and the console's time fields take them; ValueError for anything else."""
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return int(datetime.fromisoformat(text).timestamp() * 1000)
+    except ValueError:
+        raise ValueError(f"{text[:40]!r} is neither epoch milliseconds nor an ISO 8601 time "
+                         f"(2026-01-31T12:00:00)") from None

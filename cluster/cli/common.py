@@ -15,6 +15,7 @@ import os
 import sys
 from datetime import datetime
 
+from rocketbox.cluster.clock import parse_time_ms
 from rocketbox.cluster.config import NAMESRV_PORT_DEFAULT
 from rocketbox.cluster.procs.run_state import read_state_file
 
@@ -94,13 +95,9 @@ def int_within(low: int, high: int):
 def time_ms(text: str) -> int:
     """argparse type: epoch milliseconds, or an ISO 8601 time (local unless it names a zone)."""
     try:
-        return int(text)
-    except ValueError:
-        pass
-    try:
-        return int(datetime.fromisoformat(text).timestamp() * 1000)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is neither epoch milliseconds nor an ISO 8601 time") from None
+        return parse_time_ms(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def iso_ms(epoch_ms: int) -> str:

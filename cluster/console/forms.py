@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from rocketbox.cluster.clock import parse_time_ms
+
 
 class FormError(ValueError):
     """A value the user typed is not usable; the message says which and why."""
@@ -56,14 +58,9 @@ def time_field(form, name: str, *, required: bool = False) -> int | None:
     if text.lower() == "now":
         return int(datetime.now().timestamp() * 1000)
     try:
-        return int(text)
-    except ValueError:
-        pass
-    try:
-        return int(datetime.fromisoformat(text).timestamp() * 1000)
-    except ValueError:
-        raise FormError(f"{name.replace('_', ' ')}: {text[:40]!r} is neither epoch milliseconds nor an ISO 8601 "
-                        f"time (2026-01-31T12:00:00)") from None
+        return parse_time_ms(text)
+    except ValueError as exc:
+        raise FormError(f"{name.replace('_', ' ')}: {exc}") from None
 
 
 def iso_local(epoch_ms: int | None) -> str:

@@ -83,6 +83,10 @@ def _root(image: str) -> str | None:
         return None
 
 
+def _inside(root: str | None, path: str) -> bool:
+    return root is not None and path.startswith(root + os.sep)
+
+
 def _copy_range(src_fd: int, dst_fd: int, start: int, end: int) -> None:
     position = start
     while position < end:
@@ -101,9 +105,8 @@ def file_synced(path: str, start: int = 0, end: int | None = None) -> None:
     if image is None:
         return
     _event()
-    root = _root(image)
-    path = os.path.abspath(path)
-    if root is None or not path.startswith(root + os.sep):
+    root, path = _root(image), os.path.abspath(path)
+    if not _inside(root, path):
         return
     src = os.open(path, os.O_RDONLY)
     try:
@@ -127,11 +130,9 @@ def dir_synced(path: str) -> None:
     if image is None:
         return
     _event()
-    root = _root(image)
-    path = os.path.abspath(path)
-    if root is None or not (path == root or path.startswith(root + os.sep)):
-        return
-    _record_dir(image, root, path)
+    root, path = _root(image), os.path.abspath(path)
+    if _inside(root, path) or path == root:
+        _record_dir(image, root, path)
 
 
 def _record_dir(image: str, root: str, path: str) -> None:

@@ -18,16 +18,13 @@ from rocketbox.cluster.procs.run_state import read_state_file
 from rocketbox.cluster.testing import wait_until
 from rocketbox.cluster.topology import free_ports
 from tests.console.pages import fetch
+from tests.conftest import run_cli
 
 pytestmark = pytest.mark.timeout(240)
 
 
 def _cli(data_dir: str, *args, check: bool = True) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", "rocketbox.cluster.cli", "--data-dir", data_dir, *args],
-                          capture_output=True, text=True, timeout=180)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"cluster {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-    return proc
+    return run_cli(*args, data_dir=data_dir, check=check, timeout_s=180)
 
 
 def _console_child(data_dir: str) -> dict:

@@ -8,14 +8,13 @@ log to ``$HOME/logs/rocketmq_python/``.
 
 from __future__ import annotations
 
-import json
 import os
 import pathlib
 import subprocess
-import threading
-import time
 
 import pytest
+
+from tests.child_driver import DriverProcess
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 GRPC_PYTHON = REPO / ".venv-rocketmq5" / "bin" / "python"
@@ -32,45 +31,12 @@ def require_grpc_client() -> None:
         pytest.skip(f"RocketMQ 5's Python client does not load: {probe.stderr.strip()[-300:]}")
 
 
-class GrpcClient:
-    """One driver process; its JSON lines collected as they come."""
+class GrpcClient(DriverProcess):
+    label = "gRPC client"
 
     def __init__(self, command: str, spec: dict, home: pathlib.Path):
-        home.mkdir(parents=True, exist_ok=True)
-        self.home = home
-        self.lines: list[dict] = []
-        self._lock = threading.Lock()
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-        self.process = subprocess.Popen([str(GRPC_PYTHON), str(DRIVER), command, json.dumps(spec)],
-                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                        text=True, env={**env, "HOME": str(home)}, cwd=str(home))
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        for line in self.process.stdout:
-            line = line.strip()
-            if line.startswith("{"):
-                with self._lock:
-                    self.lines.append(json.loads(line))
-
-    def snapshot(self) -> list[dict]:
-        with self._lock:
-            return list(self.lines)
-
-    def wait_for(self, predicate, timeout_s: float, what: str) -> list[dict]:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            lines = self.snapshot()
-            if predicate(lines):
-                return lines
-            if self.process.poll() is not None and not self._reader.is_alive():
-                break
-            time.sleep(0.05)
-        self.kill()
-        raise AssertionError(f"gRPC client: no {what} within {timeout_s} s; lines {self.snapshot()[-5:]}; "
-                             f"stderr {self.process.stderr.read()[-2000:] if self.process.stderr else ''}; "
-                             f"client log {self.client_log()[-2000:]}")
+        super().__init__(GRPC_PYTHON, DRIVER, command, spec, home, env)
 
     def client_log(self) -> str:
         path = self.home / "logs" / "rocketmq_python" / "rocketmq_client.log"
@@ -79,22 +45,8 @@ class GrpcClient:
         except OSError:
             return ""
 
-    def finish(self, timeout_s: float) -> list[dict]:
-        """Every event line, once the driver said it is done (and succeeded)."""
-        lines = self.wait_for(lambda ls: any("done" in line for line in ls), timeout_s, "end")
-        done = next(line for line in lines if "done" in line)
-        assert done["done"], f"gRPC client failed: {done}; client log {self.client_log()[-2000:]}"
-        self.process.wait(30)
-        return [line for line in lines if "done" not in line and "started" not in line]
-
-    def close_stdin(self) -> None:
-        if self.process.stdin and not self.process.stdin.closed:
-            self.process.stdin.close()
-
-    def kill(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(10)
+    def diagnostics(self) -> str:
+        return f"; client log {self.client_log()[-2000:]}"
 
 
 def run_grpc(command: str, spec: dict, home: pathlib.Path, timeout_s: float = 120) -> list[dict]:

@@ -4,21 +4,17 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 import pytest
 
 from rocketbox.cluster.client.admin import Admin
 from rocketbox.cluster.topology import free_ports
 from tests.grpc.grpc_client import received, run_grpc, sent
+from tests.conftest import run_cli
 
 
 def _cli(data_dir: str, *args, check: bool = True) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", "rocketbox.cluster.cli", "--data-dir", data_dir, *args],
-                          capture_output=True, text=True, timeout=180)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"cluster {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-    return proc
+    return run_cli(*args, data_dir=data_dir, check=check, timeout_s=180)
 
 
 @pytest.mark.timeout(300)

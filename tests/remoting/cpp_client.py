@@ -7,14 +7,12 @@ always writes its logs to ``$HOME/logs/rocketmq-cpp/``.
 
 from __future__ import annotations
 
-import json
-import os
 import pathlib
 import subprocess
-import threading
-import time
 
 import pytest
+
+from tests.child_driver import DriverProcess
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 CPP_PYTHON = REPO / ".venv-rocketmq4" / "bin" / "python"
@@ -31,55 +29,11 @@ def require_cpp_client() -> None:
         pytest.skip(f"RocketMQ's C++ client does not load: {probe.stderr.strip()[-300:]}")
 
 
-class CppClient:
-    """One driver process; its JSON lines collected as they come."""
+class CppClient(DriverProcess):
+    label = "C++ client"
 
     def __init__(self, command: str, spec: dict, home: pathlib.Path):
-        home.mkdir(parents=True, exist_ok=True)
-        self.lines: list[dict] = []
-        self._lock = threading.Lock()
-        self.process = subprocess.Popen([str(CPP_PYTHON), str(DRIVER), command, json.dumps(spec)],
-                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                        env={**os.environ, "HOME": str(home)}, cwd=str(home))
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        for line in self.process.stdout:
-            line = line.strip()
-            if line.startswith("{"):
-                with self._lock:
-                    self.lines.append(json.loads(line))
-
-    def snapshot(self) -> list[dict]:
-        with self._lock:
-            return list(self.lines)
-
-    def wait_for(self, predicate, timeout_s: float, what: str) -> list[dict]:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            lines = self.snapshot()
-            if predicate(lines):
-                return lines
-            if self.process.poll() is not None and not self._reader.is_alive():
-                break
-            time.sleep(0.05)
-        self.kill()
-        raise AssertionError(f"C++ client: no {what} within {timeout_s} s; lines {self.snapshot()[-5:]}; "
-                             f"stderr {self.process.stderr.read()[-2000:] if self.process.stderr else ''}")
-
-    def finish(self, timeout_s: float) -> list[dict]:
-        """Every line, once the driver said it is done."""
-        lines = self.wait_for(lambda ls: any("done" in line for line in ls), timeout_s, "end")
-        done = next(line for line in lines if "done" in line)
-        assert done["done"], f"C++ client failed: {done}"
-        self.process.wait(30)
-        return [line for line in lines if "done" not in line and "started" not in line]
-
-    def kill(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(10)
+        super().__init__(CPP_PYTHON, DRIVER, command, spec, home)
 
 
 def run_cpp(command: str, spec: dict, home: pathlib.Path, timeout_s: float = 120) -> list[dict]:
