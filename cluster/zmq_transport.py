@@ -50,8 +50,7 @@ def _send(sock: zmq.Socket, frames: list, flags: int = 0) -> None:
     sock.send_multipart(frames, flags=flags, copy=len(frames[-1]) < ZERO_COPY_BYTES_MIN)
 
 
-def tune_socket(sock: zmq.Socket) -> None:
-    """Every RPC socket's options (a client's and the proxy's loop sockets alike)."""
+def _tune(sock: zmq.Socket) -> None:
     sock.setsockopt(zmq.LINGER, 0)
     sock.setsockopt(zmq.RECONNECT_IVL, 50)
     sock.setsockopt(zmq.RECONNECT_IVL_MAX, 1000)
@@ -182,7 +181,7 @@ class RpcServer:
         self.handlers = handlers
         self.drain_max = drain_max
         self.socket = CONTEXT.get().socket(zmq.ROUTER)
-        tune_socket(self.socket)
+        _tune(self.socket)
         # A larger frame drops that peer's connection inside libzmq, before it is buffered:
         # size checks after a multi-GB frame arrived would come too late.
         self.socket.setsockopt(zmq.MAXMSGSIZE, frame_bytes_max)
@@ -355,7 +354,7 @@ class RpcClient(ClientTransport):
         sock = sockets.get(endpoint)
         if sock is None:
             sock = CONTEXT.get().socket(zmq.DEALER)
-            tune_socket(sock)
+            _tune(sock)
             sock.setsockopt(zmq.IMMEDIATE, 1)
             try:
                 sock.connect(endpoint)
@@ -553,7 +552,7 @@ class _IoThread(IoThreadBase):
                 sock = sockets.get(endpoint)
                 if sock is None:
                     sock = context.socket(zmq.DEALER)
-                    tune_socket(sock)
+                    _tune(sock)
                     try:
                         sock.connect(endpoint)
                     except zmq.ZMQError as exc:

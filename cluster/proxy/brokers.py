@@ -18,7 +18,6 @@ import time
 
 from rocketbox.cluster.client.routes import TopicRoute, normalize_endpoint
 from rocketbox.cluster.protocol import MASTER_ID, PERM_READ, PERM_WRITE, RequestCode, ResponseCode
-from rocketbox.cluster.proxy.loop_rpc import LoopRpc
 from rocketbox.cluster.proxy.protos import Code
 from rocketbox.cluster.proxy.settings import ProxySettings
 from rocketbox.cluster.proxy.status import ProxyError, broker_refusal, code_of_transport
@@ -61,9 +60,6 @@ class TtlCache:
 class BrokerGateway:
     def __init__(self, settings: ProxySettings):
         self.settings = settings
-        # Requests go through the loop's own sockets; RpcClient's connection is the one brokers ask
-        # the proxy things over (transaction checks), so it carries the heartbeats (transactions.py).
-        self.loop_rpc = LoopRpc(settings.request_timeout_ms)
         self.rpc = RpcClient(settings.request_timeout_ms)
         self._routes = TtlCache()
         self._topic_configs = TtlCache()
@@ -85,7 +81,7 @@ class BrokerGateway:
         for i in range(len(endpoints)):
             index = (self._next_namesrv + i) % len(endpoints)
             try:
-                response = await self.loop_rpc.call(endpoints[index], factory())
+                response = await self.call(endpoints[index], factory())
                 self._next_namesrv = index
                 return response
             except TransportError as exc:
@@ -195,7 +191,7 @@ class BrokerGateway:
         """``request`` to the master of ``broker_name``; a ProxyError when it cannot be had."""
         endpoint = await self.master_endpoint(broker_name)
         try:
-            return await self.loop_rpc.call(endpoint, request, timeout_ms)
+            return await self.call(endpoint, request, timeout_ms)
         except TransportError as exc:
             self.suspect(broker_name)
             raise ProxyError(code_of_transport(exc), f"broker {broker_name} ({endpoint}): {exc}") from None
@@ -242,5 +238,4 @@ class BrokerGateway:
         return groups
 
     def close(self) -> None:
-        self.loop_rpc.close()
         self.rpc.close()
