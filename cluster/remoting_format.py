@@ -86,6 +86,10 @@ def decode_json_header(raw: bytes | memoryview) -> Command:
         header = json.loads(bytes(raw))
     except (UnicodeDecodeError, ValueError) as exc:
         raise FrameError(f"header is not JSON: {exc}") from None
+    except RecursionError:
+        # json's decoder recurses per nesting level: a header of ~1000 nested arrays raised out of the
+        # door's read (the connection's other frames unanswered) until it was refused here.
+        raise FrameError("header nests too deep to be a header") from None
     if not isinstance(header, dict):
         raise FrameError(f"header is a JSON {type(header).__name__}, not an object")
     ext = header.get("extFields") or {}
