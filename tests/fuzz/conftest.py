@@ -1,0 +1,65 @@
+"""Fuzz tests: each ``@pytest.mark.fuzz(weight=w)`` test gets ``fuzz_seconds``, its share of
+FUZZ_SECONDS among the fuzz tests selected, and a time limit of that share plus slack; the
+session's end prints the inputs tried per target and writes them to ``fuzz-inputs.json`` in the
+run's base temporary directory (or to FUZZ_REPORT when set)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+
+import pytest
+
+from tests.fuzz.budget import TALLY, TIMEOUT_SLACK_S, total_seconds
+
+_SHARE = pytest.StashKey[float]()
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "fuzz(weight=1.0): a fuzz test; its share of FUZZ_SECONDS is weight / "
+                                       "the selected fuzz tests' total weight")
+
+
+def _weight(item) -> float:
+    marker = item.get_closest_marker("fuzz")
+    return float(marker.kwargs.get("weight", 1.0)) if marker is not None else 0.0
+
+
+def pytest_collection_modifyitems(config, items):
+    fuzz_items = [item for item in items if item.get_closest_marker("fuzz") is not None]
+    total_weight = sum(_weight(item) for item in fuzz_items)
+    if not fuzz_items or total_weight <= 0:
+        return
+    seconds = total_seconds()
+    for item in fuzz_items:
+        share = seconds * _weight(item) / total_weight
+        item.stash[_SHARE] = share
+        if item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(int(share) + TIMEOUT_SLACK_S))
+
+
+@pytest.fixture
+def fuzz_seconds(request) -> float:
+    share = request.node.stash.get(_SHARE, None)
+    if share is None:
+        pytest.fail("a test using fuzz_seconds needs @pytest.mark.fuzz(weight=...)")
+    return share
+
+
+def _report_path(config) -> pathlib.Path:
+    chosen = os.environ.get("FUZZ_REPORT", "").strip()
+    if chosen:
+        return pathlib.Path(chosen)
+    return pathlib.Path(config._tmp_path_factory.getbasetemp()) / "fuzz-inputs.json"
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if not TALLY.targets:
+        return
+    path = _report_path(config)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"fuzz_seconds": total_seconds(), "targets": TALLY.as_json()}, indent=2) + "\n")
+    terminalreporter.section("fuzz inputs tried")
+    terminalreporter.write_line(TALLY.table())
+    terminalreporter.write_line(f"written to {path}")
