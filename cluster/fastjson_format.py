@@ -60,10 +60,19 @@ _LITERALS = {"true": True, "false": False, "null": None}
 
 
 def loads(text: str | bytes):
-    """Parse fastjson's dialect; object keys come back as ``ObjectKey``."""
-    if isinstance(text, (bytes, bytearray, memoryview)):
-        text = bytes(text).decode("utf-8")
-    value, end = _value(text, _skip(text, 0))
+    """Parse fastjson's dialect; object keys come back as ``ObjectKey``. FastjsonError when it is not."""
+    try:
+        if isinstance(text, (bytes, bytearray, memoryview)):
+            text = bytes(text).decode("utf-8")
+        value, end = _value(text, _skip(text, 0))
+    except FastjsonError:
+        raise
+    except UnicodeDecodeError as exc:
+        raise FastjsonError(f"not UTF-8: {exc}") from None
+    except ValueError as exc:   # json's string scanner; int() past its 4300 digits
+        raise FastjsonError(str(exc)) from None
+    except RecursionError:      # one Python frame per nesting level
+        raise FastjsonError("nests too deep") from None
     if _skip(text, end) != len(text):
         raise FastjsonError(f"extra data at character {end}")
     return value

@@ -2,7 +2,7 @@
 
 import pytest
 
-from rocketbox.cluster.fastjson_format import ObjectKey, dumps, loads, message_queue_key
+from rocketbox.cluster.fastjson_format import FastjsonError, ObjectKey, dumps, loads, message_queue_key
 
 pytestmark = pytest.mark.timeout(10)
 
@@ -39,7 +39,14 @@ def test_non_ascii_is_kept_and_round_trips():
 @pytest.mark.parametrize("bad", ['{"a":1', '{"a" 1}', '[1,]', '{"a":1}x', '', '{[1]:2}', '{{"a":[1]}:2}',
                                  'nul', '{"a":1,}', '"unterminated'])
 def test_malformed_text_is_refused(bad):
-    with pytest.raises(ValueError):
+    with pytest.raises(FastjsonError):
+        loads(bad)
+
+
+# Found by tests/fuzz: each escaped as RecursionError, UnicodeDecodeError or json's JSONDecodeError.
+@pytest.mark.parametrize("bad", ["[" * 2000 + "]" * 2000, b"\x80", '"\\x"', '"abc', "1" * 5000])
+def test_what_python_would_raise_on_is_refused_as_fastjson_error(bad):
+    with pytest.raises(FastjsonError):
         loads(bad)
 
 
