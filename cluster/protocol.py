@@ -311,6 +311,8 @@ def json_body(cmd: Command) -> dict:
         value = json.loads(cmd.body or b"{}")
     except (ValueError, UnicodeDecodeError) as exc:
         raise ProtocolError(f"the body is not JSON: {exc}") from None
+    except RecursionError:   # json's decoder recurses per nesting level
+        raise ProtocolError("the body nests too deep") from None
     if not isinstance(value, dict):
         raise ProtocolError("the body must be a JSON object")
     return value
