@@ -12,7 +12,8 @@ Ours does the same, with one queue and three kinds of record, told apart by thei
   again, or to the dead-letter queue): loading the log must not revive it a second time. A FIFO
   checkpoint's mark also names the offsets its queue owes again, with their next attempt.
 
-Bodies are compact JSON (a checkpoint holds up to 32 messages); pure, no I/O.
+Bodies are compact JSON (a checkpoint holds up to 32 messages); pure, no I/O. A body that is not a
+record (any message a client sent to the revive topic) is a ValueError, never anything else.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ def decode_checkpoint(body: bytes, ck_offset: int) -> Checkpoint:
         ck = Checkpoint(str(raw["g"]), str(raw["t"]), int(raw["q"]), bool(raw["r"]), int(raw["pt"]), int(raw["it"]),
                         bool(raw["f"]), [int(o) for o in raw["o"]], [int(p) for p in raw["p"]],
                         [int(a) for a in raw["a"]], ck_offset)
-    except (ValueError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError, RecursionError) as exc:
         raise ValueError(f"not a pop checkpoint: {exc}") from None
     if not len(ck.queue_offsets) == len(ck.commitlog_offsets) == len(ck.attempts):
         raise ValueError("a pop checkpoint's message lists differ in length")
@@ -79,7 +80,7 @@ def decode_ack(body: bytes) -> tuple[int, int]:
     try:
         raw = json.loads(body)
         return int(raw["ck"]), int(raw["o"])
-    except (ValueError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError, RecursionError) as exc:
         raise ValueError(f"not a pop ack: {exc}") from None
 
 
@@ -100,5 +101,5 @@ def decode_done(body: bytes) -> tuple[int, dict[int, int], int]:
         raw = json.loads(body)
         redeliver = {int(offset): int(attempt) for offset, attempt in (raw.get("r") or {}).items()}
         return int(raw["ck"]), redeliver, int(raw.get("e", -1))
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
         raise ValueError(f"not a pop revive mark: {exc}") from None

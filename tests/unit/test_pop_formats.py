@@ -47,7 +47,9 @@ def test_ack_and_done_golden():
     assert pf.revive_topic("DefaultCluster") == "rmq_sys_REVIVE_LOG_DefaultCluster"
 
 
-@pytest.mark.parametrize("body", [b"", b"{", b"[]", b'{"g":"G"}', b'{"ck":"x"}',
+# The deep ones escaped as RecursionError (found by tests/fuzz).
+@pytest.mark.parametrize("body", [b"", b"{", b"[]", b'{"g":"G"}', b'{"ck":"x"}', b"[" * 2000 + b"]" * 2000,
+                                  b'{"ck":1,"r":' + b"[" * 2000 + b"]" * 2000 + b"}",
                                   b'{"g":"G","t":"T","q":2,"r":0,"pt":1,"it":5,"f":0,"o":[5],"p":[],"a":[1]}'])
 def test_bodies_that_are_not_records_are_refused(body):
     for decode in (lambda b: pf.decode_checkpoint(b, 0), pf.decode_ack, pf.decode_done):
