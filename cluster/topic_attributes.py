@@ -51,8 +51,8 @@ def parse_modification(text: str | None) -> dict[str, str]:
     if not text or not text.strip():
         return changes
     entries = text.split(",")
-    while not entries[-1].strip():
-        entries.pop()   # Java's split drops trailing empty strings: "+a=b," is "+a=b"
+    while entries and not entries[-1].strip():
+        entries.pop()   # Java's split drops trailing empty strings: "+a=b," is "+a=b", "," is nothing
     for entry in entries:
         entry = entry.strip()
         if "=" in entry:

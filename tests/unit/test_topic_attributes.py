@@ -24,6 +24,8 @@ pytestmark = pytest.mark.timeout(60)
     ("+message.type=FIFO,-queue.type", {"+message.type": "FIFO", "-queue.type": ""}),
     ("+a=1, +b=2", {"+a": "1", "+b": "2"}),
     ("+message.type=FIFO,", {"+message.type": "FIFO"}),
+    (",", {}),        # as Java's split: no entries (found by tests/fuzz: an IndexError)
+    (", ,", {}),
 ])
 def test_parse_modification_golden(text, parsed):
     assert parse_modification(text) == parsed
