@@ -113,6 +113,8 @@ def _object(text: str, pos: int):
         if isinstance(key, dict):
             if any(isinstance(v, (dict, list)) for v in key.values()):
                 raise FastjsonError(f"an object key may hold only plain values (at {pos})")
+            if any(not isinstance(k, str) for k in key):
+                raise FastjsonError(f"an object key's own keys must be strings (at {pos})")
             key = ObjectKey(sorted(key.items()))
         elif not isinstance(key, (str, int, float, bool)) and key is not None:
             raise FastjsonError(f"a key must be a string, a number or an object (at {pos})")

@@ -44,7 +44,8 @@ def test_malformed_text_is_refused(bad):
 
 
 # Found by tests/fuzz: each escaped as RecursionError, UnicodeDecodeError or json's JSONDecodeError.
-@pytest.mark.parametrize("bad", ["[" * 2000 + "]" * 2000, b"\x80", '"\\x"', '"abc', "1" * 5000])
+@pytest.mark.parametrize("bad", ["[" * 2000 + "]" * 2000, b"\x80", '"\\x"', '"abc', "1" * 5000,
+                                 '{{"a":1,{"b":2}:3}:4}'])   # TypeError: sorting an ObjectKey among str keys
 def test_what_python_would_raise_on_is_refused_as_fastjson_error(bad):
     with pytest.raises(FastjsonError):
         loads(bad)
