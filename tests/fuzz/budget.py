@@ -22,6 +22,7 @@ FUZZ_SECONDS_DEFAULT = 40.0
 # cluster or a subprocess, the last batch's overshoot, a shrink after a failure).
 TIMEOUT_SLACK_S = 240
 BATCH_FIRST = 20
+BATCH_MIN = 5
 BATCH_MAX = 20_000
 
 
@@ -112,6 +113,8 @@ def run_hypothesis(target: str, seconds: float, strategy, check) -> TargetTally:
             if now >= deadline:
                 return tally
             pace = (now - batch_started) / max(tally.inputs - before, 1)
-            batch = max(BATCH_FIRST, min(BATCH_MAX, int((deadline - now) / pace)))
+            # Half of what is left at the last batch's pace: inputs differ in cost (a deep one can
+            # take 1000 times a shallow one's), so the batches shrink as the deadline nears.
+            batch = max(BATCH_MIN, min(BATCH_MAX, int((deadline - now) / 2 / pace)))
     finally:
         tally.seconds += time.monotonic() - started
