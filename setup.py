@@ -44,7 +44,9 @@ setup(
                       "pyarrow>=14,<27", "pandas>=2.0,<3", "matplotlib>=3.7,<4", "pysyncobj>=0.3.17,<0.4",
                       "prometheus-client>=0.20,<1", "setproctitle>=1.3,<2",
                       "rocketmq-python-client>=5.1.2,<6",
-                      "uvicorn>=0.30,<1", "starlette>=0.40,<2", "jinja2>=3.1,<4", "python-multipart>=0.0.9,<0.1"],
+                      "uvicorn>=0.30,<1", "starlette>=0.40,<2", "jinja2>=3.1,<4", "python-multipart>=0.0.9,<0.1",
+                      # plain_acl.yml, RocketMQ's ACL file (cluster/acl/)
+                      "pyyaml>=6,<7"],
     extras_require={
         # pytest-timeout bounds every test (pyproject.toml), so a hung test fails instead of stalling CI.
         # setuptools 70.1+ builds a wheel by itself, so tests/integration/test_packaging.py can check

@@ -200,10 +200,14 @@ class NamesrvConfig:
     # controllerBrokerHeartbeatTimeout; brokers heartbeat every controller_heartbeat_interval_ms).
     broker_heartbeat_timeout_ms: int = 3_000
     controller_scan_interval_ms: int = 200
+    # Access control (cluster/acl/): as the brokers' aclEnable and aclFile below.
+    acl_enable: bool = False
+    acl_file: str = ""
 
     def validate(self) -> None:
         if not 0 < self.port < 65536:
             raise ValueError(f"port {self.port} is out of range")
+        _check_acl(self.acl_enable, self.acl_file)
         _check_remoting_port(self.remoting_port, self.port)
         if self.broker_expiry_ms <= 0 or self.broker_heartbeat_timeout_ms <= 0:
             raise ValueError("broker_expiry_ms and broker_heartbeat_timeout_ms must be positive")
@@ -308,9 +312,15 @@ class BrokerConfig:
     metrics_exporter_type: str = METRICS_PROM
     metrics_prom_exporter_host: str = "127.0.0.1"
     metrics_prom_exporter_port: int = METRICS_PORT_DEFAULT
+    # Access control (cluster/acl/, RocketMQ's aclEnable): every door checks its callers against the
+    # accounts of acl_file, a plain_acl.yml (RocketMQ reads it from -Drocketmq.acl.plain.file), reread
+    # when it changes; the native door serves ZeroMQ CURVE with the keys in curve/ next to that file.
+    acl_enable: bool = False
+    acl_file: str = ""
 
     def validate(self) -> None:
         self.store.validate()
+        _check_acl(self.acl_enable, self.acl_file)
         if self.metrics_exporter_type not in METRICS_EXPORTER_TYPES or not 0 < self.metrics_prom_exporter_port < 65536:
             raise ValueError(f"metrics: exporter type must be one of {METRICS_EXPORTER_TYPES} (got "
                              f"{self.metrics_exporter_type!r}), port within 1..65535 (got {self.metrics_prom_exporter_port})")
@@ -363,6 +373,11 @@ class BrokerConfig:
     @property
     def is_slave(self) -> bool:
         return self.broker_role == SLAVE
+
+
+def _check_acl(enabled: bool, path: str) -> None:
+    if enabled and not path:
+        raise ValueError("aclEnable needs aclFile, the path of a plain_acl.yml")
 
 
 def _check_remoting_port(remoting_port: int, *taken: int) -> None:

@@ -49,6 +49,7 @@ BROKER_KEYS: tuple[tuple[str, str, int], ...] = (
     ("metricsExporterType", "metrics_exporter_type", 1),
     ("metricsPromExporterHost", "metrics_prom_exporter_host", 1),
     ("metricsPromExporterPort", "metrics_prom_exporter_port", 1),
+    ("aclEnable", "acl_enable", 1),
 )
 
 

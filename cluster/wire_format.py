@@ -76,6 +76,8 @@ class Command:
     # The door it came through ("" for the native ZeroMQ one, DOOR_REMOTING for RocketMQ's TCP
     # protocol): a NameServer answers with the addresses of that door. Never on the wire.
     door: str = ""
+    # The client's CURVE public key (z85) on a CURVE-secured native door (acl/zap.py); never on the wire.
+    curve_key: str = ""
 
     @property
     def is_response(self) -> bool:

@@ -25,6 +25,7 @@ from typing import Callable
 
 import zmq
 
+from rocketbox.cluster.acl.curve import ClientKeys, KeyPair, secure_client, secure_server
 from rocketbox.cluster.log_limit import RateLimitedLog
 from rocketbox.cluster.protocol import ResponseCode
 from rocketbox.cluster.request_dispatch import Handler, PendingCalls, dispatch, settle
@@ -176,11 +177,14 @@ class RpcServer:
     """A ROUTER socket dispatching requests to handlers by request code."""
 
     def __init__(self, endpoint: str, handlers: dict[int, Handler], *, name: str,
-                 drain_max: int = 512, frame_bytes_max: int = 64 * 1024 * 1024):
+                 drain_max: int = 512, frame_bytes_max: int = 64 * 1024 * 1024, curve: KeyPair | None = None):
         self.name = name
         self.handlers = handlers
         self.drain_max = drain_max
         self.socket = CONTEXT.get().socket(zmq.ROUTER)
+        self.curve = curve is not None   # CURVE (acl/zap.py bound first): requests carry their client's key
+        if curve is not None:
+            secure_server(self.socket, curve, "door")
         _tune(self.socket)
         # A larger frame drops that peer's connection inside libzmq, before it is buffered:
         # size checks after a multi-GB frame arrived would come too late.
@@ -265,6 +269,8 @@ class RpcServer:
         self.requests_served += 1
         try:
             request.peer_address = frames[1].get("Peer-Address")
+            if self.curve:
+                request.curve_key = frames[1].get("User-Id")
         except (zmq.ZMQError, AttributeError):
             pass  # not a TCP peer (IPC): no address
         dispatch(self.handlers, request, Reply(self, peer, request.opaque, request.is_oneway), self.name)
@@ -345,8 +351,12 @@ class ClientTransport:
 class RpcClient(ClientTransport):
     """Requests to many endpoints over ZeroMQ; thread-safe and fork-safe."""
 
+    def __init__(self, default_timeout_ms: int = 3000, curve: ClientKeys | None = None):
+        super().__init__(default_timeout_ms)
+        self.curve = curve   # None: the process's keys, if any (acl/curve.py)
+
     def _new_io_thread(self) -> "_IoThread":
-        return _IoThread(self.server_request_handlers)
+        return _IoThread(self.server_request_handlers, self.curve)
 
     # Sockets owned by the calling thread: no hand-off between threads on the sync path.
     def _thread_socket(self, endpoint: str) -> zmq.Socket:
@@ -355,6 +365,7 @@ class RpcClient(ClientTransport):
         if sock is None:
             sock = CONTEXT.get().socket(zmq.DEALER)
             _tune(sock)
+            secure_client(sock, self.curve)
             sock.setsockopt(zmq.IMMEDIATE, 1)
             try:
                 sock.connect(endpoint)
@@ -514,6 +525,10 @@ class IoThreadBase:
 class _IoThread(IoThreadBase):
     """The ZeroMQ client's I/O thread: DEALER sockets, one per endpoint."""
 
+    def __init__(self, server_request_handlers: dict, curve: ClientKeys | None):
+        self.curve = curve   # set before the base class starts the thread
+        super().__init__(server_request_handlers)
+
     def _run(self) -> None:
         context = CONTEXT.get()
         sockets: dict[str, zmq.Socket] = {}
@@ -553,6 +568,7 @@ class _IoThread(IoThreadBase):
                 if sock is None:
                     sock = context.socket(zmq.DEALER)
                     _tune(sock)
+                    secure_client(sock, self.curve)
                     try:
                         sock.connect(endpoint)
                     except zmq.ZMQError as exc:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from rocketbox.cluster.acl.curve import KeyPair
 from rocketbox.cluster.config import BrokerConfig
 from rocketbox.cluster.remoting_transport import RemotingServer
 from rocketbox.cluster.wire_format import HEADER_BYTES_MAX, Command
@@ -15,13 +16,14 @@ from rocketbox.cluster.zmq_transport import EventLoop, RpcServer
 
 
 class BrokerDoors:
-    def __init__(self, cfg: BrokerConfig, handlers: dict, loop: EventLoop, on_peer_gone: Callable[[], None]):
+    def __init__(self, cfg: BrokerConfig, handlers: dict, loop: EventLoop, on_peer_gone: Callable[[], None],
+                 curve: KeyPair | None = None):
         """Open and attach both doors. ``on_peer_gone()`` runs when a connection closed (which
-        peer, ZeroMQ does not say: ask ``reachable``)."""
+        peer, ZeroMQ does not say: ask ``reachable``). ``curve``: the native door serves CURVE."""
         # The largest legitimate frame is a batch body at the size limit; headers are far smaller.
         frame_bytes_max = cfg.store.message_size_bytes_max + HEADER_BYTES_MAX
         self.native = RpcServer(cfg.endpoint, handlers, name=f"broker {cfg.broker_name}",
-                                frame_bytes_max=frame_bytes_max)
+                                frame_bytes_max=frame_bytes_max, curve=curve)
         self.native.attach(loop)
         self.native.watch_disconnects(loop, on_peer_gone)
         self.remoting: RemotingServer | None = None

@@ -40,6 +40,8 @@ import time
 
 import zmq
 
+from rocketbox.cluster.acl.curve import secure_client, secure_server, server_key_pair
+from rocketbox.cluster.acl.zap import HA_DOMAIN
 from rocketbox.cluster.broker.ha_format import (ACK, REPORT, DataHeader, HAFrameError, data_header, parse_data_header,
                                       parse_slave_message, slave_message)
 from rocketbox.cluster.broker.stats import Rate
@@ -122,6 +124,8 @@ class HAServer(_AnswersHAStatus):
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.ROUTER_MANDATORY, 1)   # a full or unknown peer raises instead of dropping
         sock.setsockopt(zmq.ROUTER_HANDOVER, 1)    # a restarted slave takes its identity back
+        if self.cfg.acl_enable:   # the whole CommitLog streams out here: the cluster's own key only
+            secure_server(sock, server_key_pair(self.cfg.acl_file), HA_DOMAIN)
         sock.bind(f"tcp://{self.cfg.ha_address}")
         loop.add_reader(sock, self.on_readable)
         loop.after_each_batch(self.pump)
@@ -300,6 +304,7 @@ class HAClient(_AnswersHAStatus):
         sock = self.socket = CONTEXT.get().socket(zmq.DEALER)
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.IDENTITY, f"{self.cfg.broker_name}-{self.cfg.broker_id}".encode())
+        secure_client(sock)   # the cluster's own key when access control is on
         sock.connect(f"tcp://{self.cfg.ha_master_address}")
         self._send(REPORT)
         loop.add_reader(sock, self.on_readable)

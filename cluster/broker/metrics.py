@@ -38,6 +38,8 @@ class BrokerMetrics:
         self.clock = clock
         # Requests are timed (rocketmq_rpc_latency) only while metrics are exported (metricsExporterType).
         self.rpc_latency = RpcLatency() if cfg.metrics_exporter_type == METRICS_PROM else None
+        # Refusals of access control per door and kind (acl/guard.py sets it when access control is on).
+        self.acl_refusals = lambda: []
 
     def timed(self, handlers: dict) -> dict:
         """The broker's handler table, every handler timed while metrics are exported."""
@@ -70,6 +72,7 @@ class BrokerMetrics:
             "halfMessages": _topic_rows(self.transactions.open_halves_by_topic()),
             "rpcLatency": self.rpc_latency.snapshot() if self.rpc_latency is not None else [],
             "topics": len(self.topics.topics), "consumerGroups": len(self.groups.table()),
+            "aclRefusals": self.acl_refusals(),
         }
 
     def _lag(self, now_ms: int) -> list[dict]:

@@ -15,6 +15,7 @@ import time
 
 import zmq
 
+from rocketbox.cluster.acl.guard import AclGuard
 from rocketbox.cluster.broker import channels
 from rocketbox.cluster.broker.admin import AdminProcessor, runtime_kv_table
 from rocketbox.cluster.broker.boot import BootedBroker
@@ -174,6 +175,11 @@ class BrokerService:
             RequestCode.GET_BROKER_HA_STATUS: self.ha.on_ha_status,
         }
         self.handlers = metrics.timed(self.handlers)   # while metrics are exported (broker/metrics.py)
+        # Access control (cluster/acl/): every request checked first; nothing wrapped when off.
+        self.acl = AclGuard.from_file(cfg.acl_file, f"broker {cfg.broker_name}") if cfg.acl_enable else None
+        if self.acl is not None:
+            self.handlers = self.acl.wrap(self.handlers)
+            metrics.acl_refusals = self.acl.refusal_counts
 
     def on_role_changed(self) -> None:
         # The process entry point turns this into its restart-me exit code.
@@ -195,7 +201,10 @@ class BrokerService:
         self.loop = loop
         store_dir = self.cfg.store.store_dir
         context = CONTEXT.get()
-        self.doors = BrokerDoors(self.cfg, self.handlers, loop, self.on_peer_disconnected)
+        if self.acl is not None:
+            self.acl.start(loop)
+        self.doors = BrokerDoors(self.cfg, self.handlers, loop, self.on_peer_disconnected,
+                                 self.acl.server_pair if self.acl is not None else None)
         self.notify_socket = context.socket(zmq.PULL)
         self.notify_socket.setsockopt(zmq.LINGER, 0)
         self.notify_socket.bind(channels.broker_notify(store_dir))

@@ -96,6 +96,9 @@ class _Families:
         self.heartbeat_age = gauge("rocketbox_heartbeat_age_seconds",
                                    "Seconds since each process of the broker group last beat its heartbeat "
                                    "in the control block", ("process_role",))
+        self.acl_refusals = counter("rocketbox_acl_refusals", "Requests refused by access control (answered "
+                                    "NO_PERMISSION), per door and kind (authentication or authorization)",
+                                    ("door", "kind"))
 
     def all(self) -> list:
         return [value for value in vars(self).values()]
@@ -143,6 +146,8 @@ class _Families:
         for row in snap["rpcLatency"]:
             labels = [*base, row["protocol"], row["requestCode"], row["responseCode"], _flag(row["longPolling"])]
             self.rpc_latency.add_metric(labels, _cumulative(row["buckets"], RPC_LATENCY_BUCKETS_MS), row["sumMs"])
+        for row in snap.get("aclRefusals", ()):
+            self.acl_refusals.add_metric([*base, row["door"], row["kind"]], row["count"])
         for role, beat_ms in snap["heartbeatsMs"].items():
             if beat_ms:   # 0: that process has not beaten yet
                 self.heartbeat_age.add_metric([*base, role], max(snap["nowMs"] - beat_ms, 0) / 1000)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 
+from rocketbox.cluster.acl.curve import use_cluster_keys
 from rocketbox.cluster.broker.boot import boot
 from rocketbox.cluster.broker.service import BrokerService
 from rocketbox.cluster.config import broker_config_from_json
@@ -19,6 +20,8 @@ from rocketbox.cluster.zmq_transport import EventLoop
 def build(config_json: str):
     cfg = broker_config_from_json(config_json)
     cfg.validate()
+    if cfg.acl_enable:   # its NameServer, master and controller requests go out with the cluster's key
+        use_cluster_keys(cfg.acl_file)
     booted = boot(cfg)  # recovery and, with a controller, this replica's role
     service = BrokerService(booted)
     cfg = booted.cfg

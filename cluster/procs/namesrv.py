@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+from rocketbox.cluster.acl.guard import AclGuard
 from rocketbox.cluster.config import namesrv_config_from_json
 from rocketbox.cluster.controller.raft import ReplicatedController
 from rocketbox.cluster.controller.service import ControllerService
@@ -26,12 +27,18 @@ def build(config_json: str):
         controller = ControllerService(cfg, replicated)
     service = NamesrvService(cfg, controller=controller)
     loop = EventLoop()
+    handlers, guard = service.handlers, None
+    if cfg.acl_enable:   # access control (cluster/acl/): route changes need an admin, the rest an account
+        guard = AclGuard.from_file(cfg.acl_file, "namesrv")
+        guard.start(loop)
+        handlers = guard.wrap(handlers)
     # Registrations carry a broker's topic table: generous, but bounded.
-    server = RpcServer(cfg.endpoint, service.handlers, name="namesrv", frame_bytes_max=NAMESRV_FRAME_BYTES_MAX)
+    server = RpcServer(cfg.endpoint, handlers, name="namesrv", frame_bytes_max=NAMESRV_FRAME_BYTES_MAX,
+                       curve=guard.server_pair if guard is not None else None)
     server.attach(loop)
     remoting = None
     if cfg.remoting_port:
-        remoting = RemotingServer(cfg.host, cfg.remoting_port, service.handlers, name="namesrv remoting",
+        remoting = RemotingServer(cfg.host, cfg.remoting_port, handlers, name="namesrv remoting",
                                   frame_bytes_max=NAMESRV_FRAME_BYTES_MAX)
         remoting.attach(loop)
     loop.call_every(cfg.scan_interval_ms / 1000, service.scan_expired)

@@ -1,0 +1,89 @@
+"""The ACL file of a process and its CURVE keys, read at start and again whenever they change.
+
+At start a missing or unreadable file is an error (the process does not boot with access control
+it cannot read). Afterwards ``reload_if_changed`` (on a timer, ``watch``) compares the file's
+stat and the client key directory's listing with what was read last, and rereads both when they
+differ: a file that no longer parses leaves the previous accounts in force and is logged (once
+per change), as RocketMQ's watcher keeps its last table.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import yaml
+
+from rocketbox.cluster.acl.addresses import AclFormatError
+from rocketbox.cluster.acl.curve import CurveKeyError, account_keys, keys_fingerprint
+from rocketbox.cluster.acl.model import AclConfig, parse_acl
+
+log = logging.getLogger(__name__)
+
+RELOAD_INTERVAL_S = 1.0
+
+
+def read_acl_file(path: str) -> AclConfig:
+    """The accounts of one plain_acl.yml; AclFormatError with the reason (and the path)."""
+    try:
+        with open(path, "rb") as f:
+            text = f.read()
+    except OSError as exc:
+        raise AclFormatError(f"cannot read the ACL file {path}: {exc.strerror or exc}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise AclFormatError(f"{path} is not YAML: {exc}") from None
+    try:
+        return parse_acl(data)
+    except AclFormatError as exc:
+        raise AclFormatError(f"{path}: {exc}") from None
+
+
+class AclFile:
+    def __init__(self, path: str):
+        self.path = os.path.abspath(path)
+        self._seen = self._fingerprint()
+        self.config = read_acl_file(self.path)
+        self.curve_accounts: dict[bytes, str] = {}
+        self._read_keys()
+        self.loads = 1
+        for note in self.config.warnings:
+            log.warning("%s: %s", self.path, note)
+
+    def _fingerprint(self) -> tuple:
+        try:
+            st = os.stat(self.path)
+            file_state = (st.st_ino, st.st_mtime_ns, st.st_size)
+        except OSError:
+            file_state = None
+        return file_state, keys_fingerprint(self.path)
+
+    def _read_keys(self) -> None:
+        keys, problems = account_keys(self.path)
+        for problem in problems:
+            log.error("%s", problem)
+        self.curve_accounts = keys
+
+    def reload_if_changed(self) -> bool:
+        """Reread the file and keys if either changed; True when new accounts are in force."""
+        seen = self._fingerprint()
+        if seen == self._seen:
+            return False
+        self._seen = seen
+        try:
+            config = read_acl_file(self.path)
+            self._read_keys()
+        except (AclFormatError, CurveKeyError) as exc:
+            log.error("kept the previous access control: %s", exc)
+            return False
+        self.config = config
+        self.loads += 1
+        for note in config.warnings:
+            log.warning("%s: %s", self.path, note)
+        log.info("access control reloaded from %s: %d accounts, %d CURVE keys", self.path,
+                 len(config.accounts), len(self.curve_accounts))
+        return True
+
+    def watch(self, loop, interval_s: float = RELOAD_INTERVAL_S) -> None:
+        loop.call_every(interval_s, self.reload_if_changed)

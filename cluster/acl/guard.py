@@ -1,0 +1,100 @@
+"""Access control in front of a process's handler table (brokers and NameServers, both doors).
+
+``wrap`` returns the table with every handler behind one check, so with access control off
+nothing is wrapped and requests pay nothing. Who asks: on the remoting door the AccessKey and
+Signature extFields (checked against the account's secret key); on the native door the client's
+CURVE key (acl/zap.py), mapped to an account by ``curve/clients/<accessKey>.key``; the cluster's
+own key (its processes) passes every check. A refusal is answered NO_PERMISSION with the reason
+as remark, counted per door and kind, and logged without any secret (a burst per door and kind
+per window, ``log_limit``).
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+
+from rocketbox.cluster.acl import zap
+from rocketbox.cluster.acl.acl_file import AclFile
+from rocketbox.cluster.acl.addresses import host_of
+from rocketbox.cluster.acl.curve import KeyPair, server_key_pair
+from rocketbox.cluster.acl.decision import AUTHENTICATION, Caller, Refusal, decide
+from rocketbox.cluster.acl.resources import UnreadableRequest, needed_resources, needs_admin
+from rocketbox.cluster.acl.signature import ACCESS_KEY, remoting_signature_ok
+from rocketbox.cluster.log_limit import RateLimitedLog
+from rocketbox.cluster.protocol import ResponseCode
+from rocketbox.cluster.wire_format import DOOR_REMOTING, Command
+
+log = logging.getLogger(__name__)
+_limited = RateLimitedLog(log)
+
+
+class AclGuard:
+    def __init__(self, acl: AclFile, server_name: str, server_pair: KeyPair | None):
+        self.acl = acl
+        self.server_name = server_name
+        self.server_pair = server_pair   # the cluster's CURVE pair: the native door serves with it
+        self.cluster_public = server_pair.public.decode() if server_pair else None
+        # (door, kind) -> refusals since start (GET_BROKER_METRICS reports them)
+        self.refusals: collections.Counter = collections.Counter()
+
+    @classmethod
+    def from_file(cls, acl_file: str, server_name: str) -> "AclGuard":
+        """The guard of a server whose config names ``acl_file``; AclFormatError or CurveKeyError
+        (the boot fails with the reason) when the file or the cluster's key pair cannot be read."""
+        return cls(AclFile(acl_file), server_name, server_key_pair(acl_file))
+
+    def start(self, loop) -> None:
+        """Before the doors open: the ZAP handler bound, the file watched."""
+        zap.start(self.server_pair.public, loop)
+        self.acl.watch(loop)
+
+    def caller_of(self, request: Command) -> Caller | None:
+        """Who made ``request``; None for the cluster's own processes."""
+        address = host_of(request.peer_address)
+        if request.door == DOOR_REMOTING:
+            fields, body = request.fields, request.body
+            return Caller(address, fields.get(ACCESS_KEY),
+                          lambda secret: remoting_signature_ok(secret, fields, body))
+        key = request.curve_key
+        if key and key == self.cluster_public:
+            return None
+        account = self.acl.curve_accounts.get(key.encode()) if key else None
+        missing = (f"the CURVE key {key} is no account's (curve/clients/<accessKey>.key)" if key
+                   else "the connection has no CURVE key")
+        return Caller(address, account, None, missing)
+
+    def check(self, request: Command) -> Refusal | None:
+        caller = self.caller_of(request)
+        if caller is None:
+            return None
+        try:
+            needed = needed_resources(request)
+        except UnreadableRequest as exc:
+            needed, unreadable = {}, str(exc)
+        else:
+            unreadable = ""
+        refusal = decide(self.acl.config, caller, request.code, needed, needs_admin(request.code))
+        if refusal is None and unreadable and not self.acl.config.globally_white(caller.address):
+            refusal = Refusal(AUTHENTICATION, unreadable)
+        return refusal
+
+    def refuse(self, request: Command, refusal: Refusal) -> Command:
+        door = "remoting" if request.door == DOOR_REMOTING else "native"
+        self.refusals[(door, refusal.kind)] += 1
+        _limited.warning(f"acl:{door}:{refusal.kind}", "%s: refused request code %d from %s on the %s door: %s",
+                         self.server_name, request.code, request.peer_address or "?", door, refusal.reason)
+        return request.response(ResponseCode.NO_PERMISSION, remark=refusal.reason)
+
+    def wrap(self, handlers: dict) -> dict:
+        def guarded(handler):
+            def run(request: Command, reply):
+                refusal = self.check(request)
+                if refusal is not None:
+                    return self.refuse(request, refusal)
+                return handler(request, reply)
+            return run
+        return {code: guarded(handler) for code, handler in handlers.items()}
+
+    def refusal_counts(self) -> list[dict]:
+        return [{"door": door, "kind": kind, "count": count} for (door, kind), count in sorted(self.refusals.items())]

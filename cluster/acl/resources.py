@@ -1,0 +1,115 @@
+"""What a request needs: the resources (topics, groups) and permissions it touches, and whether only
+an admin may make it (RocketMQ's PlainAccessResource.parse and Permission.ADMIN_CODE). Pure.
+
+| request | needs |
+| --- | --- |
+| SEND_MESSAGE 10 (``topic``, ``group``); SEND_MESSAGE_V2 310, SEND_BATCH_MESSAGE 320 (``b``, ``a``) | the topic PUB; a send to a ``%RETRY%`` topic needs the group SUB instead |
+| PULL_MESSAGE 11, POP_MESSAGE, ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME | the topic SUB and the group SUB |
+| UPDATE_CONSUMER_OFFSET 15 | the group SUB and the topic SUB |
+| QUERY_MESSAGE 12 | the topic SUB |
+| HEART_BEAT 34 | each consumer group's SUB and each topic it subscribes SUB (the JSON body) |
+| CONSUMER_SEND_MSG_BACK 36 (``group``), UNREGISTER_CLIENT 35, GET_CONSUMER_LIST_BY_GROUP 38 (``consumerGroup``) | the group SUB |
+| admin codes (below) | an admin account |
+| anything else | an account (signature, or white address), nothing more |
+
+A group is checked under its retry topic ``%RETRY%<group>`` (where groupPerms are kept). The pop
+codes are RocketMQ 5's (its proxy checks them the same way). Admin codes: RocketMQ's five
+(UPDATE_AND_CREATE_TOPIC 17, UPDATE_BROKER_CONFIG 25, DELETE_TOPIC_IN_BROKER 215,
+UPDATE_AND_CREATE_SUBSCRIPTIONGROUP 200, DELETE_SUBSCRIPTIONGROUP 207), plus what changes a
+NameServer's routes (REGISTER_BROKER 103, UNREGISTER_BROKER 104, DELETE_TOPIC_IN_NAMESRV 216) and
+what deletes stored messages or moves a group's offsets (DELETE_EXPIRED_COMMITLOG 329,
+INVOKE_BROKER_TO_RESET_OFFSET 222): RocketBox serves ACL on its NameServers too, and these are as
+destructive as a topic deletion.
+"""
+
+from __future__ import annotations
+
+import json
+
+from rocketbox.cluster.acl.permissions import PUB, SUB
+from rocketbox.cluster.protocol import RETRY_TOPIC_PREFIX, RequestCode
+from rocketbox.cluster.wire_format import Command
+
+ADMIN_CODES = frozenset({
+    RequestCode.UPDATE_AND_CREATE_TOPIC, RequestCode.UPDATE_BROKER_CONFIG, RequestCode.DELETE_TOPIC_IN_BROKER,
+    RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, RequestCode.DELETE_SUBSCRIPTIONGROUP,
+    RequestCode.REGISTER_BROKER, RequestCode.UNREGISTER_BROKER, RequestCode.DELETE_TOPIC_IN_NAMESRV,
+    RequestCode.DELETE_EXPIRED_COMMITLOG, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
+})
+
+
+class UnreadableRequest(ValueError):
+    """The request does not say what it touches (a heartbeat body that is not JSON, ...)."""
+
+
+def group_resource(group: str) -> str:
+    return RETRY_TOPIC_PREFIX + group
+
+
+def _send(fields: dict, topic_key: str, group_key: str) -> dict[str, int]:
+    topic = fields.get(topic_key)
+    if topic is None:
+        return {}
+    if topic.startswith(RETRY_TOPIC_PREFIX):
+        group = fields.get(group_key)
+        return {group_resource(group): SUB} if group is not None else {}
+    return {topic: PUB}
+
+
+def _topic_and_group(fields: dict, topic_key: str = "topic", group_key: str = "consumerGroup") -> dict[str, int]:
+    needed = {}
+    if fields.get(topic_key) is not None:
+        needed[fields[topic_key]] = SUB
+    if fields.get(group_key) is not None:
+        needed[group_resource(fields[group_key])] = SUB
+    return needed
+
+
+def _group(fields: dict, key: str) -> dict[str, int]:
+    return {group_resource(fields[key]): SUB} if fields.get(key) is not None else {}
+
+
+def _heartbeat(body: bytes) -> dict[str, int]:
+    try:
+        data = json.loads(body or b"{}")
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise UnreadableRequest(f"the heartbeat body is not JSON: {exc}") from None
+    needed = {}
+    consumers = data.get("consumerDataSet") if isinstance(data, dict) else None
+    for consumer in consumers if isinstance(consumers, list) else ():
+        if not isinstance(consumer, dict):
+            raise UnreadableRequest("a heartbeat's consumerDataSet entry is not an object")
+        needed[group_resource(str(consumer.get("groupName", "")))] = SUB
+        subscriptions = consumer.get("subscriptionDataSet")
+        for sub in subscriptions if isinstance(subscriptions, list) else ():
+            if isinstance(sub, dict) and sub.get("topic") is not None:
+                needed[str(sub["topic"])] = SUB
+    return needed
+
+
+_READERS = {
+    RequestCode.SEND_MESSAGE: lambda cmd: _send(cmd.fields, "topic", "group"),
+    RequestCode.SEND_MESSAGE_V2: lambda cmd: _send(cmd.fields, "b", "a"),
+    RequestCode.SEND_BATCH_MESSAGE: lambda cmd: _send(cmd.fields, "b", "a"),
+    RequestCode.PULL_MESSAGE: lambda cmd: _topic_and_group(cmd.fields),
+    RequestCode.POP_MESSAGE: lambda cmd: _topic_and_group(cmd.fields),
+    RequestCode.ACK_MESSAGE: lambda cmd: _topic_and_group(cmd.fields),
+    RequestCode.CHANGE_MESSAGE_INVISIBLETIME: lambda cmd: _topic_and_group(cmd.fields),
+    RequestCode.UPDATE_CONSUMER_OFFSET: lambda cmd: _topic_and_group(cmd.fields),
+    RequestCode.QUERY_MESSAGE: lambda cmd: ({cmd.fields["topic"]: SUB} if cmd.fields.get("topic") is not None else {}),
+    RequestCode.HEART_BEAT: lambda cmd: _heartbeat(cmd.body),
+    RequestCode.CONSUMER_SEND_MSG_BACK: lambda cmd: _group(cmd.fields, "group"),
+    RequestCode.UNREGISTER_CLIENT: lambda cmd: _group(cmd.fields, "consumerGroup"),
+    RequestCode.GET_CONSUMER_LIST_BY_GROUP: lambda cmd: _group(cmd.fields, "consumerGroup"),
+}
+
+
+def needed_resources(cmd: Command) -> dict[str, int]:
+    """resource -> permission bits ``cmd`` needs (empty: none beyond an account); UnreadableRequest
+    when it cannot be told."""
+    reader = _READERS.get(cmd.code)
+    return reader(cmd) if reader is not None else {}
+
+
+def needs_admin(code: int) -> bool:
+    return code in ADMIN_CODES
