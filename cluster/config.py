@@ -442,12 +442,22 @@ class ClientConfig:
     # Which door the client uses: "native" (ZeroMQ) or "remoting" (RocketMQ's TCP protocol; then
     # namesrv_endpoints are the NameServers' remoting addresses, e.g. 127.0.0.1:9876).
     transport: str = "native"
+    # The native door's CURVE security (a cluster with access control, cluster/acl/curve.py): the
+    # server's public key and this client's pair, z85 text; empty: the process's keys, if any.
+    # ``curve.client_keys_for(acl_file, account)`` reads them from the cluster's key files.
+    curve_server_key: str = ""
+    curve_public_key: str = ""
+    curve_secret_key: str = ""
 
     def validate(self) -> None:
         if self.transport not in CLIENT_TRANSPORTS:
             raise ValueError(f"transport must be one of {CLIENT_TRANSPORTS}, not {self.transport!r}")
         if not self.namesrv_endpoints:
             raise ValueError("at least one NameServer endpoint is needed")
+        curve = (self.curve_server_key, self.curve_public_key, self.curve_secret_key)
+        if any(curve) and not all(len(key) == 40 for key in curve):
+            raise ValueError("curve_server_key, curve_public_key and curve_secret_key go together: 40 z85 "
+                             "characters each")
         if self.request_timeout_ms <= 0 or (self.send_timeout_ms is not None and self.send_timeout_ms <= 0):
             raise ValueError("request_timeout_ms and send_timeout_ms must be positive")
         if self.pull_threshold_for_queue <= 0 or self.pull_threshold_size_for_queue_bytes <= 0:

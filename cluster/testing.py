@@ -14,12 +14,13 @@ import signal
 import subprocess
 import time
 
-from rocketbox.cluster.config import ASYNC_FLUSH, BrokerConfig, broker_config_from_json
+from rocketbox.cluster.acl.curve import client_config_fields, client_keys_for
+from rocketbox.cluster.config import ASYNC_FLUSH, BrokerConfig, ClientConfig, broker_config_from_json
 from rocketbox.cluster.procs import lifecycle
 from rocketbox.cluster.procs.run_state import read_state_file
 from rocketbox.cluster.shm.paths import commitlog_segment
 from rocketbox.cluster.topology import (Topology, build_topology, child_specs, exporter_settings, free_ports,
-                                        group_name)
+                                        group_name, prepare_access_control)
 
 # Small files so tests roll segments and stay light; production defaults are RocketMQ's.
 SMALL_STORE = {
@@ -148,7 +149,8 @@ class LocalCluster:
                  store_overrides: dict | None = None, broker_overrides: dict | None = None,
                  namesrv_overrides: dict | None = None, heartbeat_timeout_s: float | None = None,
                  slaves: int = 0, failover: bool = False, remoting: bool = True, metrics: bool = True,
-                 proxy: bool = False, proxy_overrides: dict | None = None, console: bool = False):
+                 proxy: bool = False, proxy_overrides: dict | None = None, console: bool = False,
+                 acl_file: str = "", require_credentials: bool = False):
         """``slaves`` per broker group (children ``broker-a-s1``, ...; broker/ha.py); ``failover``:
         controllers in the NameServers elect each group's master (cluster/controller/);
         ``remoting``: every process also serves RocketMQ's remoting protocol (on free ports too);
@@ -156,7 +158,10 @@ class LocalCluster:
         ``proxy``: the gRPC proxy runs (child ``proxy``, on a free port: ``proxy_endpoint``), off by
         default: it loads the gRPC client package, which most tests do not need; ``proxy_overrides``:
         ProxySettings fields; ``console``: the web console runs (child ``console``, on a free port:
-        ``console_url``), off by default: it loads the web libraries, which most tests do not need."""
+        ``console_url``), off by default: it loads the web libraries, which most tests do not need;
+        ``acl_file``: access control on every door with this plain_acl.yml (its CURVE key pair made at
+        start; ``client_config`` gives a client the keys), ``require_credentials``: the console and the
+        metrics endpoint ask for credentials although they are on loopback."""
         base = namesrvs + brokers * (2 + slaves)
         failover_count = namesrvs + brokers * slaves if failover else 0
         remoting_count = namesrvs + brokers * (1 + slaves) if remoting else 0
@@ -180,7 +185,8 @@ class LocalCluster:
             remoting=remoting, namesrv_remoting_ports=remoting_ports[:namesrvs] or None,
             broker_remoting_ports=remoting_ports[namesrvs:masters_end] or None,
             slave_remoting_ports=remoting_ports[masters_end:] or None, proxy_port=proxy_port,
-            proxy_overrides=proxy_overrides, console_port=console_port)
+            proxy_overrides=proxy_overrides, console_port=console_port, acl_file=acl_file,
+            require_credentials=require_credentials)
         self.data_dir = self.topology.data_dir
         self.heartbeat_timeout_s = heartbeat_timeout_s
         self.process: subprocess.Popen | None = None
@@ -210,8 +216,16 @@ class LocalCluster:
         """The NameServers' remoting addresses, as a RocketMQ client's namesrvAddr ("host:port;...")."""
         return ";".join(f"{n.host}:{n.remoting_port}" for n in self.topology.namesrvs if n.remoting_port)
 
+    def client_config(self, account: str | None = None, **fields) -> ClientConfig:
+        """A native client's config for this cluster: with access control, the cluster's own CURVE key
+        (every right) or ``account``'s pair (``curve/clients/<account>.key_secret``)."""
+        acl_file = self.topology.acl_file
+        keys = client_config_fields(client_keys_for(acl_file, account)) if acl_file else {}
+        return ClientConfig(namesrv_endpoints=self.topology.namesrv_endpoints, **{**keys, **fields})
+
     def start(self, ready_timeout_s: float = 60.0) -> "LocalCluster":
         os.makedirs(self.data_dir, exist_ok=True)
+        prepare_access_control(self.topology)
         specs_path = os.path.join(self.data_dir, "children.json")
         with open(specs_path, "w") as f:
             watchdog = {} if self.heartbeat_timeout_s is None else {"heartbeat_timeout_s": self.heartbeat_timeout_s}

@@ -23,13 +23,15 @@ import random
 import socket
 from dataclasses import dataclass
 
+from rocketbox.cluster.acl.acl_file import read_acl_file
+from rocketbox.cluster.acl.curve import server_key_pair
 from rocketbox.cluster.config import (ASYNC_FLUSH, BROKER_PORT_DEFAULT, BROKER_PORT_STEP, BROKER_REMOTING_PORT_DEFAULT,
                                       METRICS_PROM, NAMESRV_PORT_DEFAULT, NAMESRV_REMOTING_PORT_DEFAULT, SLAVE,
                                       BrokerConfig,
                                       NamesrvConfig, StoreConfig, namesrv_endpoints, parse_levels, to_json)
 from rocketbox.cluster.metrics.settings import BrokerTarget, ExporterSettings
 from rocketbox.cluster.proxy.settings import ProxySettings
-from rocketbox.cluster.console.settings import ConsoleSettings
+from rocketbox.cluster.console.settings import ConsoleSettings, loopback_problem
 from rocketbox.cluster.procs.child_table import ChildSpec
 from rocketbox.cluster.procs.run_state import STATE_FILE_NAME
 from rocketbox.cluster.shm import commitlog_format
@@ -50,8 +52,12 @@ class Topology:
     slaves: tuple[BrokerConfig, ...] = ()
     # The gRPC proxy (RocketMQ 5's clients), when one runs here.
     proxy: ProxySettings | None = None
-    # The web console, when one runs here (loopback only).
+    # The web console, when one runs here (loopback only, unless access control asks for credentials).
     console: ConsoleSettings | None = None
+    # The cluster's plain_acl.yml when access control is on (every process checks its callers).
+    acl_file: str = ""
+    # The console and the metrics endpoint ask for credentials even on loopback (with acl_file).
+    require_credentials: bool = False
 
     @property
     def namesrv_endpoints(self) -> tuple[str, ...]:
@@ -129,7 +135,7 @@ def build_topology(data_dir: str, *, namesrv_count: int = 1, broker_count: int =
                    broker_remoting_ports: list[int] | None = None,
                    slave_remoting_ports: list[int] | None = None, proxy_port: int | None = None,
                    proxy_overrides: dict | None = None, console_port: int | None = None,
-                   console_host: str = "127.0.0.1") -> Topology:
+                   console_host: str = "127.0.0.1", acl_file: str = "", require_credentials: bool = False) -> Topology:
     """``slave_count`` slaves per group: by default slave n of a group listens on its master's
     port + 2n and the master's HA endpoint is its port + 1 (``ha_ports``, ``slave_ports`` (group
     by group) override them).
@@ -147,8 +153,24 @@ def build_topology(data_dir: str, *, namesrv_count: int = 1, broker_count: int =
     ``proxy_overrides`` (ProxySettings fields) on top of what the topology gives it.
 
     ``console_port``: the web console listens there, on ``console_host`` (a loopback address:
-    ValueError otherwise, before anything starts)."""
+    ValueError otherwise, before anything starts, unless access control is on: then a console
+    elsewhere than loopback asks for an admin's credentials).
+
+    ``acl_file``: access control (cluster/acl/) on every NameServer, broker, the proxy, the console and
+    the metrics endpoint, with this plain_acl.yml (also taken from ``broker_overrides``' acl_enable and
+    acl_file, broker.conf's aclEnable and aclFile); ``require_credentials``: the console and the metrics
+    endpoint ask for credentials even on loopback."""
     data_dir = os.path.abspath(data_dir)
+    if not acl_file and (broker_overrides or {}).get("acl_enable"):
+        acl_file = broker_overrides.get("acl_file", "")
+    if acl_file:
+        access = {"acl_enable": True, "acl_file": os.path.abspath(acl_file)}
+        acl_file = access["acl_file"]
+        namesrv_overrides = {**(namesrv_overrides or {}), **access}
+        broker_overrides = {**(broker_overrides or {}), **access}
+        proxy_overrides = {"acl_file": acl_file, **(proxy_overrides or {})}
+    elif require_credentials:
+        raise ValueError("asking for credentials needs access control: an ACL file (aclFile)")
     namesrv_ports = namesrv_ports or [NAMESRV_PORT_DEFAULT + i for i in range(namesrv_count)]
     broker_ports = broker_ports or [BROKER_PORT_DEFAULT + BROKER_PORT_STEP * i for i in range(broker_count)]
     if slave_count and slave_ports is None:
@@ -209,10 +231,13 @@ def build_topology(data_dir: str, *, namesrv_count: int = 1, broker_count: int =
         proxy = proxy_settings(host, proxy_port, endpoints, brokers, proxy_overrides)
     console = None
     if console_port:
+        ask = bool(acl_file) and (require_credentials or loopback_problem(console_host) is not None)
         console = ConsoleSettings(host=console_host, port=console_port, namesrv_endpoints=tuple(endpoints),
-                                  state_path=os.path.join(data_dir, STATE_FILE_NAME))
+                                  state_path=os.path.join(data_dir, STATE_FILE_NAME), acl_file=acl_file,
+                                  require_credentials=ask)
         console.validate()
-    return Topology(data_dir, namesrvs, tuple(brokers), tuple(slaves), proxy, console)
+    return Topology(data_dir, namesrvs, tuple(brokers), tuple(slaves), proxy, console, acl_file,
+                    require_credentials)
 
 
 def proxy_settings(host: str, port: int, namesrv_endpoints: tuple[str, ...],
@@ -288,10 +313,14 @@ def exporter_settings(topology: Topology) -> ExporterSettings | None:
     if not brokers or brokers[0].metrics_exporter_type != METRICS_PROM:
         return None
     first = brokers[0]
-    return ExporterSettings(host=first.metrics_prom_exporter_host, port=first.metrics_prom_exporter_port,
+    acl_file = first.acl_file if first.acl_enable else ""
+    host = first.metrics_prom_exporter_host
+    return ExporterSettings(host=host, port=first.metrics_prom_exporter_port,
                             cluster_name=first.cluster_name,
                             brokers=tuple(BrokerTarget(b.address, b.broker_name, b.broker_id) for b in brokers),
-                            state_path=os.path.join(topology.data_dir, STATE_FILE_NAME))
+                            state_path=os.path.join(topology.data_dir, STATE_FILE_NAME), acl_file=acl_file,
+                            require_credentials=bool(acl_file) and (topology.require_credentials
+                                                                    or loopback_problem(host) is not None))
 
 
 # ---------------------------------------------------------------- one role per host (cluster up --role)
@@ -360,4 +389,22 @@ def remote_master_slave(data_dir: str, *, broker_name: str, broker_id: int, host
     cfg = dataclasses.replace(cfg, broker_id=broker_id, broker_role=SLAVE, ha_port=0,
                               ha_master_address=master_ha_address, master_address=master_address)
     cfg.validate()
-    return Topology(data_dir, (), (), (cfg,))
+    return Topology(data_dir, (), (), (cfg,), acl_file=cfg.acl_file if cfg.acl_enable else "")
+
+
+def prepare_access_control(topology: Topology) -> None:
+    """Before a cluster with access control starts: its ACL file must read (AclFormatError, a
+    ValueError, with the reason), and the cluster's CURVE key pair is made next to it if missing."""
+    if topology.acl_file:
+        read_acl_file(topology.acl_file)
+        server_key_pair(topology.acl_file, create=True)
+
+
+def exposure_problem(host: str, topology: Topology, insecure: bool) -> str | None:
+    """Why ``cluster up`` refuses to serve on ``host``: an address other hosts reach, with no access
+    control and no ``--insecure``."""
+    if topology.acl_file or insecure or loopback_problem(host) is None:
+        return None
+    return (f"--host {host} is reachable from other hosts, and anyone reaching it could produce, consume, reset "
+            f"offsets and delete topics: turn access control on (--acl-file plain_acl.yml, or aclEnable=true and "
+            f"aclFile in broker.conf) or accept that with --insecure")

@@ -142,6 +142,12 @@ def client_keys_for(acl_file: str, account: str | None = None) -> ClientKeys:
     return ClientKeys(server.public, pair.public, pair.secret)
 
 
+def client_config_fields(keys: ClientKeys) -> dict[str, str]:
+    """``ClientConfig`` fields that make a client connect with ``keys``."""
+    return {"curve_server_key": keys.server_public.decode(), "curve_public_key": keys.public.decode(),
+            "curve_secret_key": keys.secret.decode()}
+
+
 _process_client_keys: ClientKeys | None = None
 
 

@@ -16,11 +16,13 @@
 
 from __future__ import annotations
 
+import hmac
 from dataclasses import dataclass
 from typing import Callable
 
 from rocketbox.cluster.acl.model import AclConfig
 from rocketbox.cluster.acl.permissions import PUB, describe, permits
+from rocketbox.cluster.acl.signature import parse_basic
 from rocketbox.cluster.protocol import RETRY_TOPIC_PREFIX
 
 AUTHENTICATION = "authentication"
@@ -63,8 +65,8 @@ def decide(config: AclConfig, caller: Caller, code: int, needed: dict[str, int],
     if caller.proof is not None and not caller.proof(account.secret_key):
         return Refusal(AUTHENTICATION, f"Check signature failed for accessKey={account.access_key}")
     if admin_only and not account.admin:
-        return Refusal(AUTHORIZATION, f"Need admin permission for request code={code}, but "
-                                      f"accessKey={account.access_key} is not")
+        what = f"request code={code}" if code else "this"
+        return Refusal(AUTHORIZATION, f"Need admin permission for {what}, but accessKey={account.access_key} is not")
     if not needed or needed.get(TRACE_TOPIC) == PUB:
         return None
     if account.admin and not account.resource_perms:
@@ -76,3 +78,15 @@ def decide(config: AclConfig, caller: Caller, code: int, needed: dict[str, int],
                                           f"{account.access_key} needs {describe(bits)}, has "
                                           f"{describe(account.permission_of(resource))}{listed}")
     return None
+
+
+def http_refusal(config: AclConfig, authorization: str | None, address: str, admin_only: bool) -> Refusal | None:
+    """The console's and the metrics endpoint's check: HTTP Basic with an account's accessKey and
+    secretKey (white addresses pass as on the other doors); ``admin_only``: the account must be admin."""
+    credentials = parse_basic(authorization)
+    if credentials is None:
+        return decide(config, Caller(address, None, None, "credentials required: HTTP Basic with an account's "
+                                                          "accessKey and secretKey"), 0, {}, admin_only)
+    user, password = credentials
+    return decide(config, Caller(address, user, lambda secret: hmac.compare_digest(secret.encode(), password.encode())),
+                  0, {}, admin_only)

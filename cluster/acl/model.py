@@ -132,7 +132,8 @@ def parse_acl(data) -> AclConfig:
     for index, raw in enumerate(raw_accounts):
         account = parse_account(raw, index, notes)
         if account.access_key in accounts:
-            notes.append(f"accessKey {account.access_key!r} is listed again at accounts[{index}]: the first entry holds")
+            notes.append(f"accessKey {account.access_key!r} is listed again at accounts[{index}]: "
+                         f"the first entry holds")
             continue
         accounts[account.access_key] = account
     return AclConfig(global_white, accounts, tuple(notes))

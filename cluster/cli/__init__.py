@@ -33,6 +33,9 @@ Several hosts: ``cluster up --role namesrv --host A`` on one, and on each other 
 ``cluster --namesrv A:9871 up --role broker --host B --broker-name broker-b`` (``--host`` is
 where the processes bind and the address routes advertise, so it must be reachable from
 the other hosts); ``--slave-id N --master-address B:PORT`` starts a slave of a master elsewhere.
+Such a ``--host`` needs access control (``--acl-file plain_acl.yml``) or ``--insecure``. With access
+control the commands run against a data dir connect with the cluster's own CURVE key (beside the
+ACL file the data dir was started with).
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ import argparse
 import os
 import sys
 
+from rocketbox.cluster.acl.curve import CurveKeyError, use_cluster_keys
 from rocketbox.cluster.cli import (admin_cmds, client_cmds, cluster_cmds, config_cmds, logs_cmds, mqadmin_cmds,
                                    up_config, up_settings)
 from rocketbox.cluster.cli.client_cmds import query_problem
@@ -75,6 +79,19 @@ def _accept_global_options(parser: argparse.ArgumentParser) -> None:
                 _accept_global_options(nested)
 
 
+def _use_cluster_keys(data_dir: str) -> None:
+    """A data dir started with access control: talk to its cluster with the cluster's own key."""
+    try:
+        acl_file = up_settings.remembered(data_dir).get("acl_file")
+    except (OSError, ValueError):
+        return
+    if acl_file:
+        try:
+            use_cluster_keys(acl_file)
+        except CurveKeyError as exc:
+            print(f"warning: {exc}", file=sys.stderr)
+
+
 EXIT_BROKEN_PIPE = 128 + 13   # what a shell reports for a process SIGPIPE ended
 
 
@@ -91,6 +108,7 @@ def main(argv=None) -> int:
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2
+    _use_cluster_keys(args.data_dir)
     try:
         return args.func(args)
     except KeyboardInterrupt:

@@ -44,6 +44,7 @@ def _topology_from_args(args):
                           namesrv_overrides=files.namesrv,
                           proxy_port=None if args.no_proxy else args.proxy_port,
                           console_port=None if args.no_console else args.console_port, console_host=args.console_host,
+                          acl_file=args.acl_file or "",
                           broker_overrides={**files.broker, **_metrics_overrides(args),
                                             "broker_role": SYNC_MASTER if args.broker_role == "sync" else ASYNC_MASTER,
                                             "auto_create_topic_enabled": not args.no_auto_create_topic})
@@ -94,6 +95,8 @@ def topology_for_role(args):
             flush_mode=SYNC_FLUSH if args.flush_mode == "sync" else ASYNC_FLUSH,
             store_overrides={**up_settings.store_overrides(args), **files.store},
             broker_overrides={**files.broker, **_metrics_overrides(args),
+                              **({"acl_enable": True, "acl_file": os.path.abspath(args.acl_file)} if args.acl_file
+                                 else {}),
                               "remoting_port": 0 if args.no_remoting else args.broker_remoting_port})
     names = _broker_names(args)
     if names:
@@ -144,12 +147,17 @@ def proxy_endpoints(state: dict) -> str:
 
 
 def cmd_up(args) -> int:
-    from rocketbox.cluster.topology import child_specs, exporter_settings
+    from rocketbox.cluster.topology import child_specs, exporter_settings, exposure_problem, prepare_access_control
     # The children (and a detached supervisor) inherit these; each rotates its own log.
     for value, name in ((args.log_max_bytes, LOG_MAX_BYTES_ENV), (args.log_backups, LOG_BACKUPS_ENV)):
         if value is not None:
             os.environ[name] = str(value)
     topology = topology_for_role(args)
+    exposed = exposure_problem(args.host, topology, args.insecure)
+    if exposed:
+        print(f"error: {exposed}", file=sys.stderr)
+        return 1
+    prepare_access_control(topology)
     busy = busy_port_problem(topology, exporter_settings(topology))
     if busy:
         print(f"error: {busy}", file=sys.stderr)
@@ -309,8 +317,13 @@ def add_shape_arguments(parser) -> None:
                         help="no gRPC proxy (RocketMQ 5 clients cannot connect)")
     parser.add_argument("--console-port", type=int,
                         help=f"the web console on http://127.0.0.1:PORT/, default {CONSOLE_PORT_DEFAULT}")
-    parser.add_argument("--console-host", help="a loopback address for the console (default 127.0.0.1; others are "
-                                               "refused until the console has access control)")
+    parser.add_argument("--console-host", help="the console's address (default 127.0.0.1; another than loopback "
+                                               "needs --acl-file: the console then asks for an admin's credentials)")
+    parser.add_argument("--acl-file", help="access control on every door: RocketMQ's plain_acl.yml (accounts, "
+                                           "permissions, white addresses; reread when it changes); the ZeroMQ door's "
+                                           "CURVE keys live in curve/ beside it (made if missing)")
+    parser.add_argument("--insecure", action="store_true", default=None,
+                        help="serve a --host other hosts reach without access control")
     parser.add_argument("--no-console", action="store_true", default=None, help="no web console")
     parser.add_argument("--store-sizes", choices=sorted(STORE_PROFILES),
                         help="dev (default): 64 MiB CommitLog segments, a 42 MB IndexFile; rocketmq: RocketMQ's "

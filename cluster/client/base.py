@@ -20,6 +20,7 @@ from rocketbox.cluster.clock import SYSTEM_CLOCK, Clock
 from rocketbox.cluster.client.routes import RouteCache, namesrv_endpoints_from_env
 from rocketbox.cluster.config import ClientConfig, namesrv_endpoints
 from rocketbox.cluster.errors import ClientClosed
+from rocketbox.cluster.acl.curve import ClientKeys
 from rocketbox.cluster.remoting_client import RemotingRpcClient
 from rocketbox.cluster.zmq_transport import RpcClient
 
@@ -57,7 +58,12 @@ class ClientBase:
         self.cfg = cfg
         # Deadlines, back-offs, latency windows and expiry read this (a test may pass a ManualClock).
         self.clock = clock
-        self.rpc = (RemotingRpcClient if cfg.transport == "remoting" else RpcClient)(cfg.request_timeout_ms)
+        if cfg.transport == "remoting":
+            self.rpc = RemotingRpcClient(cfg.request_timeout_ms)
+        else:
+            curve = (ClientKeys(cfg.curve_server_key.encode(), cfg.curve_public_key.encode(),
+                                cfg.curve_secret_key.encode()) if cfg.curve_server_key else None)
+            self.rpc = RpcClient(cfg.request_timeout_ms, curve=curve)
         self.routes = RouteCache(self.rpc, cfg)
         self._closed = False
         self._client_pid = os.getpid()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 
+from rocketbox.cluster.acl.acl_file import AclFile
 from rocketbox.cluster.client.admin import Admin
 from rocketbox.cluster.client.producer import Producer
 from rocketbox.cluster.config import ClientConfig
@@ -31,6 +32,8 @@ class ConsoleContext:
         self.history = ThroughputHistory(self.sampler_admin, settings.chart_window_s)
         self._producer: Producer | None = None
         self._producer_lock = threading.Lock()
+        # The accounts every request is checked against, when the console asks for credentials.
+        self.access = AclFile(settings.acl_file) if settings.require_credentials else None
 
     def producer(self) -> Producer:
         with self._producer_lock:

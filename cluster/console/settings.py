@@ -1,9 +1,12 @@
 """What the console process is told: where to listen, which NameServers to ask, where the
 supervisor's run state is. Built by the topology; passed as JSON on the command line.
 
-Until the console has access control (issue 15) it serves only the loopback interface: a console
-can create and delete topics and move offsets, so an address other hosts reach is refused, by the
-topology (before ``cluster up`` starts anything) and again by the process itself."""
+A console can create and delete topics and move offsets. Without access control it serves only
+the loopback interface: an address other hosts reach is refused, by the topology (before ``cluster
+up`` starts anything) and again by the process itself. With the cluster's ACL file (``acl_file``)
+it may listen anywhere, and then asks every request for an admin account's credentials (HTTP Basic,
+accessKey and secretKey): ``require_credentials``, which the topology sets for an address that is
+not loopback (a loopback console may ask too)."""
 
 from __future__ import annotations
 
@@ -26,8 +29,9 @@ def loopback_problem(host: str) -> str | None:
             return None
     except ValueError:
         return f"the console's host {host!r} is not an IP address (use 127.0.0.1)"
-    return (f"the console refuses to listen on {host}: it has no access control yet (issue 15), so it "
-            f"serves only loopback (127.0.0.0/8, ::1); reach it from elsewhere through an SSH tunnel")
+    return (f"the console refuses to listen on {host} without access control: it serves only loopback "
+            f"(127.0.0.0/8, ::1) unless the cluster has an ACL file (aclEnable, --acl-file); reach it from "
+            f"elsewhere through an SSH tunnel")
 
 
 @dataclass(frozen=True)
@@ -43,11 +47,17 @@ class ConsoleSettings:
     # The throughput sampler asks every broker this often, and keeps this much history for the charts.
     sample_interval_s: float = 2.0
     chart_window_s: int = 600
+    # Access control (cluster/acl/): the cluster's plain_acl.yml, and whether every request must carry
+    # an admin account's credentials (required, with an ACL file, for a host that is not loopback).
+    acl_file: str = ""
+    require_credentials: bool = False
 
     def validate(self) -> None:
         problem = loopback_problem(self.host)
-        if problem:
+        if problem and not (self.acl_file and self.require_credentials):
             raise ValueError(problem)
+        if self.require_credentials and not self.acl_file:
+            raise ValueError("the console can ask for credentials only with the cluster's ACL file")
         if not 0 < self.port < 65536:
             raise ValueError(f"console port {self.port} is out of range")
         if not self.namesrv_endpoints:

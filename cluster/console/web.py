@@ -4,7 +4,11 @@ requests that could come from another site are refused.
 
 The guard: the console listens on loopback only, but a page of any site open in the same browser
 can still send requests to 127.0.0.1. A Host header that is not a loopback name (DNS rebinding)
-and a form posted from another origin (cross-site request forgery) are refused with 403."""
+and a form posted from another origin (cross-site request forgery) are refused with 403. With
+access control asking for credentials (``ConsoleContext.access``) every request needs an admin
+account's HTTP Basic credentials (401 without them, 403 for an account that is not admin); the Host
+check then gives way (a rebound name gets no credentials), the cross-site check stays (a browser
+sends its Basic credentials along with a forged post)."""
 
 from __future__ import annotations
 
@@ -14,9 +18,10 @@ import urllib.parse
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.concurrency import run_in_threadpool
-from starlette.responses import HTMLResponse, JSONResponse
+from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse
 from starlette.templating import Jinja2Templates
 
+from rocketbox.cluster.acl.decision import AUTHENTICATION, http_refusal
 from rocketbox.cluster.console.forms import FormError, iso_local
 from rocketbox.cluster.errors import BrokerError, ClientError, NoRouteError
 from rocketbox.cluster.log_limit import RateLimitedLog
@@ -83,8 +88,19 @@ class Pages:
         self.templates = make_templates()
 
     def refusal(self, request) -> HTMLResponse | None:
-        """403 for a request that may come from another site; 413 for an oversized form."""
-        if not _host_allowed(request):
+        """401/403 without an admin's credentials (when asked for); 403 for a request that may come
+        from another site; 413 for an oversized form."""
+        access = self.context.access
+        if access is not None:
+            client = request.client.host if request.client else ""
+            refused = http_refusal(access.config, request.headers.get("authorization"), client, admin_only=True)
+            if refused is not None:
+                status = 401 if refused.kind == AUTHENTICATION else 403
+                _warn.warning(f"acl:{status}", "%s %s from %s -> %d: %s", request.method, request.url.path[:200],
+                              client, status, refused.reason)
+                return PlainTextResponse(refused.reason, status_code=status,
+                                         headers={"WWW-Authenticate": 'Basic realm="RocketBox console"'})
+        elif not _host_allowed(request):
             return HTMLResponse("the console answers only to loopback host names (localhost, 127.0.0.1)",
                                 status_code=403)
         if request.method == "POST":

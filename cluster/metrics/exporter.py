@@ -13,11 +13,18 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from concurrent.futures import TimeoutError as FutureTimeout
+from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 import psutil
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry, make_wsgi_app, start_http_server
+from prometheus_client.exposition import ThreadingWSGIServer
+
+from rocketbox.cluster.acl.acl_file import AclFile
+from rocketbox.cluster.acl.decision import AUTHENTICATION, http_refusal
+from rocketbox.cluster.log_limit import RateLimitedLog
 
 from rocketbox.cluster.metrics.families import broker_families, process_families
 from rocketbox.cluster.metrics.settings import BrokerTarget, ExporterSettings
@@ -26,6 +33,7 @@ from rocketbox.cluster.wire_format import Command
 from rocketbox.cluster.zmq_transport import RpcClient, TransportError
 
 log = logging.getLogger(__name__)
+_limited = RateLimitedLog(log)
 
 
 class ClusterCollector:
@@ -104,15 +112,46 @@ class MetricsExporter:
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(ClusterCollector(settings, self.client))
         self._server = None
+        # Scrapes carry an account's credentials when the settings ask for them (any account may read).
+        self.access = AclFile(settings.acl_file) if settings.require_credentials else None
+        self.refusals = 0
 
     def serve(self) -> str:
         """Listen (OSError when the port is taken); the URL to scrape."""
-        self._server, _thread = start_http_server(self.settings.port, self.settings.host, self.registry)
+        if self.access is None:
+            self._server, _thread = start_http_server(self.settings.port, self.settings.host, self.registry)
+        else:
+            app = self._guarded(make_wsgi_app(self.registry))
+            self._server = make_server(self.settings.host, self.settings.port, app, ThreadingWSGIServer,
+                                       handler_class=_QuietHandler)
+            threading.Thread(target=self._server.serve_forever, name="metrics-http", daemon=True).start()
         log.info("metrics on %s for %d broker(s)", self.settings.url, len(self.settings.brokers))
         return self.settings.url
+
+    def _guarded(self, app):
+        """``app`` behind HTTP Basic: 401 without an account's credentials."""
+        def guarded(environ, start_response):
+            client = environ.get("REMOTE_ADDR", "")
+            refused = http_refusal(self.access.config, environ.get("HTTP_AUTHORIZATION"), client, admin_only=False)
+            if refused is None:
+                return app(environ, start_response)
+            self.refusals += 1
+            status = "401 Unauthorized" if refused.kind == AUTHENTICATION else "403 Forbidden"
+            _limited.warning("acl:http", "refused a scrape from %s: %s", client, refused.reason)
+            start_response(status, [("Content-Type", "text/plain"),
+                                    ("WWW-Authenticate", 'Basic realm="RocketBox metrics"')])
+            return [refused.reason.encode()]
+        return guarded
 
     def close(self) -> None:
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
         self.client.close()
+
+
+class _QuietHandler(WSGIRequestHandler):
+    """No line per request on stderr (prometheus-client's own server is quiet too)."""
+
+    def log_message(self, format, *args) -> None:
+        pass

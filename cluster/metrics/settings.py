@@ -28,12 +28,19 @@ class ExporterSettings:
     state_path: str
     # A broker that has not answered within this is reported down for that scrape (the others still are).
     request_timeout_ms: int = 2_000
+    # Access control (cluster/acl/): the cluster's plain_acl.yml, and whether a scrape must carry an
+    # account's credentials (HTTP Basic, accessKey and secretKey; the topology requires them on an
+    # address that is not loopback).
+    acl_file: str = ""
+    require_credentials: bool = False
 
     def validate(self) -> None:
         if not 0 < self.port < 65536:
             raise ValueError(f"metrics port {self.port} is out of range")
         if self.request_timeout_ms <= 0:
             raise ValueError("request_timeout_ms must be positive")
+        if self.require_credentials and not self.acl_file:
+            raise ValueError("the metrics endpoint can ask for credentials only with the cluster's ACL file")
 
     @property
     def url(self) -> str:

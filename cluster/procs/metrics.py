@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sys
 
+from rocketbox.cluster.acl.curve import use_cluster_keys
 from rocketbox.cluster.metrics.exporter import MetricsExporter
 from rocketbox.cluster.metrics.settings import ExporterSettings
 from rocketbox.cluster.procs.runner import run_role
@@ -16,13 +17,18 @@ from rocketbox.cluster.zmq_transport import EventLoop
 def build(config_json: str):
     settings = ExporterSettings.from_json(config_json)
     settings.validate()
+    if settings.acl_file:   # it asks the brokers with the cluster's key
+        use_cluster_keys(settings.acl_file)
     exporter = MetricsExporter(settings)
     try:
         url = exporter.serve()
     except OSError:
         exporter.close()
         raise   # a taken port: run_role reports it as a boot error
-    return EventLoop(), {"endpoint": url, "role": "metrics"}, exporter.close
+    loop = EventLoop()
+    if exporter.access is not None:
+        exporter.access.watch(loop)
+    return loop, {"endpoint": url, "role": "metrics"}, exporter.close
 
 
 def main(argv=None) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 
+from rocketbox.cluster.acl.curve import use_cluster_keys
 from rocketbox.cluster.procs.runner import run_role
 
 
@@ -16,7 +17,10 @@ def build(config_json: str):
     # Here, not at the top: the gRPC modules load rocketmq-python-client's whole package.
     from rocketbox.cluster.proxy.server import ProxyServer
     from rocketbox.cluster.proxy.settings import ProxySettings
-    server = ProxyServer(ProxySettings.from_json(config_json))
+    settings = ProxySettings.from_json(config_json)
+    if settings.acl_file:   # its broker and NameServer requests go out with the cluster's key
+        use_cluster_keys(settings.acl_file)
+    server = ProxyServer(settings)
     try:
         address = server.start()
     except OSError:

@@ -22,6 +22,7 @@ import traceback
 import grpc
 
 from rocketbox.cluster.log_limit import RateLimitedLog
+from rocketbox.cluster.proxy.access import ProxyAccess
 from rocketbox.cluster.proxy.brokers import BrokerGateway
 from rocketbox.cluster.proxy.calls import call_of
 from rocketbox.cluster.proxy.client_service import ClientService, StreamEnd
@@ -76,11 +77,16 @@ class MessagingService(service_grpc.MessagingServiceServicer):
         self.routes = RouteService(settings, self.gateway)
         self.producers = ProducerService(settings, self.gateway, self.registry, self.transactions)
         self.consumers = ConsumerService(settings, self.gateway, self.registry)
+        # Access control (proxy/access.py): every RPC's authorization header, when the cluster has an ACL file.
+        self.access = ProxyAccess(settings.acl_file) if settings.acl_file else None
         self.refused = self.failed = 0
 
     async def _unary(self, name: str, handler, request, context, response_type):
         try:
-            return await handler(call_of(context), request)
+            call = call_of(context)
+            if self.access is not None:
+                self.access.check(context, name, request=request)
+            return await handler(call, request)
         except ProxyError as exc:
             self.refused += 1
             _limited.warning(f"refused:{name}", "%s refused (%s): %s", name, Code.Name(exc.code), exc.message)
@@ -129,6 +135,8 @@ class MessagingService(service_grpc.MessagingServiceServicer):
     async def ReceiveMessage(self, request, context):
         try:
             call = call_of(context)
+            if self.access is not None:
+                self.access.check(context, "ReceiveMessage", request=request)
         except ProxyError as exc:
             yield service.ReceiveMessageResponse(status=status(exc.code, exc.message))
             return
@@ -146,12 +154,15 @@ class MessagingService(service_grpc.MessagingServiceServicer):
     async def Telemetry(self, request_iterator, context):
         try:
             call = call_of(context)
+            if self.access is not None:
+                self.access.check(context, "Telemetry")
+                request_iterator = self.access.checked_commands(context, request_iterator)
             async for command in self.clients.telemetry(call, request_iterator):
                 yield command
         except (ProxyError, StreamEnd) as exc:
             self.refused += 1
-            full = isinstance(exc, ProxyError) and exc.code == Code.TOO_MANY_REQUESTS
-            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED if full else grpc.StatusCode.INVALID_ARGUMENT,
+            code = getattr(exc, "code", None)
+            await context.abort(_ABORT_STATUS.get(code, grpc.StatusCode.INVALID_ARGUMENT),
                                 getattr(exc, "message", None) or str(exc))
 
     # ------------------------------------------------------------ background
@@ -160,6 +171,11 @@ class MessagingService(service_grpc.MessagingServiceServicer):
         while True:
             await asyncio.sleep(HOUSEKEEPING_S)
             self.registry.expire()
+
+
+# How a refused Telemetry stream ends (the unary RPCs answer a status in their response instead).
+_ABORT_STATUS = {Code.TOO_MANY_REQUESTS: grpc.StatusCode.RESOURCE_EXHAUSTED,
+                 Code.UNAUTHORIZED: grpc.StatusCode.UNAUTHENTICATED, Code.FORBIDDEN: grpc.StatusCode.PERMISSION_DENIED}
 
 
 def server_options(settings: ProxySettings) -> list[tuple[str, int]]:
@@ -198,6 +214,8 @@ class ProxyServer:
         self._tasks = [self.loop.create_task(self.service.transactions.heartbeat_forever()),
                        self.loop.create_task(self.service.consumers.renewals.forever()),
                        self.loop.create_task(self.service.housekeeping_forever())]
+        if self.service.access is not None:
+            self._tasks.append(self.loop.create_task(self.service.access.watch_forever()))
         return self.settings.address
 
     def watch_stop_fd(self, fd: int) -> None:

@@ -57,6 +57,9 @@ class ProxySettings:
     max_concurrent_rpcs: int = 4_096
     max_request_bytes: int = 16 * MIB
     telemetry_outbox: int = 64
+    # The cluster's plain_acl.yml when access control is on ("" = off): every RPC's authorization
+    # header is checked against it (proxy/access.py), and the brokers are asked with the cluster's key.
+    acl_file: str = ""
 
     def validate(self) -> None:
         if not 0 < self.port < 65536:

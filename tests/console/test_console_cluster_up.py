@@ -70,7 +70,8 @@ def test_cluster_up_refuses_a_console_beyond_loopback_before_starting_anything(t
     refused = _cli(str(tmp_path / "open"), "up", "--detach", *_ports_args(free_ports(3)),
                    "--console-host", "0.0.0.0", check=False)
     assert refused.returncode == 1
-    assert "the console refuses to listen on 0.0.0.0" in refused.stderr and "issue 15" in refused.stderr
+    assert "the console refuses to listen on 0.0.0.0 without access control" in refused.stderr, refused.stderr
+    assert "--acl-file" in refused.stderr
     assert not (tmp_path / "open" / "cluster.json").exists()
 
 

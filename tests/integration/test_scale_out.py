@@ -262,10 +262,11 @@ def test_two_hosts_in_network_namespaces(tmp_path, two_hosts):
     namesrv = f"{SUBNET_HOST_A}:9871"
     master, slave = f"{SUBNET_HOST_B}:10811", f"{SUBNET_HOST_A}:10821"
     try:
-        _cli(ns_dir, "up", "--role", "namesrv", "--host", SUBNET_HOST_A, "--detach", prefix=on_a)
-        _cli(master_dir, "--namesrv", namesrv, "up", "--role", "broker", "--host", SUBNET_HOST_B,
+        # Namespaces of this test only: no access control needed (--insecure).
+        _cli(ns_dir, "up", "--role", "namesrv", "--host", SUBNET_HOST_A, "--insecure", "--detach", prefix=on_a)
+        _cli(master_dir, "--namesrv", namesrv, "up", "--role", "broker", "--host", SUBNET_HOST_B, "--insecure",
              "--broker-name", "broker-b", *SMALL_SEGMENTS, "--detach", prefix=on_b)
-        _cli(slave_dir, "--namesrv", namesrv, "up", "--role", "broker", "--host", SUBNET_HOST_A,
+        _cli(slave_dir, "--namesrv", namesrv, "up", "--role", "broker", "--host", SUBNET_HOST_A, "--insecure",
              "--broker-name", "broker-b", "--slave-id", "1", "--master-address", master,
              "--broker-port", "10821", *SMALL_SEGMENTS, "--detach", prefix=on_a)
         assert _children(master_dir)["broker-b"]["ready_info"]["endpoint"] == f"tcp://{master}"

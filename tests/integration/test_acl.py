@@ -1,0 +1,154 @@
+"""Access control (issue 15 item 3) on the native ZeroMQ door of a live cluster, and on its metrics
+endpoint: CURVE keys mapped to plain_acl.yml accounts, refusals answered NO_PERMISSION with the
+reason, an admin-only request, a connection without CURVE, the file reread when it changes, the
+refusals counted in the metrics, and the endpoint asking for credentials (``require_credentials``:
+the cluster listens on 127.0.0.1 only, so the switch stands in for an address other hosts reach)."""
+
+from __future__ import annotations
+
+import base64
+import os
+import urllib.error
+import urllib.request
+
+import pytest
+import zmq
+from prometheus_client.parser import text_string_to_metric_families
+
+from rocketbox.cluster import Message, Producer, PullConsumer
+from rocketbox.cluster.acl.curve import CLIENTS_DIR, curve_dir, make_key_pair
+from rocketbox.cluster.client.admin import Admin
+from rocketbox.cluster.errors import BrokerError, ClientError, TransportError
+from rocketbox.cluster.protocol import ResponseCode
+from rocketbox.cluster.testing import LocalCluster, pull_until, wait_until
+
+pytestmark = pytest.mark.timeout(240)
+
+TOPIC, OTHER = "AclTopic", "AclOtherTopic"
+ACL = """
+accounts:
+  - accessKey: producer1
+    secretKey: producer1-secret
+    defaultTopicPerm: DENY
+    defaultGroupPerm: SUB
+    topicPerms: ["AclTopic=PUB|SUB"{extra}]
+  - accessKey: reader01
+    secretKey: reader01-secret
+    defaultTopicPerm: SUB
+    defaultGroupPerm: SUB
+"""
+
+
+def write_acl(path: str, extra: str = "") -> None:
+    """Replace the file whole (a rename), as an editor or config management does."""
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(ACL.replace("{extra}", extra))
+    os.replace(tmp, path)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    conf = tmp_path_factory.mktemp("acl-conf")
+    acl_file = str(conf / "plain_acl.yml")
+    write_acl(acl_file)
+    for account in ("producer1", "reader01"):
+        make_key_pair(os.path.join(curve_dir(acl_file), CLIENTS_DIR), account)
+    with LocalCluster(str(tmp_path_factory.mktemp("acl")), acl_file=acl_file, require_credentials=True) as started:
+        admin = Admin(config=started.client_config())   # the cluster's own key: every right
+        for topic in (TOPIC, OTHER):
+            admin.create_topic(topic, 2)
+        admin.shutdown()
+        yield started
+
+
+def _send(config, topic: str, body: bytes = b"x"):
+    producer = Producer("AclProducers", config=config)
+    try:
+        return producer.send(Message(topic, body))
+    finally:
+        producer.shutdown()
+
+
+def _refusal(excinfo) -> BrokerError:
+    error = excinfo.value
+    assert isinstance(error, BrokerError) and error.code == ResponseCode.NO_PERMISSION, error
+    return error
+
+
+def test_an_account_key_sends_where_it_may_and_is_refused_elsewhere(cluster):
+    producer1 = cluster.client_config("producer1", send_retry_count=0)
+    assert _send(producer1, TOPIC, b"allowed").status.name == "SEND_OK"
+    with pytest.raises(ClientError) as refused:
+        _send(producer1, OTHER)
+    assert "No permission for topic:AclOtherTopic: accessKey=producer1 needs PUB, has DENY" in _refusal(refused).remark
+    reader = PullConsumer("AclReaders", config=cluster.client_config("reader01"))
+    try:
+        assert b"allowed" in [m.body for m in pull_until(reader, TOPIC, 1)]
+    finally:
+        reader.shutdown()
+
+
+def test_admin_only_requests_need_an_admin(cluster):
+    admin = Admin(config=cluster.client_config("reader01"))
+    try:
+        with pytest.raises(ClientError) as refused:
+            admin.delete_topic(OTHER)
+        assert "Need admin permission for request code=215, but accessKey=reader01 is not" in _refusal(refused).remark
+        assert OTHER in admin.topic_list()   # reading routes needs only an account
+    finally:
+        admin.shutdown()
+
+
+def test_a_stranger_key_is_refused_and_no_key_gets_no_connection(cluster):
+    public, secret = zmq.curve_keypair()
+    server = cluster.client_config()
+    stranger = cluster.client_config(curve_public_key=public.decode(), curve_secret_key=secret.decode(),
+                                     send_retry_count=0)
+    assert stranger.curve_server_key == server.curve_server_key
+    with pytest.raises(ClientError) as refused:
+        _send(stranger, TOPIC)
+    assert f"the CURVE key {public.decode()} is no account's" in _refusal(refused).remark
+    plain = cluster.client_config(curve_server_key="", curve_public_key="", curve_secret_key="",
+                                  request_timeout_ms=1500, send_retry_count=0)
+    with pytest.raises((ClientError, TransportError)):
+        _send(plain, TOPIC)
+
+
+def test_a_changed_file_is_reread(cluster):
+    producer1 = cluster.client_config("producer1", send_retry_count=0)
+    with pytest.raises(ClientError):
+        _send(producer1, OTHER)
+    write_acl(cluster.topology.acl_file, extra=', "AclOtherTopic=PUB"')
+    try:
+        def sent() -> bool:
+            try:
+                return _send(producer1, OTHER, b"after-reload").status.name == "SEND_OK"
+            except ClientError:
+                return False
+        wait_until(sent, 30, interval_s=0.3, what="the reread file letting producer1 publish to AclOtherTopic")
+    finally:
+        write_acl(cluster.topology.acl_file)
+        wait_until(lambda: not sent(), 30, interval_s=0.3, what="the restored file refusing producer1 again")
+
+
+def _scrape(url: str, user: str | None = None, password: str = ""):
+    request = urllib.request.Request(url)
+    if user is not None:
+        request.add_header("Authorization", "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode())
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return [s for f in text_string_to_metric_families(response.read().decode()) for s in f.samples]
+
+
+def test_metrics_ask_for_credentials_and_count_refusals(cluster):
+    with pytest.raises(ClientError):
+        _send(cluster.client_config("producer1", send_retry_count=0), OTHER)
+    for user, password, status in ((None, "", 401), ("reader01", "wrong-secret", 401), ("nobody00", "x" * 8, 401)):
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            _scrape(cluster.metrics_url, user, password)
+        assert refused.value.code == status
+        assert refused.value.headers["WWW-Authenticate"].startswith("Basic")
+    samples = _scrape(cluster.metrics_url, "reader01", "reader01-secret")
+    refusals = {(s.labels["door"], s.labels["kind"]): s.value for s in samples
+                if s.name == "rocketbox_acl_refusals_total"}
+    assert refusals.get(("native", "authorization"), 0) >= 1, refusals
