@@ -17,10 +17,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from rocketbox.cluster import Message, Producer, PullConsumer
 from rocketbox.cluster.acl.curve import CLIENTS_DIR, curve_dir, make_key_pair
+from rocketbox.cluster.acl.signature import sign_remoting
 from rocketbox.cluster.client.admin import Admin
 from rocketbox.cluster.errors import BrokerError, ClientError, TransportError
-from rocketbox.cluster.protocol import ResponseCode
+from rocketbox.cluster.protocol import RequestCode, ResponseCode
+from rocketbox.cluster.remoting_client import RemotingRpcClient
 from rocketbox.cluster.testing import LocalCluster, pull_until, wait_until
+from rocketbox.cluster.wire_format import Command
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -152,3 +155,27 @@ def test_metrics_ask_for_credentials_and_count_refusals(cluster):
     refusals = {(s.labels["door"], s.labels["kind"]): s.value for s in samples
                 if s.name == "rocketbox_acl_refusals_total"}
     assert refusals.get(("native", "authorization"), 0) >= 1, refusals
+
+
+def test_the_remoting_door_answers_no_permission_with_the_reason(cluster):
+    """What a remoting client reads: NO_PERMISSION and RocketMQ's reason, for an unsigned, a
+    badly signed and a signed request lacking PUB; a signed one with PUB is served."""
+    address = cluster.topology.brokers[0].remoting_address
+    client = RemotingRpcClient(3000)
+    header = {"a": "AclProducers", "b": OTHER, "c": "TBW102", "d": "4", "e": "0", "f": "0", "g": "0", "h": "0"}
+
+    def send(fields):
+        return client.call(address, Command(RequestCode.SEND_MESSAGE_V2, fields, b"body"))
+    try:
+        cases = [(header, "No accessKey is configured"),
+                 (sign_remoting(header, b"body", "producer1", "wrong-secret"), "Check signature failed for "
+                                                                               "accessKey=producer1"),
+                 (sign_remoting(header, b"body", "producer1", "producer1-secret"), "No permission for "
+                                                                                   "topic:AclOtherTopic")]
+        for fields, reason in cases:
+            response = send(fields)
+            assert response.code == ResponseCode.NO_PERMISSION and reason in response.remark, response
+        allowed = send(sign_remoting({**header, "b": TOPIC}, b"body", "producer1", "producer1-secret"))
+        assert allowed.code == ResponseCode.SUCCESS, allowed
+    finally:
+        client.close()

@@ -2,7 +2,9 @@
 
 Run by the interpreter of ``.venv-rocketmq4`` (never imports rocketbox):
 ``python cpp_driver.py produce|consume '<json spec>'``. Writes one JSON object per line to stdout
-(a send's result, a received message) and ends with ``{"done": ...}``. Exits through
+(a send's result, a received message) and ends with ``{"done": ...}``. A spec with ``access_key``
+and ``secret_key`` (optional ``channel``, the client's default "ALIYUN") signs every request with
+the client's own ``set_session_credentials`` (RocketMQ ACL 1.0). Exits through
 ``os._exit``: the wrapper's C++ destructors can hang or crash at interpreter exit
 (../shared/rocketmq-protocol.md §8).
 """
@@ -25,9 +27,15 @@ def _text(value):
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
 
 
+def credentials(client, spec):
+    if spec.get("access_key") is not None:
+        client.set_session_credentials(spec["access_key"], spec.get("secret_key", ""), spec.get("channel", "ALIYUN"))
+
+
 def produce(spec):
     producer = Producer(spec.get("group", "PID_ROCKETBOX_TEST"), timeout=spec.get("timeout_ms", 3000))
     producer.set_namesrv_addr(spec["namesrv"])
+    credentials(producer, spec)
     producer.start()
     for i, m in enumerate(spec["messages"]):
         msg = Message(m["topic"])
@@ -75,6 +83,7 @@ def consume(spec):
 
     consumer = PushConsumer(spec["group"], orderly=spec.get("orderly", False))
     consumer.set_namesrv_addr(spec["namesrv"])
+    credentials(consumer, spec)
     if spec.get("instance"):
         consumer.set_instance_name(spec["instance"])
     consumer.subscribe(spec["topic"], on_message, spec.get("expression", "*"))
