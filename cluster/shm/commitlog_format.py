@@ -381,3 +381,10 @@ def looks_torn(rec: Record) -> bool:
     if rec.properties_raw:
         return rec.properties_raw[-1] == 0
     return not rec.topic or rec.topic[-1] == "\x00"
+
+
+def unusable_topic(topic: str) -> bool:
+    """True for a topic no broker writes and no ConsumeQueue directory can be named after: empty,
+    ``.``, ``..``, or holding ``/`` or NUL. Only damaged bytes make one (the CRC covers the body only):
+    dispatched, NUL made ``os.path`` raise and ``/`` put the queue's files outside the store."""
+    return topic in ("", ".", "..") or "/" in topic or "\x00" in topic

@@ -80,6 +80,9 @@ def find_end(commitlog: CommitLog, start: int, durable_until: int = 0) -> tuple[
             if phys + item.total_size > durable_until and fmt.looks_torn(item):
                 reason = f"record at {phys} ends in zeros: a torn write"
                 break
+            if fmt.unusable_topic(item.topic):
+                reason = f"record at {phys} has a topic no broker writes: {item.topic[:40]!r}"
+                break
             verified += 1
         elif kind is fmt.EndOfFile:
             pass

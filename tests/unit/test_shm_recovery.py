@@ -90,6 +90,33 @@ def test_bit_flip_in_a_body_truncates_there(tmp_path):
     h.close()
 
 
+# Found by tests/fuzz: a record whose topic byte became NUL made recovery's dispatch raise (os.path's
+# "embedded null byte": the broker could never boot again), one that became "/" got its ConsumeQueue
+# at /0, outside the store. The body CRC does not cover the topic: recovery cuts the log there.
+@pytest.mark.parametrize("topic_byte", [b"\x00", b"/", b"."])
+def test_a_record_whose_topic_cannot_name_a_queue_ends_the_log(tmp_path, topic_byte):
+    h = Harness(tiny_config(tmp_path))
+    # Properties after the topic: without them a NUL topic already ends the record in zeros (looks_torn).
+    results = [h.store.put_messages("T", 0, [message(b"payload-%d" % i, tags="tag")]) for i in range(4)]
+    h.close()
+    victim = results[2]
+    topic_pos = victim.phys_offset + fmt.HEAD_SIZE + len(b"payload-2") + 1
+    seg = os.path.join(tmp_path, "commitlog", f"{0:020d}")
+    with open(seg, "r+b") as f:
+        f.seek(topic_pos)
+        assert f.read(1) == b"T"
+        f.seek(topic_pos)
+        f.write(topic_byte)
+    h = Harness(tiny_config(tmp_path))
+    try:
+        assert h.report.end_phys == victim.phys_offset
+        assert "topic no broker writes" in h.report.stop_reason
+        assert os.listdir(os.path.join(tmp_path, "consumequeue")) == ["T"]
+        assert h.store.queue_next_offset("T", 0) == 2
+    finally:
+        h.close()
+
+
 def build_store(store_dir, *, count=200, queues=3):
     """Many messages over several queues and CommitLog segments, dispatched and checkpointed."""
     h = Harness(tiny_config(store_dir))
