@@ -26,8 +26,11 @@ def emit(**line) -> None:
 
 
 def configuration(spec):
+    """The client's configuration; ``access_key``/``secret_key`` in the spec become its own Credentials
+    (it then signs every call's ``authorization`` header)."""
     from rocketmq import ClientConfiguration, Credentials
-    return ClientConfiguration(spec["endpoint"], Credentials(), request_timeout=spec.get("request_timeout_s", 3))
+    credentials = Credentials(spec.get("access_key", ""), spec.get("secret_key", ""))
+    return ClientConfiguration(spec["endpoint"], credentials, request_timeout=spec.get("request_timeout_s", 3))
 
 
 def message_of(spec: dict, topic: str):
@@ -201,8 +204,15 @@ def _stub(endpoint: str):
     return channel, service_pb2_grpc.MessagingServiceStub(channel)
 
 
-def _metadata(client_id: str | None) -> list:
-    return [("x-mq-client-id", client_id)] if client_id else []
+def _metadata(client_id: str | None, credentials: dict | None = None, endpoint: str = "") -> list:
+    """A call's metadata; with ``credentials`` (access_key, secret_key) the client's own signer adds
+    its ``authorization`` and ``x-mq-date-time`` headers."""
+    metadata = [("x-mq-client-id", client_id)] if client_id else []
+    if credentials:
+        from rocketmq.v5.util.signature import Signature
+        signed = Signature.metadata(configuration({"endpoint": endpoint, **credentials}), client_id or "raw")
+        metadata += [(key, value) for key, value in signed if key in ("authorization", "x-mq-date-time")]
+    return metadata
 
 
 def _fill(value, names: dict):
@@ -218,7 +228,8 @@ def _fill(value, names: dict):
 
 def raw(spec: dict) -> None:
     """Steps of ``{"rpc": name, "request": {...}, "client_id": ..., "as": capture-name}`` (a body
-    may be given as ``"body_bytes": n``), ``{"sleep": s}`` or ``{"telemetry": [settings...]}``."""
+    may be given as ``"body_bytes": n``; ``"credentials": {"access_key", "secret_key"}`` signs it),
+    ``{"sleep": s}`` or ``{"telemetry": [settings...]}``."""
     from google.protobuf.json_format import MessageToDict, ParseDict
     from rocketmq.grpc_protocol import service_pb2
     channel, stub = _stub(spec["endpoint"])
@@ -229,7 +240,7 @@ def raw(spec: dict) -> None:
         if "sleep" in step:
             time.sleep(step["sleep"])
             continue
-        metadata = _metadata(step.get("client_id", client_id))
+        metadata = _metadata(step.get("client_id", client_id), step.get("credentials"), spec["endpoint"])
         if "junk" in step:
             # Bytes that are no protobuf message, to a method's path: gRPC itself must refuse them.
             method = channel.unary_unary(f"/apache.rocketmq.v2.MessagingService/{step['method']}")
