@@ -1,7 +1,8 @@
 """ZeroMQ CURVE keys of the native door: where they live, and the socket options that use them.
 
 Files, in the directory ``curve/`` next to the ACL file (ZeroMQ's certificate format, as
-``zmq.auth.create_certificates`` writes it and ``python -m rocketbox.cluster.acl.keys`` makes it):
+``zmq.auth.create_certificates`` writes it; ``cluster acl keygen ACCOUNT`` makes an account's pair,
+``cluster up`` the cluster's):
 
 | file | what |
 | --- | --- |

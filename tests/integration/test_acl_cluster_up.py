@@ -63,3 +63,22 @@ def test_a_broken_acl_file_stops_up_before_anything_starts(tmp_path):
                       check=False)
     assert refused.returncode == 1 and "longer than 6 characters" in refused.stderr, refused.stderr
     assert not (tmp_path / "up" / "cluster.json").exists()
+
+
+def test_acl_keygen_and_check(tmp_path):
+    acl_file = tmp_path / "plain_acl.yml"
+    acl_file.write_text(ACL)
+    made = run_cli("acl", "keygen", "operator1", "--acl-file", str(acl_file)).stdout
+    clients = os.path.join(curve_dir(str(acl_file)), "clients")
+    assert os.path.exists(os.path.join(clients, "operator1.key")) and "public key" in made
+    assert os.path.exists(os.path.join(curve_dir(str(acl_file)), "server.key_secret"))
+    stranger = run_cli("acl", "keygen", "nobody00", "--acl-file", str(acl_file))
+    assert "has no account 'nobody00'" in stranger.stderr
+    checked = run_cli("acl", "check", "--acl-file", str(acl_file)).stdout
+    report = json.loads(checked)
+    (account,) = report["accounts"]
+    assert account["accessKey"] == "operator1" and account["admin"] and len(account["curveKey"]) == 40
+    assert "operator1-secret" not in checked
+    acl_file.write_text("accounts: [{accessKey: operator1, secretKey: short}]")
+    broken = run_cli("acl", "check", "--acl-file", str(acl_file), check=False)
+    assert broken.returncode == 1 and "longer than 6 characters" in broken.stderr
