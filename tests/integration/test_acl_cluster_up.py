@@ -52,6 +52,8 @@ def test_cluster_up_with_an_acl_file_serves_the_cli_with_the_cluster_key(tmp_pat
         status = json.loads(run_cli("status", "--json", data_dir=data_dir).stdout)
         broker = next(c for c in status["children"] if c["name"] == "broker-a")
         assert broker["state"] == "running"
+        (row,) = status["brokers"]   # the broker's own answer, asked over CURVE with the cluster's key
+        assert row["answered"] and row["role"] == "MASTER", row
     finally:
         run_cli("down", data_dir=data_dir, check=False)
 
