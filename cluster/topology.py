@@ -336,7 +336,7 @@ def namesrv_addresses_to_endpoints(addresses: str) -> tuple[str, ...]:
 
 def namesrv_only(topology: Topology) -> Topology:
     """Just the NameServers of ``topology``: brokers elsewhere register with them."""
-    return dataclasses.replace(topology, brokers=(), slaves=(), proxy=None)
+    return dataclasses.replace(topology, brokers=(), slaves=(), proxy=None, console=None)
 
 
 def brokers_only(topology: Topology, namesrv_endpoints: tuple[str, ...]) -> Topology:
