@@ -72,8 +72,8 @@ def _group(fields: dict, key: str) -> dict[str, int]:
 def _heartbeat(body: bytes) -> dict[str, int]:
     try:
         data = json.loads(body or b"{}")
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise UnreadableRequest(f"the heartbeat body is not JSON: {exc}") from None
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:   # RecursionError: nested too deep
+        raise UnreadableRequest(f"the heartbeat body is not JSON: {type(exc).__name__}") from None
     needed = {}
     consumers = data.get("consumerDataSet") if isinstance(data, dict) else None
     for consumer in consumers if isinstance(consumers, list) else ():

@@ -169,9 +169,10 @@ def test_needed_resources(cmd, needed):
     assert needed_resources(cmd) == needed
 
 
-def test_an_unreadable_heartbeat_says_so():
+@pytest.mark.parametrize("body", [b"{nope", b"\xff\xfe", b"[" * 5000 + b"]" * 5000])
+def test_an_unreadable_heartbeat_says_so(body):
     with pytest.raises(UnreadableRequest, match="not JSON"):
-        needed_resources(_cmd(RequestCode.HEART_BEAT, body=b"{nope"))
+        needed_resources(_cmd(RequestCode.HEART_BEAT, body=body))
 
 
 def test_admin_codes():
