@@ -250,3 +250,22 @@ def test_decisions_follow_rocketmq_order(caller, code, needed, admin_only, kind,
     else:
         assert refusal is not None and refusal.kind == kind and reason in refusal.reason
         assert "12345678" not in refusal.reason
+
+
+def test_acl_files_that_do_not_read_are_refused_and_a_reload_keeps_the_accounts(tmp_path):
+    from rocketbox.cluster.acl.acl_file import AclFile, read_acl_file
+    path = tmp_path / "plain_acl.yml"
+    for text, problem in (("accounts: [", "not YAML"), ("[" * 5000 + "]" * 5000, "not YAML"),
+                          ("accounts: 3", "not a list")):
+        path.write_text(text)
+        with pytest.raises(AclFormatError, match=problem):
+            read_acl_file(str(path))
+    with pytest.raises(AclFormatError, match="cannot read"):
+        read_acl_file(str(tmp_path / "missing.yml"))
+    path.write_text(DISTRIBUTION_ACL)
+    acl = AclFile(str(path))
+    assert not acl.reload_if_changed()                 # nothing changed
+    path.write_text("accounts: [{accessKey: short}]")
+    assert not acl.reload_if_changed() and "RocketMQ" in acl.config.accounts   # broken: the old accounts hold
+    path.write_text(DISTRIBUTION_ACL.replace("rocketmq2", "rocketmq3"))
+    assert acl.reload_if_changed() and "rocketmq3" in acl.config.accounts and acl.loads == 2
