@@ -76,7 +76,10 @@ class ProxyAccess:
     async def watch_forever(self) -> None:
         while True:
             await asyncio.sleep(RELOAD_INTERVAL_S)
-            self.acl.reload_if_changed()
+            try:
+                self.acl.reload_if_changed()
+            except Exception:   # an unreadable key directory must not end the watching
+                log.exception("rereading the ACL file failed")
 
     def _caller(self, context) -> Caller:
         metadata = {key: value for key, value in context.invocation_metadata() or () if isinstance(value, str)}
