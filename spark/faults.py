@@ -1,5 +1,6 @@
 """Faults during the load: SIGKILL of a broker's main process or of its flush or reput
-worker, and SIGSTOP/SIGCONT of the broker main, at random times.
+worker, SIGSTOP/SIGCONT of the broker main, and a power cut of the broker's host (``power``:
+its processes frozen and killed, its store rewritten as the disk holds it), at random times.
 
 With ``namesrv`` given (a failover cluster: NameServers with controllers, replicas whose role
 the controller decides) every fault aims at the group's master of the moment (resolved from
@@ -26,14 +27,20 @@ import threading
 import time
 from dataclasses import asdict, dataclass
 
+import psutil
+
 from rocketbox.cluster.procs.run_state import read_state_file
+from rocketbox.cluster.shm import power_cut
 from rocketbox.cluster.testing import child_record, replica_configs, serving_master, wait_until
 
 log = logging.getLogger(__name__)
 
 KILL_MASTER, KILL_FLUSH, KILL_REPUT, PAUSE_MASTER = "kill-master", "kill-flush", "kill-reput", "pause-master"
 FAILOVER_MASTER = "failover-master"
-KINDS = (KILL_MASTER, KILL_FLUSH, KILL_REPUT, PAUSE_MASTER, FAILOVER_MASTER)
+# The broker's host loses power: its processes frozen, then killed, its store rewritten as the disk
+# holds it (cluster/shm/power_cut.py; the cluster must run under a durable image of that store).
+POWER = "power"
+KINDS = (KILL_MASTER, KILL_FLUSH, KILL_REPUT, PAUSE_MASTER, FAILOVER_MASTER, POWER)
 DEFAULT_KINDS = (KILL_MASTER, KILL_FLUSH, KILL_REPUT, PAUSE_MASTER)
 FAILOVER_DEFAULT_KINDS = (KILL_MASTER, FAILOVER_MASTER)
 RESTART_TIMEOUT_S = 60.0
@@ -72,6 +79,9 @@ class FaultInjector:
             raise ValueError(f"unknown fault kinds {sorted(unknown)}; known: {', '.join(KINDS)}")
         if FAILOVER_MASTER in kinds and not namesrv:
             raise ValueError(f"{FAILOVER_MASTER} needs a failover cluster (its NameServer address)")
+        if POWER in kinds and (namesrv or not power_cut.image_root()):
+            raise ValueError(f"{POWER} needs a cluster without failover started under a durable image "
+                             f"({power_cut.IMAGE_ENV})")
         self.namesrv = namesrv
         self._admin = None
         self._replicas = replica_configs(data_dir, broker) if namesrv else {}
@@ -152,6 +162,9 @@ class FaultInjector:
                 elected_ns = self._await_new_epoch(epoch, FAILOVER_TIMEOUT_S)
             finally:
                 os.kill(pid, signal.SIGCONT)
+        elif kind == POWER:
+            self._power_cut()
+            self._await_restart(target, pid)
         else:
             os.kill(pid, signal.SIGKILL)
             self._await_restart(target, pid)
@@ -167,6 +180,28 @@ class FaultInjector:
         log.info("fault: %s", event)
         self.events.append(event)
         return event
+
+    def _power_cut(self) -> None:
+        """Freeze the broker group's processes, kill them, rewrite their store as the disk holds it;
+        the supervisor, stopped meanwhile so it restarts nothing early, then restarts the group."""
+        state = read_state_file(self.data_dir) or {}
+        group = [c["pid"] for c in state.get("children", []) if c.get("pid") and
+                 (c["name"] == self.broker or c["name"].startswith(self.broker + "-"))]
+        supervisor = state["supervisor_pid"]
+        os.kill(supervisor, signal.SIGSTOP)
+        try:
+            for sig in (signal.SIGSTOP, signal.SIGKILL):
+                for pid in group:
+                    try:
+                        os.kill(pid, sig)
+                    except ProcessLookupError:
+                        pass
+            # Dead (zombies of the stopped supervisor hold no file open): wait until each is.
+            wait_until(lambda: all(_gone(pid) for pid in group), 10, interval_s=0.01, what="the group dead")
+            report = power_cut.cut(power_cut.image_root(), os.environ[power_cut.IMAGE_ENV], self.rng)
+            log.info("power cut of %s: %s", self.broker, dict(report))
+        finally:
+            os.kill(supervisor, signal.SIGCONT)
 
     def _await_new_epoch(self, epoch: int, timeout_s: float) -> int | None:
         """Until the controller names a master in an epoch above ``epoch``; when (None: not in time)."""
@@ -200,6 +235,13 @@ class FaultInjector:
             renewed = any(c["name"] == target and c["pid"] not in (None, old_pid) for c in children)
             return renewed and all(c["state"] == "running" for c in children)
         wait_until(running_again, RESTART_TIMEOUT_S, interval_s=0.05, what=f"{target} restarted")
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
 
 
 def events_as_dicts(events: list[FaultEvent]) -> list[dict]:

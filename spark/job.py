@@ -53,8 +53,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="SIGKILL the broker master, its flush and reput workers, SIGSTOP/SIGCONT the master, "
                         "at random times during the load")
     p.add_argument("--fault-kinds", default=None,
-                   help="comma-separated, of kill-master, kill-flush, kill-reput, pause-master, failover-master "
-                        "(default: all but failover-master; with --failover: kill-master,failover-master)")
+                   help="comma-separated, of kill-master, kill-flush, kill-reput, pause-master, failover-master, "
+                        "power (default: all but failover-master and power; with --failover: "
+                        "kill-master,failover-master)")
     p.add_argument("--failover", action="store_true",
                    help="a master, an in-sync slave (SYNC_MASTER) and automatic failover; compare the "
                         "replicas after the load")
@@ -83,7 +84,13 @@ def main(argv=None) -> int:
         mode = SYNC_FLUSH if args.flush_mode == "sync" else ASYNC_FLUSH
         failover = dict(slaves=1, failover=True, broker_overrides={"broker_role": SYNC_MASTER}) \
             if args.failover else {}
-        with LocalCluster(os.path.join(tmp, "cluster"), flush_mode=mode, **failover) as cluster:
+        cluster = LocalCluster(os.path.join(tmp, "cluster"), flush_mode=mode, **failover)
+        if args.faults and "power" in (args.fault_kinds or "").split(","):
+            # Power cuts rewrite broker-a's store from a durable image of every sync its processes make.
+            from rocketbox.cluster.shm import power_cut
+            os.environ[power_cut.IMAGE_ENV] = os.path.join(tmp, "durable-image")
+            power_cut.start_image(cluster.topology.brokers[0].store.store_dir, os.environ[power_cut.IMAGE_ENV])
+        with cluster:
             Console().print(f"cluster up in {time.monotonic() - started:.2f} s: NameServer {cluster.namesrv}, "
                             f"flush {args.flush_mode}" + (", a slave, automatic failover" if args.failover else ""))
             return 0 if run(args, cluster.namesrv, cluster.data_dir)["verdict_ok"] else 1

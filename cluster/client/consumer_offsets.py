@@ -10,6 +10,7 @@ and at shutdown.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Callable
 
 from rocketbox.cluster.client import broker_api
@@ -18,6 +19,11 @@ from rocketbox.cluster.client.process_queue import ProcessQueue
 from rocketbox.cluster.errors import ClientError
 from rocketbox.cluster.protocol import MASTER_ID, MessageQueue
 from rocketbox.cluster.zmq_transport import TransportError
+
+# An unchanged commit point is sent again this often (RocketMQ's persistConsumerOffsetInterval, 5 s,
+# sends every queue's each time): a broker that lost the last commits (a power cut of its host
+# reverts unsynced offsets) learns them back, or the group's progress would stall there.
+RESEND_UNCHANGED_S = 5.0
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +69,8 @@ class RemoteBrokerOffsets:
             # A new master (failover) may lack the last commits the old one took (a slave copies
             # offsets every second): it gets the commit point again even if it has not moved.
             new_master = broker_id == MASTER_ID and pq.committed_to not in (None, endpoint)
-            if point == pq.last_committed and not force and not new_master:
+            fresh = time.monotonic() - pq.commit_sent_s < RESEND_UNCHANGED_S
+            if point == pq.last_committed and not force and not new_master and fresh:
                 return
             if handing_over:
                 current = broker_api.query_consumer_offset(rpc, endpoint, self.group, pq.mq)
@@ -80,6 +87,7 @@ class RemoteBrokerOffsets:
                 return
             pq.last_committed = point
             pq.committed_to = endpoint
+            pq.commit_sent_s = time.monotonic()
             self.committed(pq.mq, point)
         except TransportError as exc:
             log.warning("offset commit for %s failed: %s", pq.mq, exc)

@@ -23,6 +23,7 @@ class ProcessQueue:
         self.last_committed = next_offset
         # The master endpoint that took last_committed: a different master (failover) gets it again.
         self.committed_to: str | None = None
+        self.commit_sent_s = 0.0   # monotonic time the master last took this queue's commit point
         self.cached_count = 0
         self.cached_bytes = 0  # bodies of the cached messages (RocketMQ's ProcessQueue.msgSize)
         self.pull_in_flight = False  # at most one pull per queue, or offsets would interleave

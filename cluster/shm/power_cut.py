@@ -75,6 +75,12 @@ def _file_key(path: str, *, make: bool) -> str | None:
     return os.getxattr(path, _XATTR).decode()
 
 
+def image_root() -> str | None:
+    """The directory the durable image of this process's environment covers (None: no image)."""
+    image = _image()
+    return _root(image) if image else None
+
+
 def _root(image: str) -> str | None:
     try:
         with open(os.path.join(image, _ROOT_FILE)) as f:
