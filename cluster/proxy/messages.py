@@ -119,7 +119,9 @@ def outgoing(message, settings: ProxySettings, now_ms: int, peer_host: str = "")
     group = validation.message_group(system.message_group, settings.max_message_group_bytes)
     if group:
         properties[PROPERTY_SHARDING_KEY] = group
-    if system.trace_context:
+    if system.trace_context and not validation.has_control_character(system.trace_context):
+        # Kept only without control characters, as the born host: its \x01 or \x02 would rewrite the
+        # stored properties text (a DELAY or TRAN_MSG smuggled past the topic's message type check).
         properties[PROPERTY_TRACE_CONTEXT] = system.trace_context
     born_host = system.born_host.strip() or peer_host
     if born_host and not validation.has_control_character(born_host):

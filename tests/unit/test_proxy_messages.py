@@ -42,6 +42,15 @@ def test_a_grpc_message_becomes_rocketmq_properties():
     assert out.properties["TRACE_CONTEXT"] == "tc" and out.type_name == "FIFO" and out.sys_flag == 0
 
 
+def test_a_trace_context_with_control_characters_is_not_stored():
+    """Found by tests/fuzz: a trace context holding \x02 rewrote the stored properties text, so
+    "x\x02DELAY\x013" made a NORMAL message a delayed one past the topic's type check."""
+    out = messages.outgoing(grpc_message(trace_context="x\x02DELAY\x013"), SETTINGS, NOW_MS)
+    assert "TRACE_CONTEXT" not in out.properties
+    assert fmt.decode_properties(out.properties_text.encode()) == out.properties
+    assert "DELAY" not in fmt.decode_properties(out.properties_text.encode()) and out.type_name == "NORMAL"
+
+
 def test_delay_and_transaction_properties_and_gzip_bodies():
     delayed = grpc_message(message_type=pb.DELAY, delivery_timestamp=messages.timestamp(NOW_MS + 5000))
     out = messages.outgoing(delayed, SETTINGS, NOW_MS)
