@@ -26,6 +26,7 @@ PROPERTY_BORN_TIMESTAMP = "BORN_TIMESTAMP"
 PROPERTY_TRACE_CONTEXT = "TRACE_CONTEXT"
 PROPERTY_DLQ_ORIGIN_TOPIC = "DLQ_ORIGIN_TOPIC"
 PROPERTY_DLQ_ORIGIN_MESSAGE_ID = "DLQ_ORIGIN_MESSAGE_ID"
+INT32_MAX = (1 << 31) - 1
 
 _GRPC_TYPES = {topic_attributes.NORMAL: pb.NORMAL, topic_attributes.FIFO: pb.FIFO,
                topic_attributes.DELAY: pb.DELAY, topic_attributes.TRANSACTION: pb.TRANSACTION}
@@ -199,7 +200,8 @@ def incoming(record: fmt.Record, *, receipt_handle: str | None = None, delivery_
         system.receipt_handle = receipt_handle
     system.queue_id = record.queue_id
     system.queue_offset = record.queue_offset
-    system.delivery_attempt = delivery_attempt if delivery_attempt else record.reconsume_times + 1
+    # int32 in the protocol: a record stored with RECONSUMETIMES 2**31 - 1 would overflow it.
+    system.delivery_attempt = delivery_attempt if delivery_attempt else min(record.reconsume_times + 1, INT32_MAX)
     if props.get(PROPERTY_TRACE_CONTEXT):
         system.trace_context = props[PROPERTY_TRACE_CONTEXT]
     if props.get(PROPERTY_DLQ_ORIGIN_TOPIC) and props.get(PROPERTY_DLQ_ORIGIN_MESSAGE_ID):

@@ -107,6 +107,15 @@ def test_a_stored_record_becomes_a_grpc_message():
     assert bare.system_properties.delivery_attempt == 2 and len(bare.system_properties.message_id) == 32
 
 
+def test_a_record_at_the_last_reconsume_time_is_still_a_message():
+    """Found by tests/fuzz: RECONSUMETIMES 2**31 - 1 made delivery_attempt overflow int32 (ValueError)."""
+    record = fmt.decode_at(fmt.encode(
+        queue_id=0, flag=0, queue_offset=0, phys_offset=0, sys_flag=0, born_timestamp_ms=NOW_MS,
+        born_host=fmt.pack_host("10.0.0.2", 1), store_timestamp_ms=NOW_MS, store_host=fmt.pack_host("10.0.0.1", 2),
+        reconsume_times=(1 << 31) - 1, prepared_transaction_offset=0, body=b"b", topic=b"T", properties=b""), 0)
+    assert messages.incoming(record).system_properties.delivery_attempt == (1 << 31) - 1
+
+
 def test_a_remoting_producers_compressed_body_is_inflated_for_grpc_readers():
     record = stored({"UNIQ_KEY": "ID2"}, body=zlib.compress(b"x" * 5000), sys_flag=fmt.SYSFLAG_COMPRESSED)
     message = messages.incoming(record)
