@@ -36,7 +36,9 @@ def pytest_collection_modifyitems(config, items):
         share = seconds * _weight(item) / total_weight
         item.stash[_SHARE] = share
         if item.get_closest_marker("timeout") is None:
-            item.add_marker(pytest.mark.timeout(int(share) + TIMEOUT_SLACK_S))
+            # The thread method: a signal's exception inside a hypothesis run would be taken for the
+            # target's failure and shrunk, not end the test.
+            item.add_marker(pytest.mark.timeout(int(share) + TIMEOUT_SLACK_S, method="thread"))
 
 
 @pytest.fixture
