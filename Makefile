@@ -53,9 +53,11 @@ browser:
 console-screenshots: install browser
 	$(VENV_PYTHON) -m tests.console.screenshots docs/console
 
-# pytest exits 5 when it collects nothing: that is a failure too, and says so.
+# pytest exits 5 when it collects nothing: that is a failure too, and says so. Two workers, a test
+# file each at a time (module fixtures stay whole); TEST_WORKERS=0 runs the suite in one process.
+TEST_WORKERS ?= 2
 test: install real-clients browser
-	@$(VENV_PYTHON) -m pytest -q -p no:cacheprovider tests; status=$$?; \
+	@$(VENV_PYTHON) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile tests; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "make test: pytest collected no tests" >&2; fi; \
 	exit $$status
 

@@ -55,7 +55,10 @@ setup(
                  "setuptools>=70.1,<85",
                  # The console's browser tests drive Debian's chromium (make browser) through Playwright's
                  # Python API; its own browser download (playwright install) is never used.
-                 "playwright>=1.45,<2"],
+                 "playwright>=1.45,<2",
+                 # make test runs the suite on two workers, a test file each at a time (--dist loadfile):
+                 # most tests wait on clusters and clients, so two at once nearly halve CI's wall time.
+                 "pytest-xdist>=3.5,<4"],
         # Clients of the peers `python -m rocketbox.perf --compare` measures (`make peers` also installs the servers).
         "peers": ["redis[hiredis]", "nats-py"],
     },
