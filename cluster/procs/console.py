@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from rocketbox.cluster.acl.curve import use_cluster_keys
-from rocketbox.cluster.procs.runner import run_role
+from rocketbox.cluster.procs.runner import run_role, start_server
 from rocketbox.cluster.zmq_transport import EventLoop
 
 
@@ -17,15 +16,7 @@ def build(config_json: str):
     # Here, not at the top: the web libraries load only in this process.
     from rocketbox.cluster.console.server import ConsoleServer
     from rocketbox.cluster.console.settings import ConsoleSettings
-    settings = ConsoleSettings.from_json(config_json)
-    if settings.acl_file:   # its Admin asks the brokers and NameServers with the cluster's key
-        use_cluster_keys(settings.acl_file)
-    server = ConsoleServer(settings)
-    try:
-        url = server.start()
-    except OSError:
-        server.close()
-        raise   # a taken port: run_role reports it as a boot error
+    server, url = start_server(ConsoleSettings.from_json(config_json), ConsoleServer)
     loop = EventLoop()
     loop.call_every(server.settings.sample_interval_s, server.sample)
     if server.context.access is not None:

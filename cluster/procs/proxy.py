@@ -9,23 +9,14 @@ from __future__ import annotations
 
 import sys
 
-from rocketbox.cluster.acl.curve import use_cluster_keys
-from rocketbox.cluster.procs.runner import run_role
+from rocketbox.cluster.procs.runner import run_role, start_server
 
 
 def build(config_json: str):
     # Here, not at the top: the gRPC modules load rocketmq-python-client's whole package.
     from rocketbox.cluster.proxy.server import ProxyServer
     from rocketbox.cluster.proxy.settings import ProxySettings
-    settings = ProxySettings.from_json(config_json)
-    if settings.acl_file:   # its broker and NameServer requests go out with the cluster's key
-        use_cluster_keys(settings.acl_file)
-    server = ProxyServer(settings)
-    try:
-        address = server.start()
-    except OSError:
-        server.close()
-        raise   # a taken port: run_role reports it as a boot error
+    server, address = start_server(ProxySettings.from_json(config_json), ProxyServer)
     return server, {"endpoint": f"grpc://{address}", "role": "proxy"}, server.close
 
 

@@ -94,3 +94,18 @@ def run_role(role: str, argv, build):
         on_exit()
     # A role may ask for a restart (a broker whose controller role changed sets EXIT_ROLE_CHANGED in on_exit).
     return getattr(loop, "exit_code", 0)
+
+
+def start_server(settings, make_server):
+    """(server, the address it serves) for a role that serves a door of its own (proxy, console):
+    with access control its requests to the cluster go out with the cluster's key; a taken port
+    closes the server and raises OSError, which ``run_role`` reports as a boot error."""
+    from rocketbox.cluster.acl.curve import use_cluster_keys
+    if settings.acl_file:
+        use_cluster_keys(settings.acl_file)
+    server = make_server(settings)
+    try:
+        return server, server.start()
+    except OSError:
+        server.close()
+        raise
