@@ -137,7 +137,12 @@ def decode_frame_payload(payload: bytes | memoryview) -> tuple[Command, int]:
 
 
 class BadFrameLength(FrameError):
-    """A length word above the limit: the stream cannot be resynchronised, the connection closes."""
+    """A length word above the limit: the stream cannot be resynchronised, the connection closes.
+    ``frames``: the complete frames the same ``feed`` cut before it, still owed their answers."""
+
+    def __init__(self, message: str, frames: list[bytes] | None = None):
+        super().__init__(message)
+        self.frames = frames or []
 
 
 class FrameDecoder:
@@ -146,7 +151,7 @@ class FrameDecoder:
     ``feed`` returns the complete frames' payloads (each without its length word), to be decoded
     one by one with ``decode_frame_payload``: a bad header spoils one request, not the stream. A
     length word that is negative or over ``frame_bytes_max`` raises BadFrameLength (nothing after
-    it can be trusted)."""
+    it can be trusted), which carries the frames cut before it."""
 
     def __init__(self, frame_bytes_max: int = FRAME_BYTES_MAX_DEFAULT):
         self.frame_bytes_max = frame_bytes_max
@@ -165,7 +170,7 @@ class FrameDecoder:
             (length,) = struct.unpack_from(">i", buf, start)
             if length < 4 or length > self.frame_bytes_max:
                 del buf[:start]
-                raise BadFrameLength(f"frame length {length} is outside 4..{self.frame_bytes_max}")
+                raise BadFrameLength(f"frame length {length} is outside 4..{self.frame_bytes_max}", frames)
             end = start + 4 + length
             if end > len(buf):
                 break

@@ -190,6 +190,11 @@ class RemotingServer:
             try:
                 payloads = conn.decoder.feed(data)
             except BadFrameLength as exc:
+                # The frames that arrived whole before the bad length word are answered first.
+                for payload in exc.frames:
+                    self._serve(conn, payload)
+                    if conn.closed:
+                        return
                 self.malformed_frames += 1
                 self.close_connection(conn, f"unusable frame: {exc}")
                 return

@@ -121,3 +121,13 @@ def test_decoder_refuses_a_length_it_cannot_trust(length):
     decoder = rf.FrameDecoder(frame_bytes_max=1024)
     with pytest.raises(rf.BadFrameLength):
         decoder.feed(struct.pack(">i", length) + b"\x00" * 8)
+
+
+def test_a_bad_length_carries_the_frames_cut_before_it():
+    """Found by tests/fuzz: frames that arrived whole in the same read as a bad length word were
+    dropped unanswered when the door closed the connection; the refusal now hands them over."""
+    stream, payloads = _stream()
+    decoder = rf.FrameDecoder(frame_bytes_max=1024)
+    with pytest.raises(rf.BadFrameLength) as refused:
+        decoder.feed(stream + struct.pack(">i", 0) + b"\x00" * 8)
+    assert refused.value.frames == payloads
