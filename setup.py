@@ -58,7 +58,11 @@ setup(
                  "playwright>=1.45,<2",
                  # make test runs the suite on two workers, a test file each at a time (--dist loadfile):
                  # most tests wait on clusters and clients, so two at once nearly halve CI's wall time.
-                 "pytest-xdist>=3.5,<4"],
+                 "pytest-xdist>=3.5,<4",
+                 # Coverage-guided fuzzing (libFuzzer) of the parsers in tests/fuzz/: it reaches branches
+                 # random inputs seldom do (it found in seconds a crash hypothesis had not). A native
+                 # wheel: where it does not install, those tests skip and say why.
+                 "atheris>=2.3,<4"],
         # Clients of the peers `python -m rocketbox.perf --compare` measures (`make peers` also installs the servers).
         "peers": ["redis[hiredis]", "nats-py"],
     },
