@@ -14,6 +14,9 @@ from rocketbox.cluster.config import ClientConfig
 from rocketbox.cluster.testing import LocalCluster
 
 
+# The fuzz tests' inputs tried per target, printed and written at the end (xdist workers' included).
+pytest_plugins = ["tests.fuzz.report"]
+
 # Property tests check what happens, not how fast: hypothesis's 200 ms per-example deadline fails
 # them on a busy shared machine. Every @settings inherits this (test_sql92.py says so explicitly).
 settings.register_profile("rocketbox", deadline=None)

@@ -62,6 +62,14 @@ class Tally:
             tally = self.targets[name] = TargetTally(engine)
         return tally
 
+    def merge(self, reported: dict) -> None:
+        """Add another process's ``as_json`` (an xdist worker's)."""
+        for name, row in reported.items():
+            tally = self.target(name, row["engine"])
+            tally.inputs += row["inputs"]
+            tally.seconds += row["seconds"]
+            tally.slowest_s = max(tally.slowest_s, row["slowest_input_s"])
+
     def as_json(self) -> dict:
         return {name: {"engine": t.engine, "inputs": t.inputs, "seconds": round(t.seconds, 2),
                        "slowest_input_s": round(t.slowest_s, 4), **({"note": t.note} if t.note else {})}

@@ -1,17 +1,12 @@
 """Fuzz tests: each ``@pytest.mark.fuzz(weight=w)`` test gets ``fuzz_seconds``, its share of
-FUZZ_SECONDS among the fuzz tests selected, and a time limit of that share plus slack; the
-session's end prints the inputs tried per target and writes them to ``fuzz-inputs.json`` in the
-run's base temporary directory (or to FUZZ_REPORT when set)."""
+FUZZ_SECONDS among the fuzz tests selected, and a time limit of that share plus slack (the
+report of inputs tried is ``report.py``, hooked in by the root conftest)."""
 
 from __future__ import annotations
 
-import json
-import os
-import pathlib
-
 import pytest
 
-from tests.fuzz.budget import TALLY, TIMEOUT_SLACK_S, total_seconds
+from tests.fuzz.budget import TIMEOUT_SLACK_S, total_seconds
 
 _SHARE = pytest.StashKey[float]()
 
@@ -47,21 +42,3 @@ def fuzz_seconds(request) -> float:
     if share is None:
         pytest.fail("a test using fuzz_seconds needs @pytest.mark.fuzz(weight=...)")
     return share
-
-
-def _report_path(config) -> pathlib.Path:
-    chosen = os.environ.get("FUZZ_REPORT", "").strip()
-    if chosen:
-        return pathlib.Path(chosen)
-    return pathlib.Path(config._tmp_path_factory.getbasetemp()) / "fuzz-inputs.json"
-
-
-def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    if not TALLY.targets:
-        return
-    path = _report_path(config)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"fuzz_seconds": total_seconds(), "targets": TALLY.as_json()}, indent=2) + "\n")
-    terminalreporter.section("fuzz inputs tried")
-    terminalreporter.write_line(TALLY.table())
-    terminalreporter.write_line(f"written to {path}")

@@ -30,11 +30,12 @@ _tricky_text = st.one_of(
                      "a|b", "\u0085", "\x7f", "K1 K2", "x" * 70, "127.0.0.1:8", "\U0001F600")),
     st.lists(st.sampled_from(("a", "\x01", "\x02", " ", "DELAY", "=", "TRAN_MSG", "true", "\t")), max_size=6)
     .map("".join))
-_INTS = {FieldDescriptor.TYPE_INT32: (-(1 << 31), (1 << 31) - 1), FieldDescriptor.TYPE_SINT32: (-(1 << 31), (1 << 31) - 1),
-         FieldDescriptor.TYPE_SFIXED32: (-(1 << 31), (1 << 31) - 1), FieldDescriptor.TYPE_UINT32: (0, (1 << 32) - 1),
-         FieldDescriptor.TYPE_FIXED32: (0, (1 << 32) - 1), FieldDescriptor.TYPE_INT64: (-(1 << 63), (1 << 63) - 1),
-         FieldDescriptor.TYPE_SINT64: (-(1 << 63), (1 << 63) - 1), FieldDescriptor.TYPE_SFIXED64: (-(1 << 63), (1 << 63) - 1),
-         FieldDescriptor.TYPE_UINT64: (0, (1 << 64) - 1), FieldDescriptor.TYPE_FIXED64: (0, (1 << 64) - 1)}
+_I32, _I64 = (-(1 << 31), (1 << 31) - 1), (-(1 << 63), (1 << 63) - 1)
+_U32, _U64 = (0, (1 << 32) - 1), (0, (1 << 64) - 1)
+_INTS = {FieldDescriptor.TYPE_INT32: _I32, FieldDescriptor.TYPE_SINT32: _I32, FieldDescriptor.TYPE_SFIXED32: _I32,
+         FieldDescriptor.TYPE_UINT32: _U32, FieldDescriptor.TYPE_FIXED32: _U32, FieldDescriptor.TYPE_INT64: _I64,
+         FieldDescriptor.TYPE_SINT64: _I64, FieldDescriptor.TYPE_SFIXED64: _I64, FieldDescriptor.TYPE_UINT64: _U64,
+         FieldDescriptor.TYPE_FIXED64: _U64}
 _DEPTH_MAX = 3
 
 

@@ -161,8 +161,8 @@ def _check_scan(value) -> None:
 
 @pytest.mark.fuzz(weight=1.5)
 def test_commitlog_records_decode_alike_in_python_and_c(fuzz_seconds):
-    strategy = st.tuples(damaged(_logs), st.one_of(st.just(0), st.integers(0, 300)), st.one_of(st.just(0), st.integers(0, 64)),
-                         st.booleans())
+    strategy = st.tuples(damaged(_logs), st.one_of(st.just(0), st.integers(0, 300)),
+                         st.one_of(st.just(0), st.integers(0, 64)), st.booleans())
     run_hypothesis("commitlog records", fuzz_seconds, strategy, _check_scan)
 
 
