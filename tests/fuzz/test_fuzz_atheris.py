@@ -27,7 +27,7 @@ pytestmark = pytest.mark.skipif(importlib.util.find_spec("atheris") is None,
                                        "the coverage-guided fuzz targets are skipped; the hypothesis ones ran")
 
 
-@pytest.mark.fuzz(weight=0.6)
+@pytest.mark.fuzz(weight=1.0)
 @pytest.mark.parametrize("target", TARGETS)
 def test_coverage_guided_target_finds_no_crash(fuzz_seconds, target, tmp_path):
     seconds = max(1, int(fuzz_seconds - STARTUP_S))
