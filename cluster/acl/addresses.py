@@ -35,11 +35,11 @@ def _ipv4(text: str) -> bool:
 
 def _normal(address: str) -> str | None:
     """An address in one notation (IPv6 exploded, IPv4 as is); None when it is not an IP address."""
-    try:
+    try:   # ``exploded`` inside too: an IPv6 scope id ("::%$") parses, then fails there
         ip = ipaddress.ip_address(address.strip())
+        return ip.exploded if ip.version == 6 else str(ip)
     except ValueError:
         return None
-    return ip.exploded if ip.version == 6 else str(ip)
 
 
 def _exact_set(pattern: str, parts: list[str]) -> Matcher:

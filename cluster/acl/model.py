@@ -66,7 +66,12 @@ def _text(value, where: str, required: bool = True) -> str:
         return ""
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         raise AclFormatError(f"{where} is a {type(value).__name__}, not text")
-    return str(value)
+    text = str(value)
+    try:   # a YAML escape can make a lone surrogate, which no signature can be computed over
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise AclFormatError(f"{where} is not valid Unicode text (a lone surrogate)") from None
+    return text
 
 
 def _flag(value, where: str) -> bool:
