@@ -22,7 +22,7 @@ from rocketbox.cluster.testing import LocalCluster, read_topic, wait_until
 from tests.conftest import client_config
 
 TOPIC = "PowerCluster"
-CUTS = 5
+CUTS = int(os.environ.get("POWER_CLUSTER_CUTS", "5"))
 
 
 class Load(threading.Thread):
@@ -87,9 +87,19 @@ def test_power_cuts_of_a_sync_flush_cluster_lose_no_acknowledged_message(tmp_pat
             report = power_cut.cut(data_dir, image, rng)
             cluster.start()
             with PullConsumer(f"PowerVerify{cut}", config=cfg) as consumer:
-                got = wait_until(lambda: (lambda g: g if all(k in g for k in acked) else None)(
-                    {m.msg_id: m.body for m in read_topic(consumer, TOPIC)}), 30,
-                    what=f"every acknowledged message readable after cut {cut} ({report})")
+                seen: dict = {}
+
+                def all_read():
+                    seen.clear()
+                    seen.update((m.msg_id, m.body) for m in read_topic(consumer, TOPIC))
+                    return all(k in seen for k in acked) and dict(seen)
+                try:
+                    got = wait_until(all_read, 60, what="every acknowledged message readable")
+                except TimeoutError:
+                    missing = [k for k in acked if k not in seen]
+                    raise AssertionError(f"cut {cut} ({report}): {len(missing)} of {len(acked)} acknowledged "
+                                         f"messages not read back, e.g. {[acked[k] for k in missing[:5]]}; "
+                                         f"data dir {data_dir}") from None
             assert all(got[k] == body for k, body in acked.items())
             print(f"cut {cut}: {len(acked)} acknowledged so far, all read back; {dict(report)}")
     finally:
