@@ -11,6 +11,18 @@ import subprocess
 import threading
 import time
 
+import pytest
+
+
+def require_client(python: pathlib.Path, probe_code: str, name: str, package: str,
+                   env: dict[str, str] | None = None) -> None:
+    """Skip, saying why, unless ``python`` exists and imports the client (``probe_code``)."""
+    if not python.exists():
+        pytest.skip(f"{name} is not installed ({python} missing: `make real-clients` installs PyPI {package})")
+    probe = subprocess.run([str(python), "-c", probe_code], capture_output=True, text=True, timeout=60, env=env)
+    if probe.returncode != 0:
+        pytest.skip(f"{name} does not load: {probe.stderr.strip()[-300:]}")
+
 
 class DriverProcess:
     """One driver process; its JSON lines collected as they come. ``label`` names it in failures."""

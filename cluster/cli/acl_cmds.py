@@ -20,18 +20,22 @@ from rocketbox.cluster.cli.common import print_json
 
 
 def _acl_file(args) -> str | None:
-    if args.acl_file:
-        return os.path.abspath(args.acl_file)
-    try:
-        return up_settings.remembered(args.data_dir).get("acl_file")
-    except (OSError, ValueError):
-        return None
+    """The ACL file the command means (--acl-file, or the one the data dir was started with); None,
+    said on stderr, when there is none."""
+    path = os.path.abspath(args.acl_file) if args.acl_file else None
+    if path is None:
+        try:
+            path = up_settings.remembered(args.data_dir).get("acl_file")
+        except (OSError, ValueError):
+            path = None
+    if not path:
+        print("error: which ACL file? --acl-file PATH (or a --data-dir started with one)", file=sys.stderr)
+    return path
 
 
 def cmd_keygen(args) -> int:
     acl_file = _acl_file(args)
     if not acl_file:
-        print("error: which ACL file? --acl-file PATH (or a --data-dir started with one)", file=sys.stderr)
         return 2
     config = read_acl_file(acl_file)
     if args.account not in config.accounts:
@@ -49,7 +53,6 @@ def cmd_keygen(args) -> int:
 def cmd_check(args) -> int:
     acl_file = _acl_file(args)
     if not acl_file:
-        print("error: which ACL file? --acl-file PATH (or a --data-dir started with one)", file=sys.stderr)
         return 2
     config = read_acl_file(acl_file)
     keys, problems = account_keys(acl_file)

@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import os
 import pathlib
-import subprocess
 
-import pytest
 
-from tests.child_driver import DriverProcess
+from tests.child_driver import DriverProcess, require_client
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 GRPC_PYTHON = REPO / ".venv-rocketmq5" / "bin" / "python"
@@ -22,13 +20,8 @@ DRIVER = pathlib.Path(__file__).with_name("grpc_driver.py")
 
 
 def require_grpc_client() -> None:
-    if not GRPC_PYTHON.exists():
-        pytest.skip(f"RocketMQ 5's Python client is not installed ({GRPC_PYTHON} missing: `make real-clients` "
-                    f"installs PyPI rocketmq-python-client==5.1.2)")
-    probe = subprocess.run([str(GRPC_PYTHON), "-c", "import rocketmq; rocketmq.Producer"], capture_output=True,
-                           text=True, timeout=60, env={**os.environ, "HOME": "/tmp"})
-    if probe.returncode != 0:
-        pytest.skip(f"RocketMQ 5's Python client does not load: {probe.stderr.strip()[-300:]}")
+    require_client(GRPC_PYTHON, "import rocketmq; rocketmq.Producer", "RocketMQ 5's Python client",
+                   "rocketmq-python-client==5.1.2", env={**os.environ, "HOME": "/tmp"})
 
 
 class GrpcClient(DriverProcess):

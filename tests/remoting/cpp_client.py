@@ -8,11 +8,9 @@ always writes its logs to ``$HOME/logs/rocketmq-cpp/``.
 from __future__ import annotations
 
 import pathlib
-import subprocess
 
-import pytest
 
-from tests.child_driver import DriverProcess
+from tests.child_driver import DriverProcess, require_client
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 CPP_PYTHON = REPO / ".venv-rocketmq4" / "bin" / "python"
@@ -20,13 +18,7 @@ DRIVER = pathlib.Path(__file__).with_name("cpp_driver.py")
 
 
 def require_cpp_client() -> None:
-    if not CPP_PYTHON.exists():
-        pytest.skip(f"RocketMQ's C++ client is not installed ({CPP_PYTHON} missing: `make real-clients` "
-                    f"installs PyPI rocketmq==0.4.4)")
-    probe = subprocess.run([str(CPP_PYTHON), "-c", "import rocketmq.client"], capture_output=True, text=True,
-                           timeout=60)
-    if probe.returncode != 0:
-        pytest.skip(f"RocketMQ's C++ client does not load: {probe.stderr.strip()[-300:]}")
+    require_client(CPP_PYTHON, "import rocketmq.client", "RocketMQ's C++ client", "rocketmq==0.4.4")
 
 
 class CppClient(DriverProcess):
