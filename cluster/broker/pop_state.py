@@ -129,5 +129,6 @@ class PopState:
 
     def progress(self, next_offset: int) -> int:
         """The revive log offset below which nothing is needed to rebuild this state."""
-        owed = [r.ck_offset for r in self.redeliveries.values()]
-        return min([*self.pending, *owed, next_offset])
+        # Checkpoints are added in log order and dicts keep it: the oldest pending one is the first.
+        oldest = next(iter(self.pending), next_offset)
+        return min([oldest, *(r.ck_offset for r in self.redeliveries.values()), next_offset])
