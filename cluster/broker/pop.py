@@ -53,8 +53,6 @@ class PopProcessor:
         self.clock = clock
         self.may_write = may_write
         self.sync_flush = cfg.store.flush_mode == SYNC_FLUSH
-        self.popped = 0
-        self.acked = 0
 
     # ------------------------------------------------------------ POP_MESSAGE
 
@@ -158,7 +156,6 @@ class PopProcessor:
             rest += max(0, self.store.max_offset(queue_topic, queue_id) - committed)
         if not records:
             return None
-        self.popped += len(records)
         fields = {"popTime": str(now_ms), "invisibleTime": str(pop.invisible_ms), "restNum": str(rest),
                   "handles": ",".join(handles), "attempts": ",".join(map(str, attempts))}
         return request.response(ResponseCode.SUCCESS, fields, b"".join(records))
@@ -247,7 +244,6 @@ class PopProcessor:
     def on_ack(self, request: Command, reply) -> Command | None:
         handle, pending = self._pending_of(request)
         result = self.log.ack(pending, handle.queue_offset)
-        self.acked += 1
         self._wake_if_unblocked(pending)
         return self._when_durable(request, request.response(ResponseCode.SUCCESS), result.end_phys_offset, reply)
 

@@ -43,9 +43,7 @@ class PopReviver:
         self.ensure_system_topic = ensure_system_topic
         self.on_written = on_written
         self.pull_waiters = pull_waiters
-        self.revived = 0          # messages delivered again
         self.dead_lettered = 0    # messages moved to %DLQ% after the max attempts
-        self.by_group: dict[tuple[str, str], int] = {}   # (group, topic) -> messages dead-lettered
 
     def tick(self) -> None:
         if self.may_write():
@@ -72,11 +70,8 @@ class PopReviver:
                 again.append((phys, attempt))
         self._copy(ck, again, pop_retry_topic(ck.group, ck.topic))
         self._copy(ck, dead, dlq_topic(ck.group))
-        self.revived += len(again) + len(redeliver)
         if dead:
             self.dead_lettered += len(dead)
-            key = (ck.group, ck.topic)
-            self.by_group[key] = self.by_group.get(key, 0) + len(dead)
             log.info("%d messages of %s go to %s after %d delivery attempts", len(dead), ck.topic,
                      dlq_topic(ck.group), max_attempts)
         self.log.done(pending, redeliver)
