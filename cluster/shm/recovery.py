@@ -111,7 +111,10 @@ def queue_looks_broken(cq: ConsumeQueue, commitlog: CommitLog, log_start: int) -
     last = cq.max_offset() - 1
     if last < 0:
         return False
-    phys, size, _ = cq.get(last)
+    entry = cq.get(last)
+    if entry is None:
+        return True   # the entry the size search found is not readable (a file cut short)
+    phys, size, _ = entry
     rec = commitlog.decode_at(phys, check_crc=False)
     return not (type(rec) is fmt.Record and rec.total_size == size and rec.topic == cq.topic
                 and rec.queue_id == cq.queue_id and rec.queue_offset == last)
