@@ -28,7 +28,6 @@ from rocketbox.cluster.shm.consumequeue_format import (ENTRY, ENTRY_SIZE, OFF_SI
 from rocketbox.cluster.shm.mapped_file import MappedFile, create_file
 from rocketbox.cluster.shm import durable
 
-_ZERO_ENTRY = bytes(ENTRY_SIZE)
 
 
 def _parse_name(name: str) -> int | None:
@@ -247,26 +246,55 @@ class ConsumeQueue:
 
     # ---- repair, durability, removal ----
 
-    def truncate_after_phys(self, phys_end: int) -> int:
-        """Zero entries whose record ends past ``phys_end``; return how many (recovery only)."""
-        m = self.max_offset()
-        floor = self.min_offset()
-        zeroed = 0
-        while m > floor:
-            e = self.get(m - 1)
-            if e is not None and e[0] + e[1] <= phys_end:
-                break
-            f, pos = self._locate(m - 1)
-            f.mm[pos:pos + ENTRY_SIZE] = _ZERO_ENTRY
-            zeroed += 1
-            m -= 1
-        # Files left empty go, but never the first: it carries the queue's min offset.
+    def truncate_after_phys(self, phys_end: int, *, scrub: bool = True) -> int:
+        """Keep the run of entries, from the first file's first, whose records end at or below
+        ``phys_end``; empty everything after it (later files are deleted). Returns the entries
+        emptied. Recovery only.
+
+        After a power cut the entries past the last checkpoint are whatever the disk kept: a
+        page never written back (zeros) can sit before one that was, or one of garbage, so
+        neither a search for the last entry nor a walk back from it finds them all. Below the
+        checkpoint's dispatched position the entries were flushed whole, so recovery passes that
+        position (or the log's end, if lower) and dispatches again from there. ``scrub``: read the
+        rest of the file for stray entries (after a clean stop it is known to be zeros).
+        """
         starts = self.file_starts()
+        if not starts:
+            return 0
+        m = self._advance_visible(starts[0] // ENTRY_SIZE, phys_end)
+        f, pos = self._locate(m)
+        emptied = 0
+        if f is not None:
+            emptied = self._empty_from(f, pos, self.file_size_bytes if scrub else
+                                       (self.max_offset() - m) * ENTRY_SIZE + pos)
+        # Files left empty go, but never the first: it carries the queue's min offset.
         for start in starts[1:]:
             if start >= m * ENTRY_SIZE:
+                later = self._file(start)
+                if later is not None:
+                    emptied += self._empty_from(later, 0, self.file_size_bytes, zero=False)
                 self._remove_file(start)
         self._visible_max = self._min_offset = None
-        return zeroed
+        return emptied
+
+    @staticmethod
+    def _empty_from(f: MappedFile, pos: int, end: int, *, zero: bool = True) -> int:
+        """Count, and unless ``zero`` is False zero, the entries in [pos, end) of ``f``, writing
+        only chunks that hold anything (a queue file is mostly sparse zeros: writing them all
+        would dirty megabytes a queue)."""
+        emptied = 0
+        chunk = ENTRY_SIZE * 4096
+        mm = f.mm
+        end = min(end, len(mm))
+        for start in range(pos, end, chunk):
+            stop = min(start + chunk, end)
+            raw = mm[start:stop]
+            if raw.count(0) == len(raw):
+                continue
+            emptied += sum(1 for entry in ENTRY.iter_unpack(raw) if entry != (0, 0, 0))
+            if zero:
+                mm[start:stop] = bytes(stop - start)
+        return emptied
 
     def flush(self) -> int:
         """msync the files written since the last flush; returns files flushed."""

@@ -9,7 +9,9 @@ Runs in the broker process at start, before the flush, reput and allocate worker
    stop (``abort`` present) at the start of that position's segment, to also catch
    damage just behind it. With no usable checkpoint: from the first segment.
 2. Truncate the torn tail: zero it, delete later segments.
-3. ConsumeQueues: drop entries past the end; mark for rebuild every queue whose files
+3. ConsumeQueues: keep the entries below the checkpoint's dispatched position (flushed before
+   it was written) whose records the log still holds; empty every entry after them, wherever a
+   power cut left one (``ConsumeQueue.truncate_after_phys``); mark for rebuild every queue whose files
    are not a contiguous run from 0, or whose last entry does not match its record,
    or whose last file is exactly full while the CommitLog holds later records of it
    (a whole file lost). Not detected: a queue directory deleted as a whole with no
@@ -186,11 +188,13 @@ def recover(store_dir: str, commitlog: CommitLog, cqs: ConsumeQueueSet, index: I
     # 2. the torn tail
     report.bytes_truncated, report.segments_deleted = commitlog.truncate_after(end)
 
-    # 3. ConsumeQueues
+    # 3. ConsumeQueues: keep what the checkpoint says was flushed (and the log still holds);
+    # everything after it is dispatched again in step 5.
+    dispatched_durable = first if cp is None else max(first, min(cp.dispatched_flushed_pos, end))
     cqs.discover()
     rebuild: set[tuple[str, int]] = set()
     for cq in cqs.queues():
-        report.cq_entries_truncated += cq.truncate_after_phys(end)
+        report.cq_entries_truncated += cq.truncate_after_phys(dispatched_durable, scrub=not report.clean_shutdown)
         if queue_looks_broken(cq, commitlog, first):
             rebuild.add((cq.topic, cq.queue_id))
 
@@ -201,7 +205,7 @@ def recover(store_dir: str, commitlog: CommitLog, cqs: ConsumeQueueSet, index: I
 
     # 5. re-dispatch
     dispatcher = Dispatcher(cqs, index, delay_levels_ms=delay_levels_ms)
-    redispatch_from = first if cp is None else max(first, min(cp.dispatched_flushed_pos, end))
+    redispatch_from = dispatched_durable
     if report.index_files_deleted_from_phys is not None:
         redispatch_from = max(first, min(redispatch_from, report.index_files_deleted_from_phys))
     report.redispatch_from_phys = redispatch_from

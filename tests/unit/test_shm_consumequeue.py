@@ -58,6 +58,31 @@ def test_truncate_after_phys(tmp_path):
     cq.close()
 
 
+def test_truncate_after_phys_empties_what_a_power_cut_left_past_a_hole(tmp_path):
+    """A power cut can keep a later page of entries while an earlier one reads as zeros, and leave
+    garbage: a search for the last entry (or a walk back from it) misses what lies past the hole,
+    which a reader's prefix search would later take for entries of new records."""
+    cq = ConsumeQueue(tiny_config(tmp_path), "T", 0)
+    fill(cq, 150)   # files of 64 entries: 0..63, 64..127, 128..149
+    for n in range(40, 50):                     # a page never written back: zeros
+        cq.put(n, 0, 0, 0)
+    cq.put(55, 1 << 50, 77, 5)                  # garbage where an entry was written
+    assert cq.max_offset() == 150               # the size search sees only the last file
+    assert cq.truncate_after_phys(3_000) == 10 + 14 + 64 + 22  # 30..39, 50..63, and two files
+    assert cq.file_starts() == [0]
+    assert cq.max_offset() == 30 and cq.read(0, 100) == [(n * 100, 100, n % 3) for n in range(30)]
+    assert all(cq.get(n) is None for n in range(30, 64))
+    cq.close()
+
+
+def test_truncate_after_phys_after_a_clean_stop_reads_only_up_to_the_last_entry(tmp_path):
+    cq = ConsumeQueue(tiny_config(tmp_path), "T", 0)
+    fill(cq, 50)
+    assert cq.truncate_after_phys(4_000, scrub=False) == 10
+    assert cq.max_offset() == 40
+    cq.close()
+
+
 def test_set_discovers_and_deletes_topics(tmp_path):
     cfg = tiny_config(tmp_path)
     writer = ConsumeQueueSet(cfg)
