@@ -6,8 +6,8 @@ derived from the store directory so two brokers on one machine never collide.
 
 | channel | bound by | connected by | carries |
 | --- | --- | --- | --- |
-| flush_wake | flush worker (PULL) | broker (PUSH) | "a sync send is waiting": flush now |
-| reput_wake | reput worker (PULL) | broker (PUSH) | "new bytes were written": dispatch now |
+| flush_wake | flush worker (PULL) | broker (PUSH) | sync flush: "bytes were written" (a send may wait): flush now |
+| reput_wake | reput worker (PULL) | broker, flush worker under sync flush (PUSH) | "new bytes were written" (sync flush: "flushed"): dispatch now |
 | broker_notify | broker (PULL) | flush, reput workers (PUSH) | "flushed_pos / dispatched_pos moved" (+ queues touched) |
 
 The messages are wake-ups only: positions themselves are read from the shared

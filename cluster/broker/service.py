@@ -40,6 +40,7 @@ from rocketbox.cluster.broker.send import SendProcessor
 from rocketbox.cluster.broker.slave_sync import SlaveSynchronize
 from rocketbox.cluster.broker.stats import SAMPLE_INTERVAL_S, BrokerStats
 from rocketbox.cluster.broker.subscription_groups import SubscriptionGroupManager
+from rocketbox.cluster.config import SYNC_FLUSH
 from rocketbox.cluster.broker.topic_requests import TopicRequests
 from rocketbox.cluster.broker.topics import TopicConfig, TopicConfigManager
 from rocketbox.cluster.broker.waiters import FlushWaiters, PullWaiters
@@ -122,11 +123,12 @@ class BrokerService:
         self.doors: BrokerDoors | None = None
         self.role_changed = False
         self._written_since_wake = False
+        self.durable_reads = cfg.store.flush_mode == SYNC_FLUSH   # see shm/reput.py
         self._reput_woken_at_s = 0.0
         self._reput_wake_scheduled = False
         offset_requests = OffsetRequests(cfg, self.store, self.topics, self.offsets, self.controller, self.may_write)
         topic_requests = TopicRequests(cfg, self.store, self.control, self.topics, self.offsets,
-                                       self.register_with_namesrvs, lambda: self._wake(self.reput_wake))
+                                       self.register_with_namesrvs, self._wake_dispatch)
         metrics = BrokerMetrics(cfg, self.store, self.topics, self.offsets, self.groups, self.clients, self.sender,
                                 self.puller, self.send_back, self.transactions, clock)
         self.handlers = {
@@ -252,13 +254,23 @@ class BrokerService:
 
     def after_batch(self) -> None:
         """Once per loop turn: one wake for all sends of the turn (batching across processes)."""
-        if self._written_since_wake:
-            self._wake_reput()
-        if self.flush_waiters.parked_since_wake:
+        if self.flush_waiters.parked_since_wake or (self._written_since_wake and self.durable_reads):
+            # Under sync flush the reput dispatches flushed records only: every write wants a flush,
+            # parked or not (RocketMQ's GroupCommitService is woken for a send that does not wait
+            # too), and the flush worker wakes the reput.
             self.flush_waiters.parked_since_wake = 0
+            self._written_since_wake = False
             self._wake(self.flush_wake)
+        elif self._written_since_wake:
+            self._wake_reput()
         if len(self.flush_waiters):
             self.flush_waiters.release(self.control.flushed_pos)
+
+    def _wake_dispatch(self) -> None:
+        """Get every record written so far dispatched (under sync flush: flushed first)."""
+        if self.durable_reads:
+            self._wake(self.flush_wake)
+        self._wake(self.reput_wake)
 
     def _wake_reput(self) -> None:
         """Wake the reput worker at once, but at most once per ``REPUT_WAKE_INTERVAL_S``.

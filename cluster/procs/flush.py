@@ -2,7 +2,8 @@
 
 Async flush: every ``flush_interval_ms``. Sync flush: also whenever the broker
 wakes it (a send is parked), flushing once up to ``write_pos`` for every waiter
-(group commit), then pinging the broker to release them.
+(group commit), then pinging the broker to release them, and, under sync flush, waking the
+reput worker: there it dispatches only flushed records (``shm/reput.py``).
 """
 
 from __future__ import annotations
@@ -41,7 +42,9 @@ def main(argv=None) -> int:
     return run_worker("flush", sys.argv[1:] if argv is None else argv, make_service=FlushService, step=FlushStep(),
                       wake_endpoint=lambda cfg: channels.flush_wake(cfg.store_dir) if cfg.flush_mode == SYNC_FLUSH
                       else None,
-                      interval_s=lambda cfg: cfg.flush_interval_ms / 1000, on_exit=flush_everything)
+                      interval_s=lambda cfg: cfg.flush_interval_ms / 1000, on_exit=flush_everything,
+                      wakes_after_move=lambda cfg: [channels.reput_wake(cfg.store_dir)] if cfg.flush_mode == SYNC_FLUSH
+                      else [])
 
 
 if __name__ == "__main__":

@@ -18,12 +18,14 @@ from rocketbox.cluster.zmq_transport import CONTEXT
 
 
 def run_worker(role: str, argv, *, make_service, step, wake_endpoint=None, interval_s,
-               on_exit=None) -> int:
+               on_exit=None, wakes_after_move=None) -> int:
     """A worker role's whole entry point: its store config from argv, its service, its loop.
 
     ``make_service(cfg, control)`` builds the service; ``step(service, cfg)`` runs one bounded
     turn and returns the frames to notify the broker with, or None. ``wake_endpoint(cfg)`` and
     ``interval_s(cfg)`` may depend on the config; ``on_exit(service)`` runs at a clean stop.
+    ``wakes_after_move(cfg)``: the wake endpoints of workers to wake, besides the broker, whenever
+    this one's cursor moved.
     """
     from rocketbox.cluster.config import broker_config_from_json
     from rocketbox.cluster.procs.runner import run_role
@@ -32,7 +34,8 @@ def run_worker(role: str, argv, *, make_service, step, wake_endpoint=None, inter
         cfg = broker_config_from_json(config_json).store
         cfg.validate()
         loop = WorkerLoop(role, cfg.store_dir, wake_endpoint(cfg) if wake_endpoint else None,
-                          interval_s(cfg) if callable(interval_s) else interval_s, None)
+                          interval_s(cfg) if callable(interval_s) else interval_s, None,
+                          wakes_after_move(cfg) if wakes_after_move else ())
         service = make_service(cfg, loop.control)
         loop.step = lambda: step(service, cfg)
 
@@ -48,7 +51,8 @@ def run_worker(role: str, argv, *, make_service, step, wake_endpoint=None, inter
 class WorkerLoop:
     """``step()`` returns the frames to notify the broker with, or None when nothing moved."""
 
-    def __init__(self, role: str, store_dir: str, wake_endpoint: str | None, interval_s: float, step):
+    def __init__(self, role: str, store_dir: str, wake_endpoint: str | None, interval_s: float, step,
+                 wakes_after_move=()):
         self.role = role
         self.stopping = False
         self.interval_s = interval_s
@@ -64,6 +68,13 @@ class WorkerLoop:
         self.notify.setsockopt(zmq.LINGER, 0)
         self.notify.setsockopt(zmq.SNDHWM, 1000)
         self.notify.connect(channels.broker_notify(store_dir))
+        self.wakes_after_move = []
+        for endpoint in wakes_after_move:
+            sock = context.socket(zmq.PUSH)
+            sock.setsockopt(zmq.LINGER, 0)
+            sock.setsockopt(zmq.SNDHWM, 16)
+            sock.connect(endpoint)
+            self.wakes_after_move.append(sock)
         self.poller = zmq.Poller()
         if self.wake is not None:
             self.poller.register(self.wake, zmq.POLLIN)
@@ -102,6 +113,11 @@ class WorkerLoop:
                     self.notify.send_multipart(frames, zmq.NOBLOCK)
                 except zmq.Again:
                     pass  # the broker is restarting; it reads cursors from the control block anyway
+                for sock in self.wakes_after_move:
+                    try:
+                        sock.send(channels.WAKE, zmq.NOBLOCK)
+                    except zmq.Again:
+                        pass  # a wake is already queued: one step serves them all
             if not woken:
                 next_due = time.monotonic() + self.interval_s
 
@@ -109,3 +125,5 @@ class WorkerLoop:
         if self.wake is not None:
             self.wake.close(0)
         self.notify.close(0)
+        for sock in self.wakes_after_move:
+            sock.close(0)

@@ -3,7 +3,10 @@
 Runs in the reput worker process (``step`` in a loop) and, synchronously, in recovery.
 It reads records from ``control.dispatched_pos`` up to ``control.write_pos`` (the
 broker publishes write_pos only after the bytes are written), writes their entries,
-then publishes the new dispatched_pos: only then do consumers see them.
+then publishes the new dispatched_pos: only then do consumers see them. Under sync flush it
+reads only up to ``control.flushed_pos``: a consumer never sees a record a power cut could still
+take (it would read a message that then vanishes, and commit offsets past the queue's new end);
+the flush worker wakes it when that position moves.
 
 Per record (RocketMQ's CommitLogDispatcherBuildConsumeQueue / BuildIndex):
 - ConsumeQueue entry (phys, size, tag hash of TAGS), except for transaction
@@ -33,7 +36,7 @@ import time
 from typing import NamedTuple
 
 from rocketbox.cluster import _native as native  # required; use_native=False (a record at a time) is the tests' oracle
-from rocketbox.cluster.config import DELAY_LEVELS_DEFAULT, StoreConfig, parse_levels
+from rocketbox.cluster.config import DELAY_LEVELS_DEFAULT, SYNC_FLUSH, StoreConfig, parse_levels
 from rocketbox.cluster.shm import commitlog_format as fmt
 from rocketbox.cluster.shm.commitlog import CommitLog
 from rocketbox.cluster.shm.consumequeue import ConsumeQueueSet
@@ -282,13 +285,14 @@ class ReputService:
         self._vanished_checked_ms = 0
         self._topics_epoch = control.topics_epoch
         self._floor = FloorWatch(control, self.commitlog, self.cqs)
+        self.durable_reads = cfg.flush_mode == SYNC_FLUSH
 
     def step(self, max_records: int = 1024) -> ReputReport:
         """Dispatch up to ``max_records`` new records and publish dispatched_pos."""
         now_ms = int(time.time() * 1000)
         self.control.heartbeat_reput_ms = now_ms
-        # write_pos first: a topic deleted before any record below it bumped topics_epoch first.
-        limit = self.control.write_pos
+        # The limit first: a topic deleted before any record below it bumped topics_epoch first.
+        limit = self.control.flushed_pos if self.durable_reads else self.control.write_pos
         topics_epoch = self.control.topics_epoch
         if topics_epoch != self._topics_epoch or now_ms - self._vanished_checked_ms >= VANISHED_CHECK_INTERVAL_MS:
             # A deleted topic's files must not keep receiving entries through old mappings.

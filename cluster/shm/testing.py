@@ -56,6 +56,8 @@ class Harness:
         self.flush = FlushService(cfg, self.control)
 
     def dispatch_all(self) -> None:
+        if self.reput.durable_reads:   # sync flush: only flushed records are dispatched
+            self.flush.step()
         while self.reput.step(1000).count:
             pass
 
