@@ -18,7 +18,7 @@ from rocketbox.cluster.shm.commitlog_format import pack_host
 from rocketbox.cluster.shm.control import ControlBlock
 from rocketbox.cluster.shm.epochs import EpochCache
 from rocketbox.cluster.shm.live_settings import read_live, with_values
-from rocketbox.cluster.shm.paths import control_path
+from rocketbox.cluster.shm.paths import control_path, truncate_marker_path
 from rocketbox.cluster.shm.recovery import RecoveryReport
 from rocketbox.cluster.shm.store import MessageStore
 from rocketbox.cluster.zmq_transport import RpcClient
@@ -50,12 +50,33 @@ def boot(cfg: BrokerConfig) -> BootedBroker:
     recovery = store.recover()
     log.info("recovery: %s", recovery)
     epochs = EpochCache(store_dir)
+    recovery = _truncate_as_the_master_asked(store_dir, store, epochs, recovery)
     namesrv_client = RpcClient(default_timeout_ms=3000)
     controller = None
     if cfg.controller_mode:
         controller = ControllerClient(cfg, store, epochs, namesrv_client)
         cfg, recovery = _take_role_from_controller(cfg, controller, store, epochs, recovery)
     return BootedBroker(cfg, control, store, recovery, epochs, namesrv_client, controller)
+
+
+def _truncate_as_the_master_asked(store_dir: str, store: MessageStore, epochs: EpochCache,
+                                  recovery: RecoveryReport) -> RecoveryReport:
+    """A slave whose master's log was shorter (broker/ha.py, TRUNCATE) left a note before restarting."""
+    marker = truncate_marker_path(store_dir)
+    try:
+        with open(marker) as f:
+            text = f.read()
+    except FileNotFoundError:
+        return recovery
+    keep = int(text) if text.isdigit() else None   # a torn note: the master asks again
+    if keep is not None and keep < store.commitlog.write_pos:
+        log.warning("cutting this slave's log back to its master's end, %d (%d bytes past it)",
+                    keep, store.commitlog.write_pos - keep)
+        recovery = store.recover(truncate_to=keep)
+        log.info("recovery (truncation): %s", recovery)
+        epochs.truncate(store.commitlog.write_pos)
+    durable.unlink(marker)
+    return recovery
 
 
 def _take_role_from_controller(cfg: BrokerConfig, controller: ControllerClient, store: MessageStore,

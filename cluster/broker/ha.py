@@ -43,7 +43,7 @@ import zmq
 from rocketbox.cluster.acl.curve import secure_client, secure_server, server_key_pair
 from rocketbox.cluster.acl.zap import HA_DOMAIN
 from rocketbox.cluster.broker.ha_format import (ACK, REPORT, DataHeader, HAFrameError, data_header, parse_data_header,
-                                      parse_slave_message, slave_message)
+                                      parse_slave_message, parse_truncate, slave_message, truncate_message)
 from rocketbox.cluster.broker.stats import Rate
 from rocketbox.cluster.broker.waiters import FlushWaiters
 from rocketbox.cluster.protocol import ResponseCode, to_json_bytes
@@ -159,9 +159,17 @@ class HAServer(_AnswersHAStatus):
             slave.heard_s = now
             diverged = offset > write_pos
             if diverged and not slave.diverged:
-                log.error("slave %s reports offset %d beyond this master's %d: not replicating to it",
-                          identity.decode(errors="replace"), offset, write_pos)
+                log.error("slave %s reports offset %d beyond this master's %d: not replicating to it%s",
+                          identity.decode(errors="replace"), offset, write_pos,
+                          "" if self.cfg.controller_mode else "; told to drop what lies past it")
             slave.diverged = diverged
+            if diverged and not self.cfg.controller_mode:
+                # Without a controller this master's log is the one that counts (RocketMQ's classic
+                # mode); with one, the epochs settle it when the replica boots (broker/boot.py).
+                try:
+                    self.socket.send_multipart([identity, *truncate_message(write_pos)], zmq.NOBLOCK)
+                except zmq.ZMQError:
+                    pass   # gone, or its queue is full: its next report asks again
         self._update_confirm(now)
         self.pump()
 
@@ -282,9 +290,11 @@ class HAServer(_AnswersHAStatus):
 class HAClient(_AnswersHAStatus):
     """The slave side, on the slave broker's event loop: the only writer of its CommitLog."""
 
-    def __init__(self, cfg, store, epoch: int, epochs, on_written):
-        """``epoch``: the master epoch it was named for; ``on_written()``: replicated bytes were appended."""
+    def __init__(self, cfg, store, epoch: int, epochs, on_written, on_truncate=None):
+        """``epoch``: the master epoch it was named for; ``on_written()``: replicated bytes were appended;
+        ``on_truncate(offset)``: the master says this log is longer than its own (a restart follows)."""
         self.cfg = cfg
+        self.on_truncate = on_truncate
         self.store = store
         self.epochs = epochs
         self.on_written = on_written
@@ -330,6 +340,10 @@ class HAClient(_AnswersHAStatus):
             except zmq.Again:
                 break
             try:
+                keep = parse_truncate([frame.bytes for frame in frames]) if len(frames) == 2 else None
+                if keep is not None:
+                    self._truncate(keep)
+                    break
                 if len(frames) != 3:
                     raise HAFrameError(f"a DATA message has 3 frames, not {len(frames)}")
                 header = parse_data_header(frames[0].bytes, frames[1].bytes)
@@ -363,6 +377,16 @@ class HAClient(_AnswersHAStatus):
             self._send(REPORT)
         elif appended:
             self._send(ACK)
+
+    def _truncate(self, keep: int) -> None:
+        end = self.store.commitlog.write_pos
+        if keep >= end or self.on_truncate is None or self.master_epoch is not None:
+            return   # not longer than the master's (any more), or a controller's epochs decide
+        log.warning("the master's log ends at %d, this one at %d: dropping the %d bytes past it "
+                    "(copied before the master flushed them, then lost there: under SYNC_FLUSH never "
+                    "acknowledged)",
+                    keep, end, end - keep)
+        self.on_truncate(keep)
 
     def _refuse_stale(self, header: DataHeader) -> None:
         self.refused_chunks += 1

@@ -9,6 +9,9 @@ big-endian u64: the physical ``offset``; the sender's ``master_epoch`` (its curr
 slave refuses bytes from a master of another epoch than the controller named, which fences a
 stale master); the ``epoch`` the bytes belong to and that epoch's ``epoch_start`` offset (the
 slave records them in its epoch file). Without a controller every epoch is 0.
+master -> slave: two frames, ``T`` and a u64 ``offset`` (big-endian): "your log is longer than
+mine; drop everything past this offset" (without a controller: a power cut took records from
+the master that its slave had copied before they were flushed, never acknowledged).
 On the master's ROUTER socket ZeroMQ puts the slave's identity frame first.
 """
 
@@ -20,6 +23,7 @@ from typing import NamedTuple
 REPORT = b"R"
 ACK = b"A"
 DATA = b"D"
+TRUNCATE = b"T"
 _OFFSET = struct.Struct(">Q")
 _DATA_HEADER = struct.Struct(">QQQQ")
 
@@ -65,3 +69,18 @@ def parse_data_header(kind: bytes, header: bytes) -> DataHeader:
     if len(header) != _DATA_HEADER.size:
         raise HAFrameError(f"the data header frame has {len(header)} bytes, not {_DATA_HEADER.size}")
     return DataHeader(*_DATA_HEADER.unpack(bytes(header)))
+
+
+def truncate_message(offset: int) -> list[bytes]:
+    return [TRUNCATE, _OFFSET.pack(offset)]
+
+
+def parse_truncate(frames) -> int | None:
+    """The offset of a TRUNCATE message, None when the frames are another kind; HAFrameError
+    when it is one but malformed."""
+    if len(frames) != 2 or bytes(frames[0]) != TRUNCATE:
+        return None
+    offset = bytes(frames[1])
+    if len(offset) != _OFFSET.size:
+        raise HAFrameError(f"the offset frame has {len(offset)} bytes, not 8")
+    return _OFFSET.unpack(offset)[0]

@@ -49,6 +49,8 @@ from rocketbox.cluster.protocol import (DLQ_TOPIC_PREFIX, PERM_READ_WRITE, RETRY
                                         RequestCode, ResponseCode, answers_refusals, field_int, field_str, json_body,
                                         require_name, retry_topic, to_json_bytes)
 from rocketbox.cluster.shm.commitlog_format import parse_offset_msg_id
+from rocketbox.cluster.shm import durable
+from rocketbox.cluster.shm.paths import truncate_marker_path
 from rocketbox.cluster.shm.schedule_format import SCHEDULE_TOPIC
 from rocketbox.cluster.wire_format import DOOR_NATIVE, Command
 from rocketbox.cluster.zmq_transport import CONTEXT, EventLoop
@@ -79,7 +81,8 @@ class BrokerService:
         self.epoch = self.controller.epoch if self.controller else 0
         # A slave's store takes only its master's bytes (broker/ha.py); a master serves its slaves.
         self.store.read_only = cfg.is_slave
-        self.ha = (HAClient(cfg, self.store, self.epoch, self.epochs, self.on_written) if cfg.is_slave
+        self.ha = (HAClient(cfg, self.store, self.epoch, self.epochs, self.on_written,
+                            on_truncate=self.restart_truncated) if cfg.is_slave
                    else HAServer(cfg, self.store, self.control, self.epoch, self.epochs))
         self.topics = TopicConfigManager(store_dir, auto_create_enabled=cfg.auto_create_topic_enabled,
                                          queue_count_default=cfg.topic_queue_count_default)
@@ -184,9 +187,15 @@ class BrokerService:
             metrics.acl_refusals = self.acl.refusal_counts
 
     def on_role_changed(self) -> None:
-        # The process entry point turns this into its restart-me exit code.
+        # The process entry point turns this into its restart-me exit code (also after a truncation).
         self.role_changed = True
         self.loop.stopping = True
+
+    def restart_truncated(self, keep: int) -> None:
+        """The master's log is shorter: note where to cut and restart (the cut is recovery's, at boot:
+        this process's workers map the files it would cut)."""
+        durable.atomic_write(truncate_marker_path(self.cfg.store.store_dir), str(keep).encode())
+        self.on_role_changed()
 
     def notify_peer(self, peer, command: Command) -> None:
         """A request to a connected client over its own connection (served once ``serve`` ran),

@@ -20,8 +20,8 @@ What it does:
   the rest of the group is stopped (SIGTERM, SIGKILL after a deadline) and, once
   all are gone, the group restarts in start order, so the broker recovers its
   store with no worker running. A non-leader's death restarts only it.
-* **Role changes restart at once**: a child exiting with ``EXIT_ROLE_CHANGED`` (a broker
-  replica the failover controller gave another role) is restarted without back-off.
+* **Role changes restart at once**: a child exiting with ``EXIT_ROLE_CHANGED`` after it was ready
+  (a replica the controller gave another role, a slave cutting its log back) restarts, also mid-start.
 * **Boot errors halt**: a child exiting with ``EXIT_BOOT_ERROR`` before it is
   ready stops the supervisor with the reason instead of a restart loop.
 * **Stop** (SIGTERM, SIGINT, or :meth:`Supervisor.stop`): children are stopped
@@ -456,7 +456,7 @@ class Supervisor:
             self.log.info("%s (pid %d) stopped: %s", child.name, pid, reason)
             return
 
-        if code == EXIT_ROLE_CHANGED and not died_booting and self.state != SupervisorState.STARTING:
+        if code == EXIT_ROLE_CHANGED and not died_booting:
             # Not a crash: a broker replica the failover controller gave another role. A back-off here
             # could outlast the controller's time-out and make it look dead in its new role.
             self.log.info("%s (pid %d) restarts in a new role", child.name, pid)

@@ -67,6 +67,11 @@ def abort_path(store_dir: str) -> str:
     return os.path.join(store_dir, ABORT_FILE)
 
 
+def truncate_marker_path(store_dir: str) -> str:
+    """A slave's note to itself, across a restart, to cut its CommitLog back to its master's end."""
+    return os.path.join(store_dir, "truncate_to")
+
+
 def epoch_path(store_dir: str) -> str:
     return os.path.join(store_dir, EPOCH_FILE)
 

@@ -33,3 +33,11 @@ def test_malformed_data_headers_are_refused():
         f.parse_data_header(b"D", b"\x00" * 8)
     with pytest.raises(f.HAFrameError):
         f.slave_message(b"D", 1)
+
+
+def test_truncate_message_golden():
+    assert f.truncate_message(0x10000) == [b"T", bytes.fromhex("0000000000010000")]
+    assert f.parse_truncate([b"T", bytes.fromhex("0000000000010000")]) == 0x10000
+    assert f.parse_truncate([b"D", b"\x00" * 8]) is None          # another kind: not ours to judge
+    with pytest.raises(f.HAFrameError):
+        f.parse_truncate([b"T", b"\x00" * 4])
