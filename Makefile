@@ -7,7 +7,8 @@ VENV_PYTHON := $(VENV)/bin/python
 # the native helper's sources are newer than it.
 INSTALL_STAMP := $(VENV)/.rocketbox-installed
 INSTALL_INPUTS := setup.py pyproject.toml MANIFEST.in constraints.txt \
-	cluster/_native/helper.h cluster/_native/helper.c cluster/_native/build.py
+	cluster/_native/helper.h cluster/_native/helper.c cluster/_native/record_crc.h \
+	cluster/_native/record_crc.c cluster/_native/build.py
 
 .PHONY: venv install real-clients browser console-screenshots test run bench peers bench-compare clean distclean
 

@@ -142,6 +142,11 @@ class StoreConfig:
     preheat_enabled: bool = True
     # mlock the current CommitLog segment (RocketMQ's warmMapedFileEnable + mlock).
     mlock_enabled: bool = False
+    # Every record the broker writes ends with RocketMQ's whole-record CRC property (its
+    # enabledAppendPropCRC; "__CRC32#", shm/commitlog_format.py), which recovery verifies: a power
+    # cut that garbles a record's topic, properties or header is then seen, not only one in its
+    # body. On by default here (RocketMQ's default is false): the durability promise needs it.
+    record_crc_enabled: bool = True
     # Retention (shm/retention.py, in the allocate worker), RocketMQ's CleanCommitLogService: a
     # CommitLog segment closed longer ago than file_reserved_time_ms (fileReservedTime, 72 h) is
     # deleted during the hours of delete_when ("04", or "04;16"), at once when asked

@@ -35,6 +35,7 @@ BROKER_KEYS: tuple[tuple[str, str, int], ...] = (
     ("cleanResourceInterval", "store.clean_resource_interval_ms", 1),
     ("deleteFileBatchMax", "store.delete_file_batch_max", 1),
     ("deleteCommitLogFilesInterval", "store.delete_commitlog_files_interval_ms", 1),
+    ("enabledAppendPropCRC", "store.record_crc_enabled", 1),
     ("autoCreateTopicEnable", "auto_create_topic_enabled", 1),
     ("autoCreateSubscriptionGroup", "auto_create_subscription_group", 1),
     ("defaultTopicQueueNums", "topic_queue_count_default", 1),

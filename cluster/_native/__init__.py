@@ -1,7 +1,7 @@
 """The native helper: what Python cannot do, or cannot do fast enough, in one small C file.
 
 The contract is declared in ``helper.h`` (return codes, byte orders, the scan
-row layout), implemented in ``helper.c`` and built by cffi (``build.py``) when
+row layout), implemented in ``helper.c`` and ``record_crc.c`` and built by cffi (``build.py``) when
 the package is installed. This module wraps each C function: Python buffers
 (mmap objects, bytes, bytearray, memoryview) go in, Python values come out,
 and ``_check`` turns every negative return code into an exception.
@@ -12,7 +12,7 @@ and ``_check`` turns every negative return code into an exception.
 | ``preheat_read`` | touch every page of a segment before the first append or read needs it, in one call |
 | ``U64Slots`` | cursors published between processes through a shared mmap need acquire/release ordering |
 | ``crc32`` / ``body_crc`` | zlib-compatible CRC-32 usable inside the C loops below |
-| ``measure_batch`` / ``encode_batch`` | a batch body to CommitLog records in one pass (twin: ``cluster.shm.batch_format``) |
+| ``measure_batch`` / ``encode_batch`` | a batch body to CommitLog records in one pass, sealed with the whole-record CRC property when asked (``record_crc.c``; twin: ``cluster.shm.batch_format``) |
 | ``scan_records`` | the reput worker and recovery walk records without decoding each one in Python |
 | ``DispatchBatch`` (scan, extract, index_put, cq_put) | the reput worker's whole per-record work (properties, Java key hashes, IndexFile and ConsumeQueue entries) in a few calls a batch |
 
@@ -171,20 +171,24 @@ def body_crc(data) -> int:
 
 # ---- batch -> records ----
 
-def measure_batch(batch_body, topic_len: int) -> tuple[int, int]:
-    """(item count, bytes its records will take); MalformedBatch if the sizes do not add up."""
+def measure_batch(batch_body, topic_len: int, *, record_crc: bool = False) -> tuple[int, int]:
+    """(item count, bytes its records will take, with the whole-record CRC property when
+    ``record_crc``); MalformedBatch if the sizes do not add up."""
     count = ffi.new("int64_t *")
     record_bytes = ffi.new("int64_t *")
     with _readable(batch_body) as batch:
-        _check(lib.rb_measure_batch(batch, len(batch), topic_len, count, record_bytes), "measure_batch")
+        _check(lib.rb_measure_batch(batch, len(batch), topic_len, int(bool(record_crc)), count, record_bytes),
+               "measure_batch")
     return count[0], record_bytes[0]
 
 
 def encode_batch(dst, dst_pos: int, batch_body, topic: bytes, queue_id: int,
                  queue_offset_first: int, phys_offset_first: int, sys_flag: int,
                  born_timestamp_ms: int, born_host: bytes, store_timestamp_ms: int,
-                 store_host: bytes, *, dst_limit: int | None = None) -> tuple[int, int, array]:
-    """Write a batch body's items as CommitLog records at ``dst[dst_pos:dst_limit]``.
+                 store_host: bytes, *, dst_limit: int | None = None,
+                 record_crc: bool = False) -> tuple[int, int, array]:
+    """Write a batch body's items as CommitLog records at ``dst[dst_pos:dst_limit]``, each
+    ending with the sealed whole-record CRC property when ``record_crc``.
 
     All or nothing: ``MalformedBatch`` or ``DestinationTooSmall`` (roll to the next
     file) before any byte is written. Returns ``(bytes_written, count, record_ends)``,
@@ -194,7 +198,7 @@ def encode_batch(dst, dst_pos: int, batch_body, topic: bytes, queue_id: int,
     for name, host in (("born_host", born_host), ("store_host", store_host)):
         if len(host) != HOST_BYTES:
             raise ValueError(f"{name} must be {HOST_BYTES} bytes (IPv4 + port), got {len(host)}")
-    count, _ = measure_batch(batch_body, len(topic))
+    count, _ = measure_batch(batch_body, len(topic), record_crc=record_crc)
     record_ends = _zeros(count)
     written_count = ffi.new("int64_t *")
     fields = ffi.new("struct rb_record_fields *", {
@@ -202,6 +206,7 @@ def encode_batch(dst, dst_pos: int, batch_body, topic: bytes, queue_id: int,
         "phys_offset_first": phys_offset_first, "sys_flag": sys_flag,
         "born_timestamp_ms": born_timestamp_ms, "born_host": list(born_host),
         "store_timestamp_ms": store_timestamp_ms, "store_host": list(store_host),
+        "record_crc": int(bool(record_crc)),
     })
     with _writable(dst) as out, _readable(batch_body) as batch, _readable(topic) as topic_bytes, \
             ffi.from_buffer("int64_t[]", record_ends, require_writable=True) as ends:
@@ -219,7 +224,7 @@ SCAN_END = "end"                 # reached ``end`` exactly
 SCAN_LIMIT = "limit"             # ``max_rows`` records returned; scan again from next_pos
 SCAN_INCOMPLETE = "incomplete"   # zeros, or a record running past ``end`` (not written yet, or torn)
 SCAN_BLANK = "blank"             # an end-of-file blank at next_pos: go on in the next file
-SCAN_CORRUPT = "corrupt"         # bad magic or sizes, or a BODYCRC mismatch with check_crc
+SCAN_CORRUPT = "corrupt"         # bad magic or sizes; with check_crc a BODYCRC or whole-record CRC mismatch
 _STOPS = {
     lib.RB_SCAN_END: SCAN_END, lib.RB_SCAN_LIMIT: SCAN_LIMIT,
     lib.RB_SCAN_INCOMPLETE: SCAN_INCOMPLETE, lib.RB_SCAN_BLANK: SCAN_BLANK,

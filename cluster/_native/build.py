@@ -31,9 +31,9 @@ ffibuilder.cdef(declarations((HERE / "helper.h").read_text()))
 ffibuilder.set_source(
     "rocketbox.cluster._native._rocketbox_native",
     '#include "helper.h"',
-    sources=[f"{HERE_FROM_ROOT}/helper.c"],
+    sources=[f"{HERE_FROM_ROOT}/helper.c", f"{HERE_FROM_ROOT}/record_crc.c"],
     include_dirs=[HERE_FROM_ROOT],
-    depends=[f"{HERE_FROM_ROOT}/helper.h"],
+    depends=[f"{HERE_FROM_ROOT}/helper.h", f"{HERE_FROM_ROOT}/record_crc.h"],
     extra_compile_args=["-O2", "-std=gnu11"],
 )
 

@@ -2,6 +2,7 @@
  * row layout) is in helper.h; the Python side is cluster/_native/__init__.py. */
 #define _GNU_SOURCE
 #include "helper.h"
+#include "record_crc.h"
 
 #include <errno.h>
 #include <string.h>
@@ -235,12 +236,18 @@ static int parse_item(const uint8_t *batch, size_t batch_len, size_t pos, struct
     return RB_OK;
 }
 
-static int64_t record_bytes(const struct batch_item *item, int64_t topic_len)
+/* The record's properties: the item's, as commitlog_format.stored_properties makes them. */
+static int64_t record_properties_bytes(const struct batch_item *item, int record_crc)
 {
-    return RECORD_FIXED_BYTES + item->body_len + topic_len + item->properties_len;
+    return stored_properties_len(item->properties, item->properties_len, record_crc);
 }
 
-int rb_measure_batch(const uint8_t *batch, size_t batch_len, int64_t topic_len,
+static int64_t record_bytes(const struct batch_item *item, int64_t topic_len, int record_crc)
+{
+    return RECORD_FIXED_BYTES + item->body_len + topic_len + record_properties_bytes(item, record_crc);
+}
+
+int rb_measure_batch(const uint8_t *batch, size_t batch_len, int64_t topic_len, int record_crc,
                      int64_t *count_out, int64_t *record_bytes_out)
 {
     int64_t count = 0, total = 0;
@@ -251,9 +258,11 @@ int rb_measure_batch(const uint8_t *batch, size_t batch_len, int64_t topic_len,
         int rc = parse_item(batch, batch_len, pos, &item);
         if (rc != RB_OK)
             return rc;
-        if (record_bytes(&item, topic_len) > INT32_MAX)  /* TOTALSIZE is an int32 */
+        int64_t properties_bytes = record_properties_bytes(&item, record_crc);
+        int64_t size = RECORD_FIXED_BYTES + item.body_len + topic_len + properties_bytes;
+        if (properties_bytes > INT16_MAX || size > INT32_MAX)  /* int16 length; TOTALSIZE an int32 */
             return RB_E_BATCH_MALFORMED;
-        total += record_bytes(&item, topic_len);
+        total += size;
         pos += (size_t)item.item_bytes;
     }
     *count_out = count;
@@ -267,7 +276,8 @@ static int64_t write_record(uint8_t *out, const struct batch_item *item,
                             const struct rb_record_fields *fields,
                             int64_t index, int64_t bytes_before)
 {
-    int64_t size = record_bytes(item, topic_len);
+    int record_crc = fields->record_crc != 0;
+    int64_t size = record_bytes(item, topic_len, record_crc);
     put_be32(out + OFF_TOTALSIZE, (uint32_t)size);
     put_be32(out + OFF_MAGIC, MAGIC_MESSAGE);
     put_be32(out + OFF_BODYCRC, rb_crc32(0, item->body, (size_t)item->body_len) & BODY_CRC_MASK);
@@ -289,8 +299,10 @@ static int64_t write_record(uint8_t *out, const struct batch_item *item,
     *p++ = (uint8_t)topic_len;
     memcpy(p, topic, (size_t)topic_len);
     p += topic_len;
-    put_be16(p, (uint16_t)item->properties_len);
-    memcpy(p + 2, item->properties, (size_t)item->properties_len);
+    put_be16(p, (uint16_t)(out + size - (p + 2)));
+    write_stored_properties(p + 2, item->properties, item->properties_len, record_crc);
+    if (record_crc)
+        seal_record(out, size);
     return size;
 }
 
@@ -303,7 +315,7 @@ int64_t rb_encode_batch(uint8_t *dst, size_t dst_len, int64_t dst_pos, int64_t d
     int64_t count, total;
     int rc = check_range(dst_len, dst_pos, dst_limit);
     if (rc == RB_OK)
-        rc = rb_measure_batch(batch, batch_len, topic_len, &count, &total);
+        rc = rb_measure_batch(batch, batch_len, topic_len, fields->record_crc != 0, &count, &total);
     if (rc != RB_OK)
         return rc;
     if (count > record_ends_max)
@@ -355,8 +367,9 @@ static int scan_one(const uint8_t *rec, int64_t avail, int64_t pos, int check_cr
     int64_t properties_at = topic_at + topic_len + 2;
     if (properties_at + properties_len != total)
         return RB_SCAN_CORRUPT;
-    if (check_crc && (rb_crc32(0, rec + RECORD_HEAD_BYTES, (size_t)body_len) & BODY_CRC_MASK)
-                         != get_be32(rec + OFF_BODYCRC))
+    if (check_crc && ((rb_crc32(0, rec + RECORD_HEAD_BYTES, (size_t)body_len) & BODY_CRC_MASK)
+                          != get_be32(rec + OFF_BODYCRC) ||
+                      check_record_crc(rec, total, properties_len) < 0))
         return RB_SCAN_CORRUPT;
     row[RB_COL_POS] = pos;
     row[RB_COL_TOTAL_SIZE] = total;

@@ -118,10 +118,13 @@ struct rb_record_fields {
     uint8_t born_host[8];         /* IPv4 4 + port 4 */
     int64_t store_timestamp_ms;
     uint8_t store_host[8];
+    int32_t record_crc;           /* != 0: the whole-record CRC property ends every record */
 };
 
-/* Validate a batch; count its items and the bytes its records will take. */
-int rb_measure_batch(const uint8_t *batch, size_t batch_len, int64_t topic_len,
+/* Validate a batch; count its items and the bytes its records will take. A record stores
+ * its item's properties without any "__CRC32#" pair and, with record_crc, ends them with
+ * the whole-record CRC property (commitlog_format.py's docstring; record_crc.c). */
+int rb_measure_batch(const uint8_t *batch, size_t batch_len, int64_t topic_len, int record_crc,
                      int64_t *count_out, int64_t *record_bytes_out);
 
 /* Encode every item of the batch as a record at dst[dst_pos, dst_limit);
@@ -163,7 +166,8 @@ enum rb_scan_stop {
     RB_SCAN_LIMIT = 1,       /* rows_max rows filled */
     RB_SCAN_INCOMPLETE = 2,  /* zeros, or a record that runs past end (not written yet, or torn) */
     RB_SCAN_BLANK = 3,       /* an end-of-file blank at *next_pos_out */
-    RB_SCAN_CORRUPT = 4      /* bad magic or sizes, or a BODYCRC mismatch when check_crc */
+    RB_SCAN_CORRUPT = 4      /* bad magic or sizes; with check_crc a BODYCRC mismatch, or a whole-record
+                                CRC property that is garbled or does not match */
 };
 
 /* Scan records in buf[start, end) as commitlog_format.decode_at would.

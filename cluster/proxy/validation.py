@@ -26,7 +26,10 @@ SYSTEM_PROPERTIES = frozenset({
     "__SHARDINGKEY", "PROPERTY_FORWARD_QUEUE_ID", "REDIRECT", "INNER_MULTI_DISPATCH", "INNER_MULTI_QUEUE_OFFSET",
     "TRACE_CONTEXT", "TIMER_DELAY_SEC", "TIMER_DELIVER_MS", "__BORNHOST", "BORN_TIMESTAMP", "TIMER_ENQUEUE_MS",
     "TIMER_DEQUEUE_MS", "TIMER_ROLL_TIMES", "TIMER_OUT_MS", "TIMER_DEL_UNIQKEY", "TIMER_DELAY_LEVEL",
-    "TIMER_DELAY_MS", "DLQ_ORIGIN_TOPIC", "DLQ_ORIGIN_MESSAGE_ID"})
+    "TIMER_DELAY_MS", "DLQ_ORIGIN_TOPIC", "DLQ_ORIGIN_MESSAGE_ID",
+    # The store's whole-record CRC (shm/commitlog_format.py): never a gRPC consumer's user property,
+    # as RocketMQ's proxy leaves it out of user_properties (GrpcConverter.buildUserAttributes).
+    "__CRC32#"})
 
 
 def has_control_character(text: str) -> bool:

@@ -19,7 +19,10 @@ A batch is items back to back, each big-endian (RocketMQ MessageDecoder.encodeMe
 Item i of a batch sent to one queue becomes a record with QUEUEOFFSET =
 ``queue_offset_first + i`` and PHYSICALOFFSET = ``phys_offset_first`` + the
 bytes of the records before it; RECONSUMETIMES and PREPARED TRANSACTION
-OFFSET are 0. An item whose sizes do not add up makes the whole batch
+OFFSET are 0. A record stores the item's properties as
+``commitlog_format.stored_properties`` makes them (any ``__CRC32#`` pair dropped; with
+``record_crc`` the whole-record CRC property appended and sealed). An item whose sizes do
+not add up, or whose stored properties would pass 32767 bytes, makes the whole batch
 ``MalformedBatch``; a batch whose records do not fit before ``dst_limit`` is
 ``DestinationTooSmall`` and nothing is written (the caller rolls to the next
 file).
@@ -128,11 +131,15 @@ def decode_items(batch) -> list[BatchItem]:
     return items
 
 
-def measure_batch(batch, topic_len: int) -> tuple[int, int]:
+def measure_batch(batch, topic_len: int, *, record_crc: bool = False) -> tuple[int, int]:
     """(item count, bytes the records will take) for a topic of ``topic_len`` bytes."""
     if not 0 <= topic_len <= clf.TOPIC_LENGTH_MAX:
         raise ValueError(f"topic is {topic_len} bytes, more than {clf.TOPIC_LENGTH_MAX}")
-    sizes = [clf.record_size(len(item.body), topic_len, len(item.properties)) for item in decode_items(batch)]
+    stored = [(len(item.body), len(clf.stored_properties(item.properties, record_crc)))
+              for item in decode_items(batch)]
+    if any(properties_len > clf.PROPERTIES_LENGTH_MAX for _, properties_len in stored):
+        raise MalformedBatch(f"an item's stored properties would be more than {clf.PROPERTIES_LENGTH_MAX} bytes")
+    sizes = [clf.record_size(body_len, topic_len, properties_len) for body_len, properties_len in stored]
     if any(size > RECORD_SIZE_MAX for size in sizes):
         raise MalformedBatch(f"a record would be more than {RECORD_SIZE_MAX} bytes")
     return len(sizes), sum(sizes)
@@ -141,7 +148,7 @@ def measure_batch(batch, topic_len: int) -> tuple[int, int]:
 def encode_batch(dst, dst_pos: int, batch, topic: bytes, queue_id: int, queue_offset_first: int,
                  phys_offset_first: int, sys_flag: int, born_timestamp_ms: int, born_host: bytes,
                  store_timestamp_ms: int, store_host: bytes, *,
-                 dst_limit: int | None = None) -> tuple[int, int, array]:
+                 dst_limit: int | None = None, record_crc: bool = False) -> tuple[int, int, array]:
     """Write the batch's items as records at ``dst[dst_pos:dst_limit]``, all or nothing.
 
     Returns ``(bytes_written, count, record_ends)``, ``record_ends[i]`` being the
@@ -153,7 +160,7 @@ def encode_batch(dst, dst_pos: int, batch, topic: bytes, queue_id: int, queue_of
     limit = len(dst) if dst_limit is None else dst_limit
     if not 0 <= dst_pos <= limit <= len(dst):
         raise ValueError(f"destination range [{dst_pos}, {limit}) is not inside {len(dst)} bytes")
-    _, total = measure_batch(batch, len(topic))
+    _, total = measure_batch(batch, len(topic), record_crc=record_crc)
     if total > limit - dst_pos:
         raise DestinationTooSmall(f"{total} bytes of records, {limit - dst_pos} left")
     record_ends = array("q")
@@ -164,6 +171,7 @@ def encode_batch(dst, dst_pos: int, batch, topic: bytes, queue_id: int, queue_of
             phys_offset=phys_offset_first + (pos - dst_pos), sys_flag=sys_flag,
             born_timestamp_ms=born_timestamp_ms, born_host=born_host,
             store_timestamp_ms=store_timestamp_ms, store_host=store_host, reconsume_times=0,
-            prepared_transaction_offset=0, body=item.body, topic=topic, properties=item.properties)
+            prepared_transaction_offset=0, body=item.body, topic=topic,
+            properties=clf.stored_properties(item.properties, record_crc), record_crc=record_crc)
         record_ends.append(pos)
     return total, len(record_ends), record_ends

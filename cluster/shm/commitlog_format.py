@@ -27,6 +27,21 @@ Record, big-endian (SPEC §4), 91 fixed bytes + body + topic + properties:
 
 The end-of-file blank is TOTALSIZE (= bytes left in the file) + BLANK_MAGIC; the
 rest of the file after it is not read.
+
+Whole-record CRC (RocketMQ's ``enabledAppendPropCRC``, CommitLog.CRC32_RESERVED_LEN): with the
+broker setting on, a record's properties end with one more property, 20 bytes reserved at the
+record's very end:
+
+    __CRC32#  \\x01  ten ASCII digits  \\x02
+
+The digits are crc32(record[0 : TOTALSIZE - 20]) & 0x7FFFFFFF in decimal, least significant digit
+first, padded with '0' on the right (MessageDecoder.createCrc32 writes them so; the reader
+accumulates them from the last to the first): 123 is ``3210000000``. The CRC covers every byte of
+the record before the property, so a torn write in the topic, properties or header is seen, not
+only one in the body. Properties that do not end with \\x02 get one before it. Any ``__CRC32#``
+pair the properties held before (sent by a client, or copied from a stored record) is dropped
+first (RocketMQ's asyncPutMessage deletes it). ``decode_at(check_crc=True)`` verifies the CRC of a
+record that carries the property; a record without it is checked on its body CRC alone.
 """
 
 from __future__ import annotations
@@ -81,8 +96,17 @@ PROPERTY_REAL_TOPIC = "REAL_TOPIC"
 PROPERTY_REAL_QID = "REAL_QID"
 PROPERTY_TRAN_MSG = "TRAN_MSG"
 PROPERTY_PGROUP = "PGROUP"
+PROPERTY_CRC32 = "__CRC32#"
 NAME_VALUE_SEPARATOR = "\x01"
 PROPERTY_SEPARATOR = "\x02"
+
+RECORD_CRC_MASK = 0x7FFFFFFF
+RECORD_CRC_DIGITS = 10
+RECORD_CRC_NAME = b"__CRC32#\x01"   # PROPERTY_CRC32 + NAME_VALUE_SEPARATOR
+RECORD_CRC_SIZE = len(RECORD_CRC_NAME) + RECORD_CRC_DIGITS + 1  # 20: CommitLog.CRC32_RESERVED_LEN
+# What an encoder reserves; sealing overwrites the digits.
+RECORD_CRC_PLACEHOLDER = RECORD_CRC_NAME + b"0" * RECORD_CRC_DIGITS + b"\x02"
+PROPERTY_CRC32_BYTES = PROPERTY_CRC32.encode()
 
 
 def body_crc(body: bytes) -> int:
@@ -127,6 +151,57 @@ def decode_properties(raw: bytes | memoryview) -> dict[str, str]:
             name, _, value = pair.partition(NAME_VALUE_SEPARATOR)
             out[name] = value
     return out
+
+
+def record_crc_property(crc: int) -> bytes:
+    """The 20 bytes that end a sealed record: ``__CRC32#``, \\x01, the digits of ``crc`` least
+    significant first (zero-padded on the right), \\x02."""
+    digits = f"{crc & RECORD_CRC_MASK:0{RECORD_CRC_DIGITS}d}"[::-1]
+    return RECORD_CRC_NAME + digits.encode() + b"\x02"
+
+
+def without_record_crc(properties: bytes) -> bytes:
+    """``properties`` without any ``__CRC32#`` pair (a client's, or one copied from a stored record)."""
+    if PROPERTY_CRC32_BYTES not in properties:
+        return properties
+    kept = [pair for pair in properties.split(b"\x02")
+            if pair.partition(b"\x01")[0] != PROPERTY_CRC32_BYTES]
+    return b"\x02".join(kept)
+
+
+def stored_properties(properties: bytes, record_crc: bool) -> bytes:
+    """The properties a record stores for ``properties`` as sent: any ``__CRC32#`` pair dropped and,
+    with ``record_crc``, the whole-record CRC property's 20 bytes reserved at the end (after a
+    closing \\x02 the text may lack), to be sealed once every other byte of the record is in place."""
+    properties = without_record_crc(properties)
+    if not record_crc:
+        return properties
+    if properties and properties[-1] != 2:
+        properties += b"\x02"
+    return properties + RECORD_CRC_PLACEHOLDER
+
+
+def seal_record(buf, pos: int, size: int) -> None:
+    """Write the CRC property of the record at ``buf[pos:pos + size]``, whose properties end with
+    the reserved 20 bytes: the CRC of every byte before them."""
+    end = pos + size - RECORD_CRC_SIZE
+    buf[end:pos + size] = record_crc_property(zlib.crc32(buf[pos:end]))
+
+
+def stored_record_crc(properties) -> int | None:
+    """The whole-record CRC a record's properties end with; None when they end with no CRC property;
+    -1 when they end with its name but not with ten digits and \\x02 (garbled)."""
+    n = len(properties)
+    if n < RECORD_CRC_SIZE or bytes(properties[n - RECORD_CRC_SIZE:n - RECORD_CRC_SIZE + len(RECORD_CRC_NAME)]) \
+            != RECORD_CRC_NAME:
+        return None
+    if n > RECORD_CRC_SIZE and properties[n - RECORD_CRC_SIZE - 1] != 2:
+        return None   # "__CRC32#" ends the name of another pair: not the CRC property
+    digits = bytes(properties[n - RECORD_CRC_DIGITS - 1:n - 1])
+    if properties[n - 1] != 2 or not (digits.isascii() and digits.isdigit()):
+        return -1
+    value = int(digits[::-1])
+    return value if value <= RECORD_CRC_MASK else -1
 
 
 class Record(NamedTuple):
@@ -179,8 +254,11 @@ def record_size(body_len: int, topic_len: int, properties_len: int) -> int:
 def encode_into(buf, pos: int, *, queue_id: int, flag: int, queue_offset: int, phys_offset: int,
                 sys_flag: int, born_timestamp_ms: int, born_host: bytes, store_timestamp_ms: int,
                 store_host: bytes, reconsume_times: int, prepared_transaction_offset: int,
-                body: bytes, topic: bytes, properties: bytes, crc: int | None = None) -> int:
-    """Write one record at ``buf[pos:]``; return its size. ``topic`` and ``properties`` are bytes."""
+                body: bytes, topic: bytes, properties: bytes, crc: int | None = None,
+                record_crc: bool = False) -> int:
+    """Write one record at ``buf[pos:]``; return its size. ``topic`` and ``properties`` are bytes,
+    the properties as stored (``stored_properties``). With ``record_crc`` their last 20 bytes are the
+    reserved CRC property, sealed here once the rest is written."""
     if len(topic) > TOPIC_LENGTH_MAX:
         raise ValueError(f"topic is {len(topic)} bytes, more than {TOPIC_LENGTH_MAX}")
     if len(properties) > PROPERTIES_LENGTH_MAX:
@@ -200,6 +278,10 @@ def encode_into(buf, pos: int, *, queue_id: int, flag: int, queue_offset: int, p
     buf[p:p + 2] = len(properties).to_bytes(2, "big")
     p += 2
     buf[p:p + len(properties)] = properties
+    if record_crc:
+        if len(properties) < RECORD_CRC_SIZE:
+            raise ValueError("record_crc needs properties that end with the reserved CRC property")
+        seal_record(buf, pos, size)
     return size
 
 
@@ -220,7 +302,8 @@ def decode_at(buf, pos: int, limit: int | None = None, *, check_crc: bool = True
     """Decode the record at ``buf[pos:]``, reading no further than ``limit``.
 
     Returns ``Record``, ``EndOfFile``, ``Incomplete`` (zeros, or not enough bytes) or
-    ``Corrupt`` (bad magic, size or CRC).
+    ``Corrupt`` (bad magic, size or CRC). ``check_crc``: the body CRC, and the whole-record CRC
+    when the record carries one.
     """
     end = len(buf) if limit is None else min(limit, len(buf))
     if end - pos < BLANK_HEAD.size:
@@ -256,8 +339,15 @@ def decode_at(buf, pos: int, limit: int | None = None, *, check_crc: bool = True
     if p + props_len != pos + total_size:
         return Corrupt(f"properties length {props_len} does not match total size {total_size}")
     props = bytes(buf[p:p + props_len])
-    if check_crc and body_crc(body) != crc:
-        return Corrupt(f"body CRC mismatch at {pos}")
+    if check_crc:
+        if body_crc(body) != crc:
+            return Corrupt(f"body CRC mismatch at {pos}")
+        stored = stored_record_crc(props)
+        if stored is not None:
+            if stored < 0:
+                return Corrupt(f"garbled CRC property at {pos}")
+            if zlib.crc32(buf[pos:pos + total_size - RECORD_CRC_SIZE]) & RECORD_CRC_MASK != stored:
+                return Corrupt(f"record CRC mismatch at {pos}")
     return Record(total_size, crc, queue_id, flag, queue_offset, phys_offset, sys_flag, born_ts,
                   born_host, store_ts, store_host, reconsume_times, prepared_offset, body, topic, props)
 
@@ -326,7 +416,7 @@ def batch_record_sizes(topic_len: int, messages) -> list[int]:
 
 def encode_batch(messages, sizes, *, topic: bytes, queue_id: int, queue_offset_first: int,
                  phys_offset_first: int, store_timestamp_ms: int,
-                 store_host: bytes) -> tuple[bytes, int]:
+                 store_host: bytes, record_crc: bool = False) -> tuple[bytes, int]:
     """Consecutive records of one queue as one bytes object, and the next queue offset.
 
     The broker's hot path.
@@ -337,7 +427,9 @@ def encode_batch(messages, sizes, *, topic: bytes, queue_id: int, queue_offset_f
     that a transaction PREPARED or ROLLBACK record gets queue offset 0 and takes no
     number (RocketMQ CommitLog.doAppend: it never enters a ConsumeQueue). One join
     instead of a write per field keeps the per-message Python work to a few calls.
-    Raises struct.error / ValueError / TypeError for out-of-range fields.
+    ``record_crc``: each message's properties end with the reserved CRC property
+    (``stored_properties``), sealed here. Raises struct.error / ValueError / TypeError for
+    out-of-range fields.
     """
     if len(topic) > TOPIC_LENGTH_MAX:
         raise ValueError(f"topic is {len(topic)} bytes, more than {TOPIC_LENGTH_MAX}")
@@ -357,14 +449,24 @@ def encode_batch(messages, sizes, *, topic: bytes, queue_id: int, queue_offset_f
         else:
             record_queue_offset = queue_offset
             queue_offset += 1
-        append(pack(size, MAGIC_SIGNED, crc32(body) & 0x7FFFFFFF, queue_id, m.flag,
+        head = pack(size, MAGIC_SIGNED, crc32(body) & 0x7FFFFFFF, queue_id, m.flag,
                     record_queue_offset, phys, sys_flag, m.born_timestamp_ms, m.born_host,
                     store_timestamp_ms, store_host, m.reconsume_times,
-                    m.prepared_transaction_offset, len(body)))
+                    m.prepared_transaction_offset, len(body))
+        props_length = len(props).to_bytes(2, "big")
+        append(head)
         append(body)
         append(topic_part)
-        append(len(props).to_bytes(2, "big"))
-        append(props)
+        append(props_length)
+        if record_crc:
+            if len(props) < RECORD_CRC_SIZE:
+                raise ValueError("record_crc needs properties that end with the reserved CRC property")
+            covered = props[:-RECORD_CRC_SIZE]
+            append(covered)
+            append(record_crc_property(
+                crc32(covered, crc32(props_length, crc32(topic_part, crc32(body, crc32(head)))))))
+        else:
+            append(props)
         phys += size
     return b"".join(parts), queue_offset
 
@@ -372,8 +474,9 @@ def encode_batch(messages, sizes, *, topic: bytes, queue_id: int, queue_offset_f
 def looks_torn(rec: Record) -> bool:
     """True when a decoded record is probably a torn write (recovery's extra check).
 
-    BODYCRC covers the body only, so a record whose topic or properties were cut
-    short (the rest of a preallocated file is zeros) still decodes. Its tail tells:
+    BODYCRC covers the body only, so a record without the whole-record CRC property whose
+    topic or properties were cut short (the rest of a preallocated file is zeros) still
+    decodes. Its tail tells:
     properties, when present, end with the \\x02 that closes every pair, and a topic
     (non-empty, [%|a-zA-Z0-9_-]) never ends in NUL. Appends are sequential copies, so
     a torn record ends in zeros.
@@ -385,6 +488,7 @@ def looks_torn(rec: Record) -> bool:
 
 def unusable_topic(topic: str) -> bool:
     """True for a topic no broker writes and no ConsumeQueue directory can be named after: empty,
-    ``.``, ``..``, or holding ``/`` or NUL. Only damaged bytes make one (the CRC covers the body only):
+    ``.``, ``..``, or holding ``/`` or NUL. Only damaged bytes make one (in a record without the
+    whole-record CRC property, whose body CRC covers the body only):
     dispatched, NUL made ``os.path`` raise and ``/`` put the queue's files outside the store."""
     return topic in ("", ".", "..") or "/" in topic or "\x00" in topic

@@ -5,6 +5,7 @@
     index/<creation time ms>                  IndexFiles
     control                                   the shared control block (cursors, heartbeats)
     checkpoint, abort, epoch                  flush checkpoint, unclean-shutdown marker, epoch file
+    record_crc_from                           where every record starts carrying the whole-record CRC
     config/<name>.json                        topics, consumerOffset, delayOffset, ...
     config/<name>.slots, <name>.slotmap.json  committed offsets' mapped slots, and which queue has which
 
@@ -23,6 +24,7 @@ CONTROL_FILE = "control"
 CHECKPOINT_FILE = "checkpoint"
 ABORT_FILE = "abort"
 EPOCH_FILE = "epoch"
+RECORD_CRC_PROMISE_FILE = "record_crc_from"
 
 
 def file_name_of_offset(start: int) -> str:
@@ -70,6 +72,12 @@ def abort_path(store_dir: str) -> str:
 def truncate_marker_path(store_dir: str) -> str:
     """A slave's note to itself, across a restart, to cut its CommitLog back to its master's end."""
     return os.path.join(store_dir, "truncate_to")
+
+
+def record_crc_promise_path(store_dir: str) -> str:
+    """The CommitLog offset from which every record carries the whole-record CRC property
+    (``record_crc_promise.py``)."""
+    return os.path.join(store_dir, RECORD_CRC_PROMISE_FILE)
 
 
 def epoch_path(store_dir: str) -> str:

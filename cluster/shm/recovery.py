@@ -3,7 +3,8 @@
 Runs in the broker process at start, before the flush, reput and allocate workers
 (so it may write every cursor and the checkpoint). Steps:
 
-1. Find the true end of the CommitLog. Verification (magic, sizes, body CRC, and the
+1. Find the true end of the CommitLog. Verification (magic, sizes, body CRC, the whole-record
+   CRC property where a record has one or the store promised it, and the
    PHYSICALOFFSET field matching the position, which catches stale bytes) starts at
    the checkpoint's ``commitlog_flushed_pos``, durable by definition; after an unclean
    stop (``abort`` present) at the start of that position's segment, to also catch
@@ -63,12 +64,15 @@ class RecoveryReport:
     seconds: float = 0.0
 
 
-def find_end(commitlog: CommitLog, start: int, durable_until: int = 0) -> tuple[int, int, str]:
+def find_end(commitlog: CommitLog, start: int, durable_until: int = 0,
+             record_crc_from: int | None = None) -> tuple[int, int, str]:
     """(end of valid data, records verified, why it stopped) walking from ``start``.
 
     Records ending at or below ``durable_until`` (the checkpoint's flushed position) were
     msynced whole: the torn-write heuristic, a guess about bytes a crash may have cut, does
-    not apply to them (it must never cut acknowledged, flushed messages).
+    not apply to them (it must never cut acknowledged, flushed messages). A record at or past
+    ``record_crc_from`` (``record_crc_promise.py``) must carry the whole-record CRC property:
+    without it, a torn write garbled it.
     """
     end = start
     verified = 0
@@ -81,6 +85,10 @@ def find_end(commitlog: CommitLog, start: int, durable_until: int = 0) -> tuple[
                 break
             if phys + item.total_size > durable_until and fmt.looks_torn(item):
                 reason = f"record at {phys} ends in zeros: a torn write"
+                break
+            if record_crc_from is not None and phys >= record_crc_from and \
+                    fmt.stored_record_crc(item.properties_raw) is None:
+                reason = f"record at {phys} lacks the CRC property every record from {record_crc_from} has"
                 break
             if fmt.unusable_topic(item.topic):
                 reason = f"record at {phys} has a topic no broker writes: {item.topic[:40]!r}"
@@ -153,9 +161,10 @@ def _probe_full_tails(cqs: ConsumeQueueSet, commitlog: CommitLog, end: int, skip
 
 def recover(store_dir: str, commitlog: CommitLog, cqs: ConsumeQueueSet, index: IndexService,
             control: ControlBlock, delay_levels_ms: tuple[int, ...] | None = None,
-            truncate_to: int | None = None) -> RecoveryReport:
+            truncate_to: int | None = None, record_crc_from: int | None = None) -> RecoveryReport:
     """``truncate_to``: also cut the log there (a returning replica dropping what a new master
-    does not hold); it must be a record boundary, else the record boundary before it is used."""
+    does not hold); it must be a record boundary, else the record boundary before it is used.
+    ``record_crc_from``: see ``find_end``."""
     t0 = time.monotonic()
     report = RecoveryReport(clean_shutdown=not os.path.exists(abort_path(store_dir)),
                             checkpoint_found=False)
@@ -174,7 +183,7 @@ def recover(store_dir: str, commitlog: CommitLog, cqs: ConsumeQueueSet, index: I
     if truncate_to is not None and start > truncate_to:
         start = max(first, commitlog.segment_start(truncate_to))
         durable_until = min(durable_until, start)
-    end, report.records_verified, report.stop_reason = find_end(commitlog, start, durable_until)
+    end, report.records_verified, report.stop_reason = find_end(commitlog, start, durable_until, record_crc_from)
     if not report.checkpoint_found and report.records_verified == 0 and end == first > 0:
         # Only segments the allocate worker created ahead of a first write: the log is empty and
         # starts at 0 (else a broker restarted before its first message would jump to the next

@@ -25,7 +25,7 @@ from rocketbox.cluster.shm.consumequeue import ConsumeQueueSet
 from rocketbox.cluster.shm.control import ControlBlock
 from rocketbox.cluster.shm.indexfile import IndexService
 from rocketbox.cluster.shm.indexfile_format import index_key
-from rocketbox.cluster.shm import durable
+from rocketbox.cluster.shm import durable, record_crc_promise
 from rocketbox.cluster.shm.recovery import RecoveryReport, abort_path, recover
 from rocketbox.cluster.shm.store_files import FloorWatch
 
@@ -58,7 +58,9 @@ class GetMessageStatus(enum.Enum):
 class MessageToStore(NamedTuple):
     body: bytes  # as sent (compressed when sys_flag says so)
     flag: int
-    properties: bytes  # already encoded (commitlog_format.encode_properties)
+    # Already encoded (commitlog_format.encode_properties); the store drops a "__CRC32#" pair and
+    # appends its own CRC property (commitlog_format.stored_properties).
+    properties: bytes
     sys_flag: int
     born_timestamp_ms: int
     born_host: bytes  # 8 bytes: IPv4 + port
@@ -128,13 +130,21 @@ class MessageStore:
         # A slave's store: only replicated bytes are appended (append_replicated), never messages.
         self.read_only = False
         self._boundary_scan = native_scan_batch()
+        # Seal every record with the whole-record CRC property (RocketMQ's enabledAppendPropCRC).
+        self.record_crc = cfg.record_crc_enabled
+        # Whether the store promises, durably, that its records carry it (record_crc_promise.py).
+        self._record_crc_promised = False
 
     # ---- life cycle ----
 
     def recover(self, truncate_to: int | None = None) -> RecoveryReport:
         """Run at broker start, before the workers (see recovery.py)."""
+        promised = record_crc_promise.read(self.cfg.store_dir)
         report = recover(self.cfg.store_dir, self.commitlog, self.cqs, self.index, self.control,
-                         parse_levels(self.cfg.message_delay_levels), truncate_to=truncate_to)
+                         parse_levels(self.cfg.message_delay_levels), truncate_to=truncate_to,
+                         record_crc_from=promised)
+        self._record_crc_promised = record_crc_promise.settle(
+            self.cfg.store_dir, promised, report.end_phys, self.record_crc) is not None
         self._next_offsets = {(cq.topic, cq.queue_id): cq.max_offset() for cq in self.cqs.queues()}
         for cq in self.cqs.queues():
             cq.forget_cache()
@@ -174,7 +184,11 @@ class MessageStore:
             self._topic_bytes[topic] = topic_bytes
         if not messages or not isinstance(queue_id, int) or not 0 <= queue_id < 1 << 31:
             return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
+        record_crc = self.record_crc
         try:
+            if record_crc or any(fmt.PROPERTY_CRC32_BYTES in m.properties for m in messages):
+                messages = [m._replace(properties=fmt.stored_properties(m.properties, record_crc))
+                            for m in messages]
             sizes = fmt.batch_record_sizes(len(topic_bytes), messages)
             for m in messages:
                 if len(m.properties) > fmt.PROPERTIES_LENGTH_MAX:
@@ -196,7 +210,7 @@ class MessageStore:
             data, next_queue_offset = fmt.encode_batch(
                 messages, sizes, topic=topic_bytes, queue_id=queue_id,
                 queue_offset_first=queue_offset, phys_offset_first=guess,
-                store_timestamp_ms=store_ts, store_host=store_host)
+                store_timestamp_ms=store_ts, store_host=store_host, record_crc=record_crc)
         except (struct.error, ValueError, TypeError, AttributeError, OverflowError):
             return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
 
@@ -206,7 +220,7 @@ class MessageStore:
                 data, _ = fmt.encode_batch(
                     messages, sizes, topic=topic_bytes, queue_id=queue_id,
                     queue_offset_first=queue_offset, phys_offset_first=phys,
-                    store_timestamp_ms=store_ts, store_host=store_host)
+                    store_timestamp_ms=store_ts, store_host=store_host, record_crc=record_crc)
             buf[pos:pos + total] = data
 
         outcome = commitlog.append(total, fill)
@@ -242,8 +256,9 @@ class MessageStore:
             self._topic_bytes[topic] = topic_bytes
         if not 0 <= queue_id < 1 << 31:
             return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
+        record_crc = self.record_crc
         try:
-            count, total = _native.measure_batch(batch_body, len(topic_bytes))
+            count, total = _native.measure_batch(batch_body, len(topic_bytes), record_crc=record_crc)
         except ValueError:
             return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
         if count == 0:
@@ -256,7 +271,8 @@ class MessageStore:
         def fill(buf, pos: int, phys: int) -> None:
             _, _, record_ends = _native.encode_batch(
                 buf, pos, batch_body, topic_bytes, queue_id, queue_offset, phys, sys_flag,
-                born_timestamp_ms, born_host, store_ts, self.store_host, dst_limit=pos + total)
+                born_timestamp_ms, born_host, store_ts, self.store_host, dst_limit=pos + total,
+                record_crc=record_crc)
             ends.append(record_ends)
 
         outcome = self.commitlog.append(total, fill)
@@ -306,6 +322,9 @@ class MessageStore:
 
     def append_replicated(self, phys_offset: int, data) -> bool:
         """A slave appends its master's bytes verbatim and publishes write_pos; False if it cannot (disk)."""
+        if self._record_crc_promised:   # the master's records, sealed or not as its setting says
+            record_crc_promise.withdraw(self.cfg.store_dir)
+            self._record_crc_promised = False
         if self.commitlog.append_raw(phys_offset, data) is not AppendStatus.OK:
             return False
         self.control.write_pos = self.commitlog.write_pos

@@ -1,6 +1,7 @@
 """The batch body format (cluster/shm/batch_format.py): golden bytes, round trips, refusals."""
 
 import struct
+import zlib
 
 import pytest
 from hypothesis import given
@@ -35,11 +36,12 @@ def test_items_round_trip(items):
     assert bf.decode_items(bf.encode_items(items)) == [bf.BatchItem(*item) for item in items]
 
 
-@given(items_strategy, st.integers(0, 127))
-def test_measure_is_the_sum_of_record_sizes(items, topic_len):
-    count, total = bf.measure_batch(bf.encode_items(items), topic_len)
+@given(items_strategy, st.integers(0, 127), st.booleans())
+def test_measure_is_the_sum_of_record_sizes(items, topic_len, record_crc):
+    count, total = bf.measure_batch(bf.encode_items(items), topic_len, record_crc=record_crc)
     assert count == len(items)
-    assert total == sum(clf.record_size(len(body), topic_len, len(props)) for _, body, props in items)
+    assert total == sum(clf.record_size(len(body), topic_len, len(clf.stored_properties(props, record_crc)))
+                        for _, body, props in items)
 
 
 def test_client_magic_and_crc_are_ignored():
@@ -94,6 +96,32 @@ def test_encode_batch_writes_records_decode_at_reads():
     assert (second.body, second.queue_offset, second.phys_offset) == (b"two!", 41, 1000 + first.total_size)
     assert second.born_timestamp_ms == 111 and second.store_timestamp_ms == 222
     assert second.reconsume_times == 0 and second.prepared_transaction_offset == 0
+
+
+def test_encode_batch_seals_each_record_with_the_whole_record_crc():
+    """Golden: a client's own "__CRC32#" pair is dropped, a missing closing \\x02 added, and the
+    property's digits are the record's CRC before them, least significant digit first."""
+    batch = bf.encode_items([(5, b"one", b"TAGS\x01a"), (6, b"two!", b"__CRC32#\x011\x02K\x01v\x02"), (7, b"", b"")])
+    dst = bytearray(600)
+    written, count, ends = bf.encode_batch(dst, 0, batch, b"TopicA", 2, 40, 1000, 0, 111, HOST, 222, HOST,
+                                           record_crc=True)
+    starts = [0, *ends[:-1]]
+    records = [clf.decode_at(dst, start, check_crc=True) for start in starts]
+    assert [r.properties_raw[:-clf.RECORD_CRC_SIZE] for r in records] == [b"TAGS\x01a\x02", b"K\x01v\x02", b""]
+    for start, end, record in zip(starts, ends, records):
+        crc = zlib.crc32(dst[start:end - 20]) & 0x7FFFFFFF
+        assert dst[end - 20:end] == b"__CRC32#\x01" + str(crc).zfill(10)[::-1].encode() + b"\x02"
+        assert clf.stored_record_crc(record.properties_raw) == crc
+    assert written == ends[-1] and count == 3
+
+
+def test_stored_properties_past_the_int16_limit_are_refused():
+    room = clf.PROPERTIES_LENGTH_MAX - clf.RECORD_CRC_SIZE
+    fits, too_long = b"K\x01" + b"v" * (room - 3) + b"\x02", b"K\x01" + b"v" * (room - 2) + b"\x02"
+    assert bf.measure_batch(bf.encode_items([(0, b"", fits)]), 1, record_crc=True)[0] == 1
+    assert bf.measure_batch(bf.encode_items([(0, b"", too_long)]), 1)[0] == 1
+    with pytest.raises(bf.MalformedBatch):
+        bf.measure_batch(bf.encode_items([(0, b"", too_long)]), 1, record_crc=True)
 
 
 def test_encode_batch_is_all_or_nothing():

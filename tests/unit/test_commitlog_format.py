@@ -2,6 +2,7 @@
 
 import zlib
 
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from rocketbox.cluster.shm import commitlog_format as fmt
@@ -157,3 +158,92 @@ def test_unique_id_golden_layout():
     assert prefix == "7F000001" "2345" "ABCDEF01"                # pid keeps its low 16 bits
     assert fmt.unique_id(prefix, 0x2A) == "7F0000012345ABCDEF01" "00000000002A"
     assert len(fmt.unique_id(prefix, 2**48 - 1)) == 32
+
+
+# ---- the whole-record CRC property (RocketMQ's enabledAppendPropCRC) ----
+
+def sealed_sample(**over):
+    fields = sample(**over)
+    fields["properties"] = fmt.stored_properties(fields["properties"], record_crc=True)
+    return fmt.encode(**fields, record_crc=True)
+
+
+def test_record_crc_property_golden():
+    """CommitLog.CRC32_RESERVED_LEN bytes: the name, \\x01, ten digits least significant first
+    (MessageDecoder.createCrc32 pads with '0' on the right), \\x02."""
+    assert fmt.RECORD_CRC_SIZE == len("__CRC32#") + 1 + 10 + 1 == 20
+    assert fmt.record_crc_property(123) == b"__CRC32#\x013210000000\x02"
+    assert fmt.record_crc_property(0) == b"__CRC32#\x010000000000\x02"
+    assert fmt.record_crc_property(2**31 - 1) == b"__CRC32#\x017463847412\x02"
+    assert fmt.stored_record_crc(b"K\x01v\x02" + fmt.record_crc_property(123)) == 123
+    assert fmt.stored_record_crc(fmt.record_crc_property(2**31 - 1)) == 2**31 - 1
+    assert fmt.stored_record_crc(b"K\x01v\x02") is None
+    assert fmt.stored_record_crc(b"X__CRC32#\x013210000000\x02") is None   # another pair's name
+    assert fmt.stored_record_crc(b"__CRC32#\x01321000000x\x02") == -1      # garbled digits
+    assert fmt.stored_record_crc(b"__CRC32#\x019999999999\x02") == -1      # past 31 bits
+    assert fmt.stored_record_crc(b"__CRC32#\x013210000000\x03") == -1
+
+
+@pytest.mark.parametrize("sent, stored_plain, stored_sealed", [
+    (b"", b"", b""),
+    (b"TAGS\x01A\x02", b"TAGS\x01A\x02", b"TAGS\x01A\x02"),
+    (b"TAGS\x01A", b"TAGS\x01A", b"TAGS\x01A\x02"),                   # the closing \x02 RocketMQ adds
+    (b"__CRC32#\x01123\x02K\x01v\x02", b"K\x01v\x02", b"K\x01v\x02"),  # a client's own pair goes
+    (b"K\x01v\x02__CRC32#\x01123", b"K\x01v", b"K\x01v\x02"),
+    (b"__CRC32#x\x01v\x02", b"__CRC32#x\x01v\x02", b"__CRC32#x\x01v\x02"),  # another name stays
+    (b"K\x01__CRC32#\x02", b"K\x01__CRC32#\x02", b"K\x01__CRC32#\x02"),     # a value stays
+])
+def test_stored_properties_golden(sent, stored_plain, stored_sealed):
+    assert fmt.stored_properties(sent, record_crc=False) == stored_plain
+    assert fmt.stored_properties(sent, record_crc=True) == stored_sealed + fmt.RECORD_CRC_PLACEHOLDER
+
+
+def test_sealed_record_golden_bytes():
+    raw = sealed_sample()
+    assert raw == bytes.fromhex(
+        "00000091" "daa320a7" "3e933d59" "00000003" "00000007" "000000000000002a" "00000000000003e8"
+        "00000000" "0000018bcfe56800" "c0a80102000015b3" "0000018bcfe5687b" "0a00000100002a9f"
+        "00000001" "0000000000000000" "0000000a") + b"hello body" + b"\x06TopicA" + \
+        bytes.fromhex("0026") + b"TAGS\x01A\x02KEYS\x01k1 k2\x02" + b"__CRC32#\x01" + b"2217003331" + b"\x02"
+    # The digits are crc32 of every byte before the property, masked to 31 bits, reversed.
+    crc = zlib.crc32(raw[:-20]) & 0x7FFFFFFF
+    assert crc == 1333007122 and raw[-11:-1] == str(crc).zfill(10)[::-1].encode()
+    rec = fmt.decode_at(raw, 0, check_crc=True)
+    assert type(rec) is fmt.Record and rec.properties == {"TAGS": "A", "KEYS": "k1 k2", "__CRC32#": "2217003331"}
+
+
+def test_every_single_bit_flip_of_a_sealed_record_is_refused():
+    """Unlike the body CRC alone, the CRC property sees a flip in the header, topic or properties.
+    A flip in the property's own name leaves a record that looks written without one: only the
+    store's promise (record_crc_promise.py) tells recovery it must have had it."""
+    raw = sealed_sample()
+    name_at = len(raw) - fmt.RECORD_CRC_SIZE
+    for bit in range(len(raw) * 8):
+        got = _flip_outcome(raw, bit)
+        if name_at - 1 <= bit // 8 < name_at + len(fmt.RECORD_CRC_NAME) and type(got) is fmt.Record:
+            assert fmt.stored_record_crc(got.properties_raw) is None, bit
+        else:
+            assert type(got) in (fmt.Corrupt, fmt.Incomplete), (bit, got)
+    # Without the CRC checks a flip in the queue id decodes: the CRC property is what refuses it.
+    damaged = bytearray(raw)
+    damaged[fmt.OFF_QUEUEID + 3] ^= 1
+    assert type(fmt.decode_at(damaged, 0, check_crc=False)) is fmt.Record
+    assert fmt.decode_at(damaged, 0, check_crc=True) == fmt.Corrupt("record CRC mismatch at 0")
+
+
+def test_encode_batch_seals_as_encode_into_does():
+    messages = [MessageToStore(body=b"x" * n, flag=n, properties=fmt.stored_properties(p, True), sys_flag=0,
+                               born_timestamp_ms=5, born_host=BORN)
+                for n, p in ((0, b""), (3, b"TAGS\x01a"), (200, b"K\x01v\x02"))]
+    sizes = fmt.batch_record_sizes(2, messages)
+    data, _ = fmt.encode_batch(messages, sizes, topic=b"TB", queue_id=1, queue_offset_first=10,
+                               phys_offset_first=500, store_timestamp_ms=9, store_host=HOST, record_crc=True)
+    expected, phys = b"", 500
+    for i, m in enumerate(messages):
+        expected += fmt.encode(queue_id=1, flag=m.flag, queue_offset=10 + i, phys_offset=phys, sys_flag=0,
+                               born_timestamp_ms=5, born_host=BORN, store_timestamp_ms=9, store_host=HOST,
+                               reconsume_times=0, prepared_transaction_offset=0, body=m.body, topic=b"TB",
+                               properties=m.properties, record_crc=True)
+        phys += sizes[i]
+    assert data == expected
+    assert all(fmt.stored_record_crc(r.properties_raw) is not None for r in fmt.iter_records(data, check_crc=True))

@@ -23,9 +23,13 @@ PAGE = mmap.PAGESIZE
 
 int32 = st.integers(-2**31, 2**31 - 1)
 int64 = st.integers(-2**63, 2**63 - 1)
-# Properties never hold NUL (pairs are name\x01value\x02; batches with NUL are refused).
-items_strategy = st.lists(st.tuples(int32, st.binary(max_size=300),
-                                    st.binary(max_size=80).map(lambda b: b.replace(b"\x00", b"\x02"))),
+# Properties never hold NUL (pairs are name\x01value\x02; batches with NUL are refused). Some are
+# pairs with "__CRC32#" among the names: the store drops those, in C and in Python alike.
+no_nul = st.binary(max_size=80).map(lambda b: b.replace(b"\x00", b"\x02"))
+pairs_with_crc_names = st.tuples(
+    st.lists(st.tuples(st.sampled_from([b"__CRC32#", b"__CRC32#x", b"TAGS", b"", b"K"]), no_nul), max_size=5),
+    st.booleans()).map(lambda p: b"\x02".join(name + b"\x01" + value for name, value in p[0]) + b"\x02" * p[1])
+items_strategy = st.lists(st.tuples(int32, st.binary(max_size=300), st.one_of(no_nul, pairs_with_crc_names)),
                           max_size=10)
 fields_strategy = st.fixed_dictionaries({
     "topic": st.binary(max_size=127),
@@ -70,7 +74,7 @@ def test_crc_of_a_large_buffer_and_chained():
 
 # ---- batch -> records ----
 
-def encode_record_by_record(dst, dst_pos, batch, f):
+def encode_record_by_record(dst, dst_pos, batch, f, record_crc=False):
     """The reference: each item through commitlog_format.encode_into, one after another."""
     pos = dst_pos
     for i, item in enumerate(bf.decode_items(batch)):
@@ -79,7 +83,8 @@ def encode_record_by_record(dst, dst_pos, batch, f):
             phys_offset=f["phys_offset_first"] + pos - dst_pos, sys_flag=f["sys_flag"],
             born_timestamp_ms=f["born_timestamp_ms"], born_host=f["born_host"],
             store_timestamp_ms=f["store_timestamp_ms"], store_host=f["store_host"], reconsume_times=0,
-            prepared_transaction_offset=0, body=item.body, topic=f["topic"], properties=item.properties)
+            prepared_transaction_offset=0, body=item.body, topic=f["topic"],
+            properties=clf.stored_properties(item.properties, record_crc), record_crc=record_crc)
     return pos - dst_pos
 
 
@@ -89,25 +94,31 @@ def call_encode(encode, dst, dst_pos, batch, f, **kwargs):
                   f["store_timestamp_ms"], f["store_host"], **kwargs)
 
 
-@given(items_strategy, fields_strategy, st.integers(0, 50))
-def test_encode_batch_is_byte_identical_to_python(items, fields, dst_pos):
+@given(items_strategy, fields_strategy, st.integers(0, 50), st.booleans())
+def test_encode_batch_is_byte_identical_to_python(items, fields, dst_pos, record_crc):
     batch = bf.encode_items(items)
-    count, total = _native.measure_batch(batch, len(fields["topic"]))
-    assert (count, total) == bf.measure_batch(batch, len(fields["topic"]))
+    count, total = _native.measure_batch(batch, len(fields["topic"]), record_crc=record_crc)
+    assert (count, total) == bf.measure_batch(batch, len(fields["topic"]), record_crc=record_crc)
     size = dst_pos + total + 7
     native_dst, twin_dst, reference_dst = bytearray(size), bytearray(size), bytearray(size)
 
-    written, native_count, ends = call_encode(_native.encode_batch, native_dst, dst_pos, batch, fields)
+    written, native_count, ends = call_encode(_native.encode_batch, native_dst, dst_pos, batch, fields,
+                                              record_crc=record_crc)
     assert (written, native_count) == (total, count)
-    assert call_encode(bf.encode_batch, twin_dst, dst_pos, batch, fields) == (written, count, ends)
-    assert encode_record_by_record(reference_dst, dst_pos, batch, fields) == written
+    assert call_encode(bf.encode_batch, twin_dst, dst_pos, batch, fields, record_crc=record_crc) == \
+        (written, count, ends)
+    assert encode_record_by_record(reference_dst, dst_pos, batch, fields, record_crc) == written
     assert native_dst == twin_dst == reference_dst
 
     pos = dst_pos
     for i, end in enumerate(ends):
         record = clf.decode_at(native_dst, pos, check_crc=True)
         assert isinstance(record, clf.Record)
-        assert (record.flag, record.body, record.properties_raw) == items[i]
+        stored = clf.stored_properties(items[i][2], record_crc)
+        kept = len(stored) - clf.RECORD_CRC_SIZE * record_crc
+        assert (record.flag, record.body, record.properties_raw[:kept]) == (items[i][0], items[i][1], stored[:kept])
+        crc = zlib.crc32(native_dst[pos:end - clf.RECORD_CRC_SIZE]) & 0x7FFFFFFF if record_crc else None
+        assert clf.stored_record_crc(record.properties_raw) == crc
         assert pos + record.total_size == end
         pos = end
 
@@ -124,15 +135,16 @@ def test_encode_batch_into_an_mmap_and_with_client_magic_and_crc(tmp_path):
         assert m[:] == expected and count == 2 and written > 0
 
 
-@given(st.binary(max_size=200), st.integers(0, 127))
+@given(st.binary(max_size=200), st.integers(0, 127), st.booleans())
 @settings(max_examples=300)
-def test_measure_agrees_with_python_on_arbitrary_bytes(junk, topic_len):
-    assert outcome(_native.measure_batch, junk, topic_len) == outcome(bf.measure_batch, junk, topic_len)
+def test_measure_agrees_with_python_on_arbitrary_bytes(junk, topic_len, record_crc):
+    assert outcome(_native.measure_batch, junk, topic_len, record_crc=record_crc) == \
+        outcome(bf.measure_batch, junk, topic_len, record_crc=record_crc)
 
 
-def outcome(function, *args):
+def outcome(function, *args, **kwargs):
     try:
-        return function(*args)
+        return function(*args, **kwargs)
     except bf.MalformedBatch:
         return "malformed"
 
@@ -229,25 +241,28 @@ def native_scan(buf, start, end, check_crc=False, max_rows=1024):
     return result.records(), result.next_pos, result.stop
 
 
-def segment_with_records(items, fields, size_extra=0):
+def segment_with_records(items, fields, size_extra=0, record_crc=False):
     batch = bf.encode_items(items)
-    _, total = bf.measure_batch(batch, len(fields["topic"]))
+    _, total = bf.measure_batch(batch, len(fields["topic"]), record_crc=record_crc)
     buf = bytearray(total + size_extra)
-    call_encode(bf.encode_batch, buf, 0, batch, fields)
+    call_encode(bf.encode_batch, buf, 0, batch, fields, record_crc=record_crc)
     return buf, total
 
 
-@given(items_strategy, fields_strategy)
-def test_scan_agrees_with_decode_at(items, fields):
-    buf, total = segment_with_records(items, fields, size_extra=40)
-    assert native_scan(buf, 0, len(buf)) == python_scan(buf, 0, len(buf))
-    assert native_scan(buf, 0, total) == python_scan(buf, 0, total)
-    rows, next_pos, stop = native_scan(buf, 0, len(buf))
+@given(items_strategy, fields_strategy, st.booleans())
+def test_scan_agrees_with_decode_at(items, fields, record_crc):
+    buf, total = segment_with_records(items, fields, size_extra=40, record_crc=record_crc)
+    for check_crc in (False, True):
+        assert native_scan(buf, 0, len(buf), check_crc) == python_scan(buf, 0, len(buf), check_crc)
+        assert native_scan(buf, 0, total, check_crc) == python_scan(buf, 0, total, check_crc)
+    rows, next_pos, stop = native_scan(buf, 0, len(buf), check_crc=True)
     assert (len(rows), next_pos) == (len(items), total)
     for row, (_, body, properties) in zip(rows, items):
         assert buf[row.body_pos:row.body_pos + row.body_len] == body
         assert buf[row.topic_pos:row.topic_pos + row.topic_len] == fields["topic"]
-        assert buf[row.properties_pos:row.properties_pos + row.properties_len] == properties
+        stored = clf.stored_properties(properties, record_crc)
+        kept = len(stored) - clf.RECORD_CRC_SIZE * record_crc
+        assert buf[row.properties_pos:row.properties_pos + row.properties_len][:kept] == stored[:kept]
 
 
 SCAN_FIELDS = dict(topic=b"TopicTest", queue_id=3, queue_offset_first=10, phys_offset_first=4096,
@@ -267,8 +282,9 @@ def test_scan_stops_at_the_limit_blank_and_tail():
     assert native_scan(buf, 0, len(buf), max_rows=0) == ([], 0, _native.SCAN_LIMIT)
 
 
-def test_scan_every_truncation_and_bit_flip_agrees_with_decode_at():
-    buf, total = segment_with_records(SCAN_ITEMS[:2], SCAN_FIELDS)
+@pytest.mark.parametrize("record_crc", [False, True])
+def test_scan_every_truncation_and_bit_flip_agrees_with_decode_at(record_crc):
+    buf, total = segment_with_records(SCAN_ITEMS[:2], SCAN_FIELDS, record_crc=record_crc)
     for end in range(total + 1):
         assert native_scan(buf, 0, end) == python_scan(buf, 0, end), end
     for bit in range(total * 8):

@@ -93,10 +93,11 @@ def test_bit_flip_in_a_body_truncates_there(tmp_path):
 
 # Found by tests/fuzz: a record whose topic byte became NUL made recovery's dispatch raise (os.path's
 # "embedded null byte": the broker could never boot again), one that became "/" got its ConsumeQueue
-# at /0, outside the store. The body CRC does not cover the topic: recovery cuts the log there.
+# at /0, outside the store. The body CRC does not cover the topic: recovery cuts the log there. (A
+# record with the whole-record CRC property fails that first: records written without it here.)
 @pytest.mark.parametrize("topic_byte", [b"\x00", b"/", b"."])
 def test_a_record_whose_topic_cannot_name_a_queue_ends_the_log(tmp_path, topic_byte):
-    h = Harness(tiny_config(tmp_path))
+    h = Harness(tiny_config(tmp_path, record_crc_enabled=False))
     # Properties after the topic: without them a NUL topic already ends the record in zeros (looks_torn).
     results = [h.store.put_messages("T", 0, [message(b"payload-%d" % i, tags="tag")]) for i in range(4)]
     h.close()

@@ -45,7 +45,7 @@ def test_reput_report_tags_and_blanks(tmp_path):
     cq = h.reput.cqs.get("T", 1)
     phys, size, tag = cq.get(2)
     assert tag == tag_hash_code("TagA") and size == fmt.record_size(len(big), 1, len(
-        fmt.encode_properties({"TAGS": "TagA"})))
+        fmt.stored_properties(fmt.encode_properties({"TAGS": "TagA"}), record_crc=True)))
     assert phys > SEG  # the sixth record went to the second segment
     h.close()
 
@@ -53,7 +53,7 @@ def test_reput_report_tags_and_blanks(tmp_path):
 def test_reput_reports_corruption_without_moving(tmp_path):
     h = Harness(tiny_config(tmp_path))
     r = h.store.put_messages("T", 0, [message(b"ok"), message(b"bad")])
-    second = r.phys_offset + fmt.record_size(2, 1, 0)
+    second = r.phys_offset + fmt.record_size(2, 1, fmt.RECORD_CRC_SIZE)
     seg = os.path.join(tmp_path, "commitlog", f"{0:020d}")
     with open(seg, "r+b") as f:
         f.seek(second + fmt.OFF_MAGIC)

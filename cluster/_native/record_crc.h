@@ -1,0 +1,31 @@
+/* The whole-record CRC property (RocketMQ's enabledAppendPropCRC), between helper.c and
+ * record_crc.c only: not part of helper.h, so cffi never sees it. The layout is
+ * cluster/shm/commitlog_format.py's (module docstring), the Python twin of every function here. */
+#ifndef ROCKETBOX_RECORD_CRC_H
+#define ROCKETBOX_RECORD_CRC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* "__CRC32#" \x01 + ten digits + \x02 at the end of a record: CommitLog.CRC32_RESERVED_LEN. */
+enum { RECORD_CRC_BYTES = 20 };
+
+/* The length of what a record stores for these properties (commitlog_format.stored_properties):
+ * every "__CRC32#" pair dropped; with record_crc, a closing \x02 if the rest lacks one and the
+ * 20 reserved bytes. */
+int64_t stored_properties_len(const uint8_t *props, int64_t len, int record_crc);
+
+/* Write those stored properties at out (stored_properties_len bytes, the reserved 20 bytes
+ * as a placeholder). */
+void write_stored_properties(uint8_t *out, const uint8_t *props, int64_t len, int record_crc);
+
+/* Fill the reserved 20 bytes at the end of the record at rec (size bytes) with the CRC of
+ * every byte before them (commitlog_format.seal_record). */
+void seal_record(uint8_t *rec, int64_t size);
+
+/* The record at rec (total bytes, its properties the last properties_len of them): 0 when they
+ * do not end with the CRC property, 1 when they do and the CRC matches, -1 when they do and it
+ * does not, or the property is garbled (commitlog_format.stored_record_crc). */
+int check_record_crc(const uint8_t *rec, int64_t total, int64_t properties_len);
+
+#endif
