@@ -255,6 +255,25 @@ class BrokerConfig:
     pull_batch_count_max: int = 1024
     # Long-polling pulls held at once; past this a pull is answered SYSTEM_BUSY.
     parked_pulls_max: int = 10_000
+    # Overload (cluster/fast_failure.py, RocketMQ's BrokerFastFailure and its keys): a request that
+    # waited in front of the broker's loop longer than its kind's bound is answered SYSTEM_BUSY
+    # "[TIMEOUT_CLEAN_QUEUE]broker busy, ..." instead of served.
+    broker_fast_failure_enabled: bool = True
+    wait_time_ms_in_send_queue: int = 200
+    wait_time_ms_in_pull_queue: int = 5_000
+    wait_time_ms_in_ack_queue: int = 3_000
+    wait_time_ms_in_heartbeat_queue: int = 31_000
+    wait_time_ms_in_transaction_queue: int = 3_000
+    wait_time_ms_in_admin_queue: int = 5_000
+    # A send is refused SYSTEM_BUSY "[PC_SYNCHRONIZED]broker busy, ..." while the oldest send waiting
+    # for the disk (sync flush) has waited longer than this (RocketMQ's osPageCacheBusyTimeOutMills:
+    # the store is behind), or "[OVERLOAD]system busy, ..." while send_queue_capacity sends wait
+    # for it (RocketMQ's sendThreadPoolQueueCapacity).
+    os_page_cache_busy_timeout_ms: int = 1_000
+    send_queue_capacity: int = 10_000
+    # Requests the native door holds unread per connection (its ZeroMQ RCVHWM): past it ZeroMQ stops
+    # reading that connection, and TCP holds the client back.
+    native_connection_backlog_max: int = 10_000
     pull_batch_bytes_max: int = 4 * MIB
     # A client not heard from for this long leaves its consumer groups (RocketMQ: 120 s).
     client_expiry_ms: int = 120_000
@@ -337,7 +356,11 @@ class BrokerConfig:
             raise ValueError("a slave needs ha_master_address (its master's HA host:port)")
         if not 0 <= self.ha_port < 65536 or self.port + 1 >= 65536:
             raise ValueError(f"ha_port {self.ha_port} is out of range")
-        for name in ("sync_replication_timeout_ms", "ha_slave_expiry_ms", "ha_chunk_bytes", "ha_window_bytes",
+        for name in ("wait_time_ms_in_send_queue", "wait_time_ms_in_pull_queue", "wait_time_ms_in_ack_queue",
+                     "wait_time_ms_in_heartbeat_queue", "wait_time_ms_in_transaction_queue",
+                     "wait_time_ms_in_admin_queue", "os_page_cache_busy_timeout_ms", "send_queue_capacity",
+                     "native_connection_backlog_max",
+                     "sync_replication_timeout_ms", "ha_slave_expiry_ms", "ha_chunk_bytes", "ha_window_bytes",
                      "remoting_connections_max", "remoting_idle_timeout_ms", "remoting_partial_frame_timeout_ms",
                      "slave_sync_interval_ms", "controller_heartbeat_interval_ms", "controller_lease_ms"):
             if getattr(self, name) <= 0:
@@ -412,6 +435,14 @@ class ClientConfig:
     # One send, retries included (RocketMQ's sendMsgTimeout, 3000); None: request_timeout_ms.
     send_timeout_ms: int | None = None
     send_retry_count: int = 2
+    # SYSTEM_BUSY (an overloaded broker): the next attempt waits a random time up to
+    # send_busy_backoff_ms * 2^(busy answers so far - 1), at most send_busy_backoff_max_ms, within
+    # the send's time-out (none left: the send fails with the broker's reason).
+    send_busy_backoff_ms: int = 20
+    send_busy_backoff_max_ms: int = 1_000
+    # send_async calls waiting for their answer at once; one more waits for a free place, at most
+    # the send's time-out (RocketMQ's backPressureForAsyncSendNum).
+    async_sends_max: int = 10_000
     # Latency fault tolerance (SPEC §2; RocketMQ's sendLatencyFaultEnable, off by default): a broker
     # whose send took >= send_latency_max_ms[i] is avoided for send_not_available_duration_ms[i]; a
     # failed send counts as send_isolation_latency_ms (client/fault_tolerance.py).
@@ -465,6 +496,9 @@ class ClientConfig:
                              "characters each")
         if self.request_timeout_ms <= 0 or (self.send_timeout_ms is not None and self.send_timeout_ms <= 0):
             raise ValueError("request_timeout_ms and send_timeout_ms must be positive")
+        if self.send_busy_backoff_ms < 0 or self.send_busy_backoff_max_ms < 0 or self.async_sends_max <= 0:
+            raise ValueError("send_busy_backoff_ms and send_busy_backoff_max_ms must be >= 0, "
+                             "async_sends_max positive")
         if self.pull_threshold_for_queue <= 0 or self.pull_threshold_size_for_queue_bytes <= 0:
             raise ValueError("pull_threshold_for_queue and pull_threshold_size_for_queue_bytes must be positive")
         problem = latency_table_problem(self.send_latency_max_ms, self.send_not_available_duration_ms,

@@ -29,6 +29,7 @@ import socket
 import time
 from typing import Callable
 
+from rocketbox.cluster.fast_failure import DoorBacklog
 from rocketbox.cluster.log_limit import RateLimitedLog
 from rocketbox.cluster.protocol import ResponseCode
 from rocketbox.cluster.remoting_format import (FRAME_BYTES_MAX_DEFAULT, SERIALIZE_JSON, BadFrameLength, FrameDecoder,
@@ -54,7 +55,7 @@ _READ = select.EPOLLIN | select.EPOLLRDHUP
 
 class _Connection:
     __slots__ = ("sock", "fd", "peer", "host", "decoder", "out", "out_bytes", "last_active", "partial_since",
-                 "serialize_type", "closed")
+                 "serialize_type", "closed", "behind_since")
 
     def __init__(self, sock: socket.socket, peer: bytes, host: str, frame_bytes_max: int, now: float):
         self.sock = sock
@@ -68,6 +69,8 @@ class _Connection:
         self.partial_since: float | None = None
         self.serialize_type = SERIALIZE_JSON
         self.closed = False
+        # Set while bytes are left unread (its reads ran out of rounds): when it was last empty.
+        self.behind_since: float | None = None
 
 
 class TcpReply(Reply):
@@ -89,7 +92,8 @@ class RemotingServer:
                  frame_bytes_max: int = FRAME_BYTES_MAX_DEFAULT, connections_max: int = 4096,
                  idle_timeout_s: float = 120.0, partial_frame_timeout_s: float = 30.0,
                  output_bytes_max: int = 64 * 1024 * 1024,
-                 on_disconnect: Callable[[bytes], None] | None = None):
+                 on_disconnect: Callable[[bytes], None] | None = None, wait_bounds=None):
+        """``wait_bounds`` (``fast_failure.WaitBounds``): answer SYSTEM_BUSY to requests that waited longer."""
         self.name = name
         self.handlers = handlers
         self.frame_bytes_max = frame_bytes_max
@@ -120,17 +124,29 @@ class RemotingServer:
         self.connections_refused = 0
         self.connections_timed_out = 0
         self.connections_slow_reader = 0
+        self.backlog = DoorBacklog(self._epoll.fileno(), wait_bounds, name) if wait_bounds is not None else None
+        self._polled_at = time.monotonic()   # the previous readiness pass: every connection not behind was empty then
 
     # ------------------------------------------------------------ event loop
 
     def attach(self, loop) -> None:
         self._loop = loop
         loop.add_reader(self._epoll.fileno(), self.on_events)
+        if self.backlog is not None:
+            loop.watch_backlog(self.backlog)
         loop.call_every(1.0, self.close_stale)
 
     def on_events(self) -> None:
         listener_fd = self.listener.fileno()
-        for fd, events in self._epoll.poll(0, EVENTS_PER_TURN_MAX):
+        ready = self._epoll.poll(0, EVENTS_PER_TURN_MAX)
+        polled_at = time.monotonic()
+        # A request read now arrived after its connection was last empty (fast_failure.py): at the
+        # previous pass, unless its reads ran out of rounds then.
+        since = self._polled_at if self.backlog is None else max(self._polled_at, self.backlog.drained_at)
+        drained = len(ready) < EVENTS_PER_TURN_MAX
+        if drained:
+            self._polled_at = polled_at
+        for fd, events in ready:
             if fd == listener_fd:
                 self._accept()
                 continue
@@ -140,7 +156,12 @@ class RemotingServer:
             if events & select.EPOLLOUT:
                 self._flush(conn)
             if events & (select.EPOLLIN | select.EPOLLRDHUP | select.EPOLLHUP | select.EPOLLERR) and not conn.closed:
-                self._read(conn)
+                conn_since = since if conn.behind_since is None else conn.behind_since
+                emptied = self._read(conn, conn_since)
+                conn.behind_since = None if emptied else conn_since
+                drained = emptied and drained
+        if drained and self.backlog is not None:
+            self.backlog.drained()
 
     def _accept(self) -> None:
         for _ in range(ACCEPTS_PER_EVENT_MAX):
@@ -174,7 +195,9 @@ class RemotingServer:
         if self._loop is not None:
             self._loop.call_at(time.monotonic() + ACCEPT_PAUSE_S, lambda: self._epoll.modify(fd, select.EPOLLIN))
 
-    def _read(self, conn: _Connection) -> None:
+    def _read(self, conn: _Connection, since: float) -> bool:
+        """Read and serve what ``conn`` has; False when bytes may be left unread (the rounds ran out)."""
+        emptied = True
         for _ in range(RECV_ROUNDS_MAX):
             try:
                 data = conn.sock.recv(RECV_BYTES)
@@ -182,34 +205,37 @@ class RemotingServer:
                 break
             except OSError as exc:
                 self.close_connection(conn, f"receive failed: {exc}")
-                return
+                return True
             if not data:
                 self.close_connection(conn, None)
-                return
+                return True
             conn.last_active = time.monotonic()
             try:
                 payloads = conn.decoder.feed(data)
             except BadFrameLength as exc:
                 # The frames that arrived whole before the bad length word are answered first.
                 for payload in exc.frames:
-                    self._serve(conn, payload)
+                    self._serve(conn, payload, since)
                     if conn.closed:
-                        return
+                        return True
                 self.malformed_frames += 1
                 self.close_connection(conn, f"unusable frame: {exc}")
-                return
+                return True
             for payload in payloads:
-                self._serve(conn, payload)
+                self._serve(conn, payload, since)
                 if conn.closed:
-                    return
+                    return True
             if len(data) < RECV_BYTES:
                 break
+        else:
+            emptied = False
         if conn.decoder.buffered_bytes == 0:
             conn.partial_since = None
         elif conn.partial_since is None:
             conn.partial_since = conn.last_active
+        return emptied
 
-    def _serve(self, conn: _Connection, payload: bytes) -> None:
+    def _serve(self, conn: _Connection, payload: bytes, since: float) -> None:
         try:
             request, serialize_type = decode_frame_payload(payload)
         except FrameError as exc:
@@ -225,8 +251,12 @@ class RemotingServer:
         self.requests_served += 1
         request.peer_address = conn.host
         request.door = DOOR_REMOTING
-        dispatch(self.handlers, request, TcpReply(self, conn, request.opaque, request.is_oneway, serialize_type),
-                 self.name)
+        reply = TcpReply(self, conn, request.opaque, request.is_oneway, serialize_type)
+        busy = self.backlog.refusal(request, since) if self.backlog is not None else None
+        if busy is not None:
+            reply(busy)
+            return
+        dispatch(self.handlers, request, reply, self.name)
 
     # ------------------------------------------------------------ writing
 

@@ -51,6 +51,15 @@ BROKER_KEYS: tuple[tuple[str, str, int], ...] = (
     ("metricsPromExporterHost", "metrics_prom_exporter_host", 1),
     ("metricsPromExporterPort", "metrics_prom_exporter_port", 1),
     ("aclEnable", "acl_enable", 1),
+    ("brokerFastFailureEnable", "broker_fast_failure_enabled", 1),
+    ("waitTimeMillsInSendQueue", "wait_time_ms_in_send_queue", 1),
+    ("waitTimeMillsInPullQueue", "wait_time_ms_in_pull_queue", 1),
+    ("waitTimeMillsInAckQueue", "wait_time_ms_in_ack_queue", 1),
+    ("waitTimeMillsInHeartbeatQueue", "wait_time_ms_in_heartbeat_queue", 1),
+    ("waitTimeMillsInTransactionQueue", "wait_time_ms_in_transaction_queue", 1),
+    ("waitTimeMillsInAdminBrokerQueue", "wait_time_ms_in_admin_queue", 1),
+    ("osPageCacheBusyTimeOutMills", "os_page_cache_busy_timeout_ms", 1),
+    ("sendThreadPoolQueueCapacity", "send_queue_capacity", 1),
 )
 
 

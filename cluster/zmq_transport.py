@@ -1,6 +1,6 @@
 """Moves commands over ZeroMQ. Knows frames, peers and time-outs; nothing of topics.
 
-Server side: ``EventLoop`` (one thread: sockets, timers, a stop flag) and
+Server side: ``EventLoop`` (``event_loop.py``: one thread: sockets, timers, a stop flag) and
 ``RpcServer`` (a ROUTER socket; each request becomes a ``Command`` plus a ``Reply``
 that may be used at once or later, which is how long polling and group commit park a
 request). Client side: ``RpcClient`` with ``call`` (blocking, on a socket owned by the
@@ -14,8 +14,6 @@ child builds a fresh context and sockets on first use and never touches the pare
 from __future__ import annotations
 
 import collections
-import heapq
-import itertools
 import logging
 import os
 import threading
@@ -26,6 +24,8 @@ from typing import Callable
 import zmq
 
 from rocketbox.cluster.acl.curve import ClientKeys, KeyPair, secure_client, secure_server
+from rocketbox.cluster.event_loop import EventLoop
+from rocketbox.cluster.fast_failure import DoorBacklog
 from rocketbox.cluster.log_limit import RateLimitedLog
 from rocketbox.cluster.protocol import ResponseCode
 from rocketbox.cluster.request_dispatch import Handler, PendingCalls, dispatch, settle
@@ -43,6 +43,8 @@ class RequestTimeout(TransportError):
     pass
 
 
+# Requests a door with fast failure reads ahead of serving them (RocketMQ's send queue capacity).
+READ_AHEAD_MAX = 10_000
 # Zero-copy sends cost more than a memcpy below this size (pyzmq's own measurements).
 ZERO_COPY_BYTES_MIN = 64 * 1024
 
@@ -109,75 +111,14 @@ class Reply:
         self._server.send(self.peer, response)
 
 
-class EventLoop:
-    """One thread's loop: readable sockets, timers, and a stop flag set from a signal."""
-
-    def __init__(self):
-        self._poller = zmq.Poller()
-        self._readers: dict = {}
-        self._timers: list = []
-        self._timer_seq = itertools.count()
-        self.stopping = False
-        self._after_batch: list[Callable[[], None]] = []
-
-    def watch_stop_fd(self, fd: int) -> None:
-        """Poll ``fd`` (a signal wake-up pipe): a stop signal then ends the wait at once."""
-        def drain():
-            try:
-                os.read(fd, 4096)
-            except (BlockingIOError, InterruptedError):
-                pass
-        self.add_reader(fd, drain)
-
-    def add_reader(self, sock, callback: Callable[[], None]) -> None:
-        self._poller.register(sock, zmq.POLLIN)
-        self._readers[sock] = callback
-
-    def call_at(self, when_s: float, callback: Callable[[], None]) -> None:
-        heapq.heappush(self._timers, (when_s, next(self._timer_seq), callback))
-
-    def call_every(self, interval_s: float, callback: Callable[[], None]) -> None:
-        def tick():
-            try:
-                callback()
-            finally:
-                self.call_at(time.monotonic() + interval_s, tick)
-        self.call_at(time.monotonic() + interval_s, tick)
-
-    def after_each_batch(self, callback: Callable[[], None]) -> None:
-        """Run once per loop turn after every ready socket was served (batching hook)."""
-        self._after_batch.append(callback)
-
-    def run(self) -> None:
-        while not self.stopping:
-            now = time.monotonic()
-            timeout_ms = 1000
-            if self._timers:
-                timeout_ms = max(0, min(timeout_ms, int((self._timers[0][0] - now) * 1000) + 1))
-            for sock, _ in self._poller.poll(timeout_ms):
-                self._guarded(self._readers[sock])
-            for hook in self._after_batch:
-                self._guarded(hook)
-            now = time.monotonic()
-            while self._timers and self._timers[0][0] <= now:
-                _, _, callback = heapq.heappop(self._timers)
-                self._guarded(callback)
-
-    @staticmethod
-    def _guarded(callback) -> None:
-        """A failing timer, hook or reader is logged; the process keeps serving (a full disk
-        while persisting offsets must not become a crash loop)."""
-        try:
-            callback()
-        except Exception:
-            log.exception("event loop callback %s failed", getattr(callback, "__qualname__", callback))
-
-
 class RpcServer:
     """A ROUTER socket dispatching requests to handlers by request code."""
 
     def __init__(self, endpoint: str, handlers: dict[int, Handler], *, name: str,
-                 drain_max: int = 512, frame_bytes_max: int = 64 * 1024 * 1024, curve: KeyPair | None = None):
+                 drain_max: int = 512, frame_bytes_max: int = 64 * 1024 * 1024, curve: KeyPair | None = None,
+                 wait_bounds=None, rcvhwm: int | None = None):
+        """``wait_bounds`` (``fast_failure.WaitBounds``): answer SYSTEM_BUSY to requests that waited
+        longer; ``rcvhwm``: requests held unread per connection (ZeroMQ then stops reading it)."""
         self.name = name
         self.handlers = handlers
         self.drain_max = drain_max
@@ -186,6 +127,8 @@ class RpcServer:
         if curve is not None:
             secure_server(self.socket, curve, "door")
         _tune(self.socket)
+        if rcvhwm is not None:
+            self.socket.setsockopt(zmq.RCVHWM, rcvhwm)
         # A larger frame drops that peer's connection inside libzmq, before it is buffered:
         # size checks after a multi-GB frame arrived would come too late.
         self.socket.setsockopt(zmq.MAXMSGSIZE, frame_bytes_max)
@@ -197,9 +140,14 @@ class RpcServer:
         self.malformed_frames = 0
         self._monitor: zmq.Socket | None = None
         self.peer_calls = PendingCalls()
+        self.backlog = DoorBacklog(self.socket, wait_bounds, name) if wait_bounds is not None else None
+        self._read_ahead: collections.deque = collections.deque()
 
     def attach(self, loop: EventLoop) -> None:
-        loop.add_reader(self.socket, self.on_readable)
+        self._loop = loop
+        loop.add_reader(self.socket, self.on_readable if self.backlog is None else self._on_readable_timed)
+        if self.backlog is not None:
+            loop.watch_backlog(self.backlog)
         loop.call_every(1.0, lambda: self.peer_calls.expire(
             time.monotonic(), lambda _peer: TimeoutError("the client did not answer in time")))
 
@@ -211,8 +159,11 @@ class RpcServer:
         self.send(peer, cmd)
 
     def send(self, peer: bytes, cmd: Command) -> None:
+        self._send_frames([peer, *to_frames(cmd)])
+
+    def _send_frames(self, frames: list) -> None:
         try:
-            _send(self.socket, [peer, *to_frames(cmd)], zmq.NOBLOCK)
+            _send(self.socket, frames, zmq.NOBLOCK)
         except zmq.Again:
             log.warning("%s: dropped a response to a peer that is not reading", self.name)
         except zmq.ZMQError as exc:
@@ -252,6 +203,31 @@ class RpcServer:
                 return
             self._dispatch(sock.recv_multipart(copy=False))
 
+    def _on_readable_timed(self) -> None:
+        """With fast failure: read everything unread (up to READ_AHEAD_MAX), each request marked with
+        the last time the socket was empty, which it arrived after; then serve up to ``drain_max`` of
+        them, answering SYSTEM_BUSY at once to those that may have waited past their bound."""
+        sock, backlog, ahead = self.socket, self.backlog, self._read_ahead
+        since = backlog.drained_at
+        while len(ahead) < READ_AHEAD_MAX:
+            if not sock.get(zmq.EVENTS) & zmq.POLLIN:
+                backlog.drained()
+                break
+            ahead.append((sock.recv_multipart(copy=False), since))
+        now = time.monotonic()
+        for _ in range(min(self.drain_max, len(ahead))):
+            frames, since = ahead.popleft()
+            if len(frames) > 1 and backlog.late(since, now):
+                refused, answer = backlog.refuse_native(frames[1].buffer, since, now, len(ahead) + 1)
+                if refused:
+                    if answer is not None:
+                        self._send_frames([frames[0].bytes, answer, b""])
+                    continue
+            self._dispatch(frames)
+            now = time.monotonic()   # serving took time; a refusal next to nothing
+        if ahead:
+            self._loop.again(self._on_readable_timed)
+
     def _dispatch(self, frames) -> None:
         peer = frames[0].bytes
         try:
@@ -273,7 +249,8 @@ class RpcServer:
                 request.curve_key = frames[1].get("User-Id")
         except (zmq.ZMQError, AttributeError):
             pass  # not a TCP peer (IPC): no address
-        dispatch(self.handlers, request, Reply(self, peer, request.opaque, request.is_oneway), self.name)
+        reply = Reply(self, peer, request.opaque, request.is_oneway)
+        dispatch(self.handlers, request, reply, self.name)
 
     def notify(self, peer: bytes, cmd: Command) -> None:
         """A one-way request from server to client (RocketMQ's broker -> client calls)."""

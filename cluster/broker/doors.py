@@ -10,6 +10,7 @@ from typing import Callable
 
 from rocketbox.cluster.acl.curve import KeyPair
 from rocketbox.cluster.config import BrokerConfig
+from rocketbox.cluster.fast_failure import WaitBounds
 from rocketbox.cluster.remoting_transport import RemotingServer
 from rocketbox.cluster.wire_format import HEADER_BYTES_MAX, Command
 from rocketbox.cluster.zmq_transport import EventLoop, RpcServer
@@ -22,8 +23,11 @@ class BrokerDoors:
         peer, ZeroMQ does not say: ask ``reachable``). ``curve``: the native door serves CURVE."""
         # The largest legitimate frame is a batch body at the size limit; headers are far smaller.
         frame_bytes_max = cfg.store.message_size_bytes_max + HEADER_BYTES_MAX
+        # Under overload a request that waited too long is answered SYSTEM_BUSY (fast_failure.py).
+        bounds = WaitBounds.of_broker(cfg) if cfg.broker_fast_failure_enabled else None
         self.native = RpcServer(cfg.endpoint, handlers, name=f"broker {cfg.broker_name}",
-                                frame_bytes_max=frame_bytes_max, curve=curve)
+                                frame_bytes_max=frame_bytes_max, curve=curve, wait_bounds=bounds,
+                                rcvhwm=cfg.native_connection_backlog_max)
         self.native.attach(loop)
         self.native.watch_disconnects(loop, on_peer_gone)
         self.remoting: RemotingServer | None = None
@@ -33,7 +37,7 @@ class BrokerDoors:
                 frame_bytes_max=frame_bytes_max, connections_max=cfg.remoting_connections_max,
                 idle_timeout_s=cfg.remoting_idle_timeout_ms / 1000,
                 partial_frame_timeout_s=cfg.remoting_partial_frame_timeout_ms / 1000,
-                on_disconnect=lambda peer: on_peer_gone())
+                on_disconnect=lambda peer: on_peer_gone(), wait_bounds=bounds)
             self.remoting.attach(loop)
 
     def _door_of(self, peer):
@@ -55,6 +59,9 @@ class BrokerDoors:
                            "malformedFrames": self.native.malformed_frames}}
         if self.remoting is not None:
             info["remoting"] = self.remoting.info()
+        for door, server in (("native", self.native), ("remoting", self.remoting)):
+            if server is not None and server.backlog is not None:
+                info[door]["busyAnswers"] = dict(server.backlog.shed)
         return info
 
     def close(self) -> None:

@@ -8,6 +8,7 @@ import logging
 import time
 
 from rocketbox.cluster.config import SYNC_FLUSH, SYNC_MASTER, BrokerConfig
+from rocketbox.cluster.log_limit import RateLimitedLog
 from rocketbox.cluster.protocol import (answers_refusals, require_name, AUTO_CREATE_TOPIC_KEY, PERM_WRITE, ProtocolError, RequestCode, ResponseCode,
                               field_bool, field_int, send_fields_long)
 from rocketbox.cluster.broker.meters import InTraffic
@@ -20,6 +21,7 @@ from rocketbox.cluster.shm.store import MessageToStore, PutMessageStatus as PutS
 from rocketbox.cluster.wire_format import Command
 
 log = logging.getLogger(__name__)
+_limited = RateLimitedLog(log)
 
 # A client may set these SYSFLAG bits on any send; PREPARED (0x4) only on a single half message.
 SEND_SYSFLAG_ALLOWED = SYSFLAG_COMPRESSED | SYSFLAG_MULTI_TAGS
@@ -100,6 +102,7 @@ class SendProcessor:
         self._round_robin = itertools.count()
         self.messages_stored = 0
         self.traffic_in = InTraffic()   # per topic and message type (metrics)
+        self.refused_busy = 0           # sends refused while the disk flush was behind
 
     def _park(self, topic: str, queue_id: int, properties_text: str) -> tuple[str, int, bytes]:
         """Where a message with DELAY or TIMER_DELIVER_MS is stored: (topic, queue, properties)."""
@@ -118,6 +121,26 @@ class SendProcessor:
         parked = self.schedule.parked_properties(props, topic, queue_id)
         return SCHEDULE_TOPIC, schedule_queue, encode_properties(parked)
 
+    def _store_busy(self, request: Command) -> Command | None:
+        """SYSTEM_BUSY while the disk flush is behind (sync flush), as RocketMQ answers while its store
+        is (osPageCacheBusy, sendThreadPoolQueue full); None when the send may go on. Taking more
+        would only lengthen every waiter's wait and hold their bytes."""
+        waiters = self.flush_waiters
+        capacity = self.cfg.send_queue_capacity
+        waited_s = waiters.oldest_wait_s(time.monotonic())
+        if len(waiters) >= capacity:
+            remark = (f"[OVERLOAD]system busy, start flow control for a while: {len(waiters)} sends wait for the "
+                      f"disk flush (sendThreadPoolQueueCapacity {capacity})")
+        elif waited_s * 1000 > self.cfg.os_page_cache_busy_timeout_ms:
+            remark = (f"[PC_SYNCHRONIZED]broker busy, start flow control for a while: a send has waited "
+                      f"{int(waited_s * 1000)} ms for the disk flush (osPageCacheBusyTimeOutMills "
+                      f"{self.cfg.os_page_cache_busy_timeout_ms})")
+        else:
+            return None
+        self.refused_busy += 1
+        _limited.warning("store-busy", "sends refused: %s", remark)
+        return request.response(ResponseCode.SYSTEM_BUSY, remark=remark)
+
     @answers_refusals
     def on_send(self, request: Command, reply) -> Command | None:
         if self.cfg.is_slave:
@@ -126,6 +149,10 @@ class SendProcessor:
         if not self.may_write():
             raise ProtocolError(f"broker {self.cfg.broker_name} is not sure it is still master (its controller "
                                 f"lease lapsed): it takes no sends", ResponseCode.SERVICE_NOT_AVAILABLE)
+        if len(self.flush_waiters):
+            busy = self._store_busy(request)
+            if busy is not None:
+                return busy
         fields = send_fields_long(request)
         request_long = Command(request.code, fields, request.body)
         topic = fields.get("topic", "")
@@ -237,7 +264,8 @@ class SendProcessor:
         both = _BothDone(response, reply, 2 if replicate else 1)
         flush_timeout = _Outcome(ResponseCode.FLUSH_DISK_TIMEOUT,
                                  f"not flushed within {self.cfg.store.flush_sync_timeout_ms} ms")
-        self.flush_waiters.park(end, deadline, lambda: both.done(_FLUSHED), lambda: both.done(flush_timeout))
+        self.flush_waiters.park(end, deadline, lambda: both.done(_FLUSHED), lambda: both.done(flush_timeout),
+                                deadline - self.cfg.store.flush_sync_timeout_ms / 1000)
         if replicate:
             replica = _Outcome()
             if self.ha.await_replica(end, replica, both.done) is not None:

@@ -16,18 +16,23 @@ from typing import Callable
 
 class FlushWaiters:
     def __init__(self):
-        # (end_phys_offset, deadline_s, on_flushed, on_timeout) in CommitLog order, so the head
-        # always has the smallest end offset and the earliest deadline (one time-out for all).
+        # (end_phys_offset, deadline_s, on_flushed, on_timeout, parked_s) in CommitLog order, so the
+        # head always has the smallest end offset and the earliest deadline (one time-out for all).
         self._queue: collections.deque = collections.deque()
         self.parked_since_wake = 0
 
     def park(self, end_phys_offset: int, deadline_s: float, on_flushed: Callable[[], None],
-             on_timeout: Callable[[], None]) -> None:
-        self._queue.append((end_phys_offset, deadline_s, on_flushed, on_timeout))
+             on_timeout: Callable[[], None], parked_s: float | None = None) -> None:
+        parked_s = time.monotonic() if parked_s is None else parked_s
+        self._queue.append((end_phys_offset, deadline_s, on_flushed, on_timeout, parked_s))
         self.parked_since_wake += 1
 
     def __len__(self) -> int:
         return len(self._queue)
+
+    def oldest_wait_s(self, now_s: float) -> float:
+        """How long the longest-waiting one has waited (0 with none)."""
+        return now_s - self._queue[0][4] if self._queue else 0.0
 
     def release(self, flushed_pos: int, now_s: float | None = None) -> int:
         """Answer every waiter flushed by now, and every one past its deadline."""
@@ -35,7 +40,7 @@ class FlushWaiters:
         queue = self._queue
         released = 0
         while queue:
-            end, deadline, on_flushed, on_timeout = queue[0]
+            end, deadline, on_flushed, on_timeout, _ = queue[0]
             if end <= flushed_pos:
                 queue.popleft()
                 on_flushed()

@@ -8,7 +8,9 @@ and queue choice skips avoided brokers. One send takes at most ``send_timeout_ms
 retries included), each attempt at most ``request_timeout_ms``: a broker that stops
 answering costs one attempt's time-out, then the send goes on to another broker.
 Every message gets a client-made UNIQ_KEY; bodies over 4 KiB are zlib-compressed
-with SYSFLAG 0x1 (batches are not, as in RocketMQ).
+with SYSFLAG 0x1 (batches are not, as in RocketMQ). An overloaded broker's SYSTEM_BUSY makes the
+next attempt wait a random, doubling back-off first (``send_busy_backoff_ms``), within the send's
+time-out; at most ``async_sends_max`` async sends wait for answers at once.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import itertools
 from array import array
 import logging
+import random
 import threading
 import zlib
 from concurrent.futures import Future
@@ -25,6 +28,7 @@ from rocketbox.cluster import _native
 from rocketbox.cluster.clock import SYSTEM_CLOCK, Clock
 from rocketbox.cluster.client.base import ClientBase
 from rocketbox.cluster.client.fault_tolerance import LatencyFaultTolerance, select_round_robin
+from rocketbox.cluster.client.retry_timer import RetryTimer
 from rocketbox.cluster.client.message import UNIQUE_IDS, Message, MessageQueue, SendResult, SendStatus
 from rocketbox.cluster.config import ClientConfig, name_problem
 from rocketbox.cluster.errors import BrokerError, BrokerUnreachable, ClientError, MessageInvalid, NoRouteError
@@ -65,6 +69,9 @@ class Producer(ClientBase):
         self.sent_ok = 0
         self.send_failures = 0
         self.sent_oneway = 0
+        self.busy_answers = 0
+        self._async_places = threading.BoundedSemaphore(self.cfg.async_sends_max)
+        self._retries = RetryTimer()
 
     # -------------------------------------------------------------- building
 
@@ -224,6 +231,7 @@ class Producer(ClientBase):
             result = send.answered(target, endpoint, started, response)
             if result is not None:
                 return result
+            self.clock.sleep(send.take_wait_s())
         raise send.failure()
 
     def send_async(self, msg: Message, callback: Callable[[SendResult | None, Exception | None], None] | None = None,
@@ -235,7 +243,14 @@ class Producer(ClientBase):
         body, props, sys_flag = self._prepare(msg)
         send = _SendAttempts(self, msg.topic, body, props, sys_flag, msg.flag, msg.properties[PROPERTY_UNIQ_KEY],
                              timeout_ms, None, RequestCode.SEND_MESSAGE_V2, False)
+        # Back-pressure: the caller waits for a place rather than piling up futures without end.
+        if not self._async_places.acquire(timeout=max(0.0, send.deadline - self.clock.monotonic())):
+            with self._stats_lock:
+                self.send_failures += 1
+            raise ClientError(f"{self.cfg.async_sends_max} async sends are waiting for answers: none ended "
+                              f"within the send's {send.timeout_ms} ms")
         outer: Future = Future()
+        outer.add_done_callback(lambda _f: self._async_places.release())
         if callback is not None:
             outer.add_done_callback(lambda f: callback(f.result() if not f.exception() else None, f.exception()))
 
@@ -257,8 +272,7 @@ class Producer(ClientBase):
                 if result is not None:
                     outer.set_result(result)
                 else:
-                    # Not on the I/O thread: the next attempt may look up a route (a blocking call).
-                    threading.Thread(target=attempt, daemon=True).start()
+                    self._retries.call_later(send.take_wait_s(), attempt)
             self.rpc.call_async(endpoint, request, left_ms).add_done_callback(done)
 
         attempt()
@@ -281,7 +295,8 @@ class Producer(ClientBase):
 
     def statistics(self) -> dict:
         """Sends acknowledged (sync and async), handed over without an answer (oneway), and failed."""
-        return {"sent_ok": self.sent_ok, "sent_oneway": self.sent_oneway, "send_failures": self.send_failures}
+        return {"sent_ok": self.sent_ok, "sent_oneway": self.sent_oneway, "send_failures": self.send_failures,
+                "busy_answers": self.busy_answers}
 
 
 class _SendAttempts:
@@ -300,6 +315,8 @@ class _SendAttempts:
         self.attempts_max = 1 + producer.cfg.send_retry_count
         self.avoid: str | None = None
         self.last_error: Exception | None = None
+        self.busy_answers = 0
+        self._wait_s = 0.0
 
     def next_attempt(self) -> tuple[MessageQueue, str, Command, int] | None:
         """(queue, broker endpoint, request, time-out ms) of the next attempt; None when none is left."""
@@ -327,6 +344,16 @@ class _SendAttempts:
             return target, endpoint, request, left_ms
         return None
 
+    def take_wait_s(self) -> float:
+        """How long to wait before the next attempt: after a SYSTEM_BUSY a random back-off (full
+        jitter, doubling per busy answer), else none. A back-off that would end past the send's
+        deadline ends the send instead (with the broker's reason)."""
+        wait_s, self._wait_s = self._wait_s, 0.0
+        if wait_s and self.producer.clock.monotonic() + wait_s >= self.deadline:
+            self.attempts = self.attempts_max
+            return 0.0
+        return wait_s
+
     def answered(self, target: MessageQueue, endpoint: str, started: float, response: Command | None = None,
                  error: Exception | None = None) -> SendResult | None:
         """The SendResult when this attempt succeeded; None when it failed (``next_attempt`` says
@@ -345,6 +372,12 @@ class _SendAttempts:
                 p.sent_ok += 1
             return p._result(response, MessageQueue(self.topic, target.broker_name, target.queue_id), self.uniq)
         self.last_error = BrokerError(response.code, response.remark, endpoint)
+        if response.code == ResponseCode.SYSTEM_BUSY:
+            self.busy_answers += 1
+            cap_ms = min(p.cfg.send_busy_backoff_max_ms, p.cfg.send_busy_backoff_ms << min(self.busy_answers - 1, 20))
+            self._wait_s = random.uniform(0, cap_ms) / 1000
+            with p._stats_lock:
+                p.busy_answers += 1
         if not retriable:
             self.attempts = self.attempts_max
         return None
