@@ -148,7 +148,7 @@ class RemotingServer:
             self._polled_at = polled_at
         for fd, events in ready:
             if fd == listener_fd:
-                self._accept()
+                self._accept(since)
                 continue
             conn = self._connections.get(fd)
             if conn is None:
@@ -163,7 +163,9 @@ class RemotingServer:
         if drained and self.backlog is not None:
             self.backlog.drained()
 
-    def _accept(self) -> None:
+    def _accept(self, since: float) -> None:
+        """Accept waiting connections; what they carry arrived after ``since`` (when the listener was
+        last seen empty), however long they waited to be accepted."""
         for _ in range(ACCEPTS_PER_EVENT_MAX):
             try:
                 sock, (host, _port) = self.listener.accept()
@@ -187,6 +189,7 @@ class RemotingServer:
                                time.monotonic())
             self._connections[conn.fd] = conn
             self._by_peer[conn.peer] = conn
+            conn.behind_since = since
             self._epoll.register(conn.fd, _READ)
 
     def _pause_accepting(self) -> None:

@@ -127,13 +127,15 @@ class SendProcessor:
         would only lengthen every waiter's wait and hold their bytes."""
         waiters = self.flush_waiters
         capacity = self.cfg.send_queue_capacity
-        waited_s = waiters.oldest_wait_s(time.monotonic())
+        now = time.monotonic()
+        # The longer of how long the oldest has waited and how long a send taken now would wait.
+        waited_s = max(waiters.oldest_wait_s(now), waiters.flush_wait_s(self.store.commitlog.write_pos, now))
         if len(waiters) >= capacity:
             remark = (f"[OVERLOAD]system busy, start flow control for a while: {len(waiters)} sends wait for the "
                       f"disk flush (sendThreadPoolQueueCapacity {capacity})")
         elif waited_s * 1000 > self.cfg.os_page_cache_busy_timeout_ms:
-            remark = (f"[PC_SYNCHRONIZED]broker busy, start flow control for a while: a send has waited "
-                      f"{int(waited_s * 1000)} ms for the disk flush (osPageCacheBusyTimeOutMills "
+            remark = (f"[PC_SYNCHRONIZED]broker busy, start flow control for a while: the disk flush is "
+                      f"{int(waited_s * 1000)} ms behind (osPageCacheBusyTimeOutMills "
                       f"{self.cfg.os_page_cache_busy_timeout_ms})")
         else:
             return None
