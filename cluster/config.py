@@ -435,9 +435,10 @@ class ClientConfig:
     # One send, retries included (RocketMQ's sendMsgTimeout, 3000); None: request_timeout_ms.
     send_timeout_ms: int | None = None
     send_retry_count: int = 2
-    # SYSTEM_BUSY (an overloaded broker): the next attempt waits a random time up to
-    # send_busy_backoff_ms * 2^(busy answers so far - 1), at most send_busy_backoff_max_ms, within
-    # the send's time-out (none left: the send fails with the broker's reason).
+    # SYSTEM_BUSY (an overloaded broker asks for "flow control for a while"): every attempt to that
+    # broker waits a random hold of half to all of send_busy_backoff_ms * 2^(busy answers in a row - 1),
+    # at most send_busy_backoff_max_ms (a stored send ends the streak); a send whose time-out ends
+    # during the hold fails with the broker's reason.
     send_busy_backoff_ms: int = 20
     send_busy_backoff_max_ms: int = 1_000
     # send_async calls waiting for their answer at once; one more waits for a free place, at most

@@ -4,11 +4,14 @@ same thread. It costs the sending process a few microseconds a message where our
 ~100, so two cores can offer a broker twice what it stores (the Producer's own overload behaviour
 is checked apart, at a lower rate: tests/fault/test_overload.py).
 
-It behaves as a RocketMQ client does on SYSTEM_BUSY: the message is sent again after a random,
-doubling back-off (``BACKOFF_MS``, at most 3 attempts), within its send time-out. Every request's
-outcome is counted: SEND_OK (with its latency: request sent to answer), SYSTEM_BUSY (with the
-reason's tag), another code, or no answer within the time-out. Messages end acked, busy (their
-last attempt was refused) or unanswered; acked UNIQ_KEYs are kept for the read-back.
+It behaves as our Producer does on SYSTEM_BUSY ("start flow control for a while"): every send to
+the broker is held for a random back-off, doubling with each busy answer in a row (``BACKOFF_MS``
+up to ``BACKOFF_MAX_MS``), and the refused message is sent again when the hold ends (at most 3
+attempts), within its send time-out; messages that fall due meanwhile wait, and those whose time
+runs out while held end busy without being sent. Every request's outcome is counted: SEND_OK
+(with its latency: request sent to answer), SYSTEM_BUSY (with the reason's tag), another code, or
+no answer within the time-out. Messages end acked, busy (refused, or held past their time) or
+unanswered; acked UNIQ_KEYs are kept for the read-back.
 """
 
 from __future__ import annotations
@@ -86,7 +89,8 @@ def run(endpoint: str, topic: str, *, rate: int, duration_s: float, body_bytes: 
     deadlines: list = []                # (request deadline, opaque)
     retries: list = []                  # (due, seq, attempt, message deadline)
     stats = {"requests": 0, "request_ok": 0, "request_busy": 0, "request_other": 0, "request_unanswered": 0,
-             "acked": 0, "busy": 0, "unanswered": 0, "other": 0, "offered": 0}
+             "acked": 0, "busy": 0, "unanswered": 0, "other": 0, "offered": 0, "held_past_time": 0}
+    hold = [0.0, 0]   # until when sends wait, busy answers in a row
     reasons: dict[str, int] = {}
     example = {}
     latencies_us: list[float] = []
@@ -106,8 +110,10 @@ def run(endpoint: str, topic: str, *, rate: int, duration_s: float, body_bytes: 
         heapq.heappush(deadlines, (min(now + timeout_s, message_deadline), opaque))
 
     def settle_busy(seq: int, attempt: int, message_deadline: float, now: float) -> None:
-        cap_ms = min(BACKOFF_MAX_MS, BACKOFF_MS << (attempt - 1))
-        due = now + random.uniform(0, cap_ms) / 1000
+        hold[1] += 1
+        cap_ms = min(BACKOFF_MAX_MS, BACKOFF_MS << min(hold[1] - 1, 20))
+        hold[0] = max(hold[0], now + random.uniform(cap_ms / 2, cap_ms) / 1000)
+        due = hold[0]
         if attempt < ATTEMPTS_MAX and due < message_deadline:
             heapq.heappush(retries, (due, seq, attempt + 1, message_deadline))
         else:
@@ -118,18 +124,29 @@ def run(endpoint: str, topic: str, *, rate: int, duration_s: float, body_bytes: 
     while True:
         now = time.perf_counter()
         offering = now - t0 < duration_s
-        if offering:
+        held = now < hold[0]
+        if offering and not held:
             due = (window - len(inflight) - len(retries)) if window else int((now - t0) * rate) + 1 - seq
             for _ in range(max(0, due)):
-                send(seq, 1, now + timeout_s)
+                # Open loop: a message is due at its time; one whose time ran out during a hold is not sent.
+                message_deadline = (t0 + seq / rate if rate and not window else now) + timeout_s
+                if message_deadline <= now:
+                    stats["busy"] += 1
+                    stats["held_past_time"] += 1
+                else:
+                    send(seq, 1, message_deadline)
                 seq += 1
-        elif not inflight and not retries:
+        elif not offering and not inflight and not retries:
             break
         elif now - t0 > duration_s + 2 * timeout_s + 5:
             break
-        while retries and retries[0][0] <= now:
+        while retries and retries[0][0] <= now and not held:
             _, rseq, attempt, message_deadline = heapq.heappop(retries)
-            send(rseq, attempt, message_deadline)
+            if message_deadline <= now:
+                stats["busy"] += 1
+                stats["held_past_time"] += 1
+            else:
+                send(rseq, attempt, message_deadline)
         while sock.poll(0 if offering and not window else 1, zmq.POLLIN):
             frames = sock.recv_multipart()
             code, opaque, remark = _answer(frames)
@@ -139,6 +156,7 @@ def run(endpoint: str, topic: str, *, rate: int, duration_s: float, body_bytes: 
             rseq, attempt, sent_s, message_deadline = entry
             now = time.perf_counter()
             if code == ResponseCode.SUCCESS:
+                hold[1] = 0
                 stats["request_ok"] += 1
                 stats["acked"] += 1
                 latencies_us.append((now - sent_s) * 1e6)

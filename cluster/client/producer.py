@@ -8,9 +8,11 @@ and queue choice skips avoided brokers. One send takes at most ``send_timeout_ms
 retries included), each attempt at most ``request_timeout_ms``: a broker that stops
 answering costs one attempt's time-out, then the send goes on to another broker.
 Every message gets a client-made UNIQ_KEY; bodies over 4 KiB are zlib-compressed
-with SYSFLAG 0x1 (batches are not, as in RocketMQ). An overloaded broker's SYSTEM_BUSY makes the
-next attempt wait a random, doubling back-off first (``send_busy_backoff_ms``), within the send's
-time-out; at most ``async_sends_max`` async sends wait for answers at once.
+with SYSFLAG 0x1 (batches are not, as in RocketMQ). An overloaded broker's SYSTEM_BUSY ("start
+flow control for a while") holds every attempt to that broker for a random back-off, doubling with
+each busy answer in a row (``send_busy_backoff_ms`` up to ``send_busy_backoff_max_ms``), within each
+send's time-out: a send whose time runs out while held fails with the broker's reason, without
+adding to its load. At most ``async_sends_max`` async sends wait for answers at once.
 """
 
 from __future__ import annotations
@@ -72,6 +74,11 @@ class Producer(ClientBase):
         self.busy_answers = 0
         self._async_places = threading.BoundedSemaphore(self.cfg.async_sends_max)
         self._retries = RetryTimer()
+        # Flow control after SYSTEM_BUSY ("start flow control for a while"): broker -> until when its
+        # next attempts wait, how many busy answers in a row it gave, and the last one's reason.
+        self._busy_until: dict[str, float] = {}
+        self._busy_streak: dict[str, int] = {}
+        self._busy_reason: dict[str, str] = {}
 
     # -------------------------------------------------------------- building
 
@@ -142,6 +149,32 @@ class Producer(ClientBase):
     def _attempt_timeout_ms(self, deadline: float) -> int:
         """What is left of the send's time, at most one request's time-out; <= 0 when none is left."""
         return min(int((deadline - self.clock.monotonic()) * 1000), self.cfg.request_timeout_ms)
+
+    def _held_s(self, broker: str) -> float:
+        """How long attempts to ``broker`` still wait after its SYSTEM_BUSY (0: none)."""
+        if not self._busy_until:
+            return 0.0
+        return max(0.0, self._busy_until.get(broker, 0.0) - self.clock.monotonic())
+
+    def _note_busy(self, broker: str, remark: str) -> float:
+        """A SYSTEM_BUSY from ``broker``: hold every attempt to it for a random back-off, doubling with
+        each busy answer in a row (half of it at least: the broker asked for a while). Returns the hold."""
+        cfg = self.cfg
+        now = self.clock.monotonic()
+        with self._stats_lock:
+            streak = self._busy_streak[broker] = self._busy_streak.get(broker, 0) + 1
+            cap_ms = min(cfg.send_busy_backoff_max_ms, cfg.send_busy_backoff_ms << min(streak - 1, 20))
+            until = max(self._busy_until.get(broker, 0.0), now + random.uniform(cap_ms / 2, cap_ms) / 1000)
+            self._busy_until[broker] = until
+            self._busy_reason[broker] = remark
+            self.busy_answers += 1
+        return until - now
+
+    def _note_stored(self, broker: str) -> None:
+        if self._busy_streak:
+            with self._stats_lock:
+                self._busy_streak.pop(broker, None)
+                self._busy_until.pop(broker, None)
 
     def fault_state(self) -> dict[str, dict]:
         """broker -> {latency_ms, isolated, available, unavailable_for_ms} (empty with fault tolerance off)."""
@@ -222,6 +255,9 @@ class Producer(ClientBase):
         send = _SendAttempts(self, topic, body, props, sys_flag, flag, uniq, timeout_ms, queue, code, batch)
         while (attempt := send.next_attempt()) is not None:
             target, endpoint, request, left_ms = attempt
+            if send.hold_s:
+                self.clock.sleep(send.hold_s)
+                left_ms -= int(send.hold_s * 1000)
             started = self.clock.monotonic()
             try:
                 response = self.rpc.call(endpoint, request, left_ms)
@@ -231,7 +267,6 @@ class Producer(ClientBase):
             result = send.answered(target, endpoint, started, response)
             if result is not None:
                 return result
-            self.clock.sleep(send.take_wait_s())
         raise send.failure()
 
     def send_async(self, msg: Message, callback: Callable[[SendResult | None, Exception | None], None] | None = None,
@@ -264,6 +299,13 @@ class Producer(ClientBase):
                 outer.set_exception(send.failure())
                 return
             target, endpoint, request, left_ms = planned
+            if send.hold_s:   # the broker asked for flow control: this attempt goes when its hold ends
+                hold_s, send.hold_s = send.hold_s, 0.0
+                self._retries.call_later(hold_s, lambda: fire(target, endpoint, request, left_ms - int(hold_s * 1000)))
+            else:
+                fire(target, endpoint, request, left_ms)
+
+        def fire(target, endpoint, request, left_ms) -> None:
             started = self.clock.monotonic()
 
             def done(f: Future) -> None:
@@ -272,8 +314,12 @@ class Producer(ClientBase):
                 if result is not None:
                     outer.set_result(result)
                 else:
-                    self._retries.call_later(send.take_wait_s(), attempt)
-            self.rpc.call_async(endpoint, request, left_ms).add_done_callback(done)
+                    self._retries.call_later(0.0, attempt)   # its broker's hold, if any, is planned there
+            try:
+                self.rpc.call_async(endpoint, request, max(1, left_ms)).add_done_callback(done)
+            except ClientError as exc:   # the producer was shut down meanwhile
+                send.last_error = exc
+                outer.set_exception(send.failure())
 
         attempt()
         return outer
@@ -316,7 +362,7 @@ class _SendAttempts:
         self.avoid: str | None = None
         self.last_error: Exception | None = None
         self.busy_answers = 0
-        self._wait_s = 0.0
+        self.hold_s = 0.0   # how long the planned attempt must wait: its broker asked for flow control
 
     def next_attempt(self) -> tuple[MessageQueue, str, Command, int] | None:
         """(queue, broker endpoint, request, time-out ms) of the next attempt; None when none is left."""
@@ -339,20 +385,18 @@ class _SendAttempts:
                 p.routes.suspect(target.broker_name)
                 self.last_error = NoRouteError(f"broker {target.broker_name} has no master")
                 continue
+            self.hold_s = p._held_s(target.broker_name)
+            if self.hold_s and self.hold_s * 1000 >= left_ms:
+                # The hold outlasts the send: it ends now, with the broker's reason.
+                self.last_error = BrokerError(ResponseCode.SYSTEM_BUSY, f"held by this producer for "
+                                              f"{int(self.hold_s * 1000)} ms more after SYSTEM_BUSY: "
+                                              f"{p._busy_reason.get(target.broker_name, '')}", endpoint)
+                self.attempts = self.attempts_max
+                return None
             request = p._request(self.code, self.topic, target, self.body, self.props, self.sys_flag, self.flag,
                                  auto_create, self.batch)
             return target, endpoint, request, left_ms
         return None
-
-    def take_wait_s(self) -> float:
-        """How long to wait before the next attempt: after a SYSTEM_BUSY a random back-off (full
-        jitter, doubling per busy answer), else none. A back-off that would end past the send's
-        deadline ends the send instead (with the broker's reason)."""
-        wait_s, self._wait_s = self._wait_s, 0.0
-        if wait_s and self.producer.clock.monotonic() + wait_s >= self.deadline:
-            self.attempts = self.attempts_max
-            return 0.0
-        return wait_s
 
     def answered(self, target: MessageQueue, endpoint: str, started: float, response: Command | None = None,
                  error: Exception | None = None) -> SendResult | None:
@@ -368,16 +412,14 @@ class _SendAttempts:
         # A broker-side error isolates the broker; a refused message says nothing of it.
         p._record(target.broker_name, started, failed=retriable)
         if response.code in _SEND_STATUS_CODES:
+            p._note_stored(target.broker_name)
             with p._stats_lock:
                 p.sent_ok += 1
             return p._result(response, MessageQueue(self.topic, target.broker_name, target.queue_id), self.uniq)
         self.last_error = BrokerError(response.code, response.remark, endpoint)
         if response.code == ResponseCode.SYSTEM_BUSY:
             self.busy_answers += 1
-            cap_ms = min(p.cfg.send_busy_backoff_max_ms, p.cfg.send_busy_backoff_ms << min(self.busy_answers - 1, 20))
-            self._wait_s = random.uniform(0, cap_ms) / 1000
-            with p._stats_lock:
-                p.busy_answers += 1
+            p._note_busy(target.broker_name, response.remark)
         if not retriable:
             self.attempts = self.attempts_max
         return None
