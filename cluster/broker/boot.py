@@ -51,6 +51,10 @@ def boot(cfg: BrokerConfig) -> BootedBroker:
     log.info("recovery: %s", recovery)
     epochs = EpochCache(store_dir)
     recovery = _truncate_as_the_master_asked(store_dir, store, epochs, recovery)
+    if not cfg.controller_mode and not cfg.is_slave and not recovery.clean_shutdown:
+        # A new term after a crash: bytes a power cut took from this master may live on in a slave,
+        # and what this master writes there now differs; the epochs tell the two apart (broker/ha.py).
+        epochs.begin(epochs.last_epoch + 1, store.commitlog.write_pos)
     namesrv_client = RpcClient(default_timeout_ms=3000)
     controller = None
     if cfg.controller_mode:

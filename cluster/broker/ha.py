@@ -45,6 +45,7 @@ from rocketbox.cluster.acl.zap import HA_DOMAIN
 from rocketbox.cluster.broker.ha_format import (ACK, REPORT, DataHeader, HAFrameError, data_header, parse_data_header,
                                       parse_slave_message, parse_truncate, slave_message, truncate_message)
 from rocketbox.cluster.broker.stats import Rate
+from rocketbox.cluster.shm.epoch_format import replica_keep
 from rocketbox.cluster.broker.waiters import FlushWaiters
 from rocketbox.cluster.protocol import ResponseCode, to_json_bytes
 from rocketbox.cluster.wire_format import Command
@@ -141,10 +142,11 @@ class HAServer(_AnswersHAStatus):
                 break
             identity = frames[0].bytes
             try:
-                kind, offset = parse_slave_message([frame.bytes for frame in frames[1:]])
+                message = parse_slave_message([frame.bytes for frame in frames[1:]])
             except HAFrameError as exc:
                 log.warning("malformed HA message from %r ignored: %s", identity[:64], exc)
                 continue
+            kind, offset = message.kind, message.offset
             slave = self.slaves.get(identity)
             if slave is None:
                 slave = self.slaves[identity] = SlaveState(identity, offset, now, _peer_address(frames[0]))
@@ -157,21 +159,31 @@ class HAServer(_AnswersHAStatus):
                 slave.acked = offset
                 slave.sent = max(slave.sent, offset)
             slave.heard_s = now
-            diverged = offset > write_pos
-            if diverged and not slave.diverged:
-                log.error("slave %s reports offset %d beyond this master's %d: not replicating to it%s",
-                          identity.decode(errors="replace"), offset, write_pos,
-                          "" if self.cfg.controller_mode else "; told to drop what lies past it")
-            slave.diverged = diverged
-            if diverged and not self.cfg.controller_mode:
-                # Without a controller this master's log is the one that counts (RocketMQ's classic
-                # mode); with one, the epochs settle it when the replica boots (broker/boot.py).
-                try:
-                    self.socket.send_multipart([identity, *truncate_message(write_pos)], zmq.NOBLOCK)
-                except zmq.ZMQError:
-                    pass   # gone, or its queue is full: its next report asks again
+            self._judge(slave, message, write_pos)
         self._update_confirm(now)
         self.pump()
+
+    def _judge(self, slave: SlaveState, message, write_pos: int) -> None:
+        """Is the slave's log a prefix of this master's? A diverged slave is neither streamed to nor
+        counted in sync (its acknowledgements name bytes this master does not hold)."""
+        if self.cfg.controller_mode or message.last_epoch is None:
+            keep = min(message.offset, write_pos)   # with a controller the epochs settle it at the replica's boot
+        else:
+            # Without a controller this master's log is the one that counts (RocketMQ's classic mode):
+            # a power cut can take from it bytes its slave copied, and it then writes new ones there.
+            keep = replica_keep(message.offset, message.last_epoch, message.last_epoch_start, self.epochs.entries,
+                                write_pos)
+        diverged = keep < message.offset
+        if diverged and not slave.diverged:
+            log.error("slave %s holds bytes up to %d this master's log (at %d) does not share past %d: not "
+                      "replicating to it%s", slave.identity.decode(errors="replace"), message.offset, write_pos,
+                      keep, "" if self.cfg.controller_mode else "; told to drop what lies past it")
+        slave.diverged = diverged
+        if diverged and not self.cfg.controller_mode:
+            try:
+                self.socket.send_multipart([slave.identity, *truncate_message(keep)], zmq.NOBLOCK)
+            except zmq.ZMQError:
+                pass   # gone, or its queue is full: its next message asks again
 
     def pump(self) -> None:
         """Send every slave what it lacks, within its window (once per loop turn, after the writes)."""
@@ -326,7 +338,10 @@ class HAClient(_AnswersHAStatus):
 
     def _send(self, kind: bytes) -> None:
         try:
-            self.socket.send_multipart(slave_message(kind, self.store.commitlog.write_pos), zmq.NOBLOCK)
+            last = self.epochs.entries[-1] if self.epochs.entries else None
+            self.socket.send_multipart(slave_message(kind, self.store.commitlog.write_pos,
+                                                     last.epoch if last else 0, last.start_offset if last else 0),
+                                       zmq.NOBLOCK)
             self.last_write_ms = _wall_ms()
         except zmq.Again:
             pass   # not connected and the queue is full: the heartbeat says it again

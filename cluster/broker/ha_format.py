@@ -2,7 +2,9 @@
 
 slave -> master: two frames, ``kind`` and ``offset``:
     kind   1 byte, ``R`` (report: "send from here": at start and after a gap) or ``A`` (ack)
-    offset 8 bytes, big-endian unsigned: the slave's CommitLog end (its write_pos)
+    offset 8 bytes, big-endian unsigned: the slave's CommitLog end (its write_pos), then, from
+           slaves that send it (24 bytes in all), the last epoch its log holds and where that
+           epoch starts (two more u64): the master checks its log is a prefix of its own
 master -> slave: three frames, ``D``, a 32-byte header, then the CommitLog bytes that start at
 that physical offset (whole records, within one segment and one epoch). The header is four
 big-endian u64: the physical ``offset``; the sender's ``master_epoch`` (its current term: a
@@ -25,6 +27,7 @@ ACK = b"A"
 DATA = b"D"
 TRUNCATE = b"T"
 _OFFSET = struct.Struct(">Q")
+_OFFSET_EPOCH = struct.Struct(">QQQ")
 _DATA_HEADER = struct.Struct(">QQQQ")
 
 
@@ -39,22 +42,33 @@ class HAFrameError(ValueError):
     pass
 
 
-def slave_message(kind: bytes, offset: int) -> list[bytes]:
+class SlaveMessage(NamedTuple):
+    kind: bytes
+    offset: int
+    last_epoch: int | None = None       # None: a slave that does not say (its log is taken as one epoch)
+    last_epoch_start: int = 0
+
+
+def slave_message(kind: bytes, offset: int, last_epoch: int | None = None, last_epoch_start: int = 0) -> list[bytes]:
     if kind not in (REPORT, ACK):
         raise HAFrameError(f"a slave sends R or A, not {kind!r}")
-    return [kind, _OFFSET.pack(offset)]
+    if last_epoch is None:
+        return [kind, _OFFSET.pack(offset)]
+    return [kind, _OFFSET_EPOCH.pack(offset, last_epoch, last_epoch_start)]
 
 
-def parse_slave_message(frames) -> tuple[bytes, int]:
-    """(kind, offset) of the frames after the identity; HAFrameError when malformed."""
+def parse_slave_message(frames) -> SlaveMessage:
+    """The message in the frames after the identity; HAFrameError when malformed."""
     if len(frames) != 2:
         raise HAFrameError(f"a slave message has 2 frames, not {len(frames)}")
     kind, offset = bytes(frames[0]), bytes(frames[1])
     if kind not in (REPORT, ACK):
         raise HAFrameError(f"unknown slave message kind {kind[:8]!r}")
+    if len(offset) == _OFFSET_EPOCH.size:
+        return SlaveMessage(kind, *_OFFSET_EPOCH.unpack(offset))
     if len(offset) != _OFFSET.size:
-        raise HAFrameError(f"the offset frame has {len(offset)} bytes, not 8")
-    return kind, _OFFSET.unpack(offset)[0]
+        raise HAFrameError(f"the offset frame has {len(offset)} bytes, not 8 or 24")
+    return SlaveMessage(kind, _OFFSET.unpack(offset)[0])
 
 
 def data_header(header: DataHeader) -> list[bytes]:

@@ -101,3 +101,15 @@ def divergence_point(own: list[EpochEntry], own_end: int, master: list[EpochEntr
         end = min(end, last.start_offset)
         entries.pop()
     return 0 if master else end
+
+
+def replica_keep(replica_end: int, replica_epoch: int, replica_epoch_start: int, master: list[EpochEntry],
+                 master_end: int) -> int:
+    """How much of a replica's log, whose last epoch is ``replica_epoch`` (from
+    ``replica_epoch_start``), the master's log shares, judged by the master from that one epoch:
+    all of it up to where the epoch ends in the master's log if the master has the epoch (one
+    epoch, one master: the same bytes), else nothing of that epoch (the replica then reports the
+    epoch before). A log without epoch entries is all epoch 0."""
+    if replica_epoch == 0 or any(e.epoch == replica_epoch for e in master):
+        return min(replica_end, end_of_epoch(master, replica_epoch, master_end), master_end)
+    return min(replica_end, replica_epoch_start)

@@ -54,3 +54,15 @@ def test_divergence_point_keeps_the_shared_prefix():
     # No epochs at all: nothing proven shared with a master that has some.
     assert f.divergence_point([], 300, [E(1, 0)], 400) == 0
     assert f.divergence_point([], 0, [], 0) == 0
+
+
+def test_replica_keep_judges_a_replica_by_its_last_epoch():
+    master = [E(1, 1000), E(2, 5000)]
+    # Epoch 1 ended at 5000 in the master's log: a replica's epoch-1 bytes past it were lost there.
+    assert f.replica_keep(6000, 1, 1000, master, 9000) == 5000
+    assert f.replica_keep(4000, 1, 1000, master, 9000) == 4000           # a prefix: all of it kept
+    assert f.replica_keep(9500, 2, 5000, master, 9000) == 9000           # the current term, ahead of the master
+    assert f.replica_keep(800, 0, 0, master, 9000) == 800                # epoch 0: before the first entry
+    assert f.replica_keep(1200, 0, 0, master, 9000) == 1000
+    assert f.replica_keep(7000, 3, 6000, master, 9000) == 6000           # a term the master never had
+    assert f.replica_keep(300, 0, 0, [], 200) == 200                     # no epochs at all: offsets alone

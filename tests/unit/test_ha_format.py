@@ -8,7 +8,11 @@ from rocketbox.cluster.broker import ha_format as f
 def test_slave_messages_golden():
     assert f.slave_message(f.REPORT, 0) == [b"R", b"\x00" * 8]
     assert f.slave_message(f.ACK, 0x0102030405060708) == [b"A", bytes.fromhex("0102030405060708")]
-    assert f.parse_slave_message([b"A", bytes.fromhex("0000000000001000")]) == (b"A", 4096)
+    assert f.parse_slave_message([b"A", bytes.fromhex("0000000000001000")]) == (b"A", 4096, None, 0)
+    # With the last epoch of its log and where it starts: the master checks the log is a prefix of its own.
+    assert f.slave_message(f.REPORT, 0x2000, 3, 0x1000) == [b"R", bytes.fromhex(
+        "0000000000002000" "0000000000000003" "0000000000001000")]
+    assert f.parse_slave_message(f.slave_message(f.ACK, 0x2000, 3, 0x1000)) == (b"A", 0x2000, 3, 0x1000)
 
 
 def test_data_header_golden():
@@ -20,6 +24,7 @@ def test_data_header_golden():
 
 
 @pytest.mark.parametrize("frames", [[b"A"], [b"A", b"\x00" * 7], [b"X", b"\x00" * 8], [b"R", b"\x00" * 9],
+                                    [b"R", b"\x00" * 16],
                                     [b"A", b"\x00" * 8, b"extra"]])
 def test_malformed_slave_messages_are_refused(frames):
     with pytest.raises(f.HAFrameError):
