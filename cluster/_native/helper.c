@@ -280,7 +280,8 @@ static int64_t write_record(uint8_t *out, const struct batch_item *item,
     int64_t size = record_bytes(item, topic_len, record_crc);
     put_be32(out + OFF_TOTALSIZE, (uint32_t)size);
     put_be32(out + OFF_MAGIC, MAGIC_MESSAGE);
-    put_be32(out + OFF_BODYCRC, rb_crc32(0, item->body, (size_t)item->body_len) & BODY_CRC_MASK);
+    uint32_t body_crc = rb_crc32(0, item->body, (size_t)item->body_len);
+    put_be32(out + OFF_BODYCRC, body_crc & BODY_CRC_MASK);
     put_be32(out + OFF_QUEUEID, (uint32_t)fields->queue_id);
     put_be32(out + OFF_FLAG, (uint32_t)item->flag);
     put_be64(out + OFF_QUEUEOFFSET, (uint64_t)fields->queue_offset_first + (uint64_t)index);
@@ -302,7 +303,7 @@ static int64_t write_record(uint8_t *out, const struct batch_item *item,
     put_be16(p, (uint16_t)(out + size - (p + 2)));
     write_stored_properties(p + 2, item->properties, item->properties_len, record_crc);
     if (record_crc)
-        seal_record(out, size);
+        seal_record_after_body(out, size, RECORD_HEAD_BYTES, item->body_len, body_crc);
     return size;
 }
 

@@ -47,9 +47,12 @@ static int64_t strip_crc_pairs(uint8_t *out, const uint8_t *props, int64_t len)
     }
 }
 
+/* memchr of the name's rare last byte first: a search per item on the hot path, where properties
+ * almost never hold a '#', and memmem's set-up costs more than the whole scan. */
 static int has_crc_pair(const uint8_t *props, int64_t len)
 {
-    return len >= CRC_PAIR_NAME_BYTES && memmem(props, (size_t)len, crc_pair_name, CRC_PAIR_NAME_BYTES) != NULL;
+    return len >= CRC_PAIR_NAME_BYTES && memchr(props, '#', (size_t)len) != NULL &&
+           memmem(props, (size_t)len, crc_pair_name, CRC_PAIR_NAME_BYTES) != NULL;
 }
 
 int64_t stored_properties_len(const uint8_t *props, int64_t len, int record_crc)
@@ -100,14 +103,83 @@ void write_stored_properties(uint8_t *out, const uint8_t *props, int64_t len, in
     out[n + RECORD_CRC_BYTES - 1] = PROPERTY_SEPARATOR;
 }
 
-void seal_record(uint8_t *rec, int64_t size)
+/* ---- crc(A || B) from crc(A), crc(B) and B's length, without reading B again ----
+ * A CRC value is a polynomial over GF(2) in zlib's reflected order: bit 31 holds x^0, bit 0
+ * x^31. crc(A || B) = crc(A) * x^(8 |B|) + crc(B) mod P (the pre- and post-conditioning cancel
+ * out), so a body whose BODYCRC was just computed is not read a second time for the record's. */
+
+#define CRC_POLY_REFLECTED 0xEDB88320u
+#define POLY_ONE 0x80000000u   /* the polynomial 1 */
+
+static uint32_t x_pow_2_pow[32];   /* x^(2^k) mod P */
+
+static uint32_t poly_times_x(uint32_t a) { return (a & 1) ? (a >> 1) ^ CRC_POLY_REFLECTED : a >> 1; }
+
+/* a * b mod P: b * x^i added for every term x^i of a */
+static uint32_t poly_mul(uint32_t a, uint32_t b)
 {
-    uint32_t crc = rb_crc32(0, rec, (size_t)(size - RECORD_CRC_BYTES)) & CRC_MASK;
+    uint32_t product = 0;
+    for (uint32_t term = POLY_ONE; a != 0; term >>= 1) {
+        if (a & term) {
+            product ^= b;
+            a ^= term;
+        }
+        b = poly_times_x(b);
+    }
+    return product;
+}
+
+__attribute__((constructor)) static void x_pow_2_pow_init(void)
+{
+    uint32_t p = POLY_ONE >> 1;   /* x */
+    for (int k = 0; k < 32; k++) {
+        x_pow_2_pow[k] = p;
+        p = poly_mul(p, p);
+    }
+}
+
+/* x^(8 * bytes) mod P, from the binary digits of 8 * bytes; bytes < 2^28 (the table's reach) */
+static uint32_t x_pow_bytes(uint64_t bytes)
+{
+    uint32_t p = POLY_ONE;
+    for (int k = 3; bytes != 0; bytes >>= 1, k++)
+        if (bytes & 1)
+            p = poly_mul(x_pow_2_pow[k], p);
+    return p;
+}
+
+static uint32_t crc_concat(uint32_t crc_a, uint32_t crc_b, uint64_t b_bytes)
+{
+    return poly_mul(x_pow_bytes(b_bytes), crc_a) ^ crc_b;
+}
+
+/* Bodies shorter than this are read again: cheaper than the polynomial products. */
+enum { CONCAT_BODY_BYTES_MIN = 256, CONCAT_BODY_BYTES_MAX = 1 << 28 };
+
+static void write_digits(uint8_t *rec, int64_t size, uint32_t crc)
+{
     uint8_t *digits = rec + size - 1 - CRC_DIGITS;
     for (int i = 0; i < CRC_DIGITS; i++) {   /* least significant first, as MessageDecoder.createCrc32 */
         digits[i] = (uint8_t)('0' + crc % 10);
         crc /= 10;
     }
+}
+
+void seal_record(uint8_t *rec, int64_t size)
+{
+    write_digits(rec, size, rb_crc32(0, rec, (size_t)(size - RECORD_CRC_BYTES)) & CRC_MASK);
+}
+
+void seal_record_after_body(uint8_t *rec, int64_t size, int64_t head_bytes, int64_t body_len, uint32_t body_crc)
+{
+    if (body_len < CONCAT_BODY_BYTES_MIN || body_len >= CONCAT_BODY_BYTES_MAX) {
+        seal_record(rec, size);
+        return;
+    }
+    uint32_t crc = crc_concat(rb_crc32(0, rec, (size_t)head_bytes), body_crc, (uint64_t)body_len);
+    int64_t tail_at = head_bytes + body_len;
+    crc = rb_crc32(crc, rec + tail_at, (size_t)(size - RECORD_CRC_BYTES - tail_at));
+    write_digits(rec, size, crc & CRC_MASK);
 }
 
 int check_record_crc(const uint8_t *rec, int64_t total, int64_t properties_len)

@@ -23,6 +23,10 @@ void write_stored_properties(uint8_t *out, const uint8_t *props, int64_t len, in
  * every byte before them (commitlog_format.seal_record). */
 void seal_record(uint8_t *rec, int64_t size);
 
+/* The same for a record whose body (body_len bytes after its first head_bytes) has the CRC
+ * body_crc (zlib's, unmasked): a long body is not read again. */
+void seal_record_after_body(uint8_t *rec, int64_t size, int64_t head_bytes, int64_t body_len, uint32_t body_crc);
+
 /* The record at rec (total bytes, its properties the last properties_len of them): 0 when they
  * do not end with the CRC property, 1 when they do and the CRC matches, -1 when they do and it
  * does not, or the property is garbled (commitlog_format.stored_record_crc). */

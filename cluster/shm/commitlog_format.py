@@ -156,8 +156,7 @@ def decode_properties(raw: bytes | memoryview) -> dict[str, str]:
 def record_crc_property(crc: int) -> bytes:
     """The 20 bytes that end a sealed record: ``__CRC32#``, \\x01, the digits of ``crc`` least
     significant first (zero-padded on the right), \\x02."""
-    digits = f"{crc & RECORD_CRC_MASK:0{RECORD_CRC_DIGITS}d}"[::-1]
-    return RECORD_CRC_NAME + digits.encode() + b"\x02"
+    return RECORD_CRC_NAME + (b"%010d" % (crc & RECORD_CRC_MASK))[::-1] + b"\x02"
 
 
 def without_record_crc(properties: bytes) -> bytes:
@@ -408,15 +407,18 @@ def unique_id(prefix: str, counter: int) -> str:
 _TRANSACTION_HIDDEN = (SYSFLAG_TRANSACTION_PREPARED, SYSFLAG_TRANSACTION_ROLLBACK)
 
 
-def batch_record_sizes(topic_len: int, messages) -> list[int]:
-    """Record size of each message (objects with ``body`` and ``properties`` bytes)."""
+def batch_record_sizes(topic_len: int, messages, properties=None) -> list[int]:
+    """Record size of each message (objects with ``body`` and ``properties`` bytes); ``properties``,
+    when given, are what the records store instead (``stored_properties`` of each)."""
     fixed = FIXED_SIZE + topic_len
-    return [fixed + len(m.body) + len(m.properties) for m in messages]
+    if properties is None:
+        return [fixed + len(m.body) + len(m.properties) for m in messages]
+    return [fixed + len(m.body) + len(p) for m, p in zip(messages, properties)]
 
 
 def encode_batch(messages, sizes, *, topic: bytes, queue_id: int, queue_offset_first: int,
                  phys_offset_first: int, store_timestamp_ms: int,
-                 store_host: bytes, record_crc: bool = False) -> tuple[bytes, int]:
+                 store_host: bytes, record_crc: bool = False, properties=None) -> tuple[bytes, int]:
     """Consecutive records of one queue as one bytes object, and the next queue offset.
 
     The broker's hot path.
@@ -427,7 +429,8 @@ def encode_batch(messages, sizes, *, topic: bytes, queue_id: int, queue_offset_f
     that a transaction PREPARED or ROLLBACK record gets queue offset 0 and takes no
     number (RocketMQ CommitLog.doAppend: it never enters a ConsumeQueue). One join
     instead of a write per field keeps the per-message Python work to a few calls.
-    ``record_crc``: each message's properties end with the reserved CRC property
+    ``properties``, when given, are what the records store instead of each ``m.properties``;
+    ``record_crc``: the stored properties end with the reserved CRC property
     (``stored_properties``), sealed here. Raises struct.error / ValueError / TypeError for
     out-of-range fields.
     """
@@ -440,9 +443,9 @@ def encode_batch(messages, sizes, *, topic: bytes, queue_id: int, queue_offset_f
     append = parts.append
     queue_offset = queue_offset_first
     phys = phys_offset_first
-    for m, size in zip(messages, sizes):
+    stored = (m.properties for m in messages) if properties is None else properties
+    for m, size, props in zip(messages, sizes, stored):
         body = m.body
-        props = m.properties
         sys_flag = m.sys_flag
         if sys_flag & SYSFLAG_TRANSACTION_MASK in _TRANSACTION_HIDDEN:
             record_queue_offset = 0

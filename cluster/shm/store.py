@@ -186,12 +186,12 @@ class MessageStore:
             return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
         record_crc = self.record_crc
         try:
+            stored = None   # the properties as sent, unless the records store others
             if record_crc or any(fmt.PROPERTY_CRC32_BYTES in m.properties for m in messages):
-                messages = [m._replace(properties=fmt.stored_properties(m.properties, record_crc))
-                            for m in messages]
-            sizes = fmt.batch_record_sizes(len(topic_bytes), messages)
-            for m in messages:
-                if len(m.properties) > fmt.PROPERTIES_LENGTH_MAX:
+                stored = [fmt.stored_properties(m.properties, record_crc) for m in messages]
+            sizes = fmt.batch_record_sizes(len(topic_bytes), messages, stored)
+            for properties in (stored or [m.properties for m in messages]):
+                if len(properties) > fmt.PROPERTIES_LENGTH_MAX:
                     return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
         except (AttributeError, TypeError):
             return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
@@ -210,7 +210,8 @@ class MessageStore:
             data, next_queue_offset = fmt.encode_batch(
                 messages, sizes, topic=topic_bytes, queue_id=queue_id,
                 queue_offset_first=queue_offset, phys_offset_first=guess,
-                store_timestamp_ms=store_ts, store_host=store_host, record_crc=record_crc)
+                store_timestamp_ms=store_ts, store_host=store_host, record_crc=record_crc,
+                properties=stored)
         except (struct.error, ValueError, TypeError, AttributeError, OverflowError):
             return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
 
@@ -220,7 +221,8 @@ class MessageStore:
                 data, _ = fmt.encode_batch(
                     messages, sizes, topic=topic_bytes, queue_id=queue_id,
                     queue_offset_first=queue_offset, phys_offset_first=phys,
-                    store_timestamp_ms=store_ts, store_host=store_host, record_crc=record_crc)
+                    store_timestamp_ms=store_ts, store_host=store_host, record_crc=record_crc,
+                    properties=stored)
             buf[pos:pos + total] = data
 
         outcome = commitlog.append(total, fill)

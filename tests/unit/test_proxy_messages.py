@@ -107,6 +107,22 @@ def test_a_stored_record_becomes_a_grpc_message():
     assert bare.system_properties.delivery_attempt == 2 and len(bare.system_properties.message_id) == 32
 
 
+def test_the_whole_record_crc_property_is_no_grpc_user_property():
+    """RocketMQ's proxy leaves system properties, __CRC32# among them, out of user_properties and
+    refuses them from producers (GrpcConverter.buildUserAttributes, MessageConst.STRING_HASH_SET)."""
+    raw = fmt.encode(queue_id=2, flag=0, queue_offset=7, phys_offset=1234, sys_flag=0, born_timestamp_ms=NOW_MS,
+                     born_host=fmt.pack_host("10.0.0.2", 40000), store_timestamp_ms=NOW_MS + 3,
+                     store_host=fmt.pack_host("127.0.0.1", 10911), reconsume_times=0, prepared_transaction_offset=0,
+                     body=b"sealed", topic=b"T", record_crc=True,
+                     properties=fmt.stored_properties(fmt.encode_properties({"UNIQ_KEY": "ID3", "color": "red"}), True))
+    record = messages.records(raw)[0]
+    assert "__CRC32#" in record.properties
+    assert dict(messages.incoming(record).user_properties) == {"color": "red"}
+    message = grpc_message()
+    message.user_properties["__CRC32#"] = "0000000001"
+    assert refusal(message) == Code.ILLEGAL_MESSAGE_PROPERTY_KEY
+
+
 def test_a_record_at_the_last_reconsume_time_is_still_a_message():
     """Found by tests/fuzz: RECONSUMETIMES 2**31 - 1 made delivery_attempt overflow int32 (ValueError)."""
     record = fmt.decode_at(fmt.encode(
