@@ -73,9 +73,10 @@ def busy_tag(remark: str) -> str:
 
 
 def run(endpoint: str, topic: str, *, rate: int, duration_s: float, body_bytes: int, queue_count: int = 4,
-        timeout_s: float = 3.0, window: int = 0, keep_keys: bool = True) -> dict:
+        timeout_s: float = 3.0, window: int = 0, keep_keys: bool = True, flow_control: bool = True) -> dict:
     """Offer ``rate`` msg/s for ``duration_s`` (``window`` > 0: instead keep that many requests in
-    flight, a closed loop, to measure capacity), then wait for the last answers. Returns counts."""
+    flight, a closed loop, to measure capacity), then wait for the last answers. Returns counts.
+    ``flow_control`` False: no hold after SYSTEM_BUSY (a client that only retries, as RocketMQ 4's)."""
     context = zmq.Context.instance()
     sock = context.socket(zmq.DEALER)
     sock.setsockopt(zmq.LINGER, 0)
@@ -112,8 +113,9 @@ def run(endpoint: str, topic: str, *, rate: int, duration_s: float, body_bytes: 
     def settle_busy(seq: int, attempt: int, message_deadline: float, now: float) -> None:
         hold[1] += 1
         cap_ms = min(BACKOFF_MAX_MS, BACKOFF_MS << min(hold[1] - 1, 20))
-        hold[0] = max(hold[0], now + random.uniform(cap_ms / 2, cap_ms) / 1000)
-        due = hold[0]
+        due = now + random.uniform(cap_ms / 2, cap_ms) / 1000
+        if flow_control:
+            hold[0] = max(hold[0], due)
         if attempt < ATTEMPTS_MAX and due < message_deadline:
             heapq.heappush(retries, (due, seq, attempt + 1, message_deadline))
         else:

@@ -1,0 +1,57 @@
+"""Overload through the gRPC proxy (issue 15 item 2): a broker refusing sends SYSTEM_BUSY makes the
+proxy answer RocketMQ 5's TOO_MANY_REQUESTS with the broker's reason, as Apache's proxy maps it.
+
+The broker is overloaded honestly: sync flush on a disk throttled to 1 MB/s (a blkio cgroup on its
+flush worker, ``perf/disk_throttle.py``; skipped with the reason where cgroups cannot be written)
+while a raw sender that never holds back offers ten times what that disk takes."""
+
+from __future__ import annotations
+
+import pytest
+
+from rocketbox.cluster.client.admin import Admin
+from rocketbox.cluster.config import SYNC_FLUSH
+from rocketbox.cluster.testing import LocalCluster
+from rocketbox.perf import disk_throttle, raw_sender
+from tests.grpc.grpc_client import run_grpc, statuses
+
+SENDS = 30
+
+
+def _send(i: int) -> dict:
+    properties = {"messageId": f"0102FC0000000100000000000000{i:05d}", "messageType": "NORMAL",
+                  "bodyEncoding": "IDENTITY"}
+    return {"messages": [{"topic": {"name": "GrpcOverload"}, "body": "Ym9keQ==", "systemProperties": properties}]}
+
+
+@pytest.mark.timeout(240)
+def test_sends_to_an_overloaded_broker_are_answered_too_many_requests_with_the_reason(tmp_path):
+    why = disk_throttle.unavailable()
+    if why:
+        pytest.skip(f"the broker cannot be given a slow disk here: {why}")
+    cluster = LocalCluster(str(tmp_path / "cluster"), proxy=True, flush_mode=SYNC_FLUSH).start()
+    try:
+        with Admin(cluster.namesrv) as admin:
+            admin.create_topic("GrpcOverload", 2)
+        broker = cluster.topology.brokers[0]
+        with disk_throttle.throttled(cluster.pid("broker-a-flush"), broker.store.store_dir, 1 << 20):
+            load = raw_sender.senders(broker.endpoint, "GrpcOverload", 1, rate=2500, duration_s=15,
+                                      body_bytes=4096, keep_keys=False, flow_control=False)[0]
+            load.start()
+            load.go()
+            try:
+                steps = [{"sleep": 2}] + [{"name": f"send-{i}", "rpc": "SendMessage", "request": _send(i)}
+                                          for i in range(SENDS)]
+                lines = run_grpc("raw", {"endpoint": cluster.proxy_endpoint, "steps": steps}, tmp_path / "client")
+            finally:
+                load.result()
+                load.stop()
+    finally:
+        cluster.stop()
+    answers = [statuses(lines, f"send-{i}")[0] for i in range(SENDS)]
+    codes = {a.get("code") for a in answers}
+    assert codes <= {"OK", "TOO_MANY_REQUESTS"}, answers
+    busy = [a for a in answers if a.get("code") == "TOO_MANY_REQUESTS"]
+    assert busy, answers
+    assert all("SYSTEM_BUSY" in a["message"] and "broker busy, start flow control for a while" in a["message"]
+               for a in busy), busy
