@@ -92,6 +92,7 @@ def run(endpoint: str, topic: str, *, rate: int, duration_s: float, body_bytes: 
     stats = {"requests": 0, "request_ok": 0, "request_busy": 0, "request_other": 0, "request_unanswered": 0,
              "acked": 0, "busy": 0, "unanswered": 0, "other": 0, "offered": 0, "held_past_time": 0}
     hold = [0.0, 0]   # until when sends wait, busy answers in a row
+    answer_max = [0.0]   # the longest any answer took
     reasons: dict[str, int] = {}
     example = {}
     latencies_us: list[float] = []
@@ -157,6 +158,7 @@ def run(endpoint: str, topic: str, *, rate: int, duration_s: float, body_bytes: 
                 continue   # answered after its time-out: already counted unanswered
             rseq, attempt, sent_s, message_deadline = entry
             now = time.perf_counter()
+            answer_max[0] = max(answer_max[0], now - sent_s)
             if code == ResponseCode.SUCCESS:
                 hold[1] = 0
                 stats["request_ok"] += 1
@@ -186,7 +188,7 @@ def run(endpoint: str, topic: str, *, rate: int, duration_s: float, body_bytes: 
                 sock.poll(1, zmq.POLLIN)   # until the next is due or an answer comes (at most 1 ms)
     stats["offered"] = seq
     sock.close(0)
-    return {**stats, "offered_s": duration_s, "reasons": reasons, "examples": example,
+    return {**stats, "offered_s": duration_s, "answer_max_ms": answer_max[0] * 1000, "reasons": reasons, "examples": example,
             "latencies_us": latencies_us, "acked_keys": acked_keys,
             "max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
 
@@ -221,7 +223,7 @@ def merged(results: list[dict]) -> dict:
                     total["examples"].setdefault(tag, text)
             elif k in ("latencies_us", "acked_keys"):
                 total[k].extend(v)
-            elif k in ("max_rss_bytes", "offered_s"):
+            elif k in ("max_rss_bytes", "offered_s", "answer_max_ms"):
                 total[k] = max(total.get(k, 0), v)
             else:
                 total[k] = total.get(k, 0) + v

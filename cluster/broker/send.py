@@ -129,7 +129,7 @@ class SendProcessor:
         capacity = self.cfg.send_queue_capacity
         now = time.monotonic()
         # The longer of how long the oldest has waited and how long a send taken now would wait.
-        waited_s = max(waiters.oldest_wait_s(now), waiters.flush_wait_s(self.store.commitlog.write_pos, now))
+        waited_s = max(waiters.oldest_wait_s(now), waiters.flush_wait_s(self.store.commitlog.write_pos))
         if len(waiters) >= capacity:
             remark = (f"[OVERLOAD]system busy, start flow control for a while: {len(waiters)} sends wait for the "
                       f"disk flush (sendThreadPoolQueueCapacity {capacity})")

@@ -14,7 +14,7 @@ import time
 from typing import Callable
 
 
-# The flush rate a send's expected wait is judged by is measured over the last this many seconds.
+# A send's expected wait for the disk is judged by the flushes of the last this many seconds.
 FLUSH_RATE_WINDOW_S = 2.0
 
 
@@ -24,8 +24,9 @@ class FlushWaiters:
         # head always has the smallest end offset and the earliest deadline (one time-out for all).
         self._queue: collections.deque = collections.deque()
         self.parked_since_wake = 0
-        # (time, flushed_pos) of the last seconds' flushes: how fast the disk takes bytes.
-        self._flushes: collections.deque = collections.deque([(time.monotonic(), 0)])
+        # (time, flushed_pos) of the flushes of the last FLUSH_RATE_WINDOW_S, none further apart
+        # (a quiet spell starts it afresh): how fast the disk takes bytes while it is busy.
+        self._flushes: collections.deque = collections.deque()
 
     def park(self, end_phys_offset: int, deadline_s: float, on_flushed: Callable[[], None],
              on_timeout: Callable[[], None], parked_s: float | None = None) -> None:
@@ -40,26 +41,28 @@ class FlushWaiters:
         """How long the longest-waiting one has waited (0 with none)."""
         return now_s - self._queue[0][4] if self._queue else 0.0
 
-    def flush_wait_s(self, write_pos: int, now_s: float) -> float:
+    def flush_wait_s(self, write_pos: int) -> float:
         """How long bytes written now would wait for the disk: the bytes not flushed yet over the rate
-        the last seconds' flushes took them at (0 before any flush was seen)."""
+        recent flushes took bytes at (0 until two flushes close together were seen)."""
         flushes = self._flushes
-        (first_s, first_pos), (_, last_pos) = flushes[0], flushes[-1]
-        if last_pos <= first_pos:
+        if len(flushes) < 2:
             return 0.0
-        return (write_pos - last_pos) * max(now_s - first_s, 0.001) / (last_pos - first_pos)
+        (first_s, first_pos), (last_s, last_pos) = flushes[0], flushes[-1]
+        return max(0, write_pos - last_pos) * (last_s - first_s) / (last_pos - first_pos)
 
     def _flushed(self, flushed_pos: int, now_s: float) -> None:
         flushes = self._flushes
-        if flushed_pos > flushes[-1][1]:
-            flushes.append((now_s, flushed_pos))
-            while len(flushes) > 2 and now_s - flushes[1][0] >= FLUSH_RATE_WINDOW_S:
-                flushes.popleft()
+        if flushes and flushed_pos <= flushes[-1][1]:
+            return
+        if flushes and now_s - flushes[-1][0] > FLUSH_RATE_WINDOW_S:
+            flushes.clear()   # the disk was idle (or one flush took that long: the oldest wait says so)
+        flushes.append((now_s, flushed_pos))
+        while now_s - flushes[0][0] > FLUSH_RATE_WINDOW_S:
+            flushes.popleft()
 
     def release(self, flushed_pos: int, now_s: float | None = None) -> int:
         """Answer every waiter flushed by now, and every one past its deadline."""
         now_s = time.monotonic() if now_s is None else now_s
-        self._flushed(flushed_pos, now_s)
         queue = self._queue
         released = 0
         while queue:
@@ -74,6 +77,7 @@ class FlushWaiters:
                 released += 1
             else:
                 break
+        self._flushed(flushed_pos, now_s)   # after the release: what still waits waited through it
         return released
 
     def fail_all(self) -> None:

@@ -24,6 +24,9 @@ from rocketbox.perf.offered_load import run_children
 from rocketbox.perf.report import Report, Row, percentile
 
 DISK_BYTES_PER_S = 8_000_000
+# A request unanswered this long counts as unanswered (the slow disk stalls the broker's own page
+# cache writes too: see tests/fault/test_overload.py).
+ANSWER_BOUND_S = 10.0
 CAPACITY_S = 5.0
 OVERLOAD_S = 10.0
 VARIANTS = (
@@ -34,17 +37,19 @@ VARIANTS = (
 
 def _one_run(endpoint: str, topic: str, body_bytes: int, overload_s: float) -> dict:
     capacity = raw_sender.merged(run_children(raw_sender.senders(
-        endpoint, topic, 1, rate=0, window=64, duration_s=CAPACITY_S, body_bytes=body_bytes, keep_keys=False)))
+        endpoint, topic, 1, rate=0, window=64, duration_s=CAPACITY_S, body_bytes=body_bytes, keep_keys=False,
+        timeout_s=ANSWER_BOUND_S)))
     capacity_msg_s = capacity["acked"] / CAPACITY_S
     offered = raw_sender.merged(run_children(raw_sender.senders(
         endpoint, topic, 2, rate=max(2, int(2 * capacity_msg_s)), duration_s=overload_s, body_bytes=body_bytes,
-        keep_keys=False)))
+        keep_keys=False, timeout_s=ANSWER_BOUND_S)))
     latencies = offered["latencies_us"]
     return {"capacity": capacity_msg_s, "goodput": offered["acked"] / overload_s,
             "offered": offered["offered"] / overload_s, "p50": percentile(latencies, 0.5) / 1000,
             "p99": percentile(latencies, 0.99) / 1000,
             "busy_share": offered["request_busy"] / max(1, offered["requests"]),
-            "unanswered": offered["request_unanswered"], "reasons": offered["reasons"]}
+            "unanswered": offered["request_unanswered"], "answer_max": offered["answer_max_ms"],
+            "reasons": offered["reasons"]}
 
 
 def scenario_overload(s: Settings, report: Report, tmp: str) -> None:
@@ -75,5 +80,6 @@ def scenario_overload(s: Settings, report: Report, tmp: str) -> None:
                                      ("admitted send p50 at 2x", "p50", "ms"),
                                      ("admitted send p99 at 2x", "p99", "ms"),
                                      ("requests answered SYSTEM_BUSY at 2x", "busy_share", "share"),
-                                     ("requests unanswered within 3 s at 2x", "unanswered", "requests")):
+                                     ("longest answer (SEND_OK or SYSTEM_BUSY) at 2x", "answer_max", "ms"),
+                                     ("requests unanswered within 10 s at 2x", "unanswered", "requests")):
             report.add(Row("overload", f"{measure}, {label}", unit, [run[field] for run in runs], note=note))
