@@ -6,11 +6,12 @@ and check what the store serves.
 
 Under sync flush every batch acknowledged is there; under async flush every batch acknowledged
 before the last completed flush is (the loss is bounded by the flush interval, and reported); and
-every record the store serves has a valid body CRC. Not yet refused (issue 15, next): a record in
-the unsynced tail whose body survived but whose properties a torn write garbled passes the body
-CRC, RocketMQ's only record check by default; such records are counted (``damaged``). Half the cuts are timed at random, half land exactly before
-the writer's n-th sync completes (a segment's creation, a checkpoint or JSON rename, a directory
-sync after a retention delete, an msync).
+every record the store serves is whole: its body CRC and its whole-record CRC property (on by
+default, ``StoreConfig.record_crc_enabled``) hold, and it carries the id the writer gave it (before
+the property, a record of the unsynced tail whose properties a torn write garbled passed the body
+CRC and was served without its id: ``damaged``, now refused). Half the cuts are timed at random,
+half land exactly before the writer's n-th sync completes (a segment's creation, a checkpoint or
+JSON rename, a directory sync after a retention delete, an msync).
 """
 
 from __future__ import annotations
@@ -71,8 +72,8 @@ def _run_writer(store_dir: str, image: str, mode: str, seed: int,
 
 def _served(store_dir: str) -> tuple[set[str], int]:
     """Recover the store and read every queue through its read path: (the ids it serves, the
-    CommitLog's first offset: retention deleted what was below). A record that fails its CRC or
-    does not decode fails the test."""
+    CommitLog's first offset: retention deleted what was below). A record that fails its CRCs, does
+    not decode or lost its id fails the test."""
     harness = Harness(writer_config(store_dir))
     try:
         harness.dispatch_all()
@@ -86,7 +87,9 @@ def _served(store_dir: str) -> tuple[set[str], int]:
                     break
                 for record in fmt.iter_records(result.payload, check_crc=True):
                     assert record.topic == TOPIC and record.queue_id == queue_id, record
-                    ids.add(record.properties.get(fmt.PROPERTY_UNIQ_KEY, "damaged"))
+                    assert fmt.stored_record_crc(record.properties_raw) is not None, record
+                    assert fmt.PROPERTY_UNIQ_KEY in record.properties, record
+                    ids.add(record.properties[fmt.PROPERTY_UNIQ_KEY])
                 offset = result.next_begin_offset
         return ids, harness.store.commitlog_floor()
     finally:
@@ -104,7 +107,6 @@ def test_power_cuts_lose_nothing_acknowledged_under_sync_flush_and_serve_nothing
         acked, flushed, deleted_below = _run_writer(store_dir, image, mode, cut, rng)
         report = power_cut.cut(store_dir, image, rng)
         served, floor = _served(store_dir)
-        totals["damaged"] = totals.get("damaged", 0) + ("damaged" in served)
         # Retention may delete (and a cut may half bring back) what lies below its floor.
         floor = max(floor, deleted_below)
         lost = [i for phys, i in acked if i not in served and phys >= floor]
