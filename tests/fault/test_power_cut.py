@@ -16,6 +16,7 @@ JSON rename, a directory sync after a retention delete, an msync).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import signal
@@ -70,10 +71,30 @@ def _run_writer(store_dir: str, image: str, mode: str, seed: int,
     return acked, flushed, deleted_below
 
 
-def _served(store_dir: str) -> tuple[set[str], int]:
+def _served(store_dir: str, image: str) -> tuple[set[str], int]:
     """Recover the store and read every queue through its read path: (the ids it serves, the
     CommitLog's first offset: retention deleted what was below). A record that fails its CRCs, does
-    not decode or lost its id fails the test."""
+    not decode or lost its id fails the test. Recovery's own syncs go to the durable image, as the
+    writer's do: the next cut must see the files recovery rewrote (a ConsumeQueue file it deleted and
+    made again is a new file; its old image would come back)."""
+    with _durable_image(image):
+        return _read_everything(store_dir)
+
+
+@contextlib.contextmanager
+def _durable_image(image: str):
+    saved = os.environ.get(power_cut.IMAGE_ENV)
+    os.environ[power_cut.IMAGE_ENV] = image
+    try:
+        yield
+    finally:
+        if saved is None:
+            del os.environ[power_cut.IMAGE_ENV]
+        else:
+            os.environ[power_cut.IMAGE_ENV] = saved
+
+
+def _read_everything(store_dir: str) -> tuple[set[str], int]:
     harness = Harness(writer_config(store_dir))
     try:
         harness.dispatch_all()
@@ -106,7 +127,7 @@ def test_power_cuts_lose_nothing_acknowledged_under_sync_flush_and_serve_nothing
     for cut in range(CUTS_PER_MODE):
         acked, flushed, deleted_below = _run_writer(store_dir, image, mode, cut, rng)
         report = power_cut.cut(store_dir, image, rng)
-        served, floor = _served(store_dir)
+        served, floor = _served(store_dir, image)
         # Retention may delete (and a cut may half bring back) what lies below its floor.
         floor = max(floor, deleted_below)
         lost = [i for phys, i in acked if i not in served and phys >= floor]
