@@ -16,7 +16,7 @@ import signal
 
 from rocketbox.cluster import Admin, Message, Producer, SendStatus
 from rocketbox.cluster.config import SYNC_MASTER
-from rocketbox.cluster.protocol import RequestCode
+from rocketbox.cluster.protocol import RequestCode, ResponseCode
 from rocketbox.cluster.testing import wait_until
 from rocketbox.cluster.wire_format import Command
 from rocketbox.cluster.zmq_transport import RpcClient
@@ -26,9 +26,14 @@ TOPIC = "Replicated"
 
 
 def runtime_info(address: str) -> dict:
+    """A broker resumed after a stop answers SYSTEM_BUSY to what queued meanwhile until its door
+    drains once (fast failure): asked again then."""
     client = RpcClient(default_timeout_ms=3000)
     try:
-        return json.loads(client.call(f"tcp://{address}", Command(RequestCode.GET_BROKER_RUNTIME_INFO, {})).body)
+        def answered():
+            response = client.call(f"tcp://{address}", Command(RequestCode.GET_BROKER_RUNTIME_INFO, {}))
+            return None if response.code == ResponseCode.SYSTEM_BUSY else response
+        return json.loads(wait_until(answered, 10, interval_s=0.05, what=f"runtime info of {address}").body)
     finally:
         client.close()
 
