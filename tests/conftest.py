@@ -44,13 +44,27 @@ def start_cluster(tmp_path):
     started: list[LocalCluster] = []
 
     def start(name: str = "cluster", **kwargs) -> LocalCluster:
-        cluster = LocalCluster(str(tmp_path / name), **kwargs).start()
-        started.append(cluster)
-        return cluster
+        for attempt in range(3):
+            cluster = LocalCluster(str(tmp_path / (name if attempt == 0 else f"{name}-{attempt}")), **kwargs)
+            try:
+                cluster.start()
+            except RuntimeError:
+                # Ports are picked free, then bound by the children: another xdist worker can take one in
+                # between (seen once in ~1,000 tests). Only that is retried, on fresh ports.
+                if not _port_taken(cluster.data_dir) or attempt == 2:
+                    raise
+                continue
+            started.append(cluster)
+            return cluster
 
     yield start
     for cluster in reversed(started):
         cluster.stop()
+
+
+def _port_taken(data_dir: str) -> bool:
+    logs = pathlib.Path(data_dir) / "logs"
+    return any("Address already in use" in log.read_text(errors="replace") for log in logs.glob("*.log"))
 
 
 def client_config(cluster: LocalCluster, **changes) -> ClientConfig:
