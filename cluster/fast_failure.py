@@ -104,10 +104,9 @@ class DoorBacklog:
         code, _language, _version, opaque, flag = NATIVE_FIXED.unpack_from(header, 0)
         if flag & FLAG_RESPONSE:
             return False, None
-        kind, bound_s = self._bounds.kind_and_bound_s(code)
-        if now - since < bound_s:
+        kind, bound_s = self._shed(code, now - since)
+        if kind is None:
             return False, None
-        self.shed[kind] = self.shed.get(kind, 0) + 1
         if flag & FLAG_ONEWAY:
             return True, None
         if since != self._answer_since:
@@ -117,6 +116,15 @@ class DoorBacklog:
             self._answer_since = since
         NATIVE_FIXED.pack_into(self._answer, 0, ResponseCode.SYSTEM_BUSY, *_LANGUAGE_VERSION, opaque, FLAG_RESPONSE)
         return True, bytes(self._answer)
+
+    def _shed(self, code: int, waited_s: float) -> tuple[str | None, float]:
+        """(kind, bound) of a request that waited past its kind's bound, counted as shed; (None, bound)
+        when it may be served."""
+        kind, bound_s = self._bounds.kind_and_bound_s(code)
+        if waited_s < bound_s:
+            return None, bound_s
+        self.shed[kind] = self.shed.get(kind, 0) + 1
+        return kind, bound_s
 
     def _remark(self, kind: str, waited_s: float, bound_s: float, queued: int) -> str:
         waited_ms = int(waited_s * 1000)
@@ -131,10 +139,9 @@ class DoorBacklog:
         waited_s = time.monotonic() - since
         if waited_s < self._shortest_s or request.is_response:
             return None
-        kind, bound_s = self._bounds.kind_and_bound_s(request.code)
-        if waited_s < bound_s:
+        kind, bound_s = self._shed(request.code, waited_s)
+        if kind is None:
             return None
-        self.shed[kind] = self.shed.get(kind, 0) + 1
         return request.response(ResponseCode.SYSTEM_BUSY, remark=self._remark(kind, waited_s, bound_s, self.read))
 
 

@@ -19,6 +19,8 @@ from __future__ import annotations
 import hashlib
 import os
 
+import zmq
+
 FLUSHED = b"F"
 DISPATCHED = b"D"
 WAKE = b"W"
@@ -39,6 +41,22 @@ def reput_wake(store_dir: str) -> str:
 
 def broker_notify(store_dir: str) -> str:
     return _base(store_dir) + "-notify"
+
+
+def wake_socket(context, endpoint: str) -> zmq.Socket:
+    """A PUSH socket that wakes the worker bound at ``endpoint`` (a few wakes queued at most)."""
+    sock = context.socket(zmq.PUSH)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.setsockopt(zmq.SNDHWM, 16)
+    sock.connect(endpoint)
+    return sock
+
+
+def wake(sock: zmq.Socket) -> None:
+    try:
+        sock.send(WAKE, zmq.NOBLOCK)
+    except zmq.Again:
+        pass  # a wake is already queued, or the worker is restarting: it polls anyway
 
 
 def encode_touched(queues) -> bytes:

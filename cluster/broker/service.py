@@ -220,8 +220,8 @@ class BrokerService:
         self.notify_socket.setsockopt(zmq.LINGER, 0)
         self.notify_socket.bind(channels.broker_notify(store_dir))
         loop.add_reader(self.notify_socket, self.on_notify)
-        self.flush_wake = self._push(context, channels.flush_wake(store_dir))
-        self.reput_wake = self._push(context, channels.reput_wake(store_dir))
+        self.flush_wake = channels.wake_socket(context, channels.flush_wake(store_dir))
+        self.reput_wake = channels.wake_socket(context, channels.reput_wake(store_dir))
         loop.after_each_batch(self.after_batch)
         loop.call_every(0.05, self.on_tick)
         self.stats.sample()   # the zero point: what arrives before the first interval is a rate too
@@ -243,21 +243,6 @@ class BrokerService:
         self.register_with_namesrvs()
         return self.doors
 
-    @staticmethod
-    def _push(context, endpoint):
-        sock = context.socket(zmq.PUSH)
-        sock.setsockopt(zmq.LINGER, 0)
-        sock.setsockopt(zmq.SNDHWM, 16)
-        sock.connect(endpoint)
-        return sock
-
-    @staticmethod
-    def _wake(sock) -> None:
-        try:
-            sock.send(channels.WAKE, zmq.NOBLOCK)
-        except zmq.Again:
-            pass  # a wake is already queued, or the worker is restarting: it polls anyway
-
     def on_written(self) -> None:
         self._written_since_wake = True
 
@@ -269,7 +254,7 @@ class BrokerService:
             # too), and the flush worker wakes the reput.
             self.flush_waiters.parked_since_wake = 0
             self._written_since_wake = False
-            self._wake(self.flush_wake)
+            channels.wake(self.flush_wake)
         elif self._written_since_wake:
             self._wake_reput()
         if len(self.flush_waiters):
@@ -278,8 +263,8 @@ class BrokerService:
     def _wake_dispatch(self) -> None:
         """Get every record written so far dispatched (under sync flush: flushed first)."""
         if self.durable_reads:
-            self._wake(self.flush_wake)
-        self._wake(self.reput_wake)
+            channels.wake(self.flush_wake)
+        channels.wake(self.reput_wake)
 
     def _wake_reput(self) -> None:
         """Wake the reput worker at once, but at most once per ``REPUT_WAKE_INTERVAL_S``.
@@ -296,7 +281,7 @@ class BrokerService:
         if now >= due or len(self.pull_waiters):
             self._written_since_wake = False
             self._reput_woken_at_s = now
-            self._wake(self.reput_wake)
+            channels.wake(self.reput_wake)
         elif not self._reput_wake_scheduled:
             self._reput_wake_scheduled = True
             self.loop.call_at(due, self._scheduled_reput_wake)

@@ -68,13 +68,7 @@ class WorkerLoop:
         self.notify.setsockopt(zmq.LINGER, 0)
         self.notify.setsockopt(zmq.SNDHWM, 1000)
         self.notify.connect(channels.broker_notify(store_dir))
-        self.wakes_after_move = []
-        for endpoint in wakes_after_move:
-            sock = context.socket(zmq.PUSH)
-            sock.setsockopt(zmq.LINGER, 0)
-            sock.setsockopt(zmq.SNDHWM, 16)
-            sock.connect(endpoint)
-            self.wakes_after_move.append(sock)
+        self.wakes_after_move = [channels.wake_socket(context, endpoint) for endpoint in wakes_after_move]
         self.poller = zmq.Poller()
         if self.wake is not None:
             self.poller.register(self.wake, zmq.POLLIN)
@@ -114,10 +108,7 @@ class WorkerLoop:
                 except zmq.Again:
                     pass  # the broker is restarting; it reads cursors from the control block anyway
                 for sock in self.wakes_after_move:
-                    try:
-                        sock.send(channels.WAKE, zmq.NOBLOCK)
-                    except zmq.Again:
-                        pass  # a wake is already queued: one step serves them all
+                    channels.wake(sock)
             if not woken:
                 next_due = time.monotonic() + self.interval_s
 
