@@ -23,6 +23,7 @@ inside a segment's creation, or in a checkpoint write. Unset, every hook is a di
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import json
@@ -172,12 +173,19 @@ def start_image(root: str, image: str) -> None:
     os.makedirs(root, exist_ok=True)
     with open(os.path.join(image, _ROOT_FILE), "w") as f:
         f.write(root)
-    saved, os.environ[IMAGE_ENV] = os.environ.get(IMAGE_ENV), image
-    try:
+    with imaging(image):
         for directory, _dirs, files in os.walk(root, topdown=False):   # a listing names synced files
             for name in files:
                 file_synced(os.path.join(directory, name))
             _record_dir(image, root, directory)
+
+
+@contextlib.contextmanager
+def imaging(image: str):
+    """This process's syncs go to ``image`` meanwhile (as those of a process started with it)."""
+    saved, os.environ[IMAGE_ENV] = os.environ.get(IMAGE_ENV), image
+    try:
+        yield
     finally:
         if saved is None:
             del os.environ[IMAGE_ENV]

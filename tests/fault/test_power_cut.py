@@ -16,7 +16,6 @@ JSON rename, a directory sync after a retention delete, an msync).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import random
 import signal
@@ -77,21 +76,8 @@ def _served(store_dir: str, image: str) -> tuple[set[str], int]:
     not decode or lost its id fails the test. Recovery's own syncs go to the durable image, as the
     writer's do: the next cut must see the files recovery rewrote (a ConsumeQueue file it deleted and
     made again is a new file; its old image would come back)."""
-    with _durable_image(image):
+    with power_cut.imaging(image):
         return _read_everything(store_dir)
-
-
-@contextlib.contextmanager
-def _durable_image(image: str):
-    saved = os.environ.get(power_cut.IMAGE_ENV)
-    os.environ[power_cut.IMAGE_ENV] = image
-    try:
-        yield
-    finally:
-        if saved is None:
-            del os.environ[power_cut.IMAGE_ENV]
-        else:
-            os.environ[power_cut.IMAGE_ENV] = saved
 
 
 def _read_everything(store_dir: str) -> tuple[set[str], int]:
