@@ -52,6 +52,8 @@ def _files(root: str) -> dict[str, bytes]:
     out = {}
     for dirpath, _, names in os.walk(root):
         for name in names:
+            if ".tmp" in name:
+                continue   # a segment the allocator is still creating: renamed or gone any moment
             with open(os.path.join(dirpath, name), "rb") as f:
                 out[os.path.relpath(os.path.join(dirpath, name), root)] = f.read()
     return out

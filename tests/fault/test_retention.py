@@ -161,10 +161,11 @@ def test_sigkill_in_the_middle_of_a_deletion(start_cluster):
     sent = _send(cfg, "Cut", 3000)
 
     for victim in ("broker-a-allocate", "broker-a"):
-        _cli("deleteExpiredCommitLog", "-n", cluster.namesrv, "-b", _broker_addr(cfg))
         control = _control(cluster)
         try:
+            # Read before asking: the worker may publish the new floor before this process looks.
             start = control.commitlog_min_pos
+            _cli("deleteExpiredCommitLog", "-n", cluster.namesrv, "-b", _broker_addr(cfg))
             wait_until(lambda: control.commitlog_min_pos > start and 5 <= len(
                 [s for s in _segments(cluster) if s < control.commitlog_min_pos]), 30,
                 what="a deletion under way")
