@@ -108,7 +108,9 @@ def _range_matcher(head: list[int], index: int, low: int, high: int, v6: bool) -
             return False
         if (ip.version == 6) != v6:
             return False
-        values = [int(h, 16) for h in ip.exploded.split(":")] if v6 else list(ip.packed)
+        # From the packed bytes: ``exploded`` raises on a scoped address (fe80::1%eth0) in 3.11.
+        packed = ip.packed
+        values = [int.from_bytes(packed[i:i + 2], "big") for i in range(0, 16, 2)] if v6 else list(packed)
         return values[:index] == head and low <= values[index] <= high
     return match
 
