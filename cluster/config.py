@@ -271,6 +271,10 @@ class BrokerConfig:
     # for it (RocketMQ's sendThreadPoolQueueCapacity).
     os_page_cache_busy_timeout_ms: int = 1_000
     send_queue_capacity: int = 10_000
+    # After serving, the broker's loop polls without sleeping this long before it sleeps
+    # (event_loop.py): the next request of a client finds it running, with warm caches. CPU spent
+    # only in the gaps of up to this length between requests; 0: sleep at once.
+    busy_poll_us: int = 300
     # Requests the native door holds unread per connection (its ZeroMQ RCVHWM): past it ZeroMQ stops
     # reading that connection, and TCP holds the client back.
     native_connection_backlog_max: int = 10_000
@@ -365,6 +369,8 @@ class BrokerConfig:
                      "slave_sync_interval_ms", "controller_heartbeat_interval_ms", "controller_lease_ms"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")
+        if self.busy_poll_us < 0:
+            raise ValueError("busy_poll_us must be >= 0")
         problem = name_problem("broker", self.broker_name) or name_problem("cluster", self.cluster_name)
         if problem:
             raise ValueError(problem)
@@ -444,6 +450,10 @@ class ClientConfig:
     # send_async calls waiting for their answer at once; one more waits for a free place, at most
     # the send's time-out (RocketMQ's backPressureForAsyncSendNum).
     async_sends_max: int = 10_000
+    # A sync call (send, pull, admin) polls for its answer up to twice as long as answers have been
+    # taking, at most this long, before it sleeps for it (cluster/spin_wait.py): waking a sleeping
+    # thread costs more than a local broker's answer on a small VM. 0: always sleep.
+    sync_call_spin_us: int = 1_000
     # Latency fault tolerance (SPEC §2; RocketMQ's sendLatencyFaultEnable, off by default): a broker
     # whose send took >= send_latency_max_ms[i] is avoided for send_not_available_duration_ms[i]; a
     # failed send counts as send_isolation_latency_ms (client/fault_tolerance.py).
@@ -497,6 +507,8 @@ class ClientConfig:
                              "characters each")
         if self.request_timeout_ms <= 0 or (self.send_timeout_ms is not None and self.send_timeout_ms <= 0):
             raise ValueError("request_timeout_ms and send_timeout_ms must be positive")
+        if self.sync_call_spin_us < 0:
+            raise ValueError("sync_call_spin_us must be >= 0")
         if self.send_busy_backoff_ms < 0 or self.send_busy_backoff_max_ms < 0 or self.async_sends_max <= 0:
             raise ValueError("send_busy_backoff_ms and send_busy_backoff_max_ms must be >= 0, "
                              "async_sends_max positive")

@@ -50,6 +50,14 @@ def _connect(endpoint: str, timeout_s: float) -> socket.socket:
     return sock
 
 
+def _received(sock: socket.socket) -> bytes | None:
+    """What a non-blocking socket has now (b"": closed), or None."""
+    try:
+        return sock.recv(RECV_BYTES)
+    except (BlockingIOError, InterruptedError):
+        return None
+
+
 class _SyncConnection:
     __slots__ = ("sock", "decoder", "frames")
 
@@ -79,23 +87,30 @@ class RemotingRpcClient(ClientTransport):
         try:
             conn.sock.settimeout(max(0.001, deadline - time.monotonic()))
             conn.sock.sendall(encode_frame(request, SERIALIZE_JSON))
+            sent_at = time.monotonic()
+            # Poll first (spin_wait.py), then sleep: once per call, late answers to earlier calls aside.
+            conn.sock.settimeout(0.0)
+            data = self.spin.poll(lambda: _received(conn.sock), deadline)
             while True:
+                if data is not None:
+                    if not data:
+                        raise ConnectionResetError("closed by the server")
+                    conn.frames.extend(conn.decoder.feed(data))
                 while conn.frames:
                     response, _ = decode_frame_payload(conn.frames.popleft())
                     if not response.is_response:
                         answer = serve_server_request(self.server_request_handlers, response)
                         if answer is not None:
+                            conn.sock.settimeout(max(0.001, deadline - time.monotonic()))
                             conn.sock.sendall(encode_frame(answer, SERIALIZE_JSON))
                     elif response.opaque == request.opaque:
+                        self.spin.answered(time.monotonic() - sent_at)
                         return response
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise socket.timeout()
                 conn.sock.settimeout(left)
                 data = conn.sock.recv(RECV_BYTES)
-                if not data:
-                    raise ConnectionResetError("closed by the server")
-                conn.frames.extend(conn.decoder.feed(data))
         except socket.timeout:
             self._drop(endpoint)   # a late answer would confuse the next call on this connection
             raise RequestTimeout(f"no answer from {endpoint} to request code {request.code} "

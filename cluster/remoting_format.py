@@ -20,8 +20,9 @@ in the serialize type of its request: the C++ client only reads JSON.
 
 from __future__ import annotations
 
-import json
 import struct
+
+import orjson
 
 from rocketbox.cluster.wire_format import (HEADER_BYTES_MAX, LANGUAGE_PYTHON, Command, FrameError, decode_header,
                                            encode_header)
@@ -44,9 +45,11 @@ _INT32 = (-(1 << 31), (1 << 31) - 1)
 
 
 def encode_json_header(cmd: Command) -> bytes:
+    fields = cmd.fields
     header = {
         "code": cmd.code,
-        "extFields": {key: str(value) for key, value in cmd.fields.items()},
+        # Every value a string already (the usual case) is one C call to find out.
+        "extFields": fields if _all_str(fields) else {key: str(value) for key, value in fields.items()},
         "flag": cmd.flag,
         "language": LANGUAGES[cmd.language] if 0 <= cmd.language < len(LANGUAGES) else "OTHER",
         "opaque": cmd.opaque,
@@ -54,11 +57,25 @@ def encode_json_header(cmd: Command) -> bytes:
         "serializeTypeCurrentRPC": "JSON",
         "version": cmd.version,
     }
-    return json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode()
+    try:
+        return orjson.dumps(header)
+    except TypeError as exc:   # a str orjson will not encode (a lone surrogate), or a non-str key
+        raise FrameError(f"header cannot be encoded as JSON: {exc}") from None
+
+
+def _all_str(values: dict) -> bool:
+    """Whether every value is a str: joining them is one C call that raises on anything else."""
+    try:
+        "".join(values.values())
+        return True
+    except TypeError:
+        return False
 
 
 def _header_int(header: dict, name: str, default: int | None = None) -> int:
     value = header.get(name, default)
+    if type(value) is int and _INT32[0] <= value <= _INT32[1]:
+        return value
     if value is None:
         raise FrameError(f"header field {name!r} is missing")
     if isinstance(value, str) and value.lstrip("-").isdigit():
@@ -83,19 +100,18 @@ def _ext_value(key: str, value) -> str:
 def decode_json_header(raw: bytes | memoryview) -> Command:
     """The command a JSON header holds (body left empty); FrameError when it is not one."""
     try:
-        header = json.loads(bytes(raw))
-    except (UnicodeDecodeError, ValueError) as exc:
+        # orjson: a fifth of json's time for a send's header, and deep nesting is a decode error,
+        # not a RecursionError out of the door's read.
+        header = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
         raise FrameError(f"header is not JSON: {exc}") from None
-    except RecursionError:
-        # json's decoder recurses per nesting level: a header of ~1000 nested arrays raised out of the
-        # door's read (the connection's other frames unanswered) until it was refused here.
-        raise FrameError("header nests too deep to be a header") from None
     if not isinstance(header, dict):
         raise FrameError(f"header is a JSON {type(header).__name__}, not an object")
     ext = header.get("extFields") or {}
     if not isinstance(ext, dict):
         raise FrameError(f"extFields is a JSON {type(ext).__name__}, not an object")
-    fields = {str(key): _ext_value(str(key), value) for key, value in ext.items() if value is not None}
+    fields = ext if _all_str(ext) else \
+        {str(key): _ext_value(str(key), value) for key, value in ext.items() if value is not None}
     remark = header.get("remark")
     if remark is not None and not isinstance(remark, str):
         raise FrameError("remark is not a string")

@@ -29,6 +29,7 @@ from rocketbox.cluster.fast_failure import DoorBacklog
 from rocketbox.cluster.log_limit import RateLimitedLog
 from rocketbox.cluster.protocol import ResponseCode
 from rocketbox.cluster.request_dispatch import Handler, PendingCalls, dispatch, settle
+from rocketbox.cluster.spin_wait import SpinWait
 from rocketbox.cluster.wire_format import (FLAG_ONEWAY, FLAG_RESPONSE, Command, FrameError, from_frames,
                                            next_opaque, to_frames)
 
@@ -272,8 +273,9 @@ class ClientTransport:
     calling thread's own connections for sync calls, one I/O thread for the rest, made on first use
     and again in a forked child, and the handlers of requests a server sends."""
 
-    def __init__(self, default_timeout_ms: int = 3000):
+    def __init__(self, default_timeout_ms: int = 3000, spin_max_s: float = 0.0):
         self.default_timeout_ms = default_timeout_ms
+        self.spin = SpinWait(spin_max_s)
         self._local = threading.local()
         self._io = None
         self._io_lock = threading.Lock()
@@ -328,8 +330,8 @@ class ClientTransport:
 class RpcClient(ClientTransport):
     """Requests to many endpoints over ZeroMQ; thread-safe and fork-safe."""
 
-    def __init__(self, default_timeout_ms: int = 3000, curve: ClientKeys | None = None):
-        super().__init__(default_timeout_ms)
+    def __init__(self, default_timeout_ms: int = 3000, curve: ClientKeys | None = None, spin_max_s: float = 0.0):
+        super().__init__(default_timeout_ms, spin_max_s)
         self.curve = curve   # None: the process's keys, if any (acl/curve.py)
 
     def _new_io_thread(self) -> "_IoThread":
@@ -367,15 +369,20 @@ class RpcClient(ClientTransport):
         except zmq.Again:
             self._drop_thread_socket(endpoint)
             raise TransportError(f"{endpoint} is not reachable (no connection within {timeout_ms} ms)") from None
+        sent_at = time.monotonic()
+        # Poll first (spin_wait.py), then sleep: once per call, late answers to earlier calls aside.
+        ready = self.spin.poll(lambda: sock.get(zmq.EVENTS) & zmq.POLLIN or None, deadline)
         while True:
             left_ms = int((deadline - time.monotonic()) * 1000)
-            if left_ms <= 0 or not sock.poll(left_ms, zmq.POLLIN):
+            if not ready and (left_ms <= 0 or not sock.poll(left_ms, zmq.POLLIN)):
                 # A late answer would confuse the next call on this socket: start afresh.
                 self._drop_thread_socket(endpoint)
                 raise RequestTimeout(f"no answer from {endpoint} to request code {request.code} "
                                      f"within {timeout_ms} ms")
+            ready = None
             response = _decode_response(sock.recv_multipart())
             if response is not None and response.opaque == request.opaque:
+                self.spin.answered(time.monotonic() - sent_at)
                 return response
 
     def oneway(self, endpoint: str, request: Command) -> None:

@@ -1,72 +1,140 @@
-"""Names of the in-box ZeroMQ channels between one broker's processes.
+"""The in-box wake channels between one broker's processes.
 
-Abstract-namespace IPC sockets (Linux ``ipc://@name``): no file to clean up, no path
-length limit from the data directory, never reachable from the network. The name is
-derived from the store directory so two brokers on one machine never collide.
+Linux abstract-namespace UNIX datagram sockets (``\\0rocketbox-<digest>-<channel>``): no file to
+clean up, no path length limit from the data directory, never reachable from the network. The
+name is derived from the store directory so two brokers on one machine never collide.
 
-| channel | bound by | connected by | carries |
+| channel | bound by | sent to by | carries |
 | --- | --- | --- | --- |
-| flush_wake | flush worker (PULL) | broker (PUSH) | sync flush: "bytes were written" (a send may wait): flush now |
-| reput_wake | reput worker (PULL) | broker, flush worker under sync flush (PUSH) | "new bytes were written" (sync flush: "flushed"): dispatch now |
-| broker_notify | broker (PULL) | flush, reput workers (PUSH) | "flushed_pos / dispatched_pos moved" (+ queues touched) |
+| flush | flush worker | broker | sync flush: "bytes were written" (a send may wait): flush now |
+| reput | reput worker | broker, flush worker under sync flush | "new bytes were written" (sync flush: "flushed"): dispatch now |
+| notify | broker | flush, reput workers | "flushed_pos / dispatched_pos moved" (+ queues touched) |
 
-The messages are wake-ups only: positions themselves are read from the shared
-control block, where each cursor has one writer.
+The messages are wake-ups only: positions themselves are read from the shared control block,
+where each cursor has one writer. A datagram wakes the receiving thread itself: one wake-up,
+where a ZeroMQ PUSH/PULL pair took three (the sender's I/O thread, the receiver's, then the
+receiver), and on this VM each wake-up of a sleeping thread cost tens of microseconds of the
+sender's CPU (perf/RESULTS.md, issue 16).
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
-
-import zmq
+import socket
+import time
 
 FLUSHED = b"F"
 DISPATCHED = b"D"
 WAKE = b"W"
+# A DISPATCHED notify whose queue list would not fit one datagram: every parked pull looks again.
+ALL_QUEUES = b"*"
+
+# Datagrams stay well under the default socket buffer (net.core.wmem_default, 208 KiB).
+DATAGRAM_BYTES_MAX = 64 * 1024
+BIND_WAIT_S_MAX = 5.0
 
 
-def _base(store_dir: str) -> str:
+def _name(store_dir: str, channel: str) -> bytes:
     digest = hashlib.sha1(os.path.realpath(store_dir).encode()).hexdigest()[:16]
-    return f"ipc://@rocketbox-{digest}"
+    return f"\0rocketbox-{digest}-{channel}".encode()
 
 
-def flush_wake(store_dir: str) -> str:
-    return _base(store_dir) + "-flush"
+def flush_wake(store_dir: str) -> bytes:
+    return _name(store_dir, "flush")
 
 
-def reput_wake(store_dir: str) -> str:
-    return _base(store_dir) + "-reput"
+def reput_wake(store_dir: str) -> bytes:
+    return _name(store_dir, "reput")
 
 
-def broker_notify(store_dir: str) -> str:
-    return _base(store_dir) + "-notify"
+def broker_notify(store_dir: str) -> bytes:
+    return _name(store_dir, "notify")
 
 
-def wake_socket(context, endpoint: str) -> zmq.Socket:
-    """A PUSH socket that wakes the worker bound at ``endpoint`` (a few wakes queued at most)."""
-    sock = context.socket(zmq.PUSH)
-    sock.setsockopt(zmq.LINGER, 0)
-    sock.setsockopt(zmq.SNDHWM, 16)
-    sock.connect(endpoint)
-    return sock
+class Receiver:
+    """The bound end: ``fileno()`` goes into the process's poller; ``drain()`` empties it."""
+
+    def __init__(self, address: bytes):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.setblocking(False)
+        deadline = time.monotonic() + BIND_WAIT_S_MAX
+        while True:
+            try:
+                self.sock.bind(address)
+                break
+            except OSError as exc:
+                # The previous holder (a killed worker being replaced) may not be gone yet.
+                if exc.errno != errno.EADDRINUSE or time.monotonic() >= deadline:
+                    self.sock.close()
+                    raise
+                time.sleep(0.01)
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    def drain(self, count_max: int = 256) -> list[bytes]:
+        out = []
+        for _ in range(count_max):
+            try:
+                out.append(self.sock.recv(DATAGRAM_BYTES_MAX))
+            except (BlockingIOError, InterruptedError):
+                break
+        return out
+
+    def close(self) -> None:
+        self.sock.close()
 
 
-def wake(sock: zmq.Socket) -> None:
-    try:
-        sock.send(WAKE, zmq.NOBLOCK)
-    except zmq.Again:
-        pass  # a wake is already queued, or the worker is restarting: it polls anyway
+class Sender:
+    """The sending end; ``send`` never blocks and returns whether the datagram was queued."""
+
+    def __init__(self, address: bytes):
+        self.address = address
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.setblocking(False)
+
+    def send(self, payload: bytes = WAKE) -> bool:
+        try:
+            self.sock.sendto(payload, self.address)
+            return True
+        except (BlockingIOError, InterruptedError):
+            return False   # the receiver has wakes queued: it will look anyway
+        except OSError as exc:
+            if exc.errno in (errno.ECONNREFUSED, errno.ENOENT):
+                return False   # the receiver is restarting: it reads the control block when back
+            raise
+
+    def close(self) -> None:
+        self.sock.close()
 
 
-def encode_touched(queues) -> bytes:
-    """Queues a dispatch step touched, as "topic\\x00qid\\n" lines (topic names have no NUL)."""
-    return b"".join(f"{topic}\x00{qid}\n".encode() for topic, qid in queues)
+def dispatched(queues) -> bytes:
+    """A DISPATCHED notify naming the queues a dispatch step touched, as "topic\\x00qid\\n"
+    lines (topic names have no NUL); ALL_QUEUES when they would not fit one datagram."""
+    payload = DISPATCHED + b"".join(f"{topic}\x00{qid}\n".encode() for topic, qid in queues)
+    return payload if len(payload) <= DATAGRAM_BYTES_MAX else DISPATCHED + ALL_QUEUES
 
 
-def decode_touched(raw: bytes) -> list[tuple[str, int]]:
+def merge(older: bytes, newer: bytes) -> bytes:
+    """Two notifies as one (the older could not be sent): a DISPATCHED keeps both queue lists."""
+    if older[:1] != DISPATCHED:
+        return newer if newer[:1] == DISPATCHED else older
+    if newer[:1] != DISPATCHED:
+        return older
+    if older[1:] == ALL_QUEUES or newer[1:] == ALL_QUEUES or len(older) + len(newer) > DATAGRAM_BYTES_MAX:
+        return DISPATCHED + ALL_QUEUES
+    return older + newer[1:]
+
+
+def decode_touched(payload: bytes) -> list[tuple[str, int]] | None:
+    """The queues of a DISPATCHED notify; None: all of them."""
+    body = payload[1:]
+    if body == ALL_QUEUES:
+        return None
     out = []
-    for line in raw.split(b"\n"):
+    for line in body.split(b"\n"):
         if line:
             topic, _, qid = line.partition(b"\x00")
             out.append((topic.decode(), int(qid)))

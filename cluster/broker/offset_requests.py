@@ -48,8 +48,8 @@ class OffsetRequests:
         require_name("group", group)
         topic, queue_id = self._topic_queue(request)
         offset = field_int(request, "commitOffset")
-        if offset < 0 or offset > self.store.max_offset(topic, queue_id):
-            raise ProtocolError(f"offset {offset} is outside [0, {self.store.max_offset(topic, queue_id)}] "
+        if offset < 0 or offset > self.store.readable_end(topic, queue_id):
+            raise ProtocolError(f"offset {offset} is outside [0, {self.store.readable_end(topic, queue_id)}] "
                                 f"of {topic}:{queue_id}")
         if self.controller is not None and not self.cfg.is_slave and not self.may_write():
             # A master replaced while stopped or cut off: a commit taken here would be overwritten

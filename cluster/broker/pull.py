@@ -80,7 +80,7 @@ class PullProcessor:
         if sys_flag & PULL_FLAG_COMMIT_OFFSET:
             commit_offset = field_int(request, "commitOffset", -1)
             # Same rules as UPDATE_CONSUMER_OFFSET: a valid group, an offset inside the queue.
-            if 0 <= commit_offset <= self.store.max_offset(topic, queue_id) and not name_problem("group", group):
+            if 0 <= commit_offset <= self.store.readable_end(topic, queue_id) and not name_problem("group", group):
                 self.offsets.commit(group, topic, queue_id, commit_offset)
         may_suspend = bool(sys_flag & PULL_FLAG_SUSPEND) and suspend_ms > 0
         deadline = time.monotonic() + suspend_ms / 1000

@@ -13,7 +13,6 @@ import logging
 import shutil
 import time
 
-import zmq
 
 from rocketbox.cluster.acl.guard import AclGuard
 from rocketbox.cluster.broker import channels
@@ -53,7 +52,7 @@ from rocketbox.cluster.shm import durable
 from rocketbox.cluster.shm.paths import truncate_marker_path
 from rocketbox.cluster.shm.schedule_format import SCHEDULE_TOPIC
 from rocketbox.cluster.wire_format import DOOR_NATIVE, Command
-from rocketbox.cluster.zmq_transport import CONTEXT, EventLoop
+from rocketbox.cluster.zmq_transport import EventLoop
 
 log = logging.getLogger(__name__)
 
@@ -129,6 +128,7 @@ class BrokerService:
         self.durable_reads = cfg.store.flush_mode == SYNC_FLUSH   # see shm/reput.py
         self._reput_woken_at_s = 0.0
         self._reput_wake_scheduled = False
+        self._channels: list = []   # the wake channels to the workers, once serving
         offset_requests = OffsetRequests(cfg, self.store, self.topics, self.offsets, self.controller, self.may_write)
         topic_requests = TopicRequests(cfg, self.store, self.control, self.topics, self.offsets,
                                        self.register_with_namesrvs, self._wake_dispatch)
@@ -211,17 +211,15 @@ class BrokerService:
     def serve(self, loop: EventLoop) -> BrokerDoors:
         self.loop = loop
         store_dir = self.cfg.store.store_dir
-        context = CONTEXT.get()
         if self.acl is not None:
             self.acl.start(loop)
         self.doors = BrokerDoors(self.cfg, self.handlers, loop, self.on_peer_disconnected,
                                  self.acl.server_pair if self.acl is not None else None)
-        self.notify_socket = context.socket(zmq.PULL)
-        self.notify_socket.setsockopt(zmq.LINGER, 0)
-        self.notify_socket.bind(channels.broker_notify(store_dir))
-        loop.add_reader(self.notify_socket, self.on_notify)
-        self.flush_wake = channels.wake_socket(context, channels.flush_wake(store_dir))
-        self.reput_wake = channels.wake_socket(context, channels.reput_wake(store_dir))
+        self.notify_receiver = channels.Receiver(channels.broker_notify(store_dir))
+        loop.add_reader(self.notify_receiver.fileno(), self.on_notify)
+        self.flush_wake = channels.Sender(channels.flush_wake(store_dir))
+        self.reput_wake = channels.Sender(channels.reput_wake(store_dir))
+        self._channels = [self.notify_receiver, self.flush_wake, self.reput_wake]
         loop.after_each_batch(self.after_batch)
         loop.call_every(0.05, self.on_tick)
         self.stats.sample()   # the zero point: what arrives before the first interval is a rate too
@@ -248,13 +246,17 @@ class BrokerService:
 
     def after_batch(self) -> None:
         """Once per loop turn: one wake for all sends of the turn (batching across processes)."""
+        touched = self.store.recent.take_touched()
+        if touched and len(self.pull_waiters):
+            # Answered from the newest writes (shm/recent_writes.py), before the reput has run.
+            self.pull_waiters.wake(touched)
         if self.flush_waiters.parked_since_wake or (self._written_since_wake and self.durable_reads):
             # Under sync flush the reput dispatches flushed records only: every write wants a flush,
             # parked or not (RocketMQ's GroupCommitService is woken for a send that does not wait
             # too), and the flush worker wakes the reput.
             self.flush_waiters.parked_since_wake = 0
             self._written_since_wake = False
-            channels.wake(self.flush_wake)
+            self.flush_wake.send()
         elif self._written_since_wake:
             self._wake_reput()
         if len(self.flush_waiters):
@@ -263,8 +265,8 @@ class BrokerService:
     def _wake_dispatch(self) -> None:
         """Get every record written so far dispatched (under sync flush: flushed first)."""
         if self.durable_reads:
-            channels.wake(self.flush_wake)
-        channels.wake(self.reput_wake)
+            self.flush_wake.send()
+        self.reput_wake.send()
 
     def _wake_reput(self) -> None:
         """Wake the reput worker at once, but at most once per ``REPUT_WAKE_INTERVAL_S``.
@@ -281,7 +283,7 @@ class BrokerService:
         if now >= due or len(self.pull_waiters):
             self._written_since_wake = False
             self._reput_woken_at_s = now
-            channels.wake(self.reput_wake)
+            self.reput_wake.send()
         elif not self._reput_wake_scheduled:
             self._reput_wake_scheduled = True
             self.loop.call_at(due, self._scheduled_reput_wake)
@@ -292,16 +294,15 @@ class BrokerService:
             self._wake_reput()
 
     def on_notify(self) -> None:
-        touched = []
-        for _ in range(256):
-            try:
-                frames = self.notify_socket.recv_multipart(zmq.NOBLOCK)
-            except zmq.Again:
-                break
-            if frames[0] == channels.DISPATCHED and len(frames) > 1:
-                touched.extend(channels.decode_touched(frames[1]))
-        if touched:
-            self.pull_waiters.wake(set(touched))
+        touched: set | None = set()
+        for payload in self.notify_receiver.drain():
+            if payload[:1] == channels.DISPATCHED and touched is not None:
+                queues = channels.decode_touched(payload)
+                touched = None if queues is None else touched | set(queues)
+        if touched is None:
+            self.pull_waiters.wake_all()
+        elif touched:
+            self.pull_waiters.wake(touched)
         if len(self.flush_waiters):
             self.flush_waiters.release(self.control.flushed_pos)
 
@@ -374,6 +375,8 @@ class BrokerService:
         self.namesrv_client.close()
         self.store.mark_clean_shutdown()
         self.store.close()
+        for channel in self._channels:
+            channel.close()
 
     # ------------------------------------------------------------ handlers
 

@@ -59,11 +59,11 @@ class ClientBase:
         # Deadlines, back-offs, latency windows and expiry read this (a test may pass a ManualClock).
         self.clock = clock
         if cfg.transport == "remoting":
-            self.rpc = RemotingRpcClient(cfg.request_timeout_ms)
+            self.rpc = RemotingRpcClient(cfg.request_timeout_ms, spin_max_s=cfg.sync_call_spin_us / 1e6)
         else:
             curve = (ClientKeys(cfg.curve_server_key.encode(), cfg.curve_public_key.encode(),
                                 cfg.curve_secret_key.encode()) if cfg.curve_server_key else None)
-            self.rpc = RpcClient(cfg.request_timeout_ms, curve=curve)
+            self.rpc = RpcClient(cfg.request_timeout_ms, curve=curve, spin_max_s=cfg.sync_call_spin_us / 1e6)
         self.routes = RouteCache(self.rpc, cfg)
         self._closed = False
         self._client_pid = os.getpid()

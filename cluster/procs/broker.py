@@ -25,7 +25,7 @@ def build(config_json: str):
     booted = boot(cfg)  # recovery and, with a controller, this replica's role
     service = BrokerService(booted)
     cfg = booted.cfg
-    loop = EventLoop()
+    loop = EventLoop(busy_poll_s=cfg.busy_poll_us / 1e6)
     doors = service.serve(loop)
 
     def on_exit():

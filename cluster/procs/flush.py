@@ -30,7 +30,7 @@ class FlushStep:
         if now >= self.logics_due_s:
             service.step_logics()
             self.logics_due_s = now + cfg.flush_logics_interval_ms / 1000
-        return [channels.FLUSHED] if flushed != before else None
+        return channels.FLUSHED if flushed != before else None
 
 
 def flush_everything(service: FlushService) -> None:

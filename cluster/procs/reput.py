@@ -39,7 +39,7 @@ class ReputStep:
                 log.error("dispatch stopped at %d: %s", report.dispatched_pos, report.problem)
             if report.count < DISPATCH_RECORDS_PER_STEP:
                 break
-        return [channels.DISPATCHED, channels.encode_touched(touched)] if touched else None
+        return channels.dispatched(touched) if touched else None
 
 
 def main(argv=None) -> int:

@@ -14,7 +14,9 @@ import zmq
 from rocketbox.cluster.broker import channels
 from rocketbox.cluster.shm.control import ControlBlock
 from rocketbox.cluster.shm.paths import control_path
-from rocketbox.cluster.zmq_transport import CONTEXT
+
+# How soon a notify the broker could not take yet is offered again.
+UNSENT_RETRY_MS = 1
 
 
 def run_worker(role: str, argv, *, make_service, step, wake_endpoint=None, interval_s,
@@ -22,7 +24,7 @@ def run_worker(role: str, argv, *, make_service, step, wake_endpoint=None, inter
     """A worker role's whole entry point: its store config from argv, its service, its loop.
 
     ``make_service(cfg, control)`` builds the service; ``step(service, cfg)`` runs one bounded
-    turn and returns the frames to notify the broker with, or None. ``wake_endpoint(cfg)`` and
+    turn and returns the notify for the broker, or None. ``wake_endpoint(cfg)`` and
     ``interval_s(cfg)`` may depend on the config; ``on_exit(service)`` runs at a clean stop.
     ``wakes_after_move(cfg)``: the wake endpoints of workers to wake, besides the broker, whenever
     this one's cursor moved.
@@ -49,7 +51,7 @@ def run_worker(role: str, argv, *, make_service, step, wake_endpoint=None, inter
 
 
 class WorkerLoop:
-    """``step()`` returns the frames to notify the broker with, or None when nothing moved."""
+    """``step()`` returns the notify for the broker (channels.py), or None when nothing moved."""
 
     def __init__(self, role: str, store_dir: str, wake_endpoint: str | None, interval_s: float, step,
                  wakes_after_move=()):
@@ -58,20 +60,13 @@ class WorkerLoop:
         self.interval_s = interval_s
         self.step = step
         self.control = ControlBlock(control_path(store_dir))
-        context = CONTEXT.get()
-        self.wake = None
-        if wake_endpoint:
-            self.wake = context.socket(zmq.PULL)
-            self.wake.setsockopt(zmq.LINGER, 0)
-            self.wake.bind(wake_endpoint)
-        self.notify = context.socket(zmq.PUSH)
-        self.notify.setsockopt(zmq.LINGER, 0)
-        self.notify.setsockopt(zmq.SNDHWM, 1000)
-        self.notify.connect(channels.broker_notify(store_dir))
-        self.wakes_after_move = [channels.wake_socket(context, endpoint) for endpoint in wakes_after_move]
+        self.wake = channels.Receiver(wake_endpoint) if wake_endpoint else None
+        self.notify = channels.Sender(channels.broker_notify(store_dir))
+        self._unsent: bytes | None = None   # a notify the broker's full queue refused: sent with the next
+        self.wakes_after_move = [channels.Sender(address) for address in wakes_after_move]
         self.poller = zmq.Poller()
         if self.wake is not None:
-            self.poller.register(self.wake, zmq.POLLIN)
+            self.poller.register(self.wake.fileno(), zmq.POLLIN)
         self._stop_fd: int | None = None
 
     def watch_stop_fd(self, fd: int) -> None:
@@ -82,6 +77,8 @@ class WorkerLoop:
         next_due = 0.0
         while not self.stopping:
             timeout_ms = max(0, int((next_due - time.monotonic()) * 1000))
+            if self._unsent is not None:
+                timeout_ms = min(timeout_ms, UNSENT_RETRY_MS)
             woken = False
             ready = dict(self.poller.poll(timeout_ms))
             if self._stop_fd is not None and self._stop_fd in ready:
@@ -91,30 +88,32 @@ class WorkerLoop:
                     pass
                 if self.stopping:
                     break
-            if self.wake is not None and self.wake in ready:
-                woken = True
-                while True:  # one step serves every wake queued so far
-                    try:
-                        self.wake.recv(zmq.NOBLOCK)
-                    except zmq.Again:
-                        break
+            if self.wake is not None and self.wake.fileno() in ready:
+                woken = bool(self.wake.drain())   # one step serves every wake queued so far
             if not woken and time.monotonic() < next_due:
+                if self._unsent is not None:
+                    self._send_notify(None)
                 continue
-            frames = self.step()
+            payload = self.step()
             self.control.heartbeat(self.role, int(time.time() * 1000))
-            if frames is not None:
-                try:
-                    self.notify.send_multipart(frames, zmq.NOBLOCK)
-                except zmq.Again:
-                    pass  # the broker is restarting; it reads cursors from the control block anyway
-                for sock in self.wakes_after_move:
-                    channels.wake(sock)
+            if payload is not None or self._unsent is not None:
+                self._send_notify(payload)
+            if payload is not None:
+                for sender in self.wakes_after_move:
+                    sender.send()
             if not woken:
                 next_due = time.monotonic() + self.interval_s
 
+    def _send_notify(self, payload: bytes | None) -> None:
+        """Tell the broker; what its full queue refuses is merged into the next notify, so a
+        parked pull is never left waiting for a dispatch it was not told of."""
+        if self._unsent is not None:
+            payload = self._unsent if payload is None else channels.merge(self._unsent, payload)
+        self._unsent = None if self.notify.send(payload) else payload
+
     def close(self) -> None:
         if self.wake is not None:
-            self.wake.close(0)
-        self.notify.close(0)
-        for sock in self.wakes_after_move:
-            sock.close(0)
+            self.wake.close()
+        self.notify.close()
+        for sender in self.wakes_after_move:
+            sender.close()

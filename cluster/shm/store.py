@@ -12,12 +12,13 @@ Outcomes are values: ``put_messages`` and ``get_messages`` return a status enum
 from __future__ import annotations
 
 import enum
+import itertools
 import os
 import struct
 import time
 from typing import NamedTuple, Sequence
 
-from rocketbox.cluster.config import StoreConfig, parse_levels
+from rocketbox.cluster.config import SYNC_FLUSH, StoreConfig, parse_levels
 from rocketbox.cluster import _native  # required: batches and boundary scans run in C (no silent Python twin)
 from rocketbox.cluster.shm import commitlog_format as fmt
 from rocketbox.cluster.shm.commitlog import AppendStatus, CommitLog
@@ -26,6 +27,7 @@ from rocketbox.cluster.shm.control import ControlBlock
 from rocketbox.cluster.shm.indexfile import IndexService
 from rocketbox.cluster.shm.indexfile_format import index_key
 from rocketbox.cluster.shm import durable, record_crc_promise
+from rocketbox.cluster.shm.recent_writes import RecentWrites
 from rocketbox.cluster.shm.recovery import RecoveryReport, abort_path, recover
 from rocketbox.cluster.shm.store_files import FloorWatch
 
@@ -124,6 +126,10 @@ class MessageStore:
         self.cqs = ConsumeQueueSet(cfg)
         self.index = IndexService(cfg)
         self._next_offsets: dict[tuple[str, int], int] = {}
+        # Parked pulls are answered from the newest writes before the reput indexed them
+        # (recent_writes.py); not under sync flush, whose consumers read flushed records only.
+        self.recent = RecentWrites()
+        self._serve_recent = cfg.flush_mode != SYNC_FLUSH
         self._topic_bytes: dict[str, bytes] = {}
         self._floor = FloorWatch(control, self.commitlog, self.cqs)
         self._ready = False
@@ -234,6 +240,9 @@ class MessageStore:
         end = commitlog.write_pos
         self.control.write_pos = end  # publish: the bytes are in place
         phys = outcome.phys_offset
+        if self._serve_recent:
+            self.recent.add(key, queue_offset, len(sizes), phys, list(itertools.accumulate(sizes)), 0,
+                            self.control.dispatched_pos)
         msg_ids = []
         for size in sizes:
             msg_ids.append(fmt.offset_msg_id(store_host, phys))
@@ -289,6 +298,8 @@ class MessageStore:
         # record_ends[i] is the segment position just past record i; record 0 starts at pos0.
         record_ends = ends[0]
         pos0 = record_ends[-1] - total
+        if self._serve_recent:
+            self.recent.add(key, queue_offset, count, first, record_ends, pos0, self.control.dispatched_pos)
         # One C call for all ids: formatting 256 of them in Python was a third of the broker's time.
         msg_ids_text = _native.offset_msg_ids(self.store_host, first, record_ends, pos0)
         return PutResult(PutMessageStatus.PUT_OK, first, queue_offset, count, end, msg_ids_text)
@@ -340,16 +351,25 @@ class MessageStore:
         """Records of one queue from queue offset ``offset`` (see GetMessageStatus).
 
         ``next_begin_offset`` follows rocketmq-protocol.md §5.4. Only entries the reput
-        worker has published (phys + size <= dispatched_pos) count.
+        worker has published (phys + size <= dispatched_pos) count, and with ``joined`` (a pull's
+        read) the newest writes past them (``_get_recent``).
         """
         cq = self.cqs.get(topic, queue_id)
         if cq is None:
+            recent = self._get_recent(topic, queue_id, offset, max_count, max_bytes, tag_hashes, 0) \
+                if joined and self._serve_recent else None
+            if recent is not None:
+                return recent
             status = (GetMessageStatus.NO_MESSAGE_IN_QUEUE if (topic, queue_id) in self._next_offsets
                       else GetMessageStatus.NO_MATCHED_LOGIC_QUEUE)
             return GetResult(status, _EMPTY, 0, 0, 0)
         floor = self.commitlog_floor()  # first: a moved floor resets what refresh_max remembers
         max_offset = cq.refresh_max(self.control.dispatched_pos)
         min_offset = cq.min_offset(floor)
+        if offset >= max_offset and joined and self._serve_recent:
+            recent = self._get_recent(topic, queue_id, offset, max_count, max_bytes, tag_hashes, min_offset)
+            if recent is not None:
+                return recent
         if max_offset == 0:
             return GetResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, _EMPTY, 0, min_offset, max_offset)
         if offset < min_offset:
@@ -409,6 +429,23 @@ class MessageStore:
         status = GetMessageStatus.FOUND if count else GetMessageStatus.NO_MATCHED_MESSAGE
         return GetResult(status, _EMPTY, next_begin, min_offset, max_offset, b"".join(chunks), count)
 
+    def _get_recent(self, topic: str, queue_id: int, offset: int, max_count: int, max_bytes: int,
+                    tag_hashes, min_offset: int) -> GetResult | None:
+        """Records past the ConsumeQueue's end from the newest writes (recent_writes.py): FOUND, or
+        OFFSET_OVERFLOW_ONE for an offset the writes reached but cannot serve yet (a consumer they
+        served is ahead of the ConsumeQueue, not past the queue); None: ask the ConsumeQueue."""
+        key = (topic, queue_id)
+        end = self.recent.end_offset(key)
+        if not end or offset > end:
+            return None
+        if tag_hashes is None and offset < end:
+            chunks, count = self.recent.select(key, offset, max_count, max_bytes, self.control.write_pos)
+            raws = [self.commitlog.read(phys, size) for phys, size in chunks]
+            if count and None not in raws:
+                return GetResult(GetMessageStatus.FOUND, _EMPTY, offset + count, min_offset, end,
+                                 b"".join(raws), count)
+        return GetResult(GetMessageStatus.OFFSET_OVERFLOW_ONE, _EMPTY, offset, min_offset, end)
+
     def commitlog_floor(self) -> int:
         """The CommitLog's min offset (``retention.py``): bytes below it are deleted or about to be."""
         return self._floor.floor()
@@ -422,6 +459,13 @@ class MessageStore:
         cq = self.cqs.get(topic, queue_id)
         self.commitlog_floor()
         return cq.refresh_max(self.control.dispatched_pos) if cq is not None else 0
+
+    def readable_end(self, topic: str, queue_id: int) -> int:
+        """Queue offset past the last entry a pull may have served: with the newest writes a pull
+        reads before they are dispatched (``_get_recent``), not behind ``max_offset``. A consumer
+        may commit up to it."""
+        end = self.max_offset(topic, queue_id)
+        return max(end, self.recent.end_offset((topic, queue_id))) if self._serve_recent else end
 
     def queue_next_offset(self, topic: str, queue_id: int) -> int:
         """Queue offset the next put gets (written, maybe not yet visible)."""
@@ -487,6 +531,7 @@ class MessageStore:
         """Remove the topic's ConsumeQueues (CommitLog records stay); returns queues removed."""
         for key in [k for k in self._next_offsets if k[0] == topic]:
             del self._next_offsets[key]
+        self.recent.forget_topic(topic)
         return self.cqs.delete_topic(topic)
 
     def topics_and_queues(self) -> dict[str, list[int]]:

@@ -1,0 +1,45 @@
+"""The broker's wake channels (broker/channels.py) and the sync call's poll-then-sleep (spin_wait.py)."""
+
+from rocketbox.cluster.broker import channels
+from rocketbox.cluster.spin_wait import SpinWait
+
+
+def test_a_datagram_reaches_the_bound_receiver_and_a_missing_one_is_not_an_error(tmp_path):
+    address = channels.reput_wake(str(tmp_path))
+    sender = channels.Sender(address)
+    assert sender.send() is False            # nobody bound yet (a worker restarting)
+    receiver = channels.Receiver(address)
+    try:
+        assert sender.send() and sender.send(channels.dispatched([("T", 1)]))
+        assert receiver.drain() == [channels.WAKE, b"DT\x001\n"]
+        assert receiver.drain() == []
+        # A full queue refuses without blocking: the worker keeps what it could not send.
+        sent = sum(sender.send() for _ in range(10_000))
+        assert 0 < sent < 10_000
+    finally:
+        receiver.close()
+        sender.close()
+    assert channels.flush_wake(str(tmp_path)) != address != channels.broker_notify(str(tmp_path))
+    assert address.startswith(b"\0")   # the abstract namespace: no file to clean up
+
+
+def test_notifies_merge_and_too_many_queues_mean_all():
+    a, b = channels.dispatched([("A", 0)]), channels.dispatched([("B", 3)])
+    assert channels.decode_touched(channels.merge(a, b)) == [("A", 0), ("B", 3)]
+    assert channels.merge(channels.FLUSHED, b) == b and channels.merge(a, channels.FLUSHED) == a
+    huge = channels.dispatched([("T" * 100, i) for i in range(1000)])
+    assert huge == channels.DISPATCHED + channels.ALL_QUEUES and channels.decode_touched(huge) is None
+    assert channels.decode_touched(channels.merge(a, huge)) is None
+
+
+def test_a_sync_call_polls_about_twice_the_usual_answer_time_and_not_for_slow_brokers():
+    spin = SpinWait(0.001)
+    for _ in range(100):
+        spin.answered(0.0002)
+    assert 0.0003 < spin.budget_s() < 0.0005
+    for _ in range(100):
+        spin.answered(0.005)       # a far or busy broker: polling would only burn CPU
+    assert spin.budget_s() == 0.0
+    assert SpinWait(0.0).budget_s() == 0.0
+    calls = iter([None, None, b"answer"])
+    assert SpinWait(0.001).poll(lambda: next(calls), deadline=float("inf")) == b"answer"
