@@ -106,6 +106,23 @@ def fill_topic(cfg: ClientConfig, topic: str, queues: int, count: int, *, tags: 
         return [producer.send(Message(topic, f"{body_prefix}{i}".encode(), tags=tags)) for i in range(count)]
 
 
+def up_on_free_ports(count: int, up_args, *, data_dir: str, timeout_s: float = 180,
+                     attempts: int = 3) -> tuple[list[int], subprocess.CompletedProcess]:
+    """``cluster up`` with ``up_args(ports)`` on ``count`` freshly picked free ports: again on fresh
+    ones when it refused a port that another xdist worker's cluster took after it was picked (a
+    derived port, the HA port at broker + 1, is not among the picked ones); nothing else is retried."""
+    from rocketbox.cluster.topology import free_ports
+
+    for attempt in range(attempts):
+        ports = free_ports(count)
+        proc = run_cli(*up_args(ports), data_dir=data_dir, check=False, timeout_s=timeout_s)
+        if proc.returncode == 0:
+            return ports, proc
+        if "is in use" not in proc.stdout + proc.stderr or attempt == attempts - 1:
+            raise AssertionError(f"cluster up failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    raise AssertionError("unreachable")
+
+
 def run_cli(*args: str, data_dir: str | None = None, check: bool = True,
             timeout_s: float = 120) -> subprocess.CompletedProcess:
     """``cluster ARGS`` as a user runs it (in ``data_dir`` when given; ROCKETBOX_NAMESRV unset, so only

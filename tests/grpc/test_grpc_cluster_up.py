@@ -10,7 +10,7 @@ import pytest
 from rocketbox.cluster.client.admin import Admin
 from rocketbox.cluster.topology import free_ports
 from tests.grpc.grpc_client import received, run_grpc, sent
-from tests.conftest import run_cli
+from tests.conftest import run_cli, up_on_free_ports
 
 
 def _cli(data_dir: str, *args, check: bool = True) -> subprocess.CompletedProcess:
@@ -20,11 +20,12 @@ def _cli(data_dir: str, *args, check: bool = True) -> subprocess.CompletedProces
 @pytest.mark.timeout(300)
 def test_cluster_up_serves_rocketmq5_clients_through_its_proxy(tmp_path):
     data_dir = str(tmp_path / "up")
-    namesrv, broker, namesrv_remoting, broker_remoting, metrics, proxy = free_ports(6)
-    up = _cli(data_dir, "up", "--detach", "--namesrv-port", str(namesrv), "--broker-port", str(broker),
-              "--namesrv-remoting-port", str(namesrv_remoting), "--broker-remoting-port", str(broker_remoting),
-              "--metrics-port", str(metrics), "--proxy-port", str(proxy),
-              "--commitlog-file-size-bytes", str(16 * 1024 * 1024))
+    ports, up = up_on_free_ports(6, lambda p: (
+        "up", "--detach", "--namesrv-port", str(p[0]), "--broker-port", str(p[1]),
+        "--namesrv-remoting-port", str(p[2]), "--broker-remoting-port", str(p[3]),
+        "--metrics-port", str(p[4]), "--proxy-port", str(p[5]), "--commitlog-file-size-bytes", str(16 * 1024 * 1024)),
+        data_dir=data_dir)
+    namesrv, broker, namesrv_remoting, broker_remoting, metrics, proxy = ports
     try:
         endpoint = f"127.0.0.1:{proxy}"
         assert f"RocketMQ 5 clients (gRPC): endpoints {endpoint}" in " ".join(up.stdout.split()), up.stdout
