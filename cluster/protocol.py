@@ -14,6 +14,7 @@ import enum
 import json
 from dataclasses import dataclass
 
+from rocketbox.cluster.config import name_problem
 from rocketbox.cluster.wire_format import Command
 
 
@@ -261,7 +262,6 @@ def answers_refusals(handler):
 
 def require_name(kind: str, name: str, code: int = ResponseCode.SYSTEM_ERROR) -> str:
     """``name`` when it is a valid topic/group/broker name, else ProtocolError with the reason."""
-    from rocketbox.cluster.config import name_problem  # config imports nothing of ours: no cycle
     problem = name_problem(kind, name)
     if problem:
         raise ProtocolError(problem, code)

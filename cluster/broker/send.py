@@ -44,6 +44,8 @@ def _born_host(peer_address: str) -> bytes:
 _DELAY_MARK = property_mark(PROPERTY_DELAY)
 _TIMER_MARK = property_mark(PROPERTY_TIMER_DELIVER_MS)
 _HALF_MARK = property_mark(PROPERTY_TRAN_MSG, "true")
+# Only a properties text holding this may ask not to wait for the store: the rest skip decoding it.
+_WAIT_FALSE = property_mark(PROPERTY_WAIT, "false")
 # RocketMQ 5 marks a FIFO message by its sharding key (the message_type label "fifo").
 _SHARDING_KEY_MARK = property_mark("__SHARDINGKEY")
 
@@ -200,7 +202,7 @@ class SendProcessor:
         properties_text = fields.get("properties", "")
         is_batch = request.code == RequestCode.SEND_BATCH_MESSAGE or field_bool(request_long, "batch")
         # The WAIT property "false" asks not to wait for the store (RocketMQ's waitStoreMsgOK).
-        wait_store = is_batch or PROPERTY_WAIT not in properties_text or \
+        wait_store = is_batch or _WAIT_FALSE not in properties_text or \
             decode_properties(properties_text.encode()).get(PROPERTY_WAIT) != "false"
         half = bool(sys_flag & SYSFLAG_TRANSACTION_PREPARED) or _HALF_MARK in properties_text
         message_type = "transaction" if half else "normal"
