@@ -32,20 +32,24 @@ def test_the_cpp_client_gets_system_busy_with_the_reason_from_an_overloaded_brok
             admin.create_topic("CppOverload", 2)
         broker = cluster.topology.brokers[0]
         with disk_throttle.throttled(cluster.pid("broker-a-flush"), broker.store.store_dir, 1 << 20):
-            client = CppClient("produce", {"namesrv": cluster.remoting_namesrv, "timeout_ms": 3000, "messages": [
-                {"topic": "CppOverload", "body": f"cpp-{i}"} for i in range(SENDS)]}, tmp_path / "cpp")
+            # The load's process is started (and ready) before the client: started after its first
+            # send, on a loaded machine, the client once finished all its sends before the load began.
+            load = raw_sender.senders(broker.endpoint, "CppOverload", 1, rate=2500, duration_s=20,
+                                      body_bytes=4096, keep_keys=False, flow_control=False)[0]
+            load.start()
             try:
-                # The client's first sends find the route and a broker keeping up; then the load comes.
-                client.wait_for(lambda lines: any("i" in line for line in lines), 60, "a first send")
-                load = raw_sender.senders(broker.endpoint, "CppOverload", 1, rate=2500, duration_s=20,
-                                          body_bytes=4096, keep_keys=False, flow_control=False)[0]
-                load.start()
-                load.go()
-                results = client.finish(120)
+                client = CppClient("produce", {"namesrv": cluster.remoting_namesrv, "timeout_ms": 3000, "messages": [
+                    {"topic": "CppOverload", "body": f"cpp-{i}"} for i in range(SENDS)]}, tmp_path / "cpp")
+                try:
+                    # The client's first sends find the route and a broker keeping up; then the load comes.
+                    client.wait_for(lambda lines: any("i" in line for line in lines), 60, "a first send")
+                    load.go()
+                    results = client.finish(120)
+                finally:
+                    client.kill()
+                load.result()
             finally:
-                client.kill()
-            load.result()
-            load.stop()
+                load.stop()
     finally:
         cluster.stop()
     outcomes = [r for r in results if "i" in r]
