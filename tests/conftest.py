@@ -113,14 +113,15 @@ def up_on_free_ports(count: int, up_args, *, data_dir: str, timeout_s: float = 1
     derived port, the HA port at broker + 1, is not among the picked ones); nothing else is retried."""
     from rocketbox.cluster.topology import free_ports
 
-    for attempt in range(attempts):
+    attempt = 1
+    while True:
         ports = free_ports(count)
         proc = run_cli(*up_args(ports), data_dir=data_dir, check=False, timeout_s=timeout_s)
         if proc.returncode == 0:
             return ports, proc
-        if "is in use" not in proc.stdout + proc.stderr or attempt == attempts - 1:
+        if "is in use" not in proc.stdout + proc.stderr or attempt == attempts:
             raise AssertionError(f"cluster up failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-    raise AssertionError("unreachable")
+        attempt += 1
 
 
 def run_cli(*args: str, data_dir: str | None = None, check: bool = True,

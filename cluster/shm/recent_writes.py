@@ -44,7 +44,9 @@ class RecentWrites:
 
     def take_touched(self) -> set[tuple[str, int]]:
         """The queues written since the last call."""
-        touched, self._touched = self._touched, set()
+        touched = self._touched
+        if touched:   # a turn that wrote nothing allocates nothing
+            self._touched = set()
         return touched
 
     def end_offset(self, key: tuple[str, int]) -> int:
