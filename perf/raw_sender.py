@@ -68,6 +68,28 @@ def _answer(frames) -> tuple[int, int, str]:
     return code, opaque, raw[at:at + remark_len].decode(errors="replace")
 
 
+def probe(endpoint: str, topic: str, timeout_s: float = 10.0) -> tuple[int, str]:
+    """One send, its answer's (code, remark): whether the broker takes sends now (a test awaits an
+    overload with it before its client sends)."""
+    sock = zmq.Context.instance().socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    try:
+        sock.connect(endpoint)
+        opaque = random.randrange(1 << 30)
+        key = f"{random.getrandbits(64):0{KEY_CHARS}d}".encode()
+        sock.send_multipart([_Template(topic, 1).header(0, opaque, key), b"probe"])
+        deadline = time.monotonic() + timeout_s
+        while sock.poll(max(1, int((deadline - time.monotonic()) * 1000)), zmq.POLLIN):
+            code, answered, remark = _answer(sock.recv_multipart())
+            if answered == opaque:
+                return code, remark
+            if time.monotonic() >= deadline:
+                break
+        raise TimeoutError(f"no answer from {endpoint} within {timeout_s} s")
+    finally:
+        sock.close(0)
+
+
 def busy_tag(remark: str) -> str:
     return remark[:remark.index("]") + 1] if remark.startswith("[") and "]" in remark else remark[:80]
 

@@ -79,6 +79,11 @@ class DriverProcess:
         self.process.wait(30)
         return [line for line in lines if "done" not in line and "started" not in line]
 
+    def say(self, line: str) -> None:
+        """One line to the driver's stdin (a gate step's go)."""
+        self.process.stdin.write(line + "\n")
+        self.process.stdin.flush()
+
     def close_stdin(self) -> None:
         if self.process.stdin and not self.process.stdin.closed:
             self.process.stdin.close()

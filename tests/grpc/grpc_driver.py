@@ -229,7 +229,8 @@ def _fill(value, names: dict):
 def raw(spec: dict) -> None:
     """Steps of ``{"rpc": name, "request": {...}, "client_id": ..., "as": capture-name}`` (a body
     may be given as ``"body_bytes": n``; ``"credentials": {"access_key", "secret_key"}`` signs it),
-    ``{"sleep": s}`` or ``{"telemetry": [settings...]}``."""
+    ``{"sleep": s}``, ``{"gate": true}`` (wait for a line on stdin, the test's go) or
+    ``{"telemetry": [settings...]}``."""
     from google.protobuf.json_format import MessageToDict, ParseDict
     from rocketmq.grpc_protocol import service_pb2
     channel, stub = _stub(spec["endpoint"])
@@ -239,6 +240,10 @@ def raw(spec: dict) -> None:
     for step in spec["steps"]:
         if "sleep" in step:
             time.sleep(step["sleep"])
+            continue
+        if "gate" in step:
+            emit(gate=True)
+            sys.stdin.readline()
             continue
         metadata = _metadata(step.get("client_id", client_id), step.get("credentials"), spec["endpoint"])
         if "junk" in step:

@@ -7,15 +7,28 @@ while a raw sender that never holds back offers ten times what that disk takes."
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from rocketbox.cluster.client.admin import Admin
 from rocketbox.cluster.config import SYNC_FLUSH
+from rocketbox.cluster.protocol import ResponseCode
 from rocketbox.cluster.testing import LocalCluster
 from rocketbox.perf import disk_throttle, raw_sender
-from tests.grpc.grpc_client import run_grpc, statuses
+from tests.grpc.grpc_client import GrpcClient, statuses
 
 SENDS = 30
+LOAD_S_MAX = 150   # the load is stopped once the client is done
+
+
+def _await_refusal(endpoint: str, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        code, _remark = raw_sender.probe(endpoint, "GrpcOverload")
+        if code == ResponseCode.SYSTEM_BUSY:
+            return
+    raise AssertionError(f"the broker took every probe for {timeout_s} s under a load ten times its disk")
 
 
 def _send(i: int) -> dict:
@@ -34,18 +47,27 @@ def test_sends_to_an_overloaded_broker_are_answered_too_many_requests_with_the_r
         with Admin(cluster.namesrv) as admin:
             admin.create_topic("GrpcOverload", 2)
         broker = cluster.topology.brokers[0]
-        with disk_throttle.throttled(cluster.pid("broker-a-flush"), broker.store.store_dir, 1 << 20):
-            load = raw_sender.senders(broker.endpoint, "GrpcOverload", 1, rate=2500, duration_s=15,
-                                      body_bytes=4096, keep_keys=False, flow_control=False)[0]
-            load.start()
-            load.go()
-            try:
-                steps = [{"sleep": 2}] + [{"name": f"send-{i}", "rpc": "SendMessage", "request": _send(i)}
-                                          for i in range(SENDS)]
-                lines = run_grpc("raw", {"endpoint": cluster.proxy_endpoint, "steps": steps}, tmp_path / "client")
-            finally:
-                load.result()
-                load.stop()
+        # The client is started (and connected) first, and only sends once the broker is seen
+        # refusing: on a loaded machine its start once outlasted a load of fixed length.
+        client = GrpcClient("raw", {"endpoint": cluster.proxy_endpoint, "steps": [{"gate": True}] + [
+            {"name": f"send-{i}", "rpc": "SendMessage", "request": _send(i)} for i in range(SENDS)]},
+            tmp_path / "client")
+        try:
+            client.wait_for(lambda lines: any("gate" in line for line in lines), 60, "start")
+            with disk_throttle.throttled(cluster.pid("broker-a-flush"), broker.store.store_dir, 1 << 20):
+                load = raw_sender.senders(broker.endpoint, "GrpcOverload", 1, rate=2500, duration_s=LOAD_S_MAX,
+                                          body_bytes=4096, keep_keys=False, flow_control=False)[0]
+                load.start()
+                try:
+                    load.go()
+                    _await_refusal(broker.endpoint)
+                    client.say("go")
+                    client.close_stdin()
+                    lines = client.finish(120)
+                finally:
+                    load.stop()
+        finally:
+            client.kill()
     finally:
         cluster.stop()
     answers = [statuses(lines, f"send-{i}")[0] for i in range(SENDS)]
