@@ -7,10 +7,14 @@ broker's send of an answer took ~100 us of its CPU when it had to wake the calle
 call first polls for its answer without sleeping, for about twice the time answers have been
 taking, at most ``spin_max_s``; a broker that answers slower than that (far away, or loaded) is
 waited for by sleeping at once, so the CPU spent polling stays a fraction of the time saved.
+Each poll that finds nothing yields the core: under a steady stream of sync sends a producer that
+polled without yielding held a core the consumer and the broker's workers needed (end to end at 10k
+msg/s, p50 1,035 -> 745 us and p99 5.5 -> 2.1 ms with the yield; a lone send's p50 unchanged).
 """
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Callable
 
@@ -44,3 +48,4 @@ class SpinWait:
             result = ready()
             if result is not None or time.monotonic() >= end:
                 return result
+            os.sched_yield()
