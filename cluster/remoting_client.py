@@ -26,7 +26,7 @@ import time
 from rocketbox.cluster.remoting_format import SERIALIZE_JSON, FrameDecoder, decode_frame_payload, encode_frame
 from rocketbox.cluster.wire_format import FLAG_ONEWAY, Command, FrameError, next_opaque
 from rocketbox.cluster.request_dispatch import settle
-from rocketbox.cluster.zmq_transport import (IO_WAIT_S_MAX, ClientTransport, IoThreadBase, RequestTimeout,
+from rocketbox.cluster.zmq_transport import (ClientTransport, IoThreadBase, RequestTimeout,
                                              TransportError, serve_server_request)
 
 log = logging.getLogger(__name__)
@@ -171,7 +171,7 @@ class _IoThread(IoThreadBase):
             selector.modify(peer.sock, selectors.EVENT_READ | (selectors.EVENT_WRITE if peer.out else 0), peer)
 
         while not self._stopping:
-            for key, events in selector.select(pending.seconds_to_next(time.monotonic(), IO_WAIT_S_MAX)):
+            for key, events in selector.select(self._wait_s()):
                 if key.fileobj == self._wake_r:
                     self._drain_wake_pipe()
                     continue

@@ -474,8 +474,11 @@ class IoThreadBase:
 
     def submit(self, endpoint, request, future, deadline) -> None:
         self._submitted.append((endpoint, request, future, deadline))
-        if self._wake_pending:
-            return  # the thread will drain the queue before it sleeps again: no syscall needed
+        if self._wake_pending or threading.get_ident() == self._thread.ident:
+            # The thread drains the queue before it sleeps again (``_wait_s``): no syscall needed.
+            # From the thread itself (a push consumer's next pull, issued in the answer's callback)
+            # the pipe would only have woken it for nothing once more.
+            return
         self._wake_pending = True
         try:
             os.write(self._wake_w, b"x")
@@ -495,6 +498,10 @@ class IoThreadBase:
             os.read(self._wake_r, 4096)
         except BlockingIOError:
             pass
+
+    def _wait_s(self) -> float:
+        """How long the thread may wait for events: not at all while submitted requests wait."""
+        return 0.0 if self._submitted else self._pending.seconds_to_next(time.monotonic(), IO_WAIT_S_MAX)
 
     def _expire_due(self) -> None:
         self._pending.expire(time.monotonic(), lambda _endpoint: RequestTimeout("no answer within the time-out"))
@@ -524,8 +531,8 @@ class _IoThread(IoThreadBase):
         poller = zmq.Poller()
         poller.register(self._wake_r, zmq.POLLIN)
         while not self._stopping:
-            timeout_ms = int(pending.seconds_to_next(time.monotonic(), IO_WAIT_S_MAX) * 1000) + 1
-            for sock, _ in poller.poll(timeout_ms):
+            wait_s = self._wait_s()
+            for sock, _ in poller.poll(int(wait_s * 1000) + 1 if wait_s else 0):
                 if sock == self._wake_r:
                     self._drain_wake_pipe()
                     continue
