@@ -26,8 +26,8 @@ import time
 from rocketbox.cluster.remoting_format import SERIALIZE_JSON, FrameDecoder, decode_frame_payload, encode_frame
 from rocketbox.cluster.wire_format import FLAG_ONEWAY, Command, FrameError, next_opaque
 from rocketbox.cluster.request_dispatch import settle
-from rocketbox.cluster.zmq_transport import (ClientTransport, IoThreadBase, RequestTimeout,
-                                             TransportError, serve_server_request)
+from rocketbox.cluster.client_transport import (ClientTransport, IoThreadBase, RequestTimeout, TransportError,
+                                                serve_server_request)
 
 log = logging.getLogger(__name__)
 
