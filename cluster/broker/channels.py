@@ -87,6 +87,40 @@ class Receiver:
         self.sock.close()
 
 
+class CoalescedWake:
+    """Wakes a worker at once, but at most once per ``interval_s``: a wake asked for sooner goes
+    when the interval ends (``call_at`` schedules it on the broker's loop); an urgent one goes now."""
+
+    def __init__(self, sender: "Sender", interval_s: float, call_at):
+        self.sender = sender
+        self.interval_s = interval_s
+        self._call_at = call_at
+        self._woken_at_s = float("-inf")
+        self._wanted = False
+        self._scheduled = False
+
+    def wake(self, urgent: bool = False) -> None:
+        now = time.monotonic()
+        due = self._woken_at_s + self.interval_s
+        if urgent or now >= due:
+            self._send(now)
+            return
+        self._wanted = True
+        if not self._scheduled:
+            self._scheduled = True
+            self._call_at(due, self._when_due)
+
+    def _when_due(self) -> None:
+        self._scheduled = False
+        if self._wanted:
+            self._send(time.monotonic())
+
+    def _send(self, now: float) -> None:
+        self._wanted = False
+        self._woken_at_s = now
+        self.sender.send()
+
+
 class Sender:
     """The sending end; ``send`` never blocks and returns whether the datagram was queued."""
 

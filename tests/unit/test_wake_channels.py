@@ -32,6 +32,32 @@ def test_notifies_merge_and_too_many_queues_mean_all():
     assert channels.decode_touched(channels.merge(a, huge)) is None
 
 
+def test_a_coalesced_wake_goes_at_once_then_at_most_once_an_interval_and_urgent_ones_at_once(tmp_path):
+    address = channels.flush_wake(str(tmp_path))
+    receiver = channels.Receiver(address)
+    sender = channels.Sender(address)
+    scheduled = []
+    wake = channels.CoalescedWake(sender, 60.0, lambda due, fn: scheduled.append((due, fn)))
+    try:
+        wake.wake()
+        assert receiver.drain() == [channels.WAKE]   # the first: at once
+        wake.wake()
+        wake.wake()
+        assert receiver.drain() == [] and len(scheduled) == 1   # within the interval: one, later
+        due, when_due = scheduled[0]
+        when_due()
+        assert receiver.drain() == [channels.WAKE]
+        wake.wake(urgent=True)                       # a parked pull waits: no coalescing
+        assert receiver.drain() == [channels.WAKE]
+        wake.wake()
+        scheduled[-1][1]()
+        assert receiver.drain() == [channels.WAKE] and len(scheduled) == 2
+        assert channels.CoalescedWake(sender, 0.0, None).wake() is None and receiver.drain() == [channels.WAKE]
+    finally:
+        receiver.close()
+        sender.close()
+
+
 def test_a_sync_call_polls_about_twice_the_usual_answer_time_and_not_for_slow_brokers():
     spin = SpinWait(0.001)
     for _ in range(100):
