@@ -10,6 +10,7 @@ the same counts (``--messages``, ``--runs``, ``--producer-threads``, ``--paced-s
 | end-to-end throughput | ``e2e``: producer process + consumer here, counted when consumed | the same layout |
 | publish latency p50/p99 | ``latency``: one sync send at a time, async flush | one publish at a time, waiting for its ack |
 | end-to-end latency p50/p99 | ``e2e_latency``: 10k msg/s, a batch per due tick, receive - send | the same pacing (``Pacer``) and stamps |
+| the same, our pull loop | ``e2e_latency``: a PullConsumer long-polling a 1-queue topic in one thread (the shape of the peers' read loops) | the peers' end-to-end latency above |
 
 The peers (perf/peers: Redis Streams, NATS JetStream) are started on free 127.0.0.1 ports in
 the run's temporary directory and stopped after; one not installed (``make peers``) is
@@ -65,7 +66,7 @@ def plot(result: dict, path: str) -> None:
     for ax, (unit, title, log) in zip(axes, panels):
         measures = [m for m in MEASURES if m.unit == unit and m.better is not None]
         for i, (name, system) in enumerate(systems.items()):
-            heights = [median_or_none(system["values"].get(m.key)) or 0 for m in measures]
+            heights = [median_or_none(system["values"].get(m.key_of(name))) or 0 for m in measures]
             label = system["label"] if system["status"] == "measured" else f"{system['label']} (not measured)"
             bars = ax.bar([j + (i - (len(systems) - 1) / 2) * width for j in range(len(measures))], heights,
                           width, label=label)

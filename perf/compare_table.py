@@ -21,6 +21,12 @@ class Measure:
     unit: str
     better: str | None        # "higher", "lower", or None for a check (no ratio)
     ours_row: tuple[str, str]  # (scenario, measure) of our row in the report of perf/scenarios/
+    # The peers' figure this measure sets ours against, when not their own ``key`` (one way of
+    # ours beside the one way each peer has: our pull loop beside their consumers' read loops).
+    peer_key: str | None = None
+
+    def key_of(self, system: str) -> str:
+        return self.key if system == OURS or self.peer_key is None else self.peer_key
 
 
 MEASURES = (
@@ -35,6 +41,10 @@ MEASURES = (
             ("e2e_latency", "receive - send p50, batch per due tick")),
     Measure("e2e_p99", f"end-to-end latency p99 at {PACED_RATE_MSG_S // 1000}k msg/s", "us", "lower",
             ("e2e_latency", "receive - send p99, batch per due tick")),
+    Measure("e2e_pull_p50", f"end-to-end latency p50 at {PACED_RATE_MSG_S // 1000}k msg/s, our pull loop", "us",
+            "lower", ("e2e_latency", "receive - send p50, pull loop, 1 queue"), peer_key="e2e_p50"),
+    Measure("e2e_pull_p99", f"end-to-end latency p99 at {PACED_RATE_MSG_S // 1000}k msg/s, our pull loop", "us",
+            "lower", ("e2e_latency", "receive - send p99, pull loop, 1 queue"), peer_key="e2e_p99"),
     Measure("paced_rate", "paced rate achieved (check)", "msg/s", None,
             ("e2e_latency", "rate achieved, batch per due tick")),
 )
@@ -47,8 +57,8 @@ def median_or_none(values) -> float | None:
 def ratio_to_best_peer(measure: Measure, systems: dict) -> tuple[float | None, str]:
     """(ours / best peer, that peer's label); None when ours or every peer lacks the figure."""
     ours = median_or_none(systems[OURS]["values"].get(measure.key))
-    peers = [(median_or_none(s["values"].get(measure.key)), s["label"]) for name, s in systems.items()
-             if name != OURS and s["values"].get(measure.key)]
+    peers = [(median_or_none(s["values"].get(measure.key_of(name))), s["label"]) for name, s in systems.items()
+             if name != OURS and s["values"].get(measure.key_of(name))]
     if measure.better is None or ours is None or not peers:
         return None, ""
     pick = max if measure.better == "higher" else min
@@ -69,8 +79,8 @@ def table_rows(result: dict) -> list[list[str]]:
     rows = []
     for measure in MEASURES:
         row = [measure.label, measure.unit]
-        for system in systems.values():
-            value = median_or_none(system["values"].get(measure.key))
+        for name, system in systems.items():
+            value = median_or_none(system["values"].get(measure.key_of(name)))
             row.append(format_value(value, measure.unit) if value is not None else
                        system["status"] if system["status"] != "measured" else "-")
         row.append(ratio_text(measure, *ratio_to_best_peer(measure, systems)))

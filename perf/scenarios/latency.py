@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
 
-from rocketbox.cluster import Message, Producer
+from rocketbox.cluster import Message, Producer, PullConsumer
 from rocketbox.cluster.config import ASYNC_FLUSH
 from rocketbox.cluster.testing import LocalCluster
-from rocketbox.perf.harness import (FLUSH_MODES, PACED_RATE_MSG_S, ProducerProcess, QUEUE_COUNT, Settings, Tally, await_assigned,
-                          client_config, create_topic, message_body, push_consumer)
+from rocketbox.perf.harness import (FLUSH_MODES, PACED_RATE_MSG_S, PULL_MAX_NUMS, ProducerProcess, QUEUE_COUNT, Settings,
+                                    Tally, await_assigned, client_config, create_topic, message_body, push_consumer)
 from rocketbox.perf.report import Report, Row, TARGETS, percentile
+
+PULL_LOOP_SUSPEND_MS = 500
 
 
 def scenario_latency(s: Settings, report: Report, tmp: str) -> None:
@@ -58,6 +61,22 @@ def scenario_e2e_latency(s: Settings, report: Report, tmp: str) -> None:
                            (">=", PACED_RATE_MSG_S * 0.99), note=note + "; met within 1%"))
             for key, name in (("p50", "p50"), ("p99", "p99"), ("p999", "p99.9")):
                 report.add(Row("e2e_latency", f"receive - send {name}, {label}", "us", stats[key], note=note))
+        # The consumer as the peers' consumers read (a loop in one thread on one stream, Redis's
+        # XREADGROUP BLOCK): a PullConsumer long-polling a one-queue topic, no hand-off to a pool.
+        stats = {"p50": [], "p99": [], "rate": []}
+        for run in range(s.runs):
+            namesrv = cluster.remoting_namesrv
+            lat, rate = paced_pull_e2e_run(namesrv, client_config(namesrv, transport="remoting"), f"PacedPull{run}",
+                                           f"BenchPullLoopGroup{run}", total, duration_s)
+            stats["p50"].append(percentile(lat, 0.5))
+            stats["p99"].append(percentile(lat, 0.99))
+            stats["rate"].append(rate)
+        note = (f"remoting door; a PullConsumer long-polling a 1-queue topic in one thread; producer batch per due "
+                f"tick at {PACED_RATE_MSG_S:,} msg/s for {duration_s:.0f} s; first 5% skipped")
+        report.add(Row("e2e_latency", "rate achieved, pull loop, 1 queue", "msg/s", stats["rate"],
+                       (">=", PACED_RATE_MSG_S * 0.99), note=note + "; met within 1%"))
+        for key in ("p50", "p99"):
+            report.add(Row("e2e_latency", f"receive - send {key}, pull loop, 1 queue", "us", stats[key], note=note))
 
 
 def paced_e2e_run(namesrv: str, cfg, topic: str, group: str, mode: str, total: int, duration_s: float,
@@ -81,6 +100,49 @@ def paced_e2e_run(namesrv: str, cfg, topic: str, group: str, mode: str, total: i
         if producer is not None:
             producer.stop()
         consumer.shutdown()
+    return tally.steady_latencies(total), result["sent"] / result["elapsed_s"]
+
+
+def paced_pull_e2e_run(namesrv: str, cfg, topic: str, group: str, total: int,
+                       duration_s: float) -> tuple[list[float], float]:
+    """A producer process at 10k msg/s (a batch per due tick, remoting door) to a one-queue topic read
+    here by a PullConsumer long-polling in one thread; (receive - send us of the steady part, send rate)."""
+    create_topic(cfg, topic, 1)
+    tally = Tally(total + 1, stamped=True)
+    stop = threading.Event()
+    consumer = PullConsumer(group, config=cfg)
+    mq = consumer.queues(topic)[0]
+    failures: list[BaseException] = []
+
+    def read_loop() -> None:
+        offset = consumer.max_offset(mq)
+        try:
+            while not stop.is_set():
+                result = consumer.pull(mq, offset, PULL_MAX_NUMS, "*", suspend_ms=PULL_LOOP_SUSPEND_MS)
+                if result.messages:
+                    tally.add(len(result.messages), [m.body for m in result.messages])
+                offset = result.next_begin_offset
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            failures.append(exc)
+
+    reader = threading.Thread(target=read_loop, name="pull-loop", daemon=True)
+    reader.start()
+    producer = None
+    try:
+        producer = ProducerProcess(namesrv, topic, "paced_batch", total, 100, rate=PACED_RATE_MSG_S,
+                                   time_s_max=duration_s * 3, transport="remoting").start()
+        producer.go()
+        result = producer.result()
+        tally.retarget(result["sent"] - result.get("failed", 0) + 1)
+        tally.reached.wait(30)
+    finally:
+        stop.set()
+        if producer is not None:
+            producer.stop()
+        reader.join(PULL_LOOP_SUSPEND_MS / 1000 + 5)
+        consumer.shutdown()
+    if failures:
+        raise RuntimeError(f"the pull loop failed: {failures[0]!r}")
     return tally.steady_latencies(total), result["sent"] / result["elapsed_s"]
 
 
