@@ -29,9 +29,9 @@ class RequestTimeout(TransportError):
 
 
 class ClientTransport:
-    """What both clients' transports (ZeroMQ here, remoting TCP in remoting_client.py) share: the
-    calling thread's own connections for sync calls, one I/O thread for the rest, made on first use
-    and again in a forked child, and the handlers of requests a server sends."""
+    """The base of both clients' transports: the calling thread's own connections for sync calls,
+    one I/O thread for the rest, made on first use and again in a forked child, and the handlers of
+    requests a server sends."""
 
     def __init__(self, default_timeout_ms: int = 3000, spin_max_s: float = 0.0):
         self.default_timeout_ms = default_timeout_ms
