@@ -11,6 +11,7 @@ import urllib.request
 
 from rocketbox.cluster.procs.run_state import read_state_file
 from rocketbox.cluster.topology import free_ports
+from tests.conftest import up_on_free_ports
 
 
 # 16 MiB CommitLog segments, as LocalCluster's: the 1 GiB default, fallocated and kept in pytest's
@@ -18,9 +19,14 @@ from rocketbox.cluster.topology import free_ports
 SMALL_SEGMENTS = ("--commitlog-file-size-bytes", str(16 * 1024 * 1024))
 
 
+def _up_extras() -> tuple[str, ...]:
+    """What every ``up`` here adds: small segments, the metrics endpoint on a free port (not 5557)."""
+    return (*SMALL_SEGMENTS, "--metrics-port", str(free_ports(1)[0]), "--no-proxy", "--no-console")
+
+
 def _cli(data_dir, *args, env=None, check=True, timeout=120):
-    if args and args[0] == "up":   # and the metrics endpoint on a free port, not 5557
-        args = (*args, *SMALL_SEGMENTS, "--metrics-port", str(free_ports(1)[0]), "--no-proxy", "--no-console")
+    if args and args[0] == "up":
+        args = (*args, *_up_extras())
     proc = subprocess.run([sys.executable, "-m", "rocketbox.cluster.cli", "--data-dir", data_dir, *args],
                           capture_output=True, text=True, timeout=timeout, env=env)
     if check and proc.returncode != 0:
@@ -35,10 +41,11 @@ def _records(proc) -> list:
 
 def test_cli_round_trip(tmp_path):
     data_dir = str(tmp_path / "cli")
-    namesrv_port, broker_port = free_ports(2)
     env = {k: v for k, v in os.environ.items() if k != "ROCKETBOX_NAMESRV"}
-    up = _cli(data_dir, "up", "--detach", "--namesrv-port", str(namesrv_port), "--broker-port", str(broker_port),
-              env=env)
+    # Up on fresh ports if one was taken meanwhile (the HA port, broker + 1, is not among the picked).
+    (namesrv_port, broker_port), up = up_on_free_ports(
+        2, lambda ports: ("up", "--detach", "--namesrv-port", str(ports[0]), "--broker-port", str(ports[1]),
+                          *_up_extras()), data_dir=data_dir)
     try:
         assert f"export ROCKETBOX_NAMESRV='127.0.0.1:{namesrv_port}'" in up.stdout
         status = json.loads(_cli(data_dir, "status", "--json", env=env).stdout)
