@@ -32,7 +32,9 @@ def read_acl_file(path: str) -> AclConfig:
         raise AclFormatError(f"cannot read the ACL file {path}: {exc.strerror or exc}") from None
     try:
         data = yaml.safe_load(text)
-    except (yaml.YAMLError, RecursionError) as exc:   # RecursionError: nested too deep
+    except (yaml.YAMLError, RecursionError, ValueError, OverflowError) as exc:
+        # RecursionError: nested too deep; ValueError, OverflowError: a \U escape past Unicode
+        # (PyYAML's chr() of it).
         raise AclFormatError(f"{path} is not YAML: {exc}") from None
     try:
         return parse_acl(data)

@@ -179,6 +179,11 @@ def test_one_group_two_doors(start_cluster, tmp_path):
         cpp.wait_for(lambda ls: any("started" in line for line in ls), 30, "start")
         with Admin(config=cfg) as admin:
             wait_until(lambda: len(admin.consumer_ids("TwoDoors", "CID_MIXED")) == 2, 30, what="two members")
+        # Sent once each member reports its own half of the queues: sent while the native member still
+        # held all four, some were read by both (a fresh-clone run saw 8 twice).
+        with Admin(config=client_config(cluster, transport="remoting")) as remoting_admin:
+            wait_until(lambda: _queue_split_settled(remoting_admin, "CID_MIXED", "TwoDoors", 4), 30,
+                       interval_s=0.2, what="the two members hold two queues each")
         # mqadmin consumerConnection's request, through the remoting door: both members, each
         # with the language its client declared.
         rpc = RemotingRpcClient()

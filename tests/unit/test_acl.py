@@ -255,7 +255,9 @@ def test_decisions_follow_rocketmq_order(caller, code, needed, admin_only, kind,
 def test_acl_files_that_do_not_read_are_refused_and_a_reload_keeps_the_accounts(tmp_path):
     from rocketbox.cluster.acl.acl_file import AclFile, read_acl_file
     path = tmp_path / "plain_acl.yml"
+    # \U escapes past Unicode: PyYAML's chr() raises ValueError or OverflowError (found by the fuzz test).
     for text, problem in (("accounts: [", "not YAML"), ("[" * 5000 + "]" * 5000, "not YAML"),
+                          ('accounts: "\\U0011FFFF"', "not YAML"), ('accounts: "\\U99999999"', "not YAML"),
                           ("accounts: 3", "not a list")):
         path.write_text(text)
         with pytest.raises(AclFormatError, match=problem):
