@@ -114,8 +114,10 @@ class EventLoop:
         backlogs = self._backlogs
         if not backlogs:
             return self._poller.poll(timeout_ms)
-        events = self._poller.poll(0)
+        # The clock before the poll: a pause (SIGSTOP, a long GC) between the two must not make
+        # requests that arrived during it look fresh.
         now = time.monotonic()
+        events = self._poller.poll(0)
         if not events:
             # Nothing unread anywhere at this moment: whatever wakes the wait arrived after it.
             for backlog in backlogs:

@@ -84,9 +84,10 @@ class DoorBacklog:
         self._answer_since = -1.0
         self._answer = bytearray()
 
-    def drained(self) -> None:
-        """The door read until nothing was left."""
-        self.drained_at = time.monotonic()
+    def drained(self, checked_at: float | None = None) -> None:
+        """The door read until nothing was left, as seen by a check that began at ``checked_at``
+        (default now; a time taken before the check, so a pause during it cannot hide a wait)."""
+        self.drained_at = time.monotonic() if checked_at is None else checked_at
         self.read = 0
 
     def late(self, since: float, now: float) -> bool:

@@ -138,8 +138,8 @@ class RemotingServer:
 
     def on_events(self) -> None:
         listener_fd = self.listener.fileno()
+        polled_at = time.monotonic()   # before the poll: see event_loop._poll_once
         ready = self._epoll.poll(0, EVENTS_PER_TURN_MAX)
-        polled_at = time.monotonic()
         # A request read now arrived after its connection was last empty (fast_failure.py): at the
         # previous pass, unless its reads ran out of rounds then.
         since = self._polled_at if self.backlog is None else max(self._polled_at, self.backlog.drained_at)
@@ -161,7 +161,7 @@ class RemotingServer:
                 conn.behind_since = None if emptied else conn_since
                 drained = emptied and drained
         if drained and self.backlog is not None:
-            self.backlog.drained()
+            self.backlog.drained(polled_at)
 
     def _accept(self, since: float) -> None:
         """Accept waiting connections; what they carry arrived after ``since`` (when the listener was

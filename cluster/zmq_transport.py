@@ -202,8 +202,9 @@ class RpcServer:
         sock, backlog, ahead = self.socket, self.backlog, self._read_ahead
         since = backlog.drained_at
         while len(ahead) < READ_AHEAD_MAX:
+            checked_at = time.monotonic()
             if not sock.get(zmq.EVENTS) & zmq.POLLIN:
-                backlog.drained()
+                backlog.drained(checked_at)
                 break
             ahead.append((sock.recv_multipart(copy=False), since))
         now = time.monotonic()

@@ -1,0 +1,58 @@
+"""Fast failure's "last empty" time (fast_failure.py) is read before the emptiness check: a pause
+between the check and the clock (SIGSTOP, a long GC) must not make requests that arrived during
+it look fresh. A fresh-clone run saw it: a broker stopped for 0.6 s answered its waiting remoting
+sends SUCCESS instead of SYSTEM_BUSY, its busy poll having been stopped between a poll and the
+clock read after it."""
+
+import socket
+
+from rocketbox.cluster import event_loop
+from rocketbox.cluster.event_loop import EventLoop
+from rocketbox.cluster.fast_failure import DoorBacklog, WaitBounds
+
+BOUNDS = dict(send=200, pull=5000, ack=5000, heartbeat=5000, transaction=5000, admin=5000)
+
+
+class _PausingClock:
+    """time.monotonic, with every poll taking ``pause_s`` (the process stopped during it)."""
+
+    def __init__(self, pause_s: float):
+        self.now = 1000.0
+        self.pause_s = pause_s
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def pause(self) -> None:
+        self.now += self.pause_s
+
+
+def test_an_idle_poll_stamps_the_door_empty_as_of_before_the_poll(monkeypatch):
+    clock = _PausingClock(0.6)
+    monkeypatch.setattr(event_loop.time, "monotonic", clock.monotonic)
+    loop = EventLoop()
+    a, b = socket.socketpair()
+    try:
+        loop.add_reader(a.fileno(), lambda: None)
+        backlog = DoorBacklog(a.fileno(), WaitBounds(**BOUNDS), "test")
+        loop.watch_backlog(backlog)
+        poll = loop._poller.poll
+
+        def pausing_poll(timeout_ms=None):
+            events = poll(timeout_ms)
+            clock.pause()
+            return events
+        monkeypatch.setattr(loop._poller, "poll", pausing_poll)
+        before = clock.now
+        assert loop._poll_once(0) == []
+        # Empty as of when the poll began, not 0.6 s later when the process ran again.
+        assert backlog.drained_at == before
+    finally:
+        a.close()
+        b.close()
+
+
+def test_drained_takes_the_time_the_check_began():
+    backlog = DoorBacklog(None, WaitBounds(**BOUNDS), "test")
+    backlog.drained(12.5)
+    assert backlog.drained_at == 12.5 and backlog.read == 0
