@@ -87,20 +87,29 @@ def paced_e2e_run(namesrv: str, cfg, topic: str, group: str, mode: str, total: i
     tally = Tally(total + 1, stamped=True)
     consumer = push_consumer(cfg, group, topic, tally)
     consumer.start()
-    producer = None
     try:
         await_assigned(consumer, QUEUE_COUNT)
-        producer = ProducerProcess(namesrv, topic, mode, total, 100, rate=PACED_RATE_MSG_S,
-                                   time_s_max=duration_s * 3, transport=transport).start()
+        rate = _paced_producer_run(namesrv, topic, mode, total, duration_s, transport, tally)
+    finally:
+        consumer.shutdown()
+    return tally.steady_latencies(total), rate
+
+
+def _paced_producer_run(namesrv: str, topic: str, mode: str, total: int, duration_s: float, transport: str,
+                        tally: Tally) -> float:
+    """A producer process paced at 10k msg/s until done; waits for ``tally`` to count what it sent.
+    Returns the achieved send rate."""
+    producer = ProducerProcess(namesrv, topic, mode, total, 100, rate=PACED_RATE_MSG_S,
+                               time_s_max=duration_s * 3, transport=transport)
+    try:
+        producer.start()
         producer.go()
         result = producer.result()
-        tally.retarget(result["sent"] - result.get("failed", 0) + 1)
-        tally.reached.wait(30)
     finally:
-        if producer is not None:
-            producer.stop()
-        consumer.shutdown()
-    return tally.steady_latencies(total), result["sent"] / result["elapsed_s"]
+        producer.stop()
+    tally.retarget(result["sent"] - result.get("failed", 0) + 1)
+    tally.reached.wait(30)
+    return result["sent"] / result["elapsed_s"]
 
 
 def paced_pull_e2e_run(namesrv: str, cfg, topic: str, group: str, total: int,
@@ -127,23 +136,15 @@ def paced_pull_e2e_run(namesrv: str, cfg, topic: str, group: str, total: int,
 
     reader = threading.Thread(target=read_loop, name="pull-loop", daemon=True)
     reader.start()
-    producer = None
     try:
-        producer = ProducerProcess(namesrv, topic, "paced_batch", total, 100, rate=PACED_RATE_MSG_S,
-                                   time_s_max=duration_s * 3, transport="remoting").start()
-        producer.go()
-        result = producer.result()
-        tally.retarget(result["sent"] - result.get("failed", 0) + 1)
-        tally.reached.wait(30)
+        rate = _paced_producer_run(namesrv, topic, "paced_batch", total, duration_s, "remoting", tally)
     finally:
         stop.set()
-        if producer is not None:
-            producer.stop()
         reader.join(PULL_LOOP_SUSPEND_MS / 1000 + 5)
         consumer.shutdown()
     if failures:
         raise RuntimeError(f"the pull loop failed: {failures[0]!r}")
-    return tally.steady_latencies(total), result["sent"] / result["elapsed_s"]
+    return tally.steady_latencies(total), rate
 
 
 def sync_send_latencies(cfg, topic: str, count: int, time_s_max: float) -> list[float]:
