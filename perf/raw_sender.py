@@ -90,6 +90,17 @@ def probe(endpoint: str, topic: str, timeout_s: float = 10.0) -> tuple[int, str]
         sock.close(0)
 
 
+def await_refusal(endpoint: str, topic: str, timeout_s: float = 60) -> None:
+    """Probe until the broker refuses a send SYSTEM_BUSY: an overload test lets its client send only
+    then (on a loaded machine a client's start once outlasted a load of fixed length)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        code, _remark = probe(endpoint, topic)
+        if code == ResponseCode.SYSTEM_BUSY:
+            return
+    raise AssertionError(f"{endpoint} took every probe for {timeout_s} s")
+
+
 def busy_tag(remark: str) -> str:
     return remark[:remark.index("]") + 1] if remark.startswith("[") and "]" in remark else remark[:80]
 

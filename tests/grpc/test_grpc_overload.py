@@ -7,28 +7,16 @@ while a raw sender that never holds back offers ten times what that disk takes."
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from rocketbox.cluster.client.admin import Admin
 from rocketbox.cluster.config import SYNC_FLUSH
-from rocketbox.cluster.protocol import ResponseCode
 from rocketbox.cluster.testing import LocalCluster
 from rocketbox.perf import disk_throttle, raw_sender
 from tests.grpc.grpc_client import GrpcClient, statuses
 
 SENDS = 30
 LOAD_S_MAX = 150   # the load is stopped once the client is done
-
-
-def _await_refusal(endpoint: str, timeout_s: float = 60) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        code, _remark = raw_sender.probe(endpoint, "GrpcOverload")
-        if code == ResponseCode.SYSTEM_BUSY:
-            return
-    raise AssertionError(f"the broker took every probe for {timeout_s} s under a load ten times its disk")
 
 
 def _send(i: int) -> dict:
@@ -60,7 +48,7 @@ def test_sends_to_an_overloaded_broker_are_answered_too_many_requests_with_the_r
                 load.start()
                 try:
                     load.go()
-                    _await_refusal(broker.endpoint)
+                    raw_sender.await_refusal(broker.endpoint, "GrpcOverload")
                     client.say("go")
                     client.close_stdin()
                     lines = client.finish(120)

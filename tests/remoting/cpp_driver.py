@@ -37,6 +37,10 @@ def produce(spec):
     producer.set_namesrv_addr(spec["namesrv"])
     credentials(producer, spec)
     producer.start()
+    if spec.get("gate"):
+        # The test's go: a line on stdin (it first brings the broker to the state the sends are for).
+        emit({"gate": True})
+        sys.stdin.readline()
     for i, m in enumerate(spec["messages"]):
         msg = Message(m["topic"])
         if m.get("tags"):
