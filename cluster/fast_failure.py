@@ -10,11 +10,16 @@ heartbeats ``waitTimeMillsInHeartbeatQueue``, 31 s; END_TRANSACTION
 client was going to give up on them, and serving them late only delays the requests behind.
 
 Here the queue is the door's unread input (a ROUTER socket's pipes, a remoting connection's
-kernel buffer) and nothing stamps a request on arrival. Instead each door keeps ``drained_at``,
-the last moment it had nothing unread (it read until empty, or the loop saw it idle: see
-``event_loop.py``): a request read now arrived after it, so ``now - drained_at`` bounds its wait
-from above. The bound is tight to within one loop turn, and costs one clock read a request.
-``size of queue`` is what the door has read since it was last empty.
+kernel buffer). The remoting door reads the kernel's receive stamp with each read
+(``SO_TIMESTAMPNS``): every request the read completes had arrived by its newest segment's
+stamp, so ``now - stamp`` is a request's own wait (for the read's older requests, a lower bound).
+ZeroMQ stamps nothing, so the native door estimates: it keeps ``drained_at``, the last moment it
+had nothing unread (it read until empty, or the loop saw it idle: see ``event_loop.py``), taken
+before the check that found it so. A request read now arrived after it, so ``now - drained_at``
+bounds its wait from above, to within one loop turn, for one clock read a request. A stall of the
+process after that check and before the request arrived still counts as the request's wait (a
+fresh-clone run saw a broker stalled 428 ms refuse the next plain remoting request before the
+remoting door had stamps). ``size of queue`` is what the door has read since it was last empty.
 """
 
 from __future__ import annotations

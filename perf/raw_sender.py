@@ -94,11 +94,13 @@ def await_refusal(endpoint: str, topic: str, timeout_s: float = 60) -> None:
     """Probe until the broker refuses a send SYSTEM_BUSY: an overload test lets its client send only
     then (on a loaded machine a client's start once outlasted a load of fixed length)."""
     deadline = time.monotonic() + timeout_s
+    answers: dict[tuple[int, str], int] = {}
     while time.monotonic() < deadline:
-        code, _remark = probe(endpoint, topic)
+        code, remark = probe(endpoint, topic)
         if code == ResponseCode.SYSTEM_BUSY:
             return
-    raise AssertionError(f"{endpoint} took every probe for {timeout_s} s")
+        answers[code, remark[:80]] = answers.get((code, remark[:80]), 0) + 1
+    raise AssertionError(f"{endpoint} refused no probe for {timeout_s} s; answers (code, remark): count {answers}")
 
 
 def busy_tag(remark: str) -> str:
