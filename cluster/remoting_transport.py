@@ -413,7 +413,9 @@ def _enable_arrival_stamps(listener: socket.socket) -> bool:
 def _arrived(ancillary, estimate: float) -> float:
     """The monotonic time at which the newest segment of a read arrived (the kernel's receive
     stamp, on the real-time clock): every request the read completes had arrived by then, so it
-    waited at least until now. Without a stamp, ``estimate`` (a moment before they arrived)."""
+    waited at least until now. Without a stamp, ``estimate`` (a moment before they arrived): the
+    kernel turns stamping on in a deferred work item once the first socket asks, so the first
+    reads after a start can come unstamped."""
     for level, kind, raw in ancillary:
         if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(raw) >= _TIMESPEC.size:
             seconds, nanoseconds = _TIMESPEC.unpack_from(raw)

@@ -13,7 +13,7 @@ import pytest
 from rocketbox.cluster.fast_failure import WaitBounds
 from rocketbox.cluster.protocol import RequestCode, ResponseCode
 from rocketbox.cluster.remoting_format import FrameDecoder, decode_frame_payload, encode_frame
-from rocketbox.cluster.remoting_transport import RemotingServer
+from rocketbox.cluster.remoting_transport import SO_TIMESTAMPNS, RemotingServer
 from rocketbox.cluster.wire_format import Command
 
 BOUNDS = WaitBounds(send=200, pull=5000, ack=5000, heartbeat=5000, transaction=5000, admin=5000)
@@ -27,12 +27,34 @@ def door():
     if not server.arrival_stamps:
         server.close()
         pytest.skip("this kernel gives no receive stamps (SO_TIMESTAMPNS)")
+    _await_kernel_stamps()
     host, port = server.address.split(":")
     client = socket.create_connection((host, int(port)), timeout=DEADLINE_S)
     _serve_until(server, lambda: server._connections)   # accepted
     yield server, client
     client.close()
     server.close()
+
+
+def _await_kernel_stamps() -> None:
+    """Until segments received are stamped: the kernel turns stamping on in a deferred work item
+    once the first socket asks (a fresh-clone run read the first request without a stamp)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+    sender = socket.create_connection(listener.getsockname(), timeout=DEADLINE_S)
+    receiver, _ = listener.accept()
+    try:
+        deadline = time.monotonic() + DEADLINE_S
+        while True:
+            sender.sendall(b"x")
+            _data, ancillary, _flags, _address = receiver.recvmsg(16, socket.CMSG_SPACE(16))
+            if ancillary:
+                return
+            assert time.monotonic() < deadline, "the kernel stamped no received segment"
+            time.sleep(0.001)
+    finally:
+        for sock in (sender, receiver, listener):
+            sock.close()
 
 
 def _serve_until(server, condition) -> None:
