@@ -29,6 +29,7 @@ from rocketbox.cluster.fast_failure import DoorBacklog
 from rocketbox.cluster.log_limit import RateLimitedLog
 from rocketbox.cluster.protocol import ResponseCode
 from rocketbox.cluster.request_dispatch import Handler, PendingCalls, dispatch, settle
+from rocketbox.cluster.zmq_frames import NOBLOCK, readable, recv_parts, send_parts
 from rocketbox.cluster.wire_format import (FLAG_ONEWAY, FLAG_RESPONSE, Command, FrameError, from_frames,
                                            next_opaque, to_frames)
 
@@ -42,7 +43,7 @@ ZERO_COPY_BYTES_MIN = 64 * 1024
 
 
 def _send(sock: zmq.Socket, frames: list, flags: int = 0) -> None:
-    sock.send_multipart(frames, flags=flags, copy=len(frames[-1]) < ZERO_COPY_BYTES_MIN)
+    send_parts(sock, frames, flags, len(frames[-1]) < ZERO_COPY_BYTES_MIN)
 
 
 def _tune(sock: zmq.Socket) -> None:
@@ -155,7 +156,7 @@ class RpcServer:
 
     def _send_frames(self, frames: list) -> None:
         try:
-            _send(self.socket, frames, zmq.NOBLOCK)
+            _send(self.socket, frames, NOBLOCK)
         except zmq.Again:
             log.warning("%s: dropped a response to a peer that is not reading", self.name)
         except zmq.ZMQError as exc:
@@ -191,9 +192,9 @@ class RpcServer:
         # Ask the socket whether more is queued rather than letting recv raise zmq.Again:
         # an exception per drained turn showed up in profiles.
         for _ in range(self.drain_max):
-            if not sock.get(zmq.EVENTS) & zmq.POLLIN:
+            if not readable(sock):
                 return
-            self._dispatch(sock.recv_multipart(copy=False))
+            self._dispatch(recv_parts(sock, 0, False))
 
     def _on_readable_timed(self) -> None:
         """With fast failure: read everything unread (up to READ_AHEAD_MAX), each request marked with
@@ -203,10 +204,10 @@ class RpcServer:
         since = backlog.drained_at
         while len(ahead) < READ_AHEAD_MAX:
             checked_at = time.monotonic()
-            if not sock.get(zmq.EVENTS) & zmq.POLLIN:
+            if not readable(sock):
                 backlog.drained(checked_at)
                 break
-            ahead.append((sock.recv_multipart(copy=False), since))
+            ahead.append((recv_parts(sock, 0, False), since))
         now = time.monotonic()
         for _ in range(min(self.drain_max, len(ahead))):
             frames, since = ahead.popleft()
@@ -304,7 +305,7 @@ class RpcClient(ClientTransport):
             raise TransportError(f"{endpoint} is not reachable (no connection within {timeout_ms} ms)") from None
         sent_at = time.monotonic()
         # Poll first (spin_wait.py), then sleep: once per call, late answers to earlier calls aside.
-        ready = self.spin.poll(lambda: sock.get(zmq.EVENTS) & zmq.POLLIN or None, deadline)
+        ready = self.spin.poll(lambda: readable(sock) or None, deadline)
         while True:
             left_ms = int((deadline - time.monotonic()) * 1000)
             if not ready and (left_ms <= 0 or not sock.poll(left_ms, zmq.POLLIN)):
@@ -313,7 +314,7 @@ class RpcClient(ClientTransport):
                 raise RequestTimeout(f"no answer from {endpoint} to request code {request.code} "
                                      f"within {timeout_ms} ms")
             ready = None
-            response = _decode_response(sock.recv_multipart())
+            response = _decode_response(recv_parts(sock))
             if response is not None and response.opaque == request.opaque:
                 self.spin.answered(time.monotonic() - sent_at)
                 return response
@@ -389,15 +390,15 @@ class _IoThread(IoThreadBase):
                         pending.fail_key(monitors[sock], TransportError(f"connection to {monitors[sock]} lost"))
                     continue
                 for _ in range(1024):
-                    if not sock.get(zmq.EVENTS) & zmq.POLLIN:
+                    if not readable(sock):
                         break
-                    response = _decode_response(sock.recv_multipart())
+                    response = _decode_response(recv_parts(sock))
                     if response is None:
                         continue
                     if not response.is_response:
                         answer = self._serve_request(response)
                         if answer is not None:
-                            _send(sock, to_frames(answer), zmq.NOBLOCK)
+                            _send(sock, to_frames(answer), NOBLOCK)
                         continue
                     pending.answer(response)
             self._wake_pending = False

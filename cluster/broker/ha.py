@@ -49,6 +49,7 @@ from rocketbox.cluster.shm.epoch_format import replica_keep
 from rocketbox.cluster.broker.waiters import FlushWaiters
 from rocketbox.cluster.protocol import ResponseCode, to_json_bytes
 from rocketbox.cluster.wire_format import Command
+from rocketbox.cluster.zmq_frames import NOBLOCK, recv_parts, send_parts
 from rocketbox.cluster.zmq_transport import CONTEXT
 
 log = logging.getLogger(__name__)
@@ -137,7 +138,7 @@ class HAServer(_AnswersHAStatus):
         write_pos = self.control.write_pos
         for _ in range(256):
             try:
-                frames = self.socket.recv_multipart(zmq.NOBLOCK, copy=False)
+                frames = recv_parts(self.socket, NOBLOCK, False)
             except zmq.Again:
                 break
             identity = frames[0].bytes
@@ -181,7 +182,7 @@ class HAServer(_AnswersHAStatus):
         slave.diverged = diverged
         if diverged and not self.cfg.controller_mode:
             try:
-                self.socket.send_multipart([slave.identity, *truncate_message(keep)], zmq.NOBLOCK)
+                send_parts(self.socket, [slave.identity, *truncate_message(keep)], NOBLOCK)
             except zmq.ZMQError:
                 pass   # gone, or its queue is full: its next message asks again
 
@@ -205,8 +206,7 @@ class HAServer(_AnswersHAStatus):
                     break
                 header = DataHeader(slave.sent, master_epoch, epoch, epoch_start)
                 try:
-                    self.socket.send_multipart([slave.identity, *data_header(header), chunk],
-                                               zmq.NOBLOCK, copy=False)
+                    send_parts(self.socket, [slave.identity, *data_header(header), chunk], NOBLOCK, False)
                 except zmq.Again:
                     break   # its queue is full: the next turn tries again
                 except zmq.ZMQError as exc:   # EHOSTUNREACH: it disconnected
@@ -339,9 +339,9 @@ class HAClient(_AnswersHAStatus):
     def _send(self, kind: bytes) -> None:
         try:
             last = self.epochs.entries[-1] if self.epochs.entries else None
-            self.socket.send_multipart(slave_message(kind, self.store.commitlog.write_pos,
-                                                     last.epoch if last else 0, last.start_offset if last else 0),
-                                       zmq.NOBLOCK)
+            send_parts(self.socket, slave_message(kind, self.store.commitlog.write_pos,
+                                                  last.epoch if last else 0, last.start_offset if last else 0),
+                       NOBLOCK)
             self.last_write_ms = _wall_ms()
         except zmq.Again:
             pass   # not connected and the queue is full: the heartbeat says it again
@@ -351,7 +351,7 @@ class HAClient(_AnswersHAStatus):
         commitlog = self.store.commitlog
         for _ in range(64):
             try:
-                frames = self.socket.recv_multipart(zmq.NOBLOCK, copy=False)
+                frames = recv_parts(self.socket, NOBLOCK, False)
             except zmq.Again:
                 break
             try:
