@@ -12,11 +12,11 @@ import pytest
 from rocketbox.cluster.client.admin import Admin
 from rocketbox.cluster.config import SYNC_FLUSH
 from rocketbox.cluster.testing import LocalCluster
-from rocketbox.perf import disk_throttle, raw_sender
+from rocketbox.perf import disk_throttle
 from tests.grpc.grpc_client import GrpcClient, statuses
+from tests.overload_gate import sends_under_overload
 
 SENDS = 30
-LOAD_S_MAX = 150   # the load is stopped once the client is done
 
 
 def _send(i: int) -> dict:
@@ -34,28 +34,10 @@ def test_sends_to_an_overloaded_broker_are_answered_too_many_requests_with_the_r
     try:
         with Admin(cluster.namesrv) as admin:
             admin.create_topic("GrpcOverload", 2)
-        broker = cluster.topology.brokers[0]
-        # The client is started (and connected) first, and only sends once the broker is seen
-        # refusing: on a loaded machine its start once outlasted a load of fixed length.
         client = GrpcClient("raw", {"endpoint": cluster.proxy_endpoint, "steps": [{"gate": True}] + [
             {"name": f"send-{i}", "rpc": "SendMessage", "request": _send(i)} for i in range(SENDS)]},
             tmp_path / "client")
-        try:
-            client.wait_for(lambda lines: any("gate" in line for line in lines), 60, "start")
-            with disk_throttle.throttled(cluster.pid("broker-a-flush"), broker.store.store_dir, 1 << 20):
-                load = raw_sender.senders(broker.endpoint, "GrpcOverload", 1, rate=2500, duration_s=LOAD_S_MAX,
-                                          body_bytes=4096, keep_keys=False, flow_control=False)[0]
-                load.start()
-                try:
-                    load.go()
-                    raw_sender.await_refusal(broker.endpoint, "GrpcOverload")
-                    client.say("go")
-                    client.close_stdin()
-                    lines = client.finish(120)
-                finally:
-                    load.stop()
-        finally:
-            client.kill()
+        lines = sends_under_overload(cluster, "GrpcOverload", client)
     finally:
         cluster.stop()
     answers = [statuses(lines, f"send-{i}")[0] for i in range(SENDS)]

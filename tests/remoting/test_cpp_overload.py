@@ -14,11 +14,11 @@ import pytest
 from rocketbox.cluster.client.admin import Admin
 from rocketbox.cluster.config import SYNC_FLUSH
 from rocketbox.cluster.testing import LocalCluster
-from rocketbox.perf import disk_throttle, raw_sender
+from rocketbox.perf import disk_throttle
+from tests.overload_gate import sends_under_overload
 from tests.remoting.cpp_client import CppClient, require_cpp_client
 
 SENDS = 1500
-LOAD_S_MAX = 150   # the load is stopped once the client is done
 
 
 @pytest.mark.timeout(240)
@@ -31,29 +31,10 @@ def test_the_cpp_client_gets_system_busy_with_the_reason_from_an_overloaded_brok
     try:
         with Admin(cluster.namesrv) as admin:
             admin.create_topic("CppOverload", 2)
-        broker = cluster.topology.brokers[0]
-        # The client is started first and sends only once the broker is seen refusing: on a loaded
-        # machine, a client started after the load once finished its sends before the load began,
-        # and one sending from the load's start once finished them before the backlog built up.
         messages = [{"topic": "CppOverload", "body": f"cpp-{i}"} for i in range(SENDS)]
         client = CppClient("produce", {"namesrv": cluster.remoting_namesrv, "timeout_ms": 3000, "gate": True,
                                        "messages": messages}, tmp_path / "cpp")
-        try:
-            client.wait_for(lambda lines: any("gate" in line for line in lines), 60, "start")
-            with disk_throttle.throttled(cluster.pid("broker-a-flush"), broker.store.store_dir, 1 << 20):
-                load = raw_sender.senders(broker.endpoint, "CppOverload", 1, rate=2500, duration_s=LOAD_S_MAX,
-                                          body_bytes=4096, keep_keys=False, flow_control=False)[0]
-                load.start()
-                try:
-                    load.go()
-                    raw_sender.await_refusal(broker.endpoint, "CppOverload")
-                    client.say("go")
-                    client.close_stdin()
-                    results = client.finish(120)
-                finally:
-                    load.stop()
-        finally:
-            client.kill()
+        results = sends_under_overload(cluster, "CppOverload", client)
     finally:
         cluster.stop()
     outcomes = [r for r in results if "i" in r]
