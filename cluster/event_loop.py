@@ -24,6 +24,8 @@ from typing import Callable
 
 import zmq
 
+from rocketbox.cluster.fast_failure import STALLED_CHECK_S
+
 log = logging.getLogger(__name__)
 
 
@@ -118,6 +120,12 @@ class EventLoop:
         # requests that arrived during it look fresh.
         now = time.monotonic()
         events = self._poller.poll(0)
+        if not events:
+            later = time.monotonic()
+            if later - now > STALLED_CHECK_S:   # see fast_failure.STALLED_CHECK_S
+                events = self._poller.poll(0)
+                if not events:
+                    now = later
         if not events:
             # Nothing unread anywhere at this moment: whatever wakes the wait arrived after it.
             for backlog in backlogs:

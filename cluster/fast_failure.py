@@ -50,6 +50,14 @@ def busy_remark(waited_ms: int, queued: int) -> str:
             f"{waited_ms}ms, size of queue: {queued}")
 
 
+# A check for unread input that took longer than this, from its clock read to its answer, was
+# stalled (the process paused in between). The door is then looked at again, the clock read first:
+# still empty, it is known empty as of that later time, so a stall that ended before a request
+# arrived does not count as the request's wait; input found by the second look may have arrived
+# during the stall, so the first time stays and no wait is underestimated.
+STALLED_CHECK_S = 0.005
+
+
 class WaitBounds:
     """How long each kind of request may wait before the loop serves it, in seconds."""
 

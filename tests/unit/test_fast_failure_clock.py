@@ -2,7 +2,8 @@
 between the check and the clock (SIGSTOP, a long GC) must not make requests that arrived during
 it look fresh. A fresh-clone run saw it: a broker stopped for 0.6 s answered its waiting remoting
 sends SUCCESS instead of SYSTEM_BUSY, its busy poll having been stopped between a poll and the
-clock read after it."""
+clock read after it. And the converse: a stall that ended before a request arrived is not its wait
+(a second look, the clock read first, still finds the door empty)."""
 
 import socket
 
@@ -27,26 +28,52 @@ class _PausingClock:
         self.now += self.pause_s
 
 
-def test_an_idle_poll_stamps_the_door_empty_as_of_before_the_poll(monkeypatch):
+def _watched_door(monkeypatch, clock, a, b, arrive_during_pause: bool):
+    """A loop watching ``a``'s backlog, its polls each paused by ``clock``; the first pause may
+    bring a byte to ``a`` (a request arriving while the process is stopped)."""
+    loop = EventLoop()
+    loop.add_reader(a.fileno(), lambda: None)
+    backlog = DoorBacklog(a.fileno(), WaitBounds(**BOUNDS), "test")
+    loop.watch_backlog(backlog)
+    poll = loop._poller.poll
+    arrivals = [b"x"] if arrive_during_pause else []
+
+    def pausing_poll(timeout_ms=None):
+        events = poll(timeout_ms)
+        clock.pause()
+        if arrivals:
+            b.send(arrivals.pop())
+        return events
+    monkeypatch.setattr(loop._poller, "poll", pausing_poll)
+    return loop, backlog
+
+
+def test_a_request_that_arrived_during_a_stalled_poll_keeps_the_time_before_it(monkeypatch):
     clock = _PausingClock(0.6)
     monkeypatch.setattr(event_loop.time, "monotonic", clock.monotonic)
-    loop = EventLoop()
     a, b = socket.socketpair()
     try:
-        loop.add_reader(a.fileno(), lambda: None)
-        backlog = DoorBacklog(a.fileno(), WaitBounds(**BOUNDS), "test")
-        loop.watch_backlog(backlog)
-        poll = loop._poller.poll
-
-        def pausing_poll(timeout_ms=None):
-            events = poll(timeout_ms)
-            clock.pause()
-            return events
-        monkeypatch.setattr(loop._poller, "poll", pausing_poll)
         before = clock.now
-        assert loop._poll_once(0) == []
+        loop, backlog = _watched_door(monkeypatch, clock, a, b, arrive_during_pause=True)
+        assert loop._poll_once(0)   # the second look finds it
         # Empty as of when the poll began, not 0.6 s later when the process ran again.
         assert backlog.drained_at == before
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_stall_that_ended_before_anything_arrived_is_not_counted(monkeypatch):
+    clock = _PausingClock(0.6)
+    monkeypatch.setattr(event_loop.time, "monotonic", clock.monotonic)
+    a, b = socket.socketpair()
+    try:
+        before = clock.now
+        loop, backlog = _watched_door(monkeypatch, clock, a, b, arrive_during_pause=False)
+        assert loop._poll_once(0) == []
+        # The second look, after the stall, still found nothing: empty as of then. (A fresh-clone
+        # run saw a broker stalled 428 ms count the stall as the next request's wait.)
+        assert backlog.drained_at == before + 0.6
     finally:
         a.close()
         b.close()
