@@ -7,6 +7,8 @@ clock read after it. And the converse: a stall that ended before a request arriv
 
 import socket
 
+import pytest
+
 from rocketbox.cluster import event_loop
 from rocketbox.cluster.event_loop import EventLoop
 from rocketbox.cluster.fast_failure import DoorBacklog, WaitBounds
@@ -28,55 +30,49 @@ class _PausingClock:
         self.now += self.pause_s
 
 
-def _watched_door(monkeypatch, clock, a, b, arrive_during_pause: bool):
-    """A loop watching ``a``'s backlog, its polls each paused by ``clock``; the first pause may
-    bring a byte to ``a`` (a request arriving while the process is stopped)."""
-    loop = EventLoop()
-    loop.add_reader(a.fileno(), lambda: None)
-    backlog = DoorBacklog(a.fileno(), WaitBounds(**BOUNDS), "test")
-    loop.watch_backlog(backlog)
-    poll = loop._poller.poll
-    arrivals = [b"x"] if arrive_during_pause else []
-
-    def pausing_poll(timeout_ms=None):
-        events = poll(timeout_ms)
-        clock.pause()
-        if arrivals:
-            b.send(arrivals.pop())
-        return events
-    monkeypatch.setattr(loop._poller, "poll", pausing_poll)
-    return loop, backlog
-
-
-def test_a_request_that_arrived_during_a_stalled_poll_keeps_the_time_before_it(monkeypatch):
+@pytest.fixture
+def stalled_door(monkeypatch):
+    """``watch(arrive_during_pause)``: (loop, backlog, time before) for a loop watching one door,
+    each of its polls followed by a 0.6 s pause of the clock; the first pause may bring a byte to
+    the door (a request arriving while the process is stopped)."""
     clock = _PausingClock(0.6)
     monkeypatch.setattr(event_loop.time, "monotonic", clock.monotonic)
     a, b = socket.socketpair()
-    try:
-        before = clock.now
-        loop, backlog = _watched_door(monkeypatch, clock, a, b, arrive_during_pause=True)
-        assert loop._poll_once(0)   # the second look finds it
-        # Empty as of when the poll began, not 0.6 s later when the process ran again.
-        assert backlog.drained_at == before
-    finally:
-        a.close()
-        b.close()
+
+    def watch(arrive_during_pause: bool):
+        loop = EventLoop()
+        loop.add_reader(a.fileno(), lambda: None)
+        backlog = DoorBacklog(a.fileno(), WaitBounds(**BOUNDS), "test")
+        loop.watch_backlog(backlog)
+        poll = loop._poller.poll
+        arrivals = [b"x"] if arrive_during_pause else []
+
+        def pausing_poll(timeout_ms=None):
+            events = poll(timeout_ms)
+            clock.pause()
+            if arrivals:
+                b.send(arrivals.pop())
+            return events
+        monkeypatch.setattr(loop._poller, "poll", pausing_poll)
+        return loop, backlog, clock.now
+    yield watch
+    a.close()
+    b.close()
 
 
-def test_a_stall_that_ended_before_anything_arrived_is_not_counted(monkeypatch):
-    clock = _PausingClock(0.6)
-    monkeypatch.setattr(event_loop.time, "monotonic", clock.monotonic)
-    a, b = socket.socketpair()
-    try:
-        before = clock.now
-        loop, backlog = _watched_door(monkeypatch, clock, a, b, arrive_during_pause=False)
-        assert loop._poll_once(0) == []
-        # The second look, after the stall, still found nothing: empty as of then. (A fresh-clone
-        # run saw a broker stalled 428 ms count the stall as the next request's wait.)
-        assert backlog.drained_at == before + 0.6
-    finally:
-        a.close()
-        b.close()
+def test_a_request_that_arrived_during_a_stalled_poll_keeps_the_time_before_it(stalled_door):
+    loop, backlog, before = stalled_door(arrive_during_pause=True)
+    assert loop._poll_once(0)   # the second look finds it
+    # Empty as of when the poll began, not 0.6 s later when the process ran again.
+    assert backlog.drained_at == before
+
+
+def test_a_stall_that_ended_before_anything_arrived_is_not_counted(stalled_door):
+    loop, backlog, before = stalled_door(arrive_during_pause=False)
+    assert loop._poll_once(0) == []
+    # The second look, after the stall, still found nothing: empty as of then. (A fresh-clone
+    # run saw a broker stalled 428 ms count the stall as the next request's wait.)
+    assert backlog.drained_at == before + 0.6
 
 
 def test_drained_takes_the_time_the_check_began():
