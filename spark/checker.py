@@ -18,7 +18,10 @@ The anomalies (the ``anomaly`` column):
   One position delivered twice: "redelivery" for a push read at or after the group's
   committed offset at that moment, or at or after where the reading consumer's session on
   that queue started (COMMITS rows of kind "start"; a start below the commit of its moment
-  explains nothing): what at-least-once allows; never for the DataSource.
+  explains nothing, unless the queue's broker lost power before it and the start is at or
+  above what the broker had surely persisted: the commit of ``OFFSETS_DURABLE_AFTER_NS``
+  before the cut, as the broker persists offsets every 5 s, RocketMQ's
+  flushConsumerOffsetInterval): what at-least-once allows; never for the DataSource.
 - ``inconsistent_offset``: one queue position seen (by a reader or an ``ok`` row) holding
   two msg_ids or two body checksums.
 - ``queue_order``: a consumer got a queue offset at or below the one before it, except a
@@ -39,6 +42,7 @@ from functools import reduce
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from rocketbox.cluster.config import BrokerConfig
 from rocketbox.spark.schemas import ANOMALY, COMMIT, FAIL, INFO, INVOKE, OK, QUEUE_START, READER_PUSH
 
 LOST, UNEXPECTED, ABORTED_READ, DUPLICATE = "lost", "unexpected", "aborted_read", "duplicate"
@@ -48,6 +52,10 @@ ANOMALIES = (LOST, UNEXPECTED, ABORTED_READ, DUPLICATE, INCONSISTENT_OFFSET, QUE
              CHECKSUM_MISMATCH)
 
 PRODUCER_RETRY, REDELIVERY = "producer retry", "redelivery"
+
+# A commit the broker took this long before a power cut of its host was persisted (its offsets
+# are written every consumer_offset_persist_interval_ms, 5 s), plus a second of slack.
+OFFSETS_DURABLE_AFTER_NS = (BrokerConfig.consumer_offset_persist_interval_ms + 1_000) * 1_000_000
 
 QUEUE = ("broker", "queue_id")
 POSITION = (*QUEUE, "queue_offset")
@@ -106,9 +114,9 @@ def aborted_reads(history: DataFrame, reads: DataFrame) -> DataFrame:
     return _cases(delivered.withColumn("detail", detail), ABORTED_READ)
 
 
-def duplicates(history: DataFrame, reads: DataFrame, commits: DataFrame) -> DataFrame:
+def duplicates(history: DataFrame, reads: DataFrame, commits: DataFrame, power_cuts=()) -> DataFrame:
     """Every copy of a msg_id a reader got beyond the first, explained or not (see the module doc)."""
-    return _stored_twice(history, reads).unionByName(_delivered_twice(reads, commits))
+    return _stored_twice(history, reads).unionByName(_delivered_twice(reads, commits, power_cuts))
 
 
 def _stored_twice(history: DataFrame, reads: DataFrame) -> DataFrame:
@@ -132,11 +140,11 @@ def _stored_twice(history: DataFrame, reads: DataFrame) -> DataFrame:
     return _cases(copies.withColumn("explained", explained).withColumn("detail", detail), DUPLICATE)
 
 
-def _delivered_twice(reads: DataFrame, commits: DataFrame) -> DataFrame:
+def _delivered_twice(reads: DataFrame, commits: DataFrame, power_cuts=()) -> DataFrame:
     # Consumers interleave, so "first" is by wall clock across them.
     first_first = Window.partitionBy("reader", "msg_id", *POSITION).orderBy("delivered_ns", "consumer",
                                                                             "delivery_index")
-    again = _with_committed(reads, commits).withColumn("copy", F.row_number().over(first_first)).filter(
+    again = _with_committed(reads, commits, power_cuts).withColumn("copy", F.row_number().over(first_first)).filter(
         F.col("copy") > 1)
     explained = F.when((F.col("reader") == READER_PUSH) & _at_or_after_commit(), F.lit(REDELIVERY))
     detail = F.format_string("delivery %d of this position, to %s%s", "copy", "consumer", _committed_note())
@@ -155,10 +163,10 @@ def inconsistent_offsets(history: DataFrame, reads: DataFrame) -> DataFrame:
     return _cases(clash.withColumn("detail", detail).drop("msg_id"), INCONSISTENT_OFFSET)
 
 
-def queue_order(reads: DataFrame, commits: DataFrame) -> DataFrame:
+def queue_order(reads: DataFrame, commits: DataFrame, power_cuts=()) -> DataFrame:
     """Deliveries to one consumer that went back (or stood still) in a queue without a commit to resume from."""
     seen = Window.partitionBy("reader", "consumer", *QUEUE).orderBy("delivery_index")
-    steps = _with_committed(reads, commits).withColumn("previous", F.lag("queue_offset").over(seen))
+    steps = _with_committed(reads, commits, power_cuts).withColumn("previous", F.lag("queue_offset").over(seen))
     resumed = (F.col("reader") == READER_PUSH) & _at_or_after_commit()
     back = steps.filter((F.col("queue_offset") <= F.col("previous")) & ~resumed)
     detail = F.format_string("offset %d after %d at %s #%d%s", "queue_offset", "previous", "consumer",
@@ -190,11 +198,12 @@ def checksum_mismatches(history: DataFrame, reads: DataFrame) -> DataFrame:
 
 
 def check_all(history: DataFrame, reads: DataFrame, commits: DataFrame,
-              readers: list[str] | None = None) -> DataFrame:
-    """Every check's cases in one ANOMALY DataFrame."""
+              readers: list[str] | None = None, power_cuts=()) -> DataFrame:
+    """Every check's cases in one ANOMALY DataFrame. ``power_cuts``: (process name of the broker
+    whose host lost power, start ns, end ns) of each power fault."""
     found = [lost(history, reads, readers), unexpected(history, reads), aborted_reads(history, reads),
-             duplicates(history, reads, commits), inconsistent_offsets(history, reads),
-             queue_order(reads, commits), key_order(reads), checksum_mismatches(history, reads)]
+             duplicates(history, reads, commits, power_cuts), inconsistent_offsets(history, reads),
+             queue_order(reads, commits, power_cuts), key_order(reads), checksum_mismatches(history, reads)]
     return reduce(DataFrame.unionByName, found)
 
 
@@ -215,10 +224,11 @@ def _first_position(df: DataFrame, keys: list[str], *aggs) -> DataFrame:
     return df.groupBy(*keys).agg(F.min(F.struct(*POSITION)).alias("_at"), *aggs).select("*", "_at.*").drop("_at")
 
 
-def _with_committed(reads: DataFrame, commits: DataFrame) -> DataFrame:
+def _with_committed(reads: DataFrame, commits: DataFrame, power_cuts=()) -> DataFrame:
     """``reads`` plus ``committed`` (the latest committed offset of the read's queue at
     delivered_ns) and ``session_start`` (where the reading consumer's current session on
-    that queue began, if that start was not below the offset committed at that moment).
+    that queue began, if that start was not below the offset committed at that moment, or,
+    after a power cut of the queue's broker, not below what that broker had persisted).
 
     Null before the queue's first commit. A commit at the same instant as a delivery counts,
     and of commits at one instant the highest. Commits, starts and reads are merged into one
@@ -229,16 +239,37 @@ def _with_committed(reads: DataFrame, commits: DataFrame) -> DataFrame:
                            F.when(kind == COMMIT, F.col("committed_offset")).alias("_commit"),
                            F.when(kind == QUEUE_START, F.col("committed_offset")).alias("_start"))
     events = (reads.withColumn("_t", F.col("delivered_ns")).withColumn("_by", F.col("consumer"))
-              .unionByName(marks, allowMissingColumns=True))
+              .unionByName(marks, allowMissingColumns=True)
+              .unionByName(_power_cut_marks(commits, power_cuts), allowMissingColumns=True))
     timeline = (Window.partitionBy(*QUEUE).orderBy("_t", F.col("_commit").asc_nulls_last())
                 .rowsBetween(Window.unboundedPreceding, Window.currentRow))
     session = (Window.partitionBy(*QUEUE, "_by").orderBy("_t", F.col("_start").asc_nulls_last())
                .rowsBetween(Window.unboundedPreceding, Window.currentRow))
     with_commit = events.withColumn("committed", F.last("_commit", ignorenulls=True).over(timeline))
-    valid_start = F.when(F.col("_start") >= F.coalesce(F.col("committed"), F.lit(0)), F.col("_start"))
+    # After a power cut: the commit the broker had surely persisted (taken at its "_durable" mark).
+    durable = F.when(F.col("_durable"), F.coalesce(F.col("committed"), F.lit(0)))
+    with_commit = (with_commit.withColumn("_persisted", F.last(durable, ignorenulls=True).over(timeline))
+                   .withColumn("_cut_seen", F.last("_cut", ignorenulls=True).over(timeline)))
+    reverted = F.col("_cut_seen").isNotNull() & (F.col("_start") >= F.col("_persisted"))
+    valid_start = F.when((F.col("_start") >= F.coalesce(F.col("committed"), F.lit(0))) | reverted, F.col("_start"))
     return (with_commit.withColumn("_valid_start", valid_start)
             .withColumn("session_start", F.last("_valid_start", ignorenulls=True).over(session))
-            .filter(F.col("reader").isNotNull()).drop("_t", "_by", "_commit", "_start", "_valid_start"))
+            .filter(F.col("reader").isNotNull())
+            .drop("_t", "_by", "_commit", "_start", "_valid_start", "_durable", "_cut", "_persisted", "_cut_seen"))
+
+
+def _power_cut_marks(commits: DataFrame, power_cuts) -> DataFrame:
+    """Two timeline marks per power cut and queue of the broker it hit: ``_durable`` where the
+    commits the broker surely persisted end (OFFSETS_DURABLE_AFTER_NS before the cut), ``_cut``
+    when the cut was over. A cut of process ``target`` hit broker b's host when target is b or
+    one of b's processes (``b-...``)."""
+    spark = commits.sparkSession
+    rows = [(target, start_ns - OFFSETS_DURABLE_AFTER_NS, True, None) for target, start_ns, _end in power_cuts]
+    rows += [(target, end_ns, None, end_ns) for target, _start, end_ns in power_cuts]
+    marks = spark.createDataFrame(rows, "target string, _t long, _durable boolean, _cut long")
+    queues = commits.select(*QUEUE).distinct()
+    hit = (F.col("target") == F.col("broker")) | F.col("target").startswith(F.concat(F.col("broker"), F.lit("-")))
+    return queues.join(marks, hit).drop("target")
 
 
 def _at_or_after_commit():

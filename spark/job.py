@@ -197,7 +197,7 @@ def _load_and_consume(args, console, spark, addresses, cluster_dir, out, phases)
 
 def _check_and_report(args, console, spark, addresses, load, out, phases) -> dict:
     from rocketbox.spark import checker, report
-    from rocketbox.spark.faults import events_as_dicts
+    from rocketbox.spark.faults import POWER, events_as_dicts
     from rocketbox.spark.reads import datasource_reads
 
     # Cached: every check and every measure scans these again (about a fifth of the check time).
@@ -210,7 +210,9 @@ def _check_and_report(args, console, spark, addresses, load, out, phases) -> dic
     group = load["group"]
     reads = spark.read.parquet(datasource_path).unionByName(spark.read.parquet(group.reads_glob())).cache()
     commits = spark.read.parquet(group.commits_glob()).cache()
-    anomalies = checker.check_all(history, reads, commits, readers=["datasource", "push"]).cache()
+    power_cuts = [(e.target, e.start_ns, e.end_ns) for e in load["faults"] if e.kind == POWER]
+    anomalies = checker.check_all(history, reads, commits, readers=["datasource", "push"],
+                                  power_cuts=power_cuts).cache()
     anomalies.count()
     phases.done("check")
     result = report.measures(history, reads, anomalies)
