@@ -24,7 +24,7 @@ from typing import Callable
 
 import zmq
 
-from rocketbox.cluster.fast_failure import STALLED_CHECK_S
+from rocketbox.cluster.fast_failure import empty_as_of
 
 log = logging.getLogger(__name__)
 
@@ -121,11 +121,8 @@ class EventLoop:
         now = time.monotonic()
         events = self._poller.poll(0)
         if not events:
-            later = time.monotonic()
-            if later - now > STALLED_CHECK_S:   # see fast_failure.STALLED_CHECK_S
-                events = self._poller.poll(0)
-                if not events:
-                    now = later
+            now, found = empty_as_of(now, lambda: self._poller.poll(0))
+            events = found or events
         if not events:
             # Nothing unread anywhere at this moment: whatever wakes the wait arrived after it.
             for backlog in backlogs:

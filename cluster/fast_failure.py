@@ -16,22 +16,24 @@ stamp, so ``now - stamp`` is a request's own wait (for the read's older requests
 ZeroMQ stamps nothing, so the native door estimates: it keeps ``drained_at``, the last moment it
 had nothing unread (it read until empty, or the loop saw it idle: see ``event_loop.py``), taken
 before the check that found it so. A request read now arrived after it, so ``now - drained_at``
-bounds its wait from above, to within one loop turn, for one clock read a request. A stall of the
-process after that check and before the request arrived still counts as the request's wait (a
-fresh-clone run saw a broker stalled 428 ms refuse the next plain remoting request before the
-remoting door had stamps). ``size of queue`` is what the door has read since it was last empty.
+bounds its wait from above, to within one loop turn, for one clock read a request. A check that
+was itself stalled looks again (``empty_as_of``), so a stall that ended before a request arrived
+is not its wait; a stall elsewhere in a turn (a long timer) still counts for requests arriving
+during it. ``size of queue`` is what the door has read since it was last empty.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from typing import Callable, TypeVar
 
 from rocketbox.cluster.log_limit import RateLimitedLog
 from rocketbox.cluster.protocol import RequestCode, ResponseCode
 from rocketbox.cluster.wire_format import FLAG_ONEWAY, FLAG_RESPONSE, NATIVE_FIXED, Command, encode_header
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 _limited = RateLimitedLog(log)
 
 SEND, PULL, ACK, HEARTBEAT, TRANSACTION, ADMIN = "send", "pull", "ack", "heartbeat", "transaction", "admin"
@@ -51,11 +53,22 @@ def busy_remark(waited_ms: int, queued: int) -> str:
 
 
 # A check for unread input that took longer than this, from its clock read to its answer, was
-# stalled (the process paused in between). The door is then looked at again, the clock read first:
-# still empty, it is known empty as of that later time, so a stall that ended before a request
-# arrived does not count as the request's wait; input found by the second look may have arrived
-# during the stall, so the first time stays and no wait is underestimated.
+# stalled (the process paused in between).
 STALLED_CHECK_S = 0.005
+
+
+def empty_as_of(checked_at: float, look_again: Callable[[], T]) -> tuple[float, T | None]:
+    """(since when, what a second look found) for a door a check begun at ``checked_at`` found
+    empty. Normally (``checked_at``, None). A stalled check (see STALLED_CHECK_S) is followed by
+    ``look_again()``, the clock read first: found empty, the door is known empty as of that later
+    time, so a stall that ended before a request arrived is not the request's wait (a fresh-clone
+    run saw a broker stalled 428 ms refuse the next plain request); input found then may have
+    arrived during the stall, so ``checked_at`` stays with it and no wait is underestimated."""
+    later = time.monotonic()
+    if later - checked_at <= STALLED_CHECK_S:
+        return checked_at, None
+    found = look_again()
+    return (checked_at, found) if found else (later, None)
 
 
 class WaitBounds:
@@ -97,10 +110,10 @@ class DoorBacklog:
         self._answer_since = -1.0
         self._answer = bytearray()
 
-    def drained(self, checked_at: float | None = None) -> None:
+    def drained(self, checked_at: float) -> None:
         """The door read until nothing was left, as seen by a check that began at ``checked_at``
-        (default now; a time taken before the check, so a pause during it cannot hide a wait)."""
-        self.drained_at = time.monotonic() if checked_at is None else checked_at
+        (a time taken before the check, so a pause during it cannot hide a wait)."""
+        self.drained_at = checked_at
         self.read = 0
 
     def late(self, since: float, now: float) -> bool:

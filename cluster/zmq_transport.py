@@ -25,7 +25,7 @@ import zmq
 from rocketbox.cluster.acl.curve import ClientKeys, KeyPair, secure_client, secure_server
 from rocketbox.cluster.client_transport import ClientTransport, IoThreadBase, RequestTimeout, TransportError
 from rocketbox.cluster.event_loop import EventLoop
-from rocketbox.cluster.fast_failure import STALLED_CHECK_S, DoorBacklog
+from rocketbox.cluster.fast_failure import DoorBacklog, empty_as_of
 from rocketbox.cluster.log_limit import RateLimitedLog
 from rocketbox.cluster.protocol import ResponseCode
 from rocketbox.cluster.request_dispatch import Handler, PendingCalls, dispatch, settle
@@ -207,11 +207,9 @@ class RpcServer:
             if readable(sock):
                 ahead.append((recv_parts(sock, 0, False), since))
                 continue
-            later = time.monotonic()
-            if later - checked_at > STALLED_CHECK_S:   # a stalled check: look again (fast_failure.py)
-                if readable(sock):
-                    continue
-                checked_at = later
+            checked_at, found = empty_as_of(checked_at, lambda: readable(sock))
+            if found:
+                continue
             backlog.drained(checked_at)
             break
         now = time.monotonic()

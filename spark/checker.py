@@ -239,19 +239,22 @@ def _with_committed(reads: DataFrame, commits: DataFrame, power_cuts=()) -> Data
                            F.when(kind == COMMIT, F.col("committed_offset")).alias("_commit"),
                            F.when(kind == QUEUE_START, F.col("committed_offset")).alias("_start"))
     events = (reads.withColumn("_t", F.col("delivered_ns")).withColumn("_by", F.col("consumer"))
-              .unionByName(marks, allowMissingColumns=True)
-              .unionByName(_power_cut_marks(commits, power_cuts), allowMissingColumns=True))
+              .unionByName(marks, allowMissingColumns=True))
+    if power_cuts:
+        events = events.unionByName(_power_cut_marks(commits, power_cuts), allowMissingColumns=True)
     timeline = (Window.partitionBy(*QUEUE).orderBy("_t", F.col("_commit").asc_nulls_last())
                 .rowsBetween(Window.unboundedPreceding, Window.currentRow))
     session = (Window.partitionBy(*QUEUE, "_by").orderBy("_t", F.col("_start").asc_nulls_last())
                .rowsBetween(Window.unboundedPreceding, Window.currentRow))
     with_commit = events.withColumn("committed", F.last("_commit", ignorenulls=True).over(timeline))
-    # After a power cut: the commit the broker had surely persisted (taken at its "_durable" mark).
-    durable = F.when(F.col("_durable"), F.coalesce(F.col("committed"), F.lit(0)))
-    with_commit = (with_commit.withColumn("_persisted", F.last(durable, ignorenulls=True).over(timeline))
-                   .withColumn("_cut_seen", F.last("_cut", ignorenulls=True).over(timeline)))
-    reverted = F.col("_cut_seen").isNotNull() & (F.col("_start") >= F.col("_persisted"))
-    valid_start = F.when((F.col("_start") >= F.coalesce(F.col("committed"), F.lit(0))) | reverted, F.col("_start"))
+    valid = F.col("_start") >= F.coalesce(F.col("committed"), F.lit(0))
+    if power_cuts:
+        # After a cut: the commit the broker had surely persisted (taken at its "_durable" mark).
+        durable = F.when(F.col("_durable"), F.coalesce(F.col("committed"), F.lit(0)))
+        with_commit = (with_commit.withColumn("_persisted", F.last(durable, ignorenulls=True).over(timeline))
+                       .withColumn("_cut_seen", F.last("_cut", ignorenulls=True).over(timeline)))
+        valid = valid | (F.col("_cut_seen").isNotNull() & (F.col("_start") >= F.col("_persisted")))
+    valid_start = F.when(valid, F.col("_start"))
     return (with_commit.withColumn("_valid_start", valid_start)
             .withColumn("session_start", F.last("_valid_start", ignorenulls=True).over(session))
             .filter(F.col("reader").isNotNull())
