@@ -13,6 +13,7 @@ and ``_check`` turns every negative return code into an exception.
 | ``U64Slots`` | cursors published between processes through a shared mmap need acquire/release ordering |
 | ``crc32`` / ``body_crc`` | zlib-compatible CRC-32 usable inside the C loops below |
 | ``measure_batch`` / ``encode_batch`` | a batch body to CommitLog records in one pass, sealed with the whole-record CRC property when asked (``record_crc.c``; twin: ``cluster.shm.batch_format``) |
+| ``encode_record`` | a single send's record straight into the mapped segment: the broker's one-message path, a third of its Python encode (twin: ``commitlog_format.encode_batch``) |
 | ``scan_records`` | the reput worker and recovery walk records without decoding each one in Python |
 | ``DispatchBatch`` (scan, extract, index_put, cq_put) | the reput worker's whole per-record work (properties, Java key hashes, IndexFile and ConsumeQueue entries) in a few calls a batch |
 
@@ -40,7 +41,7 @@ from rocketbox.cluster.format_errors import DestinationTooSmall, MalformedBatch
 
 __all__ = [
     "DestinationTooSmall", "DispatchBatch", "MalformedBatch", "ScanResult", "ScannedRecord",
-    "U64Slots", "body_crc", "crc32", "encode_batch", "measure_batch", "mlock", "msync_range", "munlock",
+    "U64Slots", "body_crc", "crc32", "encode_batch", "encode_record", "measure_batch", "mlock", "msync_range", "munlock",
     "encode_items_shared", "offset_msg_ids", "preheat_read", "scan_records",
 ]
 
@@ -215,6 +216,26 @@ def encode_batch(dst, dst_pos: int, batch_body, topic: bytes, queue_id: int,
                                              topic_bytes, len(topic_bytes), fields,
                                              ends, count, written_count), "encode_batch")
     return written, written_count[0], record_ends
+
+
+def encode_record(dst, dst_pos: int, size: int, body: bytes, properties: bytes, topic: bytes, *, flag: int,
+                  reconsume_times: int, queue_id: int, queue_offset: int, phys_offset: int, sys_flag: int,
+                  born_timestamp_ms: int, born_host: bytes, store_timestamp_ms: int, store_host: bytes,
+                  record_crc: bool) -> None:
+    """Write one single send's record, ``size`` bytes, at ``dst[dst_pos:]``: the bytes
+    ``commitlog_format.encode_batch`` makes for it, in one C call (the broker's one-message path).
+
+    ``size`` is the record's size as the caller reserved it (``commitlog_format.stored_properties_size``
+    gives its properties' part): nothing is written unless the record is exactly that (ValueError).
+    Bytes args only (cffi passes them without a copy); ``MalformedBatch`` for a NUL in the
+    properties or fields too large; ValueError for a transaction PREPARED or ROLLBACK sysFlag."""
+    if len(born_host) != HOST_BYTES or len(store_host) != HOST_BYTES:
+        raise ValueError(f"born_host and store_host must be {HOST_BYTES} bytes (IPv4 + port)")
+    with _writable(dst) as out:
+        _check(lib.rb_encode_record(
+            out, len(out), dst_pos, size, body, len(body), properties, len(properties), topic,
+            len(topic), flag, reconsume_times, queue_id, queue_offset, phys_offset, sys_flag,
+            born_timestamp_ms, born_host, store_timestamp_ms, store_host, record_crc), "encode_record")
 
 
 # ---- scanning ----

@@ -206,6 +206,7 @@ struct batch_item {
     const uint8_t *properties;
     int64_t properties_len;
     int64_t item_bytes;
+    int32_t reconsume_times;   /* a batch item's is 0; a single send's comes with it */
 };
 
 /* The item at batch[pos], or RB_E_BATCH_MALFORMED if its sizes do not add up. */
@@ -230,6 +231,7 @@ static int parse_item(const uint8_t *batch, size_t batch_len, size_t pos, struct
     item->properties = at + ITEM_OFF_BODY + body_len + 2;
     item->properties_len = properties_len;
     item->item_bytes = total;
+    item->reconsume_times = 0;
     /* NUL never occurs in "name\x01value\x02" pairs; recovery reads a trailing NUL as a torn write. */
     if (properties_len > 0 && memchr(item->properties, 0, (size_t)properties_len) != NULL)
         return RB_E_BATCH_MALFORMED;
@@ -291,7 +293,7 @@ static int64_t write_record(uint8_t *out, const struct batch_item *item,
     memcpy(out + OFF_BORNHOST, fields->born_host, 8);
     put_be64(out + OFF_STORETIMESTAMP, (uint64_t)fields->store_timestamp_ms);
     memcpy(out + OFF_STOREHOST, fields->store_host, 8);
-    put_be32(out + OFF_RECONSUMETIMES, 0);
+    put_be32(out + OFF_RECONSUMETIMES, (uint32_t)item->reconsume_times);
     put_be64(out + OFF_PREPAREDOFFSET, 0);
     put_be32(out + OFF_BODYLEN, (uint32_t)item->body_len);
     uint8_t *p = out + RECORD_HEAD_BYTES;
@@ -335,6 +337,43 @@ int64_t rb_encode_batch(uint8_t *dst, size_t dst_len, int64_t dst_pos, int64_t d
     }
     *count_out = count;
     return total;
+}
+
+int64_t rb_encode_record(uint8_t *dst, size_t dst_len, int64_t dst_pos, int64_t size_reserved,
+                         const char *body, int64_t body_len, const char *properties, int64_t properties_len,
+                         const char *topic, int64_t topic_len, int32_t flag, int32_t reconsume_times,
+                         int32_t queue_id, int64_t queue_offset, int64_t phys_offset, int32_t sys_flag,
+                         int64_t born_timestamp_ms, const char *born_host, int64_t store_timestamp_ms,
+                         const char *store_host, int32_t record_crc)
+{
+    int rc = check_span(dst_len, dst_pos, size_reserved);
+    if (rc != RB_OK)
+        return rc;
+    if (topic_len < 0 || topic_len > TOPIC_BYTES_MAX || body_len < 0 || properties_len < 0 ||
+        (sys_flag & SYSFLAG_TRANSACTION_MASK) == SYSFLAG_TRANSACTION_PREPARED ||
+        (sys_flag & SYSFLAG_TRANSACTION_MASK) == SYSFLAG_TRANSACTION_ROLLBACK)
+        return RB_E_ARGUMENT;   /* a half or rolled-back record takes no queue offset: not this path */
+    const uint8_t *props = (const uint8_t *)properties;
+    if (properties_len > 0 && memchr(props, 0, (size_t)properties_len) != NULL)
+        return RB_E_BATCH_MALFORMED;
+    struct batch_item item = {
+        .flag = flag, .body = (const uint8_t *)body, .body_len = body_len, .properties = props,
+        .properties_len = properties_len, .item_bytes = 0, .reconsume_times = reconsume_times,
+    };
+    int64_t properties_bytes = record_properties_bytes(&item, record_crc != 0);
+    int64_t size = RECORD_FIXED_BYTES + body_len + topic_len + properties_bytes;
+    if (properties_bytes > INT16_MAX || size > INT32_MAX)
+        return RB_E_BATCH_MALFORMED;
+    if (size != size_reserved)
+        return RB_E_ARGUMENT;   /* the caller's reservation is wrong: write nothing */
+    struct rb_record_fields fields = {
+        .queue_id = queue_id, .queue_offset_first = queue_offset, .phys_offset_first = phys_offset,
+        .sys_flag = sys_flag, .born_timestamp_ms = born_timestamp_ms,
+        .store_timestamp_ms = store_timestamp_ms, .record_crc = record_crc,
+    };
+    memcpy(fields.born_host, born_host, 8);
+    memcpy(fields.store_host, store_host, 8);
+    return write_record(dst + dst_pos, &item, (const uint8_t *)topic, topic_len, &fields, 0, 0);
 }
 
 /* ---- scanning ---- */

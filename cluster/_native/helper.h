@@ -138,6 +138,18 @@ int64_t rb_encode_batch(uint8_t *dst, size_t dst_len, int64_t dst_pos, int64_t d
                         const struct rb_record_fields *fields,
                         int64_t *record_ends, int64_t record_ends_max, int64_t *count_out);
 
+/* One single send's record at dst[dst_pos, dst_pos + size_reserved), as rb_encode_batch writes
+ * an item's (its properties stored the same way), with the send's own flag and reconsume times;
+ * the preparedTransactionOffset is 0. born_host and store_host are 8 bytes each. Returns the
+ * record's size. Nothing is written on RB_E_ARGUMENT (the record is not size_reserved bytes, or
+ * its sysFlag is transaction PREPARED or ROLLBACK: such a record takes no queue offset) or
+ * RB_E_BATCH_MALFORMED (a NUL in the properties, a record too large for its fields). */
+int64_t rb_encode_record(uint8_t *dst, size_t dst_len, int64_t dst_pos, int64_t size_reserved,
+                         const char *body, int64_t body_len, const char *properties, int64_t properties_len,
+                         const char *topic, int64_t topic_len, int32_t flag, int32_t reconsume_times,
+                         int32_t queue_id, int64_t queue_offset, int64_t phys_offset, int32_t sys_flag,
+                         int64_t born_timestamp_ms, const char *born_host, int64_t store_timestamp_ms,
+                         const char *store_host, int32_t record_crc);
 /* ---- scanning CommitLog records (reput, recovery) ----
  *
  * rb_scan_records fills rows of RB_SCAN_COLUMNS int64 values, one row per

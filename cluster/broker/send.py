@@ -236,7 +236,7 @@ class SendProcessor:
             message = MessageToStore(body=body, flag=flag, properties=properties,
                                      sys_flag=sys_flag, born_timestamp_ms=born_ts, born_host=born_host,
                                      reconsume_times=reconsume_times)
-            result = self.store.put_messages(store_topic, store_queue, [message])
+            result = self.store.put_message(store_topic, store_queue, message)
             if store_topic not in (topic, HALF_TOPIC) and result.status == PutStatus.PUT_OK:
                 result = result._replace(queue_offset=-1)   # its place in the topic is known on delivery
         if result.status != PutStatus.PUT_OK:

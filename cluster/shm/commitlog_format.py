@@ -180,6 +180,16 @@ def stored_properties(properties: bytes, record_crc: bool) -> bytes:
     return properties + RECORD_CRC_PLACEHOLDER
 
 
+def stored_properties_size(properties: bytes, record_crc: bool) -> int | None:
+    """``len(stored_properties(properties, record_crc))`` without making them; None when the
+    properties hold a ``__CRC32#`` pair (what dropping it leaves is stored_properties' to say)."""
+    if PROPERTY_CRC32_BYTES in properties:
+        return None
+    if not record_crc:
+        return len(properties)
+    return len(properties) + RECORD_CRC_SIZE + (1 if properties and properties[-1] != 2 else 0)
+
+
 def seal_record(buf, pos: int, size: int) -> None:
     """Write the CRC property of the record at ``buf[pos:pos + size]``, whose properties end with
     the reserved 20 bytes: the CRC of every byte before them."""

@@ -236,19 +236,62 @@ class MessageStore:
             status = (PutMessageStatus.DISK_FULL if outcome.status is AppendStatus.DISK_FULL
                       else PutMessageStatus.MESSAGE_ILLEGAL)
             return PutResult(status)
+        return self._published(key, queue_offset, next_queue_offset, sizes, outcome.phys_offset)
+
+    def put_message(self, topic: str, queue_id: int, message: MessageToStore) -> PutResult:
+        """``put_messages(topic, queue_id, [message])``, the record written by one C call: a single
+        send's path. What that call does not take (a half or rolled-back record, a prepared offset,
+        a client's own ``__CRC32#`` pair, a topic not yet seen) goes the general way."""
+        topic_bytes = self._topic_bytes.get(topic)
+        properties = message.properties
+        record_crc = self.record_crc
+        stored_size = fmt.stored_properties_size(properties, record_crc)
+        if (topic_bytes is None or stored_size is None or message.sys_flag & fmt.SYSFLAG_TRANSACTION_MASK
+                or message.prepared_transaction_offset or not self._ready or self.read_only
+                or type(queue_id) is not int or not 0 <= queue_id < 1 << 31):
+            return self.put_messages(topic, queue_id, [message])
+        body = message.body
+        size = fmt.FIXED_SIZE + len(topic_bytes) + len(body) + stored_size
+        if stored_size > fmt.PROPERTIES_LENGTH_MAX or size > self.cfg.message_size_bytes_max:
+            return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
+        key = (topic, queue_id)
+        queue_offset = self._next_offsets.get(key, 0)
+        store_ts = _now_ms()
+
+        def fill(buf, pos: int, phys: int) -> None:
+            _native.encode_record(
+                buf, pos, size, body, properties, topic_bytes, flag=message.flag,
+                reconsume_times=message.reconsume_times, queue_id=queue_id, queue_offset=queue_offset,
+                phys_offset=phys, sys_flag=message.sys_flag, born_timestamp_ms=message.born_timestamp_ms,
+                born_host=message.born_host, store_timestamp_ms=store_ts, store_host=self.store_host,
+                record_crc=record_crc)
+
+        try:   # the helper checks every field before it writes a byte
+            outcome = self.commitlog.append(size, fill)
+        except (ValueError, TypeError, OverflowError):
+            return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
+        if outcome.status is not AppendStatus.OK:
+            return PutResult(PutMessageStatus.DISK_FULL if outcome.status is AppendStatus.DISK_FULL
+                             else PutMessageStatus.MESSAGE_ILLEGAL)
+        return self._published(key, queue_offset, queue_offset + 1, (size,), outcome.phys_offset)
+
+    def _published(self, key: tuple[str, int], queue_offset: int, next_queue_offset: int, sizes,
+                   phys: int) -> PutResult:
+        """Records of ``sizes`` written from ``phys`` on: made visible to readers, remembered for
+        parked pulls, and their offset message ids."""
         self._next_offsets[key] = next_queue_offset
-        end = commitlog.write_pos
+        end = self.commitlog.write_pos
         self.control.write_pos = end  # publish: the bytes are in place
-        phys = outcome.phys_offset
         if self._serve_recent:
             self.recent.add(key, queue_offset, len(sizes), phys, list(itertools.accumulate(sizes)), 0,
                             self.control.dispatched_pos)
+        first = phys
         msg_ids = []
+        store_host = self.store_host
         for size in sizes:
             msg_ids.append(fmt.offset_msg_id(store_host, phys))
             phys += size
-        return PutResult(PutMessageStatus.PUT_OK, outcome.phys_offset, queue_offset,
-                         len(sizes), end, ",".join(msg_ids))
+        return PutResult(PutMessageStatus.PUT_OK, first, queue_offset, len(sizes), end, ",".join(msg_ids))
 
     def put_batch_body(self, topic: str, queue_id: int, batch_body: bytes, *, sys_flag: int,
                        born_timestamp_ms: int, born_host: bytes) -> PutResult:

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from rocketbox.cluster import _native
 from rocketbox.cluster.shm import batch_format as bf
 from rocketbox.cluster.shm import commitlog_format as clf
+from rocketbox.cluster.shm.store import MessageToStore as Single
 
 HOST_A = clf.pack_host("10.0.0.1", 10911)
 HOST_B = clf.pack_host("192.168.1.20", 40000)
@@ -173,6 +174,76 @@ def test_every_truncation_and_corruption_of_a_batch_agrees_with_python():
         for value in (0x00, 0x7F, 0x80, 0xFF):
             damaged = batch[:pos] + bytes([value]) + batch[pos + 1:]
             assert outcome(_native.measure_batch, damaged, 4) == outcome(bf.measure_batch, damaged, 4)
+
+
+single_fields = st.fixed_dictionaries({
+    "topic": st.binary(max_size=127), "queue_id": int32, "queue_offset": st.integers(0, 2**62),
+    "phys_offset": st.integers(0, 2**62), "flag": int32, "reconsume_times": st.integers(0, 2**31 - 1),
+    "sys_flag": int32.filter(lambda f: f & clf.SYSFLAG_TRANSACTION_MASK not in (4, 12)),
+    "born_timestamp_ms": int64, "born_host": st.binary(min_size=8, max_size=8),
+    "store_timestamp_ms": int64, "store_host": st.binary(min_size=8, max_size=8),
+})
+
+
+def encode_single_in_python(body, properties, f, record_crc):
+    message = Single(body, f["flag"], properties, f["sys_flag"], f["born_timestamp_ms"], f["born_host"],
+                     f["reconsume_times"], 0)
+    stored = [clf.stored_properties(properties, record_crc)]
+    sizes = clf.batch_record_sizes(len(f["topic"]), [message], stored)
+    data, _ = clf.encode_batch([message], sizes, topic=f["topic"], queue_id=f["queue_id"],
+                               queue_offset_first=f["queue_offset"], phys_offset_first=f["phys_offset"],
+                               store_timestamp_ms=f["store_timestamp_ms"], store_host=f["store_host"],
+                               record_crc=record_crc, properties=stored)
+    return data
+
+
+def call_encode_record(dst, dst_pos, size, body, properties, f, record_crc):
+    _native.encode_record(dst, dst_pos, size, body, properties, f["topic"], flag=f["flag"],
+                          reconsume_times=f["reconsume_times"], queue_id=f["queue_id"],
+                          queue_offset=f["queue_offset"], phys_offset=f["phys_offset"], sys_flag=f["sys_flag"],
+                          born_timestamp_ms=f["born_timestamp_ms"], born_host=f["born_host"],
+                          store_timestamp_ms=f["store_timestamp_ms"], store_host=f["store_host"],
+                          record_crc=record_crc)
+
+
+@given(st.binary(max_size=300), st.one_of(no_nul, pairs_with_crc_names), single_fields, st.integers(0, 50),
+       st.booleans())
+def test_encode_record_is_byte_identical_to_python(body, properties, fields, dst_pos, record_crc):
+    """A single send's record from one C call: the bytes the Python encoder makes for it, and the
+    size the store reserves for it (stored_properties_size) whenever it can tell."""
+    expected = encode_single_in_python(body, properties, fields, record_crc)
+    stored_size = clf.stored_properties_size(properties, record_crc)
+    if stored_size is not None:
+        assert clf.FIXED_SIZE + len(fields["topic"]) + len(body) + stored_size == len(expected)
+    dst = bytearray(dst_pos + len(expected) + 5)
+    call_encode_record(dst, dst_pos, len(expected), body, properties, fields, record_crc)
+    assert dst[dst_pos:dst_pos + len(expected)] == expected
+    assert dst[:dst_pos] == bytes(dst_pos) and dst[dst_pos + len(expected):] == bytes(5)
+    record = clf.decode_at(dst, dst_pos, check_crc=True)
+    assert (record.flag, record.reconsume_times, record.body) == (fields["flag"], fields["reconsume_times"], body)
+
+
+def test_encode_record_refuses_before_writing_a_byte():
+    f = dict(topic=b"T", queue_id=0, queue_offset=0, phys_offset=0, flag=0, reconsume_times=0, sys_flag=0,
+             born_timestamp_ms=0, born_host=HOST_A, store_timestamp_ms=0, store_host=HOST_A)
+    size = len(encode_single_in_python(b"body", b"K\x01v\x02", f, True))
+    dst = bytearray(size + 10)
+    with pytest.raises(ValueError, match="invalid argument"):   # the caller reserved another size
+        call_encode_record(dst, 0, size - 1, b"body", b"K\x01v\x02", f, True)
+    with pytest.raises(ValueError, match="invalid argument"):
+        call_encode_record(dst, 0, size + 1, b"body", b"K\x01v\x02", f, True)
+    with pytest.raises(bf.MalformedBatch):                     # a NUL in the properties
+        call_encode_record(dst, 0, size, b"body", b"K\x01\x00\x02", f, True)
+    for hidden in (clf.SYSFLAG_TRANSACTION_PREPARED, clf.SYSFLAG_TRANSACTION_ROLLBACK):
+        with pytest.raises(ValueError, match="invalid argument"):   # such a record takes no queue offset
+            call_encode_record(dst, 0, size, b"body", b"K\x01v\x02", dict(f, sys_flag=hidden), True)
+    with pytest.raises(ValueError):
+        call_encode_record(dst, 0, size, b"body", b"K\x01v\x02", dict(f, born_host=b"short"), True)
+    with pytest.raises(ValueError):
+        call_encode_record(dst, 11, size, b"body", b"K\x01v\x02", f, True)   # past the buffer
+    with pytest.raises(OverflowError):
+        call_encode_record(dst, 0, size, b"body", b"K\x01v\x02", dict(f, flag=2**31), True)
+    assert dst == bytearray(size + 10)
 
 
 def test_malformed_batch_is_a_value_error_and_writes_nothing():

@@ -216,3 +216,42 @@ def test_joined_reads_equal_the_records_concatenated_across_segments(tmp_path):
             assert joined.message_count == len(plain.records)
             assert (joined.status, joined.next_begin_offset) == (plain.status, plain.next_begin_offset)
     h.close()
+
+
+@pytest.mark.parametrize("record_crc", [True, False])
+def test_put_message_writes_what_put_messages_writes(tmp_path, monkeypatch, record_crc):
+    """The single send's C path against the general one, on twin stores: the same results and the
+    same CommitLog bytes, across segment rolls, and for what it hands to the general path (a
+    topic's first message, a half message, a client's own __CRC32# pair, an oversized one)."""
+    from rocketbox.cluster.shm import store as store_module
+    monkeypatch.setattr(store_module, "_now_ms", lambda: 1_750_000_000_000)
+    encoded_in_c = []
+    encode_record = store_module._native.encode_record
+    monkeypatch.setattr(store_module._native, "encode_record",
+                        lambda *args, **kwargs: encoded_in_c.append(1) or encode_record(*args, **kwargs))
+    single = Harness(tiny_config(tmp_path / "single", record_crc_enabled=record_crc))
+    general = Harness(tiny_config(tmp_path / "general", record_crc_enabled=record_crc))
+    try:
+        messages = []
+        for i in range(700):   # ~90 KiB: more than one 64 KiB segment
+            kind = i % 7
+            if kind == 3:
+                m = message(b"half-%d" % i, sys_flag=fmt.SYSFLAG_TRANSACTION_PREPARED)
+            elif kind == 5:
+                m = message(b"own-crc-%d" % i, **{fmt.PROPERTY_CRC32: "0000000001"})
+            else:
+                m = message(b"b" * (i % 97), keys=f"k{i}", flag=i - 300)._replace(reconsume_times=i % 3)
+            messages.append((f"T{i % 3}", i % 4, m))
+        messages.append(("T0", 0, message(b"x" * (40 * 1024))))          # over message_size_bytes_max
+        messages.append(("T0", 0, message(b"y", keys="k" * 40_000)))      # properties over 32767 bytes
+        for topic, queue_id, m in messages:
+            assert single.store.put_message(topic, queue_id, m) == general.store.put_messages(topic, queue_id, [m])
+        assert single.control.write_pos == general.control.write_pos > 64 * 1024
+        assert len(encoded_in_c) > 400   # the plain ones, but each topic's first, took the C path
+        for start in single.store.commitlog.segment_starts():
+            with open(single.store.commitlog.segment_path(start), "rb") as a, \
+                    open(general.store.commitlog.segment_path(start), "rb") as b:
+                assert a.read() == b.read(), f"segment {start} differs"
+    finally:
+        single.close()
+        general.close()
