@@ -21,9 +21,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import select
 import signal
 import sys
-import threading
 import time
 
 # Run as a script path, so make the repository importable without installing it.
@@ -44,6 +44,38 @@ def record(events_path: str, event: str, name: str) -> None:
         os.close(fd)
 
 
+class Stopping:
+    """Set by the signal handlers: a flag, and the wake-up fd that ends a wait at once. Never a
+    lock: a handler that takes a lock the code it interrupted holds waits forever (a
+    threading.Event's did, under load: the child ignored SIGUSR1 and SIGTERM alike)."""
+
+    def __init__(self):
+        self.flag = False
+        self._reader, writer = os.pipe()
+        os.set_blocking(self._reader, False)
+        os.set_blocking(writer, False)
+        signal.set_wakeup_fd(writer, warn_on_full_buffer=False)
+
+    def set(self) -> None:
+        self.flag = True
+
+    def is_set(self) -> bool:
+        return self.flag
+
+    def wait(self, timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while not self.flag:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            select.select([self._reader], [], [], left)
+            try:
+                os.read(self._reader, 512)
+            except BlockingIOError:
+                pass
+        return self.flag
+
+
 def main(argv: list[str] | None = None) -> int:
     lifecycle.install_parent_death_signal()
     parser = argparse.ArgumentParser()
@@ -59,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--exit-on-usr1", type=int, default=None)
     options = parser.parse_args(argv)
 
-    stopping = threading.Event()
+    stopping = Stopping()
     exit_code = [lifecycle.EXIT_OK]
     if options.exit_on_usr1 is not None:
         def on_usr1(signum, frame):
