@@ -386,8 +386,10 @@ class DispatchBatch:
     """The reput worker's working set for up to ``rows_max`` records, allocated once.
 
     ``rows`` (scan rows, helper.h ``rb_scan_column``), ``info`` (``DISPATCH_COLUMNS`` a
-    row), ``key_hashes`` and ``runs`` ((first row, row count) pairs) are arrays whose
-    C views are kept for the object's life, so a call costs only the buffer it is given.
+    row), ``key_hashes``, ``runs`` ((first row, row count, last row) triples: a queue's rows
+    with consecutive offsets, wherever they lie in the batch) and ``next_in_run`` (each run
+    row's next row, -1 after its last) are arrays whose C views are kept for the object's
+    life, so a call costs only the buffer it is given.
     Use: ``scan`` a file's records, ``extract``, then ``index_put`` and ``cq_put``.
     """
 
@@ -400,11 +402,13 @@ class DispatchBatch:
         self.info = _zeros(DISPATCH_COLUMNS * rows_max)
         self.key_hashes = array("I", bytes(4 * (4 * rows_max + _ONE_RECORD_KEYS_MAX)))
         assert self.key_hashes.itemsize == 4
-        self.runs = _zeros(2 * rows_max)
+        self.runs = _zeros(3 * rows_max)
+        self.next_in_run = _zeros(rows_max)
         self._rows = ffi.from_buffer("int64_t[]", self.rows, require_writable=True)
         self._info = ffi.from_buffer("int64_t[]", self.info, require_writable=True)
         self._keys = ffi.from_buffer("uint32_t[]", self.key_hashes, require_writable=True)
         self._runs = ffi.from_buffer("int64_t[]", self.runs, require_writable=True)
+        self._next_in_run = ffi.from_buffer("int64_t[]", self.next_in_run, require_writable=True)
         self._out = ffi.new("int64_t[2]")
         self._no_file = ffi.new("uint8_t[1]")
 
@@ -428,7 +432,7 @@ class DispatchBatch:
         out = self._out
         with _readable(buffer) as buf:
             _check(lib.rb_dispatch_extract(buf, len(buf), self._rows, n, self._info, self._keys,
-                                           len(self.key_hashes), self._runs, out, out + 1),
+                                           len(self.key_hashes), self._runs, self._next_in_run, out, out + 1),
                    "dispatch_extract")
         self.count = out[1]
         return out[0]
@@ -458,7 +462,18 @@ class DispatchBatch:
         return stop, out[1], out[0]
 
     def cq_put(self, buffer, pos: int, row_first: int, count: int, phys_base: int) -> int:
-        """ConsumeQueue entries of rows [row_first, row_first + count) at ``buffer[pos:]``."""
+        """ConsumeQueue entries of ``count`` rows of a run, from ``row_first`` along
+        ``next_in_run``, at ``buffer[pos:]``. Returns the run's row after them (-1: none)."""
+        out = self._out
         with _writable(buffer) as buf:
-            return _check(lib.rb_cq_put_rows(buf, len(buf), pos, self._rows, self._info, self.count,
-                                             row_first, count, phys_base), "cq_put_rows")
+            _check(lib.rb_cq_put_rows(buf, len(buf), pos, self._rows, self._info, self._next_in_run, self.count,
+                                      row_first, count, phys_base, out), "cq_put_rows")
+        return out[0]
+
+    def run_rows(self, row_first: int, below: int | None = None) -> list[int]:
+        """The rows of the run starting at ``row_first`` (those below ``below``), in order."""
+        rows, row, nxt = [], row_first, self.next_in_run
+        while row >= 0 and (below is None or row < below):
+            rows.append(row)
+            row = nxt[row]
+        return rows

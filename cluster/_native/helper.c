@@ -633,12 +633,21 @@ static int check_row(size_t buf_len, const int64_t *row)
     return rc;
 }
 
+/* How far back rb_dispatch_extract looks for the run a row continues: enough for the queues a
+ * producer round-robins over; a queue not found there starts a new run (still correct). */
+enum { RUN_SEARCH_MAX = 64 };
+
+static int same_queue(const uint8_t *buf, const int64_t *a, const int64_t *b)
+{
+    return a[RB_COL_QUEUE_ID] == b[RB_COL_QUEUE_ID] && a[RB_COL_TOPIC_LEN] == b[RB_COL_TOPIC_LEN] &&
+           memcmp(buf + a[RB_COL_TOPIC_POS], buf + b[RB_COL_TOPIC_POS], (size_t)a[RB_COL_TOPIC_LEN]) == 0;
+}
+
 int rb_dispatch_extract(const uint8_t *buf, size_t buf_len, const int64_t *rows, int64_t row_count,
                         int64_t *info, uint32_t *key_hashes, int64_t key_hashes_max,
-                        int64_t *runs, int64_t *run_count_out, int64_t *rows_done_out)
+                        int64_t *runs, int64_t *next_in_run, int64_t *run_count_out, int64_t *rows_done_out)
 {
-    int64_t key_n = 0, run_count = 0, i;
-    const int64_t *last = NULL;  /* the last row of the open run */
+    int64_t key_n = 0, run_count = 0, open_from = 0, i;
     if (row_count < 0 || key_hashes_max < 0)
         return RB_E_ARGUMENT;
     for (i = 0; i < row_count; i++) {
@@ -650,22 +659,34 @@ int rb_dispatch_extract(const uint8_t *buf, size_t buf_len, const int64_t *rows,
         if (extract_row(buf, row, row_info, key_hashes, key_hashes_max, &key_n) != 0)
             break;
         int64_t flags = row_info[RB_DCOL_FLAGS];
-        if (!(flags & RB_DISPATCH_CQ) || (flags & RB_DISPATCH_PYTHON)) {
-            last = NULL;
+        next_in_run[i] = -1;
+        if (flags & RB_DISPATCH_PYTHON) {
+            open_from = run_count;   /* Python puts this row's entry: no run may go on across it */
             continue;
         }
-        if (last != NULL && row[RB_COL_QUEUE_ID] == last[RB_COL_QUEUE_ID] &&
-            row[RB_COL_QUEUE_OFFSET] == last[RB_COL_QUEUE_OFFSET] + 1 &&
-            row[RB_COL_TOPIC_LEN] == last[RB_COL_TOPIC_LEN] &&
-            memcmp(buf + row[RB_COL_TOPIC_POS], buf + last[RB_COL_TOPIC_POS],
-                   (size_t)row[RB_COL_TOPIC_LEN]) == 0) {
-            runs[2 * (run_count - 1) + 1]++;
+        if (!(flags & RB_DISPATCH_CQ))
+            continue;
+        int64_t r = run_count - 1, stop = run_count - RUN_SEARCH_MAX;
+        if (stop < open_from)
+            stop = open_from;
+        for (; r >= stop; r--) {
+            const int64_t *last = rows + runs[3 * r + 2] * RB_SCAN_COLUMNS;
+            if (same_queue(buf, row, last)) {
+                if (row[RB_COL_QUEUE_OFFSET] != last[RB_COL_QUEUE_OFFSET] + 1)
+                    r = stop - 1;   /* a gap in the queue's offsets: a new run */
+                break;
+            }
+        }
+        if (r >= stop) {
+            next_in_run[runs[3 * r + 2]] = i;
+            runs[3 * r + 1]++;
+            runs[3 * r + 2] = i;
         } else {
-            runs[2 * run_count] = i;
-            runs[2 * run_count + 1] = 1;
+            runs[3 * run_count] = i;
+            runs[3 * run_count + 1] = 1;
+            runs[3 * run_count + 2] = i;
             run_count++;
         }
-        last = row;
     }
     *run_count_out = run_count;
     *rows_done_out = i;
@@ -781,24 +802,33 @@ int rb_index_put_rows(uint8_t *buf, size_t buf_len, int64_t slot_count, int64_t 
 }
 
 int64_t rb_cq_put_rows(uint8_t *buf, size_t buf_len, int64_t pos,
-                       const int64_t *rows, const int64_t *info, int64_t row_count,
-                       int64_t row_first, int64_t count, int64_t phys_base)
+                       const int64_t *rows, const int64_t *info, const int64_t *next_in_run, int64_t row_count,
+                       int64_t row_first, int64_t count, int64_t phys_base, int64_t *next_row_out)
 {
-    if (row_first < 0 || count < 0 || row_first > row_count - count)
+    if (row_first < 0 || count < 0 || row_first >= row_count)
         return RB_E_RANGE;
     if (count > INT64_MAX / CQ_ENTRY_BYTES)
         return RB_E_RANGE;
     int rc = check_span(buf_len, pos, count * CQ_ENTRY_BYTES);
     if (rc != RB_OK)
         return rc;
+    /* The chain must hold count rows, each after the one before: checked before any write. */
+    int64_t row = row_first;
+    for (int64_t i = 1; i < count; i++) {
+        int64_t next = next_in_run[row];
+        if (next <= row || next >= row_count)
+            return RB_E_RANGE;
+        row = next;
+    }
+    row = row_first;
     for (int64_t i = 0; i < count; i++) {
-        const int64_t *row = rows + (row_first + i) * RB_SCAN_COLUMNS;
+        const int64_t *r = rows + row * RB_SCAN_COLUMNS;
         uint8_t *e = buf + pos + i * CQ_ENTRY_BYTES;
         uint8_t size_be[4];
         uint32_t size_word;
-        put_be64(e + CQ_OFF_PHYS, (uint64_t)(phys_base + row[RB_COL_POS]));
-        put_be64(e + CQ_OFF_TAG, (uint64_t)info[(row_first + i) * RB_DISPATCH_COLUMNS + RB_DCOL_TAG_HASH]);
-        put_be32(size_be, (uint32_t)row[RB_COL_TOTAL_SIZE]);
+        put_be64(e + CQ_OFF_PHYS, (uint64_t)(phys_base + r[RB_COL_POS]));
+        put_be64(e + CQ_OFF_TAG, (uint64_t)info[row * RB_DISPATCH_COLUMNS + RB_DCOL_TAG_HASH]);
+        put_be32(size_be, (uint32_t)r[RB_COL_TOTAL_SIZE]);
         memcpy(&size_word, size_be, 4);
         if (((uintptr_t)(e + CQ_OFF_SIZE) & 3) == 0) {
             /* a nonzero size marks the entry complete: it goes last */
@@ -807,7 +837,9 @@ int64_t rb_cq_put_rows(uint8_t *buf, size_t buf_len, int64_t pos,
             __atomic_thread_fence(__ATOMIC_RELEASE);
             memcpy(e + CQ_OFF_SIZE, size_be, 4);
         }
+        row = next_in_run[row];
     }
+    *next_row_out = row;
     return count;
 }
 

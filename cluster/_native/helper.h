@@ -193,7 +193,7 @@ int rb_scan_records(const uint8_t *buf, size_t buf_len, int64_t start, int64_t e
  * The reput worker scans records (rb_scan_records), then in three C calls
  * per batch: extracts what the entries need (rb_dispatch_extract), writes
  * the IndexFile entries (rb_index_put_rows) and the ConsumeQueue entries of
- * each run of consecutive rows of one queue (rb_cq_put_rows). Python twins:
+ * each run of rows of one queue (rb_cq_put_rows). Python twins:
  * cluster/shm/reput.py (Dispatcher.dispatch), indexfile.py (put_keys),
  * consumequeue.py (put); the parity tests in tests/unit/test_native_dispatch.py
  * hold them together byte for byte.
@@ -234,13 +234,17 @@ int64_t rb_offset_msg_ids(const uint8_t *store_host, int64_t phys_first, const i
 
 /* For rows[0, row_count) of records in buf: fill info (RB_DISPATCH_COLUMNS a
  * row), key_hashes (IndexFile keyHash = abs(hashCode), abs(-2^31) = 0, of each
- * row's keys, rows after one another), and runs: (first row, row count) pairs
- * of consecutive CQ rows (not RB_DISPATCH_PYTHON) with the same topic and
- * queue id and consecutive queue offsets; runs needs room for 2 * row_count.
- * Stops early (*rows_done_out < row_count) when key_hashes is full. */
+ * row's keys, rows after one another), and runs: (first row, row count, last row)
+ * triples, in the order of their first rows. A run is the CQ rows (not
+ * RB_DISPATCH_PYTHON) of one topic and queue id with consecutive queue offsets,
+ * wherever they lie among other queues' rows (a producer round-robins over
+ * queues): next_in_run[row] is the run's next row after it, -1 after its last.
+ * A Python row ends every run open before it. runs needs room for 3 * row_count,
+ * next_in_run for row_count. Stops early (*rows_done_out < row_count) when
+ * key_hashes is full. */
 int rb_dispatch_extract(const uint8_t *buf, size_t buf_len, const int64_t *rows, int64_t row_count,
                         int64_t *info, uint32_t *key_hashes, int64_t key_hashes_max,
-                        int64_t *runs, int64_t *run_count_out, int64_t *rows_done_out);
+                        int64_t *runs, int64_t *next_in_run, int64_t *run_count_out, int64_t *rows_done_out);
 
 /* Why rb_index_put_rows stopped at *stop_row_out: */
 enum rb_index_stop {
@@ -262,12 +266,13 @@ int rb_index_put_rows(uint8_t *buf, size_t buf_len, int64_t slot_count, int64_t 
                       int64_t row_from, int64_t row_to, int64_t phys_base,
                       int64_t *indexed_end_phys, int64_t *stop_row_out);
 
-/* Write the ConsumeQueue entries of rows[row_first, row_first + count) at
- * buf[pos, pos + 20 * count), one after the other: phys offset (phys_base +
- * RB_COL_POS), then the tag hash, and the size last (release store), as
- * ConsumeQueue.put. Returns entries written. */
+/* Write the ConsumeQueue entries of count rows of a run, from row_first along
+ * next_in_run, at buf[pos, pos + 20 * count), one after the other: phys offset
+ * (phys_base + RB_COL_POS), then the tag hash, and the size last (release
+ * store), as ConsumeQueue.put. *next_row_out is the run's row after the last
+ * written (-1: none). Returns entries written. */
 int64_t rb_cq_put_rows(uint8_t *buf, size_t buf_len, int64_t pos,
-                       const int64_t *rows, const int64_t *info, int64_t row_count,
-                       int64_t row_first, int64_t count, int64_t phys_base);
+                       const int64_t *rows, const int64_t *info, const int64_t *next_in_run, int64_t row_count,
+                       int64_t row_first, int64_t count, int64_t phys_base, int64_t *next_row_out);
 
 #endif

@@ -95,15 +95,14 @@ class ConsumeQueue:
         return queue_offset - first
 
     def put_rows(self, batch, row_first: int, count: int, queue_offset: int, phys_base: int) -> None:
-        """Entries for rows [row_first, row_first + count) of a ``_native.DispatchBatch``, which
-        hold this queue's offsets ``queue_offset`` on, one after the other: the same bytes
-        and write order as ``put`` each, in one C call a file."""
+        """Entries for ``count`` rows of a run of a ``_native.DispatchBatch`` (from ``row_first``
+        along its ``next_in_run``), which hold this queue's offsets ``queue_offset`` on, one
+        after the other: the same bytes and write order as ``put`` each, in one C call a file."""
         entries_per_file = self.entries_per_file
         while count > 0:
             f, pos = self._locate(queue_offset, create=True)
             n = min(count, entries_per_file - pos // ENTRY_SIZE)
-            batch.cq_put(f.mm, pos, row_first, n, phys_base)
-            row_first += n
+            row_first = batch.cq_put(f.mm, pos, row_first, n, phys_base)
             queue_offset += n
             count -= n
 

@@ -188,6 +188,8 @@ class IndexService:
             return 0
         keys = list(keys)[: self.entry_count_max - 1]
         f, h = self._writer, self._writer_header
+        if f is not None and h is None:
+            h = self._writer_header = f.header()
         first = max(h.index_count, 1) if h is not None else 1
         if f is None or first + len(keys) > self.entry_count_max:
             f = self._new_file(int(time.time() * 1000))
@@ -233,7 +235,7 @@ class IndexService:
                                          self._indexed_end_phys)
         if end != self._indexed_end_phys:
             self._indexed_end_phys = end
-            self._writer_header = f.header()
+            self._writer_header = None   # read again by put_keys if it needs it: most steps never do
         return stop, row
 
     def start_new_file(self) -> None:

@@ -168,7 +168,8 @@ class Dispatcher:
     def _dispatch_rows(self, mm, seg_start: int, n: int, touched: set) -> tuple[int, str | None]:
         """Dispatch the ``n`` rows just scanned from ``mm`` (the segment at ``seg_start``).
 
-        IndexFile entries first, in record order, then ConsumeQueue entries run by run.
+        IndexFile entries first, in record order, then ConsumeQueue entries run by run (a run: one
+        queue's rows with consecutive offsets, wherever they lie among other queues' rows).
         Rows the C extraction flags (text that is not valid UTF-8) go through ``dispatch``
         here, in their place. Returns (rows dispatched, problem).
         """
@@ -204,7 +205,7 @@ class Dispatcher:
         next_python = 0
         for r in range(run_count + 1):
             if r < run_count:
-                first = runs[2 * r]
+                first = runs[3 * r]
                 if first >= done:
                     run_count = r
                     first = done
@@ -222,7 +223,8 @@ class Dispatcher:
                 next_python += 1
             if r >= run_count:
                 break
-            count = min(runs[2 * r + 1], done - first)
+            # A run's rows lie among other queues' rows, in order: those below ``done`` go now.
+            count = runs[3 * r + 1] if done == n else len(batch.run_rows(first, done))
             base = first * _SCAN_COLUMNS
             topic_pos = rows[base + _COL_TOPIC_POS]
             raw = mm[topic_pos:topic_pos + rows[base + _COL_TOPIC_LEN]]
@@ -235,7 +237,7 @@ class Dispatcher:
             try:
                 if topic == SCHEDULE_TOPIC:
                     # Few and not on the hot path: their entries hold delivery times, made here.
-                    for row in range(first, first + count):
+                    for row in batch.run_rows(first, done):
                         pos = rows[row * _SCAN_COLUMNS + _COL_POS]
                         self.dispatch(seg_start + pos, fmt.decode_at(mm, pos, check_crc=False), build_index=False)
                 else:
@@ -289,8 +291,7 @@ class ReputService:
 
     def step(self, max_records: int = 1024) -> ReputReport:
         """Dispatch up to ``max_records`` new records and publish dispatched_pos."""
-        now_ms = int(time.time() * 1000)
-        self.control.heartbeat_reput_ms = now_ms
+        now_ms = int(time.time() * 1000)   # the worker's loop beats the heartbeat after each step
         # The limit first: a topic deleted before any record below it bumped topics_epoch first.
         limit = self.control.flushed_pos if self.durable_reads else self.control.write_pos
         topics_epoch = self.control.topics_epoch

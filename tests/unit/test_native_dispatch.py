@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import random
 import shutil
+import struct
 
 import pytest
 
@@ -186,8 +187,8 @@ def test_extract_columns_and_runs():
     props = fmt.encode_properties({"TAGS": "A", "UNIQ_KEY": "u", "KEYS": "k1  k2"})
     buf = _encoded([
         (b"T", props, 0, 0, 0), (b"T", props, 0, 0, 1),                 # one run
-        (b"T", props, fmt.SYSFLAG_TRANSACTION_PREPARED, 0, 0),           # no CQ entry: ends it
-        (b"T", props, 0, 0, 2), (b"T", props, 0, 1, 0),                  # another queue: new run
+        (b"T", props, fmt.SYSFLAG_TRANSACTION_PREPARED, 0, 0),           # no CQ entry
+        (b"T", props, 0, 0, 2), (b"T", props, 0, 1, 0),                  # the run goes on; another queue
         (b"U", props, 0, 1, 1),                                          # another topic: new run
         (b"U", props, 0, 1, 3),                                          # offset gap: new run
         (b"U", b"TAGS\x01\xff\x02", 0, 1, 4),                            # Python's row
@@ -198,7 +199,8 @@ def test_extract_columns_and_runs():
     assert (n, next_pos, stop) == (9, len(buf), native.SCAN_END)
     run_count = batch.extract(buf)
     assert batch.count == 9
-    assert list(batch.runs[:2 * run_count]) == [0, 2, 3, 1, 4, 1, 5, 1, 6, 1]
+    assert list(batch.runs[:3 * run_count]) == [0, 3, 3, 4, 1, 4, 5, 1, 5, 6, 1, 6]
+    assert list(batch.next_in_run[:9]) == [1, 3] + [-1] * 7
     info = [batch.info[i * native.DISPATCH_COLUMNS:(i + 1) * native.DISPATCH_COLUMNS] for i in range(9)]
     cq_index = native.DISPATCH_CQ | native.DISPATCH_INDEX
     assert [row[native.DCOL_FLAGS] for row in info] == [cq_index] * 2 + [native.DISPATCH_INDEX] + [cq_index] * 4 + [
@@ -229,3 +231,27 @@ def test_key_hash_of_min_int_is_zero():
     batch.scan(buf, 0, len(buf))
     batch.extract(buf)
     assert batch.info[native.DCOL_KEY_COUNT] == 1 and batch.key_hashes[0] == 0
+
+
+def test_runs_follow_each_queue_through_interleaved_rows():
+    """A producer round-robins over queues: each queue's rows are one run wherever they lie, and
+    its entries are written along it; a Python row ends the runs open before it."""
+    props = fmt.encode_properties({"TAGS": "A"})
+    records = [(b"T", props, 0, i % 3, i // 3) for i in range(9)]       # q0 q1 q2 q0 q1 q2 ...
+    records.append((b"T", b"TAGS\x01\xff\x02", 0, 0, 3))               # Python's row for q0
+    records.append((b"T", props, 0, 0, 4))                              # q0 again: a new run
+    buf = _encoded(records)
+    batch = native.DispatchBatch(16)
+    assert batch.scan(buf, 0, len(buf))[0] == 11
+    run_count = batch.extract(buf)
+    assert list(batch.runs[:3 * run_count]) == [0, 3, 6, 1, 3, 7, 2, 3, 8, 10, 1, 10]
+    assert batch.run_rows(1) == [1, 4, 7] and batch.run_rows(0, below=4) == [0, 3]
+    entries = bytearray(20 * 4)
+    assert batch.cq_put(entries, 20, 1, 2, 1000) == 7          # two entries of q1; row 7 is next
+    assert batch.cq_put(entries, 60, 7, 1, 1000) == -1
+    for slot, row in zip((1, 2, 3), (1, 4, 7)):
+        start, total_size = batch.rows[row * native.SCAN_COLUMNS:row * native.SCAN_COLUMNS + 2]
+        assert struct.unpack_from(">qiq", entries, 20 * slot) == (1000 + start, total_size, tag_hash_code("A"))
+    assert entries[:20] == bytes(20)
+    with pytest.raises(ValueError):   # the run has no fourth row: nothing is written
+        batch.cq_put(bytearray(80), 0, 1, 4, 0)
