@@ -268,13 +268,6 @@ def require_name(kind: str, name: str, code: int = ResponseCode.SYSTEM_ERROR) ->
     return name
 
 
-def send_fields_long(cmd: Command) -> dict[str, str]:
-    """SEND_MESSAGE_V2/SEND_BATCH_MESSAGE carry one-letter names; SEND_MESSAGE the long ones."""
-    if cmd.code in (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
-        return {SEND_V2_SHORT_NAMES.get(k, k): v for k, v in cmd.fields.items()}
-    return cmd.fields
-
-
 def send_fields_short(fields: dict[str, str]) -> dict[str, str]:
     return {SEND_V2_LONG_NAMES.get(k, k): v for k, v in fields.items()}
 

@@ -9,8 +9,8 @@ import time
 
 from rocketbox.cluster.config import SYNC_FLUSH, SYNC_MASTER, BrokerConfig
 from rocketbox.cluster.log_limit import RateLimitedLog
-from rocketbox.cluster.protocol import (answers_refusals, require_name, AUTO_CREATE_TOPIC_KEY, PERM_WRITE, ProtocolError, RequestCode, ResponseCode,
-                              field_bool, field_int, send_fields_long)
+from rocketbox.cluster.protocol import (answers_refusals, require_name, AUTO_CREATE_TOPIC_KEY, PERM_WRITE, ProtocolError,
+                                       RequestCode, ResponseCode, SEND_FIELDS, SEND_V2_LONG_NAMES)
 from rocketbox.cluster.broker.meters import InTraffic
 from rocketbox.cluster.broker.transaction import HALF_TOPIC, SYSTEM_TOPICS as TRANSACTION_TOPICS
 from rocketbox.cluster.shm.commitlog_format import (PROPERTY_DELAY, PROPERTY_TRAN_MSG, PROPERTY_WAIT, SYSFLAG_COMPRESSED,
@@ -48,6 +48,21 @@ _HALF_MARK = property_mark(PROPERTY_TRAN_MSG, "true")
 _WAIT_FALSE = property_mark(PROPERTY_WAIT, "false")
 # RocketMQ 5 marks a FIFO message by its sharding key (the message_type label "fifo").
 _SHARDING_KEY_MARK = property_mark("__SHARDINGKEY")
+
+# The key each header field is read by: SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE carry RocketMQ's
+# one-letter names (SendMessageRequestHeaderV2, as the ACL check reads them), SEND_MESSAGE the long ones.
+_LONG_KEYS = {name: name for name in SEND_FIELDS}
+_KEYS_OF_CODE = {RequestCode.SEND_MESSAGE_V2: SEND_V2_LONG_NAMES, RequestCode.SEND_BATCH_MESSAGE: SEND_V2_LONG_NAMES}
+
+
+def _int_field(get, keys: dict[str, str], name: str, default: int | None) -> int | None:
+    raw = get(keys[name])
+    if not raw:
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise ProtocolError(f"the header field {name!r} is not an integer: {raw[:40]!r}") from None
 
 
 class _Outcome:
@@ -157,9 +172,9 @@ class SendProcessor:
             busy = self._store_busy(request)
             if busy is not None:
                 return busy
-        fields = send_fields_long(request)
-        request_long = Command(request.code, fields, request.body)
-        topic = fields.get("topic", "")
+        keys = _KEYS_OF_CODE.get(request.code, _LONG_KEYS)
+        get = request.fields.get
+        topic = get(keys["topic"], "")
         require_name("topic", topic, ResponseCode.MESSAGE_ILLEGAL)
         if topic == AUTO_CREATE_TOPIC_KEY:
             raise ProtocolError(f"the topic {topic} is reserved for auto-creation routes",
@@ -175,8 +190,7 @@ class SendProcessor:
         topic_cfg = self.topics.get(topic)
         if topic_cfg is None:
             topic_cfg = self.topics.create_on_send(
-                topic, field_int(request_long, "defaultTopicQueueNums",
-                                 self.cfg.client_topic_queue_count_default))
+                topic, _int_field(get, keys, "defaultTopicQueueNums", self.cfg.client_topic_queue_count_default))
             if topic_cfg is None:
                 raise ProtocolError(f"topic {topic} does not exist and auto-create is off",
                                     ResponseCode.TOPIC_NOT_EXIST)
@@ -184,23 +198,26 @@ class SendProcessor:
             self.publish_topics()
         if not topic_cfg.perm & PERM_WRITE:
             raise ProtocolError(f"topic {topic} is not writable on this broker", ResponseCode.NO_PERMISSION)
-        queue_id = field_int(request_long, "queueId", -1)
+        queue_id = _int_field(get, keys, "queueId", -1)
         if queue_id >= topic_cfg.writeQueueNums:
             raise ProtocolError(f"queue {queue_id} does not exist: topic {topic} has "
                                 f"{topic_cfg.writeQueueNums} write queues", ResponseCode.MESSAGE_ILLEGAL)
         if queue_id < 0:  # the client left the choice to the broker
             queue_id = next(self._round_robin) % topic_cfg.writeQueueNums
-        sys_flag = field_int(request_long, "sysFlag", 0)
+        sys_flag = _int_field(get, keys, "sysFlag", 0)
         if sys_flag & ~(SEND_SYSFLAG_ALLOWED | SYSFLAG_TRANSACTION_PREPARED):
             raise ProtocolError(f"sysFlag {sys_flag} has bits a send may not set (allowed: compressed 0x1, "
                                 f"multi-tags 0x2, transaction prepared 0x4)", ResponseCode.MESSAGE_ILLEGAL)
-        born_ts = field_int(request_long, "bornTimestamp", self.clock.now_ms())
+        born_ts = _int_field(get, keys, "bornTimestamp", None)
+        if born_ts is None:
+            born_ts = self.clock.now_ms()
         if not 0 <= born_ts < 1 << 62:
             raise ProtocolError(f"bornTimestamp {born_ts} is out of range", ResponseCode.MESSAGE_ILLEGAL)
         # ZeroMQ gives the peer's address, not its port: BORNHOST keeps port 0.
         born_host = _born_host(request.peer_address)
-        properties_text = fields.get("properties", "")
-        is_batch = request.code == RequestCode.SEND_BATCH_MESSAGE or field_bool(request_long, "batch")
+        properties_text = get(keys["properties"], "")
+        # C++ 1.2.x sends batch as "1"; Java as "true" (rocketmq-protocol.md 4.2).
+        is_batch = request.code == RequestCode.SEND_BATCH_MESSAGE or (get(keys["batch"]) or "").lower() in ("true", "1")
         # The WAIT property "false" asks not to wait for the store (RocketMQ's waitStoreMsgOK).
         wait_store = is_batch or _WAIT_FALSE not in properties_text or \
             decode_properties(properties_text.encode()).get(PROPERTY_WAIT) != "false"
@@ -218,8 +235,8 @@ class SendProcessor:
             if b"\x00" in properties:
                 # Never part of "name\x01value\x02" pairs; recovery reads a trailing NUL as a torn write.
                 raise ProtocolError("the properties contain a NUL byte", ResponseCode.MESSAGE_ILLEGAL)
-            flag = field_int(request_long, "flag", 0)
-            reconsume_times = field_int(request_long, "reconsumeTimes", 0)
+            flag = _int_field(get, keys, "flag", 0)
+            reconsume_times = _int_field(get, keys, "reconsumeTimes", 0)
             if not (-(1 << 31) <= flag < 1 << 31 and 0 <= reconsume_times < 1 << 31):
                 raise ProtocolError("flag or reconsumeTimes is out of the int32 range", ResponseCode.MESSAGE_ILLEGAL)
             store_topic, store_queue = topic, queue_id
