@@ -187,6 +187,12 @@ class UniqueIdMaker:
         self._pid = -1
         self._counter = 0
         self._prefix = b""
+        # A forked child takes a prefix of its own at its first id; no getpid() per message.
+        os.register_at_fork(after_in_child=self._forget)
+
+    def _forget(self) -> None:
+        self._pid = -1
+        self._lock = threading.Lock()   # the parent may have held it while forking
 
     def _reset(self) -> None:
         try:
@@ -198,12 +204,16 @@ class UniqueIdMaker:
         self._counter = 0
 
     def next(self) -> str:
-        return self.next_many(1)[0]
+        with self._lock:
+            if self._pid < 0:
+                self._reset()
+            self._counter += 1
+            return unique_id(self._prefix, self._counter)
 
     def reserve(self, count: int) -> tuple[str, int]:
         """(prefix, first counter) of ``count`` fresh ids: id i is prefix + 12 hex digits of first + i."""
         with self._lock:
-            if self._pid != os.getpid():
+            if self._pid < 0:
                 self._reset()
             first = self._counter + 1
             self._counter += count

@@ -34,7 +34,7 @@ from rocketbox.cluster.client.retry_timer import RetryTimer
 from rocketbox.cluster.client.message import UNIQUE_IDS, Message, MessageQueue, SendResult, SendStatus
 from rocketbox.cluster.config import ClientConfig, name_problem
 from rocketbox.cluster.errors import BrokerError, BrokerUnreachable, ClientError, MessageInvalid, NoRouteError
-from rocketbox.cluster.protocol import (AUTO_CREATE_TOPIC_KEY, RequestCode, ResponseCode, send_fields_short)
+from rocketbox.cluster.protocol import AUTO_CREATE_TOPIC_KEY, RequestCode, ResponseCode, SEND_V2_LONG_NAMES
 from rocketbox.cluster.shm import batch_format
 from rocketbox.cluster.shm.commitlog_format import PROPERTY_UNIQ_KEY, SYSFLAG_COMPRESSED, encode_properties, properties_text
 from rocketbox.cluster.wire_format import Command
@@ -52,6 +52,12 @@ _SEND_STATUS_CODES = {
 _RETRIABLE_CODES = {ResponseCode.TOPIC_NOT_EXIST, ResponseCode.SERVICE_NOT_AVAILABLE, ResponseCode.SYSTEM_ERROR,
                     ResponseCode.NO_PERMISSION, ResponseCode.SYSTEM_BUSY, ResponseCode.DISK_FULL}
 
+
+# The one-letter header names SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE carry (RocketMQ's SendMessageRequestHeaderV2).
+(_GROUP, _TOPIC, _DEFAULT_TOPIC, _DEFAULT_QUEUES, _QUEUE_ID, _SYS_FLAG, _BORN, _FLAG, _PROPERTIES, _RECONSUME,
+ _UNIT_MODE, _BATCH) = (SEND_V2_LONG_NAMES[name] for name in (
+    "producerGroup", "topic", "defaultTopic", "defaultTopicQueueNums", "queueId", "sysFlag", "bornTimestamp", "flag",
+    "properties", "reconsumeTimes", "unitMode", "batch"))
 
 # Properties that make a message delayed, timed or transactional: one type per message.
 _TYPE_PROPERTIES = frozenset({"DELAY", "TIMER_DELIVER_MS", "TRAN_MSG"})
@@ -119,14 +125,13 @@ class Producer(ClientBase):
 
     def _request(self, code: int, topic: str, queue: MessageQueue, body: bytes, props: str, sys_flag: int,
                  flag: int, auto_create: bool, batch: bool) -> Command:
-        fields = {"producerGroup": self.group, "topic": topic, "queueId": str(queue.queue_id),
-                  "sysFlag": str(sys_flag), "bornTimestamp": str(self.clock.now_ms()), "flag": str(flag),
-                  "properties": props, "reconsumeTimes": "0", "unitMode": "false",
-                  "batch": "true" if batch else "false"}
+        fields = {_GROUP: self.group, _TOPIC: topic, _QUEUE_ID: str(queue.queue_id), _SYS_FLAG: str(sys_flag),
+                  _BORN: str(self.clock.now_ms()), _FLAG: str(flag), _PROPERTIES: props, _RECONSUME: "0",
+                  _UNIT_MODE: "false", _BATCH: "true" if batch else "false"}
         if auto_create:
-            fields["defaultTopic"] = AUTO_CREATE_TOPIC_KEY
-            fields["defaultTopicQueueNums"] = "4"
-        return Command(code, send_fields_short(fields), body)
+            fields[_DEFAULT_TOPIC] = AUTO_CREATE_TOPIC_KEY
+            fields[_DEFAULT_QUEUES] = "4"
+        return Command(code, fields, body)
 
     def _pick_queue(self, queues: list[MessageQueue], avoid_broker: str | None) -> MessageQueue:
         if self.cfg.send_latency_fault_enabled:
