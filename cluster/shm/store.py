@@ -283,11 +283,13 @@ class MessageStore:
         end = self.commitlog.write_pos
         self.control.write_pos = end  # publish: the bytes are in place
         if self._serve_recent:
-            self.recent.add(key, queue_offset, len(sizes), phys, list(itertools.accumulate(sizes)), 0,
-                            self.control.dispatched_pos)
+            ends = [sizes[0]] if len(sizes) == 1 else list(itertools.accumulate(sizes))
+            self.recent.add(key, queue_offset, len(sizes), phys, ends, 0, self.control.dispatched_pos)
+        store_host = self.store_host
+        if len(sizes) == 1:   # a single send
+            return PutResult(PutMessageStatus.PUT_OK, phys, queue_offset, 1, end, fmt.offset_msg_id(store_host, phys))
         first = phys
         msg_ids = []
-        store_host = self.store_host
         for size in sizes:
             msg_ids.append(fmt.offset_msg_id(store_host, phys))
             phys += size
