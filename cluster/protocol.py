@@ -279,8 +279,10 @@ def field_str(cmd: Command, name: str, default: str | None = None) -> str:
     return value
 
 
-def field_int(cmd: Command, name: str, default: int | None = None) -> int:
-    raw = cmd.fields.get(name)
+def field_int(cmd: Command, name: str, default: int | None = None, key: str | None = None) -> int:
+    """The header field ``name`` as an int (carried under ``key`` when that differs: SEND_MESSAGE_V2's
+    one-letter names); ``default`` when absent or empty, ProtocolError when absent without one."""
+    raw = cmd.fields.get(key or name)
     if raw is None or raw == "":
         if default is None:
             raise ProtocolError(f"the header field {name!r} is missing")

@@ -666,21 +666,21 @@ int rb_dispatch_extract(const uint8_t *buf, size_t buf_len, const int64_t *rows,
         }
         if (!(flags & RB_DISPATCH_CQ))
             continue;
-        int64_t r = run_count - 1, stop = run_count - RUN_SEARCH_MAX;
+        int64_t joined = -1, stop = run_count - RUN_SEARCH_MAX;
         if (stop < open_from)
             stop = open_from;
-        for (; r >= stop; r--) {
+        for (int64_t r = run_count - 1; r >= stop; r--) {
             const int64_t *last = rows + runs[3 * r + 2] * RB_SCAN_COLUMNS;
             if (same_queue(buf, row, last)) {
-                if (row[RB_COL_QUEUE_OFFSET] != last[RB_COL_QUEUE_OFFSET] + 1)
-                    r = stop - 1;   /* a gap in the queue's offsets: a new run */
+                if (row[RB_COL_QUEUE_OFFSET] == last[RB_COL_QUEUE_OFFSET] + 1)
+                    joined = r;   /* else a gap in the queue's offsets: a new run */
                 break;
             }
         }
-        if (r >= stop) {
-            next_in_run[runs[3 * r + 2]] = i;
-            runs[3 * r + 1]++;
-            runs[3 * r + 2] = i;
+        if (joined >= 0) {
+            next_in_run[runs[3 * joined + 2]] = i;
+            runs[3 * joined + 1]++;
+            runs[3 * joined + 2] = i;
         } else {
             runs[3 * run_count] = i;
             runs[3 * run_count + 1] = 1;

@@ -9,8 +9,8 @@ import time
 
 from rocketbox.cluster.config import SYNC_FLUSH, SYNC_MASTER, BrokerConfig
 from rocketbox.cluster.log_limit import RateLimitedLog
-from rocketbox.cluster.protocol import (answers_refusals, require_name, AUTO_CREATE_TOPIC_KEY, PERM_WRITE, ProtocolError,
-                                       RequestCode, ResponseCode, SEND_FIELDS, SEND_V2_LONG_NAMES)
+from rocketbox.cluster.protocol import (answers_refusals, field_int, require_name, AUTO_CREATE_TOPIC_KEY, PERM_WRITE,
+                                       ProtocolError, RequestCode, ResponseCode, SEND_FIELDS, SEND_V2_LONG_NAMES)
 from rocketbox.cluster.broker.meters import InTraffic
 from rocketbox.cluster.broker.transaction import HALF_TOPIC, SYSTEM_TOPICS as TRANSACTION_TOPICS
 from rocketbox.cluster.shm.commitlog_format import (PROPERTY_DELAY, PROPERTY_TRAN_MSG, PROPERTY_WAIT, SYSFLAG_COMPRESSED,
@@ -53,16 +53,6 @@ _SHARDING_KEY_MARK = property_mark("__SHARDINGKEY")
 # one-letter names (SendMessageRequestHeaderV2, as the ACL check reads them), SEND_MESSAGE the long ones.
 _LONG_KEYS = {name: name for name in SEND_FIELDS}
 _KEYS_OF_CODE = {RequestCode.SEND_MESSAGE_V2: SEND_V2_LONG_NAMES, RequestCode.SEND_BATCH_MESSAGE: SEND_V2_LONG_NAMES}
-
-
-def _int_field(get, keys: dict[str, str], name: str, default: int | None) -> int | None:
-    raw = get(keys[name])
-    if not raw:
-        return default
-    try:
-        return int(raw)
-    except ValueError:
-        raise ProtocolError(f"the header field {name!r} is not an integer: {raw[:40]!r}") from None
 
 
 class _Outcome:
@@ -190,7 +180,8 @@ class SendProcessor:
         topic_cfg = self.topics.get(topic)
         if topic_cfg is None:
             topic_cfg = self.topics.create_on_send(
-                topic, _int_field(get, keys, "defaultTopicQueueNums", self.cfg.client_topic_queue_count_default))
+                topic, field_int(request, "defaultTopicQueueNums", self.cfg.client_topic_queue_count_default,
+                                 keys["defaultTopicQueueNums"]))
             if topic_cfg is None:
                 raise ProtocolError(f"topic {topic} does not exist and auto-create is off",
                                     ResponseCode.TOPIC_NOT_EXIST)
@@ -198,19 +189,18 @@ class SendProcessor:
             self.publish_topics()
         if not topic_cfg.perm & PERM_WRITE:
             raise ProtocolError(f"topic {topic} is not writable on this broker", ResponseCode.NO_PERMISSION)
-        queue_id = _int_field(get, keys, "queueId", -1)
+        queue_id = field_int(request, "queueId", -1, keys["queueId"])
         if queue_id >= topic_cfg.writeQueueNums:
             raise ProtocolError(f"queue {queue_id} does not exist: topic {topic} has "
                                 f"{topic_cfg.writeQueueNums} write queues", ResponseCode.MESSAGE_ILLEGAL)
         if queue_id < 0:  # the client left the choice to the broker
             queue_id = next(self._round_robin) % topic_cfg.writeQueueNums
-        sys_flag = _int_field(get, keys, "sysFlag", 0)
+        sys_flag = field_int(request, "sysFlag", 0, keys["sysFlag"])
         if sys_flag & ~(SEND_SYSFLAG_ALLOWED | SYSFLAG_TRANSACTION_PREPARED):
             raise ProtocolError(f"sysFlag {sys_flag} has bits a send may not set (allowed: compressed 0x1, "
                                 f"multi-tags 0x2, transaction prepared 0x4)", ResponseCode.MESSAGE_ILLEGAL)
-        born_ts = _int_field(get, keys, "bornTimestamp", None)
-        if born_ts is None:
-            born_ts = self.clock.now_ms()
+        born_key = keys["bornTimestamp"]
+        born_ts = field_int(request, "bornTimestamp", 0, born_key) if get(born_key) else self.clock.now_ms()
         if not 0 <= born_ts < 1 << 62:
             raise ProtocolError(f"bornTimestamp {born_ts} is out of range", ResponseCode.MESSAGE_ILLEGAL)
         # ZeroMQ gives the peer's address, not its port: BORNHOST keeps port 0.
@@ -235,8 +225,8 @@ class SendProcessor:
             if b"\x00" in properties:
                 # Never part of "name\x01value\x02" pairs; recovery reads a trailing NUL as a torn write.
                 raise ProtocolError("the properties contain a NUL byte", ResponseCode.MESSAGE_ILLEGAL)
-            flag = _int_field(get, keys, "flag", 0)
-            reconsume_times = _int_field(get, keys, "reconsumeTimes", 0)
+            flag = field_int(request, "flag", 0, keys["flag"])
+            reconsume_times = field_int(request, "reconsumeTimes", 0, keys["reconsumeTimes"])
             if not (-(1 << 31) <= flag < 1 << 31 and 0 <= reconsume_times < 1 << 31):
                 raise ProtocolError("flag or reconsumeTimes is out of the int32 range", ResponseCode.MESSAGE_ILLEGAL)
             store_topic, store_queue = topic, queue_id

@@ -204,11 +204,7 @@ class UniqueIdMaker:
         self._counter = 0
 
     def next(self) -> str:
-        with self._lock:
-            if self._pid < 0:
-                self._reset()
-            self._counter += 1
-            return unique_id(self._prefix, self._counter)
+        return unique_id(*self.reserve(1))
 
     def reserve(self, count: int) -> tuple[str, int]:
         """(prefix, first counter) of ``count`` fresh ids: id i is prefix + 12 hex digits of first + i."""

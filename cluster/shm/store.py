@@ -116,6 +116,11 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+def _append_refused(status: AppendStatus) -> PutResult:
+    return PutResult(PutMessageStatus.DISK_FULL if status is AppendStatus.DISK_FULL
+                     else PutMessageStatus.MESSAGE_ILLEGAL)
+
+
 class MessageStore:
     def __init__(self, cfg: StoreConfig, control: ControlBlock, *,
                  store_host: bytes = fmt.pack_host("127.0.0.1", 10911)):
@@ -233,27 +238,25 @@ class MessageStore:
 
         outcome = commitlog.append(total, fill)
         if outcome.status is not AppendStatus.OK:
-            status = (PutMessageStatus.DISK_FULL if outcome.status is AppendStatus.DISK_FULL
-                      else PutMessageStatus.MESSAGE_ILLEGAL)
-            return PutResult(status)
+            return _append_refused(outcome.status)
         return self._published(key, queue_offset, next_queue_offset, sizes, outcome.phys_offset)
 
     def put_message(self, topic: str, queue_id: int, message: MessageToStore) -> PutResult:
         """``put_messages(topic, queue_id, [message])``, the record written by one C call: a single
         send's path. What that call does not take (a half or rolled-back record, a prepared offset,
-        a client's own ``__CRC32#`` pair, a topic not yet seen) goes the general way."""
+        a client's own ``__CRC32#`` pair, a topic not yet seen, anything put_messages refuses) goes
+        the general way."""
         topic_bytes = self._topic_bytes.get(topic)
         properties = message.properties
         record_crc = self.record_crc
         stored_size = fmt.stored_properties_size(properties, record_crc)
-        if (topic_bytes is None or stored_size is None or message.sys_flag & fmt.SYSFLAG_TRANSACTION_MASK
-                or message.prepared_transaction_offset or not self._ready or self.read_only
-                or type(queue_id) is not int or not 0 <= queue_id < 1 << 31):
-            return self.put_messages(topic, queue_id, [message])
         body = message.body
-        size = fmt.FIXED_SIZE + len(topic_bytes) + len(body) + stored_size
-        if stored_size > fmt.PROPERTIES_LENGTH_MAX or size > self.cfg.message_size_bytes_max:
-            return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
+        size = None if topic_bytes is None or stored_size is None else \
+            fmt.FIXED_SIZE + len(topic_bytes) + len(body) + stored_size
+        if (size is None or size > self.cfg.message_size_bytes_max or stored_size > fmt.PROPERTIES_LENGTH_MAX
+                or message.sys_flag & fmt.SYSFLAG_TRANSACTION_MASK or message.prepared_transaction_offset
+                or not self._ready or self.read_only or type(queue_id) is not int or not 0 <= queue_id < 1 << 31):
+            return self.put_messages(topic, queue_id, [message])   # it also refuses what must be refused
         key = (topic, queue_id)
         queue_offset = self._next_offsets.get(key, 0)
         store_ts = _now_ms()
@@ -271,8 +274,7 @@ class MessageStore:
         except (ValueError, TypeError, OverflowError):
             return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
         if outcome.status is not AppendStatus.OK:
-            return PutResult(PutMessageStatus.DISK_FULL if outcome.status is AppendStatus.DISK_FULL
-                             else PutMessageStatus.MESSAGE_ILLEGAL)
+            return _append_refused(outcome.status)
         return self._published(key, queue_offset, queue_offset + 1, (size,), outcome.phys_offset)
 
     def _published(self, key: tuple[str, int], queue_offset: int, next_queue_offset: int, sizes,
@@ -333,9 +335,7 @@ class MessageStore:
 
         outcome = self.commitlog.append(total, fill)
         if outcome.status is not AppendStatus.OK:
-            status = (PutMessageStatus.DISK_FULL if outcome.status is AppendStatus.DISK_FULL
-                      else PutMessageStatus.MESSAGE_ILLEGAL)
-            return PutResult(status)
+            return _append_refused(outcome.status)
         self._next_offsets[key] = queue_offset + count
         end = self.commitlog.write_pos
         self.control.write_pos = end
