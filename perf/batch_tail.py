@@ -43,7 +43,10 @@ def _cpu_seconds(processes) -> dict[str, float]:
 
 def one_run(tmp: str, mode: str, args, run: int) -> dict:
     role, flush = MODES[mode]
-    with LocalCluster(os.path.join(tmp, f"{mode}-{run}"), slaves=1, flush_mode=flush,
+    store = {"commitlog_file_size_bytes": args.segment_mib << 20} if args.segment_mib else {}
+    if args.no_preheat:
+        store["preheat_enabled"] = False
+    with LocalCluster(os.path.join(tmp, f"{mode}-{run}"), slaves=1, flush_mode=flush, store_overrides=store,
                       broker_overrides={"broker_role": role}) as cluster:
         admin_cfg = client_config(cluster.namesrv)
         master = f"tcp://{cluster.topology.brokers[0].address}"
@@ -54,6 +57,7 @@ def one_run(tmp: str, mode: str, args, run: int) -> dict:
         cfg = client_config(namesrv, transport=args.door)
         # Warm-up: routes, connections, the first segments' pages.
         run_producers(cfg, "BatchTail", args.batch * 200, args.body_bytes, args.batch, args.threads, 60)
+        time.sleep(args.settle_s)
         here = psutil.Process()
         processes = [here, *here.children(recursive=True)]
         before = _cpu_seconds(processes)
@@ -82,6 +86,11 @@ def main(argv=None) -> int:
     parser.add_argument("--body-bytes", type=int, default=100)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--seconds-max", type=float, default=120)
+    parser.add_argument("--settle-s", type=float, default=0.0,
+                        help="idle time after the warm-up (1 GiB segments: the allocate workers' preheat)")
+    parser.add_argument("--no-preheat", action="store_true", help="the allocate workers do not preheat segments")
+    parser.add_argument("--segment-mib", type=int, default=0,
+                        help="CommitLog segment size (default: LocalCluster's 16 MiB; cluster up's is 1024)")
     args = parser.parse_args(argv)
     modes = args.modes.split(",")
     unknown = [m for m in modes if m not in MODES]

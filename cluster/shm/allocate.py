@@ -71,7 +71,8 @@ class AllocateService:
             self._preheat_start = None
             return AllocateReport(created, 0)
         try:
-            done = seg.preheat(self._preheat_pos, self.preheat_chunk_bytes)
+            done = seg.preheat(self._preheat_pos, self.preheat_chunk_bytes,
+                               without_readahead=cl.appending_without_readahead)
         finally:
             # The pages stay in the page cache for the broker; our mapping only costs RSS.
             cl.unmap_before(next_start + cl.file_size_bytes)
@@ -96,7 +97,7 @@ class AllocateService:
         if seg is None:
             return 0
         try:
-            done = seg.preheat(pos, self.preheat_chunk_bytes)
+            done = seg.preheat(pos, self.preheat_chunk_bytes, without_readahead=cl.appending_without_readahead)
         finally:
             cl.unmap_before(start + cl.file_size_bytes)
         self._current_pos = pos + done

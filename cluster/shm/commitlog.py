@@ -24,7 +24,7 @@ import os
 import time
 from typing import Callable, Iterator, NamedTuple
 
-from rocketbox.cluster.config import StoreConfig
+from rocketbox.cluster.config import SYNC_FLUSH, StoreConfig
 from rocketbox.cluster.shm import commitlog_format as fmt
 from rocketbox.cluster.shm import paths
 from rocketbox.cluster.shm.mapped_file import MappedFile, MappedFileCreateError, create_file
@@ -72,6 +72,12 @@ class CommitLog:
         self.disk_check_interval_ms = 1000
         self._disk_checked_ms = -1 << 62
         self._disk_has_room = True
+        self._appending_start: int | None = None   # the segment this process appends to (the writer's)
+        # Under sync flush every batch is msynced alone, so what one msync writes back must stay
+        # small: no readahead where appends go (mapped_file's docstring). Under async flush one
+        # msync covers many batches anyway, and single pages cost the writer a fault each
+        # (batched produce 570k against 607k msg/s, one sync send at a time -5%).
+        self.appending_without_readahead = cfg.flush_mode == SYNC_FLUSH
 
     # ---- segments ----
 
@@ -165,9 +171,22 @@ class CommitLog:
                 seg, pos, phys = next_seg, 0, next_start
         except MappedFileCreateError:
             return AppendOutcome(AppendStatus.DISK_FULL, -1)
+        if phys - pos != self._appending_start:
+            self._begin_appending(phys - pos, seg)
         fill(seg.mm, pos, phys)
         self._write_pos = phys + size
         return AppendOutcome(AppendStatus.OK, phys)
+
+    def _begin_appending(self, start: int, seg: MappedFile) -> None:
+        """This process starts appending to the segment at ``start``: under sync flush the pages it
+        faults in there come one by one (``MappedFile.advise_appending``), and the one it leaves
+        reads with readahead again."""
+        if self.appending_without_readahead:
+            previous = self._segments.get(self._appending_start) if self._appending_start is not None else None
+            if previous is not None:
+                previous.advise_appending(False)
+            seg.advise_appending(True)
+        self._appending_start = start
 
     def append_raw(self, phys_offset: int, data) -> AppendStatus:
         """Write bytes replicated from a master verbatim at ``phys_offset`` (a slave's broker only).
@@ -186,6 +205,8 @@ class CommitLog:
             seg = self._segments.get(phys_offset - pos) or self.ensure_segment(phys_offset - pos)
         except MappedFileCreateError:
             return AppendStatus.DISK_FULL
+        if phys_offset - pos != self._appending_start:
+            self._begin_appending(phys_offset - pos, seg)
         seg.mm[pos:pos + len(data)] = data
         self._write_pos = phys_offset + len(data)
         return AppendStatus.OK

@@ -13,6 +13,16 @@ process with SIGBUS. With the blocks reserved up front, a full disk shows up her
 at creation, as ``MappedFileCreateError`` (a status the caller turns into
 DISK_FULL), never as a signal in the middle of an append.
 
+Page-cache advice: under sync flush, the writer's and the preheater's mappings of a segment being
+appended to ask for no readahead (``MADV_RANDOM``, ``advise_appending``), so its pages enter the page cache one
+by one as the appends reach them. Measured: 32 KB written through a mapping of a 1 GiB fallocated
+file and msynced, 3,000 times 0.5 ms apart, slowed after the first ~32-64 MiB from p50 ~300 to
+692-773 us (p99 ~430 -> 2,182-2,381 us) with default advice, and stayed at 315 / 416 us with
+MADV_RANDOM; written by ``pwrite`` instead it never slowed, and 16 MiB files never reached the slow
+part. (Likely why: fault readahead grows the page-cache folios, and msync writes back whole
+folios.) In a cluster with 1 GiB segments and no preheating, sync flush + sync replication, one
+thread x 128: 65-69k msg/s, p99 4.0-4.2 ms before, 98-100k and 2.4 ms with the advice.
+
 Views: ``mmap.close()`` raises BufferError while a memoryview of it is alive. This
 class hands out the mmap object itself (slicing it copies, ``struct.pack_into``
 and slice assignment write in place) and keeps no views, so ``close()`` is safe
@@ -114,15 +124,23 @@ class MappedFile:
             native.msync_range(self.mm, start, end)
             durable.synced_range(self.path, start, end)
 
-    def preheat(self, start: int = 0, length: int | None = None) -> int:
+    def advise_appending(self, appending: bool) -> None:
+        """Tell the kernel whether this mapping is where appends go: pages it faults in then come
+        one by one (see the module docstring); otherwise readahead serves sequential reads."""
+        self.mm.madvise(mmap.MADV_RANDOM if appending else mmap.MADV_NORMAL)
+
+    def preheat(self, start: int = 0, length: int | None = None, *, without_readahead: bool = False) -> int:
         """Fault ``[start, start+length)`` into the page cache so appends do not; returns bytes.
 
         Reads only (one byte per page): safe while another process appends to the
-        file, which writing zeros would not be.
+        file, which writing zeros would not be. ``without_readahead``: the pages come in one
+        by one, as the appends of a sync-flush writer want them (``advise_appending``).
         """
         length = self.size_bytes - start if length is None else min(length, self.size_bytes - start)
         if length <= 0:
             return 0
+        if without_readahead:
+            self.advise_appending(True)
         native.preheat_read(self.mm, start, length, PAGE_BYTES)
         return length
 

@@ -66,3 +66,19 @@ def test_wrong_size_is_refused(tmp_path):
     create_file(path, 4096)
     with pytest.raises(ValueError):
         MappedFile(path, 8192)
+
+
+def _advised_random(path: str) -> bool:
+    with open("/proc/self/smaps") as f:
+        lines = f.read().splitlines()
+    header = next(i for i, line in enumerate(lines) if line.endswith(path))
+    return "rr" in next(line for line in lines[header:] if line.startswith("VmFlags:")).split()
+
+
+@pytest.mark.parametrize("without_readahead", [True, False])
+def test_preheat_asks_for_no_readahead_when_told(tmp_path, without_readahead):
+    path = str(tmp_path / "seg")
+    mf = MappedFile.create_or_open(path, 1 << 20)
+    assert mf.preheat(0, 1 << 20, without_readahead=without_readahead) == 1 << 20
+    assert _advised_random(path) is without_readahead
+    mf.close()
