@@ -13,15 +13,16 @@ process with SIGBUS. With the blocks reserved up front, a full disk shows up her
 at creation, as ``MappedFileCreateError`` (a status the caller turns into
 DISK_FULL), never as a signal in the middle of an append.
 
-Page-cache advice: under sync flush, the writer's and the preheater's mappings of a segment being
-appended to ask for no readahead (``MADV_RANDOM``, ``advise_appending``), so its pages enter the page cache one
-by one as the appends reach them. Measured: 32 KB written through a mapping of a 1 GiB fallocated
-file and msynced, 3,000 times 0.5 ms apart, slowed after the first ~32-64 MiB from p50 ~300 to
-692-773 us (p99 ~430 -> 2,182-2,381 us) with default advice, and stayed at 315 / 416 us with
-MADV_RANDOM; written by ``pwrite`` instead it never slowed, and 16 MiB files never reached the slow
-part. (Likely why: fault readahead grows the page-cache folios, and msync writes back whole
-folios.) In a cluster with 1 GiB segments and no preheating, sync flush + sync replication, one
-thread x 128: 65-69k msg/s, p99 4.0-4.2 ms before, 98-100k and 2.4 ms with the advice.
+Page-cache advice: under sync flush, the writer's and the preheater's mappings of a segment
+being appended to ask for no readahead (``MADV_RANDOM``, ``advise_appending``), so its pages
+enter the page cache one by one as the appends reach them. Measured: 32 KB written through a
+mapping of a 1 GiB fallocated file and msynced, 3,000 times 0.5 ms apart, slowed after the first
+~32-64 MiB from p50 ~300 to 692-773 us (p99 ~430 -> 2,182-2,381 us) with default advice, and
+stayed at 315 / 416 us with MADV_RANDOM; written by ``pwrite`` instead it never slowed, and 16 MiB
+files never reached the slow part. (Likely why: fault readahead grows the page-cache folios, and
+msync writes back whole folios.) In a cluster with 1 GiB segments, sync flush + sync replication,
+one thread x 128: 60-67k msg/s, p99 4.2-4.9 ms before, 92-98k and 2.5-2.6 ms with the advice
+without preheating; 88-94k, 2.9 ms before and 100-102k, 2.4-2.6 ms with it once preheated.
 
 Views: ``mmap.close()`` raises BufferError while a memoryview of it is alive. This
 class hands out the mmap object itself (slicing it copies, ``struct.pack_into``
@@ -127,7 +128,10 @@ class MappedFile:
     def advise_appending(self, appending: bool) -> None:
         """Tell the kernel whether this mapping is where appends go: pages it faults in then come
         one by one (see the module docstring); otherwise readahead serves sequential reads."""
-        self.mm.madvise(mmap.MADV_RANDOM if appending else mmap.MADV_NORMAL)
+        try:
+            self.mm.madvise(mmap.MADV_RANDOM if appending else mmap.MADV_NORMAL)
+        except OSError:
+            pass   # advice only: a kernel that refuses it costs speed, never a write
 
     def preheat(self, start: int = 0, length: int | None = None, *, without_readahead: bool = False) -> int:
         """Fault ``[start, start+length)`` into the page cache so appends do not; returns bytes.
