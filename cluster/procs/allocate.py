@@ -4,6 +4,7 @@ expired ones (retention): the one process that manages the CommitLog's files."""
 from __future__ import annotations
 
 import logging
+import os
 import sys
 
 from rocketbox.cluster.log_limit import RateLimitedLog
@@ -12,6 +13,12 @@ from rocketbox.cluster.shm.allocate import AllocateService
 from rocketbox.cluster.shm.retention import RetentionService
 
 ALLOCATE_CHECK_INTERVAL_S = 0.2
+# Creating, preheating and deleting segments is work ahead of need: it yields the cores to the
+# broker and its other workers. Measured while a 1 GiB segment was preheated under sync flush +
+# sync replication (perf/batch_tail.py, one thread x 128): p99 3.95-4.40 ms against 4.99-5.62 at
+# nice 0, three interleaved rounds. At nice 19 it still gets ~1.5% of a busy core, a step
+# (heartbeat included) every ~2 s when both cores are saturated.
+ALLOCATE_NICE = 19
 # A full disk fails every turn (5 a second): say so a few times a minute, with a count.
 warnings = RateLimitedLog(logging.getLogger("allocate"), burst=1, interval_s=20.0)
 
@@ -35,6 +42,7 @@ def close(services) -> None:
 
 
 def main(argv=None) -> int:
+    os.setpriority(os.PRIO_PROCESS, 0, ALLOCATE_NICE)   # raising one's own niceness needs no privilege
     return run_worker("allocate", sys.argv[1:] if argv is None else argv, make_service=make_services,
                       step=step, interval_s=ALLOCATE_CHECK_INTERVAL_S, on_exit=close)
 

@@ -3,6 +3,8 @@ carrying the child's JSON config."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from rocketbox.cluster.testing import LocalCluster
@@ -24,3 +26,15 @@ def test_every_process_says_what_it_is(tmp_path):
     assert titles["broker-a-reput"] == "rocketbox: broker-a reput"
     assert titles["broker-a-s1-flush"] == "rocketbox: broker-a-s1 flush"
     assert all(title.startswith("rocketbox: ") and "config-json" not in title for title in titles.values())
+
+
+def test_the_allocate_workers_yield_the_cores(tmp_path):
+    """Segment creation and preheating are work ahead of need: the allocate workers run at nice 19,
+    every other process at the nice it was started with."""
+    with LocalCluster(str(tmp_path / "nice"), slaves=1) as cluster:
+        children = {c["name"]: c["pid"] for c in cluster.state()["children"]}
+        nice = {name: os.getpriority(os.PRIO_PROCESS, pid) for name, pid in children.items()}
+    base = os.getpriority(os.PRIO_PROCESS, 0)
+    assert nice["broker-a-allocate"] == nice["broker-a-s1-allocate"] == 19
+    assert {name: value for name, value in nice.items() if not name.endswith("-allocate")} == \
+        {name: base for name in nice if not name.endswith("-allocate")}
