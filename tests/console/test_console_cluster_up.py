@@ -18,7 +18,7 @@ from rocketbox.cluster.procs.run_state import read_state_file
 from rocketbox.cluster.testing import wait_until
 from rocketbox.cluster.topology import free_ports
 from tests.console.pages import fetch
-from tests.conftest import run_cli
+from tests.conftest import run_cli, up_on_free_ports
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -39,8 +39,9 @@ def _ports_args(ports) -> list[str]:
 
 def test_cluster_up_serves_the_console_and_a_second_cluster_on_its_port_is_refused(tmp_path):
     data_dir = str(tmp_path / "up")
-    *ports, console = free_ports(4)
-    up = _cli(data_dir, "up", "--detach", *_ports_args(ports), "--console-port", str(console))
+    ports, up = up_on_free_ports(4, lambda p: ("up", "--detach", *_ports_args(p[:3]), "--console-port", str(p[3])),
+                                 data_dir=data_dir)
+    console = ports[3]
     try:
         url = f"http://127.0.0.1:{console}/"
         assert f"web console: {url}" in " ".join(up.stdout.split()), up.stdout

@@ -11,7 +11,7 @@ import pytest
 
 from rocketbox.cluster.acl.curve import curve_dir
 from rocketbox.cluster.topology import free_ports
-from tests.conftest import run_cli
+from tests.conftest import run_cli, up_on_free_ports
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -23,8 +23,8 @@ accounts:
 """
 
 
-def _ports_args() -> list[str]:
-    namesrv, broker, metrics = free_ports(3)
+def _ports_args(ports=None) -> list[str]:
+    namesrv, broker, metrics = ports or free_ports(3)
     return ["--namesrv-port", str(namesrv), "--broker-port", str(broker), "--metrics-port", str(metrics),
             "--no-remoting", "--no-proxy", "--no-console", "--commitlog-file-size-bytes", str(16 * 1024 * 1024)]
 
@@ -43,7 +43,8 @@ def test_cluster_up_with_an_acl_file_serves_the_cli_with_the_cluster_key(tmp_pat
     acl_file.parent.mkdir()
     acl_file.write_text(ACL)
     data_dir = str(tmp_path / "up")
-    run_cli("up", "--detach", "--acl-file", str(acl_file), *_ports_args(), data_dir=data_dir, timeout_s=180)
+    up_on_free_ports(3, lambda ports: ("up", "--detach", "--acl-file", str(acl_file), *_ports_args(ports)),
+                     data_dir=data_dir)
     try:
         assert os.path.exists(os.path.join(curve_dir(str(acl_file)), "server.key_secret"))
         run_cli("topic", "create", "AclCliTopic", "--queues", "2", data_dir=data_dir)

@@ -10,8 +10,7 @@ import pytest
 
 from rocketbox.cluster import Admin
 from rocketbox.cluster.config import ClientConfig
-from rocketbox.cluster.topology import free_ports
-from tests.conftest import run_cli
+from tests.conftest import run_cli, up_on_free_ports
 from tests.remoting.cpp_client import require_cpp_client, run_cpp, sent_ok
 
 pytestmark = pytest.mark.timeout(240)
@@ -24,11 +23,12 @@ def _cli(data_dir: str, *args: str, check: bool = True):
 def test_cpp_client_through_cluster_up(tmp_path):
     require_cpp_client()
     data_dir = str(tmp_path / "up")
-    namesrv_port, broker_port, namesrv_remoting, broker_remoting = free_ports(4)
-    up = _cli(data_dir, "up", "--detach", "--namesrv-port", str(namesrv_port), "--broker-port", str(broker_port),
-              "--namesrv-remoting-port", str(namesrv_remoting), "--broker-remoting-port", str(broker_remoting),
-              "--commitlog-file-size-bytes", str(16 * 1024 * 1024), "--no-metrics",
-              "--no-proxy", "--no-console")
+    ports, up = up_on_free_ports(
+        4, lambda p: ("up", "--detach", "--namesrv-port", str(p[0]), "--broker-port", str(p[1]),
+                      "--namesrv-remoting-port", str(p[2]), "--broker-remoting-port", str(p[3]),
+                      "--commitlog-file-size-bytes", str(16 * 1024 * 1024), "--no-metrics", "--no-proxy",
+                      "--no-console"), data_dir=data_dir)
+    namesrv_port, broker_port, namesrv_remoting, broker_remoting = ports
     try:
         namesrv_addr = f"127.0.0.1:{namesrv_remoting}"
         assert f"RocketMQ clients: namesrvAddr {namesrv_addr}" in up.stdout
