@@ -30,12 +30,14 @@ MODES = {f"{label.split()[0]}-{label.split()[3]}": (role, flush) for role, flush
 CPU_SHARE_SHOWN_MIN = 0.01
 
 
-def _cpu_seconds(processes) -> dict[str, float]:
+def _cpu_seconds(processes) -> dict[int, tuple[str, float]]:
+    """pid -> (role, seconds of CPU so far); this process is "producer", a child its title's role."""
     seconds = {}
     for process in processes:
         try:
             times = process.cpu_times()
-            seconds[f"{process.name()} ({process.pid})"] = times.user + times.system
+            role = "producer" if process.pid == os.getpid() else process.name().split(": ", 1)[-1]
+            seconds[process.pid] = (role, times.user + times.system)
         except psutil.Error:
             pass   # gone (a restart): not counted
     return seconds
@@ -70,8 +72,7 @@ def one_run(tmp: str, mode: str, args, run: int) -> dict:
         after = _cpu_seconds(processes)
     if set(statuses) != {"SEND_OK"}:   # SLAVE_NOT_AVAILABLE is answered at once and would flatter the figures
         raise RuntimeError(f"{mode}: answers other than SEND_OK: {statuses}")
-    cpu = {name.replace(f"{here.name()} ({here.pid})", "producer (x)"): (after[name] - before[name]) / wall
-           for name in after if name in before}
+    cpu = {role: (spent - before[pid][1]) / wall for pid, (role, spent) in after.items() if pid in before}
     return {"rate": sent / elapsed, "p50": percentile(latencies, 0.5), "p90": percentile(latencies, 0.9),
             "p99": percentile(latencies, 0.99), "cpu": cpu}
 
@@ -116,7 +117,7 @@ def main(argv=None) -> int:
         busy = sorted(((share, name) for name, share in shares.items() if share >= CPU_SHARE_SHOWN_MIN),
                       reverse=True)
         print(f"    cores used in the last run: {sum(shares.values()):.2f} "
-              f"({', '.join(name.split(': ', 1)[-1].rsplit(' (', 1)[0] + format(share, ' .2f') for share, name in busy)})")
+              f"({', '.join(name + format(share, ' .2f') for share, name in busy)})")
     return 0
 
 

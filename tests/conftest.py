@@ -111,7 +111,7 @@ def up_on_free_ports(count: int, up_args, *, data_dir: str, timeout_s: float = 1
     """``cluster up`` with ``up_args(ports)`` on ``count`` freshly picked free ports: again on fresh
     ones when a port another xdist worker's cluster took after it was picked (a derived port, the HA
     port at broker + 1, is not among the picked ones) was refused by ``up``'s check, or was taken
-    between that check and a child's bind (the boot error's log tail says so); nothing else is
+    between that check and a child's bind (a log says so, ``_port_taken``); nothing else is
     retried."""
     from rocketbox.cluster.topology import free_ports
 
@@ -121,8 +121,7 @@ def up_on_free_ports(count: int, up_args, *, data_dir: str, timeout_s: float = 1
         proc = run_cli(*up_args(ports), data_dir=data_dir, check=False, timeout_s=timeout_s)
         if proc.returncode == 0:
             return ports, proc
-        said = proc.stdout + proc.stderr
-        if ("is in use" not in said and "Address already in use" not in said) or attempt == attempts:
+        if ("is in use" not in proc.stdout + proc.stderr and not _port_taken(data_dir)) or attempt == attempts:
             raise AssertionError(f"cluster up failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
         attempt += 1
 
