@@ -73,11 +73,16 @@ class ClientTransport:
         request.opaque = next_opaque()
         return timeout_ms, time.monotonic() + timeout_ms / 1000
 
-    def call_async(self, endpoint: str, request: Command, timeout_ms: int | None = None) -> Future:
-        """A future resolved with the response Command, or with a TransportError."""
+    def call_async(self, endpoint: str, request: Command, timeout_ms: int | None = None,
+                   on_done: Callable[[Future], None] | None = None) -> Future:
+        """A future resolved with the response Command, or with a TransportError. ``on_done(future)``
+        is attached before the request goes out, so the I/O thread that resolves the future runs it
+        (attached afterwards, a quick answer would run it at once on the calling thread)."""
         timeout_ms = self.default_timeout_ms if timeout_ms is None else timeout_ms
         request.opaque = next_opaque()
         future: Future = Future()
+        if on_done is not None:
+            future.add_done_callback(on_done)
         self._io_thread().submit(endpoint, request, future, time.monotonic() + timeout_ms / 1000)
         return future
 

@@ -11,6 +11,7 @@ the same counts (``--messages``, ``--runs``, ``--producer-threads``, ``--paced-s
 | publish latency p50/p99 | ``latency``: one sync send at a time, async flush | one publish at a time, waiting for its ack |
 | end-to-end latency p50/p99 | ``e2e_latency``: 10k msg/s, a batch per due tick, receive - send | the same pacing (``Pacer``) and stamps |
 | the same, our pull loop | ``e2e_latency``: a PullConsumer long-polling a 1-queue topic in one thread (the shape of the peers' read loops) | the peers' end-to-end latency above |
+| the same, push without a consume pool | ``e2e_latency``: the PushConsumer with ``consume_threads=0`` (its listener on the I/O thread that received the pull) | the peers' end-to-end latency above |
 
 The peers (perf/peers: Redis Streams, NATS JetStream) are started on free 127.0.0.1 ports in
 the run's temporary directory and stopped after; one not installed (``make peers``) is

@@ -45,6 +45,12 @@ MEASURES = (
             "lower", ("e2e_latency", "receive - send p50, pull loop, 1 queue"), peer_key="e2e_p50"),
     Measure("e2e_pull_p99", f"end-to-end latency p99 at {PACED_RATE_MSG_S // 1000}k msg/s, our pull loop", "us",
             "lower", ("e2e_latency", "receive - send p99, pull loop, 1 queue"), peer_key="e2e_p99"),
+    Measure("e2e_inline_p50", f"end-to-end latency p50 at {PACED_RATE_MSG_S // 1000}k msg/s, push, no consume pool",
+            "us", "lower", ("e2e_latency", "receive - send p50, batch per due tick, no consume pool"),
+            peer_key="e2e_p50"),
+    Measure("e2e_inline_p99", f"end-to-end latency p99 at {PACED_RATE_MSG_S // 1000}k msg/s, push, no consume pool",
+            "us", "lower", ("e2e_latency", "receive - send p99, batch per due tick, no consume pool"),
+            peer_key="e2e_p99"),
     Measure("paced_rate", "paced rate achieved (check)", "msg/s", None,
             ("e2e_latency", "rate achieved, batch per due tick")),
 )

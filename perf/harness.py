@@ -18,6 +18,7 @@ QUEUE_COUNT = 4
 PRODUCER_THREADS_DEFAULT = 4
 PULL_MAX_NUMS = 1024
 PUSH_PULL_BATCH = 256
+PUSH_CONSUME_THREADS = 2
 PACED_RATE_MSG_S = 10_000
 FLUSH_MODES = ((ASYNC_FLUSH, "async flush"), (SYNC_FLUSH, "sync flush"))
 # Bounds: no measurement runs longer than this, whatever the message count.
@@ -368,8 +369,9 @@ class Tally:
             return [us for seq, us in self.latencies_us if seq >= total // 20]
 
 
-def push_consumer(cfg: ClientConfig, group: str, topic: str, tally: Tally) -> PushConsumer:
-    consumer = PushConsumer(group, config=cfg, consume_threads=2, consume_batch_max=PUSH_PULL_BATCH,
+def push_consumer(cfg: ClientConfig, group: str, topic: str, tally: Tally,
+                  consume_threads: int = PUSH_CONSUME_THREADS) -> PushConsumer:
+    consumer = PushConsumer(group, config=cfg, consume_threads=consume_threads, consume_batch_max=PUSH_PULL_BATCH,
                             cached_messages_max=4 * PUSH_PULL_BATCH)
     consumer.subscribe(topic)
     consumer.register_listener(tally.listener)

@@ -1,6 +1,13 @@
 """A push consumer's concurrent consumption (RocketMQ's ConsumeMessageConcurrentlyService): batches
 run on a thread pool; what the listener fails goes back to the broker for the group's retry
-topic (clustering) or is dropped (broadcasting), and what cannot go back is consumed here again."""
+topic (clustering) or is dropped (broadcasting), and what cannot go back is consumed here again.
+
+With no consume threads (``PushConsumer(consume_threads=0)``) a batch is consumed on the thread
+that received its pull, the client's I/O thread: no hand-off. Waking a pool thread and passing it
+the GIL was ~140 us of a message's ~700 us end to end at 10k msg/s on two cores (perf/RESULTS.md,
+issue 16, session 18). A listener that blocks there holds up every queue's pulls and the client's
+other asynchronous requests, so this is for listeners that return quickly. Messages that failed and
+could not go back to the broker are consumed again on one pool thread."""
 
 from __future__ import annotations
 
@@ -30,10 +37,15 @@ class ConsumeStatus(enum.Enum):
 class ConsumeService:
     def __init__(self, consumer, threads: int):
         self.consumer = consumer
-        self.executor = ThreadPoolExecutor(threads, thread_name_prefix=f"consume-{consumer.group}")
+        self.inline = threads == 0
+        # Inline, the pool's one thread consumes only what is retried here (_retry_consume).
+        self.executor = ThreadPoolExecutor(max(1, threads), thread_name_prefix=f"consume-{consumer.group}")
 
     def submit(self, pq: ProcessQueue, messages: list[MessageExt]) -> None:
-        self.executor.submit(self._consume, pq, messages)
+        if self.inline:
+            self._consume(pq, messages)
+        else:
+            self.executor.submit(self._consume, pq, messages)
 
     def shutdown(self) -> None:
         self.executor.shutdown(wait=True)

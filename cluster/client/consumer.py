@@ -172,7 +172,10 @@ class PushConsumer(_QueueClient):
 
     ``allocate``: a strategy of ``allocation.py`` or its RocketMQ name ("AVG", "AVG_BY_CIRCLE",
     "CONSISTENT_HASH"); ``cached_messages_max`` / ``cached_bytes_max``: the per-queue flow control
-    caps, by default the config's ``pull_threshold_for_queue`` / ``pull_threshold_size_for_queue_bytes``.
+    caps, by default the config's ``pull_threshold_for_queue`` / ``pull_threshold_size_for_queue_bytes``;
+    ``consume_threads``: the pool the listener runs on, or 0 to run it on the thread that received the
+    pull, with no hand-off (``consume_service.py``: lower latency, for listeners that return quickly;
+    not for orderly consumption).
     """
 
     def __init__(self, group: str, namesrv=None, config: ClientConfig | None = None, *,
@@ -186,6 +189,8 @@ class PushConsumer(_QueueClient):
         problem = name_problem("consumer group", group)
         if problem:
             raise ValueError(problem)
+        if consume_threads < 0:
+            raise ValueError(f"consume_threads must be >= 0, not {consume_threads}")
         self.group = group
         self.subscriptions: dict[str, str] = {}  # topic -> expression
         self._selectors: dict[str, MessageSelector] = {}  # topic -> its subscription, as given
@@ -258,6 +263,9 @@ class PushConsumer(_QueueClient):
     def start(self) -> None:
         if self.listener is None or not self.subscriptions:
             raise ClientError("subscribe to a topic and register a listener before start()")
+        if self._orderly is not None and self._consume_threads == 0:
+            raise ClientError("orderly consumption runs each queue's line on a consume thread: "
+                              "consume_threads must be >= 1")
         self.started_ms = self.clock.now_ms()
         if self.message_model == BROADCASTING:
             path = local_offset_store_path(self.cfg.local_offset_store_dir,

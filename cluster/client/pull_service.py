@@ -57,8 +57,9 @@ class PullService:
         request = broker_api.pull_request(c.group, pq.mq, pq.next_offset, c.cfg.pull_batch_count,
                                           selector.expression, c.cfg.pull_suspend_ms,
                                           expression_type=selector.expression_type)
-        future = c.rpc.call_async(endpoint, request, c.cfg.pull_suspend_ms + c.cfg.request_timeout_ms)
-        future.add_done_callback(lambda f: self._on_pulled(pq, endpoint, selector, f, broker_id))
+        # Resolved on the I/O thread, which consumes the messages itself when there is no consume pool.
+        c.rpc.call_async(endpoint, request, c.cfg.pull_suspend_ms + c.cfg.request_timeout_ms,
+                         on_done=lambda f: self._on_pulled(pq, endpoint, selector, f, broker_id))
 
     def pause(self, pq: ProcessQueue, delay_s: float) -> None:
         with self._paused_lock:

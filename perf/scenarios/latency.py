@@ -9,8 +9,9 @@ import time
 from rocketbox.cluster import Message, Producer, PullConsumer
 from rocketbox.cluster.config import ASYNC_FLUSH
 from rocketbox.cluster.testing import LocalCluster
-from rocketbox.perf.harness import (FLUSH_MODES, PACED_RATE_MSG_S, PULL_MAX_NUMS, ProducerProcess, QUEUE_COUNT, Settings,
-                                    Tally, await_assigned, client_config, create_topic, message_body, push_consumer)
+from rocketbox.perf.harness import (FLUSH_MODES, PACED_RATE_MSG_S, PULL_MAX_NUMS, PUSH_CONSUME_THREADS, ProducerProcess,
+                                    QUEUE_COUNT, Settings, Tally, await_assigned, client_config, create_topic,
+                                    message_body, push_consumer)
 from rocketbox.perf.report import Report, Row, TARGETS, percentile
 
 PULL_LOOP_SUSPEND_MS = 500
@@ -45,18 +46,23 @@ def scenario_e2e_latency(s: Settings, report: Report, tmp: str) -> None:
     duration_s = s.paced_s
     total = int(PACED_RATE_MSG_S * duration_s)
     with LocalCluster(os.path.join(tmp, "e2e-latency")) as cluster:
-        for mode, label in s.variants((("paced_batch", "batch per due tick"), ("paced_async", "send_async each"))):
+        # A PushConsumer with RocketMQ's pool of consume threads, and with none (the listener on the
+        # thread that received the pull: consume_service.py).
+        variants = s.variants((("paced_batch", "batch per due tick", PUSH_CONSUME_THREADS),
+                               ("paced_async", "send_async each", PUSH_CONSUME_THREADS)))
+        for mode, label, threads in variants + (("paced_batch", "batch per due tick, no consume pool", 0),):
             stats = {"p50": [], "p99": [], "p999": [], "rate": []}
             for run in range(s.runs):
                 namesrv = cluster.remoting_namesrv   # the door RocketMQ's clients use, as the latency scenario
-                lat, rate = paced_e2e_run(namesrv, client_config(namesrv, transport="remoting"), f"Paced{mode}{run}",
-                                          f"BenchPacedGroup{mode}{run}", mode, total, duration_s,
-                                          transport="remoting")
+                lat, rate = paced_e2e_run(namesrv, client_config(namesrv, transport="remoting"),
+                                          f"Paced{mode}{threads}x{run}", f"BenchPacedGroup{mode}{threads}x{run}", mode,
+                                          total, duration_s, transport="remoting", consume_threads=threads)
                 stats["p50"].append(percentile(lat, 0.5))
                 stats["p99"].append(percentile(lat, 0.99))
                 stats["p999"].append(percentile(lat, 0.999))
                 stats["rate"].append(rate)
-            note = f"remoting door; target rate {PACED_RATE_MSG_S:,} msg/s for {duration_s:.0f} s; first 5% skipped"
+            note = (f"remoting door; PushConsumer with {threads or 'no'} consume threads; target rate "
+                    f"{PACED_RATE_MSG_S:,} msg/s for {duration_s:.0f} s; first 5% skipped")
             report.add(Row("e2e_latency", f"rate achieved, {label}", "msg/s", stats["rate"],
                            (">=", PACED_RATE_MSG_S * 0.99), note=note + "; met within 1%"))
             for key, name in (("p50", "p50"), ("p99", "p99"), ("p999", "p99.9")):
@@ -80,12 +86,12 @@ def scenario_e2e_latency(s: Settings, report: Report, tmp: str) -> None:
 
 
 def paced_e2e_run(namesrv: str, cfg, topic: str, group: str, mode: str, total: int, duration_s: float,
-                  transport: str = "native") -> tuple[list[float], float]:
+                  transport: str = "native", consume_threads: int = PUSH_CONSUME_THREADS) -> tuple[list[float], float]:
     """One paced run: a producer process at 10k msg/s, a PushConsumer here; (receive - send
     latencies in us of the steady part, achieved send rate)."""
     create_topic(cfg, topic)
     tally = Tally(total + 1, stamped=True)
-    consumer = push_consumer(cfg, group, topic, tally)
+    consumer = push_consumer(cfg, group, topic, tally, consume_threads)
     consumer.start()
     try:
         await_assigned(consumer, QUEUE_COUNT)

@@ -1,0 +1,84 @@
+"""A push consumer with no consume threads (``consume_threads=0``): the listener runs on the
+client's I/O thread, which received the pull, and still gets everything, commits, and retries."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from rocketbox.cluster import ConsumeStatus, PushConsumer
+from rocketbox.cluster.client.orderly import ConsumeOrderlyStatus
+from rocketbox.cluster.errors import ClientError
+from rocketbox.cluster.testing import wait_until
+from tests.conftest import await_group_caught_up, client_config, fill_topic
+
+# The I/O thread of each client transport (client_transport.IoThreadBase.THREAD_NAME).
+IO_THREAD = {"native": "rpc-io", "remoting": "remoting-io"}
+
+
+@pytest.mark.parametrize("transport", ["native", "remoting"])
+def test_every_message_is_consumed_on_the_io_thread_and_committed(start_cluster, transport):
+    cluster = start_cluster()
+    cfg = client_config(cluster, transport=transport)
+    sent = fill_topic(cfg, "Inline", 4, 200)
+    seen: dict[bytes, int] = {}
+    threads: set[str] = set()
+    lock = threading.Lock()
+
+    def listener(messages):
+        with lock:
+            threads.add(threading.current_thread().name)
+            for m in messages:
+                seen[m.body] = seen.get(m.body, 0) + 1
+
+    consumer = PushConsumer("InlineGroup", config=cfg, consume_threads=0)
+    consumer.subscribe("Inline")
+    consumer.register_listener(listener)
+    consumer.start()
+    try:
+        wait_until(lambda: len(seen) >= len(sent), 30, what="every message consumed")
+        await_group_caught_up(cfg, "Inline", "InlineGroup")
+    finally:
+        consumer.shutdown()
+    assert set(seen) == {f"m{i}".encode() for i in range(200)}
+    assert threads == {IO_THREAD[transport]}   # no hand-off to a pool
+    assert consumer.statistics()["consumed"] >= 200
+
+
+def test_failed_messages_go_back_through_the_retry_topic(start_cluster):
+    cluster = start_cluster(store_overrides={"message_delay_levels": "300ms 600ms 900ms"})
+    cfg = client_config(cluster)
+    fill_topic(cfg, "InlineWork", 1, 1)
+    deliveries: list[tuple[int, str]] = []
+
+    def listener(messages):
+        deliveries.extend((m.reconsume_times, threading.current_thread().name) for m in messages)
+        return ConsumeStatus.RECONSUME_LATER if len(deliveries) <= 2 else ConsumeStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer("InlineWorkGroup", config=cfg, consume_threads=0, consume_batch_max=1)
+    consumer.subscribe("InlineWork")
+    consumer.register_listener(listener)
+    consumer.start()
+    try:
+        wait_until(lambda: len(deliveries) >= 3, 30, what="three deliveries")
+        await_group_caught_up(cfg, "InlineWork", "InlineWorkGroup")
+    finally:
+        consumer.shutdown()
+    assert [d[0] for d in deliveries[:3]] == [0, 1, 2]
+    assert {d[1] for d in deliveries} == {"rpc-io"}
+    assert consumer.statistics()["sent_back"] == 2
+
+
+def test_orderly_consumption_needs_consume_threads(start_cluster):
+    cluster = start_cluster()
+    cfg = client_config(cluster)
+    fill_topic(cfg, "InlineOrdered", 1, 1)
+    consumer = PushConsumer("InlineOrderedGroup", config=cfg, consume_threads=0)
+    consumer.subscribe("InlineOrdered")
+    consumer.register_message_listener_orderly(lambda messages, context: ConsumeOrderlyStatus.SUCCESS)
+    with pytest.raises(ClientError, match="consume_threads must be >= 1"):
+        consumer.start()
+    consumer.shutdown()
+    with pytest.raises(ValueError, match="consume_threads must be >= 0"):
+        PushConsumer("InlineOrderedGroup", config=cfg, consume_threads=-1)
