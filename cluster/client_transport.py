@@ -155,7 +155,10 @@ class IoThreadBase:
             os.write(self._wake_w, b"x")
         except OSError:
             pass
-        self._thread.join(timeout=2)
+        if threading.current_thread() is not self._thread:
+            # From the thread itself (a listener run on it, consume_threads=0, shutting its consumer
+            # down) the loop ends once the callback returns.
+            self._thread.join(timeout=2)
 
     def _drain_wake_pipe(self) -> None:
         try:

@@ -82,3 +82,28 @@ def test_orderly_consumption_needs_consume_threads(start_cluster):
     consumer.shutdown()
     with pytest.raises(ValueError, match="consume_threads must be >= 0"):
         PushConsumer("InlineOrderedGroup", config=cfg, consume_threads=-1)
+
+
+def test_a_listener_on_the_io_thread_may_shut_its_consumer_down(start_cluster):
+    cluster = start_cluster()
+    cfg = client_config(cluster)
+    fill_topic(cfg, "InlineStop", 1, 5)
+    outcome: list = []
+
+    def listener(messages):
+        if not outcome:
+            try:
+                consumer.shutdown()
+                outcome.append("stopped")
+            except Exception as exc:   # noqa: BLE001 - what the test reports
+                outcome.append(exc)
+
+    consumer = PushConsumer("InlineStopGroup", config=cfg, consume_threads=0)
+    consumer.subscribe("InlineStop")
+    consumer.register_listener(listener)
+    consumer.start()
+    try:
+        wait_until(lambda: outcome, 30, what="the listener called shutdown")
+    finally:
+        consumer.shutdown()
+    assert outcome == ["stopped"]
