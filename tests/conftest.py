@@ -137,3 +137,17 @@ def run_cli(*args: str, data_dir: str | None = None, check: bool = True,
     if check and proc.returncode != 0:
         raise AssertionError(f"cluster {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     return proc
+
+
+def mapping_vm_flags(path) -> list[set[str]]:
+    """The VmFlags of each of this process's mappings of ``path`` (/proc/self/smaps); "rr" is
+    MADV_RANDOM."""
+    found, current = [], None
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            fields = line.split()
+            if not fields[0].endswith(":"):   # a mapping's header: range, perms, offset, dev, inode, path
+                current = fields[5] if len(fields) >= 6 else None
+            elif fields[0] == "VmFlags:" and current == str(path):
+                found.append(set(fields[1:]))
+    return found

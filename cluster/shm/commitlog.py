@@ -171,18 +171,19 @@ class CommitLog:
                 seg, pos, phys = next_seg, 0, next_start
         except MappedFileCreateError:
             return AppendOutcome(AppendStatus.DISK_FULL, -1)
-        if phys - pos != self._appending_start:
-            self._begin_appending(phys - pos, seg)
+        self._appending_to(phys - pos, seg)
         fill(seg.mm, pos, phys)
         self._write_pos = phys + size
         return AppendOutcome(AppendStatus.OK, phys)
 
-    def _begin_appending(self, start: int, seg: MappedFile) -> None:
-        """This process starts appending to the segment at ``start``: under sync flush the pages it
-        faults in there come one by one (``MappedFile.advise_appending``), and the one it leaves
-        reads with readahead again."""
+    def _appending_to(self, start: int, seg: MappedFile) -> None:
+        """This process appends to the segment at ``start``. When that is a new one, under sync flush
+        the pages it faults in there come one by one (``MappedFile.advise_appending``), and the one it
+        leaves reads with readahead again."""
+        if start == self._appending_start:
+            return
         if self.appending_without_readahead:
-            previous = self._segments.get(self._appending_start) if self._appending_start is not None else None
+            previous = self._segments.get(self._appending_start)
             if previous is not None:
                 previous.advise_appending(False)
             seg.advise_appending(True)
@@ -205,8 +206,7 @@ class CommitLog:
             seg = self._segments.get(phys_offset - pos) or self.ensure_segment(phys_offset - pos)
         except MappedFileCreateError:
             return AppendStatus.DISK_FULL
-        if phys_offset - pos != self._appending_start:
-            self._begin_appending(phys_offset - pos, seg)
+        self._appending_to(phys_offset - pos, seg)
         seg.mm[pos:pos + len(data)] = data
         self._write_pos = phys_offset + len(data)
         return AppendStatus.OK

@@ -8,6 +8,7 @@ from rocketbox.cluster.shm import commitlog_format as fmt
 from rocketbox.cluster.shm import mapped_file
 from rocketbox.cluster.shm.commitlog import AppendStatus, CommitLog
 from rocketbox.cluster.shm.testing import STORE_HOST, tiny_config
+from tests.conftest import mapping_vm_flags
 
 SEG = 64 * 1024
 
@@ -150,42 +151,28 @@ def test_mlock_pins_only_the_segment_being_written(tmp_path):
     assert locked == SEG // 1024
 
 
-def _vm_flags(path) -> list[set[str]]:
-    """The VmFlags of each of this process's mappings of ``path`` (/proc/self/smaps); "rr" is
-    MADV_RANDOM."""
-    found, current = [], None
-    with open("/proc/self/smaps") as f:
-        for line in f:
-            fields = line.split()
-            if not fields[0].endswith(":"):   # a mapping's header: range, perms, offset, dev, inode, path
-                current = fields[5] if len(fields) >= 6 else None
-            elif fields[0] == "VmFlags:" and current == str(path):
-                found.append(set(fields[1:]))
-    return found
-
-
 def test_under_sync_flush_the_segment_being_appended_to_is_mapped_without_readahead(tmp_path):
     cl = CommitLog(tiny_config(tmp_path, flush_mode=SYNC_FLUSH))
     body = b"x" * 10_000
     assert append_record(cl, body).status == AppendStatus.OK
     first, second = cl.segment_path(0), cl.segment_path(SEG)
-    assert ["rr" in flags for flags in _vm_flags(first)] == [True]
+    assert ["rr" in flags for flags in mapping_vm_flags(first)] == [True]
     while cl.write_pos < SEG:   # roll into the second segment
         assert append_record(cl, body).status == AppendStatus.OK
-    assert ["rr" in flags for flags in _vm_flags(second)] == [True]
-    assert ["rr" in flags for flags in _vm_flags(first)] == [False]   # left: reads with readahead again
+    assert ["rr" in flags for flags in mapping_vm_flags(second)] == [True]
+    assert ["rr" in flags for flags in mapping_vm_flags(first)] == [False]   # left: reads with readahead again
     written = cl.read(0, 100), cl.read(SEG, 100)
     cl.close()
     reader = CommitLog(tiny_config(tmp_path, flush_mode=SYNC_FLUSH))
     assert (reader.read(0, 100), reader.read(SEG, 100)) == written
-    assert ["rr" in flags for flags in _vm_flags(first) + _vm_flags(second)] == [False, False]
+    assert ["rr" in flags for flags in mapping_vm_flags(first) + mapping_vm_flags(second)] == [False, False]
     reader.close()
 
 
 def test_under_async_flush_appends_keep_readahead(tmp_path):
     cl = CommitLog(tiny_config(tmp_path, flush_mode=ASYNC_FLUSH))
     assert append_record(cl, b"x" * 1000).status == AppendStatus.OK
-    assert ["rr" in flags for flags in _vm_flags(cl.segment_path(0))] == [False]
+    assert ["rr" in flags for flags in mapping_vm_flags(cl.segment_path(0))] == [False]
     cl.close()
 
 
@@ -196,6 +183,6 @@ def test_replicated_appends_under_sync_flush_are_mapped_without_readahead(tmp_pa
     slave = CommitLog(tiny_config(tmp_path / "slave", flush_mode=SYNC_FLUSH))
     assert slave.append_raw(0, data) == AppendStatus.OK
     assert slave.read(0, len(data)) == data
-    assert ["rr" in flags for flags in _vm_flags(slave.segment_path(0))] == [True]
+    assert ["rr" in flags for flags in mapping_vm_flags(slave.segment_path(0))] == [True]
     master.close()
     slave.close()

@@ -5,6 +5,7 @@ import pytest
 
 from rocketbox.cluster.shm import mapped_file
 from rocketbox.cluster.shm.mapped_file import MappedFile, MappedFileCreateError, create_file
+from tests.conftest import mapping_vm_flags
 
 
 def test_create_preallocates_and_is_idempotent(tmp_path):
@@ -69,10 +70,7 @@ def test_wrong_size_is_refused(tmp_path):
 
 
 def _advised_random(path: str) -> bool:
-    with open("/proc/self/smaps") as f:
-        lines = f.read().splitlines()
-    header = next(i for i, line in enumerate(lines) if line.endswith(path))
-    return "rr" in next(line for line in lines[header:] if line.startswith("VmFlags:")).split()
+    return "rr" in mapping_vm_flags(path)[0]
 
 
 @pytest.mark.parametrize("without_readahead", [True, False])
