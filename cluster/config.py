@@ -195,12 +195,12 @@ class NamesrvConfig:
     broker_expiry_ms: int = 120_000
     scan_interval_ms: int = 5_000
     # Failover controller (cluster/controller/, RocketMQ 5's Controller embedded in the NameServer):
-    # this node's Raft address host:port ("" = no controller) and the other nodes'. PySyncObj's
-    # traffic is pickled: keep these on loopback or addresses of namespaces we create, or set a
-    # password (encryption; needs the cryptography package).
+    # this node's Raft address host:port ("" = no controller), where it binds, and the other nodes'.
+    # Nodes prove to each other they hold the cluster's secret, read from controller_secret_file
+    # (controller/secret.py; the file, not the secret, travels in the child's command line).
     controller_address: str = ""
     controller_peers: tuple[str, ...] = ()
-    controller_password: str = ""
+    controller_secret_file: str = ""
     # A replica silent this long is dead: a dead master is replaced (RocketMQ 5's
     # controllerBrokerHeartbeatTimeout; brokers heartbeat every controller_heartbeat_interval_ms).
     broker_heartbeat_timeout_ms: int = 3_000
@@ -216,6 +216,8 @@ class NamesrvConfig:
         _check_remoting_port(self.remoting_port, self.port)
         if self.broker_expiry_ms <= 0 or self.broker_heartbeat_timeout_ms <= 0:
             raise ValueError("broker_expiry_ms and broker_heartbeat_timeout_ms must be positive")
+        if self.controller_address and not self.controller_secret_file:
+            raise ValueError("a controller node needs controller_secret_file: the cluster's controller secret")
 
     @property
     def endpoint(self) -> str:

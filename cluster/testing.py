@@ -20,7 +20,8 @@ from rocketbox.cluster.procs import lifecycle
 from rocketbox.cluster.procs.run_state import read_state_file
 from rocketbox.cluster.shm.paths import commitlog_segment
 from rocketbox.cluster.topology import (Topology, build_topology, child_specs, exporter_settings, free_ports,
-                                        group_name, prepare_access_control)
+                                        group_name, prepare_access_control,
+                                        prepare_controller_secret)
 
 # Small files so tests roll segments and stay light; production defaults are RocketMQ's.
 SMALL_STORE = {
@@ -226,6 +227,7 @@ class LocalCluster:
     def start(self, ready_timeout_s: float = 60.0) -> "LocalCluster":
         os.makedirs(self.data_dir, exist_ok=True)
         prepare_access_control(self.topology)
+        prepare_controller_secret(self.topology)
         specs_path = os.path.join(self.data_dir, "children.json")
         with open(specs_path, "w") as f:
             watchdog = {} if self.heartbeat_timeout_s is None else {"heartbeat_timeout_s": self.heartbeat_timeout_s}

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from rocketbox.cluster.acl.acl_file import read_acl_file
 from rocketbox.cluster.acl.curve import server_key_pair
+from rocketbox.cluster.controller.secret import default_secret_path, make_secret
 from rocketbox.cluster.config import (ASYNC_FLUSH, BROKER_PORT_DEFAULT, BROKER_PORT_STEP, BROKER_REMOTING_PORT_DEFAULT,
                                       METRICS_PROM, NAMESRV_PORT_DEFAULT, NAMESRV_REMOTING_PORT_DEFAULT, SLAVE,
                                       BrokerConfig,
@@ -135,7 +136,8 @@ def build_topology(data_dir: str, *, namesrv_count: int = 1, broker_count: int =
                    broker_remoting_ports: list[int] | None = None,
                    slave_remoting_ports: list[int] | None = None, proxy_port: int | None = None,
                    proxy_overrides: dict | None = None, console_port: int | None = None,
-                   console_host: str = "127.0.0.1", acl_file: str = "", require_credentials: bool = False) -> Topology:
+                   console_host: str = "127.0.0.1", acl_file: str = "", require_credentials: bool = False,
+                   controller_secret_file: str = "") -> Topology:
     """``slave_count`` slaves per group: by default slave n of a group listens on its master's
     port + 2n and the master's HA endpoint is its port + 1 (``ha_ports``, ``slave_ports`` (group
     by group) override them).
@@ -143,7 +145,9 @@ def build_topology(data_dir: str, *, namesrv_count: int = 1, broker_count: int =
     ``failover``: every NameServer also runs a controller node (Raft on ``controller_ports``,
     default its port + CONTROLLER_PORT_OFFSET) and every replica of a group runs in controller
     mode: the controller names the master, and each replica has an HA endpoint of its own (a
-    slave's: its port + 1, or ``slave_ha_ports``) for when it is elected.
+    slave's: its port + 1, or ``slave_ha_ports``) for when it is elected. The controller nodes
+    prove to each other they hold ``controller_secret_file`` (default: ``controller.secret`` beside
+    the ACL file, else in ``data_dir``; ``prepare_controller_secret`` makes it).
 
     ``remoting``: every NameServer and broker also serves RocketMQ's remoting protocol, on
     ``namesrv_remoting_ports`` (default 9876, 9877, ...), ``broker_remoting_ports`` (default 10911,
@@ -192,8 +196,11 @@ def build_topology(data_dir: str, *, namesrv_count: int = 1, broker_count: int =
     if failover:
         controller_ports = controller_ports or [p + CONTROLLER_PORT_OFFSET for p in namesrv_ports[:namesrv_count]]
         raft = [f"{host}:{p}" for p in controller_ports]
+        secret_file = os.path.abspath(controller_secret_file) if controller_secret_file else \
+            default_secret_path(data_dir, acl_file)
         namesrvs = tuple(dataclasses.replace(n, controller_address=raft[i],
-                                             controller_peers=tuple(a for a in raft if a != raft[i]))
+                                             controller_peers=tuple(a for a in raft if a != raft[i]),
+                                             controller_secret_file=secret_file)
                          for i, n in enumerate(namesrvs))
         # A slave may become master any moment: copy the master's topics and offsets every second.
         broker_overrides = {"controller_mode": True, "slave_sync_interval_ms": 1000, **(broker_overrides or {})}
@@ -398,6 +405,13 @@ def prepare_access_control(topology: Topology) -> None:
     if topology.acl_file:
         read_acl_file(topology.acl_file)
         server_key_pair(topology.acl_file, create=True)
+
+
+def prepare_controller_secret(topology: Topology) -> None:
+    """Before a cluster with failover starts: its controller secret is made if missing (kept if
+    there: every host of a cluster must use the same one)."""
+    for path in sorted({n.controller_secret_file for n in topology.namesrvs if n.controller_address}):
+        make_secret(path)
 
 
 def exposure_problem(host: str, topology: Topology, insecure: bool) -> str | None:

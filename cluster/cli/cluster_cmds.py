@@ -44,7 +44,7 @@ def _topology_from_args(args):
                           namesrv_overrides=files.namesrv,
                           proxy_port=None if args.no_proxy else args.proxy_port,
                           console_port=None if args.no_console else args.console_port, console_host=args.console_host,
-                          acl_file=args.acl_file or "",
+                          acl_file=args.acl_file or "", controller_secret_file=args.controller_secret or "",
                           broker_overrides={**files.broker, **_metrics_overrides(args),
                                             "broker_role": SYNC_MASTER if args.broker_role == "sync" else ASYNC_MASTER,
                                             "auto_create_topic_enabled": not args.no_auto_create_topic})
@@ -147,7 +147,8 @@ def proxy_endpoints(state: dict) -> str:
 
 
 def cmd_up(args) -> int:
-    from rocketbox.cluster.topology import child_specs, exporter_settings, exposure_problem, prepare_access_control
+    from rocketbox.cluster.topology import (child_specs, exporter_settings, exposure_problem, prepare_access_control,
+                                            prepare_controller_secret)
     # The children (and a detached supervisor) inherit these; each rotates its own log.
     for value, name in ((args.log_max_bytes, LOG_MAX_BYTES_ENV), (args.log_backups, LOG_BACKUPS_ENV)):
         if value is not None:
@@ -158,6 +159,7 @@ def cmd_up(args) -> int:
         print(f"error: {exposed}", file=sys.stderr)
         return 1
     prepare_access_control(topology)
+    prepare_controller_secret(topology)
     busy = busy_port_problem(topology, exporter_settings(topology))
     if busy:
         print(f"error: {busy}", file=sys.stderr)
@@ -281,6 +283,10 @@ def add_shape_arguments(parser) -> None:
     parser.add_argument("--failover", action="store_true", default=None,
                         help="automatic failover: a controller (Raft) in every NameServer elects each group's master "
                              "among its replicas (use with --slaves)")
+    parser.add_argument("--controller-secret", metavar="FILE",
+                        help="with --failover: the controller nodes' shared secret (made if missing; default "
+                             "controller.secret beside --acl-file, else in the data dir); give every host of a "
+                             "cluster a copy of the same file")
     parser.add_argument("--broker-role", choices=("async", "sync"),
                         help="masters replicate asynchronously (default), or answer a send once a slave has it")
     parser.add_argument("--flush-mode", choices=("async", "sync"), help="default async")

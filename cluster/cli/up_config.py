@@ -79,6 +79,7 @@ BROKER_TOPOLOGY = {
 NAMESRV_TOPOLOGY = {
     "host": "--host", "port": "--namesrv-port", "remoting_port": "--namesrv-remoting-port",
     "data_dir": "--data-dir", "controller_address": "--failover", "controller_peers": "--failover",
+    "controller_secret_file": "--controller-secret",
 }
 
 

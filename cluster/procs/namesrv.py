@@ -7,6 +7,7 @@ import sys
 from rocketbox.cluster.acl.guard import AclGuard
 from rocketbox.cluster.config import namesrv_config_from_json
 from rocketbox.cluster.controller.raft import ReplicatedController
+from rocketbox.cluster.controller.secret import read_secret
 from rocketbox.cluster.controller.service import ControllerService
 from rocketbox.cluster.namesrv import NamesrvService
 from rocketbox.cluster.procs.runner import run_role
@@ -23,7 +24,7 @@ def build(config_json: str):
     controller = replicated = None
     if cfg.controller_address:
         replicated = ReplicatedController(cfg.controller_address, list(cfg.controller_peers),
-                                          data_dir=cfg.data_dir, password=cfg.controller_password or None)
+                                          read_secret(cfg.controller_secret_file), data_dir=cfg.data_dir)
         controller = ControllerService(cfg, replicated)
     service = NamesrvService(cfg, controller=controller)
     loop = EventLoop()
