@@ -36,6 +36,7 @@ from rocketbox.cluster.config import check_tls
 # The first byte of every TLS connection: a handshake record (ContentType 22).
 HANDSHAKE_RECORD = 0x16
 CERT_FILE, KEY_FILE = "server.crt", "server.key"
+TLS_DIR = "tls"
 CERT_DAYS_DEFAULT = 825
 # How many records one recv call drains at most (each at most 16 KiB of plaintext).
 RECORDS_PER_RECV_MAX = 64
@@ -213,6 +214,11 @@ class TlsStream:
 
 
 # ---------------------------------------------------------------- certificates (cluster tls)
+
+def tls_directory(data_dir: str) -> str:
+    """Where ``cluster tls`` keeps a data dir's certificate and key."""
+    return os.path.join(os.path.abspath(data_dir), TLS_DIR)
+
 
 def _host_name(host: str):
     from cryptography import x509
