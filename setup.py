@@ -48,7 +48,11 @@ setup(
                       # plain_acl.yml, RocketMQ's ACL file (cluster/acl/)
                       "pyyaml>=6,<7",
                       # JSON headers of the remoting door: a fifth of json's time a header (issue 16)
-                      "orjson>=3.9,<4"],
+                      "orjson>=3.9,<4",
+                      # `cluster tls` makes a self-signed certificate and key (cluster/tls.py): X.509 and
+                      # key generation are the Python Cryptographic Authority's well-kept library's job;
+                      # the standard library's ssl can use a certificate but not make one.
+                      "cryptography>=42,<51"],
     extras_require={
         # pytest-timeout bounds every test (pyproject.toml), so a hung test fails instead of stalling CI.
         # setuptools 70.1+ builds a wheel by itself, so tests/integration/test_packaging.py can check
