@@ -1,4 +1,5 @@
-"""The proxy process's server: ``apache.rocketmq.v2.MessagingService`` on grpc.aio (plaintext HTTP/2),
+"""The proxy process's server: ``apache.rocketmq.v2.MessagingService`` on grpc.aio (HTTP/2, plaintext or
+TLS with tls.server.mode),
 each RPC handed to its service, and the asyncio loop shaped as the supervisor's roles expect
 (``run()``, ``stopping``, ``watch_stop_fd``).
 
@@ -21,7 +22,7 @@ import traceback
 
 import grpc
 
-from rocketbox.cluster.config import TLS_DISABLED
+from rocketbox.cluster.config import TLS_DISABLED, TLS_ENFORCING
 from rocketbox.cluster.log_limit import RateLimitedLog
 from rocketbox.cluster.proxy.access import ProxyAccess
 from rocketbox.cluster.proxy.brokers import BrokerGateway
@@ -220,6 +221,10 @@ class ProxyServer:
         if self.settings.tls_server_mode == TLS_DISABLED:
             bound = self.server.add_insecure_port(self.settings.address)
         else:
+            # grpcio serves a port either plain or TLS: permissive serves TLS here, as enforcing.
+            if self.settings.tls_server_mode != TLS_ENFORCING:
+                log.info("tls.server.mode=%s: the gRPC proxy serves TLS only (one port is plain or TLS)",
+                         self.settings.tls_server_mode)
             bound = self.server.add_secure_port(self.settings.address, server_credentials(self.settings))
         if bound == 0:
             raise OSError(f"cannot listen on {self.settings.address}: Address already in use")
