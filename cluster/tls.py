@@ -138,36 +138,42 @@ class TlsStream:
     def encrypted(self) -> bool:
         return self._tls is not None and self._ready
 
-    def _decide(self) -> None:
+    def _decide(self) -> bool:
+        """False when the peer left before sending a byte."""
         first = self._sock.recv(1, socket.MSG_PEEK)   # BlockingIOError: nothing yet
         if not first:
-            raise ConnectionResetError("closed before a byte came")
+            return False
         if not starts_tls(first):
             if self._door.mode == ENFORCING:
                 self._door.plain_refused += 1
                 raise ConnectionRefusedError("a plain TCP connection to a door that enforces TLS "
                                              "(tls.server.mode=enforcing)")
             self._ready = True
-            return
+            return True
         self._tls = self._door.context.wrap_socket(self._sock, server_side=True, do_handshake_on_connect=False)
         self._sock = self._tls
+        return True
 
-    def _advance(self) -> None:
-        """Move the connection on to plain or through its handshake; BlockingIOError while it waits."""
+    def _advance(self) -> bool:
+        """Move the connection on to plain or through its handshake (BlockingIOError while it waits);
+        False when the peer left before its first byte."""
         if self._tls is None:
-            self._decide()
+            if not self._decide():
+                return False
             if self._ready:
-                return
+                return True
         try:
             self._tls.do_handshake()
         except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
             raise BlockingIOError("TLS handshake under way") from None
         self._ready = True
         self._door.handshakes += 1
+        return True
 
     def recv(self, size: int) -> bytes:
         if not self._ready:
-            self._advance()
+            if not self._advance():
+                return b""
             if self._tls is None:
                 return self._sock.recv(size)
         elif self._tls is None:
@@ -200,14 +206,24 @@ class TlsStream:
     def send(self, data) -> int:
         if not self._ready:
             try:
-                self._advance()
+                if not self._advance():
+                    raise BrokenPipeError("the peer left")
             except BlockingIOError:
                 return 0
-        try:
+        if self._tls is None:
             return self._sock.send(data)
-        except (ssl.SSLWantWriteError, ssl.SSLWantReadError):
-            # OpenSSL keeps what it encrypted and takes the same bytes again (moving-buffer mode).
-            raise BlockingIOError("TLS record waits for the socket") from None
+        # A TLS write takes one record (16 KiB) at a time: as many as the socket takes now.
+        view, sent = memoryview(data), 0
+        while sent < len(view):
+            try:
+                sent += self._tls.send(view[sent:])
+            except (ssl.SSLWantWriteError, ssl.SSLWantReadError):
+                # OpenSSL keeps what it encrypted of the record and takes the same bytes again
+                # (moving-buffer mode): the caller's next send starts at ``sent``.
+                if not sent:
+                    raise BlockingIOError("TLS record waits for the socket") from None
+                break
+        return sent
 
     def close(self) -> None:
         self._sock.close()

@@ -15,15 +15,9 @@ from rocketbox.cluster.config import ClientConfig
 from rocketbox.cluster.errors import ClientError
 from rocketbox.cluster.testing import pull_until
 from tests.conftest import run_cli, up_on_free_ports
+from tests.integration.test_acl_cluster_up import ACL
 
 pytestmark = pytest.mark.timeout(240)
-
-ACL = """
-accounts:
-  - accessKey: operator1
-    secretKey: operator1-secret
-    admin: true
-"""
 
 
 def _up_args(ports, *extra) -> tuple:
