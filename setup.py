@@ -51,7 +51,8 @@ setup(
                       "orjson>=3.9,<4",
                       # The failover controller's Raft traffic is authenticated and encrypted (PySyncObj's
                       # Fernet, keyed from the cluster's controller secret): nothing a stranger sends is
-                      # unpickled. TLS certificates for the doors come from it too.
+                      # unpickled. And `cluster tls` makes a self-signed certificate and key (cluster/tls.py):
+                      # the standard library's ssl can use a certificate but not make one.
                       "cryptography>=42,<51"],
     extras_require={
         # pytest-timeout bounds every test (pyproject.toml), so a hung test fails instead of stalling CI.

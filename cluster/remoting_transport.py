@@ -99,8 +99,10 @@ class RemotingServer:
                  frame_bytes_max: int = FRAME_BYTES_MAX_DEFAULT, connections_max: int = 4096,
                  idle_timeout_s: float = 120.0, partial_frame_timeout_s: float = 30.0,
                  output_bytes_max: int = 64 * 1024 * 1024,
-                 on_disconnect: Callable[[bytes], None] | None = None, wait_bounds=None):
-        """``wait_bounds`` (``fast_failure.WaitBounds``): answer SYSTEM_BUSY to requests that waited longer."""
+                 on_disconnect: Callable[[bytes], None] | None = None, wait_bounds=None, tls=None):
+        """``wait_bounds`` (``fast_failure.WaitBounds``): answer SYSTEM_BUSY to requests that waited longer.
+        ``tls`` (``tls.ServerTls``): every connection's I/O goes through its TLS stream."""
+        self.tls = tls
         self.name = name
         self.handlers = handlers
         self.frame_bytes_max = frame_bytes_max
@@ -193,6 +195,8 @@ class RemotingServer:
                 continue
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self.tls is not None:
+                sock = self.tls.wrap(sock)   # plain or TLS, decided on its first byte
             self._serial += 1
             conn = _Connection(sock, TCP_PEER_PREFIX + str(self._serial).encode(), host, self.frame_bytes_max,
                                time.monotonic())
@@ -249,7 +253,7 @@ class RemotingServer:
                 break
         else:
             emptied = False
-        if conn.decoder.buffered_bytes == 0:
+        if conn.decoder.buffered_bytes == 0 and not (self.tls is not None and conn.sock.handshaking):
             conn.partial_since = None
         elif conn.partial_since is None:
             conn.partial_since = conn.last_active

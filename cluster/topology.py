@@ -28,8 +28,8 @@ from rocketbox.cluster.acl.curve import server_key_pair
 from rocketbox.cluster.controller.secret import default_secret_path, make_secret
 from rocketbox.cluster.config import (ASYNC_FLUSH, BROKER_PORT_DEFAULT, BROKER_PORT_STEP, BROKER_REMOTING_PORT_DEFAULT,
                                       METRICS_PROM, NAMESRV_PORT_DEFAULT, NAMESRV_REMOTING_PORT_DEFAULT, SLAVE,
-                                      BrokerConfig,
-                                      NamesrvConfig, StoreConfig, namesrv_endpoints, parse_levels, to_json)
+                                      TLS_DISABLED, BrokerConfig, NamesrvConfig, StoreConfig, check_tls,
+                                      namesrv_endpoints, parse_levels, to_json)
 from rocketbox.cluster.metrics.settings import BrokerTarget, ExporterSettings
 from rocketbox.cluster.proxy.settings import ProxySettings
 from rocketbox.cluster.console.settings import ConsoleSettings, loopback_problem
@@ -59,6 +59,9 @@ class Topology:
     acl_file: str = ""
     # The console and the metrics endpoint ask for credentials even on loopback (with acl_file).
     require_credentials: bool = False
+    # TLS on every remoting door and the proxy (cluster/tls.py): tls.server.mode and the certificate.
+    tls_mode: str = TLS_DISABLED
+    tls_cert_path: str = ""
 
     @property
     def namesrv_endpoints(self) -> tuple[str, ...]:
@@ -137,7 +140,8 @@ def build_topology(data_dir: str, *, namesrv_count: int = 1, broker_count: int =
                    slave_remoting_ports: list[int] | None = None, proxy_port: int | None = None,
                    proxy_overrides: dict | None = None, console_port: int | None = None,
                    console_host: str = "127.0.0.1", acl_file: str = "", require_credentials: bool = False,
-                   controller_secret_file: str = "") -> Topology:
+                   controller_secret_file: str = "", tls_mode: str = "", tls_cert: str = "",
+                   tls_key: str = "") -> Topology:
     """``slave_count`` slaves per group: by default slave n of a group listens on its master's
     port + 2n and the master's HA endpoint is its port + 1 (``ha_ports``, ``slave_ports`` (group
     by group) override them).
@@ -163,8 +167,15 @@ def build_topology(data_dir: str, *, namesrv_count: int = 1, broker_count: int =
     ``acl_file``: access control (cluster/acl/) on every NameServer, broker, the proxy, the console and
     the metrics endpoint, with this plain_acl.yml (also taken from ``broker_overrides``' acl_enable and
     acl_file, broker.conf's aclEnable and aclFile); ``require_credentials``: the console and the metrics
-    endpoint ask for credentials even on loopback."""
+    endpoint ask for credentials even on loopback.
+
+    ``tls_mode``, ``tls_cert``, ``tls_key``: TLS on every NameServer's and broker's remoting door
+    and on the proxy (also taken from ``broker_overrides``' tls_server_*, broker.conf's tls.server.*)."""
     data_dir = os.path.abspath(data_dir)
+    tls = tls_overrides(tls_mode, tls_cert, tls_key, broker_overrides)
+    namesrv_overrides = {**(namesrv_overrides or {}), **tls}
+    broker_overrides = {**(broker_overrides or {}), **tls}
+    proxy_overrides = {**tls, **(proxy_overrides or {})}
     if not acl_file and (broker_overrides or {}).get("acl_enable"):
         acl_file = broker_overrides.get("acl_file", "")
     if acl_file:
@@ -244,7 +255,21 @@ def build_topology(data_dir: str, *, namesrv_count: int = 1, broker_count: int =
                                   require_credentials=ask)
         console.validate()
     return Topology(data_dir, namesrvs, tuple(brokers), tuple(slaves), proxy, console, acl_file,
-                    require_credentials)
+                    require_credentials, tls.get("tls_server_mode", TLS_DISABLED), tls.get("tls_server_cert_path", ""))
+
+
+def tls_overrides(mode: str, cert: str, key: str, broker_overrides: dict | None = None) -> dict:
+    """Every door's tls_server_* settings (absolute paths; {} without TLS): the arguments, else what
+    ``broker_overrides`` (broker.conf) says. ValueError for an unknown mode or a missing file name."""
+    given = broker_overrides or {}
+    mode = mode or given.get("tls_server_mode", "") or TLS_DISABLED
+    if mode == TLS_DISABLED:
+        return {}
+    cert = cert or given.get("tls_server_cert_path", "")
+    key = key or given.get("tls_server_key_path", "")
+    check_tls(mode, cert, key)
+    return {"tls_server_mode": mode, "tls_server_cert_path": os.path.abspath(cert),
+            "tls_server_key_path": os.path.abspath(key)}
 
 
 def proxy_settings(host: str, port: int, namesrv_endpoints: tuple[str, ...],
@@ -422,3 +447,13 @@ def exposure_problem(host: str, topology: Topology, insecure: bool) -> str | Non
     return (f"--host {host} is reachable from other hosts, and anyone reaching it could produce, consume, reset "
             f"offsets and delete topics: turn access control on (--acl-file plain_acl.yml, or aclEnable=true and "
             f"aclFile in broker.conf) or accept that with --insecure")
+
+
+def transport_warning(host: str, topology: Topology) -> str | None:
+    """What ``cluster up`` says about a ``host`` other hosts reach with access control but no TLS."""
+    if not topology.acl_file or topology.tls_mode != TLS_DISABLED or loopback_problem(host) is None:
+        return None
+    return (f"--host {host} is reachable from other hosts and its remoting doors speak plain TCP: signatures "
+            f"authenticate requests but do not encrypt them, and a captured request can be replayed as another "
+            f"request code (a remoting signature does not cover it). Turn TLS on: cluster tls, then "
+            f"--tls-mode enforcing (or tls.server.mode in broker.conf)")
