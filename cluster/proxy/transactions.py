@@ -90,7 +90,7 @@ class TransactionRelay:
         if response.code == ResponseCode.SUCCESS:
             return service.EndTransactionResponse(status=OK)
         if response.code == ResponseCode.SYSTEM_ERROR and (response.remark or "").startswith("no half message"):
-            raise ProxyError(Code.INVALID_TRANSACTION_ID, f"no half message for transaction {request.transaction_id}")
+            raise ProxyError(Code.INVALID_TRANSACTION_ID, f"transaction {request.transaction_id}: {response.remark}")
         raise broker_refusal(response, broker_name)
 
     # ------------------------------------------------------------ producer groups at the brokers
