@@ -15,6 +15,7 @@ import json
 from dataclasses import dataclass
 
 from rocketbox.cluster.config import name_problem
+from rocketbox.cluster.shm.schedule_format import SCHEDULE_TOPIC
 from rocketbox.cluster.wire_format import Command
 
 
@@ -227,6 +228,19 @@ def pop_retry_topic(group: str, topic: str) -> str:
 
 def dlq_topic(group: str) -> str:
     return DLQ_TOPIC_PREFIX + group
+
+
+# The broker's own topics: half messages and their outcomes (broker/transaction.py), and the pop
+# state of a cluster (broker/pop_format.py); with SCHEDULE_TOPIC_XXXX (delayed messages), none
+# takes a client's send, and their records belong to other topics or are the broker's bookkeeping.
+TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+REVIVE_TOPIC_PREFIX = "rmq_sys_REVIVE_LOG_"
+_BROKER_OWN_TOPICS = frozenset({SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC})
+
+
+def is_broker_own_topic(topic: str) -> bool:
+    return topic in _BROKER_OWN_TOPICS or topic.startswith(REVIVE_TOPIC_PREFIX)
 MASTER_ID = 0
 
 
@@ -236,6 +250,14 @@ class ProtocolError(ValueError):
     def __init__(self, message: str, code: int = ResponseCode.SYSTEM_ERROR):
         super().__init__(message)
         self.code = code
+
+
+class AccessDenied(ProtocolError):
+    """Access control refused what a handler found the request touches (a stored record's topic):
+    answered NO_PERMISSION with the reason; the check counted and logged it already."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason, ResponseCode.NO_PERMISSION)
 
 
 def answers_refusals(handler):
@@ -249,6 +271,8 @@ def answers_refusals(handler):
     def wrapper(self, request: Command, reply=None) -> Command:
         try:
             return handler(self, request, reply)
+        except AccessDenied as exc:
+            return request.response(exc.code, remark=str(exc))
         except ProtocolError as exc:
             log.warning("request %d refused: %s", request.code, exc)
             return request.response(exc.code, remark=str(exc))

@@ -79,6 +79,11 @@ class Command:
     door: str = ""
     # The client's CURVE public key (z85) on a CURVE-secured native door (acl/zap.py); never on the wire.
     curve_key: str = ""
+    # Access control's check for what a handler finds only in the store (a record's real topic):
+    # ``access.require(needed)`` raises the refusal, ``access.allows(needed)`` tells (acl/records.py).
+    # Set by acl/guard.py on an account's request; None without access control or for the cluster's
+    # own processes. Never on the wire.
+    access: object = None
 
     @property
     def is_response(self) -> bool:

@@ -7,11 +7,16 @@ CURVE key (acl/zap.py), mapped to an account by ``curve/clients/<accessKey>.key`
 own key (its processes) passes every check. A refusal is answered NO_PERMISSION with the reason
 as remark, counted per door and kind, and logged without any secret (a burst per door and kind
 per window, ``log_limit``).
+
+A request that passed gets its caller's ``CallerAccess`` as ``Command.access``, for what the
+handler finds only in the store (a record's real topic, acl/records.py): the same decision, the
+same refusal, counted and logged the same way.
 """
 
 from __future__ import annotations
 
 import collections
+import dataclasses
 import logging
 
 from rocketbox.cluster.acl import zap
@@ -22,7 +27,7 @@ from rocketbox.cluster.acl.decision import AUTHENTICATION, Caller, Refusal, deci
 from rocketbox.cluster.acl.resources import UnreadableRequest, needed_resources, needs_admin
 from rocketbox.cluster.acl.signature import ACCESS_KEY, remoting_signature_ok
 from rocketbox.cluster.log_limit import RateLimitedLog
-from rocketbox.cluster.protocol import ResponseCode
+from rocketbox.cluster.protocol import AccessDenied, ResponseCode
 from rocketbox.cluster.wire_format import DOOR_REMOTING, Command
 
 log = logging.getLogger(__name__)
@@ -66,35 +71,67 @@ class AclGuard:
 
     def check(self, request: Command) -> Refusal | None:
         caller = self.caller_of(request)
-        if caller is None:
-            return None
+        return None if caller is None else self._check(request, caller)
+
+    def _check(self, request: Command, caller: Caller) -> Refusal | None:
         try:
             needed = needed_resources(request)
         except UnreadableRequest as exc:
             needed, unreadable = {}, str(exc)
         else:
             unreadable = ""
-        refusal = decide(self.acl.config, caller, request.code, needed, needs_admin(request.code))
+        refusal = decide(self.acl.config, caller, request.code, needed, needs_admin(request))
         if refusal is None and unreadable and not self.acl.config.globally_white(caller.address):
             refusal = Refusal(AUTHENTICATION, unreadable)
         return refusal
 
-    def refuse(self, request: Command, refusal: Refusal) -> Command:
+    def note_refusal(self, request: Command, refusal: Refusal) -> None:
         door = "remoting" if request.door == DOOR_REMOTING else "native"
         self.refusals[(door, refusal.kind)] += 1
         _limited.warning(f"acl:{door}:{refusal.kind}", "%s: refused request code %d from %s on the %s door: %s",
                          self.server_name, request.code, request.peer_address or "?", door, refusal.reason)
+
+    def refuse(self, request: Command, refusal: Refusal) -> Command:
+        self.note_refusal(request, refusal)
         return request.response(ResponseCode.NO_PERMISSION, remark=refusal.reason)
 
     def wrap(self, handlers: dict) -> dict:
         def guarded(handler):
             def run(request: Command, reply):
-                refusal = self.check(request)
-                if refusal is not None:
-                    return self.refuse(request, refusal)
+                caller = self.caller_of(request)
+                if caller is not None:
+                    refusal = self._check(request, caller)
+                    if refusal is not None:
+                        return self.refuse(request, refusal)
+                    request.access = CallerAccess(self, request, caller)
                 return handler(request, reply)
             return run
         return {code: guarded(handler) for code, handler in handlers.items()}
 
     def refusal_counts(self) -> list[dict]:
         return [{"door": door, "kind": kind, "count": count} for (door, kind), count in sorted(self.refusals.items())]
+
+
+class CallerAccess:
+    """One request's caller, for the checks its handler makes once it found what the request
+    touches (``Command.access``; acl/records.py)."""
+
+    __slots__ = ("guard", "request", "caller")
+
+    def __init__(self, guard: AclGuard, request: Command, caller: Caller):
+        self.guard, self.request, self.caller = guard, request, caller
+
+    def refusal(self, needed: dict[str, int]) -> Refusal | None:
+        # The request's proof (its signature) was checked before the handler ran: not again.
+        proven = dataclasses.replace(self.caller, proof=None)
+        return decide(self.guard.acl.config, proven, self.request.code, needed, False)
+
+    def allows(self, needed: dict[str, int]) -> bool:
+        return self.refusal(needed) is None
+
+    def require(self, needed: dict[str, int]) -> None:
+        """AccessDenied (NO_PERMISSION with the reason) when the caller lacks ``needed``."""
+        refusal = self.refusal(needed)
+        if refusal is not None:
+            self.guard.note_refusal(self.request, refusal)
+            raise AccessDenied(refusal.reason)

@@ -79,14 +79,13 @@ class ClientRegistry:
         return changed
 
     def unregister(self, client_id: str, consumer_group: str | None, producer_group: str | None) -> set[str]:
-        """Forget a client; the consumer groups it left."""
+        """Forget a client in the groups named, and no other (None: none of that kind); the consumer
+        groups it left."""
         changed = set()
-        groups = [consumer_group] if consumer_group else list(self.groups)
-        for group in groups:
-            if self.groups.get(group, {}).pop(client_id, None) is not None:
-                changed.add(group)
-        for group in ([producer_group] if producer_group else list(self.producers)):
-            self.producers.get(group, {}).pop(client_id, None)
+        if consumer_group and self.groups.get(consumer_group, {}).pop(client_id, None) is not None:
+            changed.add(consumer_group)
+        if producer_group:
+            self.producers.get(producer_group, {}).pop(client_id, None)
         return changed
 
     def expire(self, now_ms: int) -> list[tuple[str, str]]:

@@ -19,6 +19,8 @@ import logging
 import time
 
 from rocketbox.cluster import receipt_handle
+from rocketbox.cluster.acl.permissions import SUB
+from rocketbox.cluster.acl.records import require
 from rocketbox.cluster.broker.filtering import SQL_SCAN_ENTRIES, sql_selector
 from rocketbox.cluster.broker.pop_format import Checkpoint
 from rocketbox.cluster.broker.pop_log import PopLog
@@ -238,6 +240,7 @@ class PopProcessor:
         if pending is None or (topic and topic != pending.ck.topic):
             raise ProtocolError(f"no message to ack for {group}: the handle's message was acked already, or its "
                                 f"invisible time passed and it was delivered again", ResponseCode.NO_MESSAGE)
+        require(request, {pending.ck.topic: SUB})   # a request without a topic was checked for the group only
         return handle, pending
 
     @answers_refusals

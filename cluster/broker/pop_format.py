@@ -21,7 +21,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-REVIVE_TOPIC_PREFIX = "rmq_sys_REVIVE_LOG_"
+from rocketbox.cluster.protocol import REVIVE_TOPIC_PREFIX
+
 # Where the revive scan has got to: the revive queue offset below which every checkpoint is settled,
 # committed as this system group's offset of the revive queue (RocketMQ's CID_RMQ_SYS_REVIVE_GROUP).
 REVIVE_GROUP = "CID_RMQ_SYS_REVIVE_GROUP"

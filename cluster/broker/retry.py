@@ -9,6 +9,11 @@ maximum, or when the consumer asks with a negative level, it goes to ``%DLQ%<gro
 The copy keeps body, flag, properties (UNIQ_KEY included, so the application sees the same
 message id), records the original topic in RETRY_TOPIC once and the original id in
 ORIGIN_MESSAGE_ID, and counts reconsumeTimes + 1.
+
+The offset names no topic, and the copy lands where the caller's group reads it: under access
+control the caller needs SUB on the topic the record really belongs to (acl/records.py), and a
+request that names the original topic (``originTopic``: Java clients, the proxy) must name the
+record's. RocketMQ copies any offset it is given.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import logging
 import time
 
+from rocketbox.cluster.acl.records import real_topic, require_record
 from rocketbox.cluster.config import SYNC_FLUSH
 from rocketbox.cluster.protocol import (ProtocolError, ResponseCode, answers_refusals, dlq_topic, field_int, field_str,
                               require_name, retry_topic)
@@ -58,8 +64,15 @@ class SendBackProcessor:
         if rec is None:
             raise ProtocolError(f"no message at CommitLog offset {phys}", ResponseCode.SYSTEM_ERROR)
         props = rec.properties
+        origin_topic = request.fields.get("originTopic")
+        if origin_topic and origin_topic not in (rec.topic, real_topic(rec.topic, props)):
+            # The proxy names the topic it checked; Java clients the one they consumed from.
+            raise ProtocolError(f"the message at CommitLog offset {phys} is not of topic {origin_topic}",
+                                ResponseCode.SYSTEM_ERROR)
+        # The copy lands where the caller's group reads it: only a record it may read is copied.
+        require_record(request, rec)
         props.setdefault(fmt.PROPERTY_RETRY_TOPIC, rec.topic)
-        origin = request.fields.get("originMsgId") or props.get(fmt.PROPERTY_UNIQ_KEY) or rec.offset_msg_id()
+        origin = request.fields.get("originMsgId") or props.get(fmt.PROPERTY_UNIQ_KEY) or rec.offset_msg_id
         props.setdefault(PROPERTY_ORIGIN_MESSAGE_ID, origin)
         levels = self.delay_level_count
         if rec.reconsume_times >= reconsume_max or asked_level < 0:

@@ -9,10 +9,11 @@ import time
 
 from rocketbox.cluster.config import SYNC_FLUSH, SYNC_MASTER, BrokerConfig
 from rocketbox.cluster.log_limit import RateLimitedLog
-from rocketbox.cluster.protocol import (answers_refusals, field_int, require_name, AUTO_CREATE_TOPIC_KEY, PERM_WRITE,
-                                       ProtocolError, RequestCode, ResponseCode, SEND_FIELDS, SEND_V2_LONG_NAMES)
+from rocketbox.cluster.protocol import (answers_refusals, field_int, is_broker_own_topic, require_name,
+                                       AUTO_CREATE_TOPIC_KEY, PERM_WRITE, ProtocolError, RequestCode, ResponseCode,
+                                       SEND_FIELDS, SEND_V2_LONG_NAMES)
 from rocketbox.cluster.broker.meters import InTraffic
-from rocketbox.cluster.broker.transaction import HALF_TOPIC, SYSTEM_TOPICS as TRANSACTION_TOPICS
+from rocketbox.cluster.broker.transaction import HALF_TOPIC
 from rocketbox.cluster.shm.commitlog_format import (PROPERTY_DELAY, PROPERTY_TRAN_MSG, PROPERTY_WAIT, SYSFLAG_COMPRESSED,
                                           SYSFLAG_MULTI_TAGS, SYSFLAG_TRANSACTION_MASK, SYSFLAG_TRANSACTION_PREPARED,
                                           decode_properties, encode_properties, pack_host, property_mark)
@@ -169,9 +170,11 @@ class SendProcessor:
         if topic == AUTO_CREATE_TOPIC_KEY:
             raise ProtocolError(f"the topic {topic} is reserved for auto-creation routes",
                                 ResponseCode.NO_PERMISSION)
-        if topic == SCHEDULE_TOPIC or topic in TRANSACTION_TOPICS:
-            raise ProtocolError(f"the topic {topic} is the broker's own (delayed or half messages wait there)",
-                                ResponseCode.NO_PERMISSION)
+        if is_broker_own_topic(topic):
+            # A record a client wrote there would be read as the broker's own: a forged pop checkpoint
+            # would make the revive timer copy any stored record into the sender's retry topic.
+            raise ProtocolError(f"the topic {topic} is the broker's own (delayed or half messages, or pop state, "
+                                f"wait there)", ResponseCode.NO_PERMISSION)
         body = request.body
         size_max = self.cfg.store.message_size_bytes_max
         if len(body) > size_max:

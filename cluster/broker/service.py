@@ -15,6 +15,7 @@ import time
 
 
 from rocketbox.cluster.acl.guard import AclGuard
+from rocketbox.cluster.acl.records import readable_records, require_record
 from rocketbox.cluster.broker import channels
 from rocketbox.cluster.broker.admin import AdminProcessor, runtime_kv_table
 from rocketbox.cluster.broker.boot import BootedBroker
@@ -27,7 +28,6 @@ from rocketbox.cluster.broker.metrics import BrokerMetrics
 from rocketbox.cluster.broker.offset_requests import OffsetRequests
 from rocketbox.cluster.broker.offsets import ConsumerOffsetManager
 from rocketbox.cluster.broker.pop import PopProcessor
-from rocketbox.cluster.broker.pop_format import REVIVE_TOPIC_PREFIX
 from rocketbox.cluster.broker.pop_log import PopLog
 from rocketbox.cluster.broker.pop_revive import TICK_S as REVIVE_TICK_S, PopReviver
 from rocketbox.cluster.broker.pull import PullProcessor
@@ -44,9 +44,9 @@ from rocketbox.cluster.broker.topic_requests import TopicRequests
 from rocketbox.cluster.broker.topics import TopicConfig, TopicConfigManager
 from rocketbox.cluster.broker.waiters import FlushWaiters, PullWaiters
 from rocketbox.cluster.clock import SYSTEM_CLOCK, Clock
-from rocketbox.cluster.protocol import (DLQ_TOPIC_PREFIX, PERM_READ_WRITE, RETRY_TOPIC_PREFIX, ProtocolError,
-                                        RequestCode, ResponseCode, answers_refusals, field_int, field_str, json_body,
-                                        require_name, retry_topic, to_json_bytes)
+from rocketbox.cluster.protocol import (DLQ_TOPIC_PREFIX, PERM_READ_WRITE, RETRY_TOPIC_PREFIX, REVIVE_TOPIC_PREFIX,
+                                        ProtocolError, RequestCode, ResponseCode, answers_refusals, field_int,
+                                        field_str, json_body, require_name, retry_topic, to_json_bytes)
 from rocketbox.cluster.shm.commitlog_format import parse_offset_msg_id
 from rocketbox.cluster.shm import durable
 from rocketbox.cluster.shm.paths import truncate_marker_path
@@ -389,10 +389,14 @@ class BrokerService:
 
     @answers_refusals
     def on_unregister_client(self, request: Command, reply=None) -> Command:
+        """Only the groups named (RocketMQ's rule): one that names no consumer group leaves every
+        consumer group as it was, so no request can drop a group's members without naming the group
+        (which access control checks)."""
         client_id = field_str(request, "clientID")
-        changed = self.clients.unregister(client_id, request.fields.get("consumerGroup") or None,
-                                          request.fields.get("producerGroup") or None)
-        self.locks.client_gone(client_id, request.fields.get("consumerGroup") or None)
+        consumer_group = request.fields.get("consumerGroup") or None
+        changed = self.clients.unregister(client_id, consumer_group, request.fields.get("producerGroup") or None)
+        if consumer_group is not None:
+            self.locks.client_gone(client_id, consumer_group)
         self._notify_groups_changed(changed)
         return request.response(ResponseCode.SUCCESS)
 
@@ -429,11 +433,12 @@ class BrokerService:
             _, _, phys_offset = _parse_msg_id(request.fields["msgId"])
         else:
             phys_offset = field_int(request, "offset")
-        raw = self._record_bytes(phys_offset)
-        if raw is None:
+        record = self.store.read_record(phys_offset)
+        if record is None:
             return request.response(ResponseCode.SYSTEM_ERROR,
                                     remark=f"no message at CommitLog offset {phys_offset}")
-        return request.response(ResponseCode.SUCCESS, body=raw)
+        require_record(request, record)   # an offset names no topic: the record's own is checked
+        return request.response(ResponseCode.SUCCESS, body=self.store.commitlog.read(phys_offset, record.total_size))
 
     @answers_refusals
     def on_query_message(self, request: Command, reply=None) -> Command:
@@ -442,7 +447,7 @@ class BrokerService:
         max_num = max(1, min(field_int(request, "maxNum", 32), 64))
         begin = field_int(request, "beginTimestamp", 0)
         end = field_int(request, "endTimestamp", 2**62)
-        records = self.store.query_by_key(topic, key, max_num, begin, end)
+        records = readable_records(request, self.store.query_by_key(topic, key, max_num, begin, end))
         if not records:
             return request.response(ResponseCode.QUERY_NOT_FOUND,
                                     remark=f"no message with key {key} in topic {topic} in that time range")

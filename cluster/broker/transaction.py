@@ -19,22 +19,31 @@ survives a restart:
 Resolution is by UNIQ_KEY, not by queue offset: the copies a check appends share it, so an
 answer about any copy resolves them all. The resolved set is rebuilt from the op queue at
 start.
+
+END_TRANSACTION names its half by offsets (which anyone can enumerate): the half found there must
+match the request's producer group, queue offset and msgId (UNIQ_KEY), as RocketMQ checks the first
+two, and its topic the one the request names (the proxy's); under access control the caller needs
+PUB on that topic (acl/records.py). A mismatch is SYSTEM_ERROR "no half message ...", a missing
+permission NO_PERMISSION.
 """
 
 from __future__ import annotations
 
 import logging
 
+from rocketbox.cluster.acl.permissions import PUB
+from rocketbox.cluster.acl.records import require_record
 from rocketbox.cluster.broker.offsets import ConsumerOffsetManager
-from rocketbox.cluster.protocol import ProtocolError, RequestCode, ResponseCode, answers_refusals, field_int
+from rocketbox.cluster.protocol import (TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, ProtocolError, RequestCode, ResponseCode,
+                                        answers_refusals, field_int)
 from rocketbox.cluster.shm import commitlog_format as fmt
 from rocketbox.cluster.shm.store import MessageToStore, PutMessageStatus, copy_of_record
 from rocketbox.cluster.wire_format import Command
 
 log = logging.getLogger(__name__)
 
-HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
-OP_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+HALF_TOPIC = TRANS_HALF_TOPIC
+OP_TOPIC = TRANS_OP_HALF_TOPIC
 SYSTEM_TOPICS = (HALF_TOPIC, OP_TOPIC)
 PROPERTY_CHECK_TIMES = "TRANSACTION_CHECK_TIMES"
 PROGRESS_GROUP = "TRANSACTION_CHECK"
@@ -45,6 +54,29 @@ HALVES_PER_CHECK = 1024
 
 # An op record marks its half as decided ("d"), as RocketMQ's REMOVETAG.
 _OP_PROPERTIES = fmt.encode_properties({"TAGS": "d"})
+
+
+def _check_ending(request: Command, rec: fmt.Record) -> None:
+    """The half ``rec`` must be the one END_TRANSACTION describes, and its caller may publish to its
+    topic; else ProtocolError (AccessDenied for the permission). The topic (``topic``: the proxy
+    names the one it checked) and the permission go beyond RocketMQ, which ends any half whose
+    producer group and offsets a request names."""
+    props = rec.properties
+    where = f"at CommitLog offset {rec.phys_offset}"
+    named_topic = request.fields.get("topic")
+    if named_topic and named_topic != props.get(fmt.PROPERTY_REAL_TOPIC):
+        raise ProtocolError(f"no half message of topic {named_topic} {where}", ResponseCode.SYSTEM_ERROR)
+    require_record(request, rec, PUB)
+    group = request.fields.get("producerGroup", "")
+    if group != props.get(fmt.PROPERTY_PGROUP):
+        raise ProtocolError(f"no half message of producer group {group!r} {where}", ResponseCode.SYSTEM_ERROR)
+    if field_int(request, "tranStateTableOffset") != rec.queue_offset:
+        raise ProtocolError(f"no half message at transaction state table offset "
+                            f"{request.fields['tranStateTableOffset']} {where}", ResponseCode.SYSTEM_ERROR)
+    msg_id = request.fields.get("msgId", "")
+    # UNIQ_KEY, as clients send it; the C++ client's send result may carry the offset message id.
+    if msg_id not in (props.get(fmt.PROPERTY_UNIQ_KEY), rec.offset_msg_id):
+        raise ProtocolError(f"no half message with msgId {msg_id!r} {where}", ResponseCode.SYSTEM_ERROR)
 
 
 class TransactionService:
@@ -128,6 +160,7 @@ class TransactionService:
         rec = self.store.read_record(phys)
         if rec is None or rec.topic != HALF_TOPIC:
             raise ProtocolError(f"no half message at CommitLog offset {phys}", ResponseCode.SYSTEM_ERROR)
+        _check_ending(request, rec)
         if outcome == UNKNOWN:
             return request.response(ResponseCode.SUCCESS)
         if outcome not in (COMMIT, ROLLBACK):

@@ -8,7 +8,7 @@ RPC touches is RocketMQ's list for its proxy (PlainAccessResource.parse of a gRP
 | RPC | needs |
 | --- | --- |
 | SendMessage | each message's topic PUB |
-| EndTransaction | the topic PUB |
+| EndTransaction | the topic PUB (the broker ends only a half of that topic: proxy/transactions.py) |
 | ReceiveMessage, AckMessage, ChangeInvisibleDuration, ForwardMessageToDeadLetterQueue | the group SUB and the topic SUB |
 | Heartbeat | its group SUB (when it names one) |
 | Telemetry settings | each published topic PUB; the subscription's group SUB and each of its topics SUB |

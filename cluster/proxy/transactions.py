@@ -5,7 +5,11 @@ gRPC producer has no group). Here:
 
 - A half's ``transaction_id`` names where it lies: ``<broker name>:<CommitLog offset>:<half queue
   offset>``. EndTransaction needs nothing else, so a commit or rollback works whichever proxy (or
-  proxy process, after a restart) it reaches.
+  proxy process, after a restart) it reaches. Offsets can be made up: the proxy checks the
+  caller's PUB on the request's topic (proxy/access.py) and names that topic to the broker, which
+  ends the half only if it is of that topic, producer group (the topic), queue offset and message
+  id (broker/transaction.py); else INVALID_TRANSACTION_ID. So no account's id ends another
+  topic's half, and the proxy needs no look-up of its own (one round trip, as before).
 - So that a broker's transaction check finds a producer, the proxy heartbeats each topic that live
   gRPC producers publish, as a producer group, to every master (``broker_heartbeat_interval_ms``,
   and at once when a new topic appears); the brokers then send it CHECK_TRANSACTION_STATE on that
@@ -82,11 +86,11 @@ class TransactionRelay:
             "producerGroup": topic, "tranStateTableOffset": str(queue_offset),
             "commitLogOffset": str(commitlog_offset), "commitOrRollback": str(outcome),
             "fromTransactionCheck": "true" if from_check else "false", "msgId": request.message_id,
-            "transactionId": request.message_id}))
+            "transactionId": request.message_id, "topic": topic}))
         if response.code == ResponseCode.SUCCESS:
             return service.EndTransactionResponse(status=OK)
         if response.code == ResponseCode.SYSTEM_ERROR and (response.remark or "").startswith("no half message"):
-            raise ProxyError(Code.INVALID_TRANSACTION_ID, f"no half message for transaction {request.transaction_id}")
+            raise ProxyError(Code.INVALID_TRANSACTION_ID, f"transaction {request.transaction_id}: {response.remark}")
         raise broker_refusal(response, broker_name)
 
     # ------------------------------------------------------------ producer groups at the brokers

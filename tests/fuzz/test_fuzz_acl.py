@@ -141,13 +141,14 @@ def _check_request_parts(value) -> None:
         assert str(exc)
     basic = signature.parse_basic(header)
     assert basic is None or all(isinstance(part, str) for part in basic)
+    request = Command(code, fields, body)
     try:
-        needed = needed_resources(Command(code, fields, body))
+        needed = needed_resources(request)
     except UnreadableRequest as exc:
         assert str(exc)
         return
     assert all(isinstance(k, str) and isinstance(v, int) for k, v in needed.items())
-    needs_admin(code)
+    assert needs_admin(request) in (True, False)
 
 
 @pytest.mark.fuzz(weight=0.7)

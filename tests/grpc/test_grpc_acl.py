@@ -1,7 +1,8 @@
 """RocketMQ 5's Python client (5.1.2) through the proxy of a cluster with access control, signing with
 its own ``Credentials(ak, sk)`` (the ``authorization`` header: HMAC-SHA1 of x-mq-date-time): an
 allowed account sends and receives; no credentials and a wrong secret are UNAUTHORIZED; an account
-without PUB on a topic is FORBIDDEN, each with the reason."""
+without PUB on a topic is FORBIDDEN, each with the reason; an account cannot end another topic's
+half message with its transaction id (issue 30 item 4)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from tests.grpc.grpc_client import received, require_grpc_client, run_grpc, sent
 
 pytestmark = pytest.mark.timeout(240)
 
-TOPIC, OTHER, GROUP = "GrpcAclTopic", "GrpcAclOther", "GrpcAclGroup"
+TOPIC, OTHER, OWNED, GROUP = "GrpcAclTopic", "GrpcAclOther", "GrpcAclOwned", "GrpcAclGroup"
 SECRET = "grpcuser-secret"
 ACL = """
 accounts:
@@ -22,6 +23,11 @@ accounts:
     defaultTopicPerm: DENY
     defaultGroupPerm: SUB
     topicPerms: ["GrpcAclTopic=PUB|SUB", "GrpcAclOther=SUB"]
+  - accessKey: grpcowner
+    secretKey: grpcowner-secret
+    defaultTopicPerm: DENY
+    defaultGroupPerm: SUB
+    topicPerms: ["GrpcAclOwned=PUB|SUB"]
 """
 
 
@@ -34,6 +40,7 @@ def cluster(tmp_path_factory):
         admin = Admin(config=started.client_config())
         for topic in (TOPIC, OTHER):
             admin.create_topic(topic, 2)
+        admin.create_topic(OWNED, 1, message_type="TRANSACTION")
         admin.shutdown()
         yield started
 
@@ -78,3 +85,42 @@ def test_missing_or_wrong_credentials_and_missing_permissions_are_refused(cluste
     for step, (code, reason) in expected.items():
         (status,) = statuses(lines, step)
         assert status["code"] == code and reason in status.get("message", ""), (step, status)
+
+
+def _committed(cluster) -> int:
+    with Admin(config=cluster.client_config()) as admin:
+        (endpoint,) = admin.master_endpoints().values()
+        return admin.broker_runtime_info(endpoint)["transactions"]["committed"]
+
+
+def test_an_account_cannot_end_another_topic_half_message(cluster, tmp_path):
+    """grpcowner leaves a half open on GrpcAclOwned; grpcuser (PUB on GrpcAclTopic only) sends an
+    EndTransaction with its transaction id, signed with its own credentials: naming its own topic the
+    id names no half of that topic (INVALID_TRANSACTION_ID), naming the half's topic it lacks PUB
+    (FORBIDDEN). The half stays open until grpcowner commits it; then its consumers see it."""
+    owner, user = {"access_key": "grpcowner", "secret_key": "grpcowner-secret"}, {"access_key": "grpcuser",
+                                                                                   "secret_key": SECRET}
+    lines = run_grpc("transaction", {"endpoint": cluster.proxy_endpoint, "topic": OWNED,
+                                     "messages": [{"body": "owned-half"}], **owner}, tmp_path / "tx")
+    (half,) = [line for line in lines if "half" in line]
+
+    def end(name: str, topic: str, credentials: dict) -> dict:
+        return {"name": name, "rpc": "EndTransaction", "credentials": credentials, "request": {
+            "topic": {"name": topic}, "messageId": half["message_id"], "transactionId": half["transaction_id"],
+            "resolution": "COMMIT", "source": "SOURCE_CLIENT"}}
+
+    committed = _committed(cluster)
+    lines = run_grpc("raw", {"endpoint": cluster.proxy_endpoint, "steps": [
+        end("own-topic", TOPIC, user), end("their-topic", OWNED, user)]}, tmp_path / "forged")
+    (own,), (theirs,) = statuses(lines, "own-topic"), statuses(lines, "their-topic")
+    assert own["code"] == "INVALID_TRANSACTION_ID" and "no half message of topic GrpcAclTopic" in own["message"], own
+    assert theirs["code"] == "FORBIDDEN" and "No permission for topic:GrpcAclOwned" in theirs["message"], theirs
+    assert _committed(cluster) == committed   # still a half
+
+    lines = run_grpc("raw", {"endpoint": cluster.proxy_endpoint, "steps": [end("owner", OWNED, owner)]},
+                     tmp_path / "owner")
+    assert statuses(lines, "owner")[0]["code"] == "OK", lines
+    assert _committed(cluster) == committed + 1
+    lines = run_grpc("simple", {"endpoint": cluster.proxy_endpoint, "group": GROUP, "topic": OWNED, "expect": 1,
+                                "max_s": 60, **owner}, tmp_path / "c")
+    assert [r["body"] for r in received(lines)] == ["owned-half"]

@@ -164,22 +164,48 @@ def _cmd(code, fields=None, body=b""):
         {"groupName": "G", "subscriptionDataSet": [{"topic": "T1"}, {"topic": "%RETRY%G"}]}],
         "producerDataSet": [{"groupName": "P"}]}).encode()), {"%RETRY%G": SUB, "T1": SUB}),
     (_cmd(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T"}), {}),
+    # A send into a group's retry topic needs that group, whichever group the request names (or none).
+    (_cmd(RequestCode.SEND_MESSAGE_V2, {"b": "%RETRY%G", "a": "Mine"}), {"%RETRY%G": SUB}),
+    (_cmd(RequestCode.SEND_MESSAGE, {"topic": "%RETRY%G"}), {"%RETRY%G": SUB}),
+    (_cmd(RequestCode.SEND_MESSAGE_V2, {"b": "%DLQ%G", "a": "Mine"}), {"%DLQ%G": PUB, "%RETRY%G": SUB}),
+    (_cmd(RequestCode.PULL_MESSAGE, {"topic": "%DLQ%G", "consumerGroup": "Mine"}),
+     {"%DLQ%G": SUB, "%RETRY%G": SUB, "%RETRY%Mine": SUB}),
+    # Group reads and locks name the group (a lock's in its JSON body, with its queues' topics).
+    (_cmd(RequestCode.QUERY_CONSUMER_OFFSET, {"topic": "T", "consumerGroup": "G", "queueId": "0"}),
+     {"T": SUB, "%RETRY%G": SUB}),
+    (_cmd(RequestCode.GET_CONSUME_STATS, {"consumerGroup": "G"}), {"%RETRY%G": SUB}),
+    (_cmd(RequestCode.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": "G"}), {"%RETRY%G": SUB}),
+    (_cmd(RequestCode.GET_CONSUMER_RUNNING_INFO, {"consumerGroup": "G", "clientId": "c"}), {"%RETRY%G": SUB}),
+    (_cmd(RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": "T"}), {"T": SUB}),
+    (_cmd(RequestCode.LOCK_BATCH_MQ, body=json.dumps({"consumerGroup": "G", "clientId": "c", "mqSet": [
+        {"topic": "T1", "brokerName": "b", "queueId": 0}, {"topic": "T2", "brokerName": "b", "queueId": 1}]}).encode()),
+     {"%RETRY%G": SUB, "T1": SUB, "T2": SUB}),
+    (_cmd(RequestCode.UNLOCK_BATCH_MQ, body=b'{"consumerGroup": "G", "clientId": "c"}'), {"%RETRY%G": SUB}),
+    # An empty group names none (the C++ client's producer-only unregister).
+    (_cmd(RequestCode.UNREGISTER_CLIENT, {"clientID": "c", "consumerGroup": "", "producerGroup": "P"}), {}),
 ])
 def test_needed_resources(cmd, needed):
     assert needed_resources(cmd) == needed
 
 
 @pytest.mark.parametrize("body", [b"{nope", b"\xff\xfe", b"[" * 5000 + b"]" * 5000])
-def test_an_unreadable_heartbeat_says_so(body):
+@pytest.mark.parametrize("code", [RequestCode.HEART_BEAT, RequestCode.LOCK_BATCH_MQ])
+def test_an_unreadable_body_says_so(code, body):
     with pytest.raises(UnreadableRequest, match="not JSON"):
-        needed_resources(_cmd(RequestCode.HEART_BEAT, body=body))
+        needed_resources(_cmd(code, body=body))
 
 
 def test_admin_codes():
-    for code in (17, 25, 215, 200, 207, 216, 329, 222, 103, 904, 1003, 1004, 1005, 1007):
-        assert needs_admin(code)
+    for code in (17, 25, 215, 200, 207, 216, 329, 222, 103, 43, 904, 1003, 1004, 1005, 1007):
+        assert needs_admin(_cmd(code))
     for code in (10, 11, 34, 105, 26):
-        assert not needs_admin(code)
+        assert not needs_admin(_cmd(code, {"topic": "T"}))
+    # The broker's own topics hold every topic's delayed, half and popped messages' state.
+    for topic in ("SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+                  "rmq_sys_REVIVE_LOG_DefaultCluster"):
+        assert needs_admin(_cmd(RequestCode.PULL_MESSAGE, {"topic": topic, "consumerGroup": "G"}))
+        assert needs_admin(_cmd(RequestCode.POP_MESSAGE, {"topic": topic, "consumerGroup": "G"}))
+    assert not needs_admin(_cmd(RequestCode.PULL_MESSAGE, {"topic": "RMQ_SYS_TRACE_TOPIC", "consumerGroup": "G"}))
 
 
 def test_remoting_signature_golden():

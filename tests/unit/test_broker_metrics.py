@@ -39,6 +39,14 @@ def _send(service: BrokerService, body: bytes, sys_flag: int = 0, **properties: 
         "properties": props}, body))
 
 
+def _commit(half: Command, body: bytes) -> Command:
+    """The END_TRANSACTION a producer of group PG sends to commit the half ``half`` answered."""
+    return Command(RequestCode.END_TRANSACTION, {
+        "producerGroup": "PG", "tranStateTableOffset": half.fields["queueOffset"],
+        "commitLogOffset": str(fmt.parse_offset_msg_id(half.fields["msgId"])[2]), "commitOrRollback": "8",
+        "msgId": body.hex()})
+
+
 def _scrape(*families) -> dict:
     """The families as the endpoint writes them, parsed back: {(sample name, labels): value}."""
     class Fixed:
@@ -86,9 +94,7 @@ def test_a_snapshot_counts_traffic_lag_transactions_and_latency(tmp_path):
         assert (lag["lag"], lag["inflight"], lag["ready"]) == (1, 1, 0)
         assert lag["lagLatencyMs"] >= 0
 
-        phys = fmt.parse_offset_msg_id(half.fields["msgId"])[2]
-        end = Command(RequestCode.END_TRANSACTION, {"commitLogOffset": str(phys), "commitOrRollback": "8"})
-        assert _call(service, end).code == ResponseCode.SUCCESS
+        assert _call(service, _commit(half, b"half")).code == ResponseCode.SUCCESS
         while reput.step(1000).count:
             pass
         snapshot = json.loads(_call(service, Command(RequestCode.GET_BROKER_METRICS)).body)
@@ -162,9 +168,7 @@ def test_open_halves_are_counted_again_after_a_restart(tmp_path):
         halves = [_send(service, body, sys_flag=fmt.SYSFLAG_TRANSACTION_PREPARED, TRAN_MSG="true", PGROUP="PG")
                   for body in (b"stays open", b"committed")]
         ReputService(cfg.store, service.control).step(1000)
-        phys = fmt.parse_offset_msg_id(halves[1].fields["msgId"])[2]
-        end = Command(RequestCode.END_TRANSACTION, {"commitLogOffset": str(phys), "commitOrRollback": "8"})
-        assert _call(service, end).code == ResponseCode.SUCCESS
+        assert _call(service, _commit(halves[1], b"committed")).code == ResponseCode.SUCCESS
         assert service.transactions.open_halves_by_topic() == {TOPIC: 1}
     finally:
         service.shutdown()
