@@ -150,7 +150,7 @@ class LocalCluster:
                  namesrv_overrides: dict | None = None, heartbeat_timeout_s: float | None = None,
                  slaves: int = 0, failover: bool = False, remoting: bool = True, metrics: bool = True,
                  proxy: bool = False, proxy_overrides: dict | None = None, console: bool = False,
-                 acl_file: str = "", require_credentials: bool = False):
+                 acl_file: str = "", require_credentials: bool = False, console_trust_loopback: bool = False):
         """``slaves`` per broker group (children ``broker-a-s1``, ...; broker/ha.py); ``failover``:
         controllers in the NameServers elect each group's master (cluster/controller/);
         ``remoting``: every process also serves RocketMQ's remoting protocol (on free ports too);
@@ -160,8 +160,9 @@ class LocalCluster:
         ProxySettings fields; ``console``: the web console runs (child ``console``, on a free port:
         ``console_url``), off by default: it loads the web libraries, which most tests do not need;
         ``acl_file``: access control on every door with this plain_acl.yml (its CURVE key pair made at
-        start; ``client_config`` gives a client the keys), ``require_credentials``: the console and the
-        metrics endpoint ask for credentials although they are on loopback."""
+        start; ``client_config`` gives a client the keys; the console asks for an admin's credentials),
+        ``require_credentials``: the metrics endpoint asks for credentials although it is on loopback,
+        ``console_trust_loopback``: the console does not (build_topology)."""
         base = namesrvs + brokers * (2 + slaves)
         failover_count = namesrvs + brokers * slaves if failover else 0
         remoting_count = namesrvs + brokers * (1 + slaves) if remoting else 0
@@ -186,7 +187,7 @@ class LocalCluster:
             broker_remoting_ports=remoting_ports[namesrvs:masters_end] or None,
             slave_remoting_ports=remoting_ports[masters_end:] or None, proxy_port=proxy_port,
             proxy_overrides=proxy_overrides, console_port=console_port, acl_file=acl_file,
-            require_credentials=require_credentials)
+            require_credentials=require_credentials, console_trust_loopback=console_trust_loopback)
         self.data_dir = self.topology.data_dir
         self.heartbeat_timeout_s = heartbeat_timeout_s
         self.process: subprocess.Popen | None = None
