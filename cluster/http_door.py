@@ -154,8 +154,12 @@ class BoundedH11Protocol(H11Protocol):
             self._deadline.cancel()
             self._deadline = None
 
-    def _partial_head(self) -> bool:
-        return self.stage == HEAD and bool(self.conn.trailing_data[0])
+    def _owes_an_answer(self) -> bool:
+        """Part of a request came and no answer has begun: a closing may say why. An idle connection
+        just ends, as uvicorn's keep-alive does; a begun answer is not followed by another."""
+        if self.stage == HEAD:
+            return bool(self.conn.trailing_data[0])
+        return self.stage == BODY and self.cycle is not None and not self.cycle.response_started
 
     def _expired(self) -> None:
         self._deadline = None
@@ -163,14 +167,15 @@ class BoundedH11Protocol(H11Protocol):
             return
         stage = self.stage
         self.counters.timed_out[stage] += 1
-        partial = self._partial_head()
-        if stage != HEAD or partial:   # an idle connection just ends, as uvicorn's keep-alive does
+        owed = self._owes_an_answer()
+        if stage != HEAD or owed:
             _limited.warning(f"{self.door}:timeout:{stage}", "%s: closed a connection from %s that did not %s "
                              "within %g s", self.door, self.client_host, _OWED[stage],
                              self.limits.head_timeout_s if stage == HEAD else self.limits.body_timeout_s)
-        self._close(_plain_answer(408, "Request Timeout", "the request did not arrive in time\n") if partial else b"")
+        self._end(_plain_answer(408, "Request Timeout", "the request did not arrive in time\n") if owed else b"")
 
-    def _close(self, answer: bytes) -> None:
+    def _end(self, answer: bytes) -> None:
+        self._cancel_deadline()
         if answer:
             self.transport.write(answer)
         self.transport.abort()   # never waits on a client that does not read
@@ -195,16 +200,15 @@ class BoundedH11Protocol(H11Protocol):
             self.counters.refused += 1
             _limited.warning(f"{self.door}:refused", "%s: refused a connection from %s: %d connections, every "
                              "one a request being served", self.door, self.client_host, len(others))
-            self._close(_plain_answer(503, "Service Unavailable", "too many requests being served; retry\n"))
+            self._end(_plain_answer(503, "Service Unavailable", "too many requests being served; retry\n"))
             return False
         victim = min(waiting, key=lambda c: (-held[c.client_host], c.waiting_since))
         self.counters.pushed_out += 1
         _limited.warning(f"{self.door}:pushed-out", "%s: %d connections (%d from %s): closed one from %s that "
                          "waited %.1f s in its %s stage", self.door, len(others), held.get(self.client_host, 0),
                          self.client_host, victim.client_host, time.monotonic() - victim.waiting_since, victim.stage)
-        victim._cancel_deadline()
-        victim._close(_plain_answer(503, "Service Unavailable", "too many connections; retry\n")
-                      if victim.stage != HEAD or victim._partial_head() else b"")
+        victim._end(_plain_answer(503, "Service Unavailable", "too many connections; retry\n")
+                    if victim._owes_an_answer() else b"")
         return True
 
 
@@ -240,7 +244,7 @@ class HttpDoor:
             raise
         protocol = type("BoundedH11Protocol", (BoundedH11Protocol,),
                         {"limits": self.limits, "counters": self.counters, "door": self.name})
-        config = uvicorn.Config(self.app, http=protocol, loop="asyncio", log_config=None, access_log=False,
+        config = uvicorn.Config(self.app, http=protocol, ws="none", loop="asyncio", log_config=None, access_log=False,
                                 lifespan="off", server_header=False, timeout_graceful_shutdown=2,
                                 timeout_keep_alive=self.limits.idle_timeout_s,
                                 h11_max_incomplete_event_size=self.limits.head_bytes_max)

@@ -8,7 +8,9 @@ stops reopening, the door has closed every one of its connections by its deadlin
 from __future__ import annotations
 
 import base64
+import collections
 import http.client
+import re
 import select
 import socket
 import threading
@@ -52,8 +54,10 @@ class SlowFlood:
         self.body_head = (f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/"
                           f"x-www-form-urlencoded\r\nContent-Length: 100000\r\n\r\ntopic=").encode()
         self.open: dict[socket.socket, bool] = {}   # socket -> sends a body (else a head)
+        self.received: dict[socket.socket, bytes] = {}
         self.opened = 0
-        self.closed_by_door = 0
+        # How the door ended each connection it closed: the status of what it last answered (None: nothing).
+        self.endings: collections.Counter = collections.Counter()
         self.reopen = True
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="slow-flood", daemon=True)
@@ -68,9 +72,10 @@ class SlowFlood:
             sock.send(self.body_head if body else self.head)
         except OSError:
             sock.close()
-            self.closed_by_door += 1
+            self.endings[None] += 1
             return
         self.open[sock] = body
+        self.received[sock] = b""
 
     def start(self) -> "SlowFlood":
         for i in range(SLOW_HEADS + SLOW_BODIES):
@@ -84,7 +89,7 @@ class SlowFlood:
         while not self._stop.is_set() and time.monotonic() < end:
             readable, _, _ = select.select(list(self.open), [], [], 0.1) if self.open else ([], [], [])
             for sock in readable:   # the door answered (408/503) and closed, or closed
-                if _door_closed(sock):
+                if self._door_closed(sock):
                     self._gone(sock)
             if time.monotonic() >= next_byte:
                 next_byte += 1.0
@@ -94,12 +99,27 @@ class SlowFlood:
                     except OSError:
                         self._gone(sock)
 
+    def _door_closed(self, sock: socket.socket) -> bool:
+        """Keeps what the door sent; True once it has closed the connection."""
+        try:
+            for _ in range(16):   # an answer is a few hundred bytes
+                data = sock.recv(65536)
+                if not data:
+                    return True
+                self.received[sock] = (self.received[sock] + data)[-4096:]
+        except BlockingIOError:
+            return False
+        except OSError:
+            return True
+        return False
+
     def _gone(self, sock: socket.socket) -> None:
         body = self.open.pop(sock, None)
         if body is None:
             return
         sock.close()
-        self.closed_by_door += 1
+        statuses = re.findall(rb"HTTP/1\.1 ([0-9]{3}) ", self.received.pop(sock))
+        self.endings[int(statuses[-1]) if statuses else None] += 1
         if self.reopen:
             try:
                 self._connect(body)
@@ -114,19 +134,6 @@ class SlowFlood:
         self._thread.join(10)
         for sock in self.open:
             sock.close()
-
-
-def _door_closed(sock: socket.socket) -> bool:
-    """Reads what the door sent; True once it has closed the connection."""
-    try:
-        for _ in range(16):   # an answer is a few hundred bytes
-            if not sock.recv(65536):
-                return True
-    except BlockingIOError:
-        return False
-    except OSError:
-        return True
-    return False
 
 
 def _request(url: str, method: str, path: str, body: bytes | None = None, headers: dict | None = None):
@@ -150,10 +157,20 @@ def cluster(tmp_path_factory):
         yield started
 
 
-def _closes_every_flood_connection(flood: SlowFlood) -> None:
+def _closes_every_flood_connection(flood: SlowFlood, body_answer: int) -> None:
+    """The flood held the door's per-client bound and lost connections to newer ones (503); stopped,
+    every connection it kept is closed at its deadline: a partial head answered 408, a slow body
+    after the door's answer to its head (``body_answer``) without another."""
+    assert flood.still_open() >= LIMITS.connections_per_client_max - 1, flood.still_open()
+    pushed_out = flood.endings[503]
+    assert pushed_out >= 1, flood.endings
     flood.reopen = False
     wait_until(lambda: flood.still_open() == 0, LIMITS.body_timeout_s + 15, interval_s=0.2,
                what="the door closed every flood connection")
+    assert flood.endings[408] >= SLOW_HEADS - LIMITS.connections_per_client_max, flood.endings
+    assert flood.endings[body_answer] >= 1, flood.endings
+    # None: pushed out before the door had read a byte of it, so owed no answer.
+    assert set(flood.endings) <= {408, 503, body_answer, None}, flood.endings
 
 
 def test_the_console_answers_a_real_client_through_a_slow_flood(cluster):
@@ -168,8 +185,7 @@ def test_the_console_answers_a_real_client_through_a_slow_flood(cluster):
                 **ADMIN, "Content-Type": "application/x-www-form-urlencoded",
                 "Origin": cluster.console_url.rstrip("/")})
             assert status == 200 and b"saved" in body and seconds < ANSWER_BOUND_S, (status, body[:300], seconds)
-        assert flood.still_open() >= LIMITS.connections_per_client_max - 1, flood.still_open()
-        _closes_every_flood_connection(flood)
+        _closes_every_flood_connection(flood, body_answer=401)   # the slow bodies carry no credentials
     finally:
         flood.stop()
     with Admin(config=cluster.client_config()) as admin:
@@ -185,7 +201,6 @@ def test_the_metrics_endpoint_answers_a_scrape_through_a_slow_flood(cluster):
             assert status == 200 and seconds < ANSWER_BOUND_S, (status, body[:300], seconds)
             families = {f.name for f in text_string_to_metric_families(body.decode())}
             assert "rocketbox_broker_up" in families
-        assert flood.still_open() >= LIMITS.connections_per_client_max - 1, flood.still_open()
-        _closes_every_flood_connection(flood)
+        _closes_every_flood_connection(flood, body_answer=405)   # the endpoint takes GET only
     finally:
         flood.stop()
