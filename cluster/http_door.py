@@ -215,6 +215,20 @@ class BoundedH11Protocol(H11Protocol):
 _OWED = {HEAD: "send a whole request head", BODY: "send the request's body", DRAIN: "read the answer"}
 
 
+class _UvicornWarnings(logging.Filter):
+    """uvicorn warns once per malformed request ("Invalid HTTP request received."): through the rate
+    limit, so a flood of junk does not become a flood of log lines."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno != logging.WARNING:
+            return True
+        _limited.warning(f"uvicorn:{record.msg}", "uvicorn: %s", record.getMessage())
+        return False
+
+
+_UVICORN_WARNINGS = _UvicornWarnings()
+
+
 class HttpDoor:
     """``app`` (ASGI) served on ``host:port``: the socket is bound here first (a taken port fails the
     boot with "Address already in use", which the supervisor reports), uvicorn runs on a thread of
@@ -242,6 +256,7 @@ class HttpDoor:
         except OSError:
             sock.close()
             raise
+        logging.getLogger("uvicorn.error").addFilter(_UVICORN_WARNINGS)   # once: the same filter is not added twice
         protocol = type("BoundedH11Protocol", (BoundedH11Protocol,),
                         {"limits": self.limits, "counters": self.counters, "door": self.name})
         config = uvicorn.Config(self.app, http=protocol, ws="none", loop="asyncio", log_config=None, access_log=False,

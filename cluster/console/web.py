@@ -42,6 +42,7 @@ STATIC_DIR = os.path.join(os.path.dirname(__file__), "static")
 # A form is a few fields and at most a test message's body.
 MAX_BODY_BYTES = 256 * 1024
 _PORT = re.compile(r"(:[0-9]{1,5})?")
+_LENGTH = re.compile(r"[0-9]{1,12}")
 # What a browser says of a request's origin that a form of the console itself may send.
 _SAME_SITE_FETCHES = ("same-origin", "none")
 
@@ -146,7 +147,7 @@ class Pages:
             if _cross_site(request, self.loopback_only):
                 return HTMLResponse("cross-site form posts are refused", status_code=403)
             length = request.headers.get("content-length")
-            if length is None or not length.isdigit():
+            if length is None or not _LENGTH.fullmatch(length):
                 return HTMLResponse("a form needs its Content-Length", status_code=411)
             if int(length) > MAX_BODY_BYTES:
                 return HTMLResponse(f"a form is at most {MAX_BODY_BYTES} bytes", status_code=413)

@@ -204,3 +204,26 @@ def test_the_metrics_endpoint_answers_a_scrape_through_a_slow_flood(cluster):
         _closes_every_flood_connection(flood, body_answer=405)   # the endpoint takes GET only
     finally:
         flood.stop()
+
+
+JUNK_REQUESTS = 300
+
+
+@pytest.mark.parametrize("door", ["console", "metrics"])
+def test_malformed_requests_are_answered_400_and_logged_within_bounds(cluster, door):
+    url = cluster.console_url if door == "console" else cluster.metrics_url
+    parts = urllib.parse.urlsplit(url)
+    log_path = f"{cluster.data_dir}/logs/{door}.log"
+    with open(log_path, "rb") as f:
+        before = len(f.read())
+    answers = collections.Counter()
+    for i in range(JUNK_REQUESTS):
+        with socket.create_connection((parts.hostname, parts.port), timeout=10) as sock:
+            sock.sendall(b"\x00\xff junk %d\r\n\r\n" % i)
+            answers[sock.recv(64)[:12]] += 1
+    assert answers == {b"HTTP/1.1 400": JUNK_REQUESTS}, answers
+    assert _request(url, "GET", "/topics" if door == "console" else "/metrics", headers=ADMIN)[0] == 200
+    with open(log_path, "rb") as f:
+        grown = f.read()[before:]
+    # uvicorn's one warning per malformed request goes through the rate limit: a burst of 10 a window.
+    assert 1 <= grown.count(b"Invalid HTTP request") <= 30, grown[-2000:]
