@@ -152,7 +152,8 @@ class LocalCluster:
                  namesrv_overrides: dict | None = None, heartbeat_timeout_s: float | None = None,
                  slaves: int = 0, failover: bool = False, remoting: bool = True, metrics: bool = True,
                  proxy: bool = False, proxy_overrides: dict | None = None, console: bool = False,
-                 acl_file: str = "", require_credentials: bool = False, tls: str = ""):
+                 acl_file: str = "", require_credentials: bool = False, tls: str = "",
+                 console_trust_loopback: bool = False):
         """``slaves`` per broker group (children ``broker-a-s1``, ...; broker/ha.py); ``failover``:
         controllers in the NameServers elect each group's master (cluster/controller/);
         ``remoting``: every process also serves RocketMQ's remoting protocol (on free ports too);
@@ -162,8 +163,9 @@ class LocalCluster:
         ProxySettings fields; ``console``: the web console runs (child ``console``, on a free port:
         ``console_url``), off by default: it loads the web libraries, which most tests do not need;
         ``acl_file``: access control on every door with this plain_acl.yml (its CURVE key pair made at
-        start; ``client_config`` gives a client the keys), ``require_credentials``: the console and the
-        metrics endpoint ask for credentials although they are on loopback; ``tls``: tls.server.mode
+        start; ``client_config`` gives a client the keys; the console asks for an admin's credentials),
+        ``require_credentials``: the metrics endpoint asks for credentials although it is on loopback,
+        ``console_trust_loopback``: the console does not (build_topology); ``tls``: tls.server.mode
         ("permissive" or "enforcing") of every remoting door and the proxy, with a self-signed
         certificate made at start in ``<data dir>/tls/`` (``tls_cert_path``: what clients trust)."""
         base = namesrvs + brokers * (2 + slaves)
@@ -190,7 +192,7 @@ class LocalCluster:
             broker_remoting_ports=remoting_ports[namesrvs:masters_end] or None,
             slave_remoting_ports=remoting_ports[masters_end:] or None, proxy_port=proxy_port,
             proxy_overrides=proxy_overrides, console_port=console_port, acl_file=acl_file,
-            require_credentials=require_credentials, tls_mode=tls,
+            require_credentials=require_credentials, console_trust_loopback=console_trust_loopback, tls_mode=tls,
             tls_cert=os.path.join(tls_directory(data_dir), CERT_FILE) if tls else "",
             tls_key=os.path.join(tls_directory(data_dir), KEY_FILE) if tls else "")
         self.data_dir = self.topology.data_dir

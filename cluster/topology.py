@@ -57,7 +57,8 @@ class Topology:
     console: ConsoleSettings | None = None
     # The cluster's plain_acl.yml when access control is on (every process checks its callers).
     acl_file: str = ""
-    # The console and the metrics endpoint ask for credentials even on loopback (with acl_file).
+    # The metrics endpoint asks for credentials even on loopback (with acl_file; the console always does
+    # unless told to trust loopback).
     require_credentials: bool = False
     # TLS on every remoting door and the proxy (cluster/tls.py): tls.server.mode and the certificate.
     tls_mode: str = TLS_DISABLED
@@ -140,8 +141,8 @@ def build_topology(data_dir: str, *, namesrv_count: int = 1, broker_count: int =
                    slave_remoting_ports: list[int] | None = None, proxy_port: int | None = None,
                    proxy_overrides: dict | None = None, console_port: int | None = None,
                    console_host: str = "127.0.0.1", acl_file: str = "", require_credentials: bool = False,
-                   controller_secret_file: str = "", tls_mode: str = "", tls_cert: str = "",
-                   tls_key: str = "") -> Topology:
+                   console_trust_loopback: bool = False, controller_secret_file: str = "", tls_mode: str = "",
+                   tls_cert: str = "", tls_key: str = "") -> Topology:
     """``slave_count`` slaves per group: by default slave n of a group listens on its master's
     port + 2n and the master's HA endpoint is its port + 1 (``ha_ports``, ``slave_ports`` (group
     by group) override them).
@@ -161,13 +162,14 @@ def build_topology(data_dir: str, *, namesrv_count: int = 1, broker_count: int =
     ``proxy_overrides`` (ProxySettings fields) on top of what the topology gives it.
 
     ``console_port``: the web console listens there, on ``console_host`` (a loopback address:
-    ValueError otherwise, before anything starts, unless access control is on: then a console
-    elsewhere than loopback asks for an admin's credentials).
+    ValueError otherwise, before anything starts, unless access control is on). With access control
+    the console asks for an admin's credentials, on loopback too unless ``console_trust_loopback``
+    (a single-user machine: whoever reaches loopback is trusted as admin).
 
     ``acl_file``: access control (cluster/acl/) on every NameServer, broker, the proxy, the console and
     the metrics endpoint, with this plain_acl.yml (also taken from ``broker_overrides``' acl_enable and
-    acl_file, broker.conf's aclEnable and aclFile); ``require_credentials``: the console and the metrics
-    endpoint ask for credentials even on loopback.
+    acl_file, broker.conf's aclEnable and aclFile); ``require_credentials``: the metrics endpoint asks
+    for credentials even on loopback (it does beyond loopback).
 
     ``tls_mode``, ``tls_cert``, ``tls_key``: TLS on every NameServer's and broker's remoting door
     and on the proxy (also taken from ``broker_overrides``' tls_server_*, broker.conf's tls.server.*)."""
@@ -186,6 +188,9 @@ def build_topology(data_dir: str, *, namesrv_count: int = 1, broker_count: int =
         proxy_overrides = {"acl_file": acl_file, **(proxy_overrides or {})}
     elif require_credentials:
         raise ValueError("asking for credentials needs access control: an ACL file (aclFile)")
+    elif console_trust_loopback:
+        raise ValueError("trusting loopback (--console-trust-loopback) is a choice of access control: without an "
+                         "ACL file the console on loopback asks for nothing already")
     namesrv_ports = namesrv_ports or [NAMESRV_PORT_DEFAULT + i for i in range(namesrv_count)]
     broker_ports = broker_ports or [BROKER_PORT_DEFAULT + BROKER_PORT_STEP * i for i in range(broker_count)]
     if slave_count and slave_ports is None:
@@ -249,7 +254,11 @@ def build_topology(data_dir: str, *, namesrv_count: int = 1, broker_count: int =
         proxy = proxy_settings(host, proxy_port, endpoints, brokers, proxy_overrides)
     console = None
     if console_port:
-        ask = bool(acl_file) and (require_credentials or loopback_problem(console_host) is not None)
+        loopback = loopback_problem(console_host) is None
+        if console_trust_loopback and not loopback:
+            raise ValueError(f"the console trusts loopback (--console-trust-loopback) only when it listens there, "
+                             f"not on {console_host}")
+        ask = bool(acl_file) and not (console_trust_loopback and loopback)
         console = ConsoleSettings(host=console_host, port=console_port, namesrv_endpoints=tuple(endpoints),
                                   state_path=os.path.join(data_dir, STATE_FILE_NAME), acl_file=acl_file,
                                   require_credentials=ask)

@@ -44,8 +44,8 @@ def _topology_from_args(args):
                           namesrv_overrides=files.namesrv,
                           proxy_port=None if args.no_proxy else args.proxy_port,
                           console_port=None if args.no_console else args.console_port, console_host=args.console_host,
-                          acl_file=args.acl_file or "", controller_secret_file=args.controller_secret or "",
-                          **tls_arguments(args),
+                          console_trust_loopback=args.console_trust_loopback, acl_file=args.acl_file or "",
+                          controller_secret_file=args.controller_secret or "", **tls_arguments(args),
                           broker_overrides={**files.broker, **_metrics_overrides(args),
                                             "broker_role": SYNC_MASTER if args.broker_role == "sync" else ASYNC_MASTER,
                                             "auto_create_topic_enabled": not args.no_auto_create_topic})
@@ -233,10 +233,10 @@ def _print_up_banner(console, state: dict, ready_s: float, supervisor_pid: int, 
     grpc = proxy_endpoints(state)
     if grpc:
         console.print(f"RocketMQ 5 clients (gRPC): endpoints {grpc}")
-    web = [(child.get("ready_info") or {}).get("endpoint") for child in state.get("children", [])
-           if child.get("role") == "console"]
-    if any(web):
-        console.print(f"web console: {web[0]}")
+    web = [child.get("ready_info") or {} for child in state.get("children", []) if child.get("role") == "console"]
+    if web and web[0].get("endpoint"):
+        login = " (log in with an admin account's accessKey and secretKey)" if web[0].get("credentials") else ""
+        console.print(f"web console: {web[0]['endpoint']}{login}")
 
 
 def cmd_status(args) -> int:
@@ -343,6 +343,9 @@ def add_shape_arguments(parser) -> None:
                         help=f"the web console on http://127.0.0.1:PORT/, default {CONSOLE_PORT_DEFAULT}")
     parser.add_argument("--console-host", help="the console's address (default 127.0.0.1; another than loopback "
                                                "needs --acl-file: the console then asks for an admin's credentials)")
+    parser.add_argument("--console-trust-loopback", action="store_true", default=None,
+                        help="with --acl-file, a console on loopback serves without asking for an admin's "
+                             "credentials (a single-user machine: anyone who reaches 127.0.0.1 is admin)")
     parser.add_argument("--acl-file", help="access control on every door: RocketMQ's plain_acl.yml (accounts, "
                                            "permissions, white addresses; reread when it changes); the ZeroMQ door's "
                                            "CURVE keys live in curve/ beside it (made if missing)")

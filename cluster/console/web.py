@@ -2,18 +2,25 @@
 an error page that names the cause (a form value, a missing topic, the broker's own reason), and
 requests that could come from another site are refused.
 
-The guard: the console listens on loopback only, but a page of any site open in the same browser
-can still send requests to 127.0.0.1. A Host header that is not a loopback name (DNS rebinding)
-and a form posted from another origin (cross-site request forgery) are refused with 403. With
-access control asking for credentials (``ConsoleContext.access``) every request needs an admin
-account's HTTP Basic credentials (401 without them, 403 for an account that is not admin); the Host
-check then gives way (a rebound name gets no credentials), the cross-site check stays (a browser
-sends its Basic credentials along with a forged post)."""
+The guard. A page of any site open in the same browser can send requests to 127.0.0.1, and a name
+of the attacker's that resolves to 127.0.0.1 (DNS rebinding) makes them same-origin for the browser.
+A console on loopback therefore answers only a Host header that names loopback by a literal:
+``localhost``, a dotted quad of 127.0.0.0/8 or ``[::1]``, with or without a port; anything else
+(``127.0.0.1.evil.example``, ``127.evil``, ``localhost.evil``) gets 403. A form posted from another
+origin (cross-site request forgery) gets 403 too: its Origin, when sent, must be the Host the request
+was sent to (a loopback literal on loopback), and a browser's Sec-Fetch-Site must say same-origin.
+With access control (``ConsoleContext.access``) every request needs an admin account's HTTP Basic
+credentials (401 without them, 403 for an account that is not admin), on loopback too unless the
+cluster trusts loopback (``cluster up --console-trust-loopback``). A console listening beyond
+loopback always asks for them and does not check the Host (the name its users reach it by is theirs
+to choose): a rebound name gets no credentials from the browser."""
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import os
+import re
 import urllib.parse
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
@@ -23,6 +30,7 @@ from starlette.templating import Jinja2Templates
 
 from rocketbox.cluster.acl.decision import AUTHENTICATION, http_refusal
 from rocketbox.cluster.console.forms import FormError, iso_local
+from rocketbox.cluster.console.settings import loopback_problem
 from rocketbox.cluster.errors import BrokerError, ClientError, NoRouteError
 from rocketbox.cluster.log_limit import RateLimitedLog
 from rocketbox.cluster.zmq_transport import TransportError
@@ -33,7 +41,10 @@ TEMPLATES_DIR = os.path.join(os.path.dirname(__file__), "templates")
 STATIC_DIR = os.path.join(os.path.dirname(__file__), "static")
 # A form is a few fields and at most a test message's body.
 MAX_BODY_BYTES = 256 * 1024
-LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
+_PORT = re.compile(r"(:[0-9]{1,5})?")
+_LENGTH = re.compile(r"[0-9]{1,12}")
+# What a browser says of a request's origin that a form of the console itself may send.
+_SAME_SITE_FETCHES = ("same-origin", "none")
 
 
 def _human_bytes(n) -> str:
@@ -69,27 +80,59 @@ def explain(exc: BaseException) -> tuple[int, str, str]:
     return 500, "Console error", f"{type(exc).__name__}: {exc} (the console's log has the details)"
 
 
-def _host_allowed(request) -> bool:
-    host = (request.headers.get("host") or "").lower()
-    name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
-    return name in LOOPBACK_NAMES or name.startswith("127.")
+def loopback_authority(authority: str) -> bool:
+    """True for a Host (or an Origin's host[:port]) that names loopback by a literal: ``localhost``,
+    a dotted quad of 127.0.0.0/8 or ``[::1]``, each with or without a port; never a DNS name."""
+    authority = authority.lower()
+    if authority.startswith("["):
+        host, bracket, port = authority[1:].partition("]")
+        if not bracket or "%" in host:
+            return False
+    else:
+        host, colon, port = authority.partition(":")
+        port = colon + port
+    if not _PORT.fullmatch(port):
+        return False
+    if host == "localhost" and not authority.startswith("["):
+        return True
+    try:
+        address = ipaddress.IPv6Address(host) if authority.startswith("[") else ipaddress.IPv4Address(host)
+    except ValueError:   # a name, or a number that is not a dotted quad (127.1, 2130706433)
+        return False
+    return address.is_loopback
 
 
-def _cross_site(request) -> bool:
+def _cross_site(request, loopback_only: bool) -> bool:
+    """A form a page of another origin may have posted: its Origin is not the Host it was sent to
+    (nor a loopback literal, on loopback), or the browser says the request crossed sites."""
+    if request.headers.get("sec-fetch-site", "same-origin").lower() not in _SAME_SITE_FETCHES:
+        return True
     origin = request.headers.get("origin")
-    if not origin or origin == "null":
-        return origin == "null"
-    return urllib.parse.urlsplit(origin).netloc.lower() != (request.headers.get("host") or "").lower()
+    if origin is None:
+        return False   # not sent by a browser: curl, a script
+    parts = urllib.parse.urlsplit(origin)
+    host = (request.headers.get("host") or "").lower()
+    return (parts.scheme not in ("http", "https") or parts.path or parts.query or parts.netloc.lower() != host
+            or (loopback_only and not loopback_authority(parts.netloc)))
 
 
 class Pages:
     def __init__(self, context):
         self.context = context
         self.templates = make_templates()
+        self.loopback_only = loopback_problem(context.settings.host) is None
 
     def refusal(self, request) -> HTMLResponse | None:
-        """401/403 without an admin's credentials (when asked for); 403 for a request that may come
-        from another site; 413 for an oversized form."""
+        """403 for a Host that does not name loopback by a literal (on loopback); 401/403 without an
+        admin's credentials (when asked for); 403 for a form that may come from another site; 411/413
+        for a form without its length or over MAX_BODY_BYTES."""
+        if self.loopback_only and not (len(request.headers.getlist("host")) == 1
+                                       and loopback_authority(request.headers["host"])):
+            _warn.warning("host", "%s %s with Host %r refused: not a loopback literal", request.method,
+                          request.url.path[:200], (request.headers.get("host") or "")[:200])
+            return HTMLResponse("the console answers only to loopback host names by their literal (localhost, "
+                                "127.0.0.1, [::1]); a DNS name pointing at loopback is refused (DNS rebinding)",
+                                status_code=403)
         access = self.context.access
         if access is not None:
             client = request.client.host if request.client else ""
@@ -100,13 +143,13 @@ class Pages:
                               client, status, refused.reason)
                 return PlainTextResponse(refused.reason, status_code=status,
                                          headers={"WWW-Authenticate": 'Basic realm="RocketBox console"'})
-        elif not _host_allowed(request):
-            return HTMLResponse("the console answers only to loopback host names (localhost, 127.0.0.1)",
-                                status_code=403)
         if request.method == "POST":
-            if _cross_site(request):
+            if _cross_site(request, self.loopback_only):
                 return HTMLResponse("cross-site form posts are refused", status_code=403)
-            if int(request.headers.get("content-length") or 0) > MAX_BODY_BYTES:
+            length = request.headers.get("content-length")
+            if length is None or not _LENGTH.fullmatch(length):
+                return HTMLResponse("a form needs its Content-Length", status_code=411)
+            if int(length) > MAX_BODY_BYTES:
                 return HTMLResponse(f"a form is at most {MAX_BODY_BYTES} bytes", status_code=413)
         return None
 

@@ -5,25 +5,28 @@ At each scrape it sends GET_BROKER_METRICS to every broker at once (ZeroMQ, the 
 thread) and waits for all answers together, bounded by ``request_timeout_ms``; a broker that does
 not answer is reported ``rocketbox_broker_up 0`` and the scrape goes on. It reads the supervisor's
 cluster.json for each process's restarts and state, and psutil for their CPU and memory. Between
-scrapes it does nothing, and the brokers do nothing for it: the HTTP server's threads live here,
-never in a broker's event loop.
+scrapes it does nothing, and the brokers do nothing for it: the HTTP door lives here, never in a
+broker's event loop. The door is the console's (``cluster/http_door.py``: deadlines for a request's
+head and body, bounded connections, a flood pushed out before a real client); a scrape runs
+prometheus-client's own WSGI app (content negotiation, gzip, ``name[]``) on one of two threads, so
+the door's loop never waits on the brokers.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
-import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 import psutil
-from prometheus_client import CollectorRegistry, make_wsgi_app, start_http_server
-from prometheus_client.exposition import ThreadingWSGIServer
+from prometheus_client import CollectorRegistry, make_wsgi_app
 
 from rocketbox.cluster.acl.acl_file import AclFile
 from rocketbox.cluster.acl.decision import AUTHENTICATION, http_refusal
+from rocketbox.cluster.http_door import HttpDoor
 from rocketbox.cluster.log_limit import RateLimitedLog
 
 from rocketbox.cluster.metrics.families import broker_families, process_families
@@ -102,6 +105,10 @@ def _usage(state: dict | None) -> dict[int, tuple[float, int]]:
     return usage
 
 
+# Scrapes served at once; more wait for a thread (each asks every broker).
+SCRAPE_THREADS = 2
+
+
 class MetricsExporter:
     """The collector registered on a registry of its own (no default process collectors: the
     processes are the children's, reported per child) and served over HTTP."""
@@ -111,47 +118,61 @@ class MetricsExporter:
         self.client = RpcClient(default_timeout_ms=settings.request_timeout_ms)
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(ClusterCollector(settings, self.client))
-        self._server = None
+        self.door: HttpDoor | None = None
+        self._scrapes = ThreadPoolExecutor(SCRAPE_THREADS, thread_name_prefix="metrics-scrape")
         # Scrapes carry an account's credentials when the settings ask for them (any account may read).
         self.access = AclFile(settings.acl_file) if settings.require_credentials else None
         self.refusals = 0
 
     def serve(self) -> str:
         """Listen (OSError when the port is taken); the URL to scrape."""
-        if self.access is None:
-            self._server, _thread = start_http_server(self.settings.port, self.settings.host, self.registry)
-        else:
-            app = self._guarded(make_wsgi_app(self.registry))
-            self._server = make_server(self.settings.host, self.settings.port, app, ThreadingWSGIServer,
-                                       handler_class=_QuietHandler)
-            threading.Thread(target=self._server.serve_forever, name="metrics-http", daemon=True).start()
+        self.door = HttpDoor(self._asgi_app(), self.settings.host, self.settings.port, "metrics")
+        self.door.start()
         log.info("metrics on %s for %d broker(s)", self.settings.url, len(self.settings.brokers))
         return self.settings.url
 
-    def _guarded(self, app):
-        """``app`` behind HTTP Basic: 401 without an account's credentials."""
-        def guarded(environ, start_response):
-            client = environ.get("REMOTE_ADDR", "")
-            refused = http_refusal(self.access.config, environ.get("HTTP_AUTHORIZATION"), client, admin_only=False)
-            if refused is None:
-                return app(environ, start_response)
-            self.refusals += 1
-            status = "401 Unauthorized" if refused.kind == AUTHENTICATION else "403 Forbidden"
-            _limited.warning("acl:http", "refused a scrape from %s: %s", client, refused.reason)
-            start_response(status, [("Content-Type", "text/plain"),
-                                    ("WWW-Authenticate", 'Basic realm="RocketBox metrics"')])
-            return [refused.reason.encode()]
-        return guarded
+    def _asgi_app(self):
+        """prometheus-client's WSGI app run on a scrape thread, behind HTTP Basic when asked for
+        (401 without an account's credentials)."""
+        scrape = make_wsgi_app(self.registry)
+
+        async def app(scope, receive, send):
+            if scope["type"] != "http":
+                return
+            headers = {name.decode("latin-1"): value.decode("latin-1") for name, value in scope["headers"]}
+            if self.access is not None:
+                client = scope["client"][0] if scope.get("client") else ""
+                refused = http_refusal(self.access.config, headers.get("authorization"), client, admin_only=False)
+                if refused is not None:
+                    self.refusals += 1
+                    _limited.warning("acl:http", "refused a scrape from %s: %s", client, refused.reason)
+                    challenge = [("Content-Type", "text/plain"),
+                                 ("WWW-Authenticate", 'Basic realm="RocketBox metrics"')]
+                    await _answer(send, 401 if refused.kind == AUTHENTICATION else 403, challenge,
+                                  refused.reason.encode())
+                    return
+            environ = {"REQUEST_METHOD": scope["method"], "PATH_INFO": scope["path"],
+                       "QUERY_STRING": scope["query_string"].decode("latin-1"),
+                       "HTTP_ACCEPT": headers.get("accept"), "HTTP_ACCEPT_ENCODING": headers.get("accept-encoding")}
+            status, answer_headers, body = await asyncio.get_running_loop().run_in_executor(
+                self._scrapes, _run_wsgi, scrape, environ)
+            await _answer(send, status, answer_headers, body)
+        return app
 
     def close(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+        if self.door is not None:
+            self.door.close()
+        self._scrapes.shutdown(wait=False, cancel_futures=True)
         self.client.close()
 
 
-class _QuietHandler(WSGIRequestHandler):
-    """No line per request on stderr (prometheus-client's own server is quiet too)."""
+def _run_wsgi(app, environ: dict) -> tuple[int, list, bytes]:
+    answered = []
+    body = b"".join(app(environ, lambda status, headers: answered.append((int(status.split()[0]), headers))))
+    return answered[0][0], answered[0][1], body
 
-    def log_message(self, format, *args) -> None:
-        pass
+
+async def _answer(send, status: int, headers: list, body: bytes) -> None:
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(name.encode("latin-1"), value.encode("latin-1")) for name, value in headers]})
+    await send({"type": "http.response.body", "body": body})

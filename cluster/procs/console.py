@@ -21,7 +21,7 @@ def build(config_json: str):
     loop.call_every(server.settings.sample_interval_s, server.sample)
     if server.context.access is not None:
         server.context.access.watch(loop)
-    return loop, {"endpoint": url, "role": "console"}, server.close
+    return loop, {"endpoint": url, "role": "console", "credentials": server.context.access is not None}, server.close
 
 
 def main(argv=None) -> int:

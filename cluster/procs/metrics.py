@@ -1,7 +1,8 @@
 """Metrics exporter process: ``python -m rocketbox.cluster.procs.metrics --config-json '{...}'``.
 
-One per cluster (host), a supervisor child like the others; its HTTP server runs on threads of
-its own, and its main loop only waits for the stop signal (``cluster/metrics/exporter.py``)."""
+One per cluster (host), a supervisor child like the others; its HTTP door (``cluster/http_door.py``)
+and scrapes run on threads of their own, and its main loop only waits for the stop signal
+(``cluster/metrics/exporter.py``)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,8 @@
 (``make browser`` installs it) driven by Playwright's Python API, which is pointed at that binary;
 nothing is downloaded (Playwright's own browser builds are never installed or used).
 
-``open_browser()`` gives a fresh browser context on a new empty profile, or raises
+``open_browser()`` gives a fresh browser context on a new empty profile (``http_credentials``: the
+user name and password it answers a Basic login with, as a user types them), or raises
 BrowserUnavailable with the reason (no chromium, no playwright, or chromium does not start), which
 the tests turn into a skip that prints it."""
 
@@ -35,7 +36,7 @@ def chromium_path() -> str:
 
 
 @contextlib.contextmanager
-def open_browser():
+def open_browser(http_credentials: dict | None = None):
     """A Playwright BrowserContext of Debian's chromium on a fresh profile directory (removed after)."""
     executable = chromium_path()
     try:
@@ -51,7 +52,7 @@ def open_browser():
                 # is how a directory of our own (new and empty) is given to it.
                 context = playwright.chromium.launch_persistent_context(
                     profile, executable_path=executable, headless=True, args=list(CHROMIUM_FLAGS),
-                    viewport=VIEWPORT, timeout=60_000)
+                    viewport=VIEWPORT, timeout=60_000, http_credentials=http_credentials)
             except PlaywrightError as exc:
                 raise BrowserUnavailable(f"{executable} did not start: {str(exc).splitlines()[0]}") from None
             try:

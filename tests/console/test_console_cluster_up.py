@@ -99,3 +99,36 @@ def test_the_console_process_refuses_a_wide_address_and_a_taken_port_at_boot():
         holder.listen(1)
         taken = _run_console({**base, "host": "127.0.0.1", "port": holder.getsockname()[1]})
     assert taken.returncode == EXIT_BOOT_ERROR and "Address already in use" in taken.stderr, taken.stderr
+
+
+ACL = """
+accounts:
+  - accessKey: operator1
+    secretKey: operator1-secret
+    admin: true
+"""
+
+
+def test_cluster_up_console_trust_loopback_serves_loopback_without_credentials_and_is_remembered(tmp_path):
+    acl_file = tmp_path / "plain_acl.yml"
+    acl_file.write_text(ACL)
+    data_dir = str(tmp_path / "trusting")
+    ports, up = up_on_free_ports(4, lambda p: ("up", "--detach", "--acl-file", str(acl_file), *_ports_args(p[:3]),
+                                               "--console-port", str(p[3]), "--console-trust-loopback"),
+                                 data_dir=data_dir)
+    url = f"http://127.0.0.1:{ports[3]}/"
+    try:
+        assert f"web console: {url}" in " ".join(up.stdout.split()) and "log in" not in up.stdout, up.stdout
+        assert fetch(url, "/cluster").status == 200
+        assert fetch(url, "/cluster", headers={"Host": f"127.0.0.1.evil.example:{ports[3]}"}).status == 403
+    finally:
+        _cli(data_dir, "down")
+    again = _cli(data_dir, "up", "--detach")   # the data dir remembers the flag with the rest
+    try:
+        assert f"web console: {url}" in " ".join(again.stdout.split()), again.stdout
+        assert fetch(url, "/topics").status == 200
+    finally:
+        _cli(data_dir, "down")
+    refused = _cli(str(tmp_path / "no-acl"), "up", "--detach", *_ports_args(free_ports(3)), "--console-trust-loopback",
+                   check=False)
+    assert refused.returncode == 1 and "without an ACL file" in refused.stderr, refused.stderr

@@ -270,15 +270,38 @@ def test_a_refusal_of_the_broker_shows_its_reason(console_cluster):
     assert page.by_id("error-message").startswith("NO_PERMISSION (16) from tcp://")
 
 
+# Names an attacker's DNS may point at 127.0.0.1 (DNS rebinding): the browser sends them as the Host.
+REBOUND_HOSTS = ("127.0.0.1.evil.example", "127.evil", "localhost.evil", "127.1", "evil.example")
+
+
 def test_requests_another_site_could_make_are_refused(console_cluster, admin):
     url = console_cluster.console_url
+    port = url.rstrip("/").rsplit(":", 1)[1]
     forged = fetch(url, "/topics", form={"topic": "ConsoleForged", "queues": "1"},
                    headers={"Origin": "http://evil.example"})
     assert forged.status == 403 and "ConsoleForged" not in admin.topic_list()
-    rebound = fetch(url, "/cluster", headers={"Host": "evil.example:8082"})
-    assert rebound.status == 403
+    cross_site = fetch(url, "/topics", form={"topic": "ConsoleForged", "queues": "1"},
+                       headers={"Origin": url.rstrip("/"), "Sec-Fetch-Site": "cross-site"})
+    assert cross_site.status == 403 and "ConsoleForged" not in admin.topic_list()
+    for name in REBOUND_HOSTS:
+        for host in (name, f"{name}:{port}"):
+            rebound = fetch(url, "/cluster", headers={"Host": host})
+            assert rebound.status == 403 and "DNS rebinding" in rebound.text, (host, rebound.status)
+            topic = f"ConsoleRebound{REBOUND_HOSTS.index(name)}"
+            posted = fetch(url, "/topics", form={"topic": topic, "queues": "1"},
+                           headers={"Host": host, "Origin": f"http://{host}"})
+            assert posted.status == 403, (host, posted.status)
+            assert topic not in admin.topic_list()
+    for n, host in enumerate((f"localhost:{port}", f"127.0.0.1:{port}", f"[::1]:{port}", "localhost", "127.0.0.5")):
+        assert fetch(url, "/cluster", headers={"Host": host}).status == 200, host
+        posted = fetch(url, "/topics", form={"topic": f"ConsoleLoopback{n}", "queues": "1"},
+                       headers={"Host": host, "Origin": f"http://{host}"})
+        assert posted.status == 200, (host, posted.status, posted.text[:300])
+    other_loopback = fetch(url, "/topics", form={"topic": "ConsoleForged", "queues": "1"},
+                           headers={"Host": f"127.0.0.1:{port}", "Origin": f"http://localhost:{port}"})
+    assert other_loopback.status == 403 and "ConsoleForged" not in admin.topic_list()
     same_site = fetch(url, "/topics", form={"topic": "ConsoleSameSite", "queues": "1"},
-                      headers={"Origin": url.rstrip("/")})
+                      headers={"Origin": url.rstrip("/"), "Sec-Fetch-Site": "same-origin"})
     assert same_site.status == 200
     huge = fetch(url, "/topics/ConsoleSameSite/send", form={"body": "x" * 300_000})
     assert huge.status == 413

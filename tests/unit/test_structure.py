@@ -29,7 +29,7 @@ _LAYERS_BY_PATH: list[tuple[str, ...]] = [
     ("cluster.wire_format", "cluster.remoting_format", "cluster.fastjson_format"),
     ("cluster.shm",),
     ("cluster.protocol", "cluster.request_dispatch", "cluster.event_loop", "cluster.fast_failure", "cluster.tls",
-     "cluster.client_transport", "cluster.zmq_transport", "cluster.remoting_transport",
+     "cluster.client_transport", "cluster.zmq_transport", "cluster.remoting_transport", "cluster.http_door",
      "cluster.acl", "cluster.remoting_client", "cluster.filter", "cluster.receipt_handle",
      "cluster.topic_attributes"),
     ("cluster.errors",),
