@@ -79,6 +79,9 @@ class Command:
     door: str = ""
     # The client's CURVE public key (z85) on a CURVE-secured native door (acl/zap.py); never on the wire.
     curve_key: str = ""
+    # Set when access control let the request through (acl/guard.py): with access control, what
+    # proves a remoting connection (remoting_admission.py). Never on the wire.
+    access_granted: bool = False
 
     @property
     def is_response(self) -> bool:

@@ -92,6 +92,7 @@ class AclGuard:
                 refusal = self.check(request)
                 if refusal is not None:
                     return self.refuse(request, refusal)
+                request.access_granted = True
                 return handler(request, reply)
             return run
         return {code: guarded(handler) for code, handler in handlers.items()}

@@ -10,6 +10,7 @@ from rocketbox.cluster.controller.raft import ReplicatedController
 from rocketbox.cluster.controller.service import ControllerService
 from rocketbox.cluster.namesrv import NamesrvService
 from rocketbox.cluster.procs.runner import run_role
+from rocketbox.cluster.remoting_admission import AdmissionLimits
 from rocketbox.cluster.remoting_transport import RemotingServer
 from rocketbox.cluster.zmq_transport import EventLoop, RpcServer
 
@@ -39,7 +40,8 @@ def build(config_json: str):
     remoting = None
     if cfg.remoting_port:
         remoting = RemotingServer(cfg.host, cfg.remoting_port, handlers, name="namesrv remoting",
-                                  frame_bytes_max=NAMESRV_FRAME_BYTES_MAX)
+                                  frame_bytes_max=NAMESRV_FRAME_BYTES_MAX, limits=AdmissionLimits.of(cfg),
+                                  authenticated_only=cfg.acl_enable)
         remoting.attach(loop)
     loop.call_every(cfg.scan_interval_ms / 1000, service.scan_expired)
     if controller is not None:
