@@ -158,7 +158,7 @@ class RpcServer:
         try:
             _send(self.socket, frames, NOBLOCK)
         except zmq.Again:
-            log.warning("%s: dropped a response to a peer that is not reading", self.name)
+            _limited.warning(f"unread:{self.name}", "%s: dropped a response to a peer that is not reading", self.name)
         except zmq.ZMQError as exc:
             if exc.errno != zmq.EHOSTUNREACH:
                 raise
