@@ -1,7 +1,7 @@
 """A flood of connections that never prove themselves against a NameServer's and a broker's remoting
 doors, while real clients use them (issue 30 item 8, ``cluster/remoting_admission.py``).
 
-The flood (``tests/remoting/flood.py``, a process of its own) keeps as many idle connections open
+The flood (``tests/door_flood.py``, a process of its own) keeps as many idle connections open
 at each door as its table holds, plus connections holding half frames that declare nearly the
 largest frame each door takes (gigabytes in all) and connections dripping a byte every 100 ms,
 and opens each again as soon as the door closes it. Meanwhile RocketMQ's C++ client and
@@ -11,10 +11,7 @@ budget for unproven bytes, and every flood connection is closed within the unpro
 from __future__ import annotations
 
 import pathlib
-import sys
-import threading
 
-import psutil
 import pytest
 
 from rocketbox.cluster import Message, Producer, PullConsumer
@@ -22,7 +19,7 @@ from rocketbox.cluster.config import ClientConfig
 from rocketbox.cluster.procs.namesrv import NAMESRV_FRAME_BYTES_MAX
 from rocketbox.cluster.testing import LocalCluster, broker_runtime_info, pull_until
 from rocketbox.cluster.wire_format import HEADER_BYTES_MAX
-from tests.child_driver import DriverProcess
+from tests.door_flood import PeakRss, flood_process
 from tests.remoting.cpp_client import CppClient, require_cpp_client, run_cpp, sent_ok
 
 MIB = 1024 * 1024
@@ -39,39 +36,6 @@ SENDS = 20
 SOURCES = [f"127.0.0.{n}" for n in range(1, 6)]
 
 
-class FloodProcess(DriverProcess):
-    label = "flood"
-
-    def __init__(self, spec: dict, home: pathlib.Path):
-        super().__init__(pathlib.Path(sys.executable), pathlib.Path(__file__).with_name("flood.py"), "run", spec,
-                         home)
-
-
-class PeakRss:
-    """The largest resident size each process reached while sampled (every 100 ms, on a thread)."""
-
-    def __init__(self, pids: dict[str, int]):
-        self.processes = {name: psutil.Process(pid) for name, pid in pids.items()}
-        self.baseline = {name: p.memory_info().rss for name, p in self.processes.items()}
-        self.peak = dict(self.baseline)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-        self._thread.start()
-
-    def _sample(self) -> None:
-        while not self._stop.wait(0.1):
-            try:
-                for name, process in self.processes.items():
-                    self.peak[name] = max(self.peak[name], process.memory_info().rss)
-            except psutil.Error:   # the cluster stopped (a failed test's teardown)
-                return
-
-    def growth(self) -> dict[str, int]:
-        self._stop.set()
-        self._thread.join(5)
-        return {name: self.peak[name] - self.baseline[name] for name in self.processes}
-
-
 @pytest.mark.timeout(300)
 def test_a_flood_of_strangers_slows_the_doors_but_clients_still_send_and_receive(tmp_path):
     require_cpp_client()
@@ -85,8 +49,8 @@ def test_a_flood_of_strangers_slows_the_doors_but_clients_still_send_and_receive
         doors = [{"port": port, "idle": TABLE, "half": HALF_FRAMES, "declared": most - 8, "half_bytes": HALF_BYTES,
                   "drip": 16} for port, most in frame_max.items()]
         rss = PeakRss({"namesrv": cluster.pid("namesrv-0"), "broker": cluster.pid("broker-a")})
-        flood = FloodProcess({"doors": doors, "sources": SOURCES, "reconnects_per_s": 2000, "duration_s": 200,
-                              "drain_s": 20}, tmp_path / "flood")
+        flood = flood_process({"doors": doors, "sources": SOURCES, "reconnects_per_s": 2000, "duration_s": 200,
+                               "drain_s": 20}, tmp_path / "flood")
         try:
             flood.wait_for(lambda lines: any("started" in line for line in lines), 60, "flood's first connections")
             _clients_send_and_receive(cluster, tmp_path)

@@ -1,16 +1,20 @@
 """A flood of connections that never prove themselves, at remoting doors (issue 30 item 8), in a
-process of its own: ``python tests/remoting/flood.py run '<json spec>'``.
+process of its own (``flood_process``: ``python tests/door_flood.py run '<json spec>'``).
 
 Per door (``{"port", "idle", "half", "declared", "half_bytes", "drip"}``): ``idle`` connections that
-send nothing, from the loopback addresses ``sources`` in turn (127.0.0.2, ...: every one of
-127.0.0.0/8 is this machine, so one process looks like several hosts); ``half`` that send a length word declaring ``declared`` bytes and then ``half_bytes``
+send nothing; ``half`` that send a length word declaring ``declared`` bytes and then ``half_bytes``
 of them, as fast as the door takes them; ``drip`` that declare ``declared`` bytes and send one
-byte every 100 ms. A connection the door closes is opened again (at most ``reconnects_per_s``
-a second over all doors, at most ``connects_max`` in all), so the flood keeps the table as full as
-it can until told to stop (a line on stdin) or ``duration_s`` passes. Then it opens nothing more,
-waits up to ``drain_s`` for the door to close what is left, and reports. One JSON object a line:
-``{"started": ...}`` once every first connection is open, ``{"done": true, ...}`` last.
-Only 127.0.0.1 is ever connected to.
+byte every 100 ms. A door with ``"zmtp": true`` is a native (ZeroMQ) one: there the half and
+dripping frames follow a ZMTP 3.0 greeting and READY (NULL mechanism), as a DEALER's would, and
+are ZMTP long frames; idle connections send not even the greeting. Idle connections come from the loopback addresses ``sources`` in turn (every
+address of 127.0.0.0/8 is this machine: one process looks like several hosts). A connection the
+door closes is opened again (at most ``reconnects_per_s`` a second over all doors, at most
+``connects_max`` in all), so the flood keeps the table as full as it can until told to stop (a
+line on stdin, or its end) or ``duration_s`` passes. Then it opens nothing more, waits up to
+``drain_s`` for the doors to close what is left, and reports. One JSON object a line:
+``{"started": true, ...}`` once every first connection opened or was closed, a report a second,
+``{"done": true, ...}`` last.
+Only 127.0.0.1 is ever connected to (from 127.0.0.x).
 """
 
 from __future__ import annotations
@@ -26,13 +30,56 @@ import time
 DRIP_INTERVAL_S = 0.1
 
 
+def zmtp_opening(declared: int) -> bytes:
+    """A ZMTP 3.0 peer's first bytes (greeting, READY as a DEALER, NULL mechanism), then the head
+    of a long frame of ``declared`` bytes (rfc.zeromq.org/spec/23)."""
+    greeting = b"\xff" + bytes(8) + b"\x7f" + bytes([3, 0]) + b"NULL".ljust(20, b"\0") + bytes(32)
+    ready = b"\x05READY" + bytes([11]) + b"Socket-Type" + struct.pack(">I", 6) + b"DEALER"
+    return greeting + bytes([0x04, len(ready)]) + ready + b"\x02" + struct.pack(">Q", declared)
+
+
+class PeakRss:
+    """The largest resident size each process reached while sampled (every 100 ms, on a thread)."""
+
+    def __init__(self, pids: dict[str, int]):
+        import threading
+
+        import psutil
+        self._error = psutil.Error
+        self.processes = {name: psutil.Process(pid) for name, pid in pids.items()}
+        self.baseline = {name: p.memory_info().rss for name, p in self.processes.items()}
+        self.peak = dict(self.baseline)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.1):
+            try:
+                for name, process in self.processes.items():
+                    self.peak[name] = max(self.peak[name], process.memory_info().rss)
+            except self._error:   # the cluster stopped (a failed test's teardown)
+                return
+
+    def now(self) -> dict[str, int]:
+        """Each process's resident size now, above its baseline."""
+        return {name: p.memory_info().rss - self.baseline[name] for name, p in self.processes.items()}
+
+    def growth(self) -> dict[str, int]:
+        """The peak above the baseline; sampling ends."""
+        self._stop.set()
+        self._thread.join(5)
+        return {name: self.peak[name] - self.baseline[name] for name in self.processes}
+
+
 class Flood:
     def __init__(self, spec: dict):
         self.spec = spec
         self.selector = selectors.DefaultSelector()
         self.conns: dict[int, dict] = {}
         self.reopen: list[tuple[int, str]] = []
-        self.stats = {"connects": 0, "closed_by_door": 0, "declared_bytes": 0, "sent_bytes": 0, "refused": 0}
+        self.stats = {"connects": 0, "closed_by_door": 0, "declared_bytes": 0, "sent_bytes": 0, "refused": 0,
+                      "lived_max_s": {}}   # kind -> the longest a connection of it lived before the door closed it
         self.stopping = False
         self.next_source = 0
         self.selector.register(sys.stdin, selectors.EVENT_READ, "stdin")
@@ -53,13 +100,14 @@ class Flood:
             self.reopen.append((door, kind))
             return
         self.stats["connects"] += 1
-        conn = {"sock": sock, "door": door, "kind": kind, "out": memoryview(b""), "connected": False}
+        conn = {"sock": sock, "door": door, "kind": kind, "out": memoryview(b""), "connected": False,
+                "opened": time.monotonic()}
         cfg = self.spec["doors"][door]
         if kind in ("half", "drip"):
             declared = cfg["declared"]
             self.stats["declared_bytes"] += declared
             # A length word the door accepts, then a header length and junk that never ends the frame.
-            head = struct.pack(">ii", declared, 0x10)
+            head = zmtp_opening(declared) if cfg.get("zmtp") else struct.pack(">ii", declared, 0x10)
             conn["out"] = memoryview(head + b"\0" * (cfg["half_bytes"] - len(head)) if kind == "half" else head)
         self.conns[sock.fileno()] = conn
         self.selector.register(sock, selectors.EVENT_READ | selectors.EVENT_WRITE, conn)
@@ -69,6 +117,9 @@ class Flood:
         self.conns.pop(conn["sock"].fileno(), None)
         conn["sock"].close()
         self.stats["closed_by_door"] += 1
+        if conn["connected"]:
+            lived = self.stats["lived_max_s"]
+            lived[conn["kind"]] = round(max(lived.get(conn["kind"], 0), time.monotonic() - conn["opened"]), 2)
         if not self.stopping:
             self.reopen.append((conn["door"], conn["kind"]))
 
@@ -85,7 +136,8 @@ class Flood:
                 self.closed(conn)
                 return
         if mask & selectors.EVENT_WRITE:
-            conn["connected"] = True
+            if not conn["connected"]:
+                conn["connected"], conn["opened"] = True, time.monotonic()
             if conn["out"]:
                 try:
                     sent = sock.send(conn["out"])
@@ -152,7 +204,22 @@ class Flood:
                 if key.data != "stdin" and key.fd in self.conns:
                     self.on_event(key.data, mask)
             self.drip()
-        self.emit(done=True, still_open=len(self.conns))
+        # Connections still waiting for the door to accept them (its backlog was full) are not its to close.
+        waiting = [c for c in self.conns.values() if not c["connected"]]
+        for conn in waiting:
+            self.selector.unregister(conn["sock"])
+            conn["sock"].close()
+        self.emit(done=True, still_open=len(self.conns) - len(waiting), never_accepted=len(waiting))
+
+
+def flood_process(spec: dict, home):
+    """The flood as a child process of the test (its JSON lines collected as they come)."""
+    import pathlib
+
+    from tests.child_driver import DriverProcess
+    process = DriverProcess(pathlib.Path(sys.executable), pathlib.Path(__file__), "run", spec, home)
+    process.label = "flood"
+    return process
 
 
 if __name__ == "__main__":
