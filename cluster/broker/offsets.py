@@ -53,7 +53,7 @@ class ConsumerOffsetManager:
 
     @staticmethod
     def _map_slots(path: str):
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         if os.fstat(fd).st_size < FILE_BYTES:
             os.ftruncate(fd, FILE_BYTES)
         return fd, mmap.mmap(fd, FILE_BYTES)

@@ -10,6 +10,7 @@ import signal
 import sys
 import time
 
+from rocketbox.cluster.acl.acl_file import secret_exposures
 from rocketbox.cluster.cli import broker_roles, up_config, up_settings
 from rocketbox.cluster.cli.busy_ports import busy_port_problem
 from rocketbox.cluster.cli.common import namesrv_env, new_console, print_json, table
@@ -158,6 +159,9 @@ def cmd_up(args) -> int:
         print(f"error: {exposed}", file=sys.stderr)
         return 1
     prepare_access_control(topology)
+    if topology.acl_file:
+        for warning in secret_exposures(topology.acl_file):   # the processes log them too
+            print(f"warning: {warning}", file=sys.stderr)
     busy = busy_port_problem(topology, exporter_settings(topology))
     if busy:
         print(f"error: {busy}", file=sys.stderr)
