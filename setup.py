@@ -48,7 +48,12 @@ setup(
                       # plain_acl.yml, RocketMQ's ACL file (cluster/acl/)
                       "pyyaml>=6,<7",
                       # JSON headers of the remoting door: a fifth of json's time a header (issue 16)
-                      "orjson>=3.9,<4"],
+                      "orjson>=3.9,<4",
+                      # The failover controller's Raft traffic is authenticated and encrypted (PySyncObj's
+                      # Fernet, keyed from the cluster's controller secret): nothing a stranger sends is
+                      # unpickled. And `cluster tls` makes a self-signed certificate and key (cluster/tls.py):
+                      # the standard library's ssl can use a certificate but not make one.
+                      "cryptography>=42,<51"],
     extras_require={
         # pytest-timeout bounds every test (pyproject.toml), so a hung test fails instead of stalling CI.
         # setuptools 70.1+ builds a wheel by itself, so tests/integration/test_packaging.py can check

@@ -28,6 +28,9 @@ NAMESRV_PORT_DEFAULT = 9871
 BROKER_PORT_DEFAULT = 10811
 BROKER_PORT_STEP = 10
 CLIENT_TRANSPORTS = ("native", "remoting")
+# RocketMQ's tls.server.mode (cluster/tls.py says what each does).
+TLS_DISABLED, TLS_PERMISSIVE, TLS_ENFORCING = "disabled", "permissive", "enforcing"
+TLS_MODES = (TLS_DISABLED, TLS_PERMISSIVE, TLS_ENFORCING)
 # RocketMQ's own ports, where its remoting protocol is served (remoting_transport.py).
 NAMESRV_REMOTING_PORT_DEFAULT = 9876
 # Prometheus metrics (cluster/metrics/): RocketMQ's metricsPromExporterPort default, which
@@ -200,12 +203,12 @@ class NamesrvConfig:
     broker_expiry_ms: int = 120_000
     scan_interval_ms: int = 5_000
     # Failover controller (cluster/controller/, RocketMQ 5's Controller embedded in the NameServer):
-    # this node's Raft address host:port ("" = no controller) and the other nodes'. PySyncObj's
-    # traffic is pickled: keep these on loopback or addresses of namespaces we create, or set a
-    # password (encryption; needs the cryptography package).
+    # this node's Raft address host:port ("" = no controller), where it binds, and the other nodes'.
+    # Nodes prove to each other they hold the cluster's secret, read from controller_secret_file
+    # (controller/secret.py; the file, not the secret, travels in the child's command line).
     controller_address: str = ""
     controller_peers: tuple[str, ...] = ()
-    controller_password: str = ""
+    controller_secret_file: str = ""
     # A replica silent this long is dead: a dead master is replaced (RocketMQ 5's
     # controllerBrokerHeartbeatTimeout; brokers heartbeat every controller_heartbeat_interval_ms).
     broker_heartbeat_timeout_ms: int = 3_000
@@ -213,15 +216,22 @@ class NamesrvConfig:
     # Access control (cluster/acl/): as the brokers' aclEnable and aclFile below.
     acl_enable: bool = False
     acl_file: str = ""
+    # TLS on the remoting door: as the brokers' below.
+    tls_server_mode: str = TLS_DISABLED
+    tls_server_cert_path: str = ""
+    tls_server_key_path: str = ""
 
     def validate(self) -> None:
         if not 0 < self.port < 65536:
             raise ValueError(f"port {self.port} is out of range")
         _check_acl(self.acl_enable, self.acl_file)
+        check_tls(self.tls_server_mode, self.tls_server_cert_path, self.tls_server_key_path)
         _check_remoting_port(self.remoting_port, self.port)
         if self.broker_expiry_ms <= 0 or self.broker_heartbeat_timeout_ms <= 0:
             raise ValueError("broker_expiry_ms and broker_heartbeat_timeout_ms must be positive")
         _check_remoting_bounds(self)
+        if self.controller_address and not self.controller_secret_file:
+            raise ValueError("a controller node needs controller_secret_file: the cluster's controller secret")
 
     @property
     def endpoint(self) -> str:
@@ -356,10 +366,17 @@ class BrokerConfig:
     # when it changes; the native door serves ZeroMQ CURVE with the keys in curve/ next to that file.
     acl_enable: bool = False
     acl_file: str = ""
+    # TLS on the remoting door (cluster/tls.py; RocketMQ's tls.server.mode, certPath, keyPath): a
+    # remoting signature does not cover the request code, so only TLS keeps a captured request from
+    # being replayed as another.
+    tls_server_mode: str = TLS_DISABLED
+    tls_server_cert_path: str = ""
+    tls_server_key_path: str = ""
 
     def validate(self) -> None:
         self.store.validate()
         _check_acl(self.acl_enable, self.acl_file)
+        check_tls(self.tls_server_mode, self.tls_server_cert_path, self.tls_server_key_path)
         if self.metrics_exporter_type not in METRICS_EXPORTER_TYPES or not 0 < self.metrics_prom_exporter_port < 65536:
             raise ValueError(f"metrics: exporter type must be one of {METRICS_EXPORTER_TYPES} (got "
                              f"{self.metrics_exporter_type!r}), port within 1..65535 (got {self.metrics_prom_exporter_port})")
@@ -424,6 +441,14 @@ class BrokerConfig:
 def _check_acl(enabled: bool, path: str) -> None:
     if enabled and not path:
         raise ValueError("aclEnable needs aclFile, the path of a plain_acl.yml")
+
+
+def check_tls(mode: str, cert_path: str, key_path: str) -> None:
+    if mode not in TLS_MODES:
+        raise ValueError(f"tls.server.mode={mode!r}: one of {', '.join(TLS_MODES)}")
+    if mode != TLS_DISABLED and not (cert_path and key_path):
+        raise ValueError(f"tls.server.mode={mode} needs tls.server.certPath and tls.server.keyPath (PEM files; "
+                         f"`cluster tls` makes a self-signed pair)")
 
 
 def _check_remoting_port(remoting_port: int, *taken: int) -> None:
@@ -514,6 +539,12 @@ class ClientConfig:
     curve_server_key: str = ""
     curve_public_key: str = ""
     curve_secret_key: str = ""
+    # TLS to remoting doors (transport "remoting"; RocketMQ's tls.enable): the server's certificate
+    # is checked against tls_trust_cert_path (a CA, or a self-signed certificate itself; empty: the
+    # system's CAs), or not at all with tls_verify_server off (RocketMQ's clients' test mode).
+    tls_enable: bool = False
+    tls_trust_cert_path: str = ""
+    tls_verify_server: bool = True
 
     def validate(self) -> None:
         if self.transport not in CLIENT_TRANSPORTS:

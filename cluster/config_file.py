@@ -18,6 +18,9 @@ from rocketbox.cluster.rocketmq_keys import BROKER_KEYS, broker_properties, java
 NAMESRV_KEYS: tuple[tuple[str, str, int], ...] = (
     ("listenPort", "remoting_port", 1),
     ("scanNotActiveBrokerInterval", "scan_interval_ms", 1),
+    ("tls.server.mode", "tls_server_mode", 1),
+    ("tls.server.certPath", "tls_server_cert_path", 1),
+    ("tls.server.keyPath", "tls_server_key_path", 1),
 )
 
 

@@ -78,6 +78,31 @@ def loads(text: str | bytes):
     return value
 
 
+def body_json(body: bytes | str):
+    """A body a RocketMQ peer answered, as plain JSON values: RocketBox writes JSON, Apache's
+    brokers and NameServers fastjson, whose maps keyed by numbers (a route's ``brokerAddrs``
+    ``{0:"host:port"}``) are no JSON. Numeric keys come back as strings, as JSON would have
+    them; object keys stay ``ObjectKey``. ValueError (FastjsonError) when it is neither."""
+    try:
+        return json.loads(body)
+    except ValueError:
+        return _string_keys(loads(body))
+
+
+def _string_keys(value):
+    if isinstance(value, dict):
+        return {(k if isinstance(k, (str, ObjectKey)) else _plain_key(k)): _string_keys(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_string_keys(v) for v in value]
+    return value
+
+
+def _plain_key(key) -> str:
+    if key is None or isinstance(key, bool):
+        return json.dumps(key)
+    return str(key)
+
+
 def _skip(text: str, pos: int) -> int:
     return _WHITESPACE.match(text, pos).end()
 

@@ -12,6 +12,10 @@ answer with its opaque): no hand-off between threads on the sync path. ``call_as
 server sends (NOTIFY_CONSUMER_IDS_CHANGED, ...) arriving on any connection go to
 ``server_request_handlers``. A connection that times out or breaks is closed and its waiting
 requests fail at once (RocketMQ's clients close a channel whose call timed out).
+
+With ``tls`` (an ``ssl.SSLContext``, ``tls.client_context``: ClientConfig's tls_* settings) every
+connection is TLS from its first byte, its handshake done while connecting; the I/O thread's
+non-blocking reads and writes read OpenSSL's "wants more" as "not now".
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import logging
 import os
 import selectors
 import socket
+import ssl
 import time
 
 from rocketbox.cluster.remoting_format import SERIALIZE_JSON, FrameDecoder, decode_frame_payload, encode_frame
@@ -41,21 +46,33 @@ def _host_port(endpoint: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def _connect(endpoint: str, timeout_s: float) -> socket.socket:
+def _connect(endpoint: str, timeout_s: float, tls: ssl.SSLContext | None = None) -> socket.socket:
     try:
-        sock = socket.create_connection(_host_port(endpoint), timeout=min(timeout_s, CONNECT_TIMEOUT_S))
+        host, port = _host_port(endpoint)
+        sock = socket.create_connection((host, port), timeout=min(timeout_s, CONNECT_TIMEOUT_S))
     except (OSError, ValueError) as exc:
         raise TransportError(f"cannot connect to {endpoint}: {exc}") from None
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    if tls is not None:
+        try:
+            sock = tls.wrap_socket(sock, server_hostname=host)   # the handshake, within the time-out
+        except OSError as exc:   # ssl.SSLError (a certificate not trusted, ...) included
+            sock.close()
+            raise TransportError(f"TLS with {endpoint} failed: {exc}") from None
     return sock
 
 
 def _received(sock: socket.socket) -> bytes | None:
-    """What a non-blocking socket has now (b"": closed), or None."""
+    """What a non-blocking socket has now (b"": closed), or None; a TLS socket's whole records
+    (what OpenSSL holds already is read too: no readiness event would say it is there)."""
     try:
-        return sock.recv(RECV_BYTES)
-    except (BlockingIOError, InterruptedError):
+        data = sock.recv(RECV_BYTES)
+    except (BlockingIOError, InterruptedError, ssl.SSLWantReadError):
         return None
+    if data and isinstance(sock, ssl.SSLSocket):
+        while sock.pending():
+            data += sock.recv(RECV_BYTES)
+    return data
 
 
 class _SyncConnection:
@@ -70,8 +87,12 @@ class _SyncConnection:
 class RemotingRpcClient(ClientTransport):
     """Requests to many endpoints over remoting TCP; thread-safe and fork-safe."""
 
+    def __init__(self, default_timeout_ms: int = 3000, spin_max_s: float = 0.0, tls: ssl.SSLContext | None = None):
+        super().__init__(default_timeout_ms, spin_max_s)
+        self.tls = tls
+
     def _new_io_thread(self) -> "_IoThread":
-        return _IoThread(self.server_request_handlers)
+        return _IoThread(self.server_request_handlers, self.tls)
 
     def _drop(self, endpoint: str) -> None:
         conn = self._thread_connections().pop(endpoint, None)
@@ -83,7 +104,7 @@ class RemotingRpcClient(ClientTransport):
         connections = self._thread_connections()
         conn = connections.get(endpoint)
         if conn is None:
-            conn = connections[endpoint] = _SyncConnection(_connect(endpoint, timeout_ms / 1000))
+            conn = connections[endpoint] = _SyncConnection(_connect(endpoint, timeout_ms / 1000, self.tls))
         try:
             conn.sock.settimeout(max(0.001, deadline - time.monotonic()))
             conn.sock.sendall(encode_frame(request, SERIALIZE_JSON))
@@ -147,6 +168,10 @@ class _IoThread(IoThreadBase):
 
     THREAD_NAME = "remoting-io"
 
+    def __init__(self, server_request_handlers: dict | None = None, tls: ssl.SSLContext | None = None):
+        self._tls = tls
+        super().__init__(server_request_handlers)
+
     def _run(self) -> None:
         selector = selectors.DefaultSelector()
         selector.register(self._wake_r, selectors.EVENT_READ)
@@ -162,7 +187,7 @@ class _IoThread(IoThreadBase):
         def write(peer: _Peer) -> None:
             try:
                 sent = peer.sock.send(peer.out)
-            except BlockingIOError:
+            except (BlockingIOError, ssl.SSLWantWriteError, ssl.SSLWantReadError):
                 sent = 0
             except OSError as exc:
                 fail(peer, str(exc))
@@ -184,7 +209,9 @@ class _IoThread(IoThreadBase):
                         continue
                 if events & selectors.EVENT_READ:
                     try:
-                        data = peer.sock.recv(RECV_BYTES)
+                        data = _received(peer.sock)
+                        if data is None:
+                            continue
                         if not data:
                             raise ConnectionResetError("closed by the server")
                         for payload in peer.decoder.feed(data):
@@ -204,7 +231,7 @@ class _IoThread(IoThreadBase):
                 peer = peers.get(endpoint)
                 if peer is None:
                     try:
-                        sock = _connect(endpoint, CONNECT_TIMEOUT_S)
+                        sock = _connect(endpoint, CONNECT_TIMEOUT_S, self._tls)
                     except TransportError as exc:
                         if future is not None:
                             future.set_exception(exc)

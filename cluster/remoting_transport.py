@@ -111,10 +111,12 @@ class RemotingServer:
                  frame_bytes_max: int = FRAME_BYTES_MAX_DEFAULT, limits: AdmissionLimits = AdmissionLimits(),
                  authenticated_only: bool = False, idle_timeout_s: float = 120.0,
                  partial_frame_timeout_s: float = 30.0, output_bytes_max: int = 64 * 1024 * 1024,
-                 on_disconnect: Callable[[bytes], None] | None = None, wait_bounds=None):
+                 on_disconnect: Callable[[bytes], None] | None = None, wait_bounds=None, tls=None):
         """``wait_bounds`` (``fast_failure.WaitBounds``): answer SYSTEM_BUSY to requests that waited longer;
         ``authenticated_only`` (access control is on): only a request the guard let through proves a
-        connection (``remoting_admission``)."""
+        connection (``remoting_admission``). ``tls`` (``tls.ServerTls``): every connection's I/O goes
+        through its TLS stream."""
+        self.tls = tls
         self.name = name
         self.handlers = handlers
         self.frame_bytes_max = frame_bytes_max
@@ -183,7 +185,7 @@ class RemotingServer:
                 self._flush(conn)
             if events & (select.EPOLLIN | select.EPOLLRDHUP | select.EPOLLHUP | select.EPOLLERR) and not conn.closed:
                 conn_since = since if conn.behind_since is None else conn.behind_since
-                if self._unproven_bytes_left <= 0 and not conn.place.proven and conn.decoder.buffered_bytes:
+                if self._unproven_bytes_left <= 0 and conn.decoder.buffered_bytes and _reads_shaped(conn):
                     emptied = False   # a stranger's frame past this pass's share: epoll reports it again
                 else:
                     emptied = self._read(conn, conn_since)
@@ -206,10 +208,10 @@ class RemotingServer:
                     self._pause_accepting()
                 return
             now = time.monotonic()
-            conn = _Connection(sock, TCP_PEER_PREFIX + str(self._serial + 1).encode(), host, self.frame_bytes_max, now)
-            conn.place, taken = self.admission.admit(conn.peer, host, now)
+            peer = TCP_PEER_PREFIX + str(self._serial + 1).encode()
+            place, taken = self.admission.admit(peer, host, now)
             self._close_places(taken)
-            if conn.place is None:
+            if place is None:
                 self.connections_refused += 1
                 _limited.warning(f"full:{self.name}", "%s: refused a connection from %s: %d connections open, "
                                  "every one in use", self.name, host, len(self._connections))
@@ -217,7 +219,11 @@ class RemotingServer:
                 continue
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self.tls is not None:
+                sock = self.tls.wrap(sock)   # plain or TLS, decided on its first byte
             self._serial += 1
+            conn = _Connection(sock, peer, host, self.frame_bytes_max, now)
+            conn.place = place
             self._connections[conn.fd] = conn
             self._by_peer[conn.peer] = conn
             conn.behind_since = since
@@ -233,7 +239,7 @@ class RemotingServer:
         """Read and serve what ``conn`` has; False when bytes may be left unread (the rounds ran out)."""
         emptied = True
         stamps, arrived = self.arrival_stamps, since
-        for _ in range(RECV_ROUNDS_MAX if conn.place.proven else 1):
+        for _ in range(1 if _reads_shaped(conn) else RECV_ROUNDS_MAX):
             try:
                 # The kernel's stamp can only spare a request a refusal the estimate would give it:
                 # while the estimate is below every bound, a recv does (recvmsg and reading its stamp
@@ -277,7 +283,7 @@ class RemotingServer:
                 break
         else:
             emptied = False
-        if conn.decoder.buffered_bytes == 0:
+        if conn.decoder.buffered_bytes == 0 and not (self.tls is not None and conn.sock.handshaking):
             conn.partial_since = None
         elif conn.partial_since is None:
             conn.partial_since = conn.last_active
@@ -445,6 +451,12 @@ class RemotingServer:
             self.close_connection(conn, None)
         self.listener.close()
         self._epoll.close()
+
+
+def _reads_shaped(conn: _Connection) -> bool:
+    """A stranger's reads are held to one an event and a share of each pass; not through TLS, whose
+    stream may hold decrypted bytes epoll cannot see (they would wait for a readiness never reported)."""
+    return not conn.place.proven and not getattr(conn.sock, "encrypted", False)
 
 
 def _enable_arrival_stamps(listener: socket.socket) -> bool:

@@ -51,6 +51,10 @@ BROKER_KEYS: tuple[tuple[str, str, int], ...] = (
     ("metricsPromExporterHost", "metrics_prom_exporter_host", 1),
     ("metricsPromExporterPort", "metrics_prom_exporter_port", 1),
     ("aclEnable", "acl_enable", 1),
+    # TlsSystemConfig's keys (RocketMQ reads them as -D properties or from tls.properties).
+    ("tls.server.mode", "tls_server_mode", 1),
+    ("tls.server.certPath", "tls_server_cert_path", 1),
+    ("tls.server.keyPath", "tls_server_key_path", 1),
     ("brokerFastFailureEnable", "broker_fast_failure_enabled", 1),
     ("waitTimeMillsInSendQueue", "wait_time_ms_in_send_queue", 1),
     ("waitTimeMillsInPullQueue", "wait_time_ms_in_pull_queue", 1),

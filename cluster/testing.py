@@ -20,8 +20,10 @@ from rocketbox.cluster.file_modes import open_private, private_dir
 from rocketbox.cluster.procs import lifecycle
 from rocketbox.cluster.procs.run_state import read_state_file
 from rocketbox.cluster.shm.paths import commitlog_segment
+from rocketbox.cluster.tls import CERT_FILE, KEY_FILE, make_self_signed, tls_directory
 from rocketbox.cluster.topology import (Topology, build_topology, child_specs, exporter_settings, free_ports,
-                                        group_name, prepare_access_control)
+                                        group_name, prepare_access_control,
+                                        prepare_controller_secret)
 
 # Small files so tests roll segments and stay light; production defaults are RocketMQ's.
 SMALL_STORE = {
@@ -151,7 +153,7 @@ class LocalCluster:
                  namesrv_overrides: dict | None = None, heartbeat_timeout_s: float | None = None,
                  slaves: int = 0, failover: bool = False, remoting: bool = True, metrics: bool = True,
                  proxy: bool = False, proxy_overrides: dict | None = None, console: bool = False,
-                 acl_file: str = "", require_credentials: bool = False):
+                 acl_file: str = "", require_credentials: bool = False, tls: str = ""):
         """``slaves`` per broker group (children ``broker-a-s1``, ...; broker/ha.py); ``failover``:
         controllers in the NameServers elect each group's master (cluster/controller/);
         ``remoting``: every process also serves RocketMQ's remoting protocol (on free ports too);
@@ -162,7 +164,9 @@ class LocalCluster:
         ``console_url``), off by default: it loads the web libraries, which most tests do not need;
         ``acl_file``: access control on every door with this plain_acl.yml (its CURVE key pair made at
         start; ``client_config`` gives a client the keys), ``require_credentials``: the console and the
-        metrics endpoint ask for credentials although they are on loopback."""
+        metrics endpoint ask for credentials although they are on loopback; ``tls``: tls.server.mode
+        ("permissive" or "enforcing") of every remoting door and the proxy, with a self-signed
+        certificate made at start in ``<data dir>/tls/`` (``tls_cert_path``: what clients trust)."""
         base = namesrvs + brokers * (2 + slaves)
         failover_count = namesrvs + brokers * slaves if failover else 0
         remoting_count = namesrvs + brokers * (1 + slaves) if remoting else 0
@@ -187,7 +191,9 @@ class LocalCluster:
             broker_remoting_ports=remoting_ports[namesrvs:masters_end] or None,
             slave_remoting_ports=remoting_ports[masters_end:] or None, proxy_port=proxy_port,
             proxy_overrides=proxy_overrides, console_port=console_port, acl_file=acl_file,
-            require_credentials=require_credentials)
+            require_credentials=require_credentials, tls_mode=tls,
+            tls_cert=os.path.join(tls_directory(data_dir), CERT_FILE) if tls else "",
+            tls_key=os.path.join(tls_directory(data_dir), KEY_FILE) if tls else "")
         self.data_dir = self.topology.data_dir
         self.heartbeat_timeout_s = heartbeat_timeout_s
         self.process: subprocess.Popen | None = None
@@ -224,9 +230,17 @@ class LocalCluster:
         keys = client_config_fields(client_keys_for(acl_file, account)) if acl_file else {}
         return ClientConfig(namesrv_endpoints=self.topology.namesrv_endpoints, **{**keys, **fields})
 
+    @property
+    def tls_cert_path(self) -> str:
+        """The certificate every door presents ("" without TLS): a client's trusted certificate."""
+        return self.topology.tls_cert_path
+
     def start(self, ready_timeout_s: float = 60.0) -> "LocalCluster":
         private_dir(self.data_dir)
         prepare_access_control(self.topology)
+        prepare_controller_secret(self.topology)
+        if self.tls_cert_path and not os.path.exists(self.tls_cert_path):
+            make_self_signed(os.path.dirname(self.tls_cert_path))
         specs_path = os.path.join(self.data_dir, "children.json")
         with open_private(specs_path) as f:
             watchdog = {} if self.heartbeat_timeout_s is None else {"heartbeat_timeout_s": self.heartbeat_timeout_s}

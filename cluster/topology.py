@@ -23,15 +23,17 @@ import random
 import socket
 from dataclasses import dataclass
 
-from rocketbox.cluster.acl.acl_file import read_acl_file
+from rocketbox.cluster.acl.acl_file import read_acl_file, secret_exposures
 from rocketbox.cluster.acl.curve import server_key_pair
+from rocketbox.cluster.controller.secret import default_secret_path, make_secret
 from rocketbox.cluster.config import (ASYNC_FLUSH, BROKER_PORT_DEFAULT, BROKER_PORT_STEP, BROKER_REMOTING_PORT_DEFAULT,
                                       METRICS_PROM, NAMESRV_PORT_DEFAULT, NAMESRV_REMOTING_PORT_DEFAULT, SLAVE,
-                                      BrokerConfig,
-                                      NamesrvConfig, StoreConfig, namesrv_endpoints, parse_levels, to_json)
+                                      TLS_DISABLED, BrokerConfig, NamesrvConfig, StoreConfig, check_tls,
+                                      namesrv_endpoints, parse_levels, to_json)
 from rocketbox.cluster.metrics.settings import BrokerTarget, ExporterSettings
 from rocketbox.cluster.proxy.settings import ProxySettings
 from rocketbox.cluster.console.settings import ConsoleSettings, loopback_problem
+from rocketbox.cluster.file_modes import exposure
 from rocketbox.cluster.procs.child_table import ChildSpec
 from rocketbox.cluster.procs.run_state import STATE_FILE_NAME
 from rocketbox.cluster.shm import commitlog_format
@@ -58,6 +60,9 @@ class Topology:
     acl_file: str = ""
     # The console and the metrics endpoint ask for credentials even on loopback (with acl_file).
     require_credentials: bool = False
+    # TLS on every remoting door and the proxy (cluster/tls.py): tls.server.mode and the certificate.
+    tls_mode: str = TLS_DISABLED
+    tls_cert_path: str = ""
 
     @property
     def namesrv_endpoints(self) -> tuple[str, ...]:
@@ -135,7 +140,9 @@ def build_topology(data_dir: str, *, namesrv_count: int = 1, broker_count: int =
                    broker_remoting_ports: list[int] | None = None,
                    slave_remoting_ports: list[int] | None = None, proxy_port: int | None = None,
                    proxy_overrides: dict | None = None, console_port: int | None = None,
-                   console_host: str = "127.0.0.1", acl_file: str = "", require_credentials: bool = False) -> Topology:
+                   console_host: str = "127.0.0.1", acl_file: str = "", require_credentials: bool = False,
+                   controller_secret_file: str = "", tls_mode: str = "", tls_cert: str = "",
+                   tls_key: str = "") -> Topology:
     """``slave_count`` slaves per group: by default slave n of a group listens on its master's
     port + 2n and the master's HA endpoint is its port + 1 (``ha_ports``, ``slave_ports`` (group
     by group) override them).
@@ -143,7 +150,9 @@ def build_topology(data_dir: str, *, namesrv_count: int = 1, broker_count: int =
     ``failover``: every NameServer also runs a controller node (Raft on ``controller_ports``,
     default its port + CONTROLLER_PORT_OFFSET) and every replica of a group runs in controller
     mode: the controller names the master, and each replica has an HA endpoint of its own (a
-    slave's: its port + 1, or ``slave_ha_ports``) for when it is elected.
+    slave's: its port + 1, or ``slave_ha_ports``) for when it is elected. The controller nodes
+    prove to each other they hold ``controller_secret_file`` (default: ``controller.secret`` beside
+    the ACL file, else in ``data_dir``; ``prepare_controller_secret`` makes it).
 
     ``remoting``: every NameServer and broker also serves RocketMQ's remoting protocol, on
     ``namesrv_remoting_ports`` (default 9876, 9877, ...), ``broker_remoting_ports`` (default 10911,
@@ -159,8 +168,15 @@ def build_topology(data_dir: str, *, namesrv_count: int = 1, broker_count: int =
     ``acl_file``: access control (cluster/acl/) on every NameServer, broker, the proxy, the console and
     the metrics endpoint, with this plain_acl.yml (also taken from ``broker_overrides``' acl_enable and
     acl_file, broker.conf's aclEnable and aclFile); ``require_credentials``: the console and the metrics
-    endpoint ask for credentials even on loopback."""
+    endpoint ask for credentials even on loopback.
+
+    ``tls_mode``, ``tls_cert``, ``tls_key``: TLS on every NameServer's and broker's remoting door
+    and on the proxy (also taken from ``broker_overrides``' tls_server_*, broker.conf's tls.server.*)."""
     data_dir = os.path.abspath(data_dir)
+    tls = tls_overrides(tls_mode, tls_cert, tls_key, broker_overrides)
+    namesrv_overrides = {**(namesrv_overrides or {}), **tls}
+    broker_overrides = {**(broker_overrides or {}), **tls}
+    proxy_overrides = {**tls, **(proxy_overrides or {})}
     if not acl_file and (broker_overrides or {}).get("acl_enable"):
         acl_file = broker_overrides.get("acl_file", "")
     if acl_file:
@@ -192,8 +208,11 @@ def build_topology(data_dir: str, *, namesrv_count: int = 1, broker_count: int =
     if failover:
         controller_ports = controller_ports or [p + CONTROLLER_PORT_OFFSET for p in namesrv_ports[:namesrv_count]]
         raft = [f"{host}:{p}" for p in controller_ports]
+        secret_file = os.path.abspath(controller_secret_file) if controller_secret_file else \
+            default_secret_path(data_dir, acl_file)
         namesrvs = tuple(dataclasses.replace(n, controller_address=raft[i],
-                                             controller_peers=tuple(a for a in raft if a != raft[i]))
+                                             controller_peers=tuple(a for a in raft if a != raft[i]),
+                                             controller_secret_file=secret_file)
                          for i, n in enumerate(namesrvs))
         # A slave may become master any moment: copy the master's topics and offsets every second.
         broker_overrides = {"controller_mode": True, "slave_sync_interval_ms": 1000, **(broker_overrides or {})}
@@ -237,7 +256,21 @@ def build_topology(data_dir: str, *, namesrv_count: int = 1, broker_count: int =
                                   require_credentials=ask)
         console.validate()
     return Topology(data_dir, namesrvs, tuple(brokers), tuple(slaves), proxy, console, acl_file,
-                    require_credentials)
+                    require_credentials, tls.get("tls_server_mode", TLS_DISABLED), tls.get("tls_server_cert_path", ""))
+
+
+def tls_overrides(mode: str, cert: str, key: str, broker_overrides: dict | None = None) -> dict:
+    """Every door's tls_server_* settings (absolute paths; {} without TLS): the arguments, else what
+    ``broker_overrides`` (broker.conf) says. ValueError for an unknown mode or a missing file name."""
+    given = broker_overrides or {}
+    mode = mode or given.get("tls_server_mode", "") or TLS_DISABLED
+    if mode == TLS_DISABLED:
+        return {}
+    cert = cert or given.get("tls_server_cert_path", "")
+    key = key or given.get("tls_server_key_path", "")
+    check_tls(mode, cert, key)
+    return {"tls_server_mode": mode, "tls_server_cert_path": os.path.abspath(cert),
+            "tls_server_key_path": os.path.abspath(key)}
 
 
 def proxy_settings(host: str, port: int, namesrv_endpoints: tuple[str, ...],
@@ -400,6 +433,24 @@ def prepare_access_control(topology: Topology) -> None:
         server_key_pair(topology.acl_file, create=True)
 
 
+def exposed_secrets(topology: Topology) -> list[str]:
+    """A warning for each secret of the cluster other local users may read or change (``cluster up``
+    prints them; each process that reads one logs it): the ACL file and its CURVE secret keys, the TLS
+    key, the controller secret."""
+    found = secret_exposures(topology.acl_file) if topology.acl_file else []
+    others = {(cfg.tls_server_key_path, "the TLS key") for cfg in (*topology.namesrvs, *topology.brokers)
+              if cfg.tls_server_key_path}
+    others |= {(n.controller_secret_file, "the controller secret") for n in topology.namesrvs if n.controller_address}
+    return found + [warning for path, what in sorted(others) if (warning := exposure(path, what))]
+
+
+def prepare_controller_secret(topology: Topology) -> None:
+    """Before a cluster with failover starts: its controller secret is made if missing (kept if
+    there: every host of a cluster must use the same one)."""
+    for path in sorted({n.controller_secret_file for n in topology.namesrvs if n.controller_address}):
+        make_secret(path)
+
+
 def exposure_problem(host: str, topology: Topology, insecure: bool) -> str | None:
     """Why ``cluster up`` refuses to serve on ``host``: an address other hosts reach, with no access
     control and no ``--insecure``."""
@@ -408,3 +459,13 @@ def exposure_problem(host: str, topology: Topology, insecure: bool) -> str | Non
     return (f"--host {host} is reachable from other hosts, and anyone reaching it could produce, consume, reset "
             f"offsets and delete topics: turn access control on (--acl-file plain_acl.yml, or aclEnable=true and "
             f"aclFile in broker.conf) or accept that with --insecure")
+
+
+def transport_warning(host: str, topology: Topology) -> str | None:
+    """What ``cluster up`` says about a ``host`` other hosts reach with access control but no TLS."""
+    if not topology.acl_file or topology.tls_mode != TLS_DISABLED or loopback_problem(host) is None:
+        return None
+    return (f"--host {host} is reachable from other hosts and its remoting doors speak plain TCP: signatures "
+            f"authenticate requests but do not encrypt them, and a captured request can be replayed as another "
+            f"request code (a remoting signature does not cover it). Turn TLS on: cluster tls, then "
+            f"--tls-mode enforcing (or tls.server.mode in broker.conf)")

@@ -15,6 +15,8 @@ Options (Kafka's names where Kafka has one):
     pullBatchSize          messages per pull (default 1024)
     writeBatchSize         rows per batch send (default 256)
     requestTimeoutMs       per request (default the client's, 3000)
+    transport              native (RocketBox's ZeroMQ door, the default) | remoting (RocketMQ's TCP
+                           protocol: namesrv is then a remoting address, RocketBox's or Apache RocketMQ's)
 
 No client lives on a reader or writer object: they are pickled to executors. Each Python
 worker keeps its clients in a per-process cache instead (Spark reuses its workers).
@@ -38,6 +40,7 @@ from rocketbox.spark import offsets as offs
 from rocketbox.spark.schemas import MESSAGE
 
 log = logging.getLogger(__name__)
+TRANSPORTS = ("native", "remoting")
 
 FORMAT = "rocketbox"
 PULL_GROUP = "rocketbox-spark-reader"
@@ -59,6 +62,7 @@ class Options:
     pull_batch: int
     write_batch: int
     request_timeout_ms: int | None
+    transport: str = "native"
 
     @classmethod
     def parse(cls, options: dict, *, topic_required: bool = True) -> "Options":
@@ -69,13 +73,17 @@ class Options:
         if topic_required and not topic:
             raise ValueError("the rocketbox source needs option topic")
         timeout = options.get("requestTimeoutMs")
+        transport = options.get("transport", "native")
+        if transport not in TRANSPORTS:
+            raise ValueError(f"option transport must be one of {', '.join(TRANSPORTS)}, not {transport!r}")
         return cls(namesrv, topic, _positive(options, "pullBatchSize", PULL_BATCH_DEFAULT),
-                   _positive(options, "writeBatchSize", WRITE_BATCH_DEFAULT), int(timeout) if timeout else None)
+                   _positive(options, "writeBatchSize", WRITE_BATCH_DEFAULT), int(timeout) if timeout else None,
+                   transport)
 
     def client_config(self):
         from rocketbox.cluster.client.routes import config_for
         changes = {"request_timeout_ms": self.request_timeout_ms} if self.request_timeout_ms else {}
-        return config_for(self.namesrv, **changes)
+        return config_for(self.namesrv, transport=self.transport, **changes)
 
 
 def _positive(options: dict, name: str, default: int) -> int:
@@ -98,7 +106,7 @@ _clients_lock = threading.Lock()
 def _client(kind: str, opts: Options):
     """A PullConsumer or Producer for these NameServers, one per process and kind."""
     from rocketbox.cluster import Producer, PullConsumer
-    cache_key = (kind, opts.namesrv, opts.request_timeout_ms)
+    cache_key = (kind, opts.namesrv, opts.request_timeout_ms, opts.transport)
     with _clients_lock:
         client = _clients.get(cache_key)
         if client is None:

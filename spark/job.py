@@ -19,6 +19,13 @@ The same job runs against a Spark cluster (``--master spark://host:7077``; its w
 need rocketbox installed) and against a RocketBox cluster on other hosts (``--namesrv``;
 faults then need ``--cluster-dir``, the data directory of that cluster's supervisor, which
 must be on this host).
+
+``--transport remoting``: every client of the run (load, push group, read-back, admin) speaks
+RocketMQ's remoting protocol instead of RocketBox's ZeroMQ door, so ``--namesrv`` may be any
+RocketMQ NameServer (Apache RocketMQ's ``host:9876`` as well as RocketBox's remoting door);
+without ``--namesrv`` the job starts a local cluster and goes through its remoting door. Against
+a cluster that is not a local supervisor's there is nothing to inject faults with: the report
+says so.
 """
 
 from __future__ import annotations
@@ -66,6 +73,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--cluster-dir", default=None, help="data dir of that cluster's supervisor (for --faults)")
     p.add_argument("--out", default="run-report", help="directory for report.json, latency.png, history")
     p.add_argument("--request-timeout-ms", type=int, default=3_000)
+    p.add_argument("--transport", choices=("native", "remoting"), default="native",
+                   help="the clients' protocol: native (RocketBox's ZeroMQ door) or remoting (RocketMQ's, so "
+                        "--namesrv may be any RocketMQ NameServer, Apache's included)")
     return p.parse_args(argv)
 
 
@@ -91,9 +101,11 @@ def main(argv=None) -> int:
             os.environ[power_cut.IMAGE_ENV] = os.path.join(tmp, "durable-image")
             power_cut.start_image(cluster.topology.brokers[0].store.store_dir, os.environ[power_cut.IMAGE_ENV])
         with cluster:
-            Console().print(f"cluster up in {time.monotonic() - started:.2f} s: NameServer {cluster.namesrv}, "
-                            f"flush {args.flush_mode}" + (", a slave, automatic failover" if args.failover else ""))
-            return 0 if run(args, cluster.namesrv, cluster.data_dir)["verdict_ok"] else 1
+            namesrv = cluster.remoting_namesrv if args.transport == "remoting" else cluster.namesrv
+            Console().print(f"cluster up in {time.monotonic() - started:.2f} s: NameServer {namesrv} "
+                            f"({args.transport} door), flush {args.flush_mode}"
+                            + (", a slave, automatic failover" if args.failover else ""))
+            return 0 if run(args, namesrv, cluster.data_dir)["verdict_ok"] else 1
 
 
 class _Phases:
@@ -145,15 +157,16 @@ def _load_and_consume(args, console, spark, addresses, cluster_dir, out, phases)
     from rocketbox.spark.faults import DEFAULT_KINDS, FAILOVER_DEFAULT_KINDS, FaultInjector
     from rocketbox.spark.push_group import PushGroup
 
-    cfg = config_for(addresses)
+    cfg = config_for(addresses, transport=args.transport)
     topic = f"Load{time.strftime('%Y%m%d%H%M%S')}{os.getpid()}"
     history_path = os.path.join(out, "history.parquet")
     with Admin(config=cfg) as admin:
         admin.create_topic(topic, args.queues)
         plan = loadgen.LoadPlan(addresses, topic, args.messages, keys=args.keys, tasks=args.tasks,
                                 body_bytes=args.body_bytes, batch=args.batch, rate_msg_s=args.rate,
-                                request_timeout_ms=args.request_timeout_ms)
-        group = PushGroup(addresses, topic, LOAD_GROUP, os.path.join(out, "push"), members=args.members).start()
+                                request_timeout_ms=args.request_timeout_ms, transport=args.transport)
+        group = PushGroup(addresses, topic, LOAD_GROUP, os.path.join(out, "push"), members=args.members,
+                          transport=args.transport).start()
         phases.done("push group start")
         injector = None
         if args.faults:
@@ -190,7 +203,7 @@ def _load_and_consume(args, console, spark, addresses, cluster_dir, out, phases)
             phases.done("replica comparison")
     if any(code != 0 for code in exit_codes):
         console.print(f"[red]a push-group member failed: exit codes {exit_codes}")
-    return {"topic": topic, "history": history_path, "group": group, "faults": faults,
+    return {"topic": topic, "history": history_path, "group": group, "faults": faults, "cluster_dir": cluster_dir,
             "member_exit_codes": exit_codes, "fault_error": fault_error, "replicas": replicas,
             "catch_up": catch_up}
 
@@ -203,7 +216,7 @@ def _check_and_report(args, console, spark, addresses, load, out, phases) -> dic
     # Cached: every check and every measure scans these again (about a fifth of the check time).
     history = spark.read.parquet(load["history"]).cache()
     messages = (spark.read.format("rocketbox").option("namesrv", ";".join(addresses))
-                .option("topic", load["topic"]).load())
+                .option("topic", load["topic"]).option("transport", args.transport).load())
     datasource_path = os.path.join(out, "reads-datasource.parquet")
     datasource_reads(messages).write.mode("overwrite").parquet(datasource_path)
     phases.done("read back (DataSource)")
@@ -217,7 +230,8 @@ def _check_and_report(args, console, spark, addresses, load, out, phases) -> dic
     phases.done("check")
     result = report.measures(history, reads, anomalies)
     phases.done("measures")
-    result.update(topic=load["topic"], flush_mode=args.flush_mode, faults=events_as_dicts(load["faults"]),
+    result.update(target=_target(args, addresses, load["cluster_dir"]),
+                  topic=load["topic"], flush_mode=args.flush_mode, faults=events_as_dicts(load["faults"]),
                   settings=dict(vars(args)), failover_mode=bool(args.failover), fault_error=load["fault_error"],
                   replicas=load["replicas"], catch_up=load["catch_up"],
                   member_exit_codes=load["member_exit_codes"])
@@ -250,6 +264,19 @@ def _check_and_report(args, console, spark, addresses, load, out, phases) -> dic
             reasons.append(f"push-group member exit codes {load['member_exit_codes']}")
         console.print("[red]FAILED: " + "; ".join(reasons))
     return result
+
+
+def _target(args, addresses, cluster_dir) -> dict:
+    """What the run was aimed at, and whether faults could be injected and why not."""
+    if args.faults:
+        faults = "on"
+    elif cluster_dir is None:
+        faults = ("off: no local supervisor of this cluster (--cluster-dir) to inject them with"
+                  if args.namesrv else "off")
+    else:
+        faults = "off (--faults not given)"
+    return {"namesrv": ";".join(addresses), "transport": args.transport, "faults": faults,
+            "local_cluster": not args.namesrv}
 
 
 def _load_with_progress(console, admin, spark, plan, history_path: str, group: str,

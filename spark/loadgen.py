@@ -41,6 +41,7 @@ class LoadPlan:
     attempts_max: int = 5
     request_timeout_ms: int = 3_000
     time_s_max: float = 600.0            # a task stops starting sends after this
+    transport: str = "native"            # or "remoting": RocketMQ's protocol (RocketBox's or Apache's door)
 
     def key_name(self, k: int) -> str:
         return f"k{k}"
@@ -69,7 +70,8 @@ def run_task(plan: LoadPlan, task: int, process: str) -> list[tuple]:
     from rocketbox.cluster import Producer
     from rocketbox.cluster.client.routes import config_for
     from rocketbox.cluster.client.selectors import select_by_hash
-    cfg = config_for(plan.namesrv, request_timeout_ms=plan.request_timeout_ms, send_retry_count=0)
+    cfg = config_for(plan.namesrv, request_timeout_ms=plan.request_timeout_ms, send_retry_count=0,
+                     transport=plan.transport)
     with Producer(f"rocketbox-load-{task}", config=cfg) as producer:
         queues = producer.routes.publish_route(plan.topic)[1]
         per_queue: dict = {}

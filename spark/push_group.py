@@ -23,7 +23,8 @@ MEMBER_READY_TIMEOUT_S = 60.0
 MEMBER_STOP_TIMEOUT_S = 60.0
 
 
-def _member(namesrv: tuple[str, ...], topic: str, group: str, out_dir: str, index: int, ready, stop) -> None:
+def _member(namesrv: tuple[str, ...], transport: str, topic: str, group: str, out_dir: str, index: int, ready,
+            stop) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
     from pyspark.sql.pandas.types import to_arrow_schema
@@ -31,7 +32,8 @@ def _member(namesrv: tuple[str, ...], topic: str, group: str, out_dir: str, inde
     from rocketbox.cluster import PushConsumer
     from rocketbox.cluster.client.routes import config_for
 
-    cfg = config_for(namesrv, rebalance_interval_ms=2_000, consumer_offset_commit_interval_ms=1_000)
+    cfg = config_for(namesrv, rebalance_interval_ms=2_000, consumer_offset_commit_interval_ms=1_000,
+                     transport=transport)
     deliveries: list[tuple] = []
     commits: list[tuple] = []
     lock = threading.Lock()
@@ -72,14 +74,15 @@ def _member(namesrv: tuple[str, ...], topic: str, group: str, out_dir: str, inde
 class PushGroup:
     """``members`` consumer processes of ``group`` on ``topic``, writing to ``out_dir``."""
 
-    def __init__(self, namesrv: tuple[str, ...], topic: str, group: str, out_dir: str, members: int = 2):
+    def __init__(self, namesrv: tuple[str, ...], topic: str, group: str, out_dir: str, members: int = 2,
+                 transport: str = "native"):
         self.out_dir = out_dir
         os.makedirs(out_dir, exist_ok=True)
         context = multiprocessing.get_context("spawn")   # the driver holds a JVM gateway: no fork
         self._stop = context.Event()
         self._ready = [context.Event() for _ in range(members)]
-        self._procs = [context.Process(target=_member, args=(namesrv, topic, group, out_dir, i, self._ready[i],
-                                                             self._stop), name=f"push-member-{i}", daemon=True)
+        self._procs = [context.Process(target=_member, name=f"push-member-{i}", daemon=True,
+                                       args=(namesrv, transport, topic, group, out_dir, i, self._ready[i], self._stop))
                        for i in range(members)]
 
     def start(self) -> "PushGroup":

@@ -94,6 +94,11 @@ def print_report(result: dict, console=None) -> None:
     table = Table(title="RocketBox load run")
     table.add_column("measure")
     table.add_column("value", justify="right")
+    target = result.get("target")
+    if target:
+        where = "a local cluster" if target["local_cluster"] else "the cluster at"
+        table.add_row("cluster", f"{where} {target['namesrv']} ({target['transport']} protocol)")
+        table.add_row("fault injection", target["faults"])
     table.add_row("messages sent / acknowledged", f"{result['messages_sent']:,} / {result['acknowledged']:,}")
     a = result["attempts"]
     table.add_row("attempts ok / fail / indeterminate", f"{a['ok']:,} / {a['fail']:,} / {a['info']:,}")

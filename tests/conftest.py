@@ -70,10 +70,13 @@ def _port_taken(data_dir: str) -> bool:
 def client_config(cluster: LocalCluster, **changes) -> ClientConfig:
     """Client settings for tests: this cluster's NameServers (of the door ``transport`` names) and
     quick rebalancing."""
-    namesrv = cluster.remoting_namesrv if changes.get("transport") == "remoting" else cluster.namesrv
+    remoting = changes.get("transport") == "remoting"
+    namesrv = cluster.remoting_namesrv if remoting else cluster.namesrv
     base = dict(namesrv_endpoints=tuple(f"tcp://{a}" for a in namesrv.split(";")),
                 rebalance_interval_ms=300, client_heartbeat_interval_ms=1000,
                 consumer_offset_commit_interval_ms=200, request_timeout_ms=5000, pull_suspend_ms=2000)
+    if remoting and cluster.tls_cert_path:   # a cluster with TLS: its remoting doors, over TLS
+        base.update(tls_enable=True, tls_trust_cert_path=cluster.tls_cert_path)
     base.update(changes)
     return ClientConfig(**base)
 

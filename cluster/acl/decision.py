@@ -36,6 +36,7 @@ class Caller:
     access_key: str | None                          # None: the request names no account
     proof: Callable[[str], bool] | None = None      # secret key -> whether the request was signed with it
     missing_reason: str = ""                        # why there is no access key, when the door knows
+    stale_reason: str = ""                          # why a signed request is too old (or too new) to take
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,8 @@ def decide(config: AclConfig, caller: Caller, code: int, needed: dict[str, int],
         return None
     if caller.proof is not None and not caller.proof(account.secret_key):
         return Refusal(AUTHENTICATION, f"Check signature failed for accessKey={account.access_key}")
+    if caller.proof is not None and caller.stale_reason:
+        return Refusal(AUTHENTICATION, caller.stale_reason)
     if admin_only and not account.admin:
         what = f"request code={code}" if code else "this"
         return Refusal(AUTHORIZATION, f"Need admin permission for {what}, but accessKey={account.access_key} is not")

@@ -19,7 +19,10 @@ UPDATE_AND_CREATE_SUBSCRIPTIONGROUP 200, DELETE_SUBSCRIPTIONGROUP 207), plus wha
 NameServer's routes (REGISTER_BROKER 103, UNREGISTER_BROKER 104, DELETE_TOPIC_IN_NAMESRV 216) and
 what deletes stored messages or moves a group's offsets (DELETE_EXPIRED_COMMITLOG 329,
 INVOKE_BROKER_TO_RESET_OFFSET 222): RocketBox serves ACL on its NameServers too, and these are as
-destructive as a topic deletion.
+destructive as a topic deletion. And the failover controller's codes (BROKER_HEARTBEAT 904,
+CONTROLLER_REGISTER_BROKER 1003, CONTROLLER_GET_REPLICA_INFO 1004, CONTROLLER_GET_METADATA_INFO 1005,
+GET_BROKER_EPOCH_CACHE 1007): a registration or heartbeat puts a replica into the replicated state
+and can make it master; only the cluster's own brokers (its key) and admins send them.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ ADMIN_CODES = frozenset({
     RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, RequestCode.DELETE_SUBSCRIPTIONGROUP,
     RequestCode.REGISTER_BROKER, RequestCode.UNREGISTER_BROKER, RequestCode.DELETE_TOPIC_IN_NAMESRV,
     RequestCode.DELETE_EXPIRED_COMMITLOG, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
+    RequestCode.BROKER_HEARTBEAT, RequestCode.CONTROLLER_REGISTER_BROKER, RequestCode.CONTROLLER_GET_REPLICA_INFO,
+    RequestCode.CONTROLLER_GET_METADATA_INFO, RequestCode.GET_BROKER_EPOCH_CACHE,
 })
 
 

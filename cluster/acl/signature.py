@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import datetime
 import hashlib
 import hmac
 from typing import NamedTuple
@@ -24,6 +25,11 @@ UNIQUE_KEY_QUERY = "_UNIQUE_KEY_QUERY"
 _UNSIGNED = (SIGNATURE, UNIQUE_KEY_QUERY)
 GRPC_ALGORITHM = "MQv2-HMAC-SHA1"
 GRPC_DATE_TIME = "x-mq-date-time"
+GRPC_DATE_TIME_FORMAT = "%Y%m%dT%H%M%SZ"   # Java's yyyyMMdd'T'HHmmss'Z'
+# The UTC offsets of the world's time zones. The Java and Python 5.x clients write their local wall
+# time and label it Z (SimpleDateFormat and datetime.now() in the client's zone); the Node client
+# writes UTC. A stamp is fresh when it lies within the skew of the proxy's clock read in any zone.
+UTC_OFFSET_MIN_S, UTC_OFFSET_MAX_S = -12 * 3600, 14 * 3600
 
 
 def remoting_content(fields: dict[str, str], body: bytes) -> bytes:
@@ -81,6 +87,22 @@ def grpc_signature(secret_key: str, date_time: str) -> str:
 def grpc_signature_ok(secret_key: str, date_time: str, signature: str) -> bool:
     """Hex in either case (Java's clients send upper case, Python's lower case)."""
     return hmac.compare_digest(grpc_signature(secret_key, date_time).encode(), signature.strip().lower().encode())
+
+
+def grpc_date_time_problem(date_time: str, now_s: float, skew_s: float) -> str | None:
+    """Why a signed ``x-mq-date-time`` is not fresh at ``now_s`` (epoch seconds), or None."""
+    try:
+        if len(date_time) != 16:
+            raise ValueError(date_time)
+        stamp = datetime.datetime.strptime(date_time, GRPC_DATE_TIME_FORMAT).replace(tzinfo=datetime.timezone.utc)
+    except ValueError:
+        return f"{GRPC_DATE_TIME} {date_time[:40]!r} is not a date-time yyyyMMdd'T'HHmmss'Z'"
+    ahead = stamp.timestamp() - now_s
+    if UTC_OFFSET_MIN_S - skew_s <= ahead <= UTC_OFFSET_MAX_S + skew_s:
+        return None
+    now = datetime.datetime.fromtimestamp(now_s, datetime.timezone.utc).strftime(GRPC_DATE_TIME_FORMAT)
+    return (f"{GRPC_DATE_TIME} {date_time} is more than {skew_s / 60:g} minutes away from the proxy's clock "
+            f"({now}, read in any time zone from UTC-12 to UTC+14): clock skew, or a replayed request")
 
 
 def grpc_authorization(access_key: str, secret_key: str, date_time: str) -> str:

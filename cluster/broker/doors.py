@@ -13,6 +13,7 @@ from rocketbox.cluster.config import BrokerConfig
 from rocketbox.cluster.fast_failure import WaitBounds
 from rocketbox.cluster.remoting_admission import AdmissionLimits
 from rocketbox.cluster.remoting_transport import RemotingServer
+from rocketbox.cluster.tls import ServerTls
 from rocketbox.cluster.wire_format import HEADER_BYTES_MAX, Command
 from rocketbox.cluster.zmq_transport import EventLoop, RpcServer
 
@@ -38,7 +39,7 @@ class BrokerDoors:
                 frame_bytes_max=frame_bytes_max, limits=AdmissionLimits.of(cfg), authenticated_only=cfg.acl_enable,
                 idle_timeout_s=cfg.remoting_idle_timeout_ms / 1000,
                 partial_frame_timeout_s=cfg.remoting_partial_frame_timeout_ms / 1000,
-                on_disconnect=lambda peer: on_peer_gone(), wait_bounds=bounds)
+                on_disconnect=lambda peer: on_peer_gone(), wait_bounds=bounds, tls=ServerTls.of(cfg))
             self.remoting.attach(loop)
 
     def _door_of(self, peer):

@@ -10,7 +10,6 @@ import signal
 import sys
 import time
 
-from rocketbox.cluster.acl.acl_file import secret_exposures
 from rocketbox.cluster.cli import broker_roles, up_config, up_settings
 from rocketbox.cluster.cli.busy_ports import busy_port_problem
 from rocketbox.cluster.cli.common import namesrv_env, new_console, print_json, table
@@ -45,10 +44,23 @@ def _topology_from_args(args):
                           namesrv_overrides=files.namesrv,
                           proxy_port=None if args.no_proxy else args.proxy_port,
                           console_port=None if args.no_console else args.console_port, console_host=args.console_host,
-                          acl_file=args.acl_file or "",
+                          acl_file=args.acl_file or "", controller_secret_file=args.controller_secret or "",
+                          **tls_arguments(args),
                           broker_overrides={**files.broker, **_metrics_overrides(args),
                                             "broker_role": SYNC_MASTER if args.broker_role == "sync" else ASYNC_MASTER,
                                             "auto_create_topic_enabled": not args.no_auto_create_topic})
+
+
+def tls_arguments(args) -> dict:
+    """build_topology's TLS arguments from --tls-mode/--tls-cert/--tls-key; the pair ``cluster tls``
+    made in the data dir when no file is named."""
+    from rocketbox.cluster.tls import CERT_FILE, KEY_FILE, tls_directory
+    mode = args.tls_mode or ""
+    cert, key = args.tls_cert or "", args.tls_key or ""
+    if mode and mode != "disabled" and not (cert or key):
+        cert = os.path.join(tls_directory(args.data_dir), CERT_FILE)
+        key = os.path.join(tls_directory(args.data_dir), KEY_FILE)
+    return {"tls_mode": mode, "tls_cert": cert, "tls_key": key}
 
 
 def _metrics_overrides(args) -> dict:
@@ -86,7 +98,8 @@ def role_problem(args) -> str | None:
 
 def topology_for_role(args):
     """The part of the cluster ``--role`` asks for on this host (all of it by default)."""
-    from rocketbox.cluster.topology import brokers_only, namesrv_only, remote_master_slave, with_broker_names
+    from rocketbox.cluster.topology import (brokers_only, namesrv_only, remote_master_slave, tls_overrides,
+                                            with_broker_names)
     files = getattr(args, "file_settings", None) or up_config.NO_FILES
     if args.slave_id:
         return remote_master_slave(
@@ -98,6 +111,7 @@ def topology_for_role(args):
             broker_overrides={**files.broker, **_metrics_overrides(args),
                               **({"acl_enable": True, "acl_file": os.path.abspath(args.acl_file)} if args.acl_file
                                  else {}),
+                              **tls_overrides(*tls_arguments(args).values(), files.broker),
                               "remoting_port": 0 if args.no_remoting else args.broker_remoting_port})
     names = _broker_names(args)
     if names:
@@ -148,7 +162,8 @@ def proxy_endpoints(state: dict) -> str:
 
 
 def cmd_up(args) -> int:
-    from rocketbox.cluster.topology import child_specs, exporter_settings, exposure_problem, prepare_access_control
+    from rocketbox.cluster.topology import (child_specs, exporter_settings, exposed_secrets, exposure_problem,
+                                            prepare_access_control, prepare_controller_secret, transport_warning)
     # The children (and a detached supervisor) inherit these; each rotates its own log.
     for value, name in ((args.log_max_bytes, LOG_MAX_BYTES_ENV), (args.log_backups, LOG_BACKUPS_ENV)):
         if value is not None:
@@ -158,10 +173,13 @@ def cmd_up(args) -> int:
     if exposed:
         print(f"error: {exposed}", file=sys.stderr)
         return 1
+    plain = transport_warning(args.host, topology)
+    if plain:
+        print(f"warning: {plain}", file=sys.stderr)
     prepare_access_control(topology)
-    if topology.acl_file:
-        for warning in secret_exposures(topology.acl_file):   # the processes log them too
-            print(f"warning: {warning}", file=sys.stderr)
+    prepare_controller_secret(topology)
+    for warning in exposed_secrets(topology):   # the processes log them too
+        print(f"warning: {warning}", file=sys.stderr)
     busy = busy_port_problem(topology, exporter_settings(topology))
     if busy:
         print(f"error: {busy}", file=sys.stderr)
@@ -285,6 +303,10 @@ def add_shape_arguments(parser) -> None:
     parser.add_argument("--failover", action="store_true", default=None,
                         help="automatic failover: a controller (Raft) in every NameServer elects each group's master "
                              "among its replicas (use with --slaves)")
+    parser.add_argument("--controller-secret", metavar="FILE",
+                        help="with --failover: the controller nodes' shared secret (made if missing; default "
+                             "controller.secret beside --acl-file, else in the data dir); give every host of a "
+                             "cluster a copy of the same file")
     parser.add_argument("--broker-role", choices=("async", "sync"),
                         help="masters replicate asynchronously (default), or answer a send once a slave has it")
     parser.add_argument("--flush-mode", choices=("async", "sync"), help="default async")
@@ -326,6 +348,12 @@ def add_shape_arguments(parser) -> None:
     parser.add_argument("--acl-file", help="access control on every door: RocketMQ's plain_acl.yml (accounts, "
                                            "permissions, white addresses; reread when it changes); the ZeroMQ door's "
                                            "CURVE keys live in curve/ beside it (made if missing)")
+    parser.add_argument("--tls-mode", choices=("disabled", "permissive", "enforcing"),
+                        help="TLS on every remoting door and the gRPC proxy (RocketMQ's tls.server.mode): permissive "
+                             "serves TLS and plain TCP on one port, enforcing TLS only (default disabled)")
+    parser.add_argument("--tls-cert", help="the certificate (PEM) the doors present; default <data dir>/tls/server.crt "
+                                           "(cluster tls makes one)")
+    parser.add_argument("--tls-key", help="its private key (PEM); default <data dir>/tls/server.key")
     parser.add_argument("--insecure", action="store_true", default=None,
                         help="serve a --host other hosts reach without access control")
     parser.add_argument("--no-console", action="store_true", default=None, help="no web console")

@@ -79,6 +79,7 @@ BROKER_TOPOLOGY = {
 NAMESRV_TOPOLOGY = {
     "host": "--host", "port": "--namesrv-port", "remoting_port": "--namesrv-remoting-port",
     "data_dir": "--data-dir", "controller_address": "--failover", "controller_peers": "--failover",
+    "controller_secret_file": "--controller-secret",
 }
 
 
@@ -146,7 +147,7 @@ def load(args) -> str | None:
     for name in up_settings.DEFAULTS:
         if getattr(args, name, None) is None and name in saved:
             setattr(args, name, saved[name])
-    for name in ("config", "namesrv_config", "acl_file"):
+    for name in ("config", "namesrv_config", "acl_file", "tls_cert", "tls_key"):
         if getattr(args, name, None):
             setattr(args, name, os.path.abspath(getattr(args, name)))
     try:

@@ -38,7 +38,8 @@ DEFAULTS = {
     "no_remoting": False, "config": None, "namesrv_config": None, "metrics_port": METRICS_PORT_DEFAULT,
     "no_metrics": False, "proxy_port": PROXY_PORT_DEFAULT, "no_proxy": False,
     "console_port": CONSOLE_PORT_DEFAULT, "console_host": CONSOLE_HOST_DEFAULT, "no_console": False,
-    "acl_file": None, "insecure": False,
+    "acl_file": None, "insecure": False, "controller_secret": None, "tls_mode": None, "tls_cert": None,
+    "tls_key": None,
 }
 
 

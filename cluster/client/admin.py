@@ -11,7 +11,7 @@ from rocketbox.cluster.client.message import Message, MessageExt, MessageQueue, 
 from rocketbox.cluster.client.producer import Producer
 from rocketbox.cluster.client.routes import normalize_endpoint
 from rocketbox.cluster.config import name_problem
-from rocketbox.cluster.fastjson_format import loads as fastjson_loads
+from rocketbox.cluster.fastjson_format import body_json, loads as fastjson_loads
 from rocketbox.cluster.rocketmq_keys import parse_properties
 from rocketbox.cluster.errors import BrokerError, NoRouteError, raise_for
 from rocketbox.cluster.protocol import MASTER_ID, PERM_READ_WRITE, RequestCode, ResponseCode, dlq_topic, retry_topic
@@ -45,7 +45,7 @@ class Admin(ClientBase):
     def _namesrv_json(self, code: int, fields: dict | None = None) -> dict:
         response = self.routes.namesrv_call(lambda: Command(code, dict(fields or {})))
         raise_for(response, "namesrv")
-        return json.loads(response.body)
+        return body_json(response.body)
 
     def controller_group(self, broker_name: str) -> dict:
         """A broker group's master, epoch and sync set from the failover controller: the Raft
@@ -58,7 +58,7 @@ class Admin(ClientBase):
             except TransportError:
                 continue
             raise_for(response, endpoint)
-            view = json.loads(response.body)
+            view = body_json(response.body)
             if view.get("isLeader"):
                 return view
             first = first or view
@@ -90,7 +90,7 @@ class Admin(ClientBase):
         if response.code == ResponseCode.TOPIC_NOT_EXIST:
             raise NoRouteError(response.remark)
         raise_for(response, "namesrv")
-        return json.loads(response.body)
+        return body_json(response.body)
 
     def create_topic(self, topic: str, queue_count: int = 4, *, read_queue_count: int | None = None,
                      perm: int = PERM_READ_WRITE, cluster_name: str | None = None,
@@ -125,7 +125,7 @@ class Admin(ClientBase):
             response = self.rpc.call(endpoint, Command(RequestCode.GET_TOPIC_CONFIG, {"topic": topic}))
             if response.code != ResponseCode.TOPIC_NOT_EXIST:
                 raise_for(response, endpoint)
-                out[name] = json.loads(response.body)
+                out[name] = body_json(response.body)
         return out
 
     def all_topic_configs(self, endpoint: str) -> dict[str, dict]:
@@ -133,7 +133,7 @@ class Admin(ClientBase):
         (GET_ALL_TOPIC_CONFIG, what slaves copy): one request for a whole topic list's types."""
         response = self.rpc.call(endpoint, Command(RequestCode.GET_ALL_TOPIC_CONFIG))
         raise_for(response, endpoint)
-        return json.loads(response.body).get("topicConfigTable") or {}
+        return body_json(response.body).get("topicConfigTable") or {}
 
     def delete_topic(self, topic: str, cluster_name: str | None = None) -> None:
         for endpoint in self.master_endpoints(cluster_name).values():
@@ -164,13 +164,13 @@ class Admin(ClientBase):
         """Our detailed runtime info (``detail``: also through the remoting door)."""
         response = self.rpc.call(endpoint, Command(RequestCode.GET_BROKER_RUNTIME_INFO, {"detail": "true"}))
         raise_for(response, endpoint)
-        return json.loads(response.body)
+        return body_json(response.body)
 
     def broker_status(self, endpoint: str) -> dict[str, str]:
         """mqadmin brokerStatus: RocketMQ's runtime KVTable (putTps, commitLogMaxOffset, ...)."""
         response = self.rpc.call(endpoint, Command(RequestCode.GET_BROKER_RUNTIME_INFO, {"detail": "false"}))
         raise_for(response, endpoint)
-        return json.loads(response.body)["table"]
+        return body_json(response.body)["table"]
 
     def broker_stats_data(self, endpoint: str, stats_name: str, stats_key: str) -> dict | None:
         """mqadmin statsAll's BrokerStatsData: ``statsMinute``, ``statsHour``, ``statsDay``, each
@@ -181,14 +181,14 @@ class Admin(ClientBase):
         if response.code == ResponseCode.SYSTEM_ERROR and response.remark.endswith("not exist"):
             return None
         raise_for(response, endpoint)
-        return json.loads(response.body)
+        return body_json(response.body)
 
     def ha_status(self, endpoint: str) -> dict:
         """mqadmin haStatus: the broker's HARuntimeInfo (``master``; a master's ``haConnectionInfo``
         per slave, a slave's ``haClientRuntimeInfo``)."""
         response = self.rpc.call(endpoint, Command(RequestCode.GET_BROKER_HA_STATUS))
         raise_for(response, endpoint)
-        return json.loads(response.body)
+        return body_json(response.body)
 
     def queue_offsets(self, topic: str, group: str | None = None) -> list[dict]:
         """Per queue: min, max and (with ``group``) the group's committed offset (0 when none) and
@@ -262,7 +262,7 @@ class Admin(ClientBase):
             response = self.rpc.call(endpoint, Command(RequestCode.GET_CONSUMER_CONNECTION_LIST,
                                                        {"consumerGroup": group}))
             if response.code == ResponseCode.SUCCESS:
-                return json.loads(response.body)
+                return body_json(response.body)
             refusal = (response, endpoint)
         if refusal is None:
             raise NoRouteError("no broker master is registered")
@@ -289,7 +289,7 @@ class Admin(ClientBase):
     def subscription_groups(self, endpoint: str) -> dict[str, dict]:
         response = self.rpc.call(endpoint, Command(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG))
         raise_for(response, endpoint)
-        return json.loads(response.body).get("subscriptionGroupTable") or {}
+        return body_json(response.body).get("subscriptionGroupTable") or {}
 
     def reset_offset_by_time(self, topic: str, group: str, timestamp_ms: int,
                              force: bool = True) -> dict[MessageQueue, int]:

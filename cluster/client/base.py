@@ -22,6 +22,7 @@ from rocketbox.cluster.config import ClientConfig, namesrv_endpoints
 from rocketbox.cluster.errors import ClientClosed
 from rocketbox.cluster.acl.curve import ClientKeys
 from rocketbox.cluster.remoting_client import RemotingRpcClient
+from rocketbox.cluster.tls import client_context
 from rocketbox.cluster.zmq_transport import RpcClient
 
 log = logging.getLogger(__name__)
@@ -59,7 +60,8 @@ class ClientBase:
         # Deadlines, back-offs, latency windows and expiry read this (a test may pass a ManualClock).
         self.clock = clock
         if cfg.transport == "remoting":
-            self.rpc = RemotingRpcClient(cfg.request_timeout_ms, spin_max_s=cfg.sync_call_spin_us / 1e6)
+            tls = client_context(cfg.tls_trust_cert_path, cfg.tls_verify_server) if cfg.tls_enable else None
+            self.rpc = RemotingRpcClient(cfg.request_timeout_ms, spin_max_s=cfg.sync_call_spin_us / 1e6, tls=tls)
         else:
             curve = (ClientKeys(cfg.curve_server_key.encode(), cfg.curve_public_key.encode(),
                                 cfg.curve_secret_key.encode()) if cfg.curve_server_key else None)

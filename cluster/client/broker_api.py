@@ -7,9 +7,9 @@ into a value (or raises through ``errors.raise_for``).
 from __future__ import annotations
 
 import enum
-import json
 from dataclasses import dataclass, field
 
+from rocketbox.cluster.fastjson_format import body_json
 from rocketbox.cluster.client.message import MessageExt, MessageQueue, decode_messages
 from rocketbox.cluster.client.offset_store import offset_table_from_rows
 from rocketbox.cluster.errors import raise_for
@@ -119,7 +119,7 @@ def reset_offset(rpc, endpoint, topic: str, group: str, timestamp_ms: int,
     if response.code == ResponseCode.CONSUMER_NOT_ONLINE:
         return None
     raise_for(response, endpoint)
-    return offset_table_from_rows(json.loads(response.body)["offsetTable"])
+    return offset_table_from_rows(body_json(response.body)["offsetTable"])
 
 
 def heartbeat(rpc, endpoint, client_id: str, consumer_groups: list[dict], producer_groups: list[str],
@@ -146,7 +146,7 @@ def unregister_client(rpc, endpoint, client_id: str, consumer_group: str = "", p
 def consumer_ids(rpc, endpoint, group: str) -> list[str]:
     response = rpc.call(endpoint, Command(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": group}))
     raise_for(response, endpoint)
-    return list(json.loads(response.body)["consumerIdList"])
+    return list(body_json(response.body)["consumerIdList"])
 
 
 def send_back(rpc, endpoint, group: str, message, max_reconsume_times: int) -> None:
@@ -160,4 +160,4 @@ def query_topic_consume_by_who(rpc, endpoint, topic: str) -> list[str]:
     """QUERY_TOPIC_CONSUME_BY_WHO: the groups with an offset on ``topic`` or online subscribing to it."""
     response = rpc.call(endpoint, Command(RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": topic}))
     raise_for(response, endpoint)
-    return sorted(json.loads(response.body)["groupList"])
+    return sorted(body_json(response.body)["groupList"])

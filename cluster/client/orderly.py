@@ -29,12 +29,12 @@ from __future__ import annotations
 
 import collections
 import enum
-import json
 import logging
 import threading
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
+from rocketbox.cluster.fastjson_format import body_json
 from rocketbox.cluster.client import broker_api
 from rocketbox.cluster.client.message import MessageExt, MessageQueue
 from rocketbox.cluster.errors import ClientError, raise_for
@@ -92,7 +92,7 @@ def lock_batch_mq(rpc, endpoint: str, group: str, client_id: str, mqs: Iterable[
     response = rpc.call(endpoint, Command(RequestCode.LOCK_BATCH_MQ, {}, _lock_body(group, client_id, mqs)))
     raise_for(response, endpoint)
     return {MessageQueue(str(q["topic"]), str(q["brokerName"]), int(q["queueId"]))
-            for q in json.loads(response.body or b"{}").get("lockOKMQSet") or []}
+            for q in body_json(response.body or b"{}").get("lockOKMQSet") or []}
 
 
 def unlock_batch_mq(rpc, endpoint: str, group: str, client_id: str, mqs: Iterable[MessageQueue]) -> None:

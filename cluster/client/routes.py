@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from rocketbox.cluster.fastjson_format import body_json
 from rocketbox.cluster.config import ClientConfig, namesrv_endpoints
 from rocketbox.cluster.errors import BrokerError, NoRouteError
 from rocketbox.cluster.protocol import AUTO_CREATE_TOPIC_KEY, MASTER_ID, PERM_READ, PERM_WRITE, RequestCode, ResponseCode
@@ -111,7 +111,7 @@ class RouteCache:
             return None
         if response.code != ResponseCode.SUCCESS:
             raise BrokerError(response.code, response.remark, "namesrv")
-        route = TopicRoute.from_json(topic, json.loads(response.body))
+        route = TopicRoute.from_json(topic, body_json(response.body))
         with self._lock:
             self._routes[topic] = route
         return route
@@ -165,7 +165,7 @@ class RouteCache:
         if native is None:
             response = self.namesrv_call(lambda: Command(RequestCode.GET_BROKER_CLUSTER_INFO, {}))
             if response.code == ResponseCode.SUCCESS:
-                table = json.loads(response.body).get("brokerAddrTable", {})
+                table = body_json(response.body).get("brokerAddrTable", {})
                 mapping = {remoting: data["brokerAddrs"][broker_id] for data in table.values()
                            for broker_id, remoting in (data.get("remotingAddrs") or {}).items()
                            if broker_id in data.get("brokerAddrs", {})}

@@ -5,14 +5,15 @@ proposals (register, elect, alter_sync_set) that complete asynchronously with Tr
 and changed something), False (applied, changed nothing: its expectation no longer held) or
 an error text (not committed: no leader, leadership lost, time-out).
 
-PySyncObj runs its own thread (autoTick) with a TCP listener on the node's controller
-address; commands are applied on that thread, in log order, on every node. What it
-guarantees: a command is applied only once a majority of nodes hold it, every node applies
-the same commands in the same order, and with a journal file a restarted node resumes its
-log. What it does not: its messages are pickled Python (a peer can run code in this
-process), so the listener must only be reachable by the other controller nodes: loopback,
-addresses of namespaces we create, or ``password`` (PySyncObj's encryption, which needs the
-``cryptography`` package). A single node is its own majority: it commits alone.
+PySyncObj runs its own thread (autoTick) with a TCP listener bound to the node's controller
+address (never every interface); commands are applied on that thread, in log order, on every
+node. What it guarantees: a command is applied only once a majority of nodes hold it, every
+node applies the same commands in the same order, and with a journal file a restarted node
+resumes its log. Its messages are pickled Python, so nothing of a peer is read before the peer
+proves it holds the cluster's controller secret (``secret``: PySyncObj's Fernet encryption,
+authenticated, keyed from it; controller/secret.py), and even then only through an unpickler
+that refuses every global but plain data types, with what a connection may buffer bounded
+(controller/raft_wire.py). A single node is its own majority: it commits alone.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Callable
 
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjConsumer, replicated
 
+from rocketbox.cluster.controller.raft_wire import BoundedTransport, install_allow_list
 from rocketbox.cluster.controller.state import ControllerState, GroupState, Replica
 
 log = logging.getLogger(__name__)
@@ -66,8 +68,11 @@ class _StateMachine(SyncObjConsumer):
 
 
 class ReplicatedController:
-    def __init__(self, self_address: str, peer_addresses: list[str], data_dir: str = "", password: str | None = None,
+    def __init__(self, self_address: str, peer_addresses: list[str], secret: str, data_dir: str = "",
                  election_timeout_s: tuple[float, float] = (0.4, 1.4)):
+        if not secret:
+            raise ValueError("a controller node needs the cluster's controller secret")
+        install_allow_list()
         self.machine = _StateMachine()
         journal = dump = None
         if data_dir:
@@ -75,13 +80,14 @@ class ReplicatedController:
             journal = os.path.join(data_dir, "controller.journal")
             dump = os.path.join(data_dir, "controller.dump")
         conf = SyncObjConf(
-            password=password, journalFile=journal, fullDumpFile=dump,
+            password=secret, bindAddress=self_address, journalFile=journal, fullDumpFile=dump,
             raftMinTimeout=election_timeout_s[0], raftMaxTimeout=election_timeout_s[1],
             appendEntriesPeriod=min(0.1, election_timeout_s[0] / 4),
             # A leader cut off from the majority steps down soon, so it stops answering as leader.
             leaderFallbackTimeout=max(1.0, election_timeout_s[1]),
             connectionRetryTime=0.5, commandsWaitLeader=False, dynamicMembershipChange=False)
-        self.node = SyncObj(self_address, list(peer_addresses), conf=conf, consumers=[self.machine])
+        self.node = SyncObj(self_address, list(peer_addresses), conf=conf, consumers=[self.machine],
+                            transportClass=BoundedTransport)
 
     def is_leader(self) -> bool:
         return self.node._isLeader()

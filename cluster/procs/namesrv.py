@@ -7,11 +7,13 @@ import sys
 from rocketbox.cluster.acl.guard import AclGuard
 from rocketbox.cluster.config import namesrv_config_from_json
 from rocketbox.cluster.controller.raft import ReplicatedController
+from rocketbox.cluster.controller.secret import read_secret
 from rocketbox.cluster.controller.service import ControllerService
 from rocketbox.cluster.namesrv import NamesrvService
 from rocketbox.cluster.procs.runner import run_role
 from rocketbox.cluster.remoting_admission import AdmissionLimits
 from rocketbox.cluster.remoting_transport import RemotingServer
+from rocketbox.cluster.tls import ServerTls
 from rocketbox.cluster.zmq_transport import EventLoop, RpcServer
 
 
@@ -24,7 +26,7 @@ def build(config_json: str):
     controller = replicated = None
     if cfg.controller_address:
         replicated = ReplicatedController(cfg.controller_address, list(cfg.controller_peers),
-                                          data_dir=cfg.data_dir, password=cfg.controller_password or None)
+                                          read_secret(cfg.controller_secret_file), data_dir=cfg.data_dir)
         controller = ControllerService(cfg, replicated)
     service = NamesrvService(cfg, controller=controller)
     loop = EventLoop()
@@ -41,7 +43,7 @@ def build(config_json: str):
     if cfg.remoting_port:
         remoting = RemotingServer(cfg.host, cfg.remoting_port, handlers, name="namesrv remoting",
                                   frame_bytes_max=NAMESRV_FRAME_BYTES_MAX, limits=AdmissionLimits.of(cfg),
-                                  authenticated_only=cfg.acl_enable)
+                                  authenticated_only=cfg.acl_enable, tls=ServerTls.of(cfg))
         remoting.attach(loop)
     loop.call_every(cfg.scan_interval_ms / 1000, service.scan_expired)
     if controller is not None:

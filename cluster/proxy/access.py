@@ -14,8 +14,13 @@ RPC touches is RocketMQ's list for its proxy (PlainAccessResource.parse of a gRP
 | Telemetry settings | each published topic PUB; the subscription's group SUB and each of its topics SUB |
 | QueryRoute, QueryAssignment, NotifyClientTermination | an account |
 
+A signature proves who signed, not when: a signed ``x-mq-date-time`` more than
+``signed_time_skew_s`` (15 minutes) away from the proxy's clock, read in any time zone (the Java and
+Python clients send local time labelled Z: ``signature.grpc_date_time_problem``), is refused, so a
+captured request cannot be replayed days later (RocketMQ's proxy takes any date).
+
 Refusals: UNAUTHORIZED (40100) when the caller is not proven (no or unknown accessKey, a bad
-signature), FORBIDDEN (40300) when the account lacks a permission (RocketMQ 5.3's proxy answers
+signature, a stale date-time), FORBIDDEN (40300) when the account lacks a permission (RocketMQ 5.3's proxy answers
 the same two); each counted by kind and logged rate-limited, never with a secret.
 """
 
@@ -24,13 +29,15 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import time
 
 from rocketbox.cluster.acl.acl_file import RELOAD_INTERVAL_S, AclFile
 from rocketbox.cluster.acl.addresses import host_of
 from rocketbox.cluster.acl.decision import AUTHENTICATION, Caller, Refusal, decide
 from rocketbox.cluster.acl.permissions import PUB, SUB
 from rocketbox.cluster.acl.resources import group_resource
-from rocketbox.cluster.acl.signature import GRPC_DATE_TIME, grpc_signature_ok, parse_grpc_authorization
+from rocketbox.cluster.acl.signature import (GRPC_DATE_TIME, grpc_date_time_problem, grpc_signature_ok,
+                                             parse_grpc_authorization)
 from rocketbox.cluster.log_limit import RateLimitedLog
 from rocketbox.cluster.proxy.calls import peer_host
 from rocketbox.cluster.proxy.protos import Code
@@ -69,8 +76,9 @@ def settings_resources(settings) -> dict[str, int]:
 
 
 class ProxyAccess:
-    def __init__(self, acl_file: str):
+    def __init__(self, acl_file: str, signed_time_skew_s: float = 900.0):
         self.acl = AclFile(acl_file)
+        self.signed_time_skew_s = signed_time_skew_s
         self.refusals: collections.Counter = collections.Counter()   # kind -> count
 
     async def watch_forever(self) -> None:
@@ -93,7 +101,8 @@ class ProxyAccess:
             return Caller(address, None, None, str(exc))
         date_time = metadata.get(GRPC_DATE_TIME, "")
         return Caller(address, auth.access_key or None,
-                      lambda secret: bool(date_time) and grpc_signature_ok(secret, date_time, auth.signature))
+                      lambda secret: bool(date_time) and grpc_signature_ok(secret, date_time, auth.signature),
+                      stale_reason=grpc_date_time_problem(date_time, time.time(), self.signed_time_skew_s) or "")
 
     def check(self, context, rpc: str, needed: dict[str, int] | None = None, request=None) -> None:
         """ProxyError(UNAUTHORIZED or FORBIDDEN) when the caller may not make ``rpc``."""

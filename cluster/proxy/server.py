@@ -1,4 +1,5 @@
-"""The proxy process's server: ``apache.rocketmq.v2.MessagingService`` on grpc.aio (plaintext HTTP/2),
+"""The proxy process's server: ``apache.rocketmq.v2.MessagingService`` on grpc.aio (HTTP/2, plaintext or
+TLS with tls.server.mode),
 each RPC handed to its service, and the asyncio loop shaped as the supervisor's roles expect
 (``run()``, ``stopping``, ``watch_stop_fd``).
 
@@ -21,6 +22,7 @@ import traceback
 
 import grpc
 
+from rocketbox.cluster.config import TLS_DISABLED, TLS_ENFORCING
 from rocketbox.cluster.log_limit import RateLimitedLog
 from rocketbox.cluster.proxy.access import ProxyAccess
 from rocketbox.cluster.proxy.brokers import BrokerGateway
@@ -78,7 +80,7 @@ class MessagingService(service_grpc.MessagingServiceServicer):
         self.producers = ProducerService(settings, self.gateway, self.registry, self.transactions)
         self.consumers = ConsumerService(settings, self.gateway, self.registry)
         # Access control (proxy/access.py): every RPC's authorization header, when the cluster has an ACL file.
-        self.access = ProxyAccess(settings.acl_file) if settings.acl_file else None
+        self.access = ProxyAccess(settings.acl_file, settings.signed_time_skew_s) if settings.acl_file else None
         self.refused = self.failed = 0
 
     async def _unary(self, name: str, handler, request, context, response_type):
@@ -187,6 +189,15 @@ def server_options(settings: ProxySettings) -> list[tuple[str, int]]:
             ("grpc.so_reuseport", 0)]
 
 
+def server_credentials(settings: ProxySettings) -> grpc.ServerCredentials:
+    """The proxy's TLS certificate and key (tls.server.certPath/keyPath); ValueError with the reason."""
+    try:
+        with open(settings.tls_server_key_path, "rb") as key, open(settings.tls_server_cert_path, "rb") as cert:
+            return grpc.ssl_server_credentials([(key.read(), cert.read())])
+    except (OSError, RuntimeError) as exc:
+        raise ValueError(f"the proxy's TLS certificate or key: {exc}") from None
+
+
 class ProxyServer:
     """The grpc.aio server and its loop, for ``procs/proxy.py`` (and tests that run it in process)."""
 
@@ -207,7 +218,14 @@ class ProxyServer:
 
     def start(self) -> str:
         """Bind and serve; the address. OSError when the port is taken."""
-        bound = self.server.add_insecure_port(self.settings.address)
+        if self.settings.tls_server_mode == TLS_DISABLED:
+            bound = self.server.add_insecure_port(self.settings.address)
+        else:
+            # grpcio serves a port either plain or TLS: permissive serves TLS here, as enforcing.
+            if self.settings.tls_server_mode != TLS_ENFORCING:
+                log.info("tls.server.mode=%s: the gRPC proxy serves TLS only (one port is plain or TLS)",
+                         self.settings.tls_server_mode)
+            bound = self.server.add_secure_port(self.settings.address, server_credentials(self.settings))
         if bound == 0:
             raise OSError(f"cannot listen on {self.settings.address}: Address already in use")
         self.loop.run_until_complete(self.server.start())

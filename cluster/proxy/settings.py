@@ -13,6 +13,8 @@ import dataclasses
 import json
 from dataclasses import dataclass
 
+from rocketbox.cluster.config import TLS_DISABLED, check_tls
+
 PROXY_PORT_DEFAULT = 8081
 MIB = 1024 * 1024
 # RocketMQ's messageDelayLevel: the consumers' retry back-off (a group's CustomizedRetryPolicy).
@@ -60,16 +62,24 @@ class ProxySettings:
     # The cluster's plain_acl.yml when access control is on ("" = off): every RPC's authorization
     # header is checked against it (proxy/access.py), and the brokers are asked with the cluster's key.
     acl_file: str = ""
+    # TLS (the brokers' tls.server.* settings, cluster/tls.py): "enforcing" serves TLS only with this
+    # certificate and key; "permissive" serves TLS and plaintext on the one port.
+    tls_server_mode: str = TLS_DISABLED
+    tls_server_cert_path: str = ""
+    tls_server_key_path: str = ""
+    # A signed request's x-mq-date-time must lie this close to the proxy's clock (proxy/access.py).
+    signed_time_skew_s: float = 900.0
 
     def validate(self) -> None:
         if not 0 < self.port < 65536:
             raise ValueError(f"proxy port {self.port} is out of range")
+        check_tls(self.tls_server_mode, self.tls_server_cert_path, self.tls_server_key_path)
         if not self.namesrv_endpoints:
             raise ValueError("the proxy needs the NameServers to ask for routes")
         positive = ("request_timeout_ms", "max_body_size", "long_polling_max_ms", "invisible_max_ms",
                     "default_invisible_ms", "receive_batch_max", "route_ttl_ms", "metadata_ttl_ms",
                     "broker_heartbeat_interval_ms", "client_expiry_ms", "max_clients", "max_concurrent_rpcs",
-                    "max_request_bytes", "telemetry_outbox")
+                    "max_request_bytes", "telemetry_outbox", "signed_time_skew_s")
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")

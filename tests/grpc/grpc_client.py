@@ -27,8 +27,8 @@ def require_grpc_client() -> None:
 class GrpcClient(DriverProcess):
     label = "gRPC client"
 
-    def __init__(self, command: str, spec: dict, home: pathlib.Path):
-        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    def __init__(self, command: str, spec: dict, home: pathlib.Path, env: dict[str, str] | None = None):
+        env = {**{k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}, **(env or {})}
         super().__init__(GRPC_PYTHON, DRIVER, command, spec, home, env)
 
     def client_log(self) -> str:
@@ -42,8 +42,10 @@ class GrpcClient(DriverProcess):
         return f"; client log {self.client_log()[-2000:]}"
 
 
-def run_grpc(command: str, spec: dict, home: pathlib.Path, timeout_s: float = 120) -> list[dict]:
-    client = GrpcClient(command, spec, home)
+def run_grpc(command: str, spec: dict, home: pathlib.Path, timeout_s: float = 120,
+             env: dict[str, str] | None = None) -> list[dict]:
+    """``env``: more of the client's environment (TZ, GRPC_DEFAULT_SSL_ROOTS_FILE_PATH, ...)."""
+    client = GrpcClient(command, spec, home, env)
     client.close_stdin()
     return client.finish(timeout_s)
 

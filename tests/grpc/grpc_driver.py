@@ -70,7 +70,7 @@ def received_line(message, **extra) -> dict:
 
 def produce(spec: dict) -> None:
     from rocketmq import Producer
-    producer = Producer(configuration(spec), (spec["topic"],))
+    producer = Producer(configuration(spec), (spec["topic"],), tls_enable=spec.get("tls", False))
     producer.startup()
     emit(started=True)
     try:
@@ -131,7 +131,7 @@ def simple(spec: dict) -> None:
     expression = FilterExpression(spec["sql"], FilterType.SQL) if spec.get("sql") else \
         FilterExpression(spec.get("expression", "*"))
     consumer = SimpleConsumer(configuration(spec), spec["group"], {spec["topic"]: expression},
-                              await_duration=spec.get("await_s", 2))
+                              await_duration=spec.get("await_s", 2), tls_enable=spec.get("tls", False))
     consumer.startup()
     emit(started=True)
     deliveries = 0
@@ -197,21 +197,36 @@ def push(spec: dict) -> None:
 
 # ---------------------------------------------------------------- raw requests
 
-def _stub(endpoint: str):
+def _stub(endpoint: str, root_cert: str = ""):
+    """A channel to the proxy: over TLS trusting ``root_cert`` (a PEM file) when one is given."""
     import grpc
     from rocketmq.grpc_protocol import service_pb2_grpc
-    channel = grpc.insecure_channel(endpoint, options=[("grpc.max_send_message_length", 64 * 1024 * 1024)])
+    options = [("grpc.max_send_message_length", 64 * 1024 * 1024)]
+    if root_cert:
+        with open(root_cert, "rb") as f:
+            channel = grpc.secure_channel(endpoint, grpc.ssl_channel_credentials(root_certificates=f.read()), options)
+    else:
+        channel = grpc.insecure_channel(endpoint, options=options)
     return channel, service_pb2_grpc.MessagingServiceStub(channel)
 
 
 def _metadata(client_id: str | None, credentials: dict | None = None, endpoint: str = "") -> list:
     """A call's metadata; with ``credentials`` (access_key, secret_key) the client's own signer adds
-    its ``authorization`` and ``x-mq-date-time`` headers."""
+    its ``authorization`` and ``x-mq-date-time`` headers (``date_time`` in them: that date signed
+    instead of now, with the client's own HMAC)."""
     metadata = [("x-mq-client-id", client_id)] if client_id else []
     if credentials:
         from rocketmq.v5.util.signature import Signature
         signed = Signature.metadata(configuration({"endpoint": endpoint, **credentials}), client_id or "raw")
-        metadata += [(key, value) for key, value in signed if key in ("authorization", "x-mq-date-time")]
+        given = credentials.get("date_time")
+        for key, value in signed:
+            if given and key == "x-mq-date-time":
+                value = given
+            elif given and key == "authorization":
+                value = value[:value.rindex("Signature=")] + "Signature=" + Signature.sign(credentials["secret_key"],
+                                                                                            given)
+            if key in ("authorization", "x-mq-date-time"):
+                metadata.append((key, value))
     return metadata
 
 
@@ -233,7 +248,7 @@ def raw(spec: dict) -> None:
     ``{"telemetry": [settings...]}``."""
     from google.protobuf.json_format import MessageToDict, ParseDict
     from rocketmq.grpc_protocol import service_pb2
-    channel, stub = _stub(spec["endpoint"])
+    channel, stub = _stub(spec["endpoint"], spec.get("root_cert", ""))
     emit(started=True)
     names: dict = {}
     client_id = spec.get("client_id", f"raw@{os.getpid()}@{uuid.uuid4().hex[:8]}")

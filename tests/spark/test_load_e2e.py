@@ -51,3 +51,22 @@ def test_spark_load_with_power_cuts_of_the_broker_loses_nothing(spark, tmp_path,
     assert result["unexplained"] == 0, result["anomalies"]
     assert result["fault_error"] is None
     assert result["verdict_ok"]
+
+
+def test_spark_load_through_the_remoting_door_loses_nothing(spark, tmp_path):
+    """``--transport remoting``: load, push group, read-back and admin speak RocketMQ's protocol only
+    (the job's way to any RocketMQ, Apache's included), here to RocketBox's remoting door, with the
+    master SIGKILLed during the load."""
+    args = parse_args(["--messages", "8000", "--keys", "40", "--batch", "16", "--rate", "3000",
+                       "--transport", "remoting", "--faults", "--fault-kinds", "kill-master",
+                       "--fault-interval", "1,1.5", "--seed", "5", "--out", str(tmp_path / "report")])
+    with LocalCluster(str(tmp_path / "cluster"), flush_mode=SYNC_FLUSH) as cluster:
+        result = run(args, cluster.remoting_namesrv, cluster.data_dir, spark=spark)
+    assert result["target"] == {"namesrv": cluster.remoting_namesrv, "transport": "remoting", "faults": "on",
+                                "local_cluster": True}
+    assert any(f["kind"] == "kill-master" for f in result["faults"])
+    assert result["acknowledged"] > 0 and result["lost"] == 0
+    assert result["unexplained"] == 0, result["anomalies"]
+    assert result["distinct_read"]["datasource"] >= result["acknowledged"]
+    assert result["distinct_read"]["push"] >= result["acknowledged"]
+    assert result["verdict_ok"]

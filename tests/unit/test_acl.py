@@ -176,7 +176,7 @@ def test_an_unreadable_heartbeat_says_so(body):
 
 
 def test_admin_codes():
-    for code in (17, 25, 215, 200, 207, 216, 329, 222, 103):
+    for code in (17, 25, 215, 200, 207, 216, 329, 222, 103, 904, 1003, 1004, 1005, 1007):
         assert needs_admin(code)
     for code in (10, 11, 34, 105, 26):
         assert not needs_admin(code)

@@ -55,3 +55,19 @@ def test_every_cut_of_the_golden_is_refused():
     for cut in range(len(GOLDEN)):
         with pytest.raises(ValueError):
             loads(GOLDEN[:cut])
+
+
+def test_body_json_reads_apache_rocketmq_answers_as_plain_json():
+    """Apache RocketMQ 4.9.8's NameServer answering GET_BROKER_CLUSTER_INFO (captured): fastjson writes
+    ``brokerAddrs``, a map keyed by broker id, with bare numbers as keys. body_json gives what a JSON
+    answer (RocketBox's) gives: string keys."""
+    from rocketbox.cluster.fastjson_format import body_json
+    apache = (b'{"brokerAddrTable":{"broker-a":{"brokerAddrs":{0:"127.0.0.1:16911"},"brokerName":"broker-a",'
+              b'"cluster":"DefaultCluster"}},"clusterAddrTable":{"DefaultCluster":["broker-a"]}}')
+    assert body_json(apache) == {"brokerAddrTable": {"broker-a": {"brokerAddrs": {"0": "127.0.0.1:16911"},
+                                                                  "brokerName": "broker-a",
+                                                                  "cluster": "DefaultCluster"}},
+                                 "clusterAddrTable": {"DefaultCluster": ["broker-a"]}}
+    assert body_json(b'{"brokerAddrs":{"0":"a"}}') == {"brokerAddrs": {"0": "a"}}
+    with pytest.raises(ValueError):
+        body_json(b"{0:")

@@ -28,7 +28,7 @@ _LAYERS_BY_PATH: list[tuple[str, ...]] = [
     ("cluster.config", "cluster.rocketmq_keys", "cluster.config_file"),
     ("cluster.wire_format", "cluster.remoting_format", "cluster.fastjson_format"),
     ("cluster.shm",),
-    ("cluster.protocol", "cluster.request_dispatch", "cluster.event_loop", "cluster.fast_failure",
+    ("cluster.protocol", "cluster.request_dispatch", "cluster.event_loop", "cluster.fast_failure", "cluster.tls",
      "cluster.client_transport", "cluster.zmq_transport", "cluster.remoting_admission",
      "cluster.remoting_transport",
      "cluster.acl", "cluster.remoting_client", "cluster.filter", "cluster.receipt_handle",
