@@ -17,9 +17,10 @@ from tests.conftest import client_config, run_cli, up_on_free_ports
 
 pytestmark = pytest.mark.timeout(240)
 
-# Files that may be more open than 0600, and why. None so far: every exception is a finding.
-EXCEPTIONS: dict[str, str] = {}
+# Files that may be more open than 0600, and why; any other exception is a finding.
+EXCEPTIONS: dict[str, str] = {"tls/server.crt": "a certificate is public: clients are given it to trust the door"}
 
+PORT_FLAGS = ("--namesrv-port", "--broker-port", "--metrics-port", "--namesrv-remoting-port", "--broker-remoting-port")
 ACL = """
 accounts:
   - accessKey: operator1
@@ -68,7 +69,9 @@ def test_a_local_cluster_with_traffic_leaves_only_private_files(tmp_path):
     assert _modes_open_to_others(data_dir) == []
 
 
-def test_cluster_up_warns_of_an_acl_file_and_a_key_others_may_read(tmp_path):
+def test_cluster_up_warns_of_an_acl_file_and_keys_others_may_read(tmp_path):
+    """An ACL file 0644, the cluster's CURVE secret key 0640 and a TLS key 0644 (``cluster tls``
+    made it 0600): ``cluster up`` starts, says so for each, and the processes log it."""
     acl_file = tmp_path / "conf" / "plain_acl.yml"
     acl_file.parent.mkdir()
     acl_file.write_text(ACL)
@@ -77,9 +80,12 @@ def test_cluster_up_warns_of_an_acl_file_and_a_key_others_may_read(tmp_path):
     server_secret = os.path.join(curve_dir(str(acl_file)), "server.key_secret")
     os.chmod(server_secret, 0o640)
     data_dir = str(tmp_path / "up")
+    run_cli("tls", data_dir=data_dir)
+    tls_key = os.path.join(data_dir, "tls", "server.key")
+    os.chmod(tls_key, 0o644)
     _, up = up_on_free_ports(
-        3, lambda ports: ("up", "--detach", "--acl-file", str(acl_file), "--namesrv-port", str(ports[0]),
-                          "--broker-port", str(ports[1]), "--metrics-port", str(ports[2]), "--no-remoting",
+        5, lambda ports: ("up", "--detach", "--acl-file", str(acl_file), "--tls-mode", "permissive",
+                          *(arg for flag, port in zip(PORT_FLAGS, ports) for arg in (flag, str(port))),
                           "--no-proxy", "--no-console", "--commitlog-file-size-bytes", str(16 * 1024 * 1024)),
         data_dir=data_dir)
     try:
@@ -89,8 +95,11 @@ def test_cluster_up_warns_of_an_acl_file_and_a_key_others_may_read(tmp_path):
         run_cli("down", data_dir=data_dir, check=False)
     assert f"warning: the ACL file {acl_file} is open to group and others (mode 0644)" in up.stderr, up.stderr
     assert f"the CURVE secret key {server_secret} is open to group (mode 0640)" in up.stderr, up.stderr
+    assert f"the TLS key {tls_key} is open to group and others (mode 0644)" in up.stderr, up.stderr
     for log in ("namesrv-0.log", "broker-a.log"):
         with open(os.path.join(data_dir, "logs", log)) as f:
             text = f.read()
         assert f"the ACL file {acl_file} is open to group and others" in text, (log, text[-2000:])
+        assert f"the TLS key {tls_key} is open to group and others" in text, (log, text[-2000:])
+    os.chmod(tls_key, 0o600)   # opened by this test, not by the cluster
     assert _modes_open_to_others(data_dir) == []
