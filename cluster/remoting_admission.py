@@ -150,8 +150,8 @@ class Admission:
         """``place`` now buffers ``held`` bytes of an unfinished frame (``frame_done``: a frame
         was completed since the last call, so what it holds now is a new frame). The places to drop
         to keep within both budgets; ``place`` itself may be one."""
-        if not place.present or (held == place.held and not frame_done):
-            return []
+        if held == place.held and (held == 0 or not frame_done) or not place.present:
+            return []   # the common case: whole frames only, nothing held before or after
         delta = held - place.held
         place.held = held
         self.buffered_bytes += delta
