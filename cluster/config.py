@@ -193,6 +193,11 @@ class NamesrvConfig:
     port: int = NAMESRV_PORT_DEFAULT
     # RocketMQ's remoting protocol (RocketMQ clients, mqadmin) on this port; 0 serves none.
     remoting_port: int = 0
+    # The remoting door's bounds before a connection proves itself (remoting_admission.py), as the broker's.
+    remoting_connections_max: int = 4096
+    remoting_unproven_timeout_ms: int = 10_000
+    remoting_unproven_bytes_max: int = 64 * 1024 * 1024
+    remoting_buffered_bytes_max: int = 256 * 1024 * 1024
     data_dir: str = ""
     # A broker silent for this long is dropped from routes (RocketMQ: 120 s).
     broker_expiry_ms: int = 120_000
@@ -224,6 +229,7 @@ class NamesrvConfig:
         _check_remoting_port(self.remoting_port, self.port)
         if self.broker_expiry_ms <= 0 or self.broker_heartbeat_timeout_ms <= 0:
             raise ValueError("broker_expiry_ms and broker_heartbeat_timeout_ms must be positive")
+        _check_remoting_bounds(self)
         if self.controller_address and not self.controller_secret_file:
             raise ValueError("a controller node needs controller_secret_file: the cluster's controller secret")
 
@@ -250,6 +256,11 @@ class BrokerConfig:
     remoting_connections_max: int = 4096
     remoting_idle_timeout_ms: int = 120_000
     remoting_partial_frame_timeout_ms: int = 30_000
+    # Before a connection proved itself with a request (remoting_admission.py): its time to do so,
+    # and the bytes of unfinished frames all such connections may hold; then every connection's.
+    remoting_unproven_timeout_ms: int = 10_000
+    remoting_unproven_bytes_max: int = 64 * 1024 * 1024
+    remoting_buffered_bytes_max: int = 256 * 1024 * 1024
     namesrv_endpoints: tuple[str, ...] = ()
     # Broker -> NameServer registration heartbeat (RocketMQ: 30 s).
     register_interval_ms: int = 30_000
@@ -382,7 +393,7 @@ class BrokerConfig:
                      "wait_time_ms_in_admin_queue", "os_page_cache_busy_timeout_ms", "send_queue_capacity",
                      "native_connection_backlog_max",
                      "sync_replication_timeout_ms", "ha_slave_expiry_ms", "ha_chunk_bytes", "ha_window_bytes",
-                     "remoting_connections_max", "remoting_idle_timeout_ms", "remoting_partial_frame_timeout_ms",
+                     "remoting_idle_timeout_ms", "remoting_partial_frame_timeout_ms",
                      "slave_sync_interval_ms", "controller_heartbeat_interval_ms", "controller_lease_ms"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")
@@ -394,6 +405,7 @@ class BrokerConfig:
         if not 0 < self.port < 65536:
             raise ValueError(f"port {self.port} is out of range")
         _check_remoting_port(self.remoting_port, self.port, self.ha_port or self.port + 1)
+        _check_remoting_bounds(self)
         if self.broker_id < 0:
             raise ValueError("broker_id must be >= 0")
 
@@ -444,6 +456,13 @@ def _check_remoting_port(remoting_port: int, *taken: int) -> None:
         raise ValueError(f"remoting_port {remoting_port} is out of range")
     if remoting_port and remoting_port in taken:
         raise ValueError(f"remoting_port {remoting_port} is already this process's native or HA port")
+
+
+def _check_remoting_bounds(cfg) -> None:
+    for name in ("remoting_connections_max", "remoting_unproven_timeout_ms", "remoting_unproven_bytes_max",
+                 "remoting_buffered_bytes_max"):
+        if getattr(cfg, name) <= 0:
+            raise ValueError(f"{name} must be positive")
 
 
 def latency_table_problem(latency_max_ms, durations_ms, isolation_latency_ms) -> str | None:

@@ -12,11 +12,14 @@ import time
 from dataclasses import dataclass, field
 
 from rocketbox.cluster.config import NamesrvConfig, name_problem
+from rocketbox.cluster.log_limit import RateLimitedLog
 from rocketbox.cluster.protocol import (answers_refusals, MASTER_ID, ProtocolError, RequestCode, ResponseCode, field_int,
                               field_str, json_body, to_json_bytes)
 from rocketbox.cluster.wire_format import DOOR_NATIVE, DOOR_REMOTING, Command
 
 log = logging.getLogger(__name__)
+# Registrations are a peer's doing (without access control anyone's): a burst per window.
+_limited = RateLimitedLog(log)
 
 CONTROLLER_CODES = (RequestCode.BROKER_HEARTBEAT, RequestCode.CONTROLLER_REGISTER_BROKER,
                     RequestCode.CONTROLLER_GET_REPLICA_INFO, RequestCode.CONTROLLER_GET_METADATA_INFO)
@@ -196,8 +199,8 @@ class NamesrvService:
 
     def scan_expired(self) -> None:
         for broker in self.table.expire(self.clock_ms(), self.cfg.broker_expiry_ms):
-            log.warning("broker %s (%s id %d) silent for over %d ms: dropped from routes",
-                        broker.address, broker.broker_name, broker.broker_id, self.cfg.broker_expiry_ms)
+            _limited.warning("expired", "broker %s (%s id %d) silent for over %d ms: dropped from routes",
+                             broker.address, broker.broker_name, broker.broker_id, self.cfg.broker_expiry_ms)
 
     @answers_refusals
     def on_register_broker(self, request: Command, reply=None) -> Command:
@@ -223,15 +226,15 @@ class NamesrvService:
         is_new = broker.address not in self.table.brokers
         self.table.register(broker, topic_configs)
         if is_new:
-            log.info("broker registered: %s %s id %d at %s", broker.cluster_name,
-                     broker.broker_name, broker.broker_id, broker.address)
+            _limited.info("registered", "broker registered: %s %s id %d at %s", broker.cluster_name,
+                          broker.broker_name, broker.broker_id, broker.address)
         return request.response(ResponseCode.SUCCESS)
 
     @answers_refusals
     def on_unregister_broker(self, request: Command, reply=None) -> Command:
         gone = self.table.unregister(field_str(request, "brokerAddr"))
         if gone:
-            log.info("broker unregistered: %s", gone.address)
+            _limited.info("unregistered", "broker unregistered: %s", gone.address)
         return request.response(ResponseCode.SUCCESS)
 
     @answers_refusals

@@ -11,10 +11,13 @@ checks that every code in it has exactly one handler in that process.
 from __future__ import annotations
 
 import enum
+import functools
 import json
+import logging
 from dataclasses import dataclass
 
 from rocketbox.cluster.config import name_problem
+from rocketbox.cluster.log_limit import RateLimitedLog
 from rocketbox.cluster.shm.schedule_format import SCHEDULE_TOPIC
 from rocketbox.cluster.wire_format import Command
 
@@ -261,11 +264,10 @@ class AccessDenied(ProtocolError):
 
 
 def answers_refusals(handler):
-    """A handler whose ProtocolError becomes an error response with its reason, logged."""
-    import functools
-    import logging
-
-    log = logging.getLogger(handler.__module__)
+    """A handler whose ProtocolError becomes an error response with its reason, logged (a burst
+    per window: every refusal is a peer's doing, ``log_limit``)."""
+    limited = RateLimitedLog(logging.getLogger(handler.__module__))
+    refused, malformed = f"refused:{handler.__qualname__}", f"malformed:{handler.__qualname__}"
 
     @functools.wraps(handler)
     def wrapper(self, request: Command, reply=None) -> Command:
@@ -274,11 +276,11 @@ def answers_refusals(handler):
         except AccessDenied as exc:
             return request.response(exc.code, remark=str(exc))
         except ProtocolError as exc:
-            log.warning("request %d refused: %s", request.code, exc)
+            limited.warning(refused, "request %d refused: %s", request.code, exc)
             return request.response(exc.code, remark=str(exc))
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
             # A JSON body of the wrong shape: answered as malformed, not as a crash.
-            log.warning("request %d malformed: %s: %s", request.code, type(exc).__name__, exc)
+            limited.warning(malformed, "request %d malformed: %s: %s", request.code, type(exc).__name__, exc)
             return request.response(ResponseCode.SYSTEM_ERROR,
                                     remark=f"malformed request: {type(exc).__name__}: {exc}")
     return wrapper

@@ -6,12 +6,13 @@ door (``request_dispatch``). Knows sockets, frames and time-outs; nothing of top
 
 One ``epoll`` set holds the listening socket and every connection; the event loop polls only its
 descriptor, so thousands of idle connections cost nothing per turn. A reply is written at once
-(what the socket does not take waits for EPOLLOUT). Bounds: ``connections_max`` open connections
-(more are closed on accept), ``output_bytes_max`` unsent bytes per connection (a client that
-does not read is disconnected), frames up to ``frame_bytes_max`` (a larger length word closes
-the connection: the stream cannot be trusted past it), and a connection silent for
-``idle_timeout_s`` (RocketMQ's serverChannelMaxIdleTimeSeconds, 120 s), or holding half a frame
-for ``partial_frame_timeout_s``, is closed. A bad header is answered SYSTEM_ERROR with the
+(what the socket does not take waits for EPOLLOUT). Bounds: who keeps a place and how many bytes
+unfinished frames hold is ``remoting_admission`` (connections that have not proven themselves
+with a request are dropped first, and within seconds); ``output_bytes_max`` unsent bytes per
+connection (a client that does not read is disconnected), frames up to ``frame_bytes_max`` (a
+larger length word closes the connection: the stream cannot be trusted past it), and a connection
+silent for ``idle_timeout_s`` (RocketMQ's serverChannelMaxIdleTimeSeconds, 120 s), or holding half
+a frame for ``partial_frame_timeout_s``, is closed. A bad header is answered SYSTEM_ERROR with the
 reason; the connection stays. Warnings about peers are rate-limited.
 
 A connection's peer key (``b"tcp:<n>"``) is what handlers see as ``reply.peer``: the broker
@@ -34,6 +35,7 @@ from typing import Callable
 from rocketbox.cluster.fast_failure import DoorBacklog
 from rocketbox.cluster.log_limit import RateLimitedLog
 from rocketbox.cluster.protocol import ResponseCode
+from rocketbox.cluster.remoting_admission import Admission, AdmissionLimits, Place
 from rocketbox.cluster.remoting_format import (FRAME_BYTES_MAX_DEFAULT, SERIALIZE_JSON, BadFrameLength, FrameDecoder,
                                                decode_frame_payload, encode_frame)
 from rocketbox.cluster.request_dispatch import Handler, PendingCalls, dispatch
@@ -48,6 +50,10 @@ TCP_PEER_PREFIX = b"tcp:"
 RECV_BYTES = 256 * 1024
 # Reads of one connection per readiness event: a busy client cannot starve the others.
 RECV_ROUNDS_MAX = 16
+# A connection that has not proven itself (remoting_admission.py) gets one read an event, and those
+# in the middle of a frame this many bytes a pass in all: a flood of half frames costs each turn of
+# the loop about a millisecond, and the clients' requests wait for no more.
+UNPROVEN_BYTES_PER_PASS = 1 << 20
 ACCEPTS_PER_EVENT_MAX = 64
 EVENTS_PER_TURN_MAX = 512
 # When the process is out of descriptors, stop accepting this long instead of spinning on EMFILE.
@@ -62,7 +68,7 @@ _STAMP_SPACE = socket.CMSG_SPACE(_TIMESPEC.size)
 
 class _Connection:
     __slots__ = ("sock", "fd", "peer", "host", "decoder", "out", "out_bytes", "last_active", "partial_since",
-                 "serialize_type", "closed", "behind_since")
+                 "serialize_type", "closed", "behind_since", "place")
 
     def __init__(self, sock: socket.socket, peer: bytes, host: str, frame_bytes_max: int, now: float):
         self.sock = sock
@@ -78,6 +84,7 @@ class _Connection:
         self.closed = False
         # Set while bytes are left unread (its reads ran out of rounds): when it was last empty.
         self.behind_since: float | None = None
+        self.place: Place | None = None
 
 
 class TcpReply(Reply):
@@ -89,24 +96,32 @@ class TcpReply(Reply):
         super().__init__(server, conn.peer, opaque, oneway)
         self._conn = conn
         self._serialize_type = serialize_type
+        if not oneway:
+            conn.place.unanswered += 1   # a connection waiting for an answer is in use
 
     def _deliver(self, response: Command) -> None:
+        place = self._conn.place
+        place.unanswered -= 1
+        place.last_active = time.monotonic()
         self._server.write(self._conn, encode_frame(response, self._serialize_type))
 
 
 class RemotingServer:
     def __init__(self, host: str, port: int, handlers: dict[int, Handler], *, name: str,
-                 frame_bytes_max: int = FRAME_BYTES_MAX_DEFAULT, connections_max: int = 4096,
-                 idle_timeout_s: float = 120.0, partial_frame_timeout_s: float = 30.0,
-                 output_bytes_max: int = 64 * 1024 * 1024,
+                 frame_bytes_max: int = FRAME_BYTES_MAX_DEFAULT, limits: AdmissionLimits = AdmissionLimits(),
+                 authenticated_only: bool = False, idle_timeout_s: float = 120.0,
+                 partial_frame_timeout_s: float = 30.0, output_bytes_max: int = 64 * 1024 * 1024,
                  on_disconnect: Callable[[bytes], None] | None = None, wait_bounds=None, tls=None):
-        """``wait_bounds`` (``fast_failure.WaitBounds``): answer SYSTEM_BUSY to requests that waited longer.
-        ``tls`` (``tls.ServerTls``): every connection's I/O goes through its TLS stream."""
+        """``wait_bounds`` (``fast_failure.WaitBounds``): answer SYSTEM_BUSY to requests that waited longer;
+        ``authenticated_only`` (access control is on): only a request the guard let through proves a
+        connection (``remoting_admission``). ``tls`` (``tls.ServerTls``): every connection's I/O goes
+        through its TLS stream."""
         self.tls = tls
         self.name = name
         self.handlers = handlers
         self.frame_bytes_max = frame_bytes_max
-        self.connections_max = connections_max
+        self.admission = Admission(limits)
+        self.authenticated_only = authenticated_only
         self.idle_timeout_s = idle_timeout_s
         self.partial_frame_timeout_s = partial_frame_timeout_s
         self.output_bytes_max = output_bytes_max
@@ -137,6 +152,7 @@ class RemotingServer:
         self.connections_slow_reader = 0
         self.backlog = DoorBacklog(self._epoll.fileno(), wait_bounds, name) if wait_bounds is not None else None
         self._polled_at = time.monotonic()   # the previous readiness pass: every connection not behind was empty then
+        self._unproven_bytes_left = UNPROVEN_BYTES_PER_PASS
 
     # ------------------------------------------------------------ event loop
 
@@ -157,6 +173,7 @@ class RemotingServer:
         drained = len(ready) < EVENTS_PER_TURN_MAX
         if drained:
             self._polled_at = polled_at
+        self._unproven_bytes_left = UNPROVEN_BYTES_PER_PASS
         for fd, events in ready:
             if fd == listener_fd:
                 self._accept(since)
@@ -168,7 +185,10 @@ class RemotingServer:
                 self._flush(conn)
             if events & (select.EPOLLIN | select.EPOLLRDHUP | select.EPOLLHUP | select.EPOLLERR) and not conn.closed:
                 conn_since = since if conn.behind_since is None else conn.behind_since
-                emptied = self._read(conn, conn_since)
+                if self._unproven_bytes_left <= 0 and conn.decoder.buffered_bytes and _reads_shaped(conn):
+                    emptied = False   # a stranger's frame past this pass's share: epoll reports it again
+                else:
+                    emptied = self._read(conn, conn_since)
                 conn.behind_since = None if emptied else conn_since
                 drained = emptied and drained
         if drained and self.backlog is not None:
@@ -187,10 +207,14 @@ class RemotingServer:
                     _limited.warning(f"accept:{self.name}", "%s: cannot accept a connection: %s", self.name, exc)
                     self._pause_accepting()
                 return
-            if len(self._connections) >= self.connections_max:
+            now = time.monotonic()
+            peer = TCP_PEER_PREFIX + str(self._serial + 1).encode()
+            place, taken = self.admission.admit(peer, host, now)
+            self._close_places(taken)
+            if place is None:
                 self.connections_refused += 1
-                _limited.warning(f"full:{self.name}", "%s: refused a connection from %s: %d connections open",
-                                 self.name, host, len(self._connections))
+                _limited.warning(f"full:{self.name}", "%s: refused a connection from %s: %d connections open, "
+                                 "every one in use", self.name, host, len(self._connections))
                 sock.close()
                 continue
             sock.setblocking(False)
@@ -198,8 +222,8 @@ class RemotingServer:
             if self.tls is not None:
                 sock = self.tls.wrap(sock)   # plain or TLS, decided on its first byte
             self._serial += 1
-            conn = _Connection(sock, TCP_PEER_PREFIX + str(self._serial).encode(), host, self.frame_bytes_max,
-                               time.monotonic())
+            conn = _Connection(sock, peer, host, self.frame_bytes_max, now)
+            conn.place = place
             self._connections[conn.fd] = conn
             self._by_peer[conn.peer] = conn
             conn.behind_since = since
@@ -215,7 +239,7 @@ class RemotingServer:
         """Read and serve what ``conn`` has; False when bytes may be left unread (the rounds ran out)."""
         emptied = True
         stamps, arrived = self.arrival_stamps, since
-        for _ in range(RECV_ROUNDS_MAX):
+        for _ in range(1 if _reads_shaped(conn) else RECV_ROUNDS_MAX):
             try:
                 # The kernel's stamp can only spare a request a refusal the estimate would give it:
                 # while the estimate is below every bound, a recv does (recvmsg and reading its stamp
@@ -233,7 +257,10 @@ class RemotingServer:
             if not data:
                 self.close_connection(conn, None)
                 return True
+            if not conn.place.proven:
+                self._unproven_bytes_left -= len(data)
             conn.last_active = time.monotonic()
+            self.admission.active(conn.place, conn.last_active)
             try:
                 payloads = conn.decoder.feed(data)
             except BadFrameLength as exc:
@@ -249,6 +276,9 @@ class RemotingServer:
                 self._serve(conn, payload, arrived)
                 if conn.closed:
                     return True
+            self._close_places(self.admission.holding(conn.place, conn.decoder.buffered_bytes, bool(payloads)))
+            if conn.closed:
+                return True
             if len(data) < RECV_BYTES:
                 break
         else:
@@ -282,6 +312,9 @@ class RemotingServer:
             reply(busy)
             return
         dispatch(self.handlers, request, reply, self.name)
+        if not conn.place.proven and (request.access_granted if self.authenticated_only else
+                                      request.code in self.handlers):
+            self.admission.prove(conn.place)
 
     # ------------------------------------------------------------ writing
 
@@ -367,11 +400,22 @@ class RemotingServer:
         return {"address": self.address, "connections": len(self._connections),
                 "requestsServed": self.requests_served, "malformedFrames": self.malformed_frames,
                 "connectionsRefused": self.connections_refused, "connectionsTimedOut": self.connections_timed_out,
-                "connectionsSlowReader": self.connections_slow_reader}
+                "connectionsSlowReader": self.connections_slow_reader, **self.admission.info()}
+
+    def _close_places(self, places: list[Place]) -> None:
+        """Close the connections ``remoting_admission`` dropped (their places are gone already)."""
+        for place in places:
+            conn = self._by_peer.get(place.owner)
+            if conn is not None:
+                self.close_connection(conn, "its place went to a newcomer" if place.proven else
+                                      "dropped before it proved itself with a request", quiet=True)
 
     def close_stale(self) -> None:
         now = time.monotonic()
         self.peer_calls.expire(now, lambda _peer: TimeoutError("the client did not answer in time"))
+        late = self.admission.overdue(now)
+        self.connections_timed_out += len(late)
+        self._close_places(late)
         for conn in list(self._connections.values()):
             if now - conn.last_active > self.idle_timeout_s:
                 self.connections_timed_out += 1
@@ -393,6 +437,8 @@ class RemotingServer:
             pass
         conn.sock.close()
         conn.out.clear()
+        if conn.place is not None:
+            self.admission.leave(conn.place)
         self._connections.pop(conn.fd, None)
         self._by_peer.pop(conn.peer, None)
         self.peer_calls.fail_key(conn.peer, ConnectionError("the client's connection closed"))
@@ -405,6 +451,12 @@ class RemotingServer:
             self.close_connection(conn, None)
         self.listener.close()
         self._epoll.close()
+
+
+def _reads_shaped(conn: _Connection) -> bool:
+    """A stranger's reads are held to one an event and a share of each pass; not through TLS, whose
+    stream may hold decrypted bytes epoll cannot see (they would wait for a readiness never reported)."""
+    return not conn.place.proven and not getattr(conn.sock, "encrypted", False)
 
 
 def _enable_arrival_stamps(listener: socket.socket) -> bool:

@@ -34,7 +34,8 @@ def dispatch(handlers: dict[int, Handler], request: Command, reply, server_name:
     try:
         response = handler(request, reply)
     except Exception as exc:  # a handler bug must not take the process down
-        log.exception("%s: handler for code %d failed", server_name, request.code)
+        _limited.error(f"failed:{server_name}:{request.code}", "%s: handler for code %d failed", server_name,
+                       request.code, exc_info=True)
         response = request.response(ResponseCode.SYSTEM_ERROR, remark=f"{type(exc).__name__}: {exc}")
     if response is not None:
         reply(response)

@@ -16,6 +16,7 @@ import time
 
 from rocketbox.cluster.acl.curve import client_config_fields, client_keys_for
 from rocketbox.cluster.config import ASYNC_FLUSH, BrokerConfig, ClientConfig, broker_config_from_json
+from rocketbox.cluster.file_modes import open_private, private_dir
 from rocketbox.cluster.procs import lifecycle
 from rocketbox.cluster.procs.run_state import read_state_file
 from rocketbox.cluster.shm.paths import commitlog_segment
@@ -237,16 +238,16 @@ class LocalCluster:
         return self.topology.tls_cert_path
 
     def start(self, ready_timeout_s: float = 60.0) -> "LocalCluster":
-        os.makedirs(self.data_dir, exist_ok=True)
+        private_dir(self.data_dir)
         prepare_access_control(self.topology)
         prepare_controller_secret(self.topology)
         if self.tls_cert_path and not os.path.exists(self.tls_cert_path):
             make_self_signed(os.path.dirname(self.tls_cert_path))
         specs_path = os.path.join(self.data_dir, "children.json")
-        with open(specs_path, "w") as f:
+        with open_private(specs_path) as f:
             watchdog = {} if self.heartbeat_timeout_s is None else {"heartbeat_timeout_s": self.heartbeat_timeout_s}
             json.dump([s.to_dict() for s in child_specs(self.topology, **watchdog)], f)
-        log = open(os.path.join(self.data_dir, "supervisor.out"), "ab")
+        log = open_private(os.path.join(self.data_dir, "supervisor.out"), "ab")
         lifecycle.preload_libc()  # before fork: the child only makes the prctl syscall
         self.process = subprocess.Popen(
             lifecycle.python_module_command("rocketbox.cluster.procs.supervisor", "--data-dir", self.data_dir,

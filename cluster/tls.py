@@ -26,12 +26,16 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
+import logging
 import os
 import socket
 import ssl
 
 from rocketbox.cluster.config import TLS_DISABLED as DISABLED, TLS_ENFORCING as ENFORCING, TLS_MODES as MODES
 from rocketbox.cluster.config import check_tls
+from rocketbox.cluster.file_modes import exposure
+
+log = logging.getLogger(__name__)
 
 # The first byte of every TLS connection: a handshake record (ContentType 22).
 HANDSHAKE_RECORD = 0x16
@@ -96,6 +100,9 @@ class ServerTls:
         check_tls(mode, cert_path, key_path)
         self.mode = mode
         self.context = server_context(cert_path, key_path)
+        exposed = exposure(key_path, "the TLS key")
+        if exposed:
+            log.warning("%s", exposed)
         self.handshakes = 0
         self.plain_refused = 0
 

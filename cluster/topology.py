@@ -23,7 +23,7 @@ import random
 import socket
 from dataclasses import dataclass
 
-from rocketbox.cluster.acl.acl_file import read_acl_file
+from rocketbox.cluster.acl.acl_file import read_acl_file, secret_exposures
 from rocketbox.cluster.acl.curve import server_key_pair
 from rocketbox.cluster.controller.secret import default_secret_path, make_secret
 from rocketbox.cluster.config import (ASYNC_FLUSH, BROKER_PORT_DEFAULT, BROKER_PORT_STEP, BROKER_REMOTING_PORT_DEFAULT,
@@ -33,6 +33,7 @@ from rocketbox.cluster.config import (ASYNC_FLUSH, BROKER_PORT_DEFAULT, BROKER_P
 from rocketbox.cluster.metrics.settings import BrokerTarget, ExporterSettings
 from rocketbox.cluster.proxy.settings import ProxySettings
 from rocketbox.cluster.console.settings import ConsoleSettings, loopback_problem
+from rocketbox.cluster.file_modes import exposure
 from rocketbox.cluster.procs.child_table import ChildSpec
 from rocketbox.cluster.procs.run_state import STATE_FILE_NAME
 from rocketbox.cluster.shm import commitlog_format
@@ -439,6 +440,17 @@ def prepare_access_control(topology: Topology) -> None:
     if topology.acl_file:
         read_acl_file(topology.acl_file)
         server_key_pair(topology.acl_file, create=True)
+
+
+def exposed_secrets(topology: Topology) -> list[str]:
+    """A warning for each secret of the cluster other local users may read or change (``cluster up``
+    prints them; each process that reads one logs it): the ACL file and its CURVE secret keys, the TLS
+    key, the controller secret."""
+    found = secret_exposures(topology.acl_file) if topology.acl_file else []
+    others = {(cfg.tls_server_key_path, "the TLS key") for cfg in (*topology.namesrvs, *topology.brokers)
+              if cfg.tls_server_key_path}
+    others |= {(n.controller_secret_file, "the controller secret") for n in topology.namesrvs if n.controller_address}
+    return found + [warning for path, what in sorted(others) if (warning := exposure(path, what))]
 
 
 def prepare_controller_secret(topology: Topology) -> None:

@@ -84,6 +84,9 @@ class Command:
     # Set by acl/guard.py on an account's request; None without access control or for the cluster's
     # own processes. Never on the wire.
     access: object = None
+    # Set when access control let the request through (acl/guard.py): with access control, what
+    # proves a remoting connection (remoting_admission.py). Never on the wire.
+    access_granted: bool = False
 
     @property
     def is_response(self) -> bool:

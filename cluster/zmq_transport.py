@@ -40,6 +40,18 @@ _limited = RateLimitedLog(log)
 READ_AHEAD_MAX = 10_000
 # Zero-copy sends cost more than a memcpy below this size (pyzmq's own measurements).
 ZERO_COPY_BYTES_MIN = 64 * 1024
+# A request door's bounds on connections before and between whole frames (ZeroMQ keeps no table
+# of them and no budget across them; the remoting door, remoting_admission.py, has both): a
+# connection that has not finished the ZMTP handshake (with CURVE: been admitted by ZAP) this long
+# after it was accepted is closed, silent ones included (ZeroMQ's default is 30 s); every
+# connection is sent a PING this often, and one from which no whole frame (a PONG, a request)
+# arrives within as long after it is closed: a half frame, held or dripping, lives at most twice
+# this, and its buffer (up to the door's frame limit, MAXMSGSIZE) goes with it.
+HANDSHAKE_TIMEOUT_MS = 10_000
+HEARTBEAT_MS = 10_000
+# Connections the kernel completes before the door accepts them (ZeroMQ's default is 100; the remoting
+# door's listen backlog is as large): past it a client's connect waits for SYN retransmits, seconds.
+ACCEPT_BACKLOG = 1024
 
 
 def _send(sock: zmq.Socket, frames: list, flags: int = 0) -> None:
@@ -125,6 +137,10 @@ class RpcServer:
         # A larger frame drops that peer's connection inside libzmq, before it is buffered:
         # size checks after a multi-GB frame arrived would come too late.
         self.socket.setsockopt(zmq.MAXMSGSIZE, frame_bytes_max)
+        self.socket.setsockopt(zmq.HANDSHAKE_IVL, HANDSHAKE_TIMEOUT_MS)
+        self.socket.setsockopt(zmq.HEARTBEAT_IVL, HEARTBEAT_MS)
+        self.socket.setsockopt(zmq.HEARTBEAT_TIMEOUT, HEARTBEAT_MS)
+        self.socket.setsockopt(zmq.BACKLOG, ACCEPT_BACKLOG)
         # A send to a peer whose connection is gone raises instead of vanishing: ``reachable`` rests on it.
         self.socket.setsockopt(zmq.ROUTER_MANDATORY, 1)
         self.socket.bind(endpoint)
@@ -158,7 +174,7 @@ class RpcServer:
         try:
             _send(self.socket, frames, NOBLOCK)
         except zmq.Again:
-            log.warning("%s: dropped a response to a peer that is not reading", self.name)
+            _limited.warning(f"unread:{self.name}", "%s: dropped a response to a peer that is not reading", self.name)
         except zmq.ZMQError as exc:
             if exc.errno != zmq.EHOSTUNREACH:
                 raise

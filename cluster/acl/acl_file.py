@@ -9,14 +9,17 @@ per change), as RocketMQ's watcher keeps its last table.
 
 from __future__ import annotations
 
+import glob
 import logging
 import os
 
 import yaml
 
 from rocketbox.cluster.acl.addresses import AclFormatError
-from rocketbox.cluster.acl.curve import CurveKeyError, account_keys, keys_fingerprint
+from rocketbox.cluster.acl.curve import CLIENTS_DIR, SECRET_SUFFIX, CurveKeyError, account_keys, curve_dir, \
+    keys_fingerprint
 from rocketbox.cluster.acl.model import AclConfig, parse_acl
+from rocketbox.cluster.file_modes import exposure
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +45,16 @@ def read_acl_file(path: str) -> AclConfig:
         raise AclFormatError(f"{path}: {exc}") from None
 
 
+def secret_exposures(acl_file: str) -> list[str]:
+    """A warning for each secret of access control other local users may read or change: the ACL
+    file (every account's secretKey) and the CURVE secret keys beside it (the cluster's, accounts')."""
+    keys = curve_dir(acl_file)
+    key_files = glob.glob(os.path.join(keys, "*" + SECRET_SUFFIX)) + \
+        glob.glob(os.path.join(keys, CLIENTS_DIR, "*" + SECRET_SUFFIX))
+    secrets = [(acl_file, "the ACL file")] + [(path, "the CURVE secret key") for path in sorted(key_files)]
+    return [warning for path, what in secrets if (warning := exposure(path, what))]
+
+
 class AclFile:
     def __init__(self, path: str):
         self.path = os.path.abspath(path)
@@ -52,6 +65,8 @@ class AclFile:
         self.loads = 1
         for note in self.config.warnings:
             log.warning("%s: %s", self.path, note)
+        for warning in secret_exposures(self.path):
+            log.warning("%s", warning)
 
     def _fingerprint(self) -> tuple:
         try:

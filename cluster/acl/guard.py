@@ -104,6 +104,7 @@ class AclGuard:
                     if refusal is not None:
                         return self.refuse(request, refusal)
                     request.access = CallerAccess(self, request, caller)
+                request.access_granted = True
                 return handler(request, reply)
             return run
         return {code: guarded(handler) for code, handler in handlers.items()}

@@ -51,7 +51,7 @@ class ZapHandler:
             try:
                 reply = self.answer(frames)
             except Exception as exc:   # a REP socket must answer, or it serves nobody again
-                log.exception("ZAP request failed")
+                _limited.error("zap-failed", "ZAP request failed", exc_info=True)
                 reply = [_VERSION, frames[1] if len(frames) > 1 else b"", b"500", str(exc).encode(), b"", b""]
             self.socket.send_multipart(reply)
 

@@ -14,6 +14,7 @@ import logging
 
 from rocketbox.cluster.broker.subscription_groups import SubscriptionGroupConfig
 from rocketbox.cluster.fastjson_format import dumps as fastjson_dumps, message_queue_key
+from rocketbox.cluster.log_limit import RateLimitedLog
 from rocketbox.cluster.protocol import (ProtocolError, ResponseCode, answers_refusals, field_bool, field_str,
                                         json_body, require_name, to_json_bytes)
 from rocketbox.cluster.config_file import BROKER_TABLE, broker_settings, read_settings
@@ -22,6 +23,7 @@ from rocketbox.cluster.shm.live_settings import read_live, with_values, write_li
 from rocketbox.cluster.wire_format import Command
 
 log = logging.getLogger(__name__)
+_limited = RateLimitedLog(log)
 
 RUNNING_VERSION_DESC = "RocketBox-0.1.0"
 # What updateBrokerConfig may change while the broker runs: settings read where they are used (the
@@ -143,7 +145,7 @@ class AdminProcessor:
             raise ProtocolError(f"broker {self.cfg.broker_name} id {self.cfg.broker_id} is a slave: "
                                 f"update the subscription group on its master", ResponseCode.NO_PERMISSION)
         self.groups.upsert(cfg)
-        log.info("subscription group %s set: %s", cfg.groupName, cfg)
+        _limited.info("group-set", "subscription group %s set: %s", cfg.groupName, cfg)
         return request.response(ResponseCode.SUCCESS)
 
     def on_all_subscription_groups(self, request: Command, reply=None) -> Command:
@@ -158,7 +160,8 @@ class AdminProcessor:
         existed = self.groups.delete(group)
         if field_bool(request, "cleanOffset"):
             self.offsets.drop_group(group)
-        log.info("subscription group %s deleted (%s)", group, "it existed" if existed else "it did not exist")
+        _limited.info("group-deleted", "subscription group %s deleted (%s)", group,
+                      "it existed" if existed else "it did not exist")
         return request.response(ResponseCode.SUCCESS)
 
     # ------------------------------------------------------------ configuration and copies
@@ -196,7 +199,8 @@ class AdminProcessor:
         self.topics.auto_create_enabled = self.cfg.auto_create_topic_enabled
         control = self.store.control
         control.config_version = control.config_version + 1
-        log.info("updateBrokerConfig: %s", ", ".join(f"{k}={v}" for k, v in sorted(props.items())))
+        _limited.info("config-updated", "updateBrokerConfig: %s",
+                      ", ".join(f"{k}={v}" for k, v in sorted(props.items())))
         return request.response(ResponseCode.SUCCESS)
 
     def on_delete_expired_commitlog(self, request: Command, reply=None) -> Command:

@@ -11,6 +11,7 @@ from typing import Callable
 from rocketbox.cluster.acl.curve import KeyPair
 from rocketbox.cluster.config import BrokerConfig
 from rocketbox.cluster.fast_failure import WaitBounds
+from rocketbox.cluster.remoting_admission import AdmissionLimits
 from rocketbox.cluster.remoting_transport import RemotingServer
 from rocketbox.cluster.tls import ServerTls
 from rocketbox.cluster.wire_format import HEADER_BYTES_MAX, Command
@@ -35,7 +36,7 @@ class BrokerDoors:
         if cfg.remoting_port:
             self.remoting = RemotingServer(
                 cfg.host, cfg.remoting_port, handlers, name=f"broker {cfg.broker_name} remoting",
-                frame_bytes_max=frame_bytes_max, connections_max=cfg.remoting_connections_max,
+                frame_bytes_max=frame_bytes_max, limits=AdmissionLimits.of(cfg), authenticated_only=cfg.acl_enable,
                 idle_timeout_s=cfg.remoting_idle_timeout_ms / 1000,
                 partial_frame_timeout_s=cfg.remoting_partial_frame_timeout_ms / 1000,
                 on_disconnect=lambda peer: on_peer_gone(), wait_bounds=bounds, tls=ServerTls.of(cfg))

@@ -45,6 +45,7 @@ from rocketbox.cluster.acl.zap import HA_DOMAIN
 from rocketbox.cluster.broker.ha_format import (ACK, REPORT, DataHeader, HAFrameError, data_header, parse_data_header,
                                       parse_slave_message, parse_truncate, slave_message, truncate_message)
 from rocketbox.cluster.broker.stats import Rate
+from rocketbox.cluster.log_limit import RateLimitedLog
 from rocketbox.cluster.shm.epoch_format import replica_keep
 from rocketbox.cluster.broker.waiters import FlushWaiters
 from rocketbox.cluster.protocol import ResponseCode, to_json_bytes
@@ -53,6 +54,7 @@ from rocketbox.cluster.zmq_frames import NOBLOCK, recv_parts, send_parts
 from rocketbox.cluster.zmq_transport import CONTEXT
 
 log = logging.getLogger(__name__)
+_limited = RateLimitedLog(log)
 
 TICK_S = 0.05
 HEARTBEAT_S = 1.0
@@ -145,14 +147,14 @@ class HAServer(_AnswersHAStatus):
             try:
                 message = parse_slave_message([frame.bytes for frame in frames[1:]])
             except HAFrameError as exc:
-                log.warning("malformed HA message from %r ignored: %s", identity[:64], exc)
+                _limited.warning("malformed", "malformed HA message from %r ignored: %s", identity[:64], exc)
                 continue
             kind, offset = message.kind, message.offset
             slave = self.slaves.get(identity)
             if slave is None:
                 slave = self.slaves[identity] = SlaveState(identity, offset, now, _peer_address(frames[0]))
-                log.info("slave %s connected from %s at offset %d (master at %d)", identity.decode(errors="replace"),
-                         slave.addr, offset, write_pos)
+                _limited.info("slave-connected", "slave %s connected from %s at offset %d (master at %d)",
+                              identity.decode(errors="replace"), slave.addr, offset, write_pos)
             elif kind == REPORT or offset < slave.acked:
                 slave.acked = slave.sent = offset   # it restarted, or saw a gap: send from there
                 slave.transfer_from = offset
@@ -176,9 +178,9 @@ class HAServer(_AnswersHAStatus):
                                 write_pos)
         diverged = keep < message.offset
         if diverged and not slave.diverged:
-            log.error("slave %s holds bytes up to %d this master's log (at %d) does not share past %d: not "
-                      "replicating to it%s", slave.identity.decode(errors="replace"), message.offset, write_pos,
-                      keep, "" if self.cfg.controller_mode else "; told to drop what lies past it")
+            _limited.error("diverged", "slave %s holds bytes up to %d this master's log (at %d) does not share past "
+                           "%d: not replicating to it%s", slave.identity.decode(errors="replace"), message.offset,
+                           write_pos, keep, "" if self.cfg.controller_mode else "; told to drop what lies past it")
         slave.diverged = diverged
         if diverged and not self.cfg.controller_mode:
             try:
@@ -211,7 +213,8 @@ class HAServer(_AnswersHAStatus):
                     break   # its queue is full: the next turn tries again
                 except zmq.ZMQError as exc:   # EHOSTUNREACH: it disconnected
                     if slave.reachable:
-                        log.info("slave %s unreachable (%s)", slave.identity.decode(errors="replace"), exc)
+                        _limited.info("unreachable", "slave %s unreachable (%s)",
+                                      slave.identity.decode(errors="replace"), exc)
                     slave.reachable = False
                     break
                 slave.reachable = True
@@ -224,7 +227,8 @@ class HAServer(_AnswersHAStatus):
         for identity, slave in list(self.slaves.items()):
             slave.transfer_rate.sample(now, slave.transferred)
             if now - slave.heard_s > expiry_s:
-                log.warning("slave %s silent for %.1f s: dropped", identity.decode(errors="replace"), expiry_s)
+                _limited.warning("silent", "slave %s silent for %.1f s: dropped", identity.decode(errors="replace"),
+                                 expiry_s)
                 del self.slaves[identity]
             elif slave.sent > slave.acked and now - slave.heard_s > RETRANSMIT_S and slave.rewound_s != slave.heard_s:
                 # Nothing acknowledged for a while: send it again, once (a stopped slave's queue stays bounded).

@@ -20,10 +20,12 @@ import logging
 from typing import Callable, Iterable
 
 from rocketbox.cluster.clock import SYSTEM_CLOCK
+from rocketbox.cluster.log_limit import RateLimitedLog
 from rocketbox.cluster.protocol import ProtocolError, ResponseCode, answers_refusals, json_body, require_name, to_json_bytes
 from rocketbox.cluster.wire_format import Command
 
 log = logging.getLogger(__name__)
+_limited = RateLimitedLog(log)
 
 QueueKey = tuple[str, str, int]  # (topic, broker name, queue id)
 
@@ -48,7 +50,8 @@ class RebalanceLockManager:
             if entry is not None and entry[0] != client_id and not self._expired(entry[1], now):
                 continue
             if entry is not None and entry[0] != client_id:
-                log.info("lock of %s in group %s expired for %s; now %s's", queue, group, entry[0], client_id)
+                _limited.info("lock-taken-over", "lock of %s in group %s expired for %s; now %s's", queue, group,
+                              entry[0], client_id)
             locks[queue] = (client_id, now)
             held.add(queue)
         return held
@@ -121,4 +124,4 @@ class LockProcessor:
     def client_gone(self, client_id: str, group: str | None = None) -> None:
         released = self.manager.release_client(client_id, group)
         if released:
-            log.info("released %d queue locks of %s", released, client_id)
+            _limited.info("locks-released", "released %d queue locks of %s", released, client_id)

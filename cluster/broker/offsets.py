@@ -21,11 +21,13 @@ import logging
 import mmap
 import os
 
+from rocketbox.cluster.log_limit import RateLimitedLog
 from rocketbox.cluster.shm import durable, paths
 from rocketbox.cluster.shm.offset_slots_format import SLOT_COUNT, FILE_BYTES, read_slot, write_slot
 from rocketbox.cluster.shm.json_store import read_json, write_json
 
 log = logging.getLogger(__name__)
+_limited = RateLimitedLog(log)
 
 
 class ConsumerOffsetManager:
@@ -51,7 +53,7 @@ class ConsumerOffsetManager:
 
     @staticmethod
     def _map_slots(path: str):
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         if os.fstat(fd).st_size < FILE_BYTES:
             os.ftruncate(fd, FILE_BYTES)
         return fd, mmap.mmap(fd, FILE_BYTES)
@@ -83,8 +85,8 @@ class ConsumerOffsetManager:
 
     def _assign_slot(self, key: str, queue_id: int) -> int | None:
         if not self._free:
-            log.warning("all %d consumer offset slots in use: %s queue %d is kept by the periodic "
-                        "JSON write only", SLOT_COUNT, key, queue_id)
+            _limited.warning("slots-full", "all %d consumer offset slots in use: %s queue %d is kept by the periodic "
+                             "JSON write only", SLOT_COUNT, key, queue_id)
             return None
         slot = self._free.pop()
         write_slot(self._slots, slot, None)

@@ -26,12 +26,14 @@ from rocketbox.cluster.broker.pop_format import Checkpoint
 from rocketbox.cluster.broker.pop_log import PopLog
 from rocketbox.cluster.config import SYNC_FLUSH
 from rocketbox.cluster.filter.expressions import parse_tags, tag_hashes_of
+from rocketbox.cluster.log_limit import RateLimitedLog
 from rocketbox.cluster.protocol import (PERM_READ, ProtocolError, ResponseCode, answers_refusals, field_int, field_str,
                                         pop_retry_topic, require_name)
 from rocketbox.cluster.shm import commitlog_format as fmt
 from rocketbox.cluster.wire_format import Command
 
 log = logging.getLogger(__name__)
+_limited = RateLimitedLog(log)
 
 POP_BATCH_MAX = 32
 # Pending checkpoints held in memory; past it pops are refused until acks or revives settle some.
@@ -197,8 +199,8 @@ class PopProcessor:
             raw = self.store.commitlog.read(phys, size)
             record = fmt.decode_at(raw, 0, check_crc=False) if raw is not None else None
             if type(record) is not fmt.Record:
-                log.warning("pop of %s:%d skips offset %d: no record at CommitLog offset %d",
-                            queue_topic, queue_id, queue_offset, phys)
+                _limited.warning("skipped", "pop of %s:%d skips offset %d: no record at CommitLog offset %d",
+                                 queue_topic, queue_id, queue_offset, phys)
                 scanned_to = queue_offset + 1
                 continue
             properties = record.properties

@@ -20,11 +20,13 @@ import logging
 from rocketbox.cluster.broker.pop_log import PopLog
 from rocketbox.cluster.broker.pop_state import Pending
 from rocketbox.cluster.broker.retry import PROPERTY_ORIGIN_MESSAGE_ID
+from rocketbox.cluster.log_limit import RateLimitedLog
 from rocketbox.cluster.protocol import ProtocolError, dlq_topic, pop_retry_topic
 from rocketbox.cluster.shm import commitlog_format as fmt
 from rocketbox.cluster.shm.store import PutMessageStatus, copy_of_record
 
 log = logging.getLogger(__name__)
+_limited = RateLimitedLog(log)
 
 TICK_S = 0.1
 REVIVES_PER_TICK = 512
@@ -52,8 +54,8 @@ class PopReviver:
                 try:
                     self._revive(pending)
                 except ProtocolError as exc:
-                    log.warning("pop checkpoint %d of %s not revived yet: %s", pending.ck.ck_offset,
-                                pending.ck.group, exc)
+                    _limited.warning("not-revived", "pop checkpoint %d of %s not revived yet: %s", pending.ck.ck_offset,
+                                     pending.ck.group, exc)
                     self.state.retry_later(pending, now_ms + RETRY_LATER_MS)
         self.log.commit_progress()
 
@@ -72,8 +74,8 @@ class PopReviver:
         self._copy(ck, dead, dlq_topic(ck.group))
         if dead:
             self.dead_lettered += len(dead)
-            log.info("%d messages of %s go to %s after %d delivery attempts", len(dead), ck.topic,
-                     dlq_topic(ck.group), max_attempts)
+            _limited.info("dead-letter", "%d messages of %s go to %s after %d delivery attempts", len(dead), ck.topic,
+                          dlq_topic(ck.group), max_attempts)
         self.log.done(pending, redeliver)
         if ck.order:
             self.pull_waiters.wake([(pending.queue_topic, ck.queue_id)])
@@ -83,8 +85,8 @@ class PopReviver:
         for phys, attempt in messages:
             record = self.store.read_record(phys)
             if record is None:
-                log.warning("a popped message of %s at CommitLog offset %d is gone (retention): not delivered again",
-                            ck.topic, phys)
+                _limited.warning("gone", "a popped message of %s at CommitLog offset %d is gone (retention): not "
+                                 "delivered again", ck.topic, phys)
                 continue
             properties = record.properties
             properties.setdefault(fmt.PROPERTY_RETRY_TOPIC, ck.topic)

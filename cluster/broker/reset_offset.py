@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import logging
 
+from rocketbox.cluster.log_limit import RateLimitedLog
 from rocketbox.cluster.protocol import (MessageQueue, ProtocolError, RequestCode, ResponseCode, answers_refusals, field_int,
                               field_str, offset_table_rows, to_json_bytes)
 from rocketbox.cluster.wire_format import Command
 
 log = logging.getLogger(__name__)
+_limited = RateLimitedLog(log)
 
 RESET_TO_MAX_OFFSET = -1
 
@@ -68,6 +70,6 @@ class ResetOffsetProcessor:
         for peer in self.clients.peers(group):
             self.notify_peer(peer, Command(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, dict(fields), body))
         self.resets += 1
-        log.info("offsets of group %s on %s reset to %d: %s; told %d members", group, topic, timestamp_ms,
-                 {mq.queue_id: o for mq, o in offsets.items()}, len(members))
+        _limited.info("reset", "offsets of group %s on %s reset to %d: %s; told %d members", group, topic, timestamp_ms,
+                      {mq.queue_id: o for mq, o in offsets.items()}, len(members))
         return request.response(ResponseCode.SUCCESS, body=body)

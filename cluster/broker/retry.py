@@ -23,6 +23,7 @@ import time
 
 from rocketbox.cluster.acl.records import real_topic, require_record
 from rocketbox.cluster.config import SYNC_FLUSH
+from rocketbox.cluster.log_limit import RateLimitedLog
 from rocketbox.cluster.protocol import (ProtocolError, ResponseCode, answers_refusals, dlq_topic, field_int, field_str,
                               require_name, retry_topic)
 from rocketbox.cluster.shm import commitlog_format as fmt
@@ -31,6 +32,7 @@ from rocketbox.cluster.shm.store import PutMessageStatus, copy_of_record
 from rocketbox.cluster.wire_format import Command
 
 log = logging.getLogger(__name__)
+_limited = RateLimitedLog(log)
 
 PROPERTY_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
 RETRY_LEVEL_BASE = 3
@@ -81,8 +83,8 @@ class SendBackProcessor:
             self.sent_to_dlq += 1
             dlq_key = (group, props[fmt.PROPERTY_RETRY_TOPIC])
             self.dlq_by_group[dlq_key] = self.dlq_by_group.get(dlq_key, 0) + 1
-            log.info("message %s of %s goes to %s after %d attempts", origin, rec.topic, target,
-                     rec.reconsume_times + 1)
+            _limited.info("dead-letter", "message %s of %s goes to %s after %d attempts", origin, rec.topic, target,
+                          rec.reconsume_times + 1)
         else:
             retry = retry_topic(group)
             self.ensure_system_topic(retry)

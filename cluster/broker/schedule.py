@@ -21,12 +21,14 @@ from __future__ import annotations
 import logging
 
 from rocketbox.cluster.broker.offsets import ConsumerOffsetManager
+from rocketbox.cluster.log_limit import RateLimitedLog
 from rocketbox.cluster.shm import commitlog_format as fmt
 from rocketbox.cluster.config import parse_levels
 from rocketbox.cluster.shm.schedule_format import PROPERTY_TIMER_DELIVER_MS, SCHEDULE_TOPIC, queue_of_level
 from rocketbox.cluster.shm.store import PutMessageStatus, copy_of_record
 
 log = logging.getLogger(__name__)
+_limited = RateLimitedLog(log)
 
 PROGRESS_GROUP = "SCHEDULE_SERVICE"
 TICK_S = 0.1
@@ -130,7 +132,7 @@ class ScheduleService:
         try again later (the store refused the write)."""
         rec = self.store.read_record(phys)
         if rec is None:
-            log.warning("schedule: no record at %d; skipped", phys)
+            _limited.warning("no-record", "schedule: no record at %d; skipped", phys)
             return True
         props = rec.properties
         topic = props.get(fmt.PROPERTY_REAL_TOPIC)
@@ -141,7 +143,8 @@ class ScheduleService:
             next_queue = None
             queue_id = 0
         if not topic or (self.topics.get(topic) is None and not self.ensure_system_topic(topic)):
-            log.warning("schedule: the message at %d belongs to %r, which does not exist; dropped", phys, topic)
+            _limited.warning("no-topic", "schedule: the message at %d belongs to %r, which does not exist; dropped",
+                             phys, topic)
             return True
         if next_queue is not None:
             target_topic, target_queue = SCHEDULE_TOPIC, next_queue
@@ -152,8 +155,8 @@ class ScheduleService:
         message = copy_of_record(rec, props)
         result = self.store.put_messages(target_topic, target_queue, [message])
         if result.status != PutMessageStatus.PUT_OK:
-            log.warning("schedule: delivering the message at %d to %s failed (%s); will retry", phys, topic,
-                        result.status.name)
+            _limited.warning("retry", "schedule: delivering the message at %d to %s failed (%s); will retry", phys,
+                             topic, result.status.name)
             return False
         self.delivered += 1
         return True

@@ -188,7 +188,7 @@ class SendProcessor:
             if topic_cfg is None:
                 raise ProtocolError(f"topic {topic} does not exist and auto-create is off",
                                     ResponseCode.TOPIC_NOT_EXIST)
-            log.info("auto-created topic %s with %d queues", topic, topic_cfg.writeQueueNums)
+            _limited.info("auto-created", "auto-created topic %s with %d queues", topic, topic_cfg.writeQueueNums)
             self.publish_topics()
         if not topic_cfg.perm & PERM_WRITE:
             raise ProtocolError(f"topic {topic} is not writable on this broker", ResponseCode.NO_PERMISSION)
@@ -254,7 +254,7 @@ class SendProcessor:
             remark = f"store refused the message: {result.status.name}"
             if result.status == PutStatus.DISK_FULL:
                 remark = "the disk under the store is full: writes are refused until space returns"
-            log.warning("send to %s refused: %s", topic, remark)
+            _limited.warning("send-refused", "send to %s refused: %s", topic, remark)
             return request.response(code, remark=remark)
         self.messages_stored += result.count
         self.traffic_in.add(topic, message_type, result.count, result.end_phys_offset - result.phys_offset)

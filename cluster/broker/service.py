@@ -44,6 +44,7 @@ from rocketbox.cluster.broker.topic_requests import TopicRequests
 from rocketbox.cluster.broker.topics import TopicConfig, TopicConfigManager
 from rocketbox.cluster.broker.waiters import FlushWaiters, PullWaiters
 from rocketbox.cluster.clock import SYSTEM_CLOCK, Clock
+from rocketbox.cluster.log_limit import RateLimitedLog
 from rocketbox.cluster.protocol import (DLQ_TOPIC_PREFIX, PERM_READ_WRITE, RETRY_TOPIC_PREFIX, REVIVE_TOPIC_PREFIX,
                                         ProtocolError, RequestCode, ResponseCode, answers_refusals, field_int,
                                         field_str, json_body, require_name, retry_topic, to_json_bytes)
@@ -55,6 +56,7 @@ from rocketbox.cluster.wire_format import DOOR_NATIVE, Command
 from rocketbox.cluster.zmq_transport import EventLoop
 
 log = logging.getLogger(__name__)
+_limited = RateLimitedLog(log)
 
 
 # The reput worker is woken at once after writes, but at most once a millisecond (RocketMQ's
@@ -322,7 +324,7 @@ class BrokerService:
 
     def _forget_clients(self, gone: list[tuple[str, str]], why: str) -> None:
         for group, client_id in gone:
-            log.info("client %s left group %s: %s", client_id, group, why)
+            _limited.info("client-left", "client %s left group %s: %s", client_id, group, why)
             self.locks.client_gone(client_id, group)
         self._notify_groups_changed({group for group, _ in gone})
 
@@ -408,14 +410,14 @@ class BrokerService:
         if not topic.startswith((RETRY_TOPIC_PREFIX, DLQ_TOPIC_PREFIX, REVIVE_TOPIC_PREFIX)):
             return False
         self.topics.upsert(TopicConfig(topic, 1, 1, PERM_READ_WRITE))
-        log.info("created %s", topic)
+        _limited.info("created", "created %s", topic)
         self.register_with_namesrvs()
         return True
 
     def _notify_groups_changed(self, groups) -> None:
         """Tell every member of each group to rebalance now (RocketMQ's NOTIFY_CONSUMER_IDS_CHANGED)."""
         for group in groups:
-            log.info("consumer group %s is now %s", group, self.clients.consumer_ids(group))
+            _limited.info("group-changed", "consumer group %s is now %s", group, self.clients.consumer_ids(group))
             for peer in self.clients.peers(group):
                 self.notify_peer(peer, Command(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, {"consumerGroup": group}))
 

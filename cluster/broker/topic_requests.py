@@ -9,6 +9,7 @@ from dataclasses import asdict
 
 from rocketbox.cluster.broker.topics import TopicConfig
 from rocketbox.cluster.broker.transaction import SYSTEM_TOPICS as TRANSACTION_TOPICS
+from rocketbox.cluster.log_limit import RateLimitedLog
 from rocketbox.cluster.protocol import (AUTO_CREATE_TOPIC_KEY, PERM_READ_WRITE, ProtocolError, ResponseCode,
                                         answers_refusals, field_int, field_str, require_name, to_json_bytes)
 from rocketbox.cluster.shm.schedule_format import SCHEDULE_TOPIC
@@ -16,6 +17,7 @@ from rocketbox.cluster.topic_attributes import AttributeProblem, apply_modificat
 from rocketbox.cluster.wire_format import Command
 
 log = logging.getLogger(__name__)
+_limited = RateLimitedLog(log)
 
 DELETE_DISPATCH_WAIT_S = 2.0
 
@@ -58,7 +60,8 @@ class TopicRequests:
             raise ProtocolError(f"topic {topic}: {exc}") from None
         self.topics.upsert(TopicConfig(topic, read, write, perm, field_int(request, "topicSysFlag", 0),
                                        request.fields.get("order", "false") == "true", attributes))
-        log.info("topic %s set: read %d write %d perm %d attributes %s", topic, read, write, perm, attributes)
+        _limited.info("topic-set", "topic %s set: read %d write %d perm %d attributes %s", topic, read, write, perm,
+                      attributes)
         self.register_with_namesrvs()
         return request.response(ResponseCode.SUCCESS)
 
@@ -85,7 +88,7 @@ class TopicRequests:
         self.store.delete_topic(topic)
         self.control.topics_epoch = self.control.topics_epoch + 1
         self.offsets.drop_topic(topic)
-        log.info("topic %s deleted", topic)
+        _limited.info("topic-deleted", "topic %s deleted", topic)
         self.register_with_namesrvs()
         return request.response(ResponseCode.SUCCESS)
 

@@ -34,6 +34,7 @@ import logging
 from rocketbox.cluster.acl.permissions import PUB
 from rocketbox.cluster.acl.records import require_record
 from rocketbox.cluster.broker.offsets import ConsumerOffsetManager
+from rocketbox.cluster.log_limit import RateLimitedLog
 from rocketbox.cluster.protocol import (TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, ProtocolError, RequestCode, ResponseCode,
                                         answers_refusals, field_int)
 from rocketbox.cluster.shm import commitlog_format as fmt
@@ -41,6 +42,7 @@ from rocketbox.cluster.shm.store import MessageToStore, PutMessageStatus, copy_o
 from rocketbox.cluster.wire_format import Command
 
 log = logging.getLogger(__name__)
+_limited = RateLimitedLog(log)
 
 HALF_TOPIC = TRANS_HALF_TOPIC
 OP_TOPIC = TRANS_OP_HALF_TOPIC
@@ -191,8 +193,8 @@ class TransactionService:
                                               reconsume_times=0))
         self.resolved.add(uniq)
         self.open_halves.pop(uniq, None)
-        log.info("transaction %s %s%s", uniq, "committed" if outcome == COMMIT else "rolled back",
-                 " (check answer)" if from_check else "")
+        _limited.info("ended", "transaction %s %s%s", uniq, "committed" if outcome == COMMIT else "rolled back",
+                      " (check answer)" if from_check else "")
         self.on_written()
         return True
 
@@ -223,8 +225,9 @@ class TransactionService:
                 break   # younger halves follow: their producers may still be deciding
             checks = int(props.get(PROPERTY_CHECK_TIMES, "0") or 0)
             if checks >= self.cfg.transaction_check_max:
-                log.warning("transaction %s of group %s for %s discarded after %d checks without an outcome",
-                            uniq, props.get(fmt.PROPERTY_PGROUP), props.get(fmt.PROPERTY_REAL_TOPIC), checks)
+                _limited.warning("discarded", "transaction %s of group %s for %s discarded after %d checks without "
+                                 "an outcome", uniq, props.get(fmt.PROPERTY_PGROUP),
+                                 props.get(fmt.PROPERTY_REAL_TOPIC), checks)
                 self.resolve(rec, ROLLBACK)
                 self.discarded += 1
                 offset = queue_offset + 1
@@ -241,13 +244,14 @@ class TransactionService:
         copy = copy_of_record(rec, again)
         result = self.store.put_messages(HALF_TOPIC, 0, [copy])
         if result.status != PutMessageStatus.PUT_OK:
-            log.warning("transaction check: could not append the half again (%s)", result.status.name)
+            _limited.warning("check-append", "transaction check: could not append the half again (%s)",
+                             result.status.name)
             return False
         self.on_written()
         peers = self.clients.producer_peers(props.get(fmt.PROPERTY_PGROUP, ""))
         if not peers:
-            log.info("transaction %s: no live producer of group %s to ask", props.get(fmt.PROPERTY_UNIQ_KEY),
-                     props.get(fmt.PROPERTY_PGROUP))
+            _limited.info("check-nobody", "transaction %s: no live producer of group %s to ask",
+                          props.get(fmt.PROPERTY_UNIQ_KEY), props.get(fmt.PROPERTY_PGROUP))
             return True
         # The body is the record as a pull returns it: the client decodes it the same way.
         body = self.store.commitlog.read(result.phys_offset, result.end_phys_offset - result.phys_offset)

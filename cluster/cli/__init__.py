@@ -53,6 +53,7 @@ from rocketbox.cluster.cli import (acl_cmds, admin_cmds, client_cmds, cluster_cm
 from rocketbox.cluster.cli.client_cmds import query_problem
 from rocketbox.cluster.cli.cluster_cmds import role_problem
 from rocketbox.cluster.cli.common import DATA_DIR_DEFAULT
+from rocketbox.cluster.file_modes import make_private
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -100,6 +101,7 @@ EXIT_BROKEN_PIPE = 128 + 13   # what a shell reports for a process SIGPIPE ended
 
 
 def main(argv=None) -> int:
+    make_private()   # the data dir it makes, and what an in-process supervisor starts (file_modes.py)
     parser = build_parser()
     args = parser.parse_args(argv)
     problem = None

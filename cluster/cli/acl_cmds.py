@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import sys
 
-from rocketbox.cluster.acl.acl_file import read_acl_file
+from rocketbox.cluster.acl.acl_file import read_acl_file, secret_exposures
 from rocketbox.cluster.acl.curve import CLIENTS_DIR, account_keys, curve_dir, make_key_pair, server_key_pair
 from rocketbox.cluster.acl.permissions import describe
 from rocketbox.cluster.cli import up_settings
@@ -62,7 +62,7 @@ def cmd_check(args) -> int:
              "resources": {r: describe(p) for r, p in sorted(a.resource_perms.items())},
              "curveKey": by_account.get(a.access_key, "")} for a in config.accounts.values()]
     print_json({"file": acl_file, "globalWhiteRemoteAddresses": [p for p, _ in config.global_white],
-                "accounts": rows, "warnings": [*config.warnings, *problems]})
+                "accounts": rows, "warnings": [*config.warnings, *problems, *secret_exposures(acl_file)]})
     return 0
 
 

@@ -162,8 +162,8 @@ def proxy_endpoints(state: dict) -> str:
 
 
 def cmd_up(args) -> int:
-    from rocketbox.cluster.topology import (child_specs, exporter_settings, exposure_problem, prepare_access_control,
-                                            prepare_controller_secret, transport_warning)
+    from rocketbox.cluster.topology import (child_specs, exporter_settings, exposed_secrets, exposure_problem,
+                                            prepare_access_control, prepare_controller_secret, transport_warning)
     # The children (and a detached supervisor) inherit these; each rotates its own log.
     for value, name in ((args.log_max_bytes, LOG_MAX_BYTES_ENV), (args.log_backups, LOG_BACKUPS_ENV)):
         if value is not None:
@@ -178,6 +178,8 @@ def cmd_up(args) -> int:
         print(f"warning: {plain}", file=sys.stderr)
     prepare_access_control(topology)
     prepare_controller_secret(topology)
+    for warning in exposed_secrets(topology):   # the processes log them too
+        print(f"warning: {warning}", file=sys.stderr)
     busy = busy_port_problem(topology, exporter_settings(topology))
     if busy:
         print(f"error: {busy}", file=sys.stderr)

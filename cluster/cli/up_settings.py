@@ -15,6 +15,7 @@ import os
 
 from rocketbox.cluster.config import (BROKER_PORT_DEFAULT, BROKER_REMOTING_PORT_DEFAULT, METRICS_PORT_DEFAULT,
                                       NAMESRV_PORT_DEFAULT, NAMESRV_REMOTING_PORT_DEFAULT)
+from rocketbox.cluster.file_modes import private_dir
 from rocketbox.cluster.proxy.settings import PROXY_PORT_DEFAULT
 from rocketbox.cluster.console.settings import CONSOLE_HOST_DEFAULT, CONSOLE_PORT_DEFAULT
 
@@ -85,7 +86,7 @@ def resolve(args) -> str | None:
 
 
 def save(args) -> None:
-    os.makedirs(args.data_dir, exist_ok=True)
+    private_dir(args.data_dir)
     with open(os.path.join(args.data_dir, SETTINGS_FILE), "w") as f:
         json.dump({name: getattr(args, name) for name in DEFAULTS}, f, indent=2, sort_keys=True)
 

@@ -125,7 +125,7 @@ class Supervisor:
         """
         if self.state != SupervisorState.NEW:
             raise SupervisorError(f"start() called in state {self.state}")
-        os.makedirs(self.logs_dir, exist_ok=True)
+        os.makedirs(self.logs_dir, mode=0o700, exist_ok=True)
         self._lock_fd = acquire_data_dir_lock(self.data_dir)
         lifecycle.preload_libc()  # before any fork: the child must not dlopen between fork and exec
         if not self._signals.install():

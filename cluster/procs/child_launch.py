@@ -8,6 +8,7 @@ import signal
 import subprocess
 import time
 
+from rocketbox.cluster.file_modes import PRIVATE_UMASK, open_private
 from rocketbox.cluster.procs import lifecycle
 from rocketbox.cluster.procs.children import _Child
 
@@ -37,11 +38,12 @@ def launch(child: _Child, supervisor_pid: int) -> int:
 
     def before_exec() -> None:
         # Runs in the forked child, before exec: one syscall each, nothing that locks.
+        os.umask(PRIVATE_UMASK)   # what it writes is the owner's alone (file_modes.py)
         lifecycle.set_parent_death_signal(signal.SIGTERM)
         if os.getppid() != supervisor_pid:
             os._exit(lifecycle.EXIT_PARENT_GONE)
 
-    with open(child.log_path, "ab") as log_file:
+    with open_private(child.log_path, "ab") as log_file:
         child.log_offset_at_spawn = log_file.tell()
         log_file.write(
             f"--- rocketbox supervisor: starting {child.name} (attempt {attempt}) at "

@@ -35,12 +35,12 @@ def spawn_detached(argv: Sequence[str], data_dir: str, ready_timeout_s: float = 
     """
     data_dir = os.path.abspath(data_dir)
     logs_dir = os.path.join(data_dir, LOGS_DIR_NAME)
-    os.makedirs(logs_dir, exist_ok=True)
+    os.makedirs(logs_dir, mode=0o700, exist_ok=True)
     log_path = os.path.join(logs_dir, SUPERVISOR_LOG_NAME)
     child_env = dict(os.environ if env is None else env)
     child_env.setdefault("PYTHONUNBUFFERED", "1")
     ready_reader, ready_writer = os.pipe()
-    log_fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    log_fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
         log_offset = os.lseek(log_fd, 0, os.SEEK_END)
         child_env[lifecycle.READY_FD_ENV] = str(ready_writer)

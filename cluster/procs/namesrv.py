@@ -11,6 +11,7 @@ from rocketbox.cluster.controller.secret import read_secret
 from rocketbox.cluster.controller.service import ControllerService
 from rocketbox.cluster.namesrv import NamesrvService
 from rocketbox.cluster.procs.runner import run_role
+from rocketbox.cluster.remoting_admission import AdmissionLimits
 from rocketbox.cluster.remoting_transport import RemotingServer
 from rocketbox.cluster.tls import ServerTls
 from rocketbox.cluster.zmq_transport import EventLoop, RpcServer
@@ -41,7 +42,8 @@ def build(config_json: str):
     remoting = None
     if cfg.remoting_port:
         remoting = RemotingServer(cfg.host, cfg.remoting_port, handlers, name="namesrv remoting",
-                                  frame_bytes_max=NAMESRV_FRAME_BYTES_MAX, tls=ServerTls.of(cfg))
+                                  frame_bytes_max=NAMESRV_FRAME_BYTES_MAX, limits=AdmissionLimits.of(cfg),
+                                  authenticated_only=cfg.acl_enable, tls=ServerTls.of(cfg))
         remoting.attach(loop)
     loop.call_every(cfg.scan_interval_ms / 1000, service.scan_expired)
     if controller is not None:

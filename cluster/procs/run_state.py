@@ -47,7 +47,7 @@ def write_state_file(data_dir: str, snapshot: dict) -> None:
 def acquire_data_dir_lock(data_dir: str) -> int:
     """The lock's fd, held while the supervisor lives; SupervisorError when another holds it."""
     path = os.path.join(data_dir, LOCK_FILE_NAME)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

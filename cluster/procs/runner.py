@@ -13,6 +13,7 @@ import os
 import signal
 import sys
 
+from rocketbox.cluster.log_limit import LimitingFilter, start_reporter
 from rocketbox.cluster.procs import lifecycle, titles
 
 
@@ -44,15 +45,19 @@ class StdioRotatingHandler(logging.handlers.RotatingFileHandler):
 
 
 def setup_logging(role: str) -> None:
+    """The role's log; a line a peer can make the process repeat is written a burst per window
+    (``log_limit``: the call sites that know so, and a filter on the handler for the rest)."""
     fmt = f"%(asctime)s {role} %(levelname)s %(name)s: %(message)s"
     path = os.environ.get(lifecycle.LOG_FILE_ENV)
-    if not path:
-        logging.basicConfig(level=logging.INFO, stream=sys.stderr, format=fmt)
-        return
-    handler = StdioRotatingHandler(path, maxBytes=int(os.environ.get(LOG_MAX_BYTES_ENV, LOG_MAX_BYTES_DEFAULT)),
-                                   backupCount=int(os.environ.get(LOG_BACKUPS_ENV, LOG_BACKUPS_DEFAULT)))
+    if path:
+        handler = StdioRotatingHandler(path, maxBytes=int(os.environ.get(LOG_MAX_BYTES_ENV, LOG_MAX_BYTES_DEFAULT)),
+                                       backupCount=int(os.environ.get(LOG_BACKUPS_ENV, LOG_BACKUPS_DEFAULT)))
+    else:
+        handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter(fmt))
+    handler.addFilter(LimitingFilter())
     logging.basicConfig(level=logging.INFO, handlers=[handler])
+    start_reporter()
 
 
 def stop_on_signals(on_stop) -> int:

@@ -12,6 +12,7 @@ import logging
 import sys
 from typing import Iterable
 
+from rocketbox.cluster.file_modes import make_private, private_dir
 from rocketbox.cluster.procs.arbiter import Supervisor, log_default
 from rocketbox.cluster.procs.child_table import load_specs
 from rocketbox.cluster.procs.lifecycle import EXIT_BOOT_ERROR, EXIT_OK
@@ -26,6 +27,8 @@ def main(argv: Iterable[str] | None = None) -> int:
     parser.add_argument("--specs", required=True, help="JSON list of ChildSpec objects")
     parser.add_argument("--log-level", default="INFO")
     options = parser.parse_args(None if argv is None else list(argv))
+    make_private()   # before anything is created: the children inherit it (file_modes.py)
+    private_dir(options.data_dir)
     set_title(supervisor_title(options.data_dir))
     logging.basicConfig(level=options.log_level.upper(),
                         format="%(asctime)s supervisor[%(process)d] %(levelname)s %(message)s")

@@ -38,7 +38,7 @@ def makedirs(path: str) -> None:
         probe = os.path.dirname(probe)
     if not missing:
         return
-    os.makedirs(path, exist_ok=True)
+    os.makedirs(path, mode=0o700, exist_ok=True)
     for made in reversed(missing):
         fsync_dir(os.path.dirname(made))
 
@@ -54,7 +54,7 @@ def atomic_write(path: str, data: bytes, *, durable: bool = True) -> None:
     else:
         os.makedirs(directory, exist_ok=True)
     tmp = f"{path}.tmp.{os.getpid()}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
         view = memoryview(data)
         while view:

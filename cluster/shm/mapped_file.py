@@ -69,7 +69,7 @@ def create_file(path: str, size_bytes: int, *, header: bytes = b"") -> bool:
     tmp = f"{path}.tmp.{os.getpid()}"
     try:
         durable.makedirs(os.path.dirname(path))
-        fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
             fallocate(fd, size_bytes)
             if header:

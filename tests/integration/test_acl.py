@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import os
+import time
 import urllib.error
 import urllib.request
 
@@ -16,6 +17,7 @@ import zmq
 from prometheus_client.parser import text_string_to_metric_families
 
 from rocketbox.cluster import Message, Producer, PullConsumer
+from rocketbox.cluster import remoting_format as rf
 from rocketbox.cluster.acl.curve import CLIENTS_DIR, curve_dir, make_key_pair
 from rocketbox.cluster.acl.signature import sign_remoting
 from rocketbox.cluster.client.admin import Admin
@@ -24,10 +26,12 @@ from rocketbox.cluster.protocol import RequestCode, ResponseCode
 from rocketbox.cluster.remoting_client import RemotingRpcClient
 from rocketbox.cluster.testing import LocalCluster, pull_until, wait_until
 from rocketbox.cluster.wire_format import Command
+from tests.remoting.test_remoting_bad_input import _connect, _read_frame
 
 pytestmark = pytest.mark.timeout(240)
 
 TOPIC, OTHER = "AclTopic", "AclOtherTopic"
+UNPROVEN_TIMEOUT_MS = 3_000
 ACL = """
 accounts:
   - accessKey: producer1
@@ -57,7 +61,8 @@ def cluster(tmp_path_factory):
     write_acl(acl_file)
     for account in ("producer1", "reader01"):
         make_key_pair(os.path.join(curve_dir(acl_file), CLIENTS_DIR), account)
-    with LocalCluster(str(tmp_path_factory.mktemp("acl")), acl_file=acl_file, require_credentials=True) as started:
+    with LocalCluster(str(tmp_path_factory.mktemp("acl")), acl_file=acl_file, require_credentials=True,
+                      broker_overrides={"remoting_unproven_timeout_ms": UNPROVEN_TIMEOUT_MS}) as started:
         admin = Admin(config=started.client_config())   # the cluster's own key: every right
         for topic in (TOPIC, OTHER):
             admin.create_topic(topic, 2)
@@ -179,3 +184,34 @@ def test_the_remoting_door_answers_no_permission_with_the_reason(cluster):
         assert allowed.code == ResponseCode.SUCCESS, allowed
     finally:
         client.close()
+
+
+def test_only_a_request_access_control_lets_through_proves_a_remoting_connection(cluster):
+    """Under access control a remoting connection proves itself (``remoting_admission``) only with
+    a request the guard let through: one whose requests are all refused NO_PERMISSION, however
+    often it sends them, is closed once the unproven time-out has passed since its accept; one that
+    sent a signed request keeps its place. (A read, whose fast-failure bound is 5 s: a send's
+    200 ms is answered SYSTEM_BUSY, undispatched, on a loaded machine.)"""
+    port = cluster.topology.brokers[0].remoting_port
+    read = {"topic": TOPIC, "queueId": "0"}
+    signed = sign_remoting(read, b"", "reader01", "reader01-secret")
+    with _connect(port) as refused, _connect(port) as proven:
+        decoder, started = rf.FrameDecoder(), time.monotonic()
+        proven.sendall(rf.encode_frame(Command(RequestCode.GET_MAX_OFFSET, signed, opaque=1)))
+        assert _read_frame(proven, rf.FrameDecoder()).code == ResponseCode.SUCCESS
+        answers = 0
+        while True:
+            try:
+                refused.sendall(rf.encode_frame(Command(RequestCode.GET_MAX_OFFSET, read, opaque=2)))
+            except OSError:
+                break
+            answer = _read_frame(refused, decoder)
+            if answer is None:
+                break
+            assert answer.code in (ResponseCode.NO_PERMISSION, ResponseCode.SYSTEM_BUSY), answer
+            answers += 1
+            assert time.monotonic() - started < UNPROVEN_TIMEOUT_MS / 1000 + 5, "never closed"
+            time.sleep(0.2)
+        assert answers >= 5 and time.monotonic() - started >= UNPROVEN_TIMEOUT_MS / 1000 - 0.5
+        proven.sendall(rf.encode_frame(Command(RequestCode.GET_MAX_OFFSET, signed, opaque=3)))
+        assert _read_frame(proven, rf.FrameDecoder()).code == ResponseCode.SUCCESS   # still open

@@ -23,13 +23,14 @@ MODULE_LINES_MAX = 600
 # Lowest first, by dotted path below the installed root. A module may import modules of its own
 # layer or of a lower one only.
 _LAYERS_BY_PATH: list[tuple[str, ...]] = [
-    ("cluster._native", "cluster.clock", "cluster.fault_proxy", "cluster.format_errors", "cluster.log_limit",
-     "cluster.spin_wait", "cluster.zmq_frames"),
+    ("cluster._native", "cluster.clock", "cluster.fault_proxy", "cluster.file_modes", "cluster.format_errors",
+     "cluster.log_limit", "cluster.spin_wait", "cluster.zmq_frames"),
     ("cluster.config", "cluster.rocketmq_keys", "cluster.config_file"),
     ("cluster.wire_format", "cluster.remoting_format", "cluster.fastjson_format"),
     ("cluster.shm",),
     ("cluster.protocol", "cluster.request_dispatch", "cluster.event_loop", "cluster.fast_failure", "cluster.tls",
-     "cluster.client_transport", "cluster.zmq_transport", "cluster.remoting_transport", "cluster.http_door",
+     "cluster.client_transport", "cluster.zmq_transport", "cluster.remoting_admission",
+     "cluster.remoting_transport", "cluster.http_door",
      "cluster.acl", "cluster.remoting_client", "cluster.filter", "cluster.receipt_handle",
      "cluster.topic_attributes"),
     ("cluster.errors",),
