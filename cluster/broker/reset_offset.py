@@ -5,7 +5,11 @@ Per queue of the topic on this broker: the first offset stored at or after ``tim
 (the maximum for -1). With ``isForce`` (the admin's default) that is the new offset; without
 it the group's committed offset is kept when it is already earlier. The broker then tells
 every online member of the group, one-way, with RESET_CONSUMER_CLIENT_OFFSET (220) and the
-table as body; each member drops those queues and restarts them there. For a clustering
+table as body; each member drops those queues and restarts them there. The bodies are RocketMQ's
+ResetOffsetBody, ``offsetTable`` keyed by MessageQueue objects in fastjson's dialect (what the
+Java client and mqadmin read), except to a C++ member: ResetOffsetBodyForC's list of rows, what
+it reads. (RocketMQ's broker picks one form for every member from the admin's language: a C++
+admin, mqadmin resetOffsetByTime -c, gets every member the list; here each member gets its own.) For a clustering
 group the broker also commits the new offsets itself, so they hold even for queues whose
 member is between rebalances; a broadcasting group's offsets live on its members.
 
@@ -17,9 +21,9 @@ from __future__ import annotations
 
 import logging
 
-from rocketbox.cluster.protocol import (MessageQueue, ProtocolError, RequestCode, ResponseCode, answers_refusals, field_int,
-                              field_str, offset_table_rows, to_json_bytes)
-from rocketbox.cluster.wire_format import Command
+from rocketbox.cluster.protocol import (MessageQueue, ProtocolError, RequestCode, ResponseCode, answers_refusals,
+                                        field_int, field_str, reset_offset_body)
+from rocketbox.cluster.wire_format import LANGUAGE_CPP, Command
 
 log = logging.getLogger(__name__)
 
@@ -63,11 +67,13 @@ class ResetOffsetProcessor:
         if any(m.message_model == "CLUSTERING" for m in members.values()):
             for mq, offset in offsets.items():
                 self.offsets.commit(group, topic, mq.queue_id, offset)
-        body = to_json_bytes({"offsetTable": offset_table_rows(offsets)})
         fields = {"topic": topic, "group": group, "timestamp": str(timestamp_ms), "isForce": str(force).lower()}
-        for peer in self.clients.peers(group):
-            self.notify_peer(peer, Command(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, dict(fields), body))
+        bodies = {False: reset_offset_body(offsets), True: reset_offset_body(offsets, rows=True)}
+        for member in members.values():
+            if member.peer is not None:
+                body = bodies[member.language == LANGUAGE_CPP]
+                self.notify_peer(member.peer, Command(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, dict(fields), body))
         self.resets += 1
         log.info("offsets of group %s on %s reset to %d: %s; told %d members", group, topic, timestamp_ms,
                  {mq.queue_id: o for mq, o in offsets.items()}, len(members))
-        return request.response(ResponseCode.SUCCESS, body=body)
+        return request.response(ResponseCode.SUCCESS, body=bodies[False])

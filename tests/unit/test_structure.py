@@ -25,7 +25,7 @@ MODULE_LINES_MAX = 600
 _LAYERS_BY_PATH: list[tuple[str, ...]] = [
     ("cluster._native", "cluster.clock", "cluster.fault_proxy", "cluster.format_errors", "cluster.log_limit",
      "cluster.spin_wait", "cluster.zmq_frames"),
-    ("cluster.config", "cluster.rocketmq_keys", "cluster.config_file"),
+    ("cluster.config", "cluster.rocketmq_keys", "cluster.rocketmq_defaults", "cluster.config_file"),
     ("cluster.wire_format", "cluster.remoting_format", "cluster.fastjson_format"),
     ("cluster.shm",),
     ("cluster.protocol", "cluster.request_dispatch", "cluster.event_loop", "cluster.fast_failure", "cluster.tls",
@@ -33,7 +33,7 @@ _LAYERS_BY_PATH: list[tuple[str, ...]] = [
      "cluster.acl", "cluster.remoting_client", "cluster.filter", "cluster.receipt_handle",
      "cluster.topic_attributes"),
     ("cluster.errors",),
-    ("cluster.namesrv",),
+    ("cluster.namesrv", "cluster.namesrv_kv", "cluster.namesrv_admin"),
     ("cluster.controller", "cluster.broker", "cluster.client", "cluster.metrics", "cluster.proxy", "cluster.console"),
     ("cluster.procs",),
     ("cluster.topology",),

@@ -1,0 +1,65 @@
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+
+import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
+import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
+import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
+import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.client.producer.SendResult;
+import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
+import org.apache.rocketmq.common.message.Message;
+import org.apache.rocketmq.common.message.MessageExt;
+
+/**
+ * AdminPeers NAMESRV TOPIC COUNT PRODUCER_GROUP CONSUMER_GROUP: the online peers mqadmin's verbs look at.
+ * A DefaultMQProducer sends COUNT messages (tag TagA, keys "key-0".."key-N") and prints
+ * "sent MSG_ID OFFSET_MSG_ID QUEUE_ID QUEUE_OFFSET" for each; a DefaultMQPushConsumer of CONSUMER_GROUP
+ * then consumes the topic from its first offset. Once the consumer saw all COUNT it prints
+ * "ready CLIENT_ID" and both stay online (heartbeats, answers to broker requests such as
+ * consumeMessageDirectly, printed as "direct MSG_ID") until stdin closes or a line "quit" comes.
+ */
+public class AdminPeers {
+    public static void main(String[] args) throws Exception {
+        String namesrv = args[0], topic = args[1];
+        int count = Integer.parseInt(args[2]);
+        DefaultMQProducer producer = new DefaultMQProducer(args[3]);
+        producer.setNamesrvAddr(namesrv);
+        producer.start();
+        for (int i = 0; i < count; i++) {
+            SendResult r = producer.send(new Message(topic, "TagA", "key-" + i, ("body-" + i).getBytes()));
+            System.out.println("sent " + r.getMsgId() + " " + r.getOffsetMsgId() + " " + r.getMessageQueue().getQueueId()
+                + " " + r.getQueueOffset());
+        }
+        Set<String> seen = ConcurrentHashMap.newKeySet();
+        DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(args[4]);
+        consumer.setNamesrvAddr(namesrv);
+        consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        consumer.subscribe(topic, "*");
+        consumer.registerMessageListener((MessageListenerConcurrently) (messages, context) -> {
+            for (MessageExt m : messages) {
+                if (!seen.add(m.getMsgId())) {
+                    System.out.println("direct " + m.getMsgId());
+                }
+            }
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+        });
+        consumer.start();
+        long deadline = System.currentTimeMillis() + 60_000;
+        while (seen.size() < count && System.currentTimeMillis() < deadline) {
+            Thread.sleep(50);
+        }
+        System.out.println("consumed " + seen.size());
+        System.out.println("ready " + consumer.getDefaultMQPushConsumerImpl().getmQClientFactory().getClientId());
+        System.out.flush();
+        BufferedReader stdin = new BufferedReader(new InputStreamReader(System.in));
+        String line;
+        while ((line = stdin.readLine()) != null && !line.trim().equals("quit")) {
+            System.out.flush();
+        }
+        consumer.shutdown();
+        producer.shutdown();
+        System.exit(seen.size() >= count ? 0 : 1);
+    }
+}
