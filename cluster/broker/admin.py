@@ -142,7 +142,8 @@ class AdminProcessor:
             raise ProtocolError(f"broker {self.cfg.broker_name} id {self.cfg.broker_id} is a slave: "
                                 f"delete the subscription group on its master", ResponseCode.NO_PERMISSION)
         existed = self.groups.delete(group)
-        if field_bool(request, "cleanOffset"):
+        # RocketMQ 4's header names it removeOffset (deleteSubGroup -r true), RocketMQ 5's cleanOffset.
+        if field_bool(request, "cleanOffset") or field_bool(request, "removeOffset"):
             self.offsets.drop_group(group)
         log.info("subscription group %s deleted (%s)", group, "it existed" if existed else "it did not exist")
         return request.response(ResponseCode.SUCCESS)
