@@ -17,6 +17,8 @@ The requests are ``client/admin_requests.py``'s.
 
 from __future__ import annotations
 
+import sys
+
 from rocketbox.cluster.cli.common import iso_ms, new_console, open_admin, print_json, table
 from rocketbox.cluster.cli.mqadmin_cmds import targets, verb_factory
 from rocketbox.cluster.client import admin_requests as requests
@@ -44,8 +46,11 @@ def cmd_update_order_conf(args) -> int:
     namespace = requests.NAMESPACE_ORDER_TOPIC_CONFIG
     with open_admin(args) as admin:
         if args.method == "get":
-            print(f"get orderConf success. topic=[{args.topic}], "
-                  f"orderConf=[{requests.kv_config(admin, namespace, args.topic)}]")
+            conf = requests.kv_config(admin, namespace, args.topic)
+            if conf is None:   # RocketMQ's tool fails here too (QUERY_NOT_FOUND)
+                print(f"no order config for topic {args.topic}", file=sys.stderr)
+                return 1
+            print(f"get orderConf success. topic=[{args.topic}], orderConf=[{conf}]")
         elif args.method == "put":
             if not args.value:
                 print("please set orderConf with option -v.")
