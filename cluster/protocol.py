@@ -137,6 +137,20 @@ class RequestCode(enum.IntEnum):
     CONTROLLER_GET_METADATA_INFO = 1005
     # A replica's epoch list: a returning replica truncates where its log left the master's.
     GET_BROKER_EPOCH_CACHE = 1007
+    # Codes RocketMQ defines that RocketBox refuses with the reason (cluster/refusals.py).
+    QUERY_BROKER_OFFSET = 13
+    GET_TOPIC_CONFIG_LIST = 22
+    GET_TOPIC_NAME_LIST = 23
+    TRIGGER_DELETE_FILES = 27
+    SUSPEND_CONSUMER = 209
+    RESUME_CONSUMER = 210
+    RESET_CONSUMER_OFFSET_IN_CONSUMER = 211
+    RESET_CONSUMER_OFFSET_IN_BROKER = 212
+    ADJUST_CONSUMER_THREAD_POOL = 213
+    WHO_CONSUME_THE_MESSAGE = 214
+    INVOKE_BROKER_TO_GET_CONSUMER_STATUS = 223
+    REGISTER_FILTER_SERVER = 301
+    REGISTER_MESSAGE_FILTER_CLASS = 302
     # RocketBox's own (RocketMQ's broker exports its metrics itself): every number the cluster's
     # metrics exporter publishes about a broker, in one JSON answer (broker/metrics.py).
     GET_BROKER_METRICS = 9901
@@ -228,6 +242,14 @@ SERVED_BY: dict[RequestCode, str] = {
     RequestCode.CLONE_GROUP_OFFSET: BROKER,
     RequestCode.QUERY_CONSUME_QUEUE: BROKER,
     RequestCode.RESUME_CHECK_HALF_MESSAGE: BROKER,
+    # Refused with the reason (cluster/refusals.py).
+    **{code: BROKER for code in (
+        RequestCode.QUERY_BROKER_OFFSET, RequestCode.GET_TOPIC_CONFIG_LIST, RequestCode.GET_TOPIC_NAME_LIST,
+        RequestCode.TRIGGER_DELETE_FILES, RequestCode.SUSPEND_CONSUMER, RequestCode.RESUME_CONSUMER,
+        RequestCode.RESET_CONSUMER_OFFSET_IN_CONSUMER, RequestCode.RESET_CONSUMER_OFFSET_IN_BROKER,
+        RequestCode.ADJUST_CONSUMER_THREAD_POOL, RequestCode.WHO_CONSUME_THE_MESSAGE,
+        RequestCode.INVOKE_BROKER_TO_GET_CONSUMER_STATUS, RequestCode.REGISTER_FILTER_SERVER,
+        RequestCode.REGISTER_MESSAGE_FILTER_CLASS)},
     RequestCode.CHECK_TRANSACTION_STATE: CLIENT,
     RequestCode.RESET_CONSUMER_CLIENT_OFFSET: CLIENT,
     RequestCode.NOTIFY_CONSUMER_IDS_CHANGED: CLIENT,

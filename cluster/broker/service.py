@@ -46,6 +46,7 @@ from rocketbox.cluster.broker.topic_requests import TopicRequests
 from rocketbox.cluster.broker.topics import TopicConfig, TopicConfigManager
 from rocketbox.cluster.broker.waiters import FlushWaiters, PullWaiters
 from rocketbox.cluster.clock import SYSTEM_CLOCK, Clock
+from rocketbox.cluster.refusals import BROKER_REFUSALS, refusal_handlers
 from rocketbox.cluster.protocol import (DLQ_TOPIC_PREFIX, PERM_READ_WRITE, RETRY_TOPIC_PREFIX, ProtocolError,
                                         RequestCode, ResponseCode, answers_refusals, field_int, field_str, json_body,
                                         require_name, retry_topic, to_json_bytes)
@@ -204,6 +205,7 @@ class BrokerService:
             RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER: store_admin.on_system_topic_list,
             RequestCode.GET_ALL_DELAY_OFFSET: store_admin.on_all_delay_offset,
             RequestCode.RESUME_CHECK_HALF_MESSAGE: store_admin.on_resume_check_half_message,
+            **refusal_handlers(BROKER_REFUSALS),
         }
         self.handlers = metrics.timed(self.handlers)   # while metrics are exported (broker/metrics.py)
         # Access control (cluster/acl/): every request checked first; nothing wrapped when off.

@@ -21,22 +21,10 @@ from rocketbox.cluster.remoting_client import RemotingRpcClient
 from rocketbox.cluster.testing import LocalCluster, wait_until
 from rocketbox.cluster.wire_format import Command
 from tests.conftest import await_group_caught_up, client_config, fill_topic
+from tests.java.apache_keys import APACHE_BROKER_STATUS_KEYS, APACHE_NAMESRV_CONFIG_KEYS
 
 pytestmark = pytest.mark.timeout(180)
 
-# Every key Apache RocketMQ 4.9.8's brokerStatus answers (one delay level in use), as its broker does.
-APACHE_BROKER_STATUS_KEYS = frozenset("""
-EndTransactionQueueSize EndTransactionThreadPoolQueueCapacity bootTimestamp brokerVersion brokerVersionDesc
-commitLogDirCapacity commitLogDiskRatio commitLogMaxOffset commitLogMinOffset consumeQueueDiskRatio
-dispatchBehindBytes dispatchMaxBuffer earliestMessageTimeStamp getFoundTps getMessageEntireTimeMax getMissTps
-getTotalTps getTransferedTps msgGetTotalTodayMorning msgGetTotalTodayNow msgGetTotalYesterdayMorning
-msgPutTotalTodayMorning msgPutTotalTodayNow msgPutTotalYesterdayMorning pageCacheLockTimeMills
-pullThreadPoolQueueCapacity pullThreadPoolQueueHeadWaitTimeMills pullThreadPoolQueueSize putLatency99
-putLatency999 putMessageAverageSize putMessageDistributeTime putMessageEntireTimeMax putMessageFailedTimes
-putMessageSizeTotal putMessageTimesTotal putTps queryThreadPoolQueueCapacity queryThreadPoolQueueHeadWaitTimeMills
-queryThreadPoolQueueSize remainHowManyDataToFlush remainTransientStoreBufferNumbs runtime
-sendThreadPoolQueueCapacity sendThreadPoolQueueHeadWaitTimeMills sendThreadPoolQueueSize
-startAcceptSendRequestTimeStamp scheduleMessageOffset_1""".split())
 
 
 @pytest.fixture(scope="module")
@@ -122,13 +110,7 @@ def test_kv_config_round_trip_in_apaches_file_and_the_order_conf_in_routes(clust
 def test_namesrv_config_answers_every_apache_key_and_changes_only_live_ones(cluster, rpc, namesrv):
     text = _ok(rpc.call(namesrv, Command(RequestCode.GET_NAMESRV_CONFIG))).body.decode()
     config = dict(line.split("=", 1) for line in text.splitlines())
-    apache_keys = {"serverSocketBacklog", "writeBufferHighWaterMark", "serverWorkerThreads", "serverSelectorThreads",
-                   "serverChannelMaxIdleTimeSeconds", "configBlackList", "writeBufferLowWaterMark",
-                   "serverSocketRcvBufSize", "serverAsyncSemaphoreValue", "kvConfigPath", "configStorePath",
-                   "clusterTest", "orderMessageEnable", "serverSocketSndBufSize", "serverOnewaySemaphoreValue",
-                   "serverCallbackExecutorThreads", "listenPort", "rocketmqHome", "productEnvName",
-                   "useEpollNativeSelector", "serverPooledByteBufAllocatorEnable"}
-    assert not apache_keys - set(config)
+    assert not APACHE_NAMESRV_CONFIG_KEYS - set(config)
     assert config["listenPort"] == cluster.remoting_namesrv.rsplit(":", 1)[1]
     assert config["kvConfigPath"].endswith("/kvConfig.json")
 

@@ -31,7 +31,7 @@ _LAYERS_BY_PATH: list[tuple[str, ...]] = [
     ("cluster.protocol", "cluster.request_dispatch", "cluster.event_loop", "cluster.fast_failure", "cluster.tls",
      "cluster.client_transport", "cluster.zmq_transport", "cluster.remoting_transport",
      "cluster.acl", "cluster.remoting_client", "cluster.filter", "cluster.receipt_handle",
-     "cluster.topic_attributes"),
+     "cluster.topic_attributes", "cluster.refusals"),
     ("cluster.errors",),
     ("cluster.namesrv", "cluster.namesrv_kv", "cluster.namesrv_admin"),
     ("cluster.controller", "cluster.broker", "cluster.client", "cluster.metrics", "cluster.proxy", "cluster.console"),

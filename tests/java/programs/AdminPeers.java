@@ -17,8 +17,8 @@ import org.apache.rocketmq.common.message.MessageExt;
  * A DefaultMQProducer sends COUNT messages (tag TagA, keys "key-0".."key-N") and prints
  * "sent MSG_ID OFFSET_MSG_ID QUEUE_ID QUEUE_OFFSET" for each; a DefaultMQPushConsumer of CONSUMER_GROUP
  * then consumes the topic from its first offset. Once the consumer saw all COUNT it prints
- * "ready CLIENT_ID" and both stay online (heartbeats, answers to broker requests such as
- * consumeMessageDirectly, printed as "direct MSG_ID") until stdin closes or a line "quit" comes.
+ * "ready CLIENT_ID" and both stay online (heartbeats, answers to broker requests) until stdin closes or a
+ * line "quit" comes. A message given again (consumeMessageDirectly, a reset offset) prints "again MSG_ID BODY".
  */
 public class AdminPeers {
     public static void main(String[] args) throws Exception {
@@ -40,7 +40,7 @@ public class AdminPeers {
         consumer.registerMessageListener((MessageListenerConcurrently) (messages, context) -> {
             for (MessageExt m : messages) {
                 if (!seen.add(m.getMsgId())) {
-                    System.out.println("direct " + m.getMsgId());
+                    System.out.println("again " + m.getMsgId() + " " + new String(m.getBody()));
                 }
             }
             return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
