@@ -49,6 +49,11 @@ class RequestCode(enum.IntEnum):
     UNLOCK_BATCH_MQ = 42
     # A slave fetches its master's consumer offsets (RocketMQ's SlaveSynchronize).
     GET_ALL_CONSUMER_OFFSET = 43
+    # mqadmin's ACL verbs (broker/admin_acl.py): edit the cluster's plain_acl.yml, read its version.
+    UPDATE_AND_CREATE_ACL_CONFIG = 50
+    DELETE_ACL_CONFIG = 51
+    GET_BROKER_CLUSTER_ACL_INFO = 52
+    UPDATE_GLOBAL_WHITE_ADDRS_CONFIG = 53
     # A slave (and exportMetrics) reads its master's delay-level progress (RocketMQ's ScheduleMessageService).
     GET_ALL_DELAY_OFFSET = 45
     # The NameServer's KV config (RocketMQ's KVConfigManager; mqadmin updateKvConfig, updateOrderConf).
@@ -242,6 +247,10 @@ SERVED_BY: dict[RequestCode, str] = {
     RequestCode.CLONE_GROUP_OFFSET: BROKER,
     RequestCode.QUERY_CONSUME_QUEUE: BROKER,
     RequestCode.RESUME_CHECK_HALF_MESSAGE: BROKER,
+    RequestCode.UPDATE_AND_CREATE_ACL_CONFIG: BROKER,
+    RequestCode.DELETE_ACL_CONFIG: BROKER,
+    RequestCode.GET_BROKER_CLUSTER_ACL_INFO: BROKER,
+    RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG: BROKER,
     # Refused with the reason (cluster/refusals.py).
     **{code: BROKER for code in (
         RequestCode.QUERY_BROKER_OFFSET, RequestCode.GET_TOPIC_CONFIG_LIST, RequestCode.GET_TOPIC_NAME_LIST,

@@ -16,6 +16,7 @@ import time
 from rocketbox.cluster.acl.guard import AclGuard
 from rocketbox.cluster.broker import channels
 from rocketbox.cluster.broker.admin import AdminProcessor
+from rocketbox.cluster.broker.admin_acl import AclAdmin
 from rocketbox.cluster.broker.admin_clients import ClientAdmin
 from rocketbox.cluster.broker.admin_store import StoreAdmin
 from rocketbox.cluster.broker.boot import BootedBroker
@@ -133,6 +134,7 @@ class BrokerService:
         call_peer = lambda *call: self.doors.call(*call)  # noqa: E731 (the doors open in serve())
         self.admin = AdminProcessor(cfg, self.store, self.topics, self.offsets, self.clients, self.groups,
                                     self.stats.group_gets, self.started_ms, call_peer)
+        acl_admin = AclAdmin(cfg)
         client_admin = ClientAdmin(cfg.broker_name, self.store, self.clients, call_peer)
         store_admin = StoreAdmin(cfg, self.store, self.topics, self.offsets, self.groups, self.clients,
                                  self.stats.group_gets, self.schedule, self.transactions, self.may_write,
@@ -205,6 +207,10 @@ class BrokerService:
             RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER: store_admin.on_system_topic_list,
             RequestCode.GET_ALL_DELAY_OFFSET: store_admin.on_all_delay_offset,
             RequestCode.RESUME_CHECK_HALF_MESSAGE: store_admin.on_resume_check_half_message,
+            RequestCode.UPDATE_AND_CREATE_ACL_CONFIG: acl_admin.on_update_account,
+            RequestCode.DELETE_ACL_CONFIG: acl_admin.on_delete_account,
+            RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG: acl_admin.on_update_global_white_addrs,
+            RequestCode.GET_BROKER_CLUSTER_ACL_INFO: acl_admin.on_acl_version,
             **refusal_handlers(BROKER_REFUSALS),
         }
         self.handlers = metrics.timed(self.handlers)   # while metrics are exported (broker/metrics.py)

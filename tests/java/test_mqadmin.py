@@ -287,3 +287,15 @@ def test_cluster_rt_measures_sends_until_stopped(peers):
     result = run_mqadmin("clusterRT", "-a", "3", "-s", "128", "-c", "DefaultCluster", "-n", peers.namesrv,
                          home=peers.home / "mqadmin", timeout_s=45, jvm_options=TOOL_JVM)
     assert re.search(r"DefaultCluster\s+broker-a\s+\d+\.\d\d\s+3\s+0", result.stdout), result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("args", [
+    ["updateAclConfig", "-c", "DefaultCluster", "-a", "AdmAccess1", "-s", "AdmSecret1"],
+    ["deleteAclConfig", "-c", "DefaultCluster", "-a", "AdmAccess1"],
+    ["updateGlobalWhiteAddr", "-c", "DefaultCluster", "-g", "10.10.1.*"],
+    ["clusterAclConfigVersion", "-c", "DefaultCluster"]], ids=lambda args: args[0])
+def test_acl_verbs_without_access_control_are_refused_with_the_reason(peers, args):
+    """Apache's broker fails these too without aclEnable (a null validator); RocketBox says why.
+    With access control on they edit plain_acl.yml (tests/integration/test_acl_admin.py)."""
+    text = mqadmin(peers, *args)
+    assert "access control is off on this broker (aclEnable=false)" in text, text

@@ -382,3 +382,19 @@ def test_resume_check_half_message_only_while_the_transaction_is_open(cluster, a
     (plain,) = fill_topic(client_config(cluster), "HalfTopic", 1, 1)
     refused = admin.rpc.call(broker, Command(RequestCode.RESUME_CHECK_HALF_MESSAGE, {"msgId": plain.offset_msg_id}))
     assert refused.code == ResponseCode.SYSTEM_ERROR and "names no half message" in refused.remark
+
+
+def test_acl_verbs_without_access_control_say_there_is_no_file_to_edit(admin, broker):
+    for code, fields, failed in ((RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, {"accessKey": "someone1", "secretKey": "x" * 8},
+                                  209), (RequestCode.DELETE_ACL_CONFIG, {"accessKey": "someone1"}, 210),
+                                 (RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG, {"globalWhiteAddrs": "10.1.1.1"}, 211),
+                                 (RequestCode.GET_BROKER_CLUSTER_ACL_INFO, {}, ResponseCode.SYSTEM_ERROR)):
+        answer = admin.rpc.call(broker, Command(code, fields))
+        assert answer.code == failed and "access control is off on this broker (aclEnable=false)" in answer.remark
+
+
+def test_codes_refused_on_purpose_say_why(admin, broker):
+    filters = admin.rpc.call(broker, Command(RequestCode.REGISTER_FILTER_SERVER))
+    assert filters.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED and "filter servers" in filters.remark
+    status = admin.rpc.call(broker, Command(RequestCode.INVOKE_BROKER_TO_GET_CONSUMER_STATUS, {"topic": "T", "group": "G"}))
+    assert status.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED and "consumerStatus" in status.remark
