@@ -24,6 +24,16 @@ from rocketbox.cluster.wire_format import Command
 CONSUME_DIRECTLY_TIMEOUT_S = 10.0
 
 
+def record_of_msg_id(store, msg_id: str):
+    """(CommitLog offset, the record there or None) of an offset message id; ProtocolError when the
+    id is not one."""
+    try:
+        _host, _port, phys_offset = parse_offset_msg_id(msg_id)
+    except ValueError as exc:
+        raise ProtocolError(f"{msg_id} is not an offset message id: {exc}") from None
+    return phys_offset, store.read_record(phys_offset)
+
+
 def language_name(ordinal: int) -> str:
     return LANGUAGES[ordinal] if 0 <= ordinal < len(LANGUAGES) else "OTHER"
 
@@ -77,11 +87,7 @@ class ClientAdmin:
     @answers_refusals
     def on_consume_message_directly(self, request: Command, reply) -> None:
         msg_id = field_str(request, "msgId")
-        try:
-            _host, _port, phys_offset = parse_offset_msg_id(msg_id)
-        except ValueError as exc:
-            raise ProtocolError(f"{msg_id} is not an offset message id: {exc}") from None
-        record = self.store.read_record(phys_offset)
+        phys_offset, record = record_of_msg_id(self.store, msg_id)
         if record is None:
             raise ProtocolError(f"no message at CommitLog offset {phys_offset} (offset message id {msg_id})")
         body = self.store.commitlog.read(phys_offset, record.total_size)

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import logging
 
+from rocketbox.cluster.broker.admin_clients import record_of_msg_id
 from rocketbox.cluster.broker.runtime_kv import schedule_offsets
 from rocketbox.cluster.broker.transaction import HALF_TOPIC, PROPERTY_CHECK_TIMES, SYSTEM_TOPICS as TRANSACTION_TOPICS
 from rocketbox.cluster.fastjson_format import dumps as fastjson_dumps, message_queue_key
 from rocketbox.cluster.protocol import (AUTO_CREATE_TOPIC_KEY, ProtocolError, ResponseCode, answers_refusals,
                                         field_bool, field_int, field_str, to_json_bytes)
 from rocketbox.cluster.shm import commitlog_format as fmt
-from rocketbox.cluster.shm.commitlog_format import parse_offset_msg_id
 from rocketbox.cluster.shm.schedule_format import SCHEDULE_TOPIC
 from rocketbox.cluster.shm.store import PutMessageStatus, copy_of_record
 from rocketbox.cluster.wire_format import Command
@@ -192,11 +192,7 @@ class StoreAdmin:
     @answers_refusals
     def on_resume_check_half_message(self, request: Command, reply=None) -> Command:
         msg_id = field_str(request, "msgId")
-        try:
-            _host, _port, phys = parse_offset_msg_id(msg_id)
-        except ValueError as exc:
-            raise ProtocolError(f"{msg_id} is not an offset message id: {exc}") from None
-        rec = self.store.read_record(phys)
+        phys, rec = record_of_msg_id(self.store, msg_id)
         if rec is None or rec.topic != HALF_TOPIC:
             raise ProtocolError(f"{msg_id} names no half message (no record of {HALF_TOPIC} at CommitLog offset {phys})")
         uniq = rec.properties.get(fmt.PROPERTY_UNIQ_KEY, "")

@@ -11,9 +11,9 @@ import sys
 import pytest
 
 from rocketbox.cluster import Admin, ConsumeStatus, Message, PushConsumer
-from rocketbox.cluster.client.transaction import LocalTransactionState, TransactionProducer
+from rocketbox.cluster.client.transaction import TransactionProducer
 from rocketbox.cluster.testing import LocalCluster
-from tests.conftest import await_group_caught_up, client_config, fill_topic
+from tests.conftest import UndecidedTransactions, await_group_caught_up, client_config, fill_topic
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -79,15 +79,8 @@ def test_wipe_and_add_write_perm(cluster, online):
 
 
 def test_producer_connection_and_producer(cluster):
-    class Undecided:
-        def execute_local_transaction(self, message, arg):
-            return LocalTransactionState.UNKNOW
-
-        def check_local_transaction(self, message):
-            return LocalTransactionState.UNKNOW
-
     fill_topic(client_config(cluster), "MoreTx", 1, 1)
-    with TransactionProducer("MoreTxPG", Undecided(), config=client_config(cluster)) as producer:
+    with TransactionProducer("MoreTxPG", UndecidedTransactions(), config=client_config(cluster)) as producer:
         producer.send_message_in_transaction(Message("MoreTx", b"half"))
         (member,) = json.loads(_cli(cluster, "producerConnection", "-g", "MoreTxPG", "--json").stdout)
         assert member["clientId"] == producer.client_id and member["language"] == "PYTHON"

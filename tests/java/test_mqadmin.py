@@ -69,8 +69,11 @@ def peers(cluster, java_programs, tmp_path_factory):
     reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")), daemon=True)
     reader.start()
     try:
-        wait_until(lambda: any(line.startswith("ready ") for line in lines), 120,
-                   what=f"the Java producer and consumer ready: {lines[-5:]}")
+        try:
+            wait_until(lambda: any(line.startswith("ready ") for line in lines), 120,
+                       what="the Java producer and consumer ready")
+        except TimeoutError as exc:
+            raise AssertionError(f"{exc}; AdminPeers printed:\n{''.join(lines[-30:])}") from None
         sent = [dict(zip(("msgId", "offsetMsgId", "queueId", "queueOffset"), line.split()[1:]))
                 for line in lines if line.startswith("sent ")]
         client_id = next(line.split()[1] for line in lines if line.startswith("ready "))

@@ -13,36 +13,26 @@ import pytest
 from rocketbox.cluster import Admin, ConsumeStatus, Message, Producer, PushConsumer
 from rocketbox.cluster.client import admin_requests
 from rocketbox.cluster.client.message import decode_messages
-from rocketbox.cluster.client.transaction import LocalTransactionState, TransactionProducer
+from rocketbox.cluster.client.transaction import TransactionProducer
 from rocketbox.cluster.errors import BrokerError
 from rocketbox.cluster.fastjson_format import loads as fastjson_loads
 from rocketbox.cluster.protocol import MessageQueue, RequestCode, ResponseCode, offset_table_from_reset_body
 from rocketbox.cluster.remoting_client import RemotingRpcClient
 from rocketbox.cluster.testing import LocalCluster, wait_until
 from rocketbox.cluster.wire_format import Command
-from tests.conftest import await_group_caught_up, client_config, fill_topic
+from tests.conftest import UndecidedTransactions, await_group_caught_up, client_config, fill_topic
 from tests.java.apache_keys import APACHE_BROKER_STATUS_KEYS, APACHE_NAMESRV_CONFIG_KEYS
 
-pytestmark = pytest.mark.timeout(180)
+# Our Admin over the remoting door and the master's remoting endpoint, over this module's cluster.
+from tests.remoting.test_remoting_admin import admin, broker  # noqa: F401 (fixtures)
 
+pytestmark = pytest.mark.timeout(180)
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     with LocalCluster(str(tmp_path_factory.mktemp("remoting-admin-more"))) as started:
         yield started
-
-
-@pytest.fixture(scope="module")
-def admin(cluster):
-    with Admin(config=client_config(cluster, transport="remoting")) as remoting_admin:
-        yield remoting_admin
-
-
-@pytest.fixture(scope="module")
-def broker(admin):
-    (endpoint,) = admin.master_endpoints().values()
-    return endpoint
 
 
 @pytest.fixture(scope="module")
@@ -178,15 +168,9 @@ def test_query_data_version_of_a_broker_that_sends_none(rpc, namesrv, broker):
 # ---------------------------------------------------------------- broker: clients
 
 def test_producer_connection_and_producer_table_name_the_client_address_with_its_port(cluster, admin, broker):
-    class Undecided:
-        def execute_local_transaction(self, message, arg):
-            return LocalTransactionState.UNKNOW
-
-        def check_local_transaction(self, message):
-            return LocalTransactionState.UNKNOW
-
     fill_topic(client_config(cluster), "ProducerTopic", 1, 1)
-    with TransactionProducer("AdmTxPG", Undecided(), config=client_config(cluster, transport="remoting")) as producer:
+    remoting = client_config(cluster, transport="remoting")
+    with TransactionProducer("AdmTxPG", UndecidedTransactions(), config=remoting) as producer:
         producer.send_message_in_transaction(Message("ProducerTopic", b"half"))
         (member,) = admin_requests.producer_connections(admin, broker, "AdmTxPG")
         assert member["clientId"] == producer.client_id and member["language"] == "PYTHON"
@@ -348,15 +332,8 @@ def test_delay_offsets_and_broker_status_answer_every_apache_key(cluster, admin,
 
 
 def test_resume_check_half_message_only_while_the_transaction_is_open(cluster, admin, broker):
-    class Undecided:
-        def execute_local_transaction(self, message, arg):
-            return LocalTransactionState.UNKNOW
-
-        def check_local_transaction(self, message):
-            return LocalTransactionState.UNKNOW
-
     fill_topic(client_config(cluster), "HalfTopic", 1, 1)
-    with TransactionProducer("HalfPG", Undecided(), config=client_config(cluster)) as producer:
+    with TransactionProducer("HalfPG", UndecidedTransactions(), config=client_config(cluster)) as producer:
         half = producer.send_message_in_transaction(Message("HalfTopic", b"pending")).send_result
 
     def halves() -> int:   # the half queue has no topic config: queryCq reads its ConsumeQueue (once there is one)
