@@ -78,8 +78,9 @@ def _run(command: list[str], home: pathlib.Path, timeout_s: float, env: dict | N
     """The finished process; one past its time is killed and answered with returncode None and
     what it printed so far, so a test's message shows where it hung."""
     try:
+        # In ``home``: mqadmin consumerStatus writes a file a consumer into its working directory.
         return subprocess.run(command, capture_output=True, text=True, timeout=timeout_s,
-                              env={**java_env(home), **(env or {})})
+                              env={**java_env(home), **(env or {})}, cwd=home)
     except subprocess.TimeoutExpired as exc:
         def text(data):
             return data.decode(errors="replace") if isinstance(data, bytes) else (data or "")

@@ -39,8 +39,10 @@ public class AdminPeers {
         consumer.subscribe(topic, "*");
         consumer.registerMessageListener((MessageListenerConcurrently) (messages, context) -> {
             for (MessageExt m : messages) {
-                if (!seen.add(m.getMsgId())) {
-                    System.out.println("again " + m.getMsgId() + " " + new String(m.getBody()));
+                // UNIQ_KEY: what getMsgId() answers for a pulled message, not for one given directly.
+                String id = m.getProperty("UNIQ_KEY") != null ? m.getProperty("UNIQ_KEY") : m.getMsgId();
+                if (!seen.add(id)) {
+                    System.out.println("again " + id + " " + new String(m.getBody()));
                 }
             }
             return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
