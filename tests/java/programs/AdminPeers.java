@@ -26,9 +26,11 @@ public class AdminPeers {
         int count = Integer.parseInt(args[2]);
         DefaultMQProducer producer = new DefaultMQProducer(args[3]);
         producer.setNamesrvAddr(namesrv);
+        // A send's whole budget (route, connection, retries): a JVM starting on a busy machine needs more than 3 s.
+        producer.setSendMsgTimeout(15_000);
         producer.start();
         for (int i = 0; i < count; i++) {
-            SendResult r = producer.send(new Message(topic, "TagA", "key-" + i, ("body-" + i).getBytes()));
+            SendResult r = send(producer, new Message(topic, "TagA", "key-" + i, ("body-" + i).getBytes()));
             System.out.println("sent " + r.getMsgId() + " " + r.getOffsetMsgId() + " " + r.getMessageQueue().getQueueId()
                 + " " + r.getQueueOffset());
         }
@@ -63,5 +65,24 @@ public class AdminPeers {
         consumer.shutdown();
         producer.shutdown();
         System.exit(seen.size() >= count ? 0 : 1);
+    }
+
+    /**
+     * A send tried up to ten times: the Java client whose route lookup times out (a JVM starting on a busy
+     * machine) takes the topic for a new one and sends by TBW102's route, to queues the topic lacks, until
+     * its next route refresh.
+     */
+    static SendResult send(DefaultMQProducer producer, Message message) throws Exception {
+        for (int attempt = 1; ; attempt++) {
+            try {
+                return producer.send(message);
+            } catch (Exception e) {
+                if (attempt == 10) {
+                    throw e;
+                }
+                System.out.println("retry " + attempt + " " + e);
+                Thread.sleep(1000);
+            }
+        }
     }
 }
