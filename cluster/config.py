@@ -202,6 +202,9 @@ class NamesrvConfig:
     # A broker silent for this long is dropped from routes (RocketMQ: 120 s).
     broker_expiry_ms: int = 120_000
     scan_interval_ms: int = 5_000
+    # RocketMQ's orderMessageEnable: routes carry the topic's ORDER_TOPIC_CONFIG KV entry as
+    # orderTopicConf (mqadmin updateOrderConf writes it; namesrv_kv.py). Off, as RocketMQ's default.
+    order_message_enable: bool = False
     # Failover controller (cluster/controller/, RocketMQ 5's Controller embedded in the NameServer):
     # this node's Raft address host:port ("" = no controller), where it binds, and the other nodes'.
     # Nodes prove to each other they hold the cluster's secret, read from controller_secret_file

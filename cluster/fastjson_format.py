@@ -7,7 +7,7 @@ with the key object itself in the key's place::
 
 That is not JSON, so neither ``json.dumps`` nor ``json.loads`` can carry it. mqadmin's
 topicStatus (TopicStatsTable), consumerProgress (ConsumeStats) and resetOffset answers
-use it. Here, an object key is a ``ObjectKey`` (a sorted tuple of its fields); fastjson
+use it. Integer keys (a ``Map<Integer, Long>``: delay levels, queue ids) are written bare, ``{1:5}``. Here, an object key is a ``ObjectKey`` (a sorted tuple of its fields); fastjson
 writes fields in name order, and so does ``dumps``. Pure format code: no I/O.
 """
 
@@ -47,6 +47,8 @@ def dumps(value) -> str:
 def _key(key) -> str:
     if isinstance(key, ObjectKey):
         return dumps(key.as_dict())
+    if isinstance(key, int) and not isinstance(key, bool):
+        return str(key)   # fastjson writes a Map<Integer, ...>'s keys bare: {1:5}
     return json.dumps(str(key), ensure_ascii=False)
 
 

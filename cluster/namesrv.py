@@ -8,13 +8,16 @@ has not re-registered for ``broker_expiry_ms`` is dropped from every route.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from dataclasses import dataclass, field
 
 from rocketbox.cluster.config import NamesrvConfig, name_problem
 from rocketbox.cluster.log_limit import RateLimitedLog
-from rocketbox.cluster.protocol import (answers_refusals, MASTER_ID, ProtocolError, RequestCode, ResponseCode, field_int,
-                              field_str, json_body, to_json_bytes)
+from rocketbox.cluster.namesrv_admin import NamesrvAdmin, apply_stored_config
+from rocketbox.cluster.namesrv_kv import FILE_NAME as KV_FILE_NAME, NAMESPACE_ORDER_TOPIC_CONFIG, KvConfig, KvConfigRequests
+from rocketbox.cluster.protocol import (PERM_READ_WRITE, PERM_WRITE, answers_refusals, MASTER_ID, ProtocolError,
+                                        RequestCode, ResponseCode, field_int, field_str, json_body, to_json_bytes)
 from rocketbox.cluster.wire_format import DOOR_NATIVE, DOOR_REMOTING, Command
 
 log = logging.getLogger(__name__)
@@ -38,6 +41,9 @@ class LiveBroker:
     # Its RocketMQ remoting door, host:port ("" when it serves none): what routes asked for
     # through a remoting door carry instead of ``address``.
     remoting_address: str = ""
+    # The DataVersion of the topic table it last registered ({"counter", "timestamp"}; RocketMQ's
+    # brokers send one, ours none): what QUERY_DATA_VERSION compares.
+    data_version: dict | None = None
 
     def address_for(self, door: str) -> str:
         return self.remoting_address if door == DOOR_REMOTING else self.address
@@ -53,6 +59,9 @@ class RouteTable:
     topics: dict[str, dict[str, dict]] = field(default_factory=dict)
     # broker name -> the highest epoch a master of it registered with (controller mode)
     master_epochs: dict[str, int] = field(default_factory=dict)
+    # Broker names whose routes lost the write bit (mqadmin wipeWritePerm), until addWritePerm:
+    # later registrations keep it off (RocketMQ's stays off until the broker's topics change).
+    write_wiped: set[str] = field(default_factory=set)
 
     def fence(self, broker: LiveBroker) -> None:
         """Refuse a master of an older epoch than one already seen; a newer one replaces the old.
@@ -81,7 +90,7 @@ class RouteTable:
                     "brokerName": broker.broker_name,
                     "readQueueNums": int(cfg.get("readQueueNums", 0)),
                     "writeQueueNums": int(cfg.get("writeQueueNums", 0)),
-                    "perm": int(cfg.get("perm", 6)),
+                    "perm": int(cfg.get("perm", 6)) & (~PERM_WRITE if broker.broker_name in self.write_wiped else 7),
                     "topicSysFlag": int(cfg.get("topicSysFlag", 0)),
                 }
         self.fence(broker)
@@ -117,8 +126,33 @@ class RouteTable:
             self.unregister(broker.address)
         return gone
 
-    def delete_topic(self, topic: str) -> bool:
-        return self.topics.pop(topic, None) is not None
+    def delete_topic(self, topic: str, cluster_name: str = "") -> bool:
+        """Forget ``topic``'s route; with ``cluster_name`` only that cluster's brokers' part of it."""
+        if not cluster_name:
+            return self.topics.pop(topic, None) is not None
+        per_broker = self.topics.get(topic, {})
+        removed = [per_broker.pop(name) for name in self.cluster_brokers(cluster_name) if name in per_broker]
+        if not per_broker:
+            self.topics.pop(topic, None)
+        return bool(removed)
+
+    def set_write_perm(self, broker_name: str, writable: bool) -> int:
+        """wipeWritePerm / addWritePerm: every route of ``broker_name`` loses the write bit, or gets
+        read and write back (RocketMQ sets both); how many topics that touched."""
+        if writable:
+            self.write_wiped.discard(broker_name)
+        else:
+            self.write_wiped.add(broker_name)
+        touched = 0
+        for per_broker in self.topics.values():
+            queue_data = per_broker.get(broker_name)
+            if queue_data is not None:
+                queue_data["perm"] = PERM_READ_WRITE if writable else queue_data["perm"] & ~PERM_WRITE
+                touched += 1
+        return touched
+
+    def cluster_brokers(self, cluster_name: str) -> set[str]:
+        return {b.broker_name for b in self.brokers.values() if b.cluster_name == cluster_name}
 
     def broker_addrs(self, broker_name: str, door: str = DOOR_NATIVE) -> dict[str, str]:
         """Broker id -> address of ``door`` (brokers without that door left out)."""
@@ -176,9 +210,12 @@ class NamesrvService:
     """Request handlers of one NameServer process."""
 
     def __init__(self, cfg: NamesrvConfig, clock_ms=lambda: int(time.time() * 1000), controller=None):
-        self.cfg = cfg
+        # Settings an earlier updateNamesrvConfig changed hold again (namesrv_admin.py).
+        self.cfg = cfg = apply_stored_config(cfg)
         self.clock_ms = clock_ms
         self.table = RouteTable()
+        self.kv = KvConfig(os.path.join(cfg.data_dir, KV_FILE_NAME) if cfg.data_dir else "")
+        kv_requests = KvConfigRequests(self.kv)
         # The failover controller's handlers (cluster/controller/service.py) when this node runs one.
         controller_handlers = controller.handlers if controller is not None else {
             code: self.on_no_controller for code in CONTROLLER_CODES}
@@ -190,6 +227,11 @@ class NamesrvService:
             RequestCode.GET_BROKER_CLUSTER_INFO: self.on_cluster_info,
             RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: self.on_topic_list,
             RequestCode.DELETE_TOPIC_IN_NAMESRV: self.on_delete_topic,
+            RequestCode.PUT_KV_CONFIG: kv_requests.on_put,
+            RequestCode.GET_KV_CONFIG: kv_requests.on_get,
+            RequestCode.DELETE_KV_CONFIG: kv_requests.on_delete,
+            RequestCode.GET_KVLIST_BY_NAMESPACE: kv_requests.on_list,
+            **NamesrvAdmin(self).handlers(),
         }
 
     @staticmethod
@@ -214,6 +256,7 @@ class NamesrvService:
             ha_address=request.fields.get("haServerAddr", ""),
             epoch=field_int(request, "masterEpoch", 0),
             remoting_address=request.fields.get("remotingAddr", ""),
+            data_version=body.get("dataVersion") if isinstance(body.get("dataVersion"), dict) else None,
         )
         problem = (name_problem("broker", broker.broker_name) or address_problem(broker.address)
                    or (broker.remoting_address and address_problem(broker.remoting_address)))
@@ -228,7 +271,9 @@ class NamesrvService:
         if is_new:
             _limited.info("registered", "broker registered: %s %s id %d at %s", broker.cluster_name,
                           broker.broker_name, broker.broker_id, broker.address)
-        return request.response(ResponseCode.SUCCESS)
+        # RocketMQ answers with the order config KVTable (its brokers mark those topics orderly).
+        order_conf = self.kv.namespace(NAMESPACE_ORDER_TOPIC_CONFIG)
+        return request.response(ResponseCode.SUCCESS, body=to_json_bytes({"table": order_conf}) if order_conf else b"")
 
     @answers_refusals
     def on_unregister_broker(self, request: Command, reply=None) -> Command:
@@ -244,6 +289,8 @@ class NamesrvService:
         if route is None:
             return request.response(ResponseCode.TOPIC_NOT_EXIST,
                                     remark=f"No topic route info in name server for the topic: {topic}")
+        if self.cfg.order_message_enable:
+            route["orderTopicConf"] = self.kv.get(NAMESPACE_ORDER_TOPIC_CONFIG, topic)
         return request.response(ResponseCode.SUCCESS, body=to_json_bytes(route))
 
     def on_cluster_info(self, request: Command, reply=None) -> Command:
@@ -256,5 +303,5 @@ class NamesrvService:
     @answers_refusals
     def on_delete_topic(self, request: Command, reply=None) -> Command:
         topic = field_str(request, "topic")
-        self.table.delete_topic(topic)
+        self.table.delete_topic(topic, request.fields.get("clusterName") or "")
         return request.response(ResponseCode.SUCCESS)

@@ -17,6 +17,7 @@ import logging
 from dataclasses import dataclass
 
 from rocketbox.cluster.config import name_problem
+from rocketbox.cluster.fastjson_format import dumps as fastjson_dumps, loads as fastjson_loads, message_queue_key
 from rocketbox.cluster.log_limit import RateLimitedLog
 from rocketbox.cluster.shm.schedule_format import SCHEDULE_TOPIC
 from rocketbox.cluster.wire_format import Command
@@ -52,11 +53,36 @@ class RequestCode(enum.IntEnum):
     UNLOCK_BATCH_MQ = 42
     # A slave fetches its master's consumer offsets (RocketMQ's SlaveSynchronize).
     GET_ALL_CONSUMER_OFFSET = 43
+    # mqadmin's ACL verbs (broker/admin_acl.py): edit the cluster's plain_acl.yml, read its version.
+    UPDATE_AND_CREATE_ACL_CONFIG = 50
+    DELETE_ACL_CONFIG = 51
+    GET_BROKER_CLUSTER_ACL_INFO = 52
+    UPDATE_GLOBAL_WHITE_ADDRS_CONFIG = 53
+    # A slave (and exportMetrics) reads its master's delay-level progress (RocketMQ's ScheduleMessageService).
+    GET_ALL_DELAY_OFFSET = 45
+    # The NameServer's KV config (RocketMQ's KVConfigManager; mqadmin updateKvConfig, updateOrderConf).
+    PUT_KV_CONFIG = 100
+    GET_KV_CONFIG = 101
+    DELETE_KV_CONFIG = 102
     REGISTER_BROKER = 103
     UNREGISTER_BROKER = 104
     GET_ROUTEINFO_BY_TOPIC = 105
     GET_BROKER_CLUSTER_INFO = 106
     GET_ALL_TOPIC_LIST_FROM_NAMESERVER = 206
+    # mqadmin wipeWritePerm / addWritePerm: a NameServer's routes to a broker lose or regain the write bit.
+    WIPE_WRITE_PERM_OF_BROKER = 205
+    ADD_WRITE_PERM_OF_BROKER = 327
+    GET_KVLIST_BY_NAMESPACE = 219
+    GET_TOPICS_BY_CLUSTER = 224
+    GET_SYSTEM_TOPIC_LIST_FROM_NS = 304
+    GET_UNIT_TOPIC_LIST = 311
+    GET_HAS_UNIT_SUB_TOPIC_LIST = 312
+    GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST = 313
+    # mqadmin updateNamesrvConfig / getNamesrvConfig: Java properties text.
+    UPDATE_NAMESRV_CONFIG = 318
+    GET_NAMESRV_CONFIG = 319
+    # A broker asks whether the NameServer holds its current topic table (DataVersion).
+    QUERY_DATA_VERSION = 322
     DELETE_TOPIC_IN_BROKER = 215
     DELETE_TOPIC_IN_NAMESRV = 216
     # Broker -> client, one-way: restart these queues from these offsets (resetOffsetByTime).
@@ -73,6 +99,30 @@ class RequestCode(enum.IntEnum):
     GET_CONSUMER_CONNECTION_LIST = 203
     # mqadmin consumerProgress: a group's offsets against the broker's, and its TPS (ConsumeStats).
     GET_CONSUME_STATS = 208
+    # mqadmin producerConnection: a producer group's online members (ProducerConnection).
+    GET_PRODUCER_CONNECTION_LIST = 204
+    # mqadmin producer: every producer group's members (ProducerTableInfo).
+    GET_ALL_PRODUCER_INFO = 328
+    # mqadmin brokerConsumeStats: every group's ConsumeStats on this broker (ConsumeStatsList).
+    GET_BROKER_CONSUME_STATS = 317
+    # Per queue: the oldest, newest and last consumed message's store times (QueryConsumeTimeSpanBody).
+    QUERY_CONSUME_TIME_SPAN = 303
+    # The topics a broker keeps for itself (TopicList): exportMetadata leaves them out.
+    GET_SYSTEM_TOPIC_LIST_FROM_BROKER = 305
+    # mqadmin cleanExpiredCQ / cleanUnusedTopic: drop ConsumeQueue files below the CommitLog's floor /
+    # of topics the broker no longer has.
+    CLEAN_EXPIRED_CONSUMEQUEUE = 306
+    CLEAN_UNUSED_TOPIC = 316
+    QUERY_CORRECTION_OFFSET = 308
+    # mqadmin queryMsgById -g -d: admin -> broker, relayed broker -> client with the message: the
+    # consumer runs its listener on it and answers ConsumeMessageDirectlyResult.
+    CONSUME_MESSAGE_DIRECTLY = 309
+    # mqadmin cloneGroupOffset: one group's committed offsets copied to another.
+    CLONE_GROUP_OFFSET = 314
+    # mqadmin queryCq: ConsumeQueue entries as stored (QueryConsumeQueueResponseBody).
+    QUERY_CONSUME_QUEUE = 321
+    # A half message written again so its transaction is checked again from zero.
+    RESUME_CHECK_HALF_MESSAGE = 323
     # The groups consuming a topic: those with offsets on it and those online subscribing to it.
     QUERY_TOPIC_CONSUME_BY_WHO = 300
     # mqadmin deleteExpiredCommitLog: delete expired CommitLog segments now, not at deleteWhen.
@@ -96,6 +146,20 @@ class RequestCode(enum.IntEnum):
     CONTROLLER_GET_METADATA_INFO = 1005
     # A replica's epoch list: a returning replica truncates where its log left the master's.
     GET_BROKER_EPOCH_CACHE = 1007
+    # Codes RocketMQ defines that RocketBox refuses with the reason (cluster/refusals.py).
+    QUERY_BROKER_OFFSET = 13
+    GET_TOPIC_CONFIG_LIST = 22
+    GET_TOPIC_NAME_LIST = 23
+    TRIGGER_DELETE_FILES = 27
+    SUSPEND_CONSUMER = 209
+    RESUME_CONSUMER = 210
+    RESET_CONSUMER_OFFSET_IN_CONSUMER = 211
+    RESET_CONSUMER_OFFSET_IN_BROKER = 212
+    ADJUST_CONSUMER_THREAD_POOL = 213
+    WHO_CONSUME_THE_MESSAGE = 214
+    INVOKE_BROKER_TO_GET_CONSUMER_STATUS = 223
+    REGISTER_FILTER_SERVER = 301
+    REGISTER_MESSAGE_FILTER_CLASS = 302
     # RocketBox's own (RocketMQ's broker exports its metrics itself): every number the cluster's
     # metrics exporter publishes about a broker, in one JSON answer (broker/metrics.py).
     GET_BROKER_METRICS = 9901
@@ -173,6 +237,32 @@ SERVED_BY: dict[RequestCode, str] = {
     RequestCode.DELETE_EXPIRED_COMMITLOG: BROKER,
     RequestCode.VIEW_BROKER_STATS_DATA: BROKER,
     RequestCode.GET_BROKER_HA_STATUS: BROKER,
+    RequestCode.GET_ALL_DELAY_OFFSET: BROKER,
+    RequestCode.GET_PRODUCER_CONNECTION_LIST: BROKER,
+    RequestCode.GET_ALL_PRODUCER_INFO: BROKER,
+    RequestCode.GET_BROKER_CONSUME_STATS: BROKER,
+    RequestCode.QUERY_CONSUME_TIME_SPAN: BROKER,
+    RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER: BROKER,
+    RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE: BROKER,
+    RequestCode.CLEAN_UNUSED_TOPIC: BROKER,
+    RequestCode.QUERY_CORRECTION_OFFSET: BROKER,
+    # Served by the broker, which relays it to the consumer (the client answers it too).
+    RequestCode.CONSUME_MESSAGE_DIRECTLY: BROKER,
+    RequestCode.CLONE_GROUP_OFFSET: BROKER,
+    RequestCode.QUERY_CONSUME_QUEUE: BROKER,
+    RequestCode.RESUME_CHECK_HALF_MESSAGE: BROKER,
+    RequestCode.UPDATE_AND_CREATE_ACL_CONFIG: BROKER,
+    RequestCode.DELETE_ACL_CONFIG: BROKER,
+    RequestCode.GET_BROKER_CLUSTER_ACL_INFO: BROKER,
+    RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG: BROKER,
+    # Refused with the reason (cluster/refusals.py).
+    **{code: BROKER for code in (
+        RequestCode.QUERY_BROKER_OFFSET, RequestCode.GET_TOPIC_CONFIG_LIST, RequestCode.GET_TOPIC_NAME_LIST,
+        RequestCode.TRIGGER_DELETE_FILES, RequestCode.SUSPEND_CONSUMER, RequestCode.RESUME_CONSUMER,
+        RequestCode.RESET_CONSUMER_OFFSET_IN_CONSUMER, RequestCode.RESET_CONSUMER_OFFSET_IN_BROKER,
+        RequestCode.ADJUST_CONSUMER_THREAD_POOL, RequestCode.WHO_CONSUME_THE_MESSAGE,
+        RequestCode.INVOKE_BROKER_TO_GET_CONSUMER_STATUS, RequestCode.REGISTER_FILTER_SERVER,
+        RequestCode.REGISTER_MESSAGE_FILTER_CLASS)},
     RequestCode.CHECK_TRANSACTION_STATE: CLIENT,
     RequestCode.RESET_CONSUMER_CLIENT_OFFSET: CLIENT,
     RequestCode.NOTIFY_CONSUMER_IDS_CHANGED: CLIENT,
@@ -182,6 +272,20 @@ SERVED_BY: dict[RequestCode, str] = {
     RequestCode.GET_BROKER_CLUSTER_INFO: NAMESRV,
     RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: NAMESRV,
     RequestCode.DELETE_TOPIC_IN_NAMESRV: NAMESRV,
+    RequestCode.PUT_KV_CONFIG: NAMESRV,
+    RequestCode.GET_KV_CONFIG: NAMESRV,
+    RequestCode.DELETE_KV_CONFIG: NAMESRV,
+    RequestCode.GET_KVLIST_BY_NAMESPACE: NAMESRV,
+    RequestCode.WIPE_WRITE_PERM_OF_BROKER: NAMESRV,
+    RequestCode.ADD_WRITE_PERM_OF_BROKER: NAMESRV,
+    RequestCode.GET_TOPICS_BY_CLUSTER: NAMESRV,
+    RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS: NAMESRV,
+    RequestCode.GET_UNIT_TOPIC_LIST: NAMESRV,
+    RequestCode.GET_HAS_UNIT_SUB_TOPIC_LIST: NAMESRV,
+    RequestCode.GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST: NAMESRV,
+    RequestCode.UPDATE_NAMESRV_CONFIG: NAMESRV,
+    RequestCode.GET_NAMESRV_CONFIG: NAMESRV,
+    RequestCode.QUERY_DATA_VERSION: NAMESRV,
     RequestCode.BROKER_HEARTBEAT: NAMESRV,
     RequestCode.CONTROLLER_REGISTER_BROKER: NAMESRV,
     RequestCode.CONTROLLER_GET_REPLICA_INFO: NAMESRV,
@@ -357,6 +461,30 @@ def offset_table_rows(offsets: dict[MessageQueue, int]) -> list[dict]:
 
 
 def offset_table_from_rows(rows) -> dict[MessageQueue, int]:
-    """The inverse of ``offset_table_rows``; also what RESET_CONSUMER_CLIENT_OFFSET carries."""
+    """The inverse of ``offset_table_rows``; also what RESET_CONSUMER_CLIENT_OFFSET carries to a C++ client."""
     return {MessageQueue(str(r["topic"]), str(r["brokerName"]), int(r["queueId"])): int(r["offset"])
             for r in rows or []}
+
+
+def reset_offset_body(offsets: dict[MessageQueue, int], rows: bool = False) -> bytes:
+    """RocketMQ's ResetOffsetBody, the answer to INVOKE_BROKER_TO_RESET_OFFSET and what
+    RESET_CONSUMER_CLIENT_OFFSET carries: ``offsetTable`` keyed by MessageQueue objects in
+    fastjson's dialect (what Java reads); ``rows``: ResetOffsetBodyForC's list of
+    {topic, brokerName, queueId, offset}, what the C++ client reads."""
+    if rows:
+        return to_json_bytes({"offsetTable": offset_table_rows(offsets)})
+    table = {message_queue_key(mq.topic, mq.broker_name, mq.queue_id): offset for mq, offset in sorted(offsets.items())}
+    return fastjson_dumps({"offsetTable": table}).encode()
+
+
+def offset_table_from_reset_body(body: bytes) -> dict[MessageQueue, int]:
+    """The offsets of a ResetOffsetBody in either form (``reset_offset_body``); ValueError when it is neither."""
+    try:
+        table = fastjson_loads(body or b"{}").get("offsetTable")
+        if isinstance(table, dict):
+            keys = {key: dict(key) for key in table}
+            return {MessageQueue(str(k["topic"]), str(k["brokerName"]), int(k["queueId"])): int(table[key])
+                    for key, k in keys.items()}
+        return offset_table_from_rows(table)
+    except (AttributeError, KeyError, TypeError) as exc:
+        raise ValueError(f"not a ResetOffsetBody: {type(exc).__name__}: {exc}") from None

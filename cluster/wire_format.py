@@ -72,8 +72,10 @@ class Command:
     remark: str = ""
     language: int = LANGUAGE_PYTHON
     version: int = VERSION
-    # Where the request came from (IPv4 text), set by the transport; never on the wire.
+    # Where the request came from (IPv4 text) and its TCP port (0 where the door does not know it:
+    # ZeroMQ's), set by the transport; never on the wire.
     peer_address: str = ""
+    peer_port: int = 0
     # The door it came through ("" for the native ZeroMQ one, DOOR_REMOTING for RocketMQ's TCP
     # protocol): a NameServer answers with the addresses of that door. Never on the wire.
     door: str = ""

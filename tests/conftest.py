@@ -95,6 +95,18 @@ def await_group_caught_up(cfg: ClientConfig, topic: str, group: str, timeout_s: 
                    interval_s=0.1, what=f"group {group} committed {topic} to its end")
 
 
+class UndecidedTransactions:
+    """A transaction listener that never decides: its half messages stay open (checked back, unresolved)."""
+
+    def execute_local_transaction(self, message, arg):
+        from rocketbox.cluster.client.transaction import LocalTransactionState
+        return LocalTransactionState.UNKNOW
+
+    def check_local_transaction(self, message):
+        from rocketbox.cluster.client.transaction import LocalTransactionState
+        return LocalTransactionState.UNKNOW
+
+
 def fill_topic(cfg: ClientConfig, topic: str, queues: int, count: int, *, tags: str = "",
                body_prefix: str = "m") -> list:
     """Create ``topic`` with ``queues`` queues and send it ``count`` messages (bodies ``m0``, ``m1``, ...,

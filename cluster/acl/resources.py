@@ -33,6 +33,11 @@ The failover controller's codes (BROKER_HEARTBEAT 904, CONTROLLER_REGISTER_BROKE
 CONTROLLER_GET_REPLICA_INFO 1004, CONTROLLER_GET_METADATA_INFO 1005, GET_BROKER_EPOCH_CACHE 1007) are
 admin codes too: a registration or heartbeat puts a replica into the replicated state and can make
 it master; only the cluster's own brokers (its key) and admins send them.
+And mqadmin's
+other edits (issue 31), which RocketMQ leaves to any account: the ACL file's accounts
+and white list (50, 51, 53), the NameServers' KV config, settings and routes' write bit (100, 102,
+318, 205, 327), ConsumeQueue cleaning (306, 316), cloneGroupOffset (314), consumeMessageDirectly
+(309: a consumer's listener runs), resumeCheckHalfMessage (323).
 """
 
 from __future__ import annotations
@@ -50,6 +55,13 @@ ADMIN_CODES = frozenset({
     RequestCode.DELETE_EXPIRED_COMMITLOG, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, RequestCode.GET_ALL_CONSUMER_OFFSET,
     RequestCode.BROKER_HEARTBEAT, RequestCode.CONTROLLER_REGISTER_BROKER, RequestCode.CONTROLLER_GET_REPLICA_INFO,
     RequestCode.CONTROLLER_GET_METADATA_INFO, RequestCode.GET_BROKER_EPOCH_CACHE,
+    # mqadmin's edits beyond RocketMQ's five (issue 31): the ACL file itself, the NameServers' KV config,
+    # settings and routes' write permission, ConsumeQueues, a group's offsets, a consumer's listener, a half message.
+    RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, RequestCode.DELETE_ACL_CONFIG, RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG,
+    RequestCode.PUT_KV_CONFIG, RequestCode.DELETE_KV_CONFIG, RequestCode.UPDATE_NAMESRV_CONFIG,
+    RequestCode.WIPE_WRITE_PERM_OF_BROKER, RequestCode.ADD_WRITE_PERM_OF_BROKER, RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE,
+    RequestCode.CLEAN_UNUSED_TOPIC, RequestCode.CLONE_GROUP_OFFSET, RequestCode.CONSUME_MESSAGE_DIRECTLY,
+    RequestCode.RESUME_CHECK_HALF_MESSAGE,
 })
 # Codes that return a topic's stored records as they lie in its queues.
 _QUEUE_READS = frozenset({RequestCode.PULL_MESSAGE, RequestCode.POP_MESSAGE})

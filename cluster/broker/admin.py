@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import logging
 
+from rocketbox.cluster.broker.admin_clients import relay_to_consumer
+from rocketbox.cluster.broker.admin_store import offset_wrapper
 from rocketbox.cluster.broker.subscription_groups import SubscriptionGroupConfig
 from rocketbox.cluster.fastjson_format import dumps as fastjson_dumps, message_queue_key
 from rocketbox.cluster.log_limit import RateLimitedLog
 from rocketbox.cluster.protocol import (ProtocolError, ResponseCode, answers_refusals, field_bool, field_str,
                                         json_body, require_name, to_json_bytes)
 from rocketbox.cluster.config_file import BROKER_TABLE, broker_settings, read_settings
+from rocketbox.cluster.rocketmq_defaults import apache_broker_keys
 from rocketbox.cluster.rocketmq_keys import parse_properties, properties_text
 from rocketbox.cluster.shm.live_settings import read_live, with_values, write_live
 from rocketbox.cluster.wire_format import Command
@@ -25,7 +28,6 @@ from rocketbox.cluster.wire_format import Command
 log = logging.getLogger(__name__)
 _limited = RateLimitedLog(log)
 
-RUNNING_VERSION_DESC = "RocketBox-0.1.0"
 # What updateBrokerConfig may change while the broker runs: settings read where they are used (the
 # retention keys by the allocate worker, which follows control.config_version). Others need a restart.
 LIVE_KEYS = frozenset({"autoCreateTopicEnable", "enablePropertyFilter", "slaveReadEnable", "transactionTimeOut",
@@ -85,11 +87,8 @@ class AdminProcessor:
                 continue
             tps += self.group_gets.minute_tps((name, group))
             for queue_id in range(cfg.readQueueNums):
-                committed = max(self.offsets.query(group, name, queue_id) or 0, 0)
-                last = self.store.store_timestamp_at(name, queue_id, committed - 1) if committed > 0 else 0
-                table[message_queue_key(name, self.cfg.broker_name, queue_id)] = {
-                    "brokerOffset": self.store.max_offset(name, queue_id), "consumerOffset": committed,
-                    "lastTimestamp": last}
+                table[message_queue_key(name, self.cfg.broker_name, queue_id)] = offset_wrapper(
+                    self.store, self.offsets, group, name, queue_id)
         body = {"consumeTps": round(tps, 2), "offsetTable": table}
         return request.response(ResponseCode.SUCCESS, body=fastjson_dumps(body).encode())
 
@@ -114,22 +113,9 @@ class AdminProcessor:
     def on_consumer_running_info(self, request: Command, reply) -> None:
         """mqadmin consumerStatus: asks the consumer itself, over its own connection, for its
         ConsumerRunningInfo, and answers with the consumer's answer as it came."""
-        group = field_str(request, "consumerGroup")
-        client_id = field_str(request, "clientId")
-        member = self.clients.groups.get(group, {}).get(client_id)
-        if member is None or member.peer is None:
-            raise ProtocolError(f"The Consumer <{client_id}> not online")
-
-        def relay(answer) -> None:
-            if not isinstance(answer, Command):   # no answer in time, or the connection closed
-                reply(request.response(ResponseCode.SYSTEM_ERROR,
-                                       remark=f"consumer <{client_id}> did not answer within {RUNNING_INFO_TIMEOUT_S:g} s"))
-            else:
-                reply(request.response(answer.code, answer.fields, answer.body, answer.remark))
-
-        fields = {"consumerGroup": group, "clientId": client_id,
+        fields = {"consumerGroup": field_str(request, "consumerGroup"), "clientId": field_str(request, "clientId"),
                   "jstackEnable": request.fields.get("jstackEnable", "false")}
-        self.call_peer(member.peer, Command(request.code, fields), relay, RUNNING_INFO_TIMEOUT_S)
+        relay_to_consumer(self.clients, self.call_peer, request, reply, fields, b"", RUNNING_INFO_TIMEOUT_S)
         return None
 
     # ------------------------------------------------------------ subscription groups
@@ -158,7 +144,8 @@ class AdminProcessor:
             raise ProtocolError(f"broker {self.cfg.broker_name} id {self.cfg.broker_id} is a slave: "
                                 f"delete the subscription group on its master", ResponseCode.NO_PERMISSION)
         existed = self.groups.delete(group)
-        if field_bool(request, "cleanOffset"):
+        # RocketMQ 4's header names it removeOffset (deleteSubGroup -r true), RocketMQ 5's cleanOffset.
+        if field_bool(request, "cleanOffset") or field_bool(request, "removeOffset"):
             self.offsets.drop_group(group)
         _limited.info("group-deleted", "subscription group %s deleted (%s)", group,
                       "it existed" if existed else "it did not exist")
@@ -167,11 +154,12 @@ class AdminProcessor:
     # ------------------------------------------------------------ configuration and copies
 
     def on_broker_config(self, request: Command, reply=None) -> Command:
-        """mqadmin getBrokerConfig: ``key=value`` lines under RocketMQ's keys; ``version`` is the
-        config's DataVersion (it changes only with the process: settings are fixed while it runs)."""
+        """mqadmin getBrokerConfig: ``key=value`` lines, every setting under its key (RocketMQ's where
+        RocketMQ has it) and Apache's other keys (``rocketmq_defaults``); ``version`` is the config's
+        DataVersion (it changes only with the process: settings are fixed while it runs)."""
         version = to_json_bytes({"counter": 0, "timestamp": self.started_ms}).decode()
-        return request.response(ResponseCode.SUCCESS, {"version": version},
-                                body=properties_text(broker_settings(self.cfg)).encode())
+        settings = {**apache_broker_keys(self.cfg), **broker_settings(self.cfg)}
+        return request.response(ResponseCode.SUCCESS, {"version": version}, body=properties_text(settings).encode())
 
     @answers_refusals
     def on_update_broker_config(self, request: Command, reply=None) -> Command:
@@ -216,27 +204,3 @@ class AdminProcessor:
     def on_all_consumer_offset(self, request: Command, reply=None) -> Command:
         table = {key: {str(q): o for q, o in queues.items()} for key, queues in self.offsets.table.items()}
         return request.response(ResponseCode.SUCCESS, body=to_json_bytes({"offsetTable": table}))
-
-
-def runtime_kv_table(info: dict, put_tps: str, get_tps: str, commitlog_min_offset: int, earliest_ms: int,
-                     disk_ratio: float) -> dict[str, str]:
-    """brokerStatus' KVTable from the broker's runtime info: RocketMQ's keys, string values.
-    Only what the broker measures; RocketMQ's thread-pool keys have no counterpart here."""
-    uptime_s = info["uptimeMs"] // 1000
-    days, rest = divmod(uptime_s, 86_400)
-    hours, rest = divmod(rest, 3600)
-    minutes, seconds = divmod(rest, 60)
-    values = {
-        "brokerVersionDesc": RUNNING_VERSION_DESC,
-        "bootTimestamp": info["bootTimestamp"],
-        "runtime": f"[ {days} days, {hours} hours, {minutes} minutes, {seconds} seconds ]",
-        "putTps": put_tps, "getTransferedTps": get_tps, "getTotalTps": get_tps,
-        "msgPutTotalTodayNow": info["messagesStored"], "msgGetTotalTodayNow": info["messagesServed"],
-        "commitLogMinOffset": commitlog_min_offset, "commitLogMaxOffset": info["writePos"],
-        "commitLogDiskRatio": f"{disk_ratio:.4f}",
-        "remainHowManyDataToFlush": f"{max(info['writePos'] - info['flushedPos'], 0)} B",
-        "dispatchBehindBytes": max(info["writePos"] - info["dispatchedPos"], 0),
-        "brokerRole": info["brokerRole"], "brokerActive": str(info["writable"]).lower(),
-        "flushDiskType": info["flushMode"], "earliestMessageTimeStamp": earliest_ms,
-    }
-    return {key: str(value) for key, value in values.items()}

@@ -25,6 +25,16 @@ class ConsumerMember:
     consume_from_where: str = "CONSUME_FROM_LAST_OFFSET"
 
 
+@dataclass
+class ProducerMember:
+    last_heartbeat_ms: int
+    # Where CHECK_TRANSACTION_STATE goes; what mqadmin producerConnection shows (host:port).
+    peer: bytes | None = None
+    language: int = 0
+    version: int = 0
+    address: str = ""
+
+
 # The C++ client sends these enums as ordinals, Java clients as names (protocol brief §5.1).
 CONSUME_TYPES = ("CONSUME_ACTIVELY", "CONSUME_PASSIVELY")
 CONSUME_FROM_WHERE = ("CONSUME_FROM_LAST_OFFSET", "CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST",
@@ -40,18 +50,25 @@ def enum_name(value, names: tuple[str, ...], default: str) -> str:
     return text if text in names else default
 
 
+def subscription_data(topic: str, expression: str, version: int) -> dict:
+    """RocketMQ's SubscriptionData of a tag expression."""
+    return {"topic": topic, "subString": expression, "expressionType": "TAG",
+            "tagsSet": sorted(parse_tags(expression) or ()), "codeSet": sorted(tag_hashes_of(expression) or ()),
+            "subVersion": version, "classFilterMode": False}
+
+
 class ClientRegistry:
     def __init__(self, expiry_ms: int):
         self.expiry_ms = expiry_ms
         # group -> client id -> member
         self.groups: dict[str, dict[str, ConsumerMember]] = {}
-        # group -> client id -> (last heartbeat ms, transport address, language and version ordinals)
-        self.producers: dict[str, dict[str, tuple[int, bytes | None, int, int]]] = {}
+        # group -> client id -> member
+        self.producers: dict[str, dict[str, ProducerMember]] = {}
 
     def heartbeat(self, heartbeat: dict, now_ms: int, peer: bytes | None = None,
                   origin: tuple[str, int, int] = ("", 0, 0)) -> set[str]:
-        """Record a HEART_BEAT body (``origin``: the sender's host, language and version); the
-        consumer groups whose membership changed."""
+        """Record a HEART_BEAT body (``origin``: the sender's address, host:port where the door knows
+        the port, and its language and version ordinals); the consumer groups whose membership changed."""
         client_id = str(heartbeat.get("clientID", ""))
         changed = set()
         for consumer in heartbeat.get("consumerDataSet") or []:
@@ -74,8 +91,8 @@ class ClientRegistry:
         for producer in heartbeat.get("producerDataSet") or []:
             group = self.producers.setdefault(str(producer.get("groupName", "")), {})
             previous = group.get(client_id)
-            group[client_id] = (now_ms, peer if peer is not None else (previous[1] if previous else None),
-                                origin[1], origin[2])
+            group[client_id] = ProducerMember(now_ms, peer if peer is not None else (previous.peer if previous else None),
+                                              origin[1], origin[2], origin[0])
         return changed
 
     def unregister(self, client_id: str, consumer_group: str | None, producer_group: str | None) -> set[str]:
@@ -117,8 +134,8 @@ class ClientRegistry:
             if not members:
                 del self.groups[group]
         for group, producers in list(self.producers.items()):
-            for client_id, (last_ms, peer, _language, _version) in list(producers.items()):
-                if gone(last_ms, peer):
+            for client_id, member in list(producers.items()):
+                if gone(member.last_heartbeat_ms, member.peer):
                     del producers[client_id]
             if not producers:
                 del self.producers[group]
@@ -129,8 +146,15 @@ class ClientRegistry:
 
     def producer_peers(self, group: str) -> list[bytes]:
         """Where a live producer of ``group`` heartbeats from (CHECK_TRANSACTION_STATE goes there)."""
-        return [peer for _last, peer, _language, _version in self.producers.get(group, {}).values()
-                if peer is not None]
+        return [m.peer for m in self.producers.get(group, {}).values() if m.peer is not None]
+
+    def subscription(self, group: str, topic: str) -> dict | None:
+        """The SubscriptionData of ``group``'s latest heartbeat naming ``topic``; None if no online member subscribes it."""
+        members = [m for m in self.groups.get(group, {}).values() if topic in m.subscriptions]
+        if not members:
+            return None
+        latest = max(members, key=lambda m: m.last_heartbeat_ms)
+        return subscription_data(topic, latest.subscriptions[topic], latest.last_heartbeat_ms)
 
     def consumer_ids(self, group: str) -> list[str]:
         return sorted(self.groups.get(group, {}))
@@ -142,12 +166,8 @@ class ClientRegistry:
         if not members:
             return None
         latest = max(members, key=lambda m: m.last_heartbeat_ms)
-        subscriptions = {}
-        for topic, expression in sorted(latest.subscriptions.items()):
-            tags = parse_tags(expression)
-            subscriptions[topic] = {"topic": topic, "subString": expression, "expressionType": "TAG",
-                                    "tagsSet": sorted(tags or ()), "codeSet": sorted(tag_hashes_of(expression) or ()),
-                                    "subVersion": latest.last_heartbeat_ms, "classFilterMode": False}
+        subscriptions = {topic: subscription_data(topic, expression, latest.last_heartbeat_ms)
+                         for topic, expression in sorted(latest.subscriptions.items())}
         return {"connectionSet": [{"clientId": m.client_id, "clientAddr": m.address,
                                    "language": LANGUAGE_NAMES[m.language] if m.language < len(LANGUAGE_NAMES)
                                    else "OTHER", "version": m.version} for m in members],

@@ -104,8 +104,8 @@ class BrokerMetrics:
     def _producer_connections(self) -> list[dict]:
         counts: dict[tuple, int] = {}
         for producers in self.clients.producers.values():
-            for _last_ms, peer, language, version in producers.values():
-                key = (_language_name(language), version, _protocol(peer))
+            for member in producers.values():
+                key = (_language_name(member.language), member.version, _protocol(member.peer))
                 counts[key] = counts.get(key, 0) + 1
         return [{"language": language, "version": version, "protocol": protocol, "connections": n}
                 for (language, version, protocol), n in counts.items()]

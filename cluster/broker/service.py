@@ -10,14 +10,16 @@ and wakes long-polling pulls.
 from __future__ import annotations
 
 import logging
-import shutil
 import time
 
 
 from rocketbox.cluster.acl.guard import AclGuard
 from rocketbox.cluster.acl.records import readable_records, require_record
 from rocketbox.cluster.broker import channels
-from rocketbox.cluster.broker.admin import AdminProcessor, runtime_kv_table
+from rocketbox.cluster.broker.admin import AdminProcessor
+from rocketbox.cluster.broker.admin_acl import AclAdmin
+from rocketbox.cluster.broker.admin_clients import ClientAdmin
+from rocketbox.cluster.broker.admin_store import StoreAdmin
 from rocketbox.cluster.broker.boot import BootedBroker
 from rocketbox.cluster.broker.clients import ClientRegistry
 from rocketbox.cluster.broker.doors import BrokerDoors
@@ -33,6 +35,7 @@ from rocketbox.cluster.broker.pop_revive import TICK_S as REVIVE_TICK_S, PopRevi
 from rocketbox.cluster.broker.pull import PullProcessor
 from rocketbox.cluster.broker.reset_offset import ResetOffsetProcessor
 from rocketbox.cluster.broker.retry import SendBackProcessor
+from rocketbox.cluster.broker.runtime_kv import runtime_kv_table, schedule_offsets, store_disk
 from rocketbox.cluster.broker.schedule import TICK_S as SCHEDULE_TICK_S, ScheduleService
 from rocketbox.cluster.broker.transaction import SYSTEM_TOPICS as TRANSACTION_TOPICS, TransactionService
 from rocketbox.cluster.broker.send import SendProcessor
@@ -44,6 +47,8 @@ from rocketbox.cluster.broker.topic_requests import TopicRequests
 from rocketbox.cluster.broker.topics import TopicConfig, TopicConfigManager
 from rocketbox.cluster.broker.waiters import FlushWaiters, PullWaiters
 from rocketbox.cluster.clock import SYSTEM_CLOCK, Clock
+from rocketbox.cluster.log_limit import RateLimitedLog
+from rocketbox.cluster.refusals import BROKER_REFUSALS, refusal_handlers
 from rocketbox.cluster.log_limit import RateLimitedLog
 from rocketbox.cluster.protocol import (DLQ_TOPIC_PREFIX, PERM_READ_WRITE, RETRY_TOPIC_PREFIX, REVIVE_TOPIC_PREFIX,
                                         ProtocolError, RequestCode, ResponseCode, answers_refusals, field_int,
@@ -129,9 +134,14 @@ class BrokerService:
         self.slave_sync = SlaveSynchronize(cfg, self.topics, self.offsets, self.groups, clock) if cfg.is_slave else None
         self.started_ms = self.clock.now_ms()
         self.stats = BrokerStats(self.sender, self.puller)
+        call_peer = lambda *call: self.doors.call(*call)  # noqa: E731 (the doors open in serve())
         self.admin = AdminProcessor(cfg, self.store, self.topics, self.offsets, self.clients, self.groups,
-                                    self.stats.group_gets, self.started_ms,
-                                    lambda *call: self.doors.call(*call))
+                                    self.stats.group_gets, self.started_ms, call_peer)
+        acl_admin = AclAdmin(cfg)
+        client_admin = ClientAdmin(cfg.broker_name, self.store, self.clients, call_peer)
+        store_admin = StoreAdmin(cfg, self.store, self.topics, self.offsets, self.groups, self.clients,
+                                 self.stats.group_gets, self.schedule, self.transactions, self.may_write,
+                                 self.on_written, clock)
         # The doors, once ``serve`` opened them: ZeroMQ always, RocketMQ's remoting TCP when configured.
         self.doors: BrokerDoors | None = None
         self.role_changed = False
@@ -187,6 +197,24 @@ class BrokerService:
             RequestCode.GET_BROKER_METRICS: metrics.on_metrics,
             RequestCode.VIEW_BROKER_STATS_DATA: self.stats.on_view_stats,
             RequestCode.GET_BROKER_HA_STATUS: self.ha.on_ha_status,
+            RequestCode.CLEAN_UNUSED_TOPIC: topic_requests.on_clean_unused_topic,
+            RequestCode.GET_PRODUCER_CONNECTION_LIST: client_admin.on_producer_connection_list,
+            RequestCode.GET_ALL_PRODUCER_INFO: client_admin.on_all_producer_info,
+            RequestCode.CONSUME_MESSAGE_DIRECTLY: client_admin.on_consume_message_directly,
+            RequestCode.GET_BROKER_CONSUME_STATS: store_admin.on_broker_consume_stats,
+            RequestCode.QUERY_CONSUME_TIME_SPAN: store_admin.on_query_consume_time_span,
+            RequestCode.QUERY_CORRECTION_OFFSET: store_admin.on_query_correction_offset,
+            RequestCode.CLONE_GROUP_OFFSET: store_admin.on_clone_group_offset,
+            RequestCode.QUERY_CONSUME_QUEUE: store_admin.on_query_consume_queue,
+            RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE: store_admin.on_clean_expired_consume_queue,
+            RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER: store_admin.on_system_topic_list,
+            RequestCode.GET_ALL_DELAY_OFFSET: store_admin.on_all_delay_offset,
+            RequestCode.RESUME_CHECK_HALF_MESSAGE: store_admin.on_resume_check_half_message,
+            RequestCode.UPDATE_AND_CREATE_ACL_CONFIG: acl_admin.on_update_account,
+            RequestCode.DELETE_ACL_CONFIG: acl_admin.on_delete_account,
+            RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG: acl_admin.on_update_global_white_addrs,
+            RequestCode.GET_BROKER_CLUSTER_ACL_INFO: acl_admin.on_acl_version,
+            **refusal_handlers(BROKER_REFUSALS),
         }
         self.handlers = metrics.timed(self.handlers)   # while metrics are exported (broker/metrics.py)
         # Access control (cluster/acl/): every request checked first; nothing wrapped when off.
@@ -384,8 +412,9 @@ class BrokerService:
             if str(consumer.get("messageModel", "CLUSTERING")) in ("CLUSTERING", "1"):
                 # Java's broker makes the group's retry topic on its first heartbeat.
                 self.ensure_system_topic(retry_topic(str(consumer["groupName"])))
+        address = f"{request.peer_address}:{request.peer_port}" if request.peer_port else request.peer_address
         changed = self.clients.heartbeat(body, self.clock.now_ms(), getattr(reply, "peer", None),
-                                         (request.peer_address, request.language, request.version))
+                                         (address, request.language, request.version))
         self._notify_groups_changed(changed)
         return request.response(ResponseCode.SUCCESS)
 
@@ -490,14 +519,11 @@ class BrokerService:
             return request.response(ResponseCode.SUCCESS, body=to_json_bytes(info))
         commitlog_min = self.store.commitlog_floor()
         earliest = self.store.read_record(commitlog_min)
-        try:
-            usage = shutil.disk_usage(self.cfg.store.store_dir)
-            disk_ratio = usage.used / usage.total
-        except OSError:
-            disk_ratio = 0.0
-        rates = self.stats
-        table = runtime_kv_table(info, rates.put_rate.tps_text(), rates.served_rate.tps_text(), commitlog_min,
-                                 earliest.store_timestamp_ms if earliest is not None else 0, disk_ratio)
+        table = runtime_kv_table(info, self.stats, commitlog_min_offset=commitlog_min,
+                                 earliest_ms=earliest.store_timestamp_ms if earliest is not None else 0,
+                                 disk=store_disk(self.cfg.store.store_dir),
+                                 send_queue_capacity=self.cfg.send_queue_capacity,
+                                 schedule_offsets=schedule_offsets(self.schedule, self.store))
         return request.response(ResponseCode.SUCCESS, body=to_json_bytes({"table": table}))
 
     def on_epoch_cache(self, request: Command, reply=None) -> Command:

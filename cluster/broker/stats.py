@@ -17,6 +17,7 @@ at the latest sample (at most a second old), so a put shows in all three at once
 
 from __future__ import annotations
 
+import datetime
 import time
 from collections import deque
 
@@ -135,6 +136,27 @@ class KeyedStats:
         return windows.minute_tps() if windows is not None else 0.0
 
 
+class DailyTotals:
+    """RocketMQ's BrokerStats: two counters' values at the last two local midnights the broker saw
+    (brokerStatus' msgPutTotalTodayMorning, ...YesterdayMorning; 0 until a midnight passed, as
+    RocketMQ's are), so a day's traffic is today's mark minus yesterday's."""
+
+    def __init__(self, today: int | None = None):
+        self.day = today
+        self.today_morning = (0, 0)
+        self.yesterday_morning = (0, 0)
+
+    def sample(self, day: int, totals: tuple[int, int]) -> None:
+        """``day``: the local date's ordinal now; ``totals``: (messages stored, messages served)."""
+        if self.day is not None and day != self.day:
+            self.yesterday_morning, self.today_morning = self.today_morning, totals
+        self.day = day
+
+
+def _local_day() -> int:
+    return datetime.date.today().toordinal()
+
+
 class BrokerStats:
     """The broker's sampled counters: brokerStatus' rates and VIEW_BROKER_STATS_DATA's windows.
     ``sample`` runs once a second on the broker's loop."""
@@ -144,6 +166,8 @@ class BrokerStats:
         self.puller = puller
         self.put_rate = Rate()
         self.served_rate = Rate()
+        self.found_rate = Rate()          # pulls that found messages
+        self.daily = DailyTotals(_local_day())
         self.topic_puts = KeyedStats()    # topic -> (messages, bytes, puts)
         self.group_gets = KeyedStats()    # (topic, group) -> (messages, bytes, pulls that found some)
 
@@ -151,6 +175,8 @@ class BrokerStats:
         now_s = time.monotonic()
         self.put_rate.sample(now_s, self.sender.messages_stored)
         self.served_rate.sample(now_s, self.puller.messages_served)
+        self.found_rate.sample(now_s, sum(self.puller.pulls_by_group.values()))
+        self.daily.sample(_local_day(), (self.sender.messages_stored, self.puller.messages_served))
         puts: dict[str, list[int]] = {}
         for row in self.sender.traffic_in.snapshot():   # per (topic, message type): add the types up
             point = puts.setdefault(row["topic"], [0, 0, 0])

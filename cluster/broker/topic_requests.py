@@ -1,5 +1,6 @@
-"""Topic admin on a broker: UPDATE_AND_CREATE_TOPIC (17), DELETE_TOPIC_IN_BROKER (215) and
-GET_TOPIC_CONFIG (351: one topic's config with its attributes, as RocketMQ 5's proxy reads it)."""
+"""Topic admin on a broker: UPDATE_AND_CREATE_TOPIC (17), DELETE_TOPIC_IN_BROKER (215),
+CLEAN_UNUSED_TOPIC (316) and GET_TOPIC_CONFIG (351: one topic's config with its attributes, as
+RocketMQ 5's proxy reads it)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import logging
 import time
 from dataclasses import asdict
 
+from rocketbox.cluster.broker.admin_store import is_system_topic
 from rocketbox.cluster.broker.topics import TopicConfig
 from rocketbox.cluster.broker.transaction import SYSTEM_TOPICS as TRANSACTION_TOPICS
 from rocketbox.cluster.log_limit import RateLimitedLog
@@ -77,9 +79,31 @@ class TopicRequests:
 
     @answers_refusals
     def on_delete_topic(self, request: Command, reply=None) -> Command:
+        """RocketMQ's answer: a topic this broker does not have is deleted already (SUCCESS; mqadmin
+        deleteSubGroup deletes a group's retry and dead-letter topics this way, had it any)."""
         topic = field_str(request, "topic")
-        if self.topics.get(topic) is None:
-            raise ProtocolError(f"topic {topic} does not exist", ResponseCode.TOPIC_NOT_EXIST)
+        if is_system_topic(topic):
+            raise ProtocolError(f"The topic[{topic}] is conflict with system topic.")
+        if self.topics.get(topic) is None and topic not in self.store.topics_and_queues():
+            _limited.info("topic-absent", "topic %s: deleted already (this broker has no such topic)", topic)
+            return request.response(ResponseCode.SUCCESS)
+        self._delete(topic)
+        self.register_with_namesrvs()
+        return request.response(ResponseCode.SUCCESS)
+
+    @answers_refusals
+    def on_clean_unused_topic(self, request: Command, reply=None) -> Command:
+        """mqadmin cleanUnusedTopic: the ConsumeQueues of topics the broker has no config for (a
+        topic deleted while a worker still had it mapped, one a crash left half deleted), but
+        the broker's own (schedule, transactions, rmq_sys_*)."""
+        unused = [topic for topic in self.store.topics_and_queues()
+                  if self.topics.get(topic) is None and not is_system_topic(topic)]
+        for topic in unused:
+            self._delete(topic)
+        log.info("cleanUnusedTopic: %s", ", ".join(unused) or "nothing to clean")
+        return request.response(ResponseCode.SUCCESS, remark=f"{len(unused)} unused topics cleaned")
+
+    def _delete(self, topic: str) -> None:
         if not self._await_dispatch_caught_up(DELETE_DISPATCH_WAIT_S):
             # Undispatched records of the topic would land in the files of a re-created one.
             raise ProtocolError(f"dispatch is behind the CommitLog; delete {topic} again shortly",
@@ -89,8 +113,6 @@ class TopicRequests:
         self.control.topics_epoch = self.control.topics_epoch + 1
         self.offsets.drop_topic(topic)
         _limited.info("topic-deleted", "topic %s deleted", topic)
-        self.register_with_namesrvs()
-        return request.response(ResponseCode.SUCCESS)
 
     def _await_dispatch_caught_up(self, timeout_s: float) -> bool:
         """Wait (briefly, blocking this loop: an admin operation) until reput has every record."""

@@ -22,6 +22,10 @@
           | consumerStatus | updateSubGroup | deleteSubGroup | getBrokerConfig | updateBrokerConfig
           | deleteExpiredCommitLog | statsAll | haStatus   (mqadmin's verbs, short flags and #Column
             tables: mqadmin_cmds.py)
+    cluster updateKvConfig | deleteKvConfig | updateOrderConf | getNamesrvConfig | updateNamesrvConfig
+          | wipeWritePerm | addWritePerm | producerConnection | producer | brokerConsumeStats
+          | cleanExpiredCQ | cleanUnusedTopic | cloneGroupOffset | queryCq | consumeMessageDirectly
+            (mqadmin's NameServer verbs and rarer broker verbs: mqadmin_more.py)
 
 Commands that talk to a cluster find its NameServers in ``--namesrv``, else in
 ``ROCKETBOX_NAMESRV``, else in the run-state file of ``--data-dir`` (an address without a port
@@ -49,7 +53,7 @@ import sys
 
 from rocketbox.cluster.acl.curve import CurveKeyError, use_cluster_keys
 from rocketbox.cluster.cli import (acl_cmds, admin_cmds, client_cmds, cluster_cmds, config_cmds, logs_cmds,
-                                   mqadmin_cmds, tls_cmds, up_config, up_settings)
+                                   mqadmin_cmds, mqadmin_more, tls_cmds, up_config, up_settings)
 from rocketbox.cluster.cli.client_cmds import query_problem
 from rocketbox.cluster.cli.cluster_cmds import role_problem
 from rocketbox.cluster.cli.common import DATA_DIR_DEFAULT
@@ -61,8 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--data-dir", default=DATA_DIR_DEFAULT, help=f"default {DATA_DIR_DEFAULT}")
     parser.add_argument("--namesrv", help="NameServer addresses, host:port;host:port")
     sub = parser.add_subparsers(dest="command", required=True)
-    for commands in (cluster_cmds, config_cmds, logs_cmds, client_cmds, admin_cmds, mqadmin_cmds, acl_cmds,
-                     tls_cmds):
+    for commands in (cluster_cmds, config_cmds, logs_cmds, client_cmds, admin_cmds, mqadmin_cmds, mqadmin_more,
+                     acl_cmds, tls_cmds):
         commands.add_parsers(sub)
     for verb in set(sub.choices.values()):
         _accept_global_options(verb)

@@ -28,7 +28,7 @@ from rocketbox.cluster.errors import BrokerError, NoRouteError
 from rocketbox.cluster.protocol import DLQ_TOPIC_PREFIX, MASTER_ID, RETRY_TOPIC_PREFIX, ResponseCode
 
 
-def _targets(admin, args) -> dict[str, str]:
+def targets(admin, args) -> dict[str, str]:
     """broker label -> endpoint: ``-b ADDR`` alone, else every master (of ``-c CLUSTER``)."""
     if getattr(args, "broker_addr", None):
         return {args.broker_addr: f"tcp://{args.broker_addr}"}
@@ -84,7 +84,7 @@ def _show_per_broker(args, fetch, show) -> int:
     """``fetch(admin, endpoint)`` from each broker ``-b`` / ``-c`` names: one JSON document of them
     all, or ``show(label, answer)`` for each."""
     with open_admin(args) as admin:
-        answers = {label: fetch(admin, endpoint) for label, endpoint in _targets(admin, args).items()}
+        answers = {label: fetch(admin, endpoint) for label, endpoint in targets(admin, args).items()}
     if args.json:
         print_json(answers)
         return 0
@@ -238,10 +238,10 @@ def cmd_update_sub_group(args) -> int:
     settings = {field: getattr(args, field) for _s, _l, field, _t, _h in SUB_GROUP_FLAGS
                 if getattr(args, field) is not None}
     with open_admin(args) as admin:
-        targets = _targets(admin, args)
-        for endpoint in targets.values():
+        chosen = targets(admin, args)
+        for endpoint in chosen.values():
             admin.update_subscription_group_at(endpoint, args.group, **settings)
-        stored = {label: admin.subscription_groups(endpoint).get(args.group) for label, endpoint in targets.items()}
+        stored = {label: admin.subscription_groups(endpoint).get(args.group) for label, endpoint in chosen.items()}
     if args.json:
         print_json(stored)
     else:
@@ -252,7 +252,7 @@ def cmd_update_sub_group(args) -> int:
 
 def cmd_delete_sub_group(args) -> int:
     with open_admin(args) as admin:
-        for label, endpoint in _targets(admin, args).items():
+        for label, endpoint in targets(admin, args).items():
             admin.delete_subscription_group_at(endpoint, args.group, args.clean_offset)
             print(f"delete subscription group [{args.group}] from broker [{label}] success.")
     return 0
@@ -268,7 +268,7 @@ def cmd_get_broker_config(args) -> int:
 
 def cmd_update_broker_config(args) -> int:
     with open_admin(args) as admin:
-        for label, endpoint in _targets(admin, args).items():
+        for label, endpoint in targets(admin, args).items():
             admin.update_broker_config(endpoint, {args.key: args.value})
             print(f"update broker config success, {label}")
     return 0
@@ -407,7 +407,8 @@ def _replica_addresses(cluster_info: dict, addr: str) -> dict[int, str]:
     return {}
 
 
-def add_parsers(sub) -> None:
+def verb_factory(sub):
+    """``verb(name, func, help, group=, topic=, where=)``: a subcommand with mqadmin's shared flags."""
     def verb(name: str, func, help_text: str, *, group=False, topic=False, where=False):
         parser = sub.add_parser(name, help=help_text)
         # SUPPRESS: absent here, the global --namesrv given before the verb stays as it was.
@@ -424,6 +425,11 @@ def add_parsers(sub) -> None:
         parser.add_argument("--json", action="store_true", help="JSON instead of a table")
         parser.set_defaults(func=func)
         return parser
+    return verb
+
+
+def add_parsers(sub) -> None:
+    verb = verb_factory(sub)
 
     def interval(parser) -> None:
         parser.add_argument("-i", "--interval", type=float, metavar="SECONDS",

@@ -11,10 +11,9 @@ from dataclasses import dataclass, field
 
 from rocketbox.cluster.fastjson_format import body_json
 from rocketbox.cluster.client.message import MessageExt, MessageQueue, decode_messages
-from rocketbox.cluster.client.offset_store import offset_table_from_rows
 from rocketbox.cluster.errors import raise_for
 from rocketbox.cluster.protocol import (PULL_FLAG_COMMIT_OFFSET, PULL_FLAG_SUBSCRIPTION, PULL_FLAG_SUSPEND, RequestCode,
-                              ResponseCode, to_json_bytes)
+                              ResponseCode, offset_table_from_reset_body, to_json_bytes)
 from rocketbox.cluster.wire_format import Command
 from concurrent.futures import TimeoutError as FutureTimeout
 
@@ -119,7 +118,7 @@ def reset_offset(rpc, endpoint, topic: str, group: str, timestamp_ms: int,
     if response.code == ResponseCode.CONSUMER_NOT_ONLINE:
         return None
     raise_for(response, endpoint)
-    return offset_table_from_rows(body_json(response.body)["offsetTable"])
+    return offset_table_from_reset_body(response.body)
 
 
 def heartbeat(rpc, endpoint, client_id: str, consumer_groups: list[dict], producer_groups: list[str],

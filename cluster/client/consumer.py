@@ -17,7 +17,6 @@ pulls again only when consumption drains it. RESET_CONSUMER_CLIENT_OFFSET from a
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from typing import Callable, Sequence
@@ -27,11 +26,11 @@ from rocketbox.cluster.client.allocation import allocate_average, strategy as al
 from rocketbox.cluster.client.base import ClientBase
 from rocketbox.cluster.client.broker_api import PullResult, PullStatus
 from rocketbox.cluster.client.consume_service import BROADCASTING, CLUSTERING, ConsumeService, ConsumeStatus
+from rocketbox.cluster.client.direct_consume import answer_consume_directly
 from rocketbox.cluster.client.consumer_offsets import LocalFileOffsets, RemoteBrokerOffsets
 from rocketbox.cluster.client.message import MessageExt, MessageQueue
 from rocketbox.cluster.client.message_selector import MessageSelector
-from rocketbox.cluster.client.offset_store import (LocalOffsetStore, local_offset_store_path, offset_table_from_rows,
-                                         store_id)
+from rocketbox.cluster.client.offset_store import LocalOffsetStore, local_offset_store_path, store_id
 from rocketbox.cluster.client.orderly import (ORDERLY_RECONSUME_TIMES_MAX, SUSPEND_CURRENT_QUEUE_TIME_MS_DEFAULT,
                                     OrderlyListener, OrderlyService)
 from rocketbox.cluster.client.process_queue import ProcessQueue
@@ -43,7 +42,7 @@ from rocketbox.cluster.clock import SYSTEM_CLOCK, Clock
 from rocketbox.cluster.config import ClientConfig, name_problem
 from rocketbox.cluster.errors import BrokerError, ClientError, NoRouteError
 from rocketbox.cluster.filter.expressions import SUBSCRIBE_ALL
-from rocketbox.cluster.protocol import MASTER_ID, RETRY_TOPIC_PREFIX, RequestCode, retry_topic
+from rocketbox.cluster.protocol import MASTER_ID, RETRY_TOPIC_PREFIX, RequestCode, offset_table_from_reset_body, retry_topic
 from rocketbox.cluster.zmq_transport import TransportError
 
 RECONSUME_TIMES_MAX_DEFAULT = 16
@@ -232,6 +231,8 @@ class PushConsumer(_QueueClient):
         self.rpc.server_request_handlers[RequestCode.RESET_CONSUMER_CLIENT_OFFSET] = self._on_reset_offset
         self.rpc.server_request_handlers[RequestCode.GET_CONSUMER_RUNNING_INFO] = \
             lambda request: answer_running_info(self, request)
+        self.rpc.server_request_handlers[RequestCode.CONSUME_MESSAGE_DIRECTLY] = \
+            lambda request: answer_consume_directly(self, request)
         self.started_ms = 0
         self.consumed = 0
         self.consume_failures = 0
@@ -408,8 +409,8 @@ class PushConsumer(_QueueClient):
         if request.fields.get("group") != self.group:
             return
         try:
-            offsets = offset_table_from_rows(json.loads(request.body or b"{}").get("offsetTable"))
-        except (ValueError, KeyError, TypeError) as exc:
+            offsets = offset_table_from_reset_body(request.body)
+        except ValueError as exc:
             log.warning("unreadable offset reset for %s: %s", self.group, exc)
             return
         with self._resets_lock:

@@ -74,11 +74,13 @@ def java_env(home: pathlib.Path) -> dict:
     return env
 
 
-def _run(command: list[str], home: pathlib.Path, timeout_s: float) -> subprocess.CompletedProcess:
+def _run(command: list[str], home: pathlib.Path, timeout_s: float, env: dict | None = None) -> subprocess.CompletedProcess:
     """The finished process; one past its time is killed and answered with returncode None and
     what it printed so far, so a test's message shows where it hung."""
     try:
-        return subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, env=java_env(home))
+        # In ``home``: mqadmin consumerStatus writes a file a consumer into its working directory.
+        return subprocess.run(command, capture_output=True, text=True, timeout=timeout_s,
+                              env={**java_env(home), **(env or {})}, cwd=home)
     except subprocess.TimeoutExpired as exc:
         def text(data):
             return data.decode(errors="replace") if isinstance(data, bytes) else (data or "")
@@ -86,17 +88,24 @@ def _run(command: list[str], home: pathlib.Path, timeout_s: float) -> subprocess
                                            text(exc.stderr) + f"\n[killed after {timeout_s} s]")
 
 
+def java_command(classes: pathlib.Path, main_class: str, *args: str, home: pathlib.Path,
+                 jvm_options: tuple[str, ...] = ()) -> list[str]:
+    """The command line of one of our Java programs, against Apache's client jars."""
+    home.mkdir(parents=True, exist_ok=True)
+    return ["java", "-Xms32m", "-Xmx256m", f"-Duser.home={home}", f"-Drocketmq.client.logRoot={home / 'logs'}",
+            "-Djava.net.preferIPv4Stack=true", *jvm_options, "-cp", f"{classes}:{client_classpath()}", main_class, *args]
+
+
 def run_java(classes: pathlib.Path, main_class: str, *args: str, home: pathlib.Path, timeout_s: float = 120,
              jvm_options: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
     """One of our Java programs, against Apache's client jars; the finished process (stdout, stderr)."""
-    home.mkdir(parents=True, exist_ok=True)
-    command = ["java", "-Xms32m", "-Xmx256m", f"-Duser.home={home}", f"-Drocketmq.client.logRoot={home / 'logs'}",
-               "-Djava.net.preferIPv4Stack=true", *jvm_options, "-cp", f"{classes}:{client_classpath()}",
-               main_class, *args]
-    return _run(command, home, timeout_s)
+    return _run(java_command(classes, main_class, *args, home=home, jvm_options=jvm_options), home, timeout_s)
 
 
-def run_mqadmin(*args: str, home: pathlib.Path, timeout_s: float = 120) -> subprocess.CompletedProcess:
-    """Apache's mqadmin with ``args`` (``-n host:port`` among them: the remoting NameServer)."""
+def run_mqadmin(*args: str, home: pathlib.Path, timeout_s: float = 120,
+                jvm_options: str = "") -> subprocess.CompletedProcess:
+    """Apache's mqadmin with ``args`` (``-n host:port`` among them: the remoting NameServer);
+    ``jvm_options`` go to the launcher's ``JAVA_OPT_EXT`` (its extra JVM flags)."""
     home.mkdir(parents=True, exist_ok=True)
-    return _run([str(apache_home() / "bin" / "mqadmin"), *args], home, timeout_s)
+    return _run([str(apache_home() / "bin" / "mqadmin"), *args], home, timeout_s,
+                {"JAVA_OPT_EXT": jvm_options} if jvm_options else None)

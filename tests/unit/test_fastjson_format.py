@@ -26,6 +26,32 @@ def test_golden_parses_back_to_object_keys():
     assert value["maxOffset"] == 5
 
 
+def test_integer_keys_are_written_bare_as_fastjson_writes_them():
+    """DelayOffsetSerializeWrapper's Map<Integer, Long>, as Apache's broker answers GET_ALL_DELAY_OFFSET."""
+    golden = '{"offsetTable":{1:5,18:0}}'
+    assert dumps({"offsetTable": {1: 5, 18: 0}}) == golden
+    assert loads(golden) == {"offsetTable": {1: 5, 18: 0}}
+    assert dumps({True: 1, "2": 2}) == '{"True":1,"2":2}'
+
+
+# RocketMQ's ResetOffsetBody (INVOKE_BROKER_TO_RESET_OFFSET's answer, RESET_CONSUMER_CLIENT_OFFSET to Java).
+RESET_GOLDEN = b'{"offsetTable":{{"brokerName":"b","queueId":0,"topic":"T"}:5,{"brokerName":"b","queueId":1,"topic":"T"}:7}}'
+# ResetOffsetBodyForC: what the C++ client reads.
+RESET_ROWS_GOLDEN = (b'{"offsetTable":[{"topic":"T","brokerName":"b","queueId":0,"offset":5},'
+                     b'{"topic":"T","brokerName":"b","queueId":1,"offset":7}]}')
+
+
+def test_reset_offset_bodies_in_both_forms():
+    from rocketbox.cluster.protocol import MessageQueue, offset_table_from_reset_body, reset_offset_body
+    offsets = {MessageQueue("T", "b", 1): 7, MessageQueue("T", "b", 0): 5}
+    assert reset_offset_body(offsets) == RESET_GOLDEN
+    assert reset_offset_body(offsets, rows=True) == RESET_ROWS_GOLDEN
+    assert offset_table_from_reset_body(RESET_GOLDEN) == offsets == offset_table_from_reset_body(RESET_ROWS_GOLDEN)
+    for bad in (b'{"offsetTable":{"T":5}}', b'{"offsetTable":[{"topic":"T"}]}', b'[1]', b'{"offsetTable":3}'):
+        with pytest.raises(ValueError):
+            offset_table_from_reset_body(bad)
+
+
 def test_plain_json_is_read_as_json_reads_it():
     text = ' { "a" : [1, 2.5, -3e2, true, false, null, "x\\u00e9\\n"], "b": {} , "c": [] } '
     assert loads(text) == {"a": [1, 2.5, -300.0, True, False, None, "xé\n"], "b": {}, "c": []}

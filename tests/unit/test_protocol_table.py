@@ -7,13 +7,15 @@ import inspect
 from rocketbox.cluster.broker.service import BrokerService
 from rocketbox.cluster.config import NamesrvConfig
 from rocketbox.cluster.namesrv import NamesrvService
+from rocketbox.cluster.refusals import BROKER_REFUSALS
 from rocketbox.cluster.protocol import BROKER, CLIENT, NAMESRV, SERVED_BY, RequestCode, SEND_V2_SHORT_NAMES, send_fields_short
 
 
 def _broker_handler_codes() -> set[int]:
     # The broker's table is built in __init__; read it from the source of truth without a store.
     source = inspect.getsource(BrokerService.__init__)
-    return {code for code in RequestCode if f"RequestCode.{code.name}:" in source}
+    assert "**refusal_handlers(BROKER_REFUSALS)" in source   # the codes refused with a reason (refusals.py)
+    return {code for code in RequestCode if f"RequestCode.{code.name}:" in source} | set(BROKER_REFUSALS)
 
 
 def test_every_code_is_served_by_exactly_one_process_with_one_handler():

@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 
 from rocketbox.cluster.broker.boot import boot
 from rocketbox.cluster.broker.service import BrokerService
 from rocketbox.cluster.config import SYNC_FLUSH, BrokerConfig
 from rocketbox.cluster.protocol import RequestCode, ResponseCode
 from rocketbox.cluster.config_file import broker_settings
+from rocketbox.cluster.rocketmq_defaults import broker_cpu_defaults
 from rocketbox.cluster.rocketmq_keys import broker_properties, properties_text
 from rocketbox.cluster.shm.testing import tiny_config
 from rocketbox.cluster.wire_format import Command
+from tests.java.apache_keys import APACHE_BROKER_CONFIG_KEYS
 
 
 def _cfg(tmp_path) -> BrokerConfig:
@@ -47,8 +50,25 @@ def test_get_broker_config_answers_the_properties(tmp_path):
     answer = service.handlers[RequestCode.GET_BROKER_CONFIG](Command(RequestCode.GET_BROKER_CONFIG, {}), None)
     assert answer.code == ResponseCode.SUCCESS
     lines = dict(line.split("=", 1) for line in answer.body.decode().splitlines())
-    assert lines == broker_settings(cfg) and lines.items() >= broker_properties(cfg).items()
+    assert lines.items() >= broker_settings(cfg).items() and lines.items() >= broker_properties(cfg).items()
     assert set(json.loads(answer.fields["version"])) == {"counter", "timestamp"}
+    # Every key Apache RocketMQ 4.9.8's broker answers (its getBrokerConfig, stock settings).
+    assert not APACHE_BROKER_CONFIG_KEYS - set(lines)
+    assert lines["storePathCommitLog"] == os.path.join(cfg.store.store_dir, "commitlog")
+    assert lines["enableDLegerCommitLog"] == "false" and lines["haSlaveFallbehindMax"] == str(cfg.ha_slave_fall_behind_max_bytes)
+    assert lines["clientCallbackExecutorThreads"] == str(os.cpu_count())   # exportMetrics' "cpuNum"
+
+
+
+
+def test_cpu_derived_defaults_follow_apache():
+    """BrokerConfig's initialisers, on a 2-processor and an 8-processor machine."""
+    two = broker_cpu_defaults(2)
+    assert (two["sendMessageThreadPoolNums"], two["pullMessageThreadPoolNums"], two["queryMessageThreadPoolNums"],
+            two["endTransactionThreadPoolNums"], two["heartbeatThreadPoolNums"]) == ("2", "20", "10", "12", "2")
+    eight = broker_cpu_defaults(8)
+    assert (eight["sendMessageThreadPoolNums"], eight["endTransactionThreadPoolNums"],
+            eight["clientCallbackExecutorThreads"]) == ("4", "24", "8")
 
 
 def test_properties_text_parses_back_with_comments_and_both_separators():
