@@ -61,14 +61,15 @@ _STAMP_SPACE = socket.CMSG_SPACE(_TIMESPEC.size)
 
 
 class _Connection:
-    __slots__ = ("sock", "fd", "peer", "host", "decoder", "out", "out_bytes", "last_active", "partial_since",
+    __slots__ = ("sock", "fd", "peer", "host", "port", "decoder", "out", "out_bytes", "last_active", "partial_since",
                  "serialize_type", "closed", "behind_since")
 
-    def __init__(self, sock: socket.socket, peer: bytes, host: str, frame_bytes_max: int, now: float):
+    def __init__(self, sock: socket.socket, peer: bytes, host: str, port: int, frame_bytes_max: int, now: float):
         self.sock = sock
         self.fd = sock.fileno()
         self.peer = peer
         self.host = host
+        self.port = port
         self.decoder = FrameDecoder(frame_bytes_max)
         self.out: collections.deque = collections.deque()
         self.out_bytes = 0
@@ -179,7 +180,7 @@ class RemotingServer:
         last seen empty), however long they waited to be accepted."""
         for _ in range(ACCEPTS_PER_EVENT_MAX):
             try:
-                sock, (host, _port) = self.listener.accept()
+                sock, (host, port) = self.listener.accept()
             except BlockingIOError:
                 return
             except OSError as exc:
@@ -198,8 +199,8 @@ class RemotingServer:
             if self.tls is not None:
                 sock = self.tls.wrap(sock)   # plain or TLS, decided on its first byte
             self._serial += 1
-            conn = _Connection(sock, TCP_PEER_PREFIX + str(self._serial).encode(), host, self.frame_bytes_max,
-                               time.monotonic())
+            conn = _Connection(sock, TCP_PEER_PREFIX + str(self._serial).encode(), host, port,
+                               self.frame_bytes_max, time.monotonic())
             self._connections[conn.fd] = conn
             self._by_peer[conn.peer] = conn
             conn.behind_since = since
@@ -275,6 +276,7 @@ class RemotingServer:
             return
         self.requests_served += 1
         request.peer_address = conn.host
+        request.peer_port = conn.port
         request.door = DOOR_REMOTING
         reply = TcpReply(self, conn, request.opaque, request.is_oneway, serialize_type)
         busy = self.backlog.refusal(request, since) if self.backlog is not None else None

@@ -74,6 +74,8 @@ class Command:
     version: int = VERSION
     # Where the request came from (IPv4 text), set by the transport; never on the wire.
     peer_address: str = ""
+    # Its TCP port where the transport knows it (the remoting door; ZeroMQ tells no port): 0 otherwise.
+    peer_port: int = 0
     # The door it came through ("" for the native ZeroMQ one, DOOR_REMOTING for RocketMQ's TCP
     # protocol): a NameServer answers with the addresses of that door. Never on the wire.
     door: str = ""

@@ -40,11 +40,22 @@ def enum_name(value, names: tuple[str, ...], default: str) -> str:
     return text if text in names else default
 
 
+@dataclass(frozen=True)
+class Subscription:
+    """One topic's subscription of a consumer group as its heartbeats registered it (SubscriptionData)."""
+    expression: str
+    expression_type: str | None   # None: RocketMQ's default, TAG
+    sub_version: int
+
+
 class ClientRegistry:
     def __init__(self, expiry_ms: int):
         self.expiry_ms = expiry_ms
         # group -> client id -> member
         self.groups: dict[str, dict[str, ConsumerMember]] = {}
+        # group -> topic -> the subscription a pull without one of its own is served with (RocketMQ's
+        # ConsumerGroupInfo.subscriptionTable: the Java push consumer sends no expression in its pulls)
+        self.subscriptions: dict[str, dict[str, Subscription]] = {}
         # group -> client id -> (last heartbeat ms, transport address, language and version ordinals)
         self.producers: dict[str, dict[str, tuple[int, bytes | None, int, int]]] = {}
 
@@ -61,6 +72,7 @@ class ClientRegistry:
                 changed.add(group)
             subs = {str(s.get("topic")): str(s.get("subString", "*"))
                     for s in consumer.get("subscriptionDataSet") or []}
+            self._register_subscriptions(group, consumer.get("subscriptionDataSet") or [])
             model = consumer.get("messageModel", "CLUSTERING")
             if model in (0, "0"):
                 model = "BROADCASTING"
@@ -78,6 +90,30 @@ class ClientRegistry:
                                 origin[1], origin[2])
         return changed
 
+    def _register_subscriptions(self, group: str, subscription_data: list) -> None:
+        """RocketMQ's ConsumerGroupInfo.updateSubscription: a topic new to the group is added, a known one
+        replaced only by a newer subVersion, and a topic this heartbeat no longer names is dropped."""
+        table = self.subscriptions.setdefault(group, {})
+        named = set()
+        for data in subscription_data:
+            topic = str(data.get("topic"))
+            named.add(topic)
+            try:
+                version = int(data.get("subVersion") or 0)
+            except (TypeError, ValueError):
+                version = 0
+            old = table.get(topic)
+            if old is None or version > old.sub_version:
+                expression_type = data.get("expressionType")
+                table[topic] = Subscription(str(data.get("subString", "*")),
+                                            None if expression_type is None else str(expression_type), version)
+        for topic in [t for t in table if t not in named]:
+            del table[topic]
+
+    def subscription(self, group: str, topic: str) -> Subscription | None:
+        """What ``group`` registered for ``topic`` by heartbeat; None when it registered nothing."""
+        return self.subscriptions.get(group, {}).get(topic)
+
     def unregister(self, client_id: str, consumer_group: str | None, producer_group: str | None) -> set[str]:
         """Forget a client; the consumer groups it left."""
         changed = set()
@@ -85,6 +121,9 @@ class ClientRegistry:
         for group in groups:
             if self.groups.get(group, {}).pop(client_id, None) is not None:
                 changed.add(group)
+            if group in self.groups and not self.groups[group]:
+                del self.groups[group]
+                self.subscriptions.pop(group, None)
         for group in ([producer_group] if producer_group else list(self.producers)):
             self.producers.get(group, {}).pop(client_id, None)
         return changed
@@ -117,6 +156,7 @@ class ClientRegistry:
                     left.append((group, client_id))
             if not members:
                 del self.groups[group]
+                self.subscriptions.pop(group, None)
         for group, producers in list(self.producers.items()):
             for client_id, (last_ms, peer, _language, _version) in list(producers.items()):
                 if gone(last_ms, peer):
@@ -132,6 +172,15 @@ class ClientRegistry:
         """Where a live producer of ``group`` heartbeats from (CHECK_TRANSACTION_STATE goes there)."""
         return [peer for _last, peer, _language, _version in self.producers.get(group, {}).values()
                 if peer is not None]
+
+    def producer_peer(self, client_id: str) -> bytes | None:
+        """The connection a live producer with this client id heartbeats from, in any group (where
+        PUSH_REPLY_MESSAGE_TO_CLIENT goes: RocketMQ's ProducerManager.findChannel)."""
+        for producers in self.producers.values():
+            entry = producers.get(client_id)
+            if entry is not None and entry[1] is not None:
+                return entry[1]
+        return None
 
     def consumer_ids(self, group: str) -> list[str]:
         return sorted(self.groups.get(group, {}))
