@@ -238,3 +238,25 @@ def test_delivered_messages_carry_what_apache_delivers(cluster, remoting, broker
         record = fmt.decode_at(raw, 0, check_crc=False)
         _ip, port = fmt.unpack_host(record.born_host)
         assert port > 0   # the sender's port, as RocketMQ stores its channel's remote address
+
+
+def test_a_one_way_offset_update_before_closing_is_kept(cluster, remoting, broker):
+    """DefaultMQPullConsumer.persist: UPDATE_CONSUMER_OFFSET one-way, then shutdown closes the connection
+    at once; a new member of the group reads the offset back (QUERY_CONSUMER_OFFSET)."""
+    _topic(remoting, "OneWayOffsets")
+    with Producer("OneWayPG", config=remoting) as producer:
+        for i in range(5):
+            producer.send(Message("OneWayOffsets", b"m%d" % i))
+    leaving = RemotingRpcClient(default_timeout_ms=5000)
+    leaving.oneway(broker, Command(RequestCode.UPDATE_CONSUMER_OFFSET, {
+        "consumerGroup": "OneWayCG", "topic": "OneWayOffsets", "queueId": "0", "commitOffset": "5"}))
+    leaving.close()
+    reader = RemotingRpcClient(default_timeout_ms=5000)
+    try:
+        def committed():
+            answer = reader.call(broker, Command(RequestCode.QUERY_CONSUMER_OFFSET, {
+                "consumerGroup": "OneWayCG", "topic": "OneWayOffsets", "queueId": "0"}))
+            return answer.fields.get("offset") == "5" or None
+        wait_until(committed, 10, what="the one-way offset applied")
+    finally:
+        reader.close()
