@@ -9,6 +9,7 @@ delayed message's REAL_TOPIC / REAL_QID / DELAY)."""
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 import zlib
@@ -18,13 +19,14 @@ import pytest
 import zstandard
 
 from rocketbox.cluster import Admin, Message, Producer, PullConsumer
+from rocketbox.cluster import remoting_format as rf
 from rocketbox.cluster.client import broker_api
 from rocketbox.cluster.client.message import decode_messages
 from rocketbox.cluster.protocol import PULL_FLAG_SUBSCRIPTION, PULL_FLAG_SUSPEND, RequestCode, ResponseCode
 from rocketbox.cluster.remoting_client import RemotingRpcClient
 from rocketbox.cluster.shm import commitlog_format as fmt
 from rocketbox.cluster.testing import LocalCluster, read_topic, wait_until
-from rocketbox.cluster.wire_format import Command
+from rocketbox.cluster.wire_format import FLAG_ONEWAY, Command
 from tests.conftest import client_config
 
 pytestmark = pytest.mark.timeout(120)
@@ -247,10 +249,12 @@ def test_a_one_way_offset_update_before_closing_is_kept(cluster, remoting, broke
     with Producer("OneWayPG", config=remoting) as producer:
         for i in range(5):
             producer.send(Message("OneWayOffsets", b"m%d" % i))
-    leaving = RemotingRpcClient(default_timeout_ms=5000)
-    leaving.oneway(broker, Command(RequestCode.UPDATE_CONSUMER_OFFSET, {
-        "consumerGroup": "OneWayCG", "topic": "OneWayOffsets", "queueId": "0", "commitOffset": "5"}))
-    leaving.close()
+    # A bare socket, as the Java client's channel: the frame written, the connection closed at once.
+    host, port = broker.removeprefix("tcp://").rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=5) as leaving:
+        leaving.sendall(rf.encode_frame(Command(RequestCode.UPDATE_CONSUMER_OFFSET, {
+            "consumerGroup": "OneWayCG", "topic": "OneWayOffsets", "queueId": "0", "commitOffset": "5"},
+            flag=FLAG_ONEWAY), rf.SERIALIZE_JSON))
     reader = RemotingRpcClient(default_timeout_ms=5000)
     try:
         def committed():
