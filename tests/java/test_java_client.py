@@ -65,9 +65,11 @@ def test_delivered_messages_carry_what_apache_delivers(cluster, java_programs, t
 
 def test_admin_api_queries_find_what_was_sent(cluster, java_programs, tmp_path):
     """earliestMsgStoreTime (32), queryMessage by key and viewMessage by unique id (QUERY_MESSAGE with
-    its response header), viewMessage by offset id (33)."""
+    its response header), a send's trace by its id in RMQ_SYS_TRACE_TOPIC (mqadmin queryMsgTraceById's
+    lookup), viewMessage by offset id (33)."""
     out = _run(java_programs, tmp_path, "AdminQueries", cluster.remoting_namesrv, "JavaQueries")
-    assert out.count("byUniqueId") == 3 and "byOffsetId ok" in out
+    assert out.count("byUniqueId") == 3 and " ok" in out.split("trace ", 1)[1].splitlines()[0]
+    assert "byOffsetId ok" in out
 
 
 def test_sql92_and_tag_consumers_get_only_their_messages(cluster, java_programs, tmp_path):

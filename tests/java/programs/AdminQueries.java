@@ -13,8 +13,9 @@ import org.apache.rocketmq.common.message.MessageQueue;
  * AdminQueries NAMESRV TOPIC: the admin API of a DefaultMQProducer on messages it just sent:
  * earliestMsgStoreTime of every queue (GET_EARLIEST_MSG_STORETIME), queryMessage by key and
  * viewMessage by unique id (QUERY_MESSAGE, the second with _UNIQUE_KEY_QUERY), and viewMessage by
- * offset message id (VIEW_MESSAGE_BY_ID). The index is written a moment after the send: each lookup
- * is tried for up to 20 s. Prints "earliest Q T", "byKey KEY N", "byUniqueId ID ok", "byOffsetId ok";
+ * offset message id (VIEW_MESSAGE_BY_ID), and the send's trace by its id in RMQ_SYS_TRACE_TOPIC (the
+ * producer traces its sends, enableMsgTrace). The index is written a moment after the send: each lookup
+ * is tried for up to 20 s. Prints "earliest Q T", "byKey KEY N", "byUniqueId ID ok", "trace ID ok", "byOffsetId ok";
  * exit 0 iff every one found what was sent.
  */
 public class AdminQueries {
@@ -25,7 +26,9 @@ public class AdminQueries {
     static int queries(String[] args) throws Exception {
         String namesrv = args[0], topic = args[1];
         String run = Long.toString(System.nanoTime());
-        DefaultMQProducer producer = new DefaultMQProducer("AdminQueriesPG");
+        // With message trace on, the client also sends each send's trace to RMQ_SYS_TRACE_TOPIC keyed by
+        // the message id: what mqadmin queryMsgTraceById looks up (QUERY_MESSAGE on the trace topic).
+        DefaultMQProducer producer = new DefaultMQProducer("AdminQueriesPG", true);
         producer.setNamesrvAddr(namesrv);
         producer.start();
         long before = System.currentTimeMillis() - 1000;
@@ -56,6 +59,12 @@ public class AdminQueries {
             System.out.println("byUniqueId " + uniqueId + " " + (idOk ? "ok" : "missing"));
             ok &= idOk;
         }
+        String traced = sent[0].getMsgId();
+        List<MessageExt> traces = retry(() -> producer.queryMessage("RMQ_SYS_TRACE_TOPIC", traced, 32, before,
+            System.currentTimeMillis() + 1000).getMessageList());
+        boolean traceOk = traces != null && new String(traces.get(0).getBody()).contains(traced);
+        System.out.println("trace " + traced + " " + (traceOk ? "ok" : "missing"));
+        ok &= traceOk;
         MessageExt byOffset = producer.viewMessage(sent[0].getOffsetMsgId());
         boolean offsetOk = byOffset != null && new String(byOffset.getBody()).equals("query body 0");
         System.out.println("byOffsetId " + (offsetOk ? "ok" : "missing"));
