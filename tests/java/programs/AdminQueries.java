@@ -14,7 +14,7 @@ import org.apache.rocketmq.common.message.MessageQueue;
  * earliestMsgStoreTime of every queue (GET_EARLIEST_MSG_STORETIME), queryMessage by key and
  * viewMessage by unique id (QUERY_MESSAGE, the second with _UNIQUE_KEY_QUERY), and viewMessage by
  * offset message id (VIEW_MESSAGE_BY_ID), and the send's trace by its id in RMQ_SYS_TRACE_TOPIC (the
- * producer traces its sends, enableMsgTrace). The index is written a moment after the send: each lookup
+ * producer traces its sends, enableMsgTrace). Queue entries and the index are written a moment after the send: each lookup
  * is tried for up to 20 s. Prints "earliest Q T", "byKey KEY N", "byUniqueId ID ok", "trace ID ok", "byOffsetId ok";
  * exit 0 iff every one found what was sent.
  */
@@ -42,7 +42,11 @@ public class AdminQueries {
         for (SendResult r : sent) {
             MessageQueue mq = r.getMessageQueue();
             if (queues.add(mq.getQueueId())) {
-                long earliest = producer.earliestMsgStoreTime(mq);
+                Long found = retry(() -> {   // -1 until the queue's entry is written
+                    long t = producer.earliestMsgStoreTime(mq);
+                    return t > 0 ? t : null;
+                });
+                long earliest = found == null ? -1 : found;
                 System.out.println("earliest " + mq.getQueueId() + " " + earliest);
                 ok &= earliest > 0 && earliest <= System.currentTimeMillis();
             }
