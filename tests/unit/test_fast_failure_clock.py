@@ -130,3 +130,22 @@ def test_without_schedstat_nothing_is_discounted(tmp_path):
     from rocketbox.cluster import fast_failure
     delay = fast_failure.RunQueueDelay(str(tmp_path / "missing"))
     assert not delay.available and delay.since(0.0) == 0.0
+
+
+def test_a_starved_door_far_behind_is_still_refused(tmp_path, monkeypatch):
+    """Starved and 65 requests behind: overload (a flood on the same cores starves the broker too)."""
+    from rocketbox.cluster import fast_failure
+    from rocketbox.cluster.protocol import RequestCode
+    from rocketbox.cluster.wire_format import Command
+    clock = _PausingClock(0.0)
+    monkeypatch.setattr(fast_failure.time, "monotonic", clock.monotonic)
+    stats = _Schedstat(tmp_path / "schedstat")
+    delay = fast_failure.RunQueueDelay(str(stats.path), clock=clock.monotonic)
+    backlog = DoorBacklog(None, WaitBounds(**BOUNDS), "test door")
+    backlog.run_queue_delay = delay
+    arrived = clock.now
+    clock.now += 0.3
+    stats.set(0.29)
+    backlog.read = fast_failure.RunQueueDelay.QUEUED_MAX   # the next request is the 65th read
+    assert backlog.refusal(Command(RequestCode.SEND_MESSAGE_V2), arrived) is not None
+    assert backlog.forgiven == 0 and backlog.shed == {"send": 1}
