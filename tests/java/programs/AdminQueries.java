@@ -30,6 +30,7 @@ public class AdminQueries {
         // the message id: what mqadmin queryMsgTraceById looks up (QUERY_MESSAGE on the trace topic).
         DefaultMQProducer producer = new DefaultMQProducer("AdminQueriesPG", true);
         producer.setNamesrvAddr(namesrv);
+        producer.setSendMsgTimeout(Exits.SEND_TIMEOUT_MS);
         producer.start();
         long before = System.currentTimeMillis() - 1000;
         SendResult[] sent = new SendResult[3];

@@ -28,6 +28,7 @@ public class Inspect {
         String run = Long.toString(System.nanoTime());
         DefaultMQProducer producer = new DefaultMQProducer("InspectPG");
         producer.setNamesrvAddr(namesrv);
+        producer.setSendMsgTimeout(Exits.SEND_TIMEOUT_MS);
         producer.start();
         Message plain = new Message(topic, "TagA", run + "-plain", "plain body".getBytes());
         plain.putUserProperty("u", "1");

@@ -28,6 +28,7 @@ public class PullConsumer {
         String run = Long.toString(System.nanoTime());
         DefaultMQProducer producer = new DefaultMQProducer("PullPG");
         producer.setNamesrvAddr(namesrv);
+        producer.setSendMsgTimeout(Exits.SEND_TIMEOUT_MS);
         producer.start();
         for (int i = 0; i < count; i++) {
             producer.send(new Message(topic, "TagA", run + "-" + i, ("pull " + i).getBytes()));

@@ -30,6 +30,7 @@ public class Rebalance {
         String run = Long.toString(System.nanoTime());
         DefaultMQProducer producer = new DefaultMQProducer("RebalancePG");
         producer.setNamesrvAddr(namesrv);
+        producer.setSendMsgTimeout(Exits.SEND_TIMEOUT_MS);
         producer.start();
         producer.send(new Message(topic, "warm-up".getBytes()));   // the topic exists before the group subscribes
 

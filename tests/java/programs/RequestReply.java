@@ -24,11 +24,13 @@ public class RequestReply {
         String run = Long.toString(System.nanoTime());
         DefaultMQProducer requester = new DefaultMQProducer("RequesterPG" + run);
         requester.setNamesrvAddr(namesrv);
+        requester.setSendMsgTimeout(Exits.SEND_TIMEOUT_MS);
         requester.start();
         requester.send(new Message(topic, "warm-up".getBytes()));   // the topic exists before the responder subscribes
 
         DefaultMQProducer replier = new DefaultMQProducer("ReplierPG" + run);
         replier.setNamesrvAddr(namesrv);
+        replier.setSendMsgTimeout(Exits.SEND_TIMEOUT_MS);
         replier.start();
         DefaultMQPushConsumer responder = new DefaultMQPushConsumer("ResponderCG" + run);
         responder.setNamesrvAddr(namesrv);

@@ -29,6 +29,7 @@ public class SendAndPush {
         String run = Long.toString(System.nanoTime());
         DefaultMQProducer producer = new DefaultMQProducer("JavaSendPG");
         producer.setNamesrvAddr(namesrv);
+        producer.setSendMsgTimeout(Exits.SEND_TIMEOUT_MS);
         producer.start();
         for (int i = 0; i < count; i++) {
             byte[] body = body(run, i, size);

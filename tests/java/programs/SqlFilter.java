@@ -30,6 +30,7 @@ public class SqlFilter {
         String run = Long.toString(System.nanoTime());
         DefaultMQProducer producer = new DefaultMQProducer("SqlFilterPG");
         producer.setNamesrvAddr(namesrv);
+        producer.setSendMsgTimeout(Exits.SEND_TIMEOUT_MS);
         producer.start();
         for (int a = 0; a < 10; a++) {
             Message m = new Message(topic, a % 2 == 0 ? "TagA" : "TagB", run + "-" + a, ("a=" + a).getBytes());

@@ -25,6 +25,7 @@ public class SteadyLoad {
         DefaultMQProducer producer = new DefaultMQProducer("SteadyLoadPG");
         producer.setNamesrvAddr(namesrv);
         producer.setRetryTimesWhenSendFailed(0);
+        producer.setSendMsgTimeout(Exits.SEND_TIMEOUT_MS);
         producer.start();
         byte[] body = new byte[1024];
         producer.send(new Message(topic, body));   // route and connection ready before the clock starts
