@@ -53,7 +53,10 @@ setup(
                       # Fernet, keyed from the cluster's controller secret): nothing a stranger sends is
                       # unpickled. And `cluster tls` makes a self-signed certificate and key (cluster/tls.py):
                       # the standard library's ssl can use a certificate but not make one.
-                      "cryptography>=42,<51"],
+                      "cryptography>=42,<51",
+                      # Java clients 4.9.8+ compress bodies with zlib, LZ4 or ZSTD (the type in sysFlag bits
+                      # 8-10, RocketMQ's CompressionType): every client of ours must inflate all three.
+                      "lz4>=4.3,<5", "zstandard>=0.22,<1"],
     extras_require={
         # pytest-timeout bounds every test (pyproject.toml), so a hung test fails instead of stalling CI.
         # setuptools 70.1+ builds a wheel by itself, so tests/integration/test_packaging.py can check

@@ -110,8 +110,14 @@ def serve_server_request(handlers: dict, request: Command) -> Command | None:
     return answer if isinstance(answer, Command) and not request.is_oneway else None
 
 
-# An I/O thread looks at its queue and its deadlines at least this often.
+# An I/O thread with calls in flight looks at its queue and their deadlines at least this often.
 IO_WAIT_S_MAX = 0.2
+# An idle one (nothing in flight, nothing submitted: a submit wakes it through its pipe) sleeps this
+# long at most. Every wake takes the GIL: a broker's NameServer client thread woken 5 times a second
+# for nothing took it from the broker's loop, and on a loaded machine (load 17 on 2 cores) the loop
+# then waited 60-160 ms for the thread to be scheduled and hand it back (issue 31: sends refused
+# TIMEOUT_CLEAN_QUEUE at 2,000 msg/s).
+IO_IDLE_WAIT_S = 5.0
 
 
 class IoThreadBase:
@@ -168,7 +174,11 @@ class IoThreadBase:
 
     def _wait_s(self) -> float:
         """How long the thread may wait for events: not at all while submitted requests wait."""
-        return 0.0 if self._submitted else self._pending.seconds_to_next(time.monotonic(), IO_WAIT_S_MAX)
+        if self._submitted:
+            return 0.0
+        if not len(self._pending):
+            return IO_IDLE_WAIT_S
+        return self._pending.seconds_to_next(time.monotonic(), IO_WAIT_S_MAX)
 
     def _expire_due(self) -> None:
         self._pending.expire(time.monotonic(), lambda _endpoint: RequestTimeout("no answer within the time-out"))

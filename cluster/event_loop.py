@@ -24,7 +24,7 @@ from typing import Callable
 
 import zmq
 
-from rocketbox.cluster.fast_failure import empty_as_of
+from rocketbox.cluster.fast_failure import RunQueueDelay, empty_as_of
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +41,7 @@ class EventLoop:
         self._after_batch: list[Callable[[], None]] = []
         self._backlogs: list = []
         self._again: list[Callable[[], None]] = []
+        self._run_queue_delay: RunQueueDelay | None = None
 
     def watch_stop_fd(self, fd: int) -> None:
         """Poll ``fd`` (a signal wake-up pipe): a stop signal then ends the wait at once."""
@@ -57,7 +58,14 @@ class EventLoop:
 
     def watch_backlog(self, backlog) -> None:
         """Keep ``backlog.drained_at`` (the last time its ``source``, a reader of this loop, had
-        nothing unread) current across the turns it is not readable in."""
+        nothing unread) current across the turns it is not readable in, and give it this thread's
+        run-queue delay (sampled on this loop), which its waits are not charged with."""
+        if self._run_queue_delay is None:
+            self._run_queue_delay = RunQueueDelay()
+            if self._run_queue_delay.available:
+                self.call_every(RunQueueDelay.SAMPLE_INTERVAL_S, self._run_queue_delay.sample)
+        if self._run_queue_delay.available:
+            backlog.run_queue_delay = self._run_queue_delay
         self._backlogs.append(backlog)
 
     def again(self, callback: Callable[[], None]) -> None:

@@ -39,6 +39,8 @@ class RequestCode(enum.IntEnum):
     SEARCH_OFFSET_BY_TIMESTAMP = 29
     GET_MAX_OFFSET = 30
     GET_MIN_OFFSET = 31
+    # The store time of a queue's oldest message (the admin API's earliestMsgStoreTime).
+    GET_EARLIEST_MSG_STORETIME = 32
     VIEW_MESSAGE_BY_ID = 33
     HEART_BEAT = 34
     UNREGISTER_CLIENT = 35
@@ -64,6 +66,9 @@ class RequestCode(enum.IntEnum):
     PUT_KV_CONFIG = 100
     GET_KV_CONFIG = 101
     DELETE_KV_CONFIG = 102
+    # A consumer asks whether the broker can serve its subscription before it starts (SQL92 needs
+    # enablePropertyFilter and an expression that compiles).
+    CHECK_CLIENT_CONFIG = 46
     REGISTER_BROKER = 103
     UNREGISTER_BROKER = 104
     GET_ROUTEINFO_BY_TOPIC = 105
@@ -133,6 +138,10 @@ class RequestCode(enum.IntEnum):
     # mqadmin statsAll: a topic's puts or a topic@group's gets over the last minute, hour and day.
     VIEW_BROKER_STATS_DATA = 315
     SEND_BATCH_MESSAGE = 320
+    # Request-reply (broker/reply.py): a responder sends its reply; the broker stores it in
+    # <cluster>_REPLY_TOPIC and pushes it to the requester's connection (reply.PUSH_REPLY_MESSAGE_TO_CLIENT).
+    SEND_REPLY_MESSAGE = 324
+    SEND_REPLY_MESSAGE_V2 = 325
     # One topic's config with its attributes (message.type), as RocketMQ 5's proxy reads it.
     GET_TOPIC_CONFIG = 351
     # Controller mode (RocketMQ 5; cluster/controller/): a replica's liveness and role, every interval.
@@ -187,6 +196,10 @@ class ResponseCode(enum.IntEnum):
     PULL_OFFSET_MOVED = 21
     QUERY_NOT_FOUND = 22
     SUBSCRIPTION_PARSE_FAILED = 23
+    # A pull that leaves its subscription to the broker (no FLAG_SUBSCRIPTION): the group registered none
+    # for the topic, or an older one than the pull's subVersion.
+    SUBSCRIPTION_NOT_EXIST = 24
+    SUBSCRIPTION_NOT_LATEST = 25
     SUBSCRIPTION_GROUP_NOT_EXIST = 26
     CONSUMER_NOT_ONLINE = 206
     NO_MESSAGE = 208   # a pop ack whose message is acked already or was delivered again
@@ -205,6 +218,10 @@ SERVED_BY: dict[RequestCode, str] = {
     RequestCode.PULL_MESSAGE: BROKER,
     RequestCode.QUERY_MESSAGE: BROKER,
     RequestCode.VIEW_MESSAGE_BY_ID: BROKER,
+    RequestCode.GET_EARLIEST_MSG_STORETIME: BROKER,
+    RequestCode.CHECK_CLIENT_CONFIG: BROKER,
+    RequestCode.SEND_REPLY_MESSAGE: BROKER,
+    RequestCode.SEND_REPLY_MESSAGE_V2: BROKER,
     RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: BROKER,
     RequestCode.QUERY_CONSUMER_OFFSET: BROKER,
     RequestCode.UPDATE_CONSUMER_OFFSET: BROKER,

@@ -296,6 +296,18 @@ class ScanResult(NamedTuple):
         return [self.row(i) for i in range(self.count)]
 
 
+def delivered_records(payload) -> bytes:
+    """``payload``'s records (whole, back to back) as consumers get them: without the whole-record CRC
+    property (``commitlog_format.delivered_records``, the Python twin); ValueError for anything else."""
+    out = bytearray(len(payload))
+    with _readable(payload) as src, _writable(out) as dst:
+        written = lib.rb_delivered_records(src, len(src), dst, len(dst))
+    if written < 0:
+        raise ValueError("not whole records back to back")
+    del out[written:]
+    return bytes(out)
+
+
 def scan_records(buffer, start: int, end: int, *, max_rows: int = 1024,
                  check_crc: bool = False) -> ScanResult:
     """Walk the records of ``buffer[start:end]`` as ``commitlog_format.decode_at`` would.

@@ -64,6 +64,12 @@ enum rb_record_codes {
     SYSFLAG_TRANSACTION_PREPARED = 4, SYSFLAG_TRANSACTION_ROLLBACK = 12, SYSFLAG_TRANSACTION_MASK = 12
 };
 
+/* Records as delivered (commitlog_format.delivered_records): the records at src[0, src_len),
+ * whole and back to back (a pull's answer), each without the whole-record CRC property that
+ * ends its properties where it has one (TOTALSIZE and the properties length 20 less), copied to
+ * dst (dst_len >= src_len). Returns the bytes written, or -1 when src does not hold whole records. */
+int64_t rb_delivered_records(const uint8_t *src, size_t src_len, uint8_t *dst, size_t dst_len);
+
 /* MAGICCODE of a record (blank == 0) or of the blank that ends a segment. */
 uint32_t rb_record_magic(int blank);
 

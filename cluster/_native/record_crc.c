@@ -205,3 +205,72 @@ int check_record_crc(const uint8_t *rec, int64_t total, int64_t properties_len)
         return -1;
     return (rb_crc32(0, rec, (size_t)(total - RECORD_CRC_BYTES)) & CRC_MASK) == stored ? 1 : -1;
 }
+
+/* ---- delivery: records without the property (consumers never see it, as RocketMQ 4's) ---- */
+
+static uint32_t load_be32(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static void store_be32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)(v >> 24);
+    p[1] = (uint8_t)(v >> 16);
+    p[2] = (uint8_t)(v >> 8);
+    p[3] = (uint8_t)v;
+}
+
+/* Do the last RECORD_CRC_BYTES of props (len bytes) hold the CRC property? */
+static int ends_with_crc_property(const uint8_t *props, int64_t len)
+{
+    if (len < RECORD_CRC_BYTES)
+        return 0;
+    const uint8_t *pair = props + len - RECORD_CRC_BYTES;
+    if ((len > RECORD_CRC_BYTES && pair[-1] != PROPERTY_SEPARATOR) ||
+        memcmp(pair, crc_pair_name, CRC_PAIR_NAME_BYTES) != 0 ||
+        pair[CRC_PAIR_NAME_BYTES] != PROPERTY_NAME_VALUE_SEPARATOR || pair[RECORD_CRC_BYTES - 1] != PROPERTY_SEPARATOR)
+        return 0;
+    for (int i = 0; i < CRC_DIGITS; i++)
+        if (pair[CRC_PAIR_NAME_BYTES + 1 + i] < '0' || pair[CRC_PAIR_NAME_BYTES + 1 + i] > '9')
+            return 0;
+    return 1;
+}
+
+int64_t rb_delivered_records(const uint8_t *src, size_t src_len, uint8_t *dst, size_t dst_len)
+{
+    int64_t pos = 0, out = 0, len = (int64_t)src_len;
+    if (dst_len < src_len)
+        return -1;
+    while (pos < len) {
+        if (len - pos < RECORD_FIXED_BYTES)
+            return -1;
+        const uint8_t *rec = src + pos;
+        int64_t total = (int32_t)load_be32(rec + OFF_TOTALSIZE);
+        int64_t body_len = (int32_t)load_be32(rec + OFF_BODYLEN);
+        if (total < RECORD_FIXED_BYTES || total > len - pos || body_len < 0 ||
+            body_len > total - RECORD_FIXED_BYTES)
+            return -1;
+        int64_t topic_at = RECORD_HEAD_BYTES + body_len;
+        int64_t topic_len = rec[topic_at];
+        int64_t props_at = topic_at + 1 + topic_len + 2;
+        if (topic_len > TOPIC_BYTES_MAX || props_at > total)
+            return -1;
+        int64_t props_len = (int64_t)rec[props_at - 2] << 8 | rec[props_at - 1];
+        if (props_at + props_len != total)
+            return -1;
+        if (ends_with_crc_property(rec + props_at, props_len)) {
+            int64_t kept = total - RECORD_CRC_BYTES;
+            memcpy(dst + out, rec, (size_t)kept);
+            store_be32(dst + out + OFF_TOTALSIZE, (uint32_t)kept);
+            dst[out + props_at - 2] = (uint8_t)((props_len - RECORD_CRC_BYTES) >> 8);
+            dst[out + props_at - 1] = (uint8_t)(props_len - RECORD_CRC_BYTES);
+            out += kept;
+        } else {
+            memcpy(dst + out, rec, (size_t)total);
+            out += total;
+        }
+        pos += total;
+    }
+    return out;
+}

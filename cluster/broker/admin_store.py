@@ -74,7 +74,7 @@ class StoreAdmin:
                 cfg = self.topics.get(topic)
                 if cfg is None or (only_orderly and not cfg.order):
                     continue
-                if online and self.clients.subscription(group, topic) is None:
+                if online and self.clients.subscription_data_of(group, topic) is None:
                     continue   # RocketMQ's rule: an online group is shown only on the topics it subscribes
                 table = {message_queue_key(topic, self.cfg.broker_name, q): offset_wrapper(self.store, self.offsets, group, topic, q)
                          for q in range(cfg.writeQueueNums)}
@@ -136,7 +136,7 @@ class StoreAdmin:
         for name in [topic] if topic else self.offsets.topics_of(source):
             if self.topics.get(name) is None:
                 continue
-            if not offline and online and self.clients.subscription(source, name) is None:
+            if not offline and online and self.clients.subscription_data_of(source, name) is None:
                 continue   # RocketMQ's rule: an online source is cloned only on the topics it subscribes
             for queue_id, offset in sorted(self.offsets.table.get(f"{name}@{source}", {}).items()):
                 self.offsets.commit(target, name, queue_id, offset)
@@ -158,7 +158,7 @@ class StoreAdmin:
         body: dict = {"maxQueueIndex": high, "minQueueIndex": low, "queueData": []}
         group = request.fields.get("consumerGroup")
         if group:
-            subscription = self.clients.subscription(group, topic)
+            subscription = self.clients.subscription_data_of(group, topic)
             body["subscriptionData"] = subscription
             body["filterData"] = "null" if subscription is not None else f"{group}@{topic} is not online!"
         remark = ""

@@ -57,11 +57,22 @@ def subscription_data(topic: str, expression: str, version: int) -> dict:
             "subVersion": version, "classFilterMode": False}
 
 
+@dataclass(frozen=True)
+class Subscription:
+    """One topic's subscription of a consumer group as its heartbeats registered it (SubscriptionData)."""
+    expression: str
+    expression_type: str | None   # None: RocketMQ's default, TAG
+    sub_version: int
+
+
 class ClientRegistry:
     def __init__(self, expiry_ms: int):
         self.expiry_ms = expiry_ms
         # group -> client id -> member
         self.groups: dict[str, dict[str, ConsumerMember]] = {}
+        # group -> topic -> the subscription a pull without one of its own is served with (RocketMQ's
+        # ConsumerGroupInfo.subscriptionTable: the Java push consumer sends no expression in its pulls)
+        self.subscriptions: dict[str, dict[str, Subscription]] = {}
         # group -> client id -> member
         self.producers: dict[str, dict[str, ProducerMember]] = {}
 
@@ -78,6 +89,7 @@ class ClientRegistry:
                 changed.add(group)
             subs = {str(s.get("topic")): str(s.get("subString", "*"))
                     for s in consumer.get("subscriptionDataSet") or []}
+            self._register_subscriptions(group, consumer.get("subscriptionDataSet") or [])
             model = consumer.get("messageModel", "CLUSTERING")
             if model in (0, "0"):
                 model = "BROADCASTING"
@@ -95,12 +107,40 @@ class ClientRegistry:
                                               origin[1], origin[2], origin[0])
         return changed
 
+    def _register_subscriptions(self, group: str, subscription_data: list) -> None:
+        """RocketMQ's ConsumerGroupInfo.updateSubscription: a topic new to the group is added, a known one
+        replaced only by a newer subVersion, and a topic this heartbeat no longer names is dropped."""
+        table = self.subscriptions.setdefault(group, {})
+        named = set()
+        for data in subscription_data:
+            topic = str(data.get("topic"))
+            named.add(topic)
+            try:
+                version = int(data.get("subVersion") or 0)
+            except (TypeError, ValueError):
+                version = 0
+            old = table.get(topic)
+            if old is None or version > old.sub_version:
+                expression_type = data.get("expressionType")
+                table[topic] = Subscription(str(data.get("subString", "*")),
+                                            None if expression_type is None else str(expression_type), version)
+        for topic in [t for t in table if t not in named]:
+            del table[topic]
+
+    def subscription(self, group: str, topic: str) -> Subscription | None:
+        """What ``group`` registered for ``topic`` by heartbeat; None when it registered nothing."""
+        return self.subscriptions.get(group, {}).get(topic)
+
     def unregister(self, client_id: str, consumer_group: str | None, producer_group: str | None) -> set[str]:
         """Forget a client in the groups named, and no other (None: none of that kind); the consumer
         groups it left."""
         changed = set()
-        if consumer_group and self.groups.get(consumer_group, {}).pop(client_id, None) is not None:
-            changed.add(consumer_group)
+        if consumer_group:
+            if self.groups.get(consumer_group, {}).pop(client_id, None) is not None:
+                changed.add(consumer_group)
+            if consumer_group in self.groups and not self.groups[consumer_group]:
+                del self.groups[consumer_group]
+                self.subscriptions.pop(consumer_group, None)
         if producer_group:
             self.producers.get(producer_group, {}).pop(client_id, None)
         return changed
@@ -133,6 +173,7 @@ class ClientRegistry:
                     left.append((group, client_id))
             if not members:
                 del self.groups[group]
+                self.subscriptions.pop(group, None)
         for group, producers in list(self.producers.items()):
             for client_id, member in list(producers.items()):
                 if gone(member.last_heartbeat_ms, member.peer):
@@ -148,13 +189,22 @@ class ClientRegistry:
         """Where a live producer of ``group`` heartbeats from (CHECK_TRANSACTION_STATE goes there)."""
         return [m.peer for m in self.producers.get(group, {}).values() if m.peer is not None]
 
-    def subscription(self, group: str, topic: str) -> dict | None:
+    def subscription_data_of(self, group: str, topic: str) -> dict | None:
         """The SubscriptionData of ``group``'s latest heartbeat naming ``topic``; None if no online member subscribes it."""
         members = [m for m in self.groups.get(group, {}).values() if topic in m.subscriptions]
         if not members:
             return None
         latest = max(members, key=lambda m: m.last_heartbeat_ms)
         return subscription_data(topic, latest.subscriptions[topic], latest.last_heartbeat_ms)
+
+    def producer_peer(self, client_id: str) -> bytes | None:
+        """The connection a live producer with this client id heartbeats from, in any group (where
+        PUSH_REPLY_MESSAGE_TO_CLIENT goes: RocketMQ's ProducerManager.findChannel)."""
+        for producers in self.producers.values():
+            entry = producers.get(client_id)
+            if entry is not None and entry.peer is not None:
+                return entry.peer
+        return None
 
     def consumer_ids(self, group: str) -> list[str]:
         return sorted(self.groups.get(group, {}))

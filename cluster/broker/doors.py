@@ -64,6 +64,8 @@ class BrokerDoors:
         for door, server in (("native", self.native), ("remoting", self.remoting)):
             if server is not None and server.backlog is not None:
                 info[door]["busyAnswers"] = dict(server.backlog.shed)
+                # Past their bound only because the broker's thread waited for a CPU: served (fast_failure.RunQueueDelay).
+                info[door]["busyForgiven"] = server.backlog.forgiven
         return info
 
     def close(self) -> None:

@@ -16,7 +16,8 @@ from __future__ import annotations
 from rocketbox.cluster import _native
 from rocketbox.cluster.filter.expressions import EXPRESSION_SQL92, EXPRESSION_TAG, is_tag_type
 from rocketbox.cluster.filter.sql92 import SqlParseError, SqlSelector, compile_sql
-from rocketbox.cluster.protocol import ProtocolError, ResponseCode
+from rocketbox.cluster.protocol import ProtocolError, ResponseCode, answers_refusals, json_body
+from rocketbox.cluster.wire_format import Command
 from rocketbox.cluster.shm.commitlog_format import decode_properties
 
 # Queue entries one SQL92 pull reads from the CommitLog: matches may be sparse, and a pull
@@ -55,6 +56,31 @@ def check_heartbeat_subscriptions(heartbeat: dict, property_filter_enabled: bool
             if not is_tag_type(sub.get("expressionType")):
                 sql_selector(sub.get("expressionType"), sub.get("subString"), property_filter_enabled,
                              f"group {consumer.get('groupName')}, topic {sub.get('topic')}")
+
+
+class ClientConfigCheck:
+    """CHECK_CLIENT_CONFIG (46): a consumer asks, before it starts, whether this broker can serve its
+    subscription (the Java client's checkClientInBroker, for every non-tag subscription). As RocketMQ's
+    ClientManageProcessor: a tag subscription (or none) is fine; SQL92 needs enablePropertyFilter
+    (SYSTEM_ERROR "The broker does not support consumer to filter message by SQL92" otherwise) and an
+    expression that compiles (SUBSCRIPTION_PARSE_FAILED with the reason)."""
+
+    def __init__(self, cfg):
+        self.cfg = cfg
+
+    @answers_refusals
+    def on_check_client_config(self, request: Command, reply=None) -> Command:
+        body = json_body(request) if request.body else {}
+        data = body.get("subscriptionData") if isinstance(body, dict) else None
+        if isinstance(data, dict) and not is_tag_type(data.get("expressionType")):
+            expression_type = str(data.get("expressionType"))
+            if not self.cfg.enable_property_filter:
+                return request.response(ResponseCode.SYSTEM_ERROR,
+                                        remark=f"The broker does not support consumer to filter message by "
+                                               f"{expression_type}")
+            sql_selector(expression_type, data.get("subString"), True,
+                         f"group {body.get('group')}, topic {data.get('topic')}")
+        return request.response(ResponseCode.SUCCESS)
 
 
 def select_records(payload: bytes, count: int, selector: SqlSelector, max_count: int) -> tuple[bytes, int, int | None]:

@@ -11,11 +11,12 @@ import logging
 import os
 import time
 
+from rocketbox.cluster import _native
 from rocketbox.cluster.broker.filtering import SQL_SCAN_ENTRIES, select_records, sql_selector
 from rocketbox.cluster.filter.expressions import tag_hashes_of
 from rocketbox.cluster.config import name_problem
-from rocketbox.cluster.protocol import (PERM_READ, PULL_FLAG_COMMIT_OFFSET, PULL_FLAG_SUSPEND, ResponseCode, answers_refusals,
-                              field_int, field_str)
+from rocketbox.cluster.protocol import (PERM_READ, PULL_FLAG_COMMIT_OFFSET, PULL_FLAG_SUBSCRIPTION, PULL_FLAG_SUSPEND,
+                                        ResponseCode, answers_refusals, field_int, field_str)
 from rocketbox.cluster.shm.commitlog_format import phys_offset_at
 from rocketbox.cluster.shm.store import GetMessageStatus as GetStatus
 from rocketbox.cluster.wire_format import Command
@@ -33,8 +34,11 @@ def memory_share_bytes(ratio: float = 0.4) -> int:
 
 
 class PullProcessor:
-    def __init__(self, cfg, store, topics, offsets, groups, pull_waiters, ha):
+    def __init__(self, cfg, store, topics, offsets, groups, pull_waiters, ha, clients):
+        """``clients``: the ClientRegistry, whose heartbeats registered the subscriptions of pulls
+        that carry none."""
         self.cfg = cfg
+        self.clients = clients
         self.store = store
         self.topics = topics
         self.offsets = offsets
@@ -61,7 +65,6 @@ class PullProcessor:
         max_count = max(1, min(field_int(request, "maxMsgNums", 32), self.cfg.pull_batch_count_max))
         sys_flag = field_int(request, "sysFlag", 0)
         suspend_ms = min(field_int(request, "suspendTimeoutMillis", 15_000), self.cfg.pull_suspend_ms_max)
-        subscription = request.fields.get("subscription", "*")
         topic_cfg = self.topics.get(topic)
         if topic_cfg is None:
             return request.response(ResponseCode.TOPIC_NOT_EXIST, remark=f"topic {topic} does not exist")
@@ -74,8 +77,15 @@ class PullProcessor:
         refusal = self._group_refusal(request, group)
         if refusal is not None:
             return refusal
+        if sys_flag & PULL_FLAG_SUBSCRIPTION:
+            subscription, expression_type = request.fields.get("subscription", "*"), request.fields.get("expressionType")
+        else:
+            registered = self._registered_subscription(request, group, topic)
+            if isinstance(registered, Command):
+                return registered
+            subscription, expression_type = registered.expression, registered.expression_type
         # A tag subscription filters on ConsumeQueue hashes; an SQL92 one on each record's properties.
-        selector = sql_selector(request.fields.get("expressionType"), subscription, self.cfg.enable_property_filter)
+        selector = sql_selector(expression_type, subscription, self.cfg.enable_property_filter)
         tag_hashes = tag_hashes_of(subscription) if selector is None else None
         if sys_flag & PULL_FLAG_COMMIT_OFFSET:
             commit_offset = field_int(request, "commitOffset", -1)
@@ -115,6 +125,20 @@ class PullProcessor:
         if group_cfg is not None and not group_cfg.consumeEnable:
             return request.response(ResponseCode.NO_PERMISSION, remark=f"subscription group no permission, {group}")
         return None
+
+    def _registered_subscription(self, request, group: str, topic: str):
+        """The subscription of a pull without FLAG_SUBSCRIPTION (the Java push consumer's default: its
+        heartbeat registered it), or the refusal RocketMQ's PullMessageProcessor answers."""
+        registered = self.clients.subscription(group, topic)
+        if registered is None:
+            return request.response(ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                                    remark=f"the consumer's subscription not exist: group {group} registered none "
+                                           f"for topic {topic} (a pull without FLAG_SUBSCRIPTION uses the "
+                                           f"heartbeat's)")
+        if registered.sub_version < field_int(request, "subVersion", 0):
+            return request.response(ResponseCode.SUBSCRIPTION_NOT_LATEST,
+                                    remark=f"the consumer's subscription not latest: group {group}, topic {topic}")
+        return registered
 
     def _not_found(self, request, topic, queue_id, offset) -> Command:
         return request.response(ResponseCode.PULL_NOT_FOUND, self._offset_fields(topic, queue_id, offset))
@@ -165,6 +189,9 @@ class PullProcessor:
             self.pulls_by_group[key] = self.pulls_by_group.get(key, 0) + 1
             self.pulled_to[(group, topic, queue_id)] = next_begin
             fields["suggestWhichBrokerId"] = str(self._suggest(payload))
+            if self.cfg.store.record_crc_enabled:
+                # The store's own proof of a whole record, not the message's: consumers never see it.
+                payload = _native.delivered_records(payload)
             return request.response(ResponseCode.SUCCESS, fields, payload)
         if status == GetStatus.OFFSET_OVERFLOW_ONE:
             return None

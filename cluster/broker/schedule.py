@@ -76,10 +76,9 @@ class ScheduleService:
 
     @staticmethod
     def parked_properties(props: dict[str, str], topic: str, queue_id: int) -> dict[str, str]:
-        parked = dict(props)
-        parked.setdefault(fmt.PROPERTY_REAL_TOPIC, topic)
-        parked.setdefault(fmt.PROPERTY_REAL_QID, str(queue_id))
-        return parked
+        # Set, not defaulted, as RocketMQ's CommitLog does: a delivered delayed message keeps its REAL_TOPIC,
+        # and sent again with a delay it must wait for the topic it is sent to now.
+        return {**props, fmt.PROPERTY_REAL_TOPIC: topic, fmt.PROPERTY_REAL_QID: str(queue_id)}
 
     # ---------------------------------------------------------------- delivering
 
@@ -149,8 +148,10 @@ class ScheduleService:
         if next_queue is not None:
             target_topic, target_queue = SCHEDULE_TOPIC, next_queue
         else:
-            props = {k: v for k, v in props.items() if k not in (fmt.PROPERTY_REAL_TOPIC, fmt.PROPERTY_REAL_QID,
-                                                                  fmt.PROPERTY_DELAY, PROPERTY_TIMER_DELIVER_MS)}
+            # Delivered as RocketMQ 4's ScheduleMessageService delivers it: REAL_TOPIC, REAL_QID and DELAY
+            # stay in the stored properties (its messageTimeup clears DELAY only from the map it then
+            # ignores), so a consumer sees where the message waited; the exact time is spent.
+            props = {k: v for k, v in props.items() if k != PROPERTY_TIMER_DELIVER_MS}
             target_topic, target_queue = topic, queue_id
         message = copy_of_record(rec, props)
         result = self.store.put_messages(target_topic, target_queue, [message])

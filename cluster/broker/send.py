@@ -15,7 +15,8 @@ from rocketbox.cluster.protocol import (answers_refusals, field_int, is_broker_o
 from rocketbox.cluster.broker.meters import InTraffic
 from rocketbox.cluster.broker.transaction import HALF_TOPIC
 from rocketbox.cluster.shm.commitlog_format import (PROPERTY_DELAY, PROPERTY_TRAN_MSG, PROPERTY_WAIT, SYSFLAG_COMPRESSED,
-                                          SYSFLAG_MULTI_TAGS, SYSFLAG_TRANSACTION_MASK, SYSFLAG_TRANSACTION_PREPARED,
+                                          SYSFLAG_COMPRESSION_TYPE_MASK, SYSFLAG_MULTI_TAGS, SYSFLAG_TRANSACTION_MASK,
+                                          SYSFLAG_TRANSACTION_PREPARED, PROPERTY_CLUSTER, PROPERTY_SEPARATOR,
                                           decode_properties, encode_properties, pack_host, property_mark)
 from rocketbox.cluster.shm.schedule_format import PROPERTY_TIMER_DELIVER_MS, SCHEDULE_TOPIC
 from rocketbox.cluster.shm.store import MessageToStore, PutMessageStatus as PutStatus
@@ -24,8 +25,11 @@ from rocketbox.cluster.wire_format import Command
 log = logging.getLogger(__name__)
 _limited = RateLimitedLog(log)
 
-# A client may set these SYSFLAG bits on any send; PREPARED (0x4) only on a single half message.
-SEND_SYSFLAG_ALLOWED = SYSFLAG_COMPRESSED | SYSFLAG_MULTI_TAGS
+# A client may set these SYSFLAG bits on any send; PREPARED (0x4) only on a single half message. The
+# compression type (bits 8-10) goes with COMPRESSED: the Java client 4.9.8 sends 0x301 for a zlib body
+# (shm/body_compression.py). The rest are the store's (BORNHOST_V6 0x10 and STOREHOSTADDRESS_V6 0x20 set
+# a record's layout, which holds IPv4 hosts here; COMMIT/ROLLBACK types) or RocketMQ 5's batch bits.
+SEND_SYSFLAG_ALLOWED = SYSFLAG_COMPRESSED | SYSFLAG_MULTI_TAGS | SYSFLAG_COMPRESSION_TYPE_MASK
 
 _PUT_STATUS_CODES = {
     PutStatus.MESSAGE_ILLEGAL: ResponseCode.MESSAGE_ILLEGAL,
@@ -35,11 +39,29 @@ _PUT_STATUS_CODES = {
 
 
 @functools.lru_cache(maxsize=1024)
-def _born_host(peer_address: str) -> bytes:
+def _born_host(peer_address: str, peer_port: int) -> bytes:
+    """BORNHOST: the sender's IPv4 address and port, as RocketMQ stores its channel's remote address
+    (ZeroMQ tells no port: 0 there)."""
     try:
-        return pack_host(peer_address, 0)
+        return pack_host(peer_address, peer_port)
     except OSError:  # not IPv4 text (IPC, IPv6): the loopback stands in
-        return pack_host("127.0.0.1", 0)
+        return pack_host("127.0.0.1", peer_port)
+
+
+def stored_send_properties(properties_text: str, cluster_mark: str, drop_wait: bool) -> str:
+    """What a single send's properties are stored as, as RocketMQ's SendMessageProcessor stores them:
+    CLUSTER (the broker's cluster) added, so a responder can address a reply (MessageUtil.createReplyMessage
+    reads it), and, unless ``drop_wait`` is false, WAIT left out (RocketMQ: "no need to store WAIT=true";
+    a delayed or half message keeps it, since RocketMQ writes those properties again with WAIT back in).
+    ``cluster_mark`` is ``CLUSTER\x01<name>\x02``; a CLUSTER the client sent is overruled (the later pair wins)."""
+    if drop_wait and _WAIT_MARK in properties_text and (
+            properties_text.startswith(_WAIT_MARK) or _WAIT_PAIR_START in properties_text):
+        properties = decode_properties(properties_text.encode())
+        properties.pop(PROPERTY_WAIT, None)
+        properties_text = encode_properties(properties).decode()
+    if properties_text and not properties_text.endswith(PROPERTY_SEPARATOR):
+        properties_text += PROPERTY_SEPARATOR
+    return properties_text + cluster_mark
 
 
 _DELAY_MARK = property_mark(PROPERTY_DELAY)
@@ -47,6 +69,8 @@ _TIMER_MARK = property_mark(PROPERTY_TIMER_DELIVER_MS)
 _HALF_MARK = property_mark(PROPERTY_TRAN_MSG, "true")
 # Only a properties text holding this may ask not to wait for the store: the rest skip decoding it.
 _WAIT_FALSE = property_mark(PROPERTY_WAIT, "false")
+_WAIT_MARK = property_mark(PROPERTY_WAIT)
+_WAIT_PAIR_START = PROPERTY_SEPARATOR + _WAIT_MARK
 # RocketMQ 5 marks a FIFO message by its sharding key (the message_type label "fifo").
 _SHARDING_KEY_MARK = property_mark("__SHARDINGKEY")
 
@@ -111,6 +135,7 @@ class SendProcessor:
         self.messages_stored = 0
         self.traffic_in = InTraffic()   # per topic and message type (metrics)
         self.refused_busy = 0           # sends refused while the disk flush was behind
+        self.cluster_mark = property_mark(PROPERTY_CLUSTER, cfg.cluster_name)
 
     def _park(self, topic: str, queue_id: int, properties_text: str) -> tuple[str, int, bytes]:
         """Where a message with DELAY or TIMER_DELIVER_MS is stored: (topic, queue, properties)."""
@@ -201,13 +226,13 @@ class SendProcessor:
         sys_flag = field_int(request, "sysFlag", 0, keys["sysFlag"])
         if sys_flag & ~(SEND_SYSFLAG_ALLOWED | SYSFLAG_TRANSACTION_PREPARED):
             raise ProtocolError(f"sysFlag {sys_flag} has bits a send may not set (allowed: compressed 0x1, "
-                                f"multi-tags 0x2, transaction prepared 0x4)", ResponseCode.MESSAGE_ILLEGAL)
+                                f"multi-tags 0x2, transaction prepared 0x4, compression type 0x700)",
+                                ResponseCode.MESSAGE_ILLEGAL)
         born_key = keys["bornTimestamp"]
         born_ts = field_int(request, "bornTimestamp", 0, born_key) if get(born_key) else self.clock.now_ms()
         if not 0 <= born_ts < 1 << 62:
             raise ProtocolError(f"bornTimestamp {born_ts} is out of range", ResponseCode.MESSAGE_ILLEGAL)
-        # ZeroMQ gives the peer's address, not its port: BORNHOST keeps port 0.
-        born_host = _born_host(request.peer_address)
+        born_host = _born_host(request.peer_address, request.peer_port)
         properties_text = get(keys["properties"], "")
         # C++ 1.2.x sends batch as "1"; Java as "true" (rocketmq-protocol.md 4.2).
         is_batch = request.code == RequestCode.SEND_BATCH_MESSAGE or (get(keys["batch"]) or "").lower() in ("true", "1")
@@ -224,8 +249,7 @@ class SendProcessor:
             if result.status == PutStatus.MESSAGE_ILLEGAL:
                 raise ProtocolError("malformed batch body: its items do not add up", ResponseCode.MESSAGE_ILLEGAL)
         else:
-            properties = properties_text.encode()
-            if b"\x00" in properties:
+            if "\x00" in properties_text:
                 # Never part of "name\x01value\x02" pairs; recovery reads a trailing NUL as a torn write.
                 raise ProtocolError("the properties contain a NUL byte", ResponseCode.MESSAGE_ILLEGAL)
             flag = field_int(request, "flag", 0, keys["flag"])
@@ -233,12 +257,15 @@ class SendProcessor:
             if not (-(1 << 31) <= flag < 1 << 31 and 0 <= reconsume_times < 1 << 31):
                 raise ProtocolError("flag or reconsumeTimes is out of the int32 range", ResponseCode.MESSAGE_ILLEGAL)
             store_topic, store_queue = topic, queue_id
+            delayed = _DELAY_MARK in properties_text or _TIMER_MARK in properties_text
+            properties_text = stored_send_properties(properties_text, self.cluster_mark, not (half or delayed))
+            properties = properties_text.encode()
             if half:
                 # Invisible until END_TRANSACTION commits it; stored as a plain record of the half topic.
                 properties = self.transactions.half_message(
                     topic, queue_id, decode_properties(properties_text.encode()))
                 store_topic, store_queue, sys_flag = HALF_TOPIC, 0, sys_flag & ~SYSFLAG_TRANSACTION_MASK
-            elif _DELAY_MARK in properties_text or _TIMER_MARK in properties_text:
+            elif delayed:
                 store_topic, store_queue, properties = self._park(topic, queue_id, properties_text)
                 message_type = "delay" if store_topic == SCHEDULE_TOPIC else message_type
             elif _SHARDING_KEY_MARK in properties_text:

@@ -23,9 +23,10 @@ from rocketbox.cluster.broker.admin_store import StoreAdmin
 from rocketbox.cluster.broker.boot import BootedBroker
 from rocketbox.cluster.broker.clients import ClientRegistry
 from rocketbox.cluster.broker.doors import BrokerDoors
-from rocketbox.cluster.broker.filtering import check_heartbeat_subscriptions
+from rocketbox.cluster.broker.filtering import ClientConfigCheck, check_heartbeat_subscriptions
 from rocketbox.cluster.broker.ha import HAClient, HAServer
 from rocketbox.cluster.broker.locks import LockProcessor
+from rocketbox.cluster.broker.message_queries import MessageQueries
 from rocketbox.cluster.broker.metrics import BrokerMetrics
 from rocketbox.cluster.broker.offset_requests import OffsetRequests
 from rocketbox.cluster.broker.offsets import ConsumerOffsetManager
@@ -33,6 +34,7 @@ from rocketbox.cluster.broker.pop import PopProcessor
 from rocketbox.cluster.broker.pop_log import PopLog
 from rocketbox.cluster.broker.pop_revive import TICK_S as REVIVE_TICK_S, PopReviver
 from rocketbox.cluster.broker.pull import PullProcessor
+from rocketbox.cluster.broker.reply import ReplyProcessor
 from rocketbox.cluster.broker.reset_offset import ResetOffsetProcessor
 from rocketbox.cluster.broker.retry import SendBackProcessor
 from rocketbox.cluster.broker.runtime_kv import runtime_kv_table, schedule_offsets, store_disk
@@ -49,11 +51,9 @@ from rocketbox.cluster.broker.waiters import FlushWaiters, PullWaiters
 from rocketbox.cluster.clock import SYSTEM_CLOCK, Clock
 from rocketbox.cluster.log_limit import RateLimitedLog
 from rocketbox.cluster.refusals import BROKER_REFUSALS, refusal_handlers
-from rocketbox.cluster.log_limit import RateLimitedLog
 from rocketbox.cluster.protocol import (DLQ_TOPIC_PREFIX, PERM_READ_WRITE, RETRY_TOPIC_PREFIX, REVIVE_TOPIC_PREFIX,
-                                        ProtocolError, RequestCode, ResponseCode, answers_refusals, field_int,
-                                        field_str, json_body, require_name, retry_topic, to_json_bytes)
-from rocketbox.cluster.shm.commitlog_format import parse_offset_msg_id
+                                        RequestCode, ResponseCode, answers_refusals, field_str, json_body,
+                                        require_name, retry_topic, to_json_bytes)
 from rocketbox.cluster.shm import durable
 from rocketbox.cluster.shm.paths import truncate_marker_path
 from rocketbox.cluster.shm.schedule_format import SCHEDULE_TOPIC
@@ -118,7 +118,7 @@ class BrokerService:
         self.sender = SendProcessor(cfg, self.store, self.topics, clock, self.schedule, self.transactions, self.ha,
                                     self.flush_waiters, self.may_write, self.on_written, self.register_with_namesrvs)
         self.puller = PullProcessor(cfg, self.store, self.topics, self.offsets, self.groups, self.pull_waiters,
-                                    self.ha)
+                                    self.ha, self.clients)
         self.send_back = SendBackProcessor(cfg, self.store, len(self.schedule.levels_ms), self.flush_waiters,
                                            self.on_written, self.ensure_system_topic, self.groups.retry_max_times)
         self.pop_log = PopLog(cfg, self.store, self.offsets, clock, self.ensure_system_topic, self.on_written)
@@ -142,6 +142,10 @@ class BrokerService:
         store_admin = StoreAdmin(cfg, self.store, self.topics, self.offsets, self.groups, self.clients,
                                  self.stats.group_gets, self.schedule, self.transactions, self.may_write,
                                  self.on_written, clock)
+        self.replies = ReplyProcessor(cfg, self.store, self.topics, self.clients, clock, call_peer, self.on_written,
+                                      cfg.remoting_address or cfg.address)
+        if not cfg.is_slave:
+            self.replies.ensure_reply_topic()
         # The doors, once ``serve`` opened them: ZeroMQ always, RocketMQ's remoting TCP when configured.
         self.doors: BrokerDoors | None = None
         self.role_changed = False
@@ -151,6 +155,7 @@ class BrokerService:
         offset_requests = OffsetRequests(cfg, self.store, self.topics, self.offsets, self.controller, self.may_write)
         topic_requests = TopicRequests(cfg, self.store, self.control, self.topics, self.offsets,
                                        self.register_with_namesrvs, self._wake_dispatch)
+        queries = MessageQueries(self.store)
         metrics = BrokerMetrics(cfg, self.store, self.topics, self.offsets, self.groups, self.clients, self.sender,
                                 self.puller, self.send_back, self.transactions, clock)
         self.handlers = {
@@ -178,8 +183,12 @@ class BrokerService:
             RequestCode.GET_ALL_TOPIC_CONFIG: self.admin.on_all_topic_config,
             RequestCode.GET_TOPIC_CONFIG: topic_requests.on_get_topic_config,
             RequestCode.GET_ALL_CONSUMER_OFFSET: self.admin.on_all_consumer_offset,
-            RequestCode.VIEW_MESSAGE_BY_ID: self.on_view_message,
-            RequestCode.QUERY_MESSAGE: self.on_query_message,
+            RequestCode.VIEW_MESSAGE_BY_ID: queries.on_view_message,
+            RequestCode.QUERY_MESSAGE: queries.on_query_message,
+            RequestCode.GET_EARLIEST_MSG_STORETIME: queries.on_earliest_msg_store_time,
+            RequestCode.CHECK_CLIENT_CONFIG: ClientConfigCheck(cfg).on_check_client_config,
+            RequestCode.SEND_REPLY_MESSAGE: self.replies.on_send_reply,
+            RequestCode.SEND_REPLY_MESSAGE_V2: self.replies.on_send_reply,
             RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: self.admin.on_query_topic_consume_by_who,
             RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: self.reset_offsets.on_invoke_broker_to_reset_offset,
             RequestCode.GET_BROKER_RUNTIME_INFO: self.on_runtime_info,
@@ -458,34 +467,6 @@ class BrokerService:
             return request.response(ResponseCode.SYSTEM_ERROR, remark=f"no live consumer in group {group}")
         return request.response(ResponseCode.SUCCESS, body=to_json_bytes({"consumerIdList": ids}))
 
-    @answers_refusals
-    def on_view_message(self, request: Command, reply=None) -> Command:
-        if "msgId" in request.fields:
-            _, _, phys_offset = _parse_msg_id(request.fields["msgId"])
-        else:
-            phys_offset = field_int(request, "offset")
-        record = self.store.read_record(phys_offset)
-        if record is None:
-            return request.response(ResponseCode.SYSTEM_ERROR,
-                                    remark=f"no message at CommitLog offset {phys_offset}")
-        require_record(request, record)   # an offset names no topic: the record's own is checked
-        return request.response(ResponseCode.SUCCESS, body=self.store.commitlog.read(phys_offset, record.total_size))
-
-    @answers_refusals
-    def on_query_message(self, request: Command, reply=None) -> Command:
-        topic = field_str(request, "topic")
-        key = field_str(request, "key")
-        max_num = max(1, min(field_int(request, "maxNum", 32), 64))
-        begin = field_int(request, "beginTimestamp", 0)
-        end = field_int(request, "endTimestamp", 2**62)
-        records = readable_records(request, self.store.query_by_key(topic, key, max_num, begin, end))
-        if not records:
-            return request.response(ResponseCode.QUERY_NOT_FOUND,
-                                    remark=f"no message with key {key} in topic {topic} in that time range")
-        body = b"".join(self._record_bytes(r.phys_offset) for r in records)
-        return request.response(ResponseCode.SUCCESS, {"indexLastUpdatePhyoffset": str(self.control.dispatched_pos)},
-                                body)
-
     def runtime_info(self) -> dict:
         control = self.control
         return {
@@ -530,16 +511,3 @@ class BrokerService:
         body = {"epoch": self.epoch, "epochs": self.epochs.to_json(), "maxOffset": self.store.commitlog.write_pos,
                 "isMaster": not self.cfg.is_slave}
         return request.response(ResponseCode.SUCCESS, body=to_json_bytes(body))
-
-
-    def _record_bytes(self, phys_offset: int) -> bytes | None:
-        record = self.store.read_record(phys_offset)
-        return None if record is None else self.store.commitlog.read(phys_offset, record.total_size)
-
-
-def _parse_msg_id(msg_id: str):
-    try:
-        return parse_offset_msg_id(msg_id)
-    except ValueError as exc:
-        raise ProtocolError(f"not an offset message id: {exc}") from None
-

@@ -7,13 +7,13 @@ import logging
 import os
 import socket
 import threading
-import zlib
 from dataclasses import dataclass, field
 
 from rocketbox.cluster import _native
 from rocketbox.cluster.protocol import MessageQueue  # noqa: F401 (the client's public name for it)
 from rocketbox.cluster.protocol import RETRY_TOPIC_PREFIX
 from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.shm.body_compression import inflate
 from rocketbox.cluster.shm.commitlog_format import unique_id, unique_id_prefix
 from rocketbox.cluster.shm.schedule_format import PROPERTY_TIMER_DELIVER_MS
 
@@ -160,11 +160,11 @@ def decode_messages(raw: bytes, broker_name: str = "") -> list[MessageExt]:
             body = raw[body_pos:body_pos + body_len]
             if sys_flag & fmt.SYSFLAG_COMPRESSED:
                 try:
-                    body = zlib.decompress(body)
-                except zlib.error as exc:
-                    # Flagged compressed but not zlib: deliver it as stored rather than stall the queue.
-                    log.warning("message at %s:%d offset %d is flagged compressed but does not inflate (%s); "
-                                "delivering the stored bytes", topic, queue_id, queue_offset, exc)
+                    body = inflate(body, sys_flag)
+                except ValueError as exc:
+                    # Flagged compressed but not inflating: deliver it as stored rather than stall the queue.
+                    log.warning("message at %s:%d offset %d: %s; delivering the stored bytes", topic, queue_id,
+                                queue_offset, exc)
             append(MessageExt(raw, rec_pos, topic, body, queue_id, queue_offset, phys, sys_flag, store_ts,
                               broker_name))
         if scan.count == 0 or scan.next_pos <= pos:

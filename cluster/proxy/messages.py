@@ -18,6 +18,7 @@ from rocketbox.cluster.proxy.protos import Code, pb
 from rocketbox.cluster.proxy.settings import ProxySettings
 from rocketbox.cluster.proxy.status import ProxyError
 from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.shm.body_compression import inflate
 from rocketbox.cluster.shm.schedule_format import PROPERTY_TIMER_DELIVER_MS
 
 PROPERTY_SHARDING_KEY = "__SHARDINGKEY"
@@ -148,14 +149,13 @@ def records(raw: bytes) -> list[fmt.Record]:
 
 
 def inflated_body(record: fmt.Record) -> bytes:
-    """The body as the producer gave it: a remoting producer's zlib-compressed body inflated, so
-    every gRPC reader gets IDENTITY bytes (the flag is only a hint: bytes that do not inflate stay)."""
-    if record.sys_flag & fmt.SYSFLAG_COMPRESSED:
-        try:
-            return zlib.decompress(record.body)
-        except zlib.error:
-            return record.body
-    return record.body
+    """The body as the producer gave it: a remoting producer's compressed body (zlib, LZ4 or ZSTD)
+    inflated, so every gRPC reader gets IDENTITY bytes (the flag is only a hint: bytes that do not
+    inflate stay)."""
+    try:
+        return inflate(record.body, record.sys_flag)
+    except ValueError:
+        return record.body
 
 
 def _host(raw: bytes) -> str:

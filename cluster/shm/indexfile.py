@@ -172,6 +172,15 @@ class IndexService:
             self._load_writer()
         return self._indexed_end_phys
 
+    def last_update(self) -> tuple[int, int]:
+        """(store time ms, phys offset) of the newest indexed record, from the newest file holding
+        entries (RocketMQ's indexLastUpdateTimestamp / indexLastUpdatePhyoffset); (0, 0) when none."""
+        for f in reversed(self._rescan()):
+            h = f.header()
+            if h.index_count > 1:
+                return h.end_timestamp_ms, h.end_phys_offset
+        return 0, 0
+
     # ---- writing (reput worker) ----
 
     def put(self, key: str, phys_offset: int, store_timestamp_ms: int) -> bool:

@@ -82,7 +82,7 @@ class InProcessCluster:
         self.tick()
         pull = self.call(self.broker.handlers, Command(RequestCode.PULL_MESSAGE, {
             "consumerGroup": "FuzzCG", "topic": "FuzzCheck", "queueId": "0", "queueOffset": "0", "maxMsgNums": "1",
-            "sysFlag": "0", "commitOffset": "0", "suspendTimeoutMillis": "0", "subscription": "*", "subVersion": "0"}))
+            "sysFlag": "4", "commitOffset": "0", "suspendTimeoutMillis": "0", "subscription": "*", "subVersion": "0"}))
         assert pull.code == ResponseCode.SUCCESS and b"still serving" in pull.body, pull
         heartbeat = self.call(self.broker.handlers, Command(RequestCode.HEART_BEAT, {}, json.dumps(
             {"clientID": "fuzz-check", "consumerDataSet": [{"groupName": "FuzzCG", "subscriptionDataSet": [

@@ -89,8 +89,8 @@ def test_broker_and_namesrv_survive_malformed_frames_and_bad_requests(start_clus
         except BrokerError as exc:
             assert "outside" in str(exc)
         bad_commit = consumer.rpc.call(broker, Command(RequestCode.PULL_MESSAGE, {
-            "consumerGroup": "CG", "topic": "Good", "queueId": "0", "queueOffset": "0", "sysFlag": "1",
-            "commitOffset": "soon"}))
+            "consumerGroup": "CG", "topic": "Good", "queueId": "0", "queueOffset": "0", "sysFlag": "5",
+            "subscription": "*", "commitOffset": "soon"}))   # commit + its own subscription (else the heartbeat's)
         assert bad_commit.code != ResponseCode.SUCCESS
         assert bad_commit.remark.startswith("the header field 'commitOffset' is not an integer"), bad_commit.remark
         bad_group = consumer.rpc.call(broker, Command(RequestCode.UPDATE_CONSUMER_OFFSET, {

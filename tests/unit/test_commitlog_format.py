@@ -5,6 +5,7 @@ import zlib
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from rocketbox.cluster import _native
 from rocketbox.cluster.shm import commitlog_format as fmt
 from rocketbox.cluster.shm.store import MessageToStore
 
@@ -247,3 +248,31 @@ def test_encode_batch_seals_as_encode_into_does():
         phys += sizes[i]
     assert data == expected
     assert all(fmt.stored_record_crc(r.properties_raw) is not None for r in fmt.iter_records(data, check_crc=True))
+
+
+def test_delivered_records_leave_the_crc_property_out_golden():
+    """What a consumer gets of a sealed record: the record as it would be stored without the CRC
+    property (TOTALSIZE 0x91 - 20 = 0x7d, properties 0x26 - 20 = 0x12), as RocketMQ 4 delivers it."""
+    sealed = sealed_sample()
+    plain = fmt.encode(**sample())
+    expected = bytes.fromhex(
+        "0000007d" "daa320a7" "3e933d59" "00000003" "00000007" "000000000000002a" "00000000000003e8"
+        "00000000" "0000018bcfe56800" "c0a80102000015b3" "0000018bcfe5687b" "0a00000100002a9f"
+        "00000001" "0000000000000000" "0000000a") + b"hello body" + b"\x06TopicA" + \
+        bytes.fromhex("0012") + b"TAGS\x01A\x02KEYS\x01k1 k2\x02"
+    assert plain == expected
+    for deliver in (fmt.delivered_records, _native.delivered_records):
+        assert deliver(sealed) == expected
+        assert deliver(sealed + plain + sealed) == expected * 3   # back to back; one without stays as it is
+        assert deliver(b"") == b""
+        for cut in (1, 50, len(sealed) - 1):
+            with pytest.raises(ValueError):
+                deliver(sealed[:cut])
+
+
+@settings(max_examples=200)
+@given(st.lists(st.tuples(st.binary(max_size=60), st.binary(max_size=80), st.booleans()), max_size=5))
+def test_delivered_records_c_and_python_agree(items):
+    payload = b"".join(fmt.encode(**sample(body=body, properties=fmt.stored_properties(props, sealed)))
+                       for body, props, sealed in items)
+    assert _native.delivered_records(payload) == fmt.delivered_records(payload)

@@ -79,3 +79,73 @@ def test_drained_takes_the_time_the_check_began():
     backlog = DoorBacklog(None, WaitBounds(**BOUNDS), "test")
     backlog.drained(12.5)
     assert backlog.drained_at == 12.5 and backlog.read == 0
+
+
+class _Schedstat:
+    """A schedstat file this test writes: the thread's run-queue delay as it chooses."""
+
+    def __init__(self, path):
+        self.path = path
+        self.set(0.0)
+
+    def set(self, run_delay_s: float) -> None:
+        self.path.write_text(f"123456 {int(run_delay_s * 1e9)} 42\n")
+
+
+def test_a_wait_the_broker_spent_waiting_for_a_cpu_is_not_charged(tmp_path, monkeypatch):
+    """Issue 31: on a machine loaded by other processes a broker runnable but not running for 170 ms
+    refused sends with 1 in queue, which RocketMQ (stamping a request once its own thread has read it)
+    serves. Past its bound a wait is charged less the loop thread's run-queue delay over it."""
+    from rocketbox.cluster import fast_failure
+    clock = _PausingClock(0.0)
+    monkeypatch.setattr(fast_failure.time, "monotonic", clock.monotonic)
+    stats = _Schedstat(tmp_path / "schedstat")
+    delay = fast_failure.RunQueueDelay(str(stats.path), clock=clock.monotonic)
+    assert delay.available
+    backlog = DoorBacklog(None, WaitBounds(**BOUNDS), "test door")
+    backlog.run_queue_delay = delay
+    from rocketbox.cluster.protocol import RequestCode
+    from rocketbox.cluster.wire_format import Command
+
+    arrived = clock.now
+    clock.now += 0.05
+    delay.sample()
+    clock.now += 0.25   # 300 ms after arrival; 250 ms of it runnable without a CPU
+    stats.set(0.25)
+    assert backlog.refusal(Command(RequestCode.SEND_MESSAGE_V2), arrived) is None
+    assert backlog.forgiven == 1 and backlog.shed == {}
+
+    # The same wait with only 50 ms of it starved: the broker's own 250 ms in front of it is charged.
+    arrived = clock.now
+    delay.sample()
+    clock.now += 0.3
+    stats.set(0.30)
+    refused = backlog.refusal(Command(RequestCode.SEND_MESSAGE_V2), arrived)
+    assert refused is not None and ("period in queue: 249ms" in refused.remark or "period in queue: 250ms" in
+                                    refused.remark), refused.remark
+    assert backlog.shed == {"send": 1}
+
+
+def test_without_schedstat_nothing_is_discounted(tmp_path):
+    from rocketbox.cluster import fast_failure
+    delay = fast_failure.RunQueueDelay(str(tmp_path / "missing"))
+    assert not delay.available and delay.since(0.0) == 0.0
+
+
+def test_a_starved_door_far_behind_is_still_refused(tmp_path, monkeypatch):
+    """Starved and 65 requests behind: overload (a flood on the same cores starves the broker too)."""
+    from rocketbox.cluster import fast_failure
+    from rocketbox.cluster.protocol import RequestCode
+    from rocketbox.cluster.wire_format import Command
+    clock = _PausingClock(0.0)
+    monkeypatch.setattr(fast_failure.time, "monotonic", clock.monotonic)
+    stats = _Schedstat(tmp_path / "schedstat")
+    delay = fast_failure.RunQueueDelay(str(stats.path), clock=clock.monotonic)
+    backlog = DoorBacklog(None, WaitBounds(**BOUNDS), "test door")
+    backlog.run_queue_delay = delay
+    arrived = clock.now
+    clock.now += 0.3
+    stats.set(0.29)
+    backlog.read = fast_failure.RunQueueDelay.QUEUED_MAX   # the next request is the 65th read
+    assert backlog.refusal(Command(RequestCode.SEND_MESSAGE_V2), arrived) is not None
+    assert backlog.forgiven == 0 and backlog.shed == {"send": 1}

@@ -19,12 +19,17 @@ import org.apache.rocketmq.common.message.MessageExt;
  * Prints "sent i STATUS" per send and "received N of M" at the end; exit 0 iff all arrived.
  */
 public class SendAndPush {
-    public static void main(String[] args) throws Exception {
+    public static void main(String[] args) {
+        Exits.run(() -> sendAndPush(args));
+    }
+
+    static int sendAndPush(String[] args) throws Exception {
         String namesrv = args[0], topic = args[1];
         int count = Integer.parseInt(args[2]), size = Integer.parseInt(args[3]);
         String run = Long.toString(System.nanoTime());
         DefaultMQProducer producer = new DefaultMQProducer("JavaSendPG");
         producer.setNamesrvAddr(namesrv);
+        producer.setSendMsgTimeout(Exits.SEND_TIMEOUT_MS);
         producer.start();
         for (int i = 0; i < count; i++) {
             byte[] body = body(run, i, size);
@@ -56,7 +61,7 @@ public class SendAndPush {
         boolean done = all.await(60, TimeUnit.SECONDS);
         consumer.shutdown();
         System.out.println("received " + seen.size() + " of " + count);
-        System.exit(done ? 0 : 1);
+        return done ? 0 : 1;
     }
 
     static byte[] body(String run, int i, int size) {
