@@ -38,15 +38,15 @@ def _queue_rows(admin, group: str) -> tuple[list[dict], float]:
     return rows, round(tps, 2)
 
 
-def group_rows(admin, *, show_system: bool = False, name_filter: str = "") -> tuple[list[dict], int]:
+def group_rows(admin, *, show_system: bool = False, name_filter: str = "") -> tuple[list[dict], list[str]]:
     """Every subscription group the masters know (the tools' and brokers' own only with
     ``show_system``; those whose name holds ``name_filter``): members online, total lag, consume TPS.
-    And how many system groups were left out."""
-    rows, hidden = [], 0
+    And the system groups left out."""
+    rows, hidden = [], []
     for group, config in sorted(admin.consumer_groups().items()):
         system = is_system_group(group)
         if system and not show_system:
-            hidden += 1
+            hidden.append(group)
             continue
         if name_filter.lower() not in group.lower():
             continue

@@ -187,38 +187,39 @@ class Pages:
             return await request.form(max_files=0, max_fields=50)
         return request.query_params
 
-    def page(self, template: str, work, *, nav: str = ""):
-        """An endpoint rendering ``template`` with ``work(request, form)``'s dict (on a worker thread)."""
+    def _endpoint(self, work, nav: str, answer):
+        """An endpoint: the guard, then ``work(request, form)`` on a worker thread (the Admin blocks),
+        its failure an error page, else ``answer(request, what work returned)``."""
         async def endpoint(request):
             refused = self.refusal(request)
             if refused is not None:
                 return refused
             try:
                 form = await self._form(request)
-                data = await run_in_threadpool(work, request, form)
+                result = await run_in_threadpool(work, request, form)
             except Exception as exc:   # every failure is answered; the process goes on serving
                 return self.error_page(request, exc, nav)
+            return answer(request, result)
+        return endpoint
+
+    def page(self, template: str, work, *, nav: str = ""):
+        """An endpoint rendering ``template`` with ``work(request, form)``'s dict and the flash its
+        URL names, if any."""
+        def render(request, data: dict):
             fragment = request.query_params.get("fragment") == "1"
             flash = self.flashes.take(request.query_params.get("flash"))
             return self.templates.TemplateResponse(request, template,
                                                    {**data, **flash, "nav": nav, "fragment": fragment})
-        return endpoint
+        return self._endpoint(work, nav, render)
 
     def action(self, work, *, nav: str = ""):
-        """A form's endpoint: ``work(request, form)`` (on a worker thread) does what it asks and returns
-        (the page to show, what to tell there); the answer is a 303 to that page, which shows it once."""
-        async def endpoint(request):
-            refused = self.refusal(request)
-            if refused is not None:
-                return refused
-            try:
-                form = await self._form(request)
-                location, flash = await run_in_threadpool(work, request, form)
-            except Exception as exc:   # every failure is answered; the process goes on serving
-                return self.error_page(request, exc, nav)
+        """A form's endpoint: ``work(request, form)`` does what it asks and returns (the page to show,
+        what to tell there); the answer is a 303 to that page, which shows it once."""
+        def redirect(request, result: tuple[str, dict]):
+            location, flash = result
             joiner = "&" if "?" in location else "?"
             return RedirectResponse(f"{location}{joiner}flash={self.flashes.put(flash)}", status_code=303)
-        return endpoint
+        return self._endpoint(work, nav, redirect)
 
     def api(self, work):
         """A JSON endpoint (live refresh, charts): ``work(request)``'s value, or {"error": ...}."""

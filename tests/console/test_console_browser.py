@@ -231,7 +231,7 @@ def test_a_topics_first_page_shows_each_queues_rate_at_once(page, console_cluste
 def test_the_charts_ticks_are_round_numbers(page, console_cluster):
     page.goto(console_cluster.console_url + "charts")
     page.wait_for_function("typeof drawChart === 'function'")
-    for peak, step in ((50, 20), (37.5, 10), (3.7, 1), (1.2, 0.5), (0.3, 0.1), (0, 0.5), (1234, 500)):
+    for peak, step in ((50, 10), (37.5, 10), (801, 200), (3.7, 1), (1.2, 0.5), (0.3, 0.1), (0, 0.2), (1234, 500)):
         labels = page.evaluate("""peak => {
             const svg = document.getElementById('throughput-chart');
             drawChart(svg, {window_s: 600, points: [{t: Date.now(), in: peak, out: 0, by: {}}]});

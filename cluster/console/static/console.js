@@ -38,14 +38,16 @@ function svgElement(name, attributes, text) {
   return element;
 }
 
-// The y axis: a round step (1, 2 or 5 times a power of ten) giving about four intervals, and the
-// top at the first step at or above the peak, so every tick reads as a round number (10 20 30,
-// 0.5 1 1.5), never a quarter of a round top (12.5 shown as "13").
+// The y axis: the smallest round step (1, 2 or 5 times a power of ten) that reaches the peak in
+// at most five intervals, and the top at the first step at or above the peak, so every tick reads
+// as a round number (10 20 30, 0.5 1 1.5), never a quarter of a round top (12.5 shown as "13").
+var Y_INTERVALS_MAX = 5;
+
 function yScale(peak) {
   var top = peak > 0 ? peak : 1;
-  var power = Math.pow(10, Math.floor(Math.log10(top / 4)));
+  var power = Math.pow(10, Math.floor(Math.log10(top / Y_INTERVALS_MAX)));
   var step = [1, 2, 5, 10].map(function (m) { return m * power; })
-    .find(function (candidate) { return candidate * 4 >= top; });
+    .find(function (candidate) { return candidate * Y_INTERVALS_MAX >= top; });
   var intervals = Math.max(1, Math.ceil(top / step - 1e-9));
   var decimals = Math.max(0, -Math.floor(Math.log10(step) + 1e-9));
   return { step: step, intervals: intervals, max: step * intervals, decimals: decimals };
