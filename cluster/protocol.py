@@ -354,6 +354,21 @@ def dlq_topic(group: str) -> str:
     return DLQ_TOPIC_PREFIX + group
 
 
+# Consumer groups of the tools and the brokers, not of an application: RocketMQ's (MixAll's names;
+# rocketmq-dashboard lists these only when asked) and this project's (the CLI's `consume` default).
+# DEFAULT_CONSUMER stays an application's: it is the group of a consumer that named none.
+TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"
+CLI_CONSUMER_GROUP = "CLI_CONSUMER"
+SYSTEM_GROUP_PREFIX = "CID_RMQ_SYS_"
+SYSTEM_GROUPS = frozenset({TOOLS_CONSUMER_GROUP, "SCHEDULE_CONSUMER", "FILTERSRV_CONSUMER", "__MONITOR_CONSUMER",
+                           "SELF_TEST_C_GROUP", "CID_ONS-HTTP-PROXY", "CID_ONSAPI_PERMISSION", "CID_ONSAPI_OWNER",
+                           "CID_ONSAPI_PULL", CLI_CONSUMER_GROUP})
+
+
+def is_system_group(group: str) -> bool:
+    return group in SYSTEM_GROUPS or group.startswith(SYSTEM_GROUP_PREFIX)
+
+
 # The broker's own topics: half messages and their outcomes (broker/transaction.py), and the pop
 # state of a cluster (broker/pop_format.py); with SCHEDULE_TOPIC_XXXX (delayed messages), none
 # takes a client's send, and their records belong to other topics or are the broker's bookkeeping.

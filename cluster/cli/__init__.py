@@ -14,7 +14,7 @@
     cluster config show [the flags of up]          (every process's settings under broker.conf's keys)
     cluster topic create|update|list|route|delete [--queues N] [--message-type NORMAL|FIFO|DELAY|TRANSACTION|MIXED]
     cluster send | consume
-    cluster query --id OFFSET_MSG_ID | --msg-id ID --topic T | --key K --topic T [--begin --end --max]
+    cluster query --id MSG_ID_OR_OFFSET_MSG_ID | --msg-id ID --topic T | --key K --topic T [--begin --end --max]
                 | --topic T [--broker B] --queue Q --offset N        (each with every group's consume status)
     cluster dlq list GROUP | show GROUP MSG_ID | resend GROUP (--msg-id ID | --all)
     cluster group reset-offset GROUP TOPIC --to-time ISO|EPOCH_MS [--no-force]

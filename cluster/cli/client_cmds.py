@@ -6,7 +6,7 @@ import json
 import sys
 import time
 
-from rocketbox.cluster.protocol import AUTO_CREATE_TOPIC_KEY
+from rocketbox.cluster.protocol import AUTO_CREATE_TOPIC_KEY, CLI_CONSUMER_GROUP
 from rocketbox.cluster.topic_attributes import MESSAGE_TYPES, declared_message_type
 from rocketbox.cluster.cli.common import (int_within, iso_ms, namesrv, new_console, open_admin, print_json, print_json_line,
                                 table, time_ms)
@@ -160,8 +160,6 @@ def query_problem(args) -> str | None:
         return "say what to look up: --id, --msg-id, --key, or --offset (with --queue)"
     if (args.msg_id or args.key or args.offset is not None) and not args.topic:
         return "--msg-id, --key and --offset need --topic"
-    if args.id and len(args.id) != 32 and not args.topic:
-        return "--topic is needed to look up a UNIQ_KEY message id or a key"
     if args.offset is not None and args.queue is None:
         return "--offset needs --queue"
     return None
@@ -176,14 +174,15 @@ def _only_broker(admin, topic: str) -> str:
 
 
 def _query_messages(admin, args) -> list:
+    from rocketbox.cluster.client.message_lookup import messages_by_id
     from rocketbox.cluster.protocol import MessageQueue
     if args.id:
-        # mqadmin's queryMsgById: an offset message id first; with --topic, else a UNIQ_KEY, else a key.
-        found = _by_offset_msg_id(admin, args.id, args.topic)
+        # mqadmin's queryMsgById: an offset message id, else a UNIQ_KEY (in --topic, or in every
+        # topic); with --topic, last of all a key.
+        found = messages_by_id(admin, args.id, args.topic, args.max)
         if found or args.topic is None:
             return found
-        return admin.query_by_unique_key(args.topic, args.id, args.max) or admin.query_by_key(
-            args.topic, args.id, args.max)
+        return admin.query_by_key(args.topic, args.id, args.max)
     if args.msg_id:
         return admin.query_by_unique_key(args.topic, args.msg_id, args.max)
     if args.key:
@@ -191,26 +190,6 @@ def _query_messages(admin, args) -> list:
     broker = args.broker or _only_broker(admin, args.topic)
     message = admin.message_at(MessageQueue(args.topic, broker, args.queue), args.offset)
     return [message] if message is not None else []
-
-
-def _by_offset_msg_id(admin, msg_id: str, topic: str | None) -> list:
-    """The message an offset message id names (of ``topic``, when given); [] when it names none."""
-    from rocketbox.cluster.errors import ClientError
-    from rocketbox.cluster.shm.commitlog_format import parse_offset_msg_id
-    try:
-        parse_offset_msg_id(msg_id)
-    except ValueError:
-        if topic is None:
-            raise ValueError(f"{msg_id!r} is not an offset message id (32 hex characters); a UNIQ_KEY "
-                             f"or a key needs --topic") from None
-        return []
-    try:
-        message = admin.view_message(msg_id)
-    except ClientError:
-        if topic is None:
-            raise
-        return []
-    return [message] if topic is None or message.topic == topic else []
 
 
 def _print_message(row: dict) -> None:
@@ -232,7 +211,7 @@ def cmd_query(args) -> int:
     for row in rows:
         print_json_line(row) if args.json else _print_message(row)
     if not rows:
-        print("no message found", file=sys.stderr)
+        print("no message found" + (" (a key needs --topic)" if args.id and not args.topic else ""), file=sys.stderr)
         return 1
     return 0
 
@@ -264,7 +243,7 @@ def add_parsers(sub) -> None:
 
     consume = sub.add_parser("consume", help="print messages of a topic")
     consume.add_argument("topic", help="the topic to read")
-    consume.add_argument("--group", default="CLI_CONSUMER", help="consumer group (default CLI_CONSUMER)")
+    consume.add_argument("--group", default=CLI_CONSUMER_GROUP, help=f"consumer group (default {CLI_CONSUMER_GROUP})")
     consume.add_argument("--tags", help="tag expression, e.g. TagA || TagB (default every message)")
     consume.add_argument("--max", type=int, default=100, help="stop after this many messages (default 100)")
     consume.add_argument("--wait-s", type=float, default=0.0, help="keep polling this long for new messages")
@@ -275,7 +254,8 @@ def add_parsers(sub) -> None:
 
     query = sub.add_parser("query", help="look a message up; shows whether each consumer group has consumed it")
     which = query.add_mutually_exclusive_group()
-    which.add_argument("--id", help="offset message id (or UNIQ_KEY or key, with --topic)")
+    which.add_argument("--id", help="offset message id or msg id (UNIQ_KEY: in --topic, else in every topic); "
+                                    "with --topic, also a key")
     which.add_argument("--msg-id", help="the msg id (UNIQ_KEY) a producer gave the message; needs --topic")
     which.add_argument("--key", help="a KEYS word; needs --topic; narrow with --begin/--end/--max")
     which.add_argument("--offset", type=int, help="the queue offset; needs --topic and --queue (and --broker "

@@ -25,6 +25,7 @@ import time
 
 from rocketbox.cluster.cli.common import iso_ms, new_console, open_admin, print_json, print_json_line, table
 from rocketbox.cluster.errors import BrokerError, NoRouteError
+from rocketbox.cluster.mq_version import version_desc
 from rocketbox.cluster.protocol import DLQ_TOPIC_PREFIX, MASTER_ID, RETRY_TOPIC_PREFIX, ResponseCode
 
 
@@ -166,7 +167,7 @@ def cmd_consumer_connection(args) -> int:
         return 0
     console = new_console()
     console.print(table(f"consumerConnection {args.group}", ["#ClientId", "#ClientAddr", "#Language", "#Version"],
-                        [[c["clientId"], c["clientAddr"], c["language"], c["version"]]
+                        [[c["clientId"], c["clientAddr"], c["language"], version_desc(c["version"])]
                          for c in connection["connectionSet"]]))
     console.print(table("subscriptions", ["#Topic", "#SubExpression"],
                         [[t, s["subString"]] for t, s in sorted(connection["subscriptionTable"].items())]))

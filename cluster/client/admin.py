@@ -14,7 +14,9 @@ from rocketbox.cluster.config import name_problem
 from rocketbox.cluster.fastjson_format import body_json, loads as fastjson_loads
 from rocketbox.cluster.rocketmq_keys import parse_properties
 from rocketbox.cluster.errors import BrokerError, NoRouteError, raise_for
-from rocketbox.cluster.protocol import MASTER_ID, PERM_READ_WRITE, RequestCode, ResponseCode, dlq_topic, retry_topic
+# TOOLS_CONSUMER_GROUP (RocketMQ's MixAll name): the admin reads queues under it and never commits.
+from rocketbox.cluster.protocol import (MASTER_ID, PERM_READ_WRITE, TOOLS_CONSUMER_GROUP, RequestCode, ResponseCode,
+                                        dlq_topic, retry_topic)
 from rocketbox.cluster.shm import commitlog_format as fmt
 from rocketbox.cluster.shm.commitlog_format import parse_offset_msg_id
 from rocketbox.cluster.shm.schedule_format import PROPERTY_TIMER_DELIVER_MS
@@ -22,8 +24,6 @@ from rocketbox.cluster.topic_attributes import MESSAGE_TYPE_KEY, MESSAGE_TYPES
 from rocketbox.cluster.wire_format import Command
 from rocketbox.cluster.zmq_transport import TransportError
 
-# RocketMQ's MixAll.TOOLS_CONSUMER_GROUP: the admin reads queues under it and never commits.
-TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"
 DLQ_RESEND_PRODUCER_GROUP = "TOOLS_DLQ_RESEND"
 # Carried by a dead letter's resent copy: the dead letter's offset msg id (how a resend is remembered).
 PROPERTY_RESENT_FROM_DLQ = "RESENT_FROM_DLQ"
@@ -357,6 +357,10 @@ class Admin(ClientBase):
         endpoint = self._master(mq.topic, mq.broker_name)
         request = broker_api.pull_request(TOOLS_CONSUMER_GROUP, mq, offset, max_nums, "*", 0)
         return broker_api.pull_result(self.rpc.call(endpoint, request), mq, endpoint, None)
+
+    def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int:
+        """The first offset of ``mq`` stored at or after ``timestamp_ms`` (its max offset when none)."""
+        return broker_api.search_offset(self.rpc, self._master(mq.topic, mq.broker_name), mq, timestamp_ms)
 
     def message_at(self, mq: MessageQueue, offset: int) -> MessageExt | None:
         """The message at queue offset ``offset`` of ``mq`` (a pull of one), or None."""

@@ -1,11 +1,16 @@
-"""The consumer groups pages' data: every group with its members and total lag, one group's
-members, subscriptions and lag per queue, and the reset-offset form."""
+"""The consumer groups pages' data: every group with its members and total lag (the tools' and
+brokers' own groups only when asked, as rocketmq-dashboard), one group's members (their version
+as RocketMQ names it), subscriptions and lag per queue, and the reset-offset form."""
 
 from __future__ import annotations
 
 from rocketbox.cluster.console.forms import FormError, text_field, time_field
 from rocketbox.cluster.errors import BrokerError
-from rocketbox.cluster.protocol import RETRY_TOPIC_PREFIX, ResponseCode
+from rocketbox.cluster.mq_version import version_desc
+from rocketbox.cluster.protocol import RETRY_TOPIC_PREFIX, ResponseCode, is_system_group
+
+# The group list's orders (the dashboard's: by group, quantity, TPS, delay).
+SORTS = ("lag", "group", "members", "consumeTps")
 
 
 def _connection(admin, group: str) -> dict | None:
@@ -33,17 +38,32 @@ def _queue_rows(admin, group: str) -> tuple[list[dict], float]:
     return rows, round(tps, 2)
 
 
-def group_rows(admin) -> list[dict]:
-    """Every subscription group the masters know: members online, total lag, consume TPS."""
-    rows = []
+def group_rows(admin, *, show_system: bool = False, name_filter: str = "") -> tuple[list[dict], list[str]]:
+    """Every subscription group the masters know (the tools' and brokers' own only with
+    ``show_system``; those whose name holds ``name_filter``): members online, total lag, consume TPS.
+    And the system groups left out."""
+    rows, hidden = [], []
     for group, config in sorted(admin.consumer_groups().items()):
+        system = is_system_group(group)
+        if system and not show_system:
+            hidden.append(group)
+            continue
+        if name_filter.lower() not in group.lower():
+            continue
         queues, tps = _queue_rows(admin, group)
         connection = _connection(admin, group)
-        rows.append({"group": group, "members": len((connection or {}).get("connectionSet", [])),
+        rows.append({"group": group, "system": system, "members": len((connection or {}).get("connectionSet", [])),
                      "topics": sorted({q["topic"] for q in queues}), "lag": sum(q["lag"] for q in queues),
                      "consumeTps": tps, "consumeEnable": config.get("consumeEnable", True),
                      "retryMaxTimes": config.get("retryMaxTimes")})
-    return rows
+    return rows, hidden
+
+
+def sorted_rows(rows: list[dict], sort: str) -> list[dict]:
+    """By name, or the most first (members, lag, TPS), as the dashboard orders its group list."""
+    if sort == "group":
+        return sorted(rows, key=lambda r: r["group"])
+    return sorted(rows, key=lambda r: (-r[sort], r["group"]))
 
 
 def group_detail(admin, group: str) -> dict:
@@ -55,7 +75,8 @@ def group_detail(admin, group: str) -> dict:
     subscriptions = sorted((connection or {}).get("subscriptionTable", {}).values(), key=lambda s: s["topic"])
     config = admin.consumer_groups().get(group)
     return {"group": group, "config": config, "online": connection is not None,
-            "members": (connection or {}).get("connectionSet", []),
+            "members": [{**m, "versionDesc": version_desc(m.get("version"))}
+                        for m in (connection or {}).get("connectionSet", [])],
             "messageModel": (connection or {}).get("messageModel"),
             "consumeType": (connection or {}).get("consumeType"),
             "subscriptions": subscriptions, "queues": queues, "lagByTopic": lag_by_topic,

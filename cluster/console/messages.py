@@ -1,16 +1,20 @@
-"""The messages pages' data: lookups (by offset message id, by unique key, by key within a time
-range, by queue and offset) and one message's detail: properties, a body preview (text when it
-decodes as UTF-8, else hex), each consumer group's consume state, and its retries."""
+"""The messages pages' data: lookups (by message id of either kind, ``client/message_lookup.py``;
+by unique key, by key within a time range, by queue and offset) and one message's detail:
+properties, a body preview (text when it decodes as UTF-8, else hex), each consumer group's
+consume state, and its retries."""
 
 from __future__ import annotations
 
+from rocketbox.cluster.client.message_lookup import application_topics, messages_by_id
 from rocketbox.cluster.console.forms import FormError, int_field, text_field, time_field
-from rocketbox.cluster.errors import ClientError
+from rocketbox.cluster.errors import ClientError, NoRouteError
 from rocketbox.cluster.protocol import MessageQueue
-from rocketbox.cluster.shm.commitlog_format import parse_offset_msg_id
+from rocketbox.cluster.zmq_transport import TransportError
 
 PREVIEW_BYTES = 4096
 LOOKUPS = ("id", "unique", "key", "offset")
+# An offset msg id and a RocketMQ 4 msg id are 32 hex characters, a RocketMQ 5 client's 34.
+MSG_ID_MAX = 64
 
 
 def message_row(m) -> dict:
@@ -35,19 +39,23 @@ def body_preview(body: bytes) -> dict:
     return {"format": "hex", "preview": "\n".join(lines), "truncated": len(body) > PREVIEW_BYTES}
 
 
+def topic_choices(admin) -> list[str]:
+    """The topics the forms suggest: applications' (none when the NameServers do not answer)."""
+    try:
+        return application_topics(admin.topic_list())
+    except (ClientError, TransportError):
+        return []
+
+
 def lookup(admin, form) -> tuple[str, list]:
     """(what was asked, the messages found) for the search form's ``by``: id, unique, key, offset."""
     by = text_field(form, "by", default="id") or "id"
     if by not in LOOKUPS:
         raise FormError(f"look up by one of {', '.join(LOOKUPS)}, not {by[:20]!r}")
     if by == "id":
-        msg_id = text_field(form, "msg_id", required=True, max_len=64)
-        try:
-            parse_offset_msg_id(msg_id)
-        except ValueError:
-            raise FormError(f"{msg_id!r} is not an offset message id (32 hex characters); a producer's msg id "
-                            f"is a unique key: look it up with its topic") from None
-        return f"offset message id {msg_id}", [admin.view_message(msg_id)]
+        msg_id = text_field(form, "msg_id", required=True, max_len=MSG_ID_MAX)
+        topic = text_field(form, "topic", max_len=127) or None
+        return f"message id {msg_id}" + (f" in {topic}" if topic else ""), messages_by_id(admin, msg_id, topic)
     topic = text_field(form, "topic", required=True, max_len=127)
     limit = int_field(form, "max", 1, 64, default=32)
     if by == "unique":
@@ -66,12 +74,15 @@ def lookup(admin, form) -> tuple[str, list]:
     return f"{topic} {broker}:{queue_id}@{offset}", [message] if message is not None else []
 
 
-def message_detail(admin, offset_msg_id: str) -> dict:
-    try:
-        parse_offset_msg_id(offset_msg_id)
-    except ValueError:
-        raise FormError(f"{offset_msg_id[:64]!r} is not an offset message id (32 hex characters)") from None
-    m = admin.view_message(offset_msg_id)
+def message_detail(admin, msg_id: str, topic: str | None = None) -> dict:
+    """One message by either of its ids (the first stored, when a retried send stored it twice)."""
+    if len(msg_id) > MSG_ID_MAX:
+        raise FormError(f"a message id is at most {MSG_ID_MAX} characters, not {len(msg_id)}")
+    found = messages_by_id(admin, msg_id, topic)
+    if not found:
+        raise NoRouteError(f"no message has the id {msg_id}: it is no offset message id of this cluster's brokers, "
+                           f"nor a msg id (UNIQ_KEY) in " + (f"topic {topic}" if topic else "any topic"))
+    m = found[0]
     tracks = admin.message_track(m)
     try:
         retries = [message_row(r) for r in admin.message_retries(m, [t["consumerGroup"] for t in tracks])]

@@ -9,7 +9,7 @@ from collections import deque
 
 from rocketbox.cluster.console.forms import FormError, choice, int_field, text_field
 from rocketbox.cluster.errors import ClientError
-from rocketbox.cluster.protocol import AUTO_CREATE_TOPIC_KEY, DLQ_TOPIC_PREFIX, RETRY_TOPIC_PREFIX
+from rocketbox.cluster.protocol import AUTO_CREATE_TOPIC_KEY, DLQ_TOPIC_PREFIX, RETRY_TOPIC_PREFIX, MessageQueue
 from rocketbox.cluster.topic_attributes import MESSAGE_TYPES, declared_message_type
 
 # The filter's kinds: the declared message types, then what a name says.
@@ -19,6 +19,8 @@ KINDS = (*MESSAGE_TYPES, RETRY, DLQ, SYSTEM)
 _SYSTEM_NAMES = {AUTO_CREATE_TOPIC_KEY, "SCHEDULE_TOPIC_XXXX", "OFFSET_MOVED_EVENT"}
 _SYSTEM_PREFIXES = ("RMQ_SYS_", "rmq_sys_")
 PERMS = {"6": "read and write", "4": "read only", "2": "write only"}
+# Questions a first look at a topic may ask the brokers for its queues' rates (one per active queue).
+SEEDS_ASKED_MAX = 64
 
 
 def topic_kind(name: str, config: dict | None, system_names=()) -> tuple[str, bool]:
@@ -34,9 +36,10 @@ def topic_kind(name: str, config: dict | None, system_names=()) -> tuple[str, bo
     return (declared or "NORMAL"), declared is not None
 
 
-def topic_rows(admin, kind: str = "") -> list[dict]:
-    """Every topic the NameServers list (of ``kind`` when given), with its type, queue counts over
-    the masters that hold it, and permission. One GET_ALL_TOPIC_CONFIG per master."""
+def topic_rows(admin, kind: str = "", name_filter: str = "") -> list[dict]:
+    """Every topic the NameServers list (of ``kind`` when given, whose name holds ``name_filter``),
+    with its type, queue counts over the masters that hold it, and permission. One
+    GET_ALL_TOPIC_CONFIG per master."""
     if kind and kind not in KINDS:
         raise FormError(f"unknown topic type {kind!r}: one of {', '.join(KINDS)}")
     info = admin.cluster_info()
@@ -49,7 +52,7 @@ def topic_rows(admin, kind: str = "") -> list[dict]:
     for topic in sorted(set(admin.topic_list()) | set(configs)):
         held = configs.get(topic, [])
         topic_kind_, declared = topic_kind(topic, held[0] if held else None, system_names)
-        if kind and topic_kind_ != kind:
+        if (kind and topic_kind_ != kind) or name_filter.lower() not in topic.lower():
             continue
         rows.append({"topic": topic, "kind": topic_kind_, "declared": declared,
                      "brokers": [c["broker"] for c in held],
@@ -60,8 +63,11 @@ def topic_rows(admin, kind: str = "") -> list[dict]:
 
 
 class QueueRates:
-    """TPS per queue, from the max offsets the console has read (each page load and live refresh of
-    a topic reads them): the growth over the oldest reading of the last ``window_s``."""
+    """TPS per queue: the growth of its max offset since the latest reading ``window_s`` or more old
+    (the oldest there is, before).
+    The console reads max offsets at each load and live refresh of a topic's page; a queue read
+    for the first time gets a reading from ``window_s`` ago out of the store (``seed``: the offset
+    stored first since then), so the first page shows its rate at once."""
 
     def __init__(self, window_s: float = 30.0, clock=time.monotonic):
         self.window_s = window_s
@@ -69,14 +75,27 @@ class QueueRates:
         self._lock = threading.Lock()
         self._seen: dict[tuple, deque] = {}
 
-    def observe(self, rows: list[dict]) -> None:
-        """Add ``tps`` (None until two readings a second apart exist) to each queue row."""
+    @staticmethod
+    def _key(row: dict) -> tuple:
+        return row["topic"], row["broker"], row["queueId"]
+
+    def unseen(self, rows: list[dict]) -> list[dict]:
+        with self._lock:
+            return [row for row in rows if self._key(row) not in self._seen]
+
+    def observe(self, rows: list[dict], seeds: dict | None = None) -> None:
+        """Add ``tps`` to each queue row: None while no reading a second or more older exists.
+        ``seeds``: queue key -> its max offset ``window_s`` ago, for queues not read before."""
         now = self.clock()
         with self._lock:
             for row in rows:
-                key = (row["topic"], row["broker"], row["queueId"])
-                seen = self._seen.setdefault(key, deque())
-                while seen and now - seen[0][0] > self.window_s:
+                key = self._key(row)
+                seen = self._seen.get(key)
+                if seen is None:
+                    seen = self._seen[key] = deque()
+                    if (seeds or {}).get(key) is not None:
+                        seen.append((now - self.window_s, seeds[key]))
+                while len(seen) > 1 and now - seen[1][0] >= self.window_s:   # keep one at the window's start
                     seen.popleft()
                 seen.append((now, row["maxOffset"]))
                 then, then_max = seen[0]
@@ -85,12 +104,37 @@ class QueueRates:
                 self._seen = {k: v for k, v in self._seen.items() if v and now - v[-1][0] <= self.window_s}
 
 
+def _seeds(admin, rows: list[dict], window_s: float) -> dict:
+    """Each queue's max offset ``window_s`` ago: the offset first stored since (SEARCH_OFFSET_BY_TIMESTAMP)
+    for a queue written to since, its max offset for one that was not (no question asked). At most
+    SEEDS_ASKED_MAX questions; a queue the broker does not answer for waits for a second reading."""
+    since_ms = int((time.time() - window_s) * 1000)
+    seeds, asked = {}, 0
+    for row in rows:
+        key = QueueRates._key(row)
+        if row["lastUpdateTimestamp"] < since_ms:
+            seeds[key] = row["maxOffset"]
+        elif asked < SEEDS_ASKED_MAX:
+            asked += 1
+            try:
+                seeds[key] = admin.search_offset(MessageQueue(*key), since_ms)
+            except ClientError:
+                continue
+    return seeds
+
+
+def queue_rows(admin, topic: str, rates: QueueRates) -> list[dict]:
+    """The topic's queues: min and max offsets, when the last was stored, and TPS (``rates``)."""
+    rows = admin.queue_offsets(topic)
+    rates.observe(rows, _seeds(admin, rates.unseen(rows), rates.window_s))
+    return rows
+
+
 def topic_detail(admin, topic: str, rates: QueueRates) -> dict:
     """One topic: its config per master, route, queues with offsets and TPS, and the groups that
     consume it with their total lag; its in-TPS over the last minute as its masters count it."""
     configs = admin.topic_configs(topic)
-    queues = admin.queue_offsets(topic)
-    rates.observe(queues)
+    queues = queue_rows(admin, topic, rates)
     masters = admin.master_endpoints()
     in_tps = 0.0
     for name in sorted({q["broker"] for q in queues}):

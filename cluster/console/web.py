@@ -21,11 +21,15 @@ import ipaddress
 import logging
 import os
 import re
+import secrets
+import threading
+import time
 import urllib.parse
+from collections import OrderedDict
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.concurrency import run_in_threadpool
-from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse
+from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse
 from starlette.templating import Jinja2Templates
 
 from rocketbox.cluster.acl.decision import AUTHENTICATION, http_refusal
@@ -45,6 +49,30 @@ _PORT = re.compile(r"(:[0-9]{1,5})?")
 _LENGTH = re.compile(r"[0-9]{1,12}")
 # What a browser says of a request's origin that a form of the console itself may send.
 _SAME_SITE_FETCHES = ("same-origin", "none")
+
+
+class Flashes:
+    """What an action did, kept for the page its POST redirects to (POST/redirect/GET): taken by the
+    token in that page's URL, once, so reloading the page shows it without it and repeats nothing.
+    At most ``limit`` are kept, each for ``ttl_s``: one never shown is forgotten."""
+
+    def __init__(self, limit: int = 64, ttl_s: float = 300.0, clock=time.monotonic):
+        self.limit, self.ttl_s, self.clock = limit, ttl_s, clock
+        self._lock = threading.Lock()
+        self._kept: OrderedDict[str, tuple[float, dict]] = OrderedDict()
+
+    def put(self, flash: dict) -> str:
+        token = secrets.token_urlsafe(12)
+        with self._lock:
+            self._kept[token] = (self.clock(), flash)
+            while len(self._kept) > self.limit:
+                self._kept.popitem(last=False)
+        return token
+
+    def take(self, token: str | None) -> dict:
+        with self._lock:
+            kept = self._kept.pop(token, None) if token else None
+        return kept[1] if kept is not None and self.clock() - kept[0] <= self.ttl_s else {}
 
 
 def _human_bytes(n) -> str:
@@ -120,6 +148,7 @@ class Pages:
     def __init__(self, context):
         self.context = context
         self.templates = make_templates()
+        self.flashes = Flashes()
         self.loopback_only = loopback_problem(context.settings.host) is None
 
     def refusal(self, request) -> HTMLResponse | None:
@@ -158,20 +187,39 @@ class Pages:
             return await request.form(max_files=0, max_fields=50)
         return request.query_params
 
-    def page(self, template: str, work, *, nav: str = ""):
-        """An endpoint rendering ``template`` with ``work(request, form)``'s dict (on a worker thread)."""
+    def _endpoint(self, work, nav: str, answer):
+        """An endpoint: the guard, then ``work(request, form)`` on a worker thread (the Admin blocks),
+        its failure an error page, else ``answer(request, what work returned)``."""
         async def endpoint(request):
             refused = self.refusal(request)
             if refused is not None:
                 return refused
             try:
                 form = await self._form(request)
-                data = await run_in_threadpool(work, request, form)
+                result = await run_in_threadpool(work, request, form)
             except Exception as exc:   # every failure is answered; the process goes on serving
                 return self.error_page(request, exc, nav)
-            fragment = request.query_params.get("fragment") == "1"
-            return self.templates.TemplateResponse(request, template, {**data, "nav": nav, "fragment": fragment})
+            return answer(request, result)
         return endpoint
+
+    def page(self, template: str, work, *, nav: str = ""):
+        """An endpoint rendering ``template`` with ``work(request, form)``'s dict and the flash its
+        URL names, if any."""
+        def render(request, data: dict):
+            fragment = request.query_params.get("fragment") == "1"
+            flash = self.flashes.take(request.query_params.get("flash"))
+            return self.templates.TemplateResponse(request, template,
+                                                   {**data, **flash, "nav": nav, "fragment": fragment})
+        return self._endpoint(work, nav, render)
+
+    def action(self, work, *, nav: str = ""):
+        """A form's endpoint: ``work(request, form)`` does what it asks and returns (the page to show,
+        what to tell there); the answer is a 303 to that page, which shows it once."""
+        def redirect(request, result: tuple[str, dict]):
+            location, flash = result
+            joiner = "&" if "?" in location else "?"
+            return RedirectResponse(f"{location}{joiner}flash={self.flashes.put(flash)}", status_code=303)
+        return self._endpoint(work, nav, redirect)
 
     def api(self, work):
         """A JSON endpoint (live refresh, charts): ``work(request)``'s value, or {"error": ...}."""

@@ -4,6 +4,7 @@ each refusal is a ``ProxyError`` with the code Apache's proxy gives for it."""
 from __future__ import annotations
 
 from rocketbox.cluster.config import name_problem
+from rocketbox.cluster.protocol import SYSTEM_GROUP_PREFIX
 from rocketbox.cluster.proxy.protos import Code
 from rocketbox.cluster.proxy.status import ProxyError
 
@@ -12,7 +13,6 @@ SYSTEM_TOPICS = frozenset({"TBW102", "SCHEDULE_TOPIC_XXXX", "BenchmarkTest", "RM
                            "RMQ_SYS_TRACE_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC",
                            "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT", "CHECKPOINT_TOPIC"})
 SYSTEM_TOPIC_PREFIX = "rmq_sys_"
-SYSTEM_GROUP_PREFIX = "CID_RMQ_SYS_"
 
 # Property names the broker and clients give meaning to (RocketMQ's MessageConst.STRING_HASH_SET):
 # a user property may not take one, or it could turn a message into a delayed or transactional one.

@@ -24,6 +24,9 @@ class Page:
         parser.feed(self.text)
         return parser.tables.get(table_id, [])
 
+    def header(self, name: str) -> str:
+        return {k.lower(): v for k, v in self.headers.items()}.get(name.lower(), "")
+
     def cells(self, table_id: str) -> list[list[str]]:
         return [row["cells"] for row in self.table(table_id)]
 
@@ -99,13 +102,20 @@ class _Texts(html.parser.HTMLParser):
             self.found += data
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):
+        return None   # the 3xx answer itself is the Page
+
+
 def fetch(base_url: str, path: str, *, form: dict | None = None, headers: dict | None = None,
-          timeout_s: float = 60) -> Page:
-    """GET ``path`` (or POST ``form`` urlencoded); an error status is a Page too."""
+          timeout_s: float = 60, follow: bool = True) -> Page:
+    """GET ``path`` (or POST ``form`` urlencoded; a redirect is followed with a GET, as a browser
+    does, unless ``follow`` is False); an error status is a Page too."""
     data = urllib.parse.urlencode(form, doseq=True).encode() if form is not None else None
     request = urllib.request.Request(urllib.parse.urljoin(base_url, path), data=data, headers=headers or {})
+    opener = urllib.request.build_opener() if follow else urllib.request.build_opener(_NoRedirect)
     try:
-        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+        with opener.open(request, timeout=timeout_s) as response:
             return Page(response.status, response.read().decode(), dict(response.headers))
     except urllib.error.HTTPError as exc:
         return Page(exc.code, exc.read().decode(), dict(exc.headers))

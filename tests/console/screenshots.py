@@ -1,6 +1,6 @@
 """Screenshots of the console's main pages for docs/ (``make console-screenshots``): a small
-cluster (a master and its slave) with a little traffic, a consumer group with lag, dead letters
-and a chart of the last minute, shot in headless Chromium (tests/console/browser.py).
+cluster (a master and its slave) with a little traffic, a consumer group with lag, one online,
+dead letters and a chart of the last minute, shot in headless Chromium (tests/console/browser.py).
 
     python -m tests.console.screenshots [OUT_DIR]        (default docs/console)
 """
@@ -21,7 +21,8 @@ from tests.console.conftest import LEVELS
 from tests.console.consumers import Collector
 
 PAGES = [("cluster", "cluster"), ("topics", "topics"), ("topic", "topics/Orders"), ("groups", "groups"),
-         ("group", "groups/Billing"), ("message", None), ("dlq", "dlq?group=Ledger"), ("charts", "charts")]
+         ("group", "groups/Shipping"), ("messages", "messages?by=key&topic=Orders&key=order-1"), ("message", None),
+         ("dlq", "dlq?group=Ledger"), ("charts", "charts")]
 # The chart needs points: traffic for this long before the shots.
 TRAFFIC_S = 40
 
@@ -51,10 +52,15 @@ def _traffic(cfg, admin) -> str:
 
 
 def _keep_sending(cfg, stop: threading.Event) -> None:
-    """Traffic while the pages are shot: the topic page's TPS and the chart's last points move."""
-    with Producer("DocsLiveProducer", config=cfg) as producer:
+    """Traffic while the pages are shot: the topic page's TPS and the chart's last points move, and
+    the group Shipping has a member online (its client version on the group page)."""
+    with Producer("DocsLiveProducer", config=cfg) as producer, Collector(cfg, "Shipping", "Shipments"):
+        n = 0
         while not stop.wait(0.02):
             producer.send(Message("Orders", b'{"order": "live"}'))
+            n += 1
+            if n % 5 == 0:
+                producer.send(Message("Shipments", f"ship live {n}".encode()))
 
 
 def main(argv=None) -> int:
@@ -78,6 +84,8 @@ def main(argv=None) -> int:
                         if name == "charts":
                             page.wait_for_function("Number(document.getElementById('throughput-chart')"
                                                    ".dataset.points || 0) >= 2")
+                        if name == "group":   # the live refresh shows the member once it has joined
+                            page.wait_for_selector("#members td.version")
                         if name == "topic":   # a refresh a second or more after the first reading: TPS
                             page.wait_for_function("[...document.querySelectorAll('#queues tbody tr td:nth-child(5)')]"
                                                    ".every(td => td.textContent.trim() !== '\u2026')")

@@ -7,6 +7,10 @@ Skipped, with the reason printed, where chromium is missing or does not start (m
 
 from __future__ import annotations
 
+import json
+import re
+import subprocess
+import sys
 from datetime import datetime
 
 import pytest
@@ -63,10 +67,10 @@ def test_every_page_renders_real_data_and_its_script_runs(page, console_cluster,
         page.goto(url + "topics")
         assert _text(page, f'#topics tr[data-topic="{topic}"] td.kind') == "NORMAL"
         page.select_option("#topic-filter select[name=kind]", "DLQ")   # submits on change
-        page.wait_for_url("**/topics?kind=DLQ")
+        page.wait_for_url(re.compile(r"/topics\?.*kind=DLQ"))
         assert page.locator(f'#topics tr[data-topic="{topic}"]').count() == 0
         page.select_option("#topic-filter select[name=kind]", "NORMAL")
-        page.wait_for_url("**/topics?kind=NORMAL")
+        page.wait_for_url(re.compile(r"/topics\?.*kind=NORMAL"))
         page.click(f'#topics tr[data-topic="{topic}"] a')
         page.wait_for_url(f"**/topics/{topic}")
         maxima = [int(t) for t in page.locator("#queues td.max-offset").all_inner_texts()]
@@ -155,3 +159,113 @@ def test_a_dead_letter_resend_made_on_the_page_arrives(page, console_cluster, ad
         assert statuses == ["RESENT", "RESENT"]
         wait_until(lambda: len(ledger.by_msg_id(sent[0].msg_id)) == 2 and len(ledger.by_msg_id(sent[1].msg_id)) == 3,
                    30, what="every letter resent once more")
+
+
+# Issue 35: a newcomer's walk through the console (items 1, 6 and 14).
+
+def _cli_send(cluster, topic: str, body: str, keys: str) -> dict:
+    """What `cluster send --json` prints: the ids a user copies from the terminal."""
+    done = subprocess.run([sys.executable, "-m", "rocketbox.cluster.cli", "--data-dir", cluster.data_dir,
+                           "--namesrv", cluster.namesrv, "send", topic, body, "--keys", keys, "--json"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[0])
+
+
+def _look_up(page, form: str, **fields) -> None:
+    for name, value in fields.items():
+        page.fill(f"#{form} input[name={name}]", value)
+    page.click(f"#{form} button")
+    page.wait_for_selector("#found, #error-message")
+
+
+def test_every_lookup_shows_the_messages_keys(page, console_cluster, admin, cfg):
+    url, topic = console_cluster.console_url, "BrowserKeys"
+    admin.create_topic(topic, 1)
+    with Producer("BrowserKeysProducer", config=cfg) as producer:
+        sent = producer.send(Message(topic, b"keyed", keys=["order-7", "vip"]))
+    lookups = [("by-id", {"msg_id": sent.offset_msg_id}), ("by-unique", {"topic": topic, "key": sent.msg_id}),
+               ("by-key", {"topic": topic, "key": "vip"}),
+               ("by-offset", {"topic": topic, "broker": "broker-a", "queue": "0", "offset": "0"})]
+    for form, fields in lookups:
+        page.goto(url + "messages")
+        _look_up(page, form, **fields)
+        keys_column = page.locator("#found tbody tr td:nth-child(5)")   # msg id, topic, queue, tags, keys
+        assert keys_column.all_inner_texts() == ["order-7 vip"], form
+
+
+def test_the_by_message_id_form_takes_every_id_the_console_and_the_cli_show(page, console_cluster, admin, cfg):
+    url, topic = console_cluster.console_url, "BrowserIds"
+    admin.create_topic(topic, 2)
+    printed = _cli_send(console_cluster, topic, "from the terminal", "terminal-1")
+    with Producer("BrowserIdsProducer", config=cfg) as producer:
+        producer.send(Message(topic, b"from a program", keys="program-1"))
+    # The ids as the console's own table shows them: msg id as the row's text, offset msg id in its link.
+    page.goto(url + "messages")
+    _look_up(page, "by-key", topic=topic, key="program-1")
+    shown_msg_id = page.locator("#found tbody td:nth-child(1)").inner_text().strip()
+    shown_offset_id = page.locator("#found tbody td:nth-child(1) a").get_attribute("href").rsplit("/", 1)[1]
+    pasted = [(printed["msgId"], "from the terminal"), (printed["offsetMsgId"], "from the terminal"),
+              (shown_msg_id, "from a program"), (shown_offset_id, "from a program")]
+    for msg_id, body in pasted:
+        page.goto(url + "messages")
+        _look_up(page, "by-id", msg_id=msg_id)
+        assert page.locator("#found tbody a").count() == 1, (msg_id, page.locator("main").inner_text()[:300])
+        page.click("#found tbody a")
+        assert _text(page, "#body") == body, msg_id
+
+
+def test_a_topics_first_page_shows_each_queues_rate_at_once(page, console_cluster, admin, cfg):
+    url, topic = console_cluster.console_url, "BrowserRates"
+    admin.create_topic(topic, 2)
+    with Producer("BrowserRatesProducer", config=cfg) as producer:
+        for i in range(30):
+            producer.send(Message(topic, f"r{i}".encode()))
+    wait_until(lambda: sum(q["maxOffset"] for q in admin.queue_offsets(topic)) == 30, 30, what="all 30 dispatched")
+    page.goto(url + f"topics/{topic}")   # the console's first reading of these queues
+    shown = page.locator("#queues tbody tr td:nth-child(5)").all_inner_texts()
+    assert len(shown) == 2 and all(re.fullmatch(r"\d+(\.\d+)?", t) for t in shown), shown
+    assert 0 < sum(float(t) for t in shown) <= 1.02   # 30 messages over the last 30 s: 1 a second at most
+
+
+def test_the_charts_ticks_are_round_numbers(page, console_cluster):
+    page.goto(console_cluster.console_url + "charts")
+    page.wait_for_function("typeof drawChart === 'function'")
+    for peak, step in ((50, 10), (37.5, 10), (801, 200), (3.7, 1), (1.2, 0.5), (0.3, 0.1), (0, 0.2), (1234, 500)):
+        labels = page.evaluate("""peak => {
+            const svg = document.getElementById('throughput-chart');
+            drawChart(svg, {window_s: 600, points: [{t: Date.now(), in: peak, out: 0, by: {}}]});
+            return [...svg.querySelectorAll('text.axis[text-anchor=end]')].map(t => t.textContent);
+        }""", peak)
+        values = [float(label) for label in labels]
+        assert values == [pytest.approx(step * i) for i in range(len(values))], (peak, labels)
+        assert values[-1] >= peak and all(label == f"{v:g}" for label, v in zip(labels, values)), (peak, labels)
+
+
+def test_the_look_up_buttons_are_as_big_as_their_text(page, console_cluster):
+    page.goto(console_cluster.console_url + "messages")
+    for form in ("by-id", "by-unique", "by-key", "by-offset"):
+        sizes = page.evaluate("""selector => {
+            const button = document.querySelector(selector), style = getComputedStyle(button);
+            const range = document.createRange();
+            range.selectNodeContents(button);
+            const text = range.getBoundingClientRect(), box = button.getBoundingClientRect();
+            return {width: box.width, height: box.height,
+                    textWidth: text.width + parseFloat(style.paddingLeft) + parseFloat(style.paddingRight),
+                    textHeight: text.height + parseFloat(style.paddingTop) + parseFloat(style.paddingBottom)};
+        }""", f"#{form} button")
+        # Its text and padding, give or take a rounding: not stretched to the tallest form beside it.
+        assert sizes["height"] <= sizes["textHeight"] + 4 and sizes["width"] <= sizes["textWidth"] + 4, (form, sizes)
+
+
+def test_reloading_the_page_after_a_test_message_sends_nothing_again(page, console_cluster, admin):
+    url, topic = console_cluster.console_url, "BrowserReload"
+    admin.create_topic(topic, 1)
+    page.goto(url + f"topics/{topic}")
+    page.fill("#send-form textarea[name=body]", "only once")
+    page.click("#send-form button")
+    assert _text(page, "#sent .status") == "SEND_OK"
+    assert "/send" not in page.url   # POST/redirect/GET: the page shown is a GET of the topic
+    page.reload()
+    assert page.locator("#sent").count() == 0   # the flash is shown once
+    assert sum(q["maxOffset"] for q in admin.queue_offsets(topic)) == 1

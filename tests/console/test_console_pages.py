@@ -5,11 +5,14 @@ gets an error page with the reason while the console goes on serving."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from datetime import datetime
 
 import pytest
 
 from rocketbox.cluster import Message, Producer
+from rocketbox.cluster.protocol import MessageQueue
 from rocketbox.cluster.testing import wait_until
 from tests.conftest import await_group_caught_up
 from tests.console.consumers import Collector
@@ -232,6 +235,78 @@ def test_the_throughput_history_follows_the_traffic(console_cluster, cfg):
     assert chart.status == 200 and 'data-chart="/api/throughput"' in chart.text
 
 
+def test_a_form_action_redirects_to_its_page_which_shows_the_result_once(console_cluster, admin):
+    # POST/redirect/GET (issue 35 item 14): reloading the page a form led to repeats nothing.
+    url, topic = console_cluster.console_url, "ConsolePrg"
+    admin.create_topic(topic, 1)
+    posted = fetch(url, f"/topics/{topic}/send", form={"body": "once"}, follow=False)
+    assert posted.status == 303, (posted.status, posted.text[:300])
+    location = posted.header("location")
+    assert location.startswith(f"/topics/{topic}?flash="), location
+    shown = fetch(url, location)
+    assert shown.status == 200 and "SEND_OK" in shown.by_id("sent")
+    again = fetch(url, location)   # the reload: the same page, the message sent once, told once
+    assert again.status == 200 and again.by_id("sent") == ""
+    assert sum(q["maxOffset"] for q in admin.queue_offsets(topic)) == 1
+    deleted = fetch(url, f"/topics/{topic}/delete", form={"confirm": topic}, follow=False)
+    assert deleted.status == 303 and "topic ConsolePrg deleted" in fetch(url, deleted.header("location")).text
+
+
+def test_the_group_list_hides_system_groups_behind_a_toggle_and_filters_and_sorts(console_cluster, admin, cfg):
+    # rocketmq-dashboard lists the tools' and brokers' own groups only when asked (issue 35 item 14).
+    url, topic = console_cluster.console_url, "ConsoleVisibleOrders"
+    admin.create_topic(topic, 1)
+    with Producer("ConsoleVisibleProducer", config=cfg) as producer:
+        for i in range(3):
+            producer.send(Message(topic, f"v{i}".encode()))
+    admin.message_at(MessageQueue(topic, "broker-a", 0), 0)   # the Admin reads as TOOLS_CONSUMER
+    consumed = subprocess.run([sys.executable, "-m", "rocketbox.cluster.cli", "--data-dir", console_cluster.data_dir,
+                               "--namesrv", console_cluster.namesrv, "consume", topic, "--max", "1"],
+                              capture_output=True, text=True, timeout=60)
+    assert consumed.returncode == 0, consumed.stderr   # as CLI_CONSUMER, the CLI's default group
+    with Collector(cfg, "ConsoleVisibleGroup", topic) as reader, Collector(cfg, "ConsoleOtherGroup", topic):
+        wait_until(lambda: len(reader.bodies()) == 3, 30, what="the visible group's deliveries")
+        page = fetch(url, "/groups")
+        listed = [r["attrs"]["data-group"] for r in page.table("groups")]
+        assert "ConsoleVisibleGroup" in listed and not {"TOOLS_CONSUMER", "CLI_CONSUMER"} & set(listed), listed
+        hidden = " ".join(page.by_id("hidden-groups").split())
+        assert re.match(r"\d+ system groups hidden \(", hidden) and "CLI_CONSUMER" in hidden, hidden
+        every = fetch(url, "/groups?system=1")
+        tagged = {r["attrs"]["data-group"]: r["cells"][0] for r in every.table("groups")}
+        assert tagged["TOOLS_CONSUMER"] == "TOOLS_CONSUMER system" and tagged["CLI_CONSUMER"] == "CLI_CONSUMER system"
+        assert tagged["ConsoleVisibleGroup"] == "ConsoleVisibleGroup"
+        assert [r["attrs"]["data-group"] for r in fetch(url, "/groups?q=consolevisible").table("groups")] == \
+            ["ConsoleVisibleGroup"]
+        by_name = [r["attrs"]["data-group"] for r in fetch(url, "/groups?q=Console&sort=group").table("groups")]
+        assert by_name == sorted(by_name) and {"ConsoleVisibleGroup", "ConsoleOtherGroup"} <= set(by_name)
+        assert fetch(url, "/groups?sort=sideways").status == 400
+        # A member's version as RocketMQ's tools name it (MQVersion.getVersionDesc), not its number.
+        members = fetch(url, "/groups/ConsoleVisibleGroup").table("members")
+        assert [m["cells"][3] for m in members] == ["V4_9_4"]
+    assert [r["attrs"]["data-topic"] for r in fetch(url, "/topics?q=visibleorders").table("topics")] == [topic]
+
+
+def test_a_message_is_found_by_either_of_its_ids_with_or_without_its_topic(console_cluster, admin, cfg):
+    # The "By message id" form and the message page take the msgId (UNIQ_KEY) too (issue 35 item 6).
+    url, topic = console_cluster.console_url, "ConsoleEitherId"
+    admin.create_topic(topic, 2)
+    admin.create_topic("ConsoleEitherOther", 1)
+    with Producer("ConsoleEitherProducer", config=cfg) as producer:
+        sent = producer.send(Message(topic, b"either way", keys="either-1"))
+
+    def found(query: str) -> list[str]:
+        page = fetch(url, "/messages?by=id&" + query)
+        assert page.status == 200, page.text[:500]
+        return [r["attrs"]["data-offset-msg-id"] for r in page.table("found") if len(r["cells"]) > 1]
+    for msg_id in (sent.msg_id, sent.offset_msg_id):
+        assert found(f"msg_id={msg_id}") == [sent.offset_msg_id], msg_id
+        assert found(f"msg_id={msg_id}&topic={topic}") == [sent.offset_msg_id], msg_id
+        assert found(f"msg_id={msg_id}&topic=ConsoleEitherOther") == [], msg_id
+        detail = fetch(url, f"/messages/{msg_id}")
+        assert detail.status == 200 and detail.by_id("body") == "either way", msg_id
+    assert found("msg_id=" + "0" * 32) == []
+
+
 BAD_REQUESTS = [
     ("/topics", {"topic": "Bad", "queues": "many"}, 400, "queues must be a whole number"),
     ("/topics", {"topic": "Bad", "queues": "0"}, 400, "queues must lie in [1, 1024]"),
@@ -243,11 +318,12 @@ BAD_REQUESTS = [
     ("/topics/NoSuchTopic", None, 404, "NoSuchTopic"),
     ("/groups/NoSuchGroup", None, 404, "NoSuchGroup"),
     ("/groups/NoSuchGroup/reset", {"topic": "NoSuchTopic", "time": "yesterday"}, 400, "neither epoch milliseconds"),
-    ("/messages?by=id&msg_id=not-an-id", None, 400, "not an offset message id"),
-    ("/messages?by=id&msg_id=" + "0" * 32, None, 404, "not an offset message id of this cluster"),
+    ("/messages?by=id&msg_id=" + "0" * 65, None, 400, "msg id is longer than 64 characters"),
+    ("/messages/" + "0" * 32, None, 404, "no message has the id " + "0" * 32),
     ("/messages?by=offset&topic=T&broker=broker-a&queue=-1&offset=0", None, 400, "queue must lie in"),
     ("/messages?by=sideways", None, 400, "look up by one of"),
-    ("/messages/" + "Z" * 40, None, 400, "not an offset message id"),
+    ("/messages/" + "Z" * 40 + "?topic=NoSuchTopic", None, 404, "topic NoSuchTopic has no route"),
+    ("/messages/" + "Z" * 65, None, 400, "a message id is at most 64 characters"),
     ("/dlq/NoSuchGroup/resend", {}, 400, "msg id is required"),
     ("/no/such/page", None, 404, "no page at /no/such/page"),
 ]

@@ -82,6 +82,9 @@ def test_consumer_connection_and_status(cluster, running_group):
     assert '"MainThread"' in stacks   # -s: the member's own thread stacks, as it printed them
     owners = _lines(_cli("consumerProgress", "-n", cluster.namesrv, "-g", "MqaGroup", "-t", "MqaTopic", "-s", "--json"))
     assert {r["clientIp"] for r in owners} == {connection["connectionSet"][0]["clientAddr"]}
+    # The table names the member's version as mqadmin does (MQVersion.getVersionDesc), not its number.
+    text = _cli("consumerConnection", "-n", cluster.namesrv, "-g", "MqaGroup").stdout
+    assert "V4_9_4" in text and " 401 " not in text, text
     offline = _cli("consumerConnection", "-n", cluster.namesrv, "-g", "MqaNobody", check=False)
     assert offline.returncode == 1 and "not online" in offline.stderr
 

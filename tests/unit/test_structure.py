@@ -26,7 +26,7 @@ _LAYERS_BY_PATH: list[tuple[str, ...]] = [
     ("cluster._native", "cluster.clock", "cluster.fault_proxy", "cluster.file_modes", "cluster.format_errors",
      "cluster.log_limit", "cluster.spin_wait", "cluster.zmq_frames"),
     ("cluster.config", "cluster.rocketmq_keys", "cluster.rocketmq_defaults", "cluster.config_file"),
-    ("cluster.wire_format", "cluster.remoting_format", "cluster.fastjson_format"),
+    ("cluster.wire_format", "cluster.remoting_format", "cluster.fastjson_format", "cluster.mq_version"),
     ("cluster.shm",),
     ("cluster.protocol", "cluster.request_dispatch", "cluster.event_loop", "cluster.fast_failure", "cluster.tls",
      "cluster.client_transport", "cluster.zmq_transport", "cluster.remoting_admission",

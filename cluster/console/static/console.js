@@ -38,14 +38,19 @@ function svgElement(name, attributes, text) {
   return element;
 }
 
-function niceMax(value) {
-  if (value <= 0) { return 1; }
-  var step = Math.pow(10, Math.floor(Math.log10(value)));
-  var choices = [1, 2, 5, 10];
-  for (var i = 0; i < choices.length; i++) {
-    if (choices[i] * step >= value) { return choices[i] * step; }
-  }
-  return 10 * step;
+// The y axis: the smallest round step (1, 2 or 5 times a power of ten) that reaches the peak in
+// at most five intervals, and the top at the first step at or above the peak, so every tick reads
+// as a round number (10 20 30, 0.5 1 1.5), never a quarter of a round top (12.5 shown as "13").
+var Y_INTERVALS_MAX = 5;
+
+function yScale(peak) {
+  var top = peak > 0 ? peak : 1;
+  var power = Math.pow(10, Math.floor(Math.log10(top / Y_INTERVALS_MAX)));
+  var step = [1, 2, 5, 10].map(function (m) { return m * power; })
+    .find(function (candidate) { return candidate * Y_INTERVALS_MAX >= top; });
+  var intervals = Math.max(1, Math.ceil(top / step - 1e-9));
+  var decimals = Math.max(0, -Math.floor(Math.log10(step) + 1e-9));
+  return { step: step, intervals: intervals, max: step * intervals, decimals: decimals };
 }
 
 function drawChart(svg, data) {
@@ -56,14 +61,14 @@ function drawChart(svg, data) {
   var start = now - data.window_s * 1000;
   var peak = 0;
   points.forEach(function (p) { peak = Math.max(peak, p["in"], p.out); });
-  var yMax = niceMax(peak);
+  var scale = yScale(peak);
   function x(t) { return left + (t - start) / (now - start || 1) * (width - left - right); }
-  function y(v) { return top + (1 - v / yMax) * (height - top - bottom); }
-  for (var i = 0; i <= 4; i++) {
-    var value = yMax * i / 4;
+  function y(v) { return top + (1 - v / scale.max) * (height - top - bottom); }
+  for (var i = 0; i <= scale.intervals; i++) {
+    var value = scale.step * i;
     svg.appendChild(svgElement("line", { x1: left, x2: width - right, y1: y(value), y2: y(value), "class": "grid" }));
-    svg.appendChild(svgElement("text", { x: left - 6, y: y(value) + 4, "text-anchor": "end", "class": "axis" },
-                               value === 0 || value >= 100 ? value.toFixed(0) : value.toPrecision(2)));
+    svg.appendChild(svgElement("text", { x: left - 6, y: y(value) + 4, "text-anchor": "end", "class": "axis y-tick" },
+                               String(Number(value.toFixed(scale.decimals)))));
   }
   for (var m = 0; m <= data.window_s / 60; m += Math.max(1, Math.round(data.window_s / 600))) {
     var t = now - m * 60000;
