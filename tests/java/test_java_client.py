@@ -5,6 +5,9 @@ always in tests/remoting/test_java_paths.py."""
 
 from __future__ import annotations
 
+import os
+from dataclasses import dataclass
+
 import pytest
 
 from rocketbox.cluster.testing import LocalCluster
@@ -13,10 +16,22 @@ from tests.java.apache import run_java
 pytestmark = pytest.mark.timeout(300)
 
 
+@dataclass(frozen=True)
+class OtherRocketMQ:
+    """A RocketMQ NameServer started by someone else (Apache's own, to compare against)."""
+    remoting_namesrv: str
+
+
 @pytest.fixture(scope="module")
 def cluster(java_programs, tmp_path_factory):
     """One cluster for the module's scenarios (started only where the Java client is there), with
-    SQL92 filtering on as the SQL scenario needs (RocketMQ's enablePropertyFilter)."""
+    SQL92 filtering on as the SQL scenario needs (RocketMQ's enablePropertyFilter). With
+    $ROCKETBOX_JAVA_NAMESRV=host:port the same scenarios run against that NameServer instead: how
+    they are run against Apache RocketMQ's broker (enablePropertyFilter=true) side by side."""
+    other = os.environ.get("ROCKETBOX_JAVA_NAMESRV")
+    if other:
+        yield OtherRocketMQ(other)
+        return
     with LocalCluster(str(tmp_path_factory.mktemp("java-client")), remoting=True,
                       broker_overrides={"enable_property_filter": True}) as started:
         yield started
