@@ -7,8 +7,8 @@ from hypothesis import given, settings, strategies as st
 
 from rocketbox.cluster import _native
 from rocketbox.cluster.shm import commitlog_format as fmt
-from rocketbox.cluster.message.ids import offset_msg_id, pack_host, unique_id, unique_id_prefix
-from rocketbox.cluster.message.properties import encode_properties, properties_text, property_mark
+from rocketbox.cluster.message.ids import offset_msg_id, pack_host
+from rocketbox.cluster.message.properties import encode_properties
 from rocketbox.cluster.message.sysflags import SYSFLAG_TRANSACTION_PREPARED
 from rocketbox.cluster.shm.store import MessageToStore
 
@@ -144,24 +144,13 @@ def test_encode_batch_half_messages_take_no_queue_offset():
     assert [r.queue_offset for r in recs] == [5, 0, 6]
 
 
-def test_properties_text_and_field_readers_are_the_records():
-    """Golden: the properties string, the marks the broker searches it for, and the readers of
-    TOTALSIZE and PHYSICALOFFSET used outside the decoder."""
-    assert properties_text([("TAGS", "A"), ("KEYS", "k1 k2")]) == "TAGS\x01A\x02KEYS\x01k1 k2\x02"
-    assert encode_properties({"TAGS": "d"}) == b"TAGS\x01d\x02"
-    assert property_mark("DELAY") == "DELAY\x01"
-    assert property_mark("TRAN_MSG", "true") == "TRAN_MSG\x01true\x02"
+def test_field_readers_are_the_records():
+    """Golden: the readers of TOTALSIZE and PHYSICALOFFSET used outside the decoder, and the offset
+    message id of a record."""
     raw = fmt.encode(**sample())
     assert fmt.total_size_at(raw, 0) == len(raw)
     assert fmt.phys_offset_at(raw) == 1000
     assert offset_msg_id(HOST, 1000) == HOST.hex().upper() + "00000000000003E8"
-
-
-def test_unique_id_golden_layout():
-    prefix = unique_id_prefix(bytes([127, 0, 0, 1]), 0x12345, bytes([0xAB, 0xCD, 0xEF, 0x01]))
-    assert prefix == "7F000001" "2345" "ABCDEF01"                # pid keeps its low 16 bits
-    assert unique_id(prefix, 0x2A) == "7F0000012345ABCDEF01" "00000000002A"
-    assert len(unique_id(prefix, 2**48 - 1)) == 32
 
 
 # ---- the whole-record CRC property (RocketMQ's enabledAppendPropCRC) ----
