@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from rocketbox.cluster.config import name_problem
 from rocketbox.cluster.fastjson_format import dumps as fastjson_dumps, loads as fastjson_loads, message_queue_key
 from rocketbox.cluster.log_limit import RateLimitedLog
-from rocketbox.cluster.shm.schedule_format import SCHEDULE_TOPIC
 from rocketbox.cluster.wire_format import Command
 
 
@@ -333,8 +332,6 @@ PERM_READ = 4
 PERM_WRITE = 2
 PERM_READ_WRITE = PERM_READ | PERM_WRITE
 
-# The topic RocketMQ clients use to ask for an auto-creatable route.
-AUTO_CREATE_TOPIC_KEY = "TBW102"
 # A consumer group's retry and dead-letter topics (RocketMQ's MixAll prefixes).
 RETRY_TOPIC_PREFIX = "%RETRY%"
 DLQ_TOPIC_PREFIX = "%DLQ%"
@@ -369,17 +366,6 @@ def is_system_group(group: str) -> bool:
     return group in SYSTEM_GROUPS or group.startswith(SYSTEM_GROUP_PREFIX)
 
 
-# The broker's own topics: half messages and their outcomes (broker/transaction.py), and the pop
-# state of a cluster (broker/pop_format.py); with SCHEDULE_TOPIC_XXXX (delayed messages), none
-# takes a client's send, and their records belong to other topics or are the broker's bookkeeping.
-TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
-TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
-REVIVE_TOPIC_PREFIX = "rmq_sys_REVIVE_LOG_"
-_BROKER_OWN_TOPICS = frozenset({SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC})
-
-
-def is_broker_own_topic(topic: str) -> bool:
-    return topic in _BROKER_OWN_TOPICS or topic.startswith(REVIVE_TOPIC_PREFIX)
 MASTER_ID = 0
 
 

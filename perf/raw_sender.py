@@ -26,7 +26,7 @@ import time
 import zmq
 
 from rocketbox.cluster.protocol import RequestCode, ResponseCode, send_fields_short
-from rocketbox.cluster.shm.commitlog_format import PROPERTY_UNIQ_KEY, properties_text
+from rocketbox.cluster.message.properties import PROPERTY_UNIQ_KEY, properties_text
 from rocketbox.cluster.wire_format import Command, encode_header
 
 KEY_CHARS = 24

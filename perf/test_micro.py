@@ -23,6 +23,8 @@ from rocketbox.cluster import _native as native
 from rocketbox.cluster.config import StoreConfig
 from rocketbox.cluster.protocol import RequestCode, ResponseCode, send_fields_short
 from rocketbox.cluster.shm import batch_format
+from rocketbox.cluster.message.ids import pack_host
+from rocketbox.cluster.message.properties import encode_properties
 from rocketbox.cluster.shm import commitlog_format as clf
 from rocketbox.cluster.shm.consumequeue import ConsumeQueue
 from rocketbox.cluster.shm.indexfile import IndexService
@@ -34,8 +36,8 @@ from rocketbox.cluster.zmq_transport import EventLoop, RpcClient, RpcServer
 MESSAGES = 100
 BODY_BYTES = 100
 TOPIC = b"BenchTopic"
-STORE_HOST = clf.pack_host("127.0.0.1", 10811)
-BORN_HOST = clf.pack_host("127.0.0.1", 0)
+STORE_HOST = pack_host("127.0.0.1", 10811)
+BORN_HOST = pack_host("127.0.0.1", 0)
 STORE_TS_MS = 1_700_000_000_000
 CQ_ENTRIES = 1000
 INDEX_RECORDS = 1000
@@ -43,7 +45,7 @@ INDEX_RECORDS = 1000
 
 def _properties(i: int) -> bytes:
     # What a producer sends: TAGS and a 32-hex-digit UNIQ_KEY (~50 bytes).
-    return clf.encode_properties({"TAGS": "bench", "UNIQ_KEY": f"7F000001ABCD12345678{i:012X}"})
+    return encode_properties({"TAGS": "bench", "UNIQ_KEY": f"7F000001ABCD12345678{i:012X}"})
 
 
 BODIES = [bytes([65 + i % 26]) * BODY_BYTES for i in range(MESSAGES)]
@@ -402,7 +404,7 @@ def _write_reput_records(cfg: StoreConfig, control) -> int:
             props = {"TAGS": f"tag{i % 3}", "UNIQ_KEY": f"7F000001ABCD12345678{i:012X}"}
             if i % 10 == 0:
                 props["KEYS"] = f"order-{i} customer-{i % 97}"
-            items.append((0, bytes([65 + i % 26]) * BODY_BYTES, clf.encode_properties(props)))
+            items.append((0, bytes([65 + i % 26]) * BODY_BYTES, encode_properties(props)))
         body = batch_format.encode_items(items)
         written, _, _ = native.encode_batch(seg.mm, pos, body, TOPIC, queue, next_offset[queue], pos, 0,
                                             STORE_TS_MS, BORN_HOST, STORE_TS_MS + n, STORE_HOST)

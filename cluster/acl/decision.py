@@ -24,10 +24,10 @@ from rocketbox.cluster.acl.model import AclConfig
 from rocketbox.cluster.acl.permissions import PUB, describe, permits
 from rocketbox.cluster.acl.signature import parse_basic
 from rocketbox.cluster.protocol import RETRY_TOPIC_PREFIX
+from rocketbox.cluster.message.system_topics import TRACE_TOPIC
 
 AUTHENTICATION = "authentication"
 AUTHORIZATION = "authorization"
-TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
 
 
 @dataclass(frozen=True)

@@ -20,9 +20,9 @@ own processes, then nothing is checked and nothing is computed).
 from __future__ import annotations
 
 from rocketbox.cluster.acl.permissions import SUB
-from rocketbox.cluster.protocol import DLQ_TOPIC_PREFIX, RETRY_TOPIC_PREFIX, TRANS_HALF_TOPIC
-from rocketbox.cluster.shm.commitlog_format import PROPERTY_REAL_TOPIC, PROPERTY_RETRY_TOPIC
-from rocketbox.cluster.shm.schedule_format import SCHEDULE_TOPIC
+from rocketbox.cluster.protocol import DLQ_TOPIC_PREFIX, RETRY_TOPIC_PREFIX
+from rocketbox.cluster.message.system_topics import SCHEDULE_TOPIC, TRANS_HALF_TOPIC
+from rocketbox.cluster.message.properties import PROPERTY_REAL_TOPIC, PROPERTY_RETRY_TOPIC
 from rocketbox.cluster.wire_format import Command
 
 PARKING_TOPICS = frozenset({SCHEDULE_TOPIC, TRANS_HALF_TOPIC})

@@ -45,7 +45,8 @@ from __future__ import annotations
 import json
 
 from rocketbox.cluster.acl.permissions import PUB, SUB
-from rocketbox.cluster.protocol import DLQ_TOPIC_PREFIX, RETRY_TOPIC_PREFIX, RequestCode, is_broker_own_topic
+from rocketbox.cluster.protocol import DLQ_TOPIC_PREFIX, RETRY_TOPIC_PREFIX, RequestCode
+from rocketbox.cluster.message.system_topics import is_not_sendable_topic
 from rocketbox.cluster.wire_format import Command
 
 ADMIN_CODES = frozenset({
@@ -171,5 +172,5 @@ def needed_resources(cmd: Command) -> dict[str, int]:
 
 def needs_admin(cmd: Command) -> bool:
     if cmd.code in _QUEUE_READS:
-        return is_broker_own_topic(cmd.fields.get("topic") or "")
+        return is_not_sendable_topic(cmd.fields.get("topic") or "")
     return cmd.code in ADMIN_CODES

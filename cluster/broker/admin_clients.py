@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from rocketbox.cluster.protocol import ProtocolError, ResponseCode, answers_refusals, field_str, to_json_bytes
 from rocketbox.cluster.remoting_format import LANGUAGES
-from rocketbox.cluster.shm.commitlog_format import parse_offset_msg_id
+from rocketbox.cluster.message.ids import parse_offset_msg_id
 from rocketbox.cluster.wire_format import Command
 
 # How long a consumer gets to run its listener on one message: RocketMQ's broker waits 10 s

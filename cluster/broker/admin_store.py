@@ -19,12 +19,12 @@ import logging
 
 from rocketbox.cluster.broker.admin_clients import record_of_msg_id
 from rocketbox.cluster.broker.runtime_kv import schedule_offsets
-from rocketbox.cluster.broker.transaction import HALF_TOPIC, PROPERTY_CHECK_TIMES, SYSTEM_TOPICS as TRANSACTION_TOPICS
+from rocketbox.cluster.broker.transaction import HALF_TOPIC, PROPERTY_CHECK_TIMES
 from rocketbox.cluster.fastjson_format import dumps as fastjson_dumps, message_queue_key
-from rocketbox.cluster.protocol import (AUTO_CREATE_TOPIC_KEY, ProtocolError, ResponseCode, answers_refusals,
-                                        field_bool, field_int, field_str, to_json_bytes)
-from rocketbox.cluster.shm import commitlog_format as fmt
-from rocketbox.cluster.shm.schedule_format import SCHEDULE_TOPIC
+from rocketbox.cluster.protocol import (ProtocolError, ResponseCode, answers_refusals, field_bool, field_int,
+                                        field_str, to_json_bytes)
+from rocketbox.cluster.message.system_topics import SYSTEM_TOPICS, is_system_topic
+from rocketbox.cluster.message.properties import PROPERTY_UNIQ_KEY
 from rocketbox.cluster.shm.store import PutMessageStatus, copy_of_record
 from rocketbox.cluster.wire_format import Command
 
@@ -32,11 +32,6 @@ log = logging.getLogger(__name__)
 
 LONG_MAX = 2**63 - 1
 QUERY_CQ_COUNT_MAX = 1000
-# RocketMQ's TopicValidator system topics, and its prefix for the ones it adds (rmq_sys_*).
-SYSTEM_TOPIC_NAMES = frozenset({AUTO_CREATE_TOPIC_KEY, SCHEDULE_TOPIC, "BenchmarkTest", *TRANSACTION_TOPICS,
-                                "RMQ_SYS_TRACE_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC", "SELF_TEST_TOPIC",
-                                "OFFSET_MOVED_EVENT"})
-SYSTEM_TOPIC_PREFIX = "rmq_sys_"
 
 
 def offset_wrapper(store, offsets, group: str, topic: str, queue_id: int) -> dict:
@@ -45,10 +40,6 @@ def offset_wrapper(store, offsets, group: str, topic: str, queue_id: int) -> dic
     committed = max(offsets.query(group, topic, queue_id) or 0, 0)
     last = store.store_timestamp_at(topic, queue_id, committed - 1) if committed > 0 else 0
     return {"brokerOffset": store.max_offset(topic, queue_id), "consumerOffset": committed, "lastTimestamp": last}
-
-
-def is_system_topic(topic: str) -> bool:
-    return topic in SYSTEM_TOPIC_NAMES or topic.startswith(SYSTEM_TOPIC_PREFIX)
 
 
 class StoreAdmin:
@@ -179,7 +170,7 @@ class StoreAdmin:
         """RocketMQ's system topics, the cluster's and broker's names (RocketMQ lists them too), and
         the broker's own topics (rmq_sys_*)."""
         own = {topic for topic in self.topics.topics if is_system_topic(topic)}
-        return sorted(SYSTEM_TOPIC_NAMES | own | {self.cfg.cluster_name, self.cfg.broker_name})
+        return sorted(SYSTEM_TOPICS | own | {self.cfg.cluster_name, self.cfg.broker_name})
 
     def on_system_topic_list(self, request: Command, reply=None) -> Command:
         return request.response(ResponseCode.SUCCESS, body=to_json_bytes({"topicList": self.system_topics()}))
@@ -195,7 +186,7 @@ class StoreAdmin:
         phys, rec = record_of_msg_id(self.store, msg_id)
         if rec is None or rec.topic != HALF_TOPIC:
             raise ProtocolError(f"{msg_id} names no half message (no record of {HALF_TOPIC} at CommitLog offset {phys})")
-        uniq = rec.properties.get(fmt.PROPERTY_UNIQ_KEY, "")
+        uniq = rec.properties.get(PROPERTY_UNIQ_KEY, "")
         if uniq in self.transactions.resolved:
             raise ProtocolError(f"the transaction {uniq} is resolved already (committed, rolled back or discarded "
                                 f"after its checks): nothing is left to check")

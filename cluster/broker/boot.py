@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from rocketbox.cluster.broker.controller_client import ControllerClient, effective_config
 from rocketbox.cluster.config import BrokerConfig
-from rocketbox.cluster.shm.commitlog_format import pack_host
+from rocketbox.cluster.message.ids import pack_host
 from rocketbox.cluster.shm.control import ControlBlock
 from rocketbox.cluster.shm.epochs import EpochCache
 from rocketbox.cluster.shm.live_settings import read_live, with_values

@@ -18,7 +18,7 @@ from rocketbox.cluster.filter.expressions import EXPRESSION_SQL92, EXPRESSION_TA
 from rocketbox.cluster.filter.sql92 import SqlParseError, SqlSelector, compile_sql
 from rocketbox.cluster.protocol import ProtocolError, ResponseCode, answers_refusals, json_body
 from rocketbox.cluster.wire_format import Command
-from rocketbox.cluster.shm.commitlog_format import decode_properties
+from rocketbox.cluster.message.properties import decode_properties
 
 # Queue entries one SQL92 pull reads from the CommitLog: matches may be sparse, and a pull
 # that finds none still moves the consumer past everything it read.

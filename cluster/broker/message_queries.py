@@ -15,7 +15,7 @@ from __future__ import annotations
 from rocketbox.cluster import _native
 from rocketbox.cluster.acl.records import readable_records, require_record
 from rocketbox.cluster.protocol import ProtocolError, ResponseCode, answers_refusals, field_int, field_str
-from rocketbox.cluster.shm.commitlog_format import parse_offset_msg_id
+from rocketbox.cluster.message.ids import parse_offset_msg_id
 from rocketbox.cluster.wire_format import Command
 
 # MixAll.UNIQUE_MSG_QUERY_FLAG and MessageStoreConfig.defaultQueryMaxNum / maxMsgsNumBatch.

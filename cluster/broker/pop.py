@@ -30,6 +30,7 @@ from rocketbox.cluster.log_limit import RateLimitedLog
 from rocketbox.cluster.protocol import (PERM_READ, ProtocolError, ResponseCode, answers_refusals, field_int, field_str,
                                         pop_retry_topic, require_name)
 from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.message.properties import PROPERTY_TAGS
 from rocketbox.cluster.wire_format import Command
 
 log = logging.getLogger(__name__)
@@ -301,4 +302,4 @@ class _Pop:
     def matches(self, properties: dict[str, str]) -> bool:
         if self.selector is not None:
             return self.selector.matches(properties)
-        return self.tags is None or properties.get(fmt.PROPERTY_TAGS) in self.tags
+        return self.tags is None or properties.get(PROPERTY_TAGS) in self.tags

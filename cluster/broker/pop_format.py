@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from rocketbox.cluster.protocol import REVIVE_TOPIC_PREFIX
+from rocketbox.cluster.message.system_topics import REVIVE_TOPIC_PREFIX
 
 # Where the revive scan has got to: the revive queue offset below which every checkpoint is settled,
 # committed as this system group's offset of the revive queue (RocketMQ's CID_RMQ_SYS_REVIVE_GROUP).

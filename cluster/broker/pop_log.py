@@ -19,12 +19,14 @@ from rocketbox.cluster.broker.pop_format import (REVIVE_GROUP, TAG_ACK, TAG_CK, 
 from rocketbox.cluster.broker.pop_state import Pending, PopState, Redelivery
 from rocketbox.cluster.protocol import ProtocolError, ResponseCode, pop_retry_topic
 from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.message.ids import pack_host
+from rocketbox.cluster.message.properties import PROPERTY_TAGS, encode_properties
 from rocketbox.cluster.shm.store import MessageToStore, PutMessageStatus, PutResult
 
 log = logging.getLogger(__name__)
 
 REPLAY_BATCH = 1024
-_BORN_HOST = fmt.pack_host("127.0.0.1", 0)
+_BORN_HOST = pack_host("127.0.0.1", 0)
 
 
 def queue_topic_of(ck: Checkpoint) -> str:
@@ -47,7 +49,7 @@ class PopLog:
     def _append(self, tag: str, body: bytes) -> PutResult:
         """One record in the revive queue; ProtocolError when the store refuses it (nothing changed)."""
         self.ensure_system_topic(self.topic)
-        message = MessageToStore(body=body, flag=0, properties=fmt.encode_properties({fmt.PROPERTY_TAGS: tag}),
+        message = MessageToStore(body=body, flag=0, properties=encode_properties({PROPERTY_TAGS: tag}),
                                  sys_flag=0, born_timestamp_ms=self.clock.now_ms(), born_host=_BORN_HOST)
         result = self.store.put_messages(self.topic, 0, [message])
         if result.status != PutMessageStatus.PUT_OK:
@@ -137,7 +139,7 @@ class PopLog:
         self.commit_progress()
 
     def _replay_one(self, queue_offset: int, record: fmt.Record) -> None:
-        tag = record.properties.get(fmt.PROPERTY_TAGS)
+        tag = record.properties.get(PROPERTY_TAGS)
         try:
             if tag == TAG_CK:
                 self.apply_checkpoint(decode_checkpoint(record.body, queue_offset))

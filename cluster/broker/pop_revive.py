@@ -22,7 +22,7 @@ from rocketbox.cluster.broker.pop_state import Pending
 from rocketbox.cluster.broker.retry import PROPERTY_ORIGIN_MESSAGE_ID
 from rocketbox.cluster.log_limit import RateLimitedLog
 from rocketbox.cluster.protocol import ProtocolError, dlq_topic, pop_retry_topic
-from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.message.properties import PROPERTY_RETRY_TOPIC, PROPERTY_UNIQ_KEY
 from rocketbox.cluster.shm.store import PutMessageStatus, copy_of_record
 
 log = logging.getLogger(__name__)
@@ -89,9 +89,9 @@ class PopReviver:
                                  "delivered again", ck.topic, phys)
                 continue
             properties = record.properties
-            properties.setdefault(fmt.PROPERTY_RETRY_TOPIC, ck.topic)
+            properties.setdefault(PROPERTY_RETRY_TOPIC, ck.topic)
             properties.setdefault(PROPERTY_ORIGIN_MESSAGE_ID,
-                                  properties.get(fmt.PROPERTY_UNIQ_KEY) or record.offset_msg_id)
+                                  properties.get(PROPERTY_UNIQ_KEY) or record.offset_msg_id)
             copies.append(copy_of_record(record, properties, reconsume_times=attempt))
         if not copies:
             return

@@ -21,7 +21,9 @@ from rocketbox.cluster.broker.topics import TopicConfig
 from rocketbox.cluster.log_limit import RateLimitedLog
 from rocketbox.cluster.protocol import (PERM_READ_WRITE, PERM_WRITE, ProtocolError, RequestCode, ResponseCode,
                                         SEND_V2_LONG_NAMES, answers_refusals, field_int, require_name)
-from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.message.ids import pack_host
+from rocketbox.cluster.message.properties import decode_properties, properties_text
+from rocketbox.cluster.message.sysflags import SYSFLAG_TRANSACTION_MASK
 from rocketbox.cluster.shm.store import MessageToStore, PutMessageStatus
 from rocketbox.cluster.wire_format import Command
 
@@ -86,7 +88,7 @@ class ReplyProcessor:
             raise ProtocolError(f"queue {queue_id} does not exist: topic {topic} has {topic_cfg.writeQueueNums} "
                                 f"write queues", ResponseCode.MESSAGE_ILLEGAL)
         queue_id = max(queue_id, 0)
-        properties = fmt.decode_properties(fields.get("properties", "").encode())
+        properties = decode_properties(fields.get("properties", "").encode())
         requester = properties.get(PROPERTY_REPLY_TO_CLIENT)
         stored = self._store(request, topic, queue_id, fields)
         if requester is None:
@@ -99,7 +101,7 @@ class ReplyProcessor:
         host = request.peer_address or "127.0.0.1"
         push = Command(PUSH_REPLY_MESSAGE_TO_CLIENT, {
             **{name: value for name, value in fields.items() if name != "properties"},
-            "properties": fmt.properties_text(properties.items()),
+            "properties": properties_text(properties.items()),
             "bornHost": f"{host}:{request.peer_port}", "storeHost": self.address,
             "storeTimestamp": str(self.clock.now_ms())}, request.body)
 
@@ -121,9 +123,9 @@ class ReplyProcessor:
             message = MessageToStore(
                 body=request.body, flag=int(fields.get("flag") or 0),
                 properties=fields.get("properties", "").encode(),
-                sys_flag=int(fields.get("sysFlag") or 0) & ~fmt.SYSFLAG_TRANSACTION_MASK,
+                sys_flag=int(fields.get("sysFlag") or 0) & ~SYSFLAG_TRANSACTION_MASK,
                 born_timestamp_ms=int(fields.get("bornTimestamp") or self.clock.now_ms()),
-                born_host=fmt.pack_host(request.peer_address or "127.0.0.1", request.peer_port),
+                born_host=pack_host(request.peer_address or "127.0.0.1", request.peer_port),
                 reconsume_times=int(fields.get("reconsumeTimes") or 0))
         except (ValueError, OSError) as exc:
             raise ProtocolError(f"malformed reply header: {exc}", ResponseCode.MESSAGE_ILLEGAL) from None

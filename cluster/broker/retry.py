@@ -26,8 +26,10 @@ from rocketbox.cluster.config import SYNC_FLUSH
 from rocketbox.cluster.log_limit import RateLimitedLog
 from rocketbox.cluster.protocol import (ProtocolError, ResponseCode, answers_refusals, dlq_topic, field_int, field_str,
                               require_name, retry_topic)
-from rocketbox.cluster.shm import commitlog_format as fmt
-from rocketbox.cluster.shm.schedule_format import SCHEDULE_TOPIC, queue_of_level
+from rocketbox.cluster.message.properties import (PROPERTY_DELAY, PROPERTY_REAL_QID, PROPERTY_REAL_TOPIC,
+                                                  PROPERTY_RETRY_TOPIC, PROPERTY_UNIQ_KEY)
+from rocketbox.cluster.shm.schedule_format import queue_of_level
+from rocketbox.cluster.message.system_topics import SCHEDULE_TOPIC
 from rocketbox.cluster.shm.store import PutMessageStatus, copy_of_record
 from rocketbox.cluster.wire_format import Command
 
@@ -73,15 +75,15 @@ class SendBackProcessor:
                                 ResponseCode.SYSTEM_ERROR)
         # The copy lands where the caller's group reads it: only a record it may read is copied.
         require_record(request, rec)
-        props.setdefault(fmt.PROPERTY_RETRY_TOPIC, rec.topic)
-        origin = request.fields.get("originMsgId") or props.get(fmt.PROPERTY_UNIQ_KEY) or rec.offset_msg_id
+        props.setdefault(PROPERTY_RETRY_TOPIC, rec.topic)
+        origin = request.fields.get("originMsgId") or props.get(PROPERTY_UNIQ_KEY) or rec.offset_msg_id
         props.setdefault(PROPERTY_ORIGIN_MESSAGE_ID, origin)
         levels = self.delay_level_count
         if rec.reconsume_times >= reconsume_max or asked_level < 0:
             target, queue_id = dlq_topic(group), 0
             self.ensure_system_topic(target)
             self.sent_to_dlq += 1
-            dlq_key = (group, props[fmt.PROPERTY_RETRY_TOPIC])
+            dlq_key = (group, props[PROPERTY_RETRY_TOPIC])
             self.dlq_by_group[dlq_key] = self.dlq_by_group.get(dlq_key, 0) + 1
             _limited.info("dead-letter", "message %s of %s goes to %s after %d attempts", origin, rec.topic, target,
                           rec.reconsume_times + 1)
@@ -89,9 +91,9 @@ class SendBackProcessor:
             retry = retry_topic(group)
             self.ensure_system_topic(retry)
             level = asked_level if asked_level > 0 else RETRY_LEVEL_BASE + rec.reconsume_times
-            props[fmt.PROPERTY_DELAY] = str(min(level, levels))
-            props[fmt.PROPERTY_REAL_TOPIC] = retry
-            props[fmt.PROPERTY_REAL_QID] = "0"
+            props[PROPERTY_DELAY] = str(min(level, levels))
+            props[PROPERTY_REAL_TOPIC] = retry
+            props[PROPERTY_REAL_QID] = "0"
             target, queue_id = SCHEDULE_TOPIC, queue_of_level(min(level, levels))
             self.sent_to_retry += 1
         message = copy_of_record(rec, props, reconsume_times=rec.reconsume_times + 1)

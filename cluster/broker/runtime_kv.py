@@ -29,7 +29,7 @@ import shutil
 
 from rocketbox.cluster.broker.schedule import PROGRESS_GROUP as SCHEDULE_PROGRESS_GROUP
 from rocketbox.cluster.broker.stats import WINDOWS_S
-from rocketbox.cluster.shm.schedule_format import SCHEDULE_TOPIC
+from rocketbox.cluster.message.system_topics import SCHEDULE_TOPIC
 from rocketbox.cluster.wire_format import VERSION
 
 RUNNING_VERSION_DESC = "RocketBox-0.1.0"

@@ -22,9 +22,11 @@ import logging
 
 from rocketbox.cluster.broker.offsets import ConsumerOffsetManager
 from rocketbox.cluster.log_limit import RateLimitedLog
-from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.message.properties import (PROPERTY_DELAY, PROPERTY_REAL_QID, PROPERTY_REAL_TOPIC,
+                                                  PROPERTY_TIMER_DELIVER_MS)
 from rocketbox.cluster.config import parse_levels
-from rocketbox.cluster.shm.schedule_format import PROPERTY_TIMER_DELIVER_MS, SCHEDULE_TOPIC, queue_of_level
+from rocketbox.cluster.shm.schedule_format import queue_of_level
+from rocketbox.cluster.message.system_topics import SCHEDULE_TOPIC
 from rocketbox.cluster.shm.store import PutMessageStatus, copy_of_record
 
 log = logging.getLogger(__name__)
@@ -66,7 +68,7 @@ class ScheduleService:
                 return None
             fitting = [level for level, delay in enumerate(self.levels_ms, 1) if delay <= left]
             return queue_of_level(fitting[-1]) if fitting else self.timer_queue
-        delay = props.get(fmt.PROPERTY_DELAY)
+        delay = props.get(PROPERTY_DELAY)
         if delay is None:
             return None
         level = int(delay)
@@ -78,7 +80,7 @@ class ScheduleService:
     def parked_properties(props: dict[str, str], topic: str, queue_id: int) -> dict[str, str]:
         # Set, not defaulted, as RocketMQ's CommitLog does: a delivered delayed message keeps its REAL_TOPIC,
         # and sent again with a delay it must wait for the topic it is sent to now.
-        return {**props, fmt.PROPERTY_REAL_TOPIC: topic, fmt.PROPERTY_REAL_QID: str(queue_id)}
+        return {**props, PROPERTY_REAL_TOPIC: topic, PROPERTY_REAL_QID: str(queue_id)}
 
     # ---------------------------------------------------------------- delivering
 
@@ -134,9 +136,9 @@ class ScheduleService:
             _limited.warning("no-record", "schedule: no record at %d; skipped", phys)
             return True
         props = rec.properties
-        topic = props.get(fmt.PROPERTY_REAL_TOPIC)
+        topic = props.get(PROPERTY_REAL_TOPIC)
         try:
-            queue_id = int(props.get(fmt.PROPERTY_REAL_QID, "0"))
+            queue_id = int(props.get(PROPERTY_REAL_QID, "0"))
             next_queue = self.plan(props, now) if PROPERTY_TIMER_DELIVER_MS in props else None
         except ValueError:
             next_queue = None

@@ -9,16 +9,17 @@ import time
 
 from rocketbox.cluster.config import SYNC_FLUSH, SYNC_MASTER, BrokerConfig
 from rocketbox.cluster.log_limit import RateLimitedLog
-from rocketbox.cluster.protocol import (answers_refusals, field_int, is_broker_own_topic, require_name,
-                                       AUTO_CREATE_TOPIC_KEY, PERM_WRITE, ProtocolError, RequestCode, ResponseCode,
-                                       SEND_FIELDS, SEND_V2_LONG_NAMES)
+from rocketbox.cluster.protocol import (answers_refusals, field_int, require_name, PERM_WRITE, ProtocolError,
+                                        RequestCode, ResponseCode, SEND_FIELDS, SEND_V2_LONG_NAMES)
+from rocketbox.cluster.message.system_topics import AUTO_CREATE_TOPIC_KEY, SCHEDULE_TOPIC, is_not_sendable_topic
 from rocketbox.cluster.broker.meters import InTraffic
 from rocketbox.cluster.broker.transaction import HALF_TOPIC
-from rocketbox.cluster.shm.commitlog_format import (PROPERTY_DELAY, PROPERTY_TRAN_MSG, PROPERTY_WAIT, SYSFLAG_COMPRESSED,
-                                          SYSFLAG_COMPRESSION_TYPE_MASK, SYSFLAG_MULTI_TAGS, SYSFLAG_TRANSACTION_MASK,
-                                          SYSFLAG_TRANSACTION_PREPARED, PROPERTY_CLUSTER, PROPERTY_SEPARATOR,
-                                          decode_properties, encode_properties, pack_host, property_mark)
-from rocketbox.cluster.shm.schedule_format import PROPERTY_TIMER_DELIVER_MS, SCHEDULE_TOPIC
+from rocketbox.cluster.message.ids import pack_host
+from rocketbox.cluster.message.properties import (PROPERTY_CLUSTER, PROPERTY_DELAY, PROPERTY_SEPARATOR,
+                                                  PROPERTY_TIMER_DELIVER_MS, PROPERTY_TRAN_MSG, PROPERTY_WAIT,
+                                                  decode_properties, encode_properties, property_mark)
+from rocketbox.cluster.message.sysflags import (SYSFLAG_COMPRESSED, SYSFLAG_COMPRESSION_TYPE_MASK, SYSFLAG_MULTI_TAGS,
+                                                SYSFLAG_TRANSACTION_MASK, SYSFLAG_TRANSACTION_PREPARED)
 from rocketbox.cluster.shm.store import MessageToStore, PutMessageStatus as PutStatus
 from rocketbox.cluster.wire_format import Command
 
@@ -195,11 +196,11 @@ class SendProcessor:
         if topic == AUTO_CREATE_TOPIC_KEY:
             raise ProtocolError(f"the topic {topic} is reserved for auto-creation routes",
                                 ResponseCode.NO_PERMISSION)
-        if is_broker_own_topic(topic):
+        if is_not_sendable_topic(topic):
             # A record a client wrote there would be read as the broker's own: a forged pop checkpoint
             # would make the revive timer copy any stored record into the sender's retry topic.
             raise ProtocolError(f"the topic {topic} is the broker's own (delayed or half messages, or pop state, "
-                                f"wait there)", ResponseCode.NO_PERMISSION)
+                                f"wait there) or reserved by RocketMQ", ResponseCode.NO_PERMISSION)
         body = request.body
         size_max = self.cfg.store.message_size_bytes_max
         if len(body) > size_max:

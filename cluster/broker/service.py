@@ -51,12 +51,12 @@ from rocketbox.cluster.broker.waiters import FlushWaiters, PullWaiters
 from rocketbox.cluster.clock import SYSTEM_CLOCK, Clock
 from rocketbox.cluster.log_limit import RateLimitedLog
 from rocketbox.cluster.refusals import BROKER_REFUSALS, refusal_handlers
-from rocketbox.cluster.protocol import (DLQ_TOPIC_PREFIX, PERM_READ_WRITE, RETRY_TOPIC_PREFIX, REVIVE_TOPIC_PREFIX,
-                                        RequestCode, ResponseCode, answers_refusals, field_str, json_body,
-                                        require_name, retry_topic, to_json_bytes)
+from rocketbox.cluster.protocol import (DLQ_TOPIC_PREFIX, PERM_READ_WRITE, RETRY_TOPIC_PREFIX, RequestCode,
+                                        ResponseCode, answers_refusals, field_str, json_body, require_name,
+                                        retry_topic, to_json_bytes)
+from rocketbox.cluster.message.system_topics import REVIVE_TOPIC_PREFIX, SCHEDULE_TOPIC
 from rocketbox.cluster.shm import durable
 from rocketbox.cluster.shm.paths import truncate_marker_path
-from rocketbox.cluster.shm.schedule_format import SCHEDULE_TOPIC
 from rocketbox.cluster.wire_format import DOOR_NATIVE, Command
 from rocketbox.cluster.zmq_transport import EventLoop
 

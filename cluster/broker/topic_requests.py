@@ -8,13 +8,11 @@ import logging
 import time
 from dataclasses import asdict
 
-from rocketbox.cluster.broker.admin_store import is_system_topic
 from rocketbox.cluster.broker.topics import TopicConfig
-from rocketbox.cluster.broker.transaction import SYSTEM_TOPICS as TRANSACTION_TOPICS
 from rocketbox.cluster.log_limit import RateLimitedLog
-from rocketbox.cluster.protocol import (AUTO_CREATE_TOPIC_KEY, PERM_READ_WRITE, ProtocolError, ResponseCode,
-                                        answers_refusals, field_int, field_str, require_name, to_json_bytes)
-from rocketbox.cluster.shm.schedule_format import SCHEDULE_TOPIC
+from rocketbox.cluster.protocol import (PERM_READ_WRITE, ProtocolError, ResponseCode, answers_refusals, field_int,
+                                        field_str, require_name, to_json_bytes)
+from rocketbox.cluster.message.system_topics import AUTO_CREATE_TOPIC_KEY, is_not_sendable_topic, is_system_topic
 from rocketbox.cluster.topic_attributes import AttributeProblem, apply_modification, parse_modification
 from rocketbox.cluster.wire_format import Command
 
@@ -39,10 +37,10 @@ class TopicRequests:
     def on_update_topic(self, request: Command, reply=None) -> Command:
         topic = field_str(request, "topic")
         require_name("topic", topic)
-        if topic == AUTO_CREATE_TOPIC_KEY or topic == SCHEDULE_TOPIC or topic in TRANSACTION_TOPICS:
-            # RocketMQ's TopicValidator.isSystemTopic refusal: these are the broker's own.
+        if is_system_topic(topic):
+            # RocketMQ's TopicValidator.isSystemTopic refusal: the brokers' own and RocketMQ's reserved names.
             role = ("the auto-create template" if topic == AUTO_CREATE_TOPIC_KEY
-                    else "delayed or half messages wait there")
+                    else "delayed or half messages wait there" if is_not_sendable_topic(topic) else "reserved")
             raise ProtocolError(f"the topic {topic} is conflict with system topic ({role})",
                                 ResponseCode.NO_PERMISSION)
         read = field_int(request, "readQueueNums", self.cfg.topic_queue_count_default)

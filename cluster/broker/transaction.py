@@ -35,9 +35,13 @@ from rocketbox.cluster.acl.permissions import PUB
 from rocketbox.cluster.acl.records import require_record
 from rocketbox.cluster.broker.offsets import ConsumerOffsetManager
 from rocketbox.cluster.log_limit import RateLimitedLog
-from rocketbox.cluster.protocol import (TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, ProtocolError, RequestCode, ResponseCode,
-                                        answers_refusals, field_int)
+from rocketbox.cluster.protocol import ProtocolError, RequestCode, ResponseCode, answers_refusals, field_int
+from rocketbox.cluster.message.system_topics import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.message.properties import (PROPERTY_DELAY, PROPERTY_PGROUP, PROPERTY_REAL_QID,
+                                                  PROPERTY_REAL_TOPIC, PROPERTY_UNIQ_KEY, decode_properties,
+                                                  encode_properties)
+from rocketbox.cluster.message.sysflags import SYSFLAG_TRANSACTION_COMMIT, SYSFLAG_TRANSACTION_MASK
 from rocketbox.cluster.shm.store import MessageToStore, PutMessageStatus, copy_of_record
 from rocketbox.cluster.wire_format import Command
 
@@ -55,7 +59,7 @@ HALVES_PER_CHECK = 1024
 
 
 # An op record marks its half as decided ("d"), as RocketMQ's REMOVETAG.
-_OP_PROPERTIES = fmt.encode_properties({"TAGS": "d"})
+_OP_PROPERTIES = encode_properties({"TAGS": "d"})
 
 
 def _check_ending(request: Command, rec: fmt.Record) -> None:
@@ -66,18 +70,18 @@ def _check_ending(request: Command, rec: fmt.Record) -> None:
     props = rec.properties
     where = f"at CommitLog offset {rec.phys_offset}"
     named_topic = request.fields.get("topic")
-    if named_topic and named_topic != props.get(fmt.PROPERTY_REAL_TOPIC):
+    if named_topic and named_topic != props.get(PROPERTY_REAL_TOPIC):
         raise ProtocolError(f"no half message of topic {named_topic} {where}", ResponseCode.SYSTEM_ERROR)
     require_record(request, rec, PUB)
     group = request.fields.get("producerGroup", "")
-    if group != props.get(fmt.PROPERTY_PGROUP):
+    if group != props.get(PROPERTY_PGROUP):
         raise ProtocolError(f"no half message of producer group {group!r} {where}", ResponseCode.SYSTEM_ERROR)
     if field_int(request, "tranStateTableOffset") != rec.queue_offset:
         raise ProtocolError(f"no half message at transaction state table offset "
                             f"{request.fields['tranStateTableOffset']} {where}", ResponseCode.SYSTEM_ERROR)
     msg_id = request.fields.get("msgId", "")
     # UNIQ_KEY, as clients send it; the C++ client's send result may carry the offset message id.
-    if msg_id not in (props.get(fmt.PROPERTY_UNIQ_KEY), rec.offset_msg_id):
+    if msg_id not in (props.get(PROPERTY_UNIQ_KEY), rec.offset_msg_id):
         raise ProtocolError(f"no half message with msgId {msg_id!r} {where}", ResponseCode.SYSTEM_ERROR)
 
 
@@ -124,14 +128,14 @@ class TransactionService:
             self._note_open(rec.properties)
 
     def _note_open(self, props: dict[str, str]) -> None:
-        uniq = props.get(fmt.PROPERTY_UNIQ_KEY, "")
+        uniq = props.get(PROPERTY_UNIQ_KEY, "")
         if uniq and uniq not in self.resolved:
-            self.open_halves[uniq] = props.get(fmt.PROPERTY_REAL_TOPIC, "")
+            self.open_halves[uniq] = props.get(PROPERTY_REAL_TOPIC, "")
 
     def opened(self, topic: str, properties_text: str) -> None:
         """A half message of ``topic`` was stored (its properties as the producer sent them)."""
-        props = fmt.decode_properties(properties_text.encode())
-        props[fmt.PROPERTY_REAL_TOPIC] = topic
+        props = decode_properties(properties_text.encode())
+        props[PROPERTY_REAL_TOPIC] = topic
         self._note_open(props)
 
     def open_halves_by_topic(self) -> dict[str, int]:
@@ -144,14 +148,14 @@ class TransactionService:
 
     def half_message(self, topic: str, queue_id: int, props: dict[str, str]) -> bytes:
         """The properties a half message is stored with (in HALF_TOPIC queue 0)."""
-        if fmt.PROPERTY_DELAY in props:
+        if PROPERTY_DELAY in props:
             raise ProtocolError("a message is transactional or delayed, not both", ResponseCode.MESSAGE_ILLEGAL)
-        if not props.get(fmt.PROPERTY_PGROUP) or not props.get(fmt.PROPERTY_UNIQ_KEY):
+        if not props.get(PROPERTY_PGROUP) or not props.get(PROPERTY_UNIQ_KEY):
             raise ProtocolError("a half message needs PGROUP and UNIQ_KEY properties", ResponseCode.MESSAGE_ILLEGAL)
         parked = dict(props)
-        parked[fmt.PROPERTY_REAL_TOPIC] = topic
-        parked[fmt.PROPERTY_REAL_QID] = str(queue_id)
-        return fmt.encode_properties(parked)
+        parked[PROPERTY_REAL_TOPIC] = topic
+        parked[PROPERTY_REAL_QID] = str(queue_id)
+        return encode_properties(parked)
 
     # ---------------------------------------------------------------- outcomes
 
@@ -173,19 +177,19 @@ class TransactionService:
     def resolve(self, rec: fmt.Record, outcome: int, *, from_check: bool = False) -> bool:
         """Commit or roll back the half ``rec``; False if it was resolved already."""
         props = rec.properties
-        uniq = props.get(fmt.PROPERTY_UNIQ_KEY, "")
+        uniq = props.get(PROPERTY_UNIQ_KEY, "")
         if uniq in self.resolved:
             return False
         if outcome == COMMIT:
             real = {k: v for k, v in props.items()
-                    if k not in (fmt.PROPERTY_REAL_TOPIC, fmt.PROPERTY_REAL_QID, PROPERTY_CHECK_TIMES)}
-            message = copy_of_record(rec, real, sys_flag=(rec.sys_flag & ~fmt.SYSFLAG_TRANSACTION_MASK) |
-                                     fmt.SYSFLAG_TRANSACTION_COMMIT)
-            self._put(props.get(fmt.PROPERTY_REAL_TOPIC, ""), int(props.get(fmt.PROPERTY_REAL_QID, "0")), message)
+                    if k not in (PROPERTY_REAL_TOPIC, PROPERTY_REAL_QID, PROPERTY_CHECK_TIMES)}
+            message = copy_of_record(rec, real, sys_flag=(rec.sys_flag & ~SYSFLAG_TRANSACTION_MASK) |
+                                     SYSFLAG_TRANSACTION_COMMIT)
+            self._put(props.get(PROPERTY_REAL_TOPIC, ""), int(props.get(PROPERTY_REAL_QID, "0")), message)
             self.committed += 1
         else:
             self.rolled_back += 1
-        real_topic = props.get(fmt.PROPERTY_REAL_TOPIC, "")
+        real_topic = props.get(PROPERTY_REAL_TOPIC, "")
         outcomes = self.committed_by_topic if outcome == COMMIT else self.rolled_back_by_topic
         outcomes[real_topic] = outcomes.get(real_topic, 0) + 1
         self._put(OP_TOPIC, 0, MessageToStore(body=uniq.encode(), flag=0, properties=_OP_PROPERTIES, sys_flag=0,
@@ -217,7 +221,7 @@ class TransactionService:
                 offset = queue_offset + 1
                 continue
             props = rec.properties
-            uniq = props.get(fmt.PROPERTY_UNIQ_KEY, "")
+            uniq = props.get(PROPERTY_UNIQ_KEY, "")
             if uniq in self.resolved:
                 offset = queue_offset + 1
                 continue
@@ -226,8 +230,8 @@ class TransactionService:
             checks = int(props.get(PROPERTY_CHECK_TIMES, "0") or 0)
             if checks >= self.cfg.transaction_check_max:
                 _limited.warning("discarded", "transaction %s of group %s for %s discarded after %d checks without "
-                                 "an outcome", uniq, props.get(fmt.PROPERTY_PGROUP),
-                                 props.get(fmt.PROPERTY_REAL_TOPIC), checks)
+                                 "an outcome", uniq, props.get(PROPERTY_PGROUP),
+                                 props.get(PROPERTY_REAL_TOPIC), checks)
                 self.resolve(rec, ROLLBACK)
                 self.discarded += 1
                 offset = queue_offset + 1
@@ -248,16 +252,16 @@ class TransactionService:
                              result.status.name)
             return False
         self.on_written()
-        peers = self.clients.producer_peers(props.get(fmt.PROPERTY_PGROUP, ""))
+        peers = self.clients.producer_peers(props.get(PROPERTY_PGROUP, ""))
         if not peers:
             _limited.info("check-nobody", "transaction %s: no live producer of group %s to ask",
-                          props.get(fmt.PROPERTY_UNIQ_KEY), props.get(fmt.PROPERTY_PGROUP))
+                          props.get(PROPERTY_UNIQ_KEY), props.get(PROPERTY_PGROUP))
             return True
         # The body is the record as a pull returns it: the client decodes it the same way.
         body = self.store.commitlog.read(result.phys_offset, result.end_phys_offset - result.phys_offset)
         request = Command(RequestCode.CHECK_TRANSACTION_STATE, {
             "tranStateTableOffset": str(result.queue_offset), "commitLogOffset": str(result.phys_offset),
-            "msgId": props.get(fmt.PROPERTY_UNIQ_KEY, ""), "transactionId": props.get(fmt.PROPERTY_UNIQ_KEY, ""),
+            "msgId": props.get(PROPERTY_UNIQ_KEY, ""), "transactionId": props.get(PROPERTY_UNIQ_KEY, ""),
             "offsetMsgId": result.msg_ids[0] if result.msg_ids else ""}, body or b"")
         self.notify_peer(peers[checks % len(peers)], request)
         self.checks_sent += 1

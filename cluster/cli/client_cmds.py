@@ -6,7 +6,8 @@ import json
 import sys
 import time
 
-from rocketbox.cluster.protocol import AUTO_CREATE_TOPIC_KEY, CLI_CONSUMER_GROUP
+from rocketbox.cluster.protocol import CLI_CONSUMER_GROUP
+from rocketbox.cluster.message.system_topics import AUTO_CREATE_TOPIC_KEY
 from rocketbox.cluster.topic_attributes import MESSAGE_TYPES, declared_message_type
 from rocketbox.cluster.cli.common import (int_within, iso_ms, namesrv, new_console, open_admin, print_json, print_json_line,
                                 table, time_ms)

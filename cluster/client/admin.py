@@ -17,9 +17,10 @@ from rocketbox.cluster.errors import BrokerError, NoRouteError, raise_for
 # TOOLS_CONSUMER_GROUP (RocketMQ's MixAll name): the admin reads queues under it and never commits.
 from rocketbox.cluster.protocol import (MASTER_ID, PERM_READ_WRITE, TOOLS_CONSUMER_GROUP, RequestCode, ResponseCode,
                                         dlq_topic, retry_topic)
-from rocketbox.cluster.shm import commitlog_format as fmt
-from rocketbox.cluster.shm.commitlog_format import parse_offset_msg_id
-from rocketbox.cluster.shm.schedule_format import PROPERTY_TIMER_DELIVER_MS
+from rocketbox.cluster.message.properties import (PROPERTY_DELAY, PROPERTY_KEYS, PROPERTY_PGROUP, PROPERTY_REAL_QID,
+                                                  PROPERTY_REAL_TOPIC, PROPERTY_RETRY_TOPIC, PROPERTY_TAGS,
+                                                  PROPERTY_TIMER_DELIVER_MS, PROPERTY_TRAN_MSG, PROPERTY_UNIQ_KEY)
+from rocketbox.cluster.message.ids import parse_offset_msg_id
 from rocketbox.cluster.topic_attributes import MESSAGE_TYPE_KEY, MESSAGE_TYPES
 from rocketbox.cluster.wire_format import Command
 from rocketbox.cluster.zmq_transport import TransportError
@@ -29,9 +30,9 @@ DLQ_RESEND_PRODUCER_GROUP = "TOOLS_DLQ_RESEND"
 PROPERTY_RESENT_FROM_DLQ = "RESENT_FROM_DLQ"
 # What a resent copy leaves behind: the retry and delay bookkeeping, transaction marks; TAGS and KEYS
 # travel as the message's own fields.
-_NOT_RESENT = frozenset({fmt.PROPERTY_RETRY_TOPIC, "ORIGIN_MESSAGE_ID", fmt.PROPERTY_REAL_TOPIC,
-                         fmt.PROPERTY_REAL_QID, fmt.PROPERTY_DELAY, PROPERTY_TIMER_DELIVER_MS, fmt.PROPERTY_TRAN_MSG,
-                         fmt.PROPERTY_PGROUP, "TRANSACTION_CHECK_TIMES", fmt.PROPERTY_TAGS, fmt.PROPERTY_KEYS,
+_NOT_RESENT = frozenset({PROPERTY_RETRY_TOPIC, "ORIGIN_MESSAGE_ID", PROPERTY_REAL_TOPIC,
+                         PROPERTY_REAL_QID, PROPERTY_DELAY, PROPERTY_TIMER_DELIVER_MS, PROPERTY_TRAN_MSG,
+                         PROPERTY_PGROUP, "TRANSACTION_CHECK_TIMES", PROPERTY_TAGS, PROPERTY_KEYS,
                          PROPERTY_RESENT_FROM_DLQ})
 # RocketMQ's TrackType for one consumer group and one message.
 CONSUMED = "CONSUMED"
@@ -342,7 +343,7 @@ class Admin(ClientBase):
         IndexFile's ``topic#UNIQ_KEY`` entry (RocketMQ's queryMessageByUniqKey); more than one when the
         producer retried a send."""
         return [m for m in self.query_by_key(topic, msg_id, max_num)
-                if m.properties.get(fmt.PROPERTY_UNIQ_KEY) == msg_id]
+                if m.properties.get(PROPERTY_UNIQ_KEY) == msg_id]
 
     def _master(self, topic: str, broker_name: str) -> str:
         for refresh in (False, True):
@@ -482,7 +483,7 @@ class Admin(ClientBase):
     def dead_letter_resent(self, letter: MessageExt) -> bool:
         """Whether ``letter`` was resent: its original topic holds a copy marked with the letter's
         offset msg id (found through the IndexFile by the UNIQ_KEY the copy shares)."""
-        topic = letter.properties.get(fmt.PROPERTY_RETRY_TOPIC)
+        topic = letter.properties.get(PROPERTY_RETRY_TOPIC)
         if not topic:
             return False
         try:
@@ -506,7 +507,7 @@ class Admin(ClientBase):
         rows, resent = [], []
         with Producer(producer_group, config=self.cfg) as producer:
             for letter in letters:
-                topic = letter.properties.get(fmt.PROPERTY_RETRY_TOPIC)
+                topic = letter.properties.get(PROPERTY_RETRY_TOPIC)
                 row = {"msgId": letter.msg_id, "dlqOffsetMsgId": letter.offset_msg_id, "topic": topic}
                 if not topic:
                     row["status"] = "NO_ORIGIN_TOPIC"
@@ -528,7 +529,7 @@ class Admin(ClientBase):
 
 def _resend_copy(letter: MessageExt, topic: str) -> Message:
     properties = {k: v for k, v in letter.properties.items() if k not in _NOT_RESENT}
-    properties[fmt.PROPERTY_UNIQ_KEY] = letter.msg_id
+    properties[PROPERTY_UNIQ_KEY] = letter.msg_id
     properties[PROPERTY_RESENT_FROM_DLQ] = letter.offset_msg_id
     return Message(topic, letter.body, tags=letter.tags, keys=letter.keys or None, properties=properties,
                    flag=letter.flag)

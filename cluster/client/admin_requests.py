@@ -17,7 +17,7 @@ from rocketbox.cluster.errors import BrokerError, raise_for
 from rocketbox.cluster.fastjson_format import loads as fastjson_loads
 from rocketbox.cluster.protocol import MessageQueue, RequestCode, ResponseCode
 from rocketbox.cluster.rocketmq_keys import parse_properties, properties_text
-from rocketbox.cluster.shm.commitlog_format import parse_offset_msg_id
+from rocketbox.cluster.message.ids import parse_offset_msg_id
 from rocketbox.cluster.wire_format import Command
 
 NAMESPACE_ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"

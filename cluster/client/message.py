@@ -13,9 +13,11 @@ from rocketbox.cluster import _native
 from rocketbox.cluster.protocol import MessageQueue  # noqa: F401 (the client's public name for it)
 from rocketbox.cluster.protocol import RETRY_TOPIC_PREFIX
 from rocketbox.cluster.shm import commitlog_format as fmt
-from rocketbox.cluster.shm.body_compression import inflate
-from rocketbox.cluster.shm.commitlog_format import unique_id, unique_id_prefix
-from rocketbox.cluster.shm.schedule_format import PROPERTY_TIMER_DELIVER_MS
+from rocketbox.cluster.message.ids import offset_msg_id, unique_id, unique_id_prefix
+from rocketbox.cluster.message.properties import (PROPERTY_DELAY, PROPERTY_KEYS, PROPERTY_RETRY_TOPIC, PROPERTY_TAGS,
+                                                  PROPERTY_TIMER_DELIVER_MS, PROPERTY_UNIQ_KEY)
+from rocketbox.cluster.message.sysflags import SYSFLAG_COMPRESSED
+from rocketbox.cluster.message.compression import inflate
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +33,7 @@ class Message:
 
     def set_delay_level(self, level: int) -> "Message":
         """Deliver after delay level ``level`` (1..18: 1s 5s 10s 30s 1m ... 2h by default)."""
-        self.properties[fmt.PROPERTY_DELAY] = str(int(level))
+        self.properties[PROPERTY_DELAY] = str(int(level))
         return self
 
     def set_deliver_time_ms(self, epoch_ms: int) -> "Message":
@@ -113,19 +115,19 @@ class MessageExt:
 
     @property
     def offset_msg_id(self) -> str:
-        return fmt.offset_msg_id(self._record().store_host, self.phys_offset)
+        return offset_msg_id(self._record().store_host, self.phys_offset)
 
     @property
     def msg_id(self) -> str:
-        return self.properties.get(fmt.PROPERTY_UNIQ_KEY) or self.offset_msg_id
+        return self.properties.get(PROPERTY_UNIQ_KEY) or self.offset_msg_id
 
     @property
     def tags(self) -> str | None:
-        return self.properties.get(fmt.PROPERTY_TAGS)
+        return self.properties.get(PROPERTY_TAGS)
 
     @property
     def keys(self) -> list[str]:
-        raw = self.properties.get(fmt.PROPERTY_KEYS)
+        raw = self.properties.get(PROPERTY_KEYS)
         return raw.split(" ") if raw else []
 
     def __repr__(self) -> str:
@@ -136,7 +138,7 @@ class MessageExt:
 def restore_retried_topic(message: MessageExt) -> None:
     """A message redelivered through %RETRY%<group> shows its original topic (RETRY_TOPIC)."""
     if message.topic.startswith(RETRY_TOPIC_PREFIX):
-        original = message.properties.get(fmt.PROPERTY_RETRY_TOPIC)
+        original = message.properties.get(PROPERTY_RETRY_TOPIC)
         if original:
             message.topic = original
 
@@ -158,7 +160,7 @@ def decode_messages(raw: bytes, broker_name: str = "") -> list[MessageExt]:
             if topic is None:
                 topic = topics[topic_raw] = topic_raw.decode("utf-8", "replace")
             body = raw[body_pos:body_pos + body_len]
-            if sys_flag & fmt.SYSFLAG_COMPRESSED:
+            if sys_flag & SYSFLAG_COMPRESSED:
                 try:
                     body = inflate(body, sys_flag)
                 except ValueError as exc:
@@ -178,7 +180,7 @@ def decode_messages(raw: bytes, broker_name: str = "") -> list[MessageExt]:
 class UniqueIdMaker:
     """UNIQ_KEY: 32 upper-case hex chars, unique across hosts, processes and restarts.
 
-    The layout is commitlog_format.unique_id_prefix + unique_id (a 48-bit counter that never
+    The layout is message/ids.py's unique_id_prefix + unique_id (a 48-bit counter that never
     wraps in practice). Fork-safe: a child re-salts.
     """
 

@@ -14,8 +14,9 @@ import time
 
 from rocketbox.cluster.client.message import MessageExt
 from rocketbox.cluster.errors import BrokerError, ClientError, NoRouteError
-from rocketbox.cluster.protocol import AUTO_CREATE_TOPIC_KEY, DLQ_TOPIC_PREFIX, RETRY_TOPIC_PREFIX, is_broker_own_topic
-from rocketbox.cluster.shm.commitlog_format import parse_offset_msg_id
+from rocketbox.cluster.protocol import DLQ_TOPIC_PREFIX, RETRY_TOPIC_PREFIX
+from rocketbox.cluster.message.system_topics import is_system_topic
+from rocketbox.cluster.message.ids import parse_offset_msg_id
 
 # A msg id without its topic is looked for in every topic that holds applications' messages, one
 # index query per topic and broker: bounded in topics and in time (then the topic is needed).
@@ -27,7 +28,7 @@ def application_topics(topics) -> list[str]:
     """The topics a producer's message is first stored in: not a group's retry or dead-letter topic
     (their copies keep the UNIQ_KEY), not the brokers' own (schedule, transactions, pop)."""
     return sorted(t for t in topics if not t.startswith((RETRY_TOPIC_PREFIX, DLQ_TOPIC_PREFIX))
-                  and not is_broker_own_topic(t) and t != AUTO_CREATE_TOPIC_KEY)
+                  and not is_system_topic(t))
 
 
 def _by_offset_msg_id(admin, msg_id: str) -> MessageExt | None:

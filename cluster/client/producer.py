@@ -34,9 +34,11 @@ from rocketbox.cluster.client.retry_timer import RetryTimer
 from rocketbox.cluster.client.message import UNIQUE_IDS, Message, MessageQueue, SendResult, SendStatus
 from rocketbox.cluster.config import ClientConfig, name_problem
 from rocketbox.cluster.errors import BrokerError, BrokerUnreachable, ClientError, MessageInvalid, NoRouteError
-from rocketbox.cluster.protocol import AUTO_CREATE_TOPIC_KEY, RequestCode, ResponseCode, SEND_V2_LONG_NAMES
+from rocketbox.cluster.protocol import RequestCode, ResponseCode, SEND_V2_LONG_NAMES
+from rocketbox.cluster.message.system_topics import AUTO_CREATE_TOPIC_KEY
 from rocketbox.cluster.shm import batch_format
-from rocketbox.cluster.shm.commitlog_format import PROPERTY_UNIQ_KEY, SYSFLAG_COMPRESSED, encode_properties, properties_text
+from rocketbox.cluster.message.properties import PROPERTY_UNIQ_KEY, encode_properties, properties_text
+from rocketbox.cluster.message.sysflags import SYSFLAG_COMPRESSED
 from rocketbox.cluster.wire_format import Command
 from rocketbox.cluster.zmq_transport import TransportError
 

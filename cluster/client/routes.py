@@ -11,7 +11,8 @@ from typing import Sequence
 from rocketbox.cluster.fastjson_format import body_json
 from rocketbox.cluster.config import ClientConfig, namesrv_endpoints
 from rocketbox.cluster.errors import BrokerError, NoRouteError
-from rocketbox.cluster.protocol import AUTO_CREATE_TOPIC_KEY, MASTER_ID, PERM_READ, PERM_WRITE, RequestCode, ResponseCode
+from rocketbox.cluster.protocol import MASTER_ID, PERM_READ, PERM_WRITE, RequestCode, ResponseCode
+from rocketbox.cluster.message.system_topics import AUTO_CREATE_TOPIC_KEY
 from rocketbox.cluster.client.message import MessageQueue
 from rocketbox.cluster.wire_format import Command
 from rocketbox.cluster.zmq_transport import RpcClient, TransportError

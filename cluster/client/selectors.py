@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from rocketbox.cluster.client.message import MessageQueue
-from rocketbox.cluster.shm.consumequeue_format import java_string_hash
+from rocketbox.cluster.message.tags import java_string_hash
 
 
 def select_by_hash(queues: Sequence[MessageQueue], key: str | int) -> MessageQueue:

@@ -27,8 +27,9 @@ from rocketbox.cluster.client.message import Message, MessageExt, SendResult, Se
 from rocketbox.cluster.client.producer import Producer
 from rocketbox.cluster.errors import ClientError, MessageInvalid
 from rocketbox.cluster.protocol import RequestCode
-from rocketbox.cluster.shm import commitlog_format as fmt
-from rocketbox.cluster.shm.commitlog_format import parse_offset_msg_id
+from rocketbox.cluster.message.properties import PROPERTY_DELAY, PROPERTY_PGROUP, PROPERTY_TRAN_MSG, PROPERTY_UNIQ_KEY
+from rocketbox.cluster.message.sysflags import SYSFLAG_TRANSACTION_PREPARED
+from rocketbox.cluster.message.ids import parse_offset_msg_id
 from rocketbox.cluster.wire_format import Command
 from rocketbox.cluster.zmq_transport import TransportError
 
@@ -70,15 +71,15 @@ class TransactionProducer(Producer):
     # ---------------------------------------------------------------- sending
 
     def send_message_in_transaction(self, msg: Message, arg: Any = None) -> TransactionSendResult:
-        if fmt.PROPERTY_DELAY in msg.properties or "TIMER_DELIVER_MS" in msg.properties:
+        if PROPERTY_DELAY in msg.properties or "TIMER_DELIVER_MS" in msg.properties:
             raise MessageInvalid("a transactional message cannot also be delayed")
-        msg.properties[fmt.PROPERTY_TRAN_MSG] = "true"
-        msg.properties[fmt.PROPERTY_PGROUP] = self.group
+        msg.properties[PROPERTY_TRAN_MSG] = "true"
+        msg.properties[PROPERTY_PGROUP] = self.group
         body, props, sys_flag = self._prepare(msg)
         # Registered before the half exists, so the broker can always find us to check it.
         self._heartbeat(self.routes.publish_route(msg.topic)[0].broker_addrs)
-        result = self._send_with_retries(msg.topic, body, props, sys_flag | fmt.SYSFLAG_TRANSACTION_PREPARED,
-                                         msg.flag, msg.properties[fmt.PROPERTY_UNIQ_KEY], None, None,
+        result = self._send_with_retries(msg.topic, body, props, sys_flag | SYSFLAG_TRANSACTION_PREPARED,
+                                         msg.flag, msg.properties[PROPERTY_UNIQ_KEY], None, None,
                                          RequestCode.SEND_MESSAGE_V2, batch=False)
         if result.status != SendStatus.SEND_OK:
             state = LocalTransactionState.ROLLBACK_MESSAGE   # not durably stored: never run the transaction

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rocketbox.cluster.console.forms import FormError, text_field
 from rocketbox.cluster.console.messages import message_row
-from rocketbox.cluster.shm.commitlog_format import PROPERTY_RETRY_TOPIC
+from rocketbox.cluster.message.properties import PROPERTY_RETRY_TOPIC
 
 LIST_MAX = 500
 

@@ -9,15 +9,13 @@ from collections import deque
 
 from rocketbox.cluster.console.forms import FormError, choice, int_field, text_field
 from rocketbox.cluster.errors import ClientError
-from rocketbox.cluster.protocol import AUTO_CREATE_TOPIC_KEY, DLQ_TOPIC_PREFIX, RETRY_TOPIC_PREFIX, MessageQueue
+from rocketbox.cluster.protocol import DLQ_TOPIC_PREFIX, RETRY_TOPIC_PREFIX, MessageQueue
+from rocketbox.cluster.message.system_topics import is_system_topic
 from rocketbox.cluster.topic_attributes import MESSAGE_TYPES, declared_message_type
 
 # The filter's kinds: the declared message types, then what a name says.
 RETRY, DLQ, SYSTEM = "RETRY", "DLQ", "SYSTEM"
 KINDS = (*MESSAGE_TYPES, RETRY, DLQ, SYSTEM)
-# Topics the brokers make for themselves (schedule, transactions, pop's revive log, the template).
-_SYSTEM_NAMES = {AUTO_CREATE_TOPIC_KEY, "SCHEDULE_TOPIC_XXXX", "OFFSET_MOVED_EVENT"}
-_SYSTEM_PREFIXES = ("RMQ_SYS_", "rmq_sys_")
 PERMS = {"6": "read and write", "4": "read only", "2": "write only"}
 # Questions a first look at a topic may ask the brokers for its queues' rates (one per active queue).
 SEEDS_ASKED_MAX = 64
@@ -30,7 +28,7 @@ def topic_kind(name: str, config: dict | None, system_names=()) -> tuple[str, bo
         return RETRY, True
     if name.startswith(DLQ_TOPIC_PREFIX):
         return DLQ, True
-    if name in _SYSTEM_NAMES or name.startswith(_SYSTEM_PREFIXES) or name in system_names:
+    if is_system_topic(name) or name in system_names:
         return SYSTEM, True
     declared = declared_message_type((config or {}).get("attributes") or {})
     return (declared or "NORMAL"), declared is not None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from rocketbox.cluster.shm.consumequeue_format import tag_hash_code
+from rocketbox.cluster.message.tags import tag_hash_code
 
 SUBSCRIBE_ALL = "*"
 EXPRESSION_TAG = "TAG"

@@ -16,26 +16,20 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.utils import floatToGoString
 
 from rocketbox.cluster.broker.meters import MESSAGE_SIZE_BUCKETS_BYTES, RPC_LATENCY_BUCKETS_MS
-from rocketbox.cluster.protocol import AUTO_CREATE_TOPIC_KEY, RETRY_TOPIC_PREFIX
-from rocketbox.cluster.shm.schedule_format import SCHEDULE_TOPIC
+from rocketbox.cluster.protocol import RETRY_TOPIC_PREFIX
+from rocketbox.cluster.message.system_topics import is_system_topic
 
 BROKER_LABELS = ("cluster", "node_type", "node_id", "broker_id")
 LAG_LABELS = ("consumer_group", "topic", "is_retry", "is_system")
 STORAGE_LABELS = ("storage_type", "storage_medium")
 PROCESS_LABELS = ("cluster", "process", "role", "group")
 
-# RocketMQ's TopicValidator.isSystemTopic: its set of system topics, or a name with its system prefix
-# (RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRACE_TOPIC, rmq_sys_...); MixAll's system group prefix.
-_SYSTEM_TOPICS = frozenset({AUTO_CREATE_TOPIC_KEY, SCHEDULE_TOPIC, "OFFSET_MOVED_EVENT", "SELF_TEST_TOPIC",
-                            "BenchmarkTest"})
-_SYSTEM_TOPIC_PREFIXES = ("rmq_sys_", "RMQ_SYS_")
 _SYSTEM_GROUP_PREFIX = "cid_rmq_sys_"
 
 
 def is_system(topic: str, group: str = "") -> str:
-    system = (topic in _SYSTEM_TOPICS or topic.startswith(_SYSTEM_TOPIC_PREFIXES)
-              or group.lower().startswith(_SYSTEM_GROUP_PREFIX))
-    return "true" if system else "false"
+    """RocketMQ's ``is_system`` label: a system topic (message/system_topics.py) or MixAll's system group prefix."""
+    return "true" if is_system_topic(topic) or group.lower().startswith(_SYSTEM_GROUP_PREFIX) else "false"
 
 
 def _flag(value: bool) -> str:

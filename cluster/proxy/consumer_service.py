@@ -30,7 +30,7 @@ from rocketbox.cluster.proxy.protos import Code, pb, service
 from rocketbox.cluster.proxy.renewals import ReceiptRenewals
 from rocketbox.cluster.proxy.settings import ProxySettings
 from rocketbox.cluster.proxy.status import OK, ProxyError, broker_refusal, status
-from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.message.properties import PROPERTY_RETRY_TOPIC, PROPERTY_TAGS
 from rocketbox.cluster.wire_format import Command
 
 log = logging.getLogger(__name__)
@@ -170,9 +170,9 @@ class ConsumerService:
         tags = parse_tags(expression) if exp_type == "TAG" else None
         out, unwanted = [], []
         for i, record in enumerate(records):
-            shown = record.properties.get(fmt.PROPERTY_RETRY_TOPIC, topic) \
+            shown = record.properties.get(PROPERTY_RETRY_TOPIC, topic) \
                 if record.topic.startswith(RETRY_TOPIC_PREFIX) else record.topic
-            if tags is not None and record.properties.get(fmt.PROPERTY_TAGS) not in tags:
+            if tags is not None and record.properties.get(PROPERTY_TAGS) not in tags:
                 unwanted.append(handles[i])   # a tag-hash collision the broker let through
                 continue
             attempt = int(attempts[i]) if i < len(attempts) and attempts[i].isdigit() else None

@@ -18,8 +18,11 @@ from rocketbox.cluster.proxy.protos import Code, pb
 from rocketbox.cluster.proxy.settings import ProxySettings
 from rocketbox.cluster.proxy.status import ProxyError
 from rocketbox.cluster.shm import commitlog_format as fmt
-from rocketbox.cluster.shm.body_compression import inflate
-from rocketbox.cluster.shm.schedule_format import PROPERTY_TIMER_DELIVER_MS
+from rocketbox.cluster.message.ids import unpack_host
+from rocketbox.cluster.message.properties import (SYSTEM_PROPERTIES, PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_TIMER_DELIVER_MS,
+                                                  PROPERTY_TRAN_MSG, PROPERTY_UNIQ_KEY, properties_text)
+from rocketbox.cluster.message.sysflags import SYSFLAG_TRANSACTION_PREPARED
+from rocketbox.cluster.message.compression import inflate
 
 PROPERTY_SHARDING_KEY = "__SHARDINGKEY"
 PROPERTY_BORN_HOST = "__BORNHOST"
@@ -70,7 +73,7 @@ class Outgoing:
 
     @property
     def properties_text(self) -> str:
-        return fmt.properties_text(self.properties.items())
+        return properties_text(self.properties.items())
 
 
 def outgoing(message, settings: ProxySettings, now_ms: int, peer_host: str = "") -> Outgoing:
@@ -93,11 +96,11 @@ def outgoing(message, settings: ProxySettings, now_ms: int, peer_host: str = "")
     properties = dict(user)
     tag = validation.tag(system.tag)
     if tag:
-        properties[fmt.PROPERTY_TAGS] = tag
+        properties[PROPERTY_TAGS] = tag
         size += len(tag.encode())
     keys = [validation.message_key(key) for key in system.keys]
     if keys:
-        properties[fmt.PROPERTY_KEYS] = " ".join(keys)
+        properties[PROPERTY_KEYS] = " ".join(keys)
         size += sum(len(key.encode()) for key in keys)
     if size > settings.max_user_property_bytes:
         raise ProxyError(Code.MESSAGE_PROPERTIES_TOO_LARGE, f"the total size of user property is too large, "
@@ -107,11 +110,11 @@ def outgoing(message, settings: ProxySettings, now_ms: int, peer_host: str = "")
         raise ProxyError(Code.ILLEGAL_MESSAGE_ID, "message id cannot be empty")
     if has_bad_id_characters(message_id):
         raise ProxyError(Code.ILLEGAL_MESSAGE_ID, "message id cannot contain control characters or spaces")
-    properties[fmt.PROPERTY_UNIQ_KEY] = message_id
+    properties[PROPERTY_UNIQ_KEY] = message_id
     sys_flag = 0
     if system.message_type == pb.TRANSACTION:
-        properties[fmt.PROPERTY_TRAN_MSG] = "true"
-        sys_flag |= fmt.SYSFLAG_TRANSACTION_PREPARED
+        properties[PROPERTY_TRAN_MSG] = "true"
+        sys_flag |= SYSFLAG_TRANSACTION_PREPARED
     if system.HasField("delivery_timestamp"):
         deliver_ms = millis(system.delivery_timestamp)
         if deliver_ms - now_ms > settings.max_delay_ms:
@@ -130,7 +133,7 @@ def outgoing(message, settings: ProxySettings, now_ms: int, peer_host: str = "")
         properties[PROPERTY_BORN_HOST] = born_host
     born_ms = millis(system.born_timestamp) if system.HasField("born_timestamp") else now_ms
     properties[PROPERTY_BORN_TIMESTAMP] = str(born_ms)
-    if len(fmt.properties_text(properties.items()).encode()) > fmt.PROPERTIES_LENGTH_MAX - 256:
+    if len(properties_text(properties.items()).encode()) > fmt.PROPERTIES_LENGTH_MAX - 256:
         # The store's limit, less the room a half message's PGROUP (its topic) takes.
         raise ProxyError(Code.MESSAGE_PROPERTIES_TOO_LARGE, "the message's properties do not fit a record")
     return Outgoing(message_id, bytes(body), properties, sys_flag, born_ms, max(0, system.delivery_attempt),
@@ -160,7 +163,7 @@ def inflated_body(record: fmt.Record) -> bytes:
 
 def _host(raw: bytes) -> str:
     try:
-        ip, port = fmt.unpack_host(raw)
+        ip, port = unpack_host(raw)
     except (OSError, ValueError):
         return ""
     return f"{ip}:{port}"
@@ -172,11 +175,11 @@ def incoming(record: fmt.Record, *, receipt_handle: str | None = None, delivery_
     is presented with its original topic)."""
     props = record.properties
     system = pb.SystemProperties()
-    if fmt.PROPERTY_TAGS in props:
-        system.tag = props[fmt.PROPERTY_TAGS]
-    if props.get(fmt.PROPERTY_KEYS):
-        system.keys.extend(props[fmt.PROPERTY_KEYS].split(" "))
-    system.message_id = props.get(fmt.PROPERTY_UNIQ_KEY) or record.offset_msg_id
+    if PROPERTY_TAGS in props:
+        system.tag = props[PROPERTY_TAGS]
+    if props.get(PROPERTY_KEYS):
+        system.keys.extend(props[PROPERTY_KEYS].split(" "))
+    system.message_id = props.get(PROPERTY_UNIQ_KEY) or record.offset_msg_id
     body = inflated_body(record)
     system.body_digest.type = pb.MD5
     system.body_digest.checksum = hashlib.md5(body).hexdigest().upper()
@@ -207,6 +210,6 @@ def incoming(record: fmt.Record, *, receipt_handle: str | None = None, delivery_
     if props.get(PROPERTY_DLQ_ORIGIN_TOPIC) and props.get(PROPERTY_DLQ_ORIGIN_MESSAGE_ID):
         system.dead_letter_queue.topic = props[PROPERTY_DLQ_ORIGIN_TOPIC]
         system.dead_letter_queue.message_id = props[PROPERTY_DLQ_ORIGIN_MESSAGE_ID]
-    user = {k: v for k, v in props.items() if k not in validation.SYSTEM_PROPERTIES}
+    user = {k: v for k, v in props.items() if k not in SYSTEM_PROPERTIES}
     return pb.Message(topic=pb.Resource(name=topic or record.topic), user_properties=user,
                       system_properties=system, body=body)

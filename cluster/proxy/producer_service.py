@@ -17,7 +17,8 @@ import itertools
 import time
 
 from rocketbox.cluster import topic_attributes
-from rocketbox.cluster.protocol import AUTO_CREATE_TOPIC_KEY, RequestCode, ResponseCode, send_fields_short
+from rocketbox.cluster.protocol import RequestCode, ResponseCode, send_fields_short
+from rocketbox.cluster.message.system_topics import AUTO_CREATE_TOPIC_KEY
 from rocketbox.cluster.proxy import messages, validation
 from rocketbox.cluster.proxy.brokers import BrokerGateway
 from rocketbox.cluster.proxy.calls import Call
@@ -26,8 +27,9 @@ from rocketbox.cluster.proxy.protos import Code, service
 from rocketbox.cluster.proxy.settings import ProxySettings
 from rocketbox.cluster.proxy.status import ProxyError, broker_refusal, status
 from rocketbox.cluster.proxy.transactions import TransactionRelay, transaction_id
-from rocketbox.cluster.shm import commitlog_format as fmt
-from rocketbox.cluster.shm.consumequeue_format import java_string_hash
+from rocketbox.cluster.message.ids import parse_offset_msg_id
+from rocketbox.cluster.message.properties import PROPERTY_PGROUP, properties_text
+from rocketbox.cluster.message.tags import java_string_hash
 from rocketbox.cluster.wire_format import Command
 
 # A stored message's answer codes (the others are refusals): what each entry's status says.
@@ -88,7 +90,7 @@ class ProducerService:
                   "bornTimestamp": str(out.born_ms), "flag": "0", "properties": out.properties_text,
                   "reconsumeTimes": str(out.reconsume_times), "unitMode": "false", "batch": "false"}
         if out.type_name == topic_attributes.TRANSACTION:
-            fields["properties"] = fmt.properties_text([*out.properties.items(), (fmt.PROPERTY_PGROUP, topic)])
+            fields["properties"] = properties_text([*out.properties.items(), (PROPERTY_PGROUP, topic)])
         response = await self.gateway.broker_call(
             broker_name, Command(RequestCode.SEND_MESSAGE_V2, send_fields_short(fields), out.body))
         code = _ENTRY_CODES.get(response.code)
@@ -100,7 +102,7 @@ class ProducerService:
         queue_offset = int(response.fields.get("queueOffset", -1))
         tx = ""
         if out.type_name == topic_attributes.TRANSACTION:
-            _ip, _port, phys = fmt.parse_offset_msg_id(response.fields.get("msgId", ""))
+            _ip, _port, phys = parse_offset_msg_id(response.fields.get("msgId", ""))
             tx = transaction_id(broker_name, phys, queue_offset)
         return service.SendResultEntry(status=status(Code.OK), message_id=out.message_id, transaction_id=tx,
                                   offset=queue_offset)

@@ -35,7 +35,8 @@ from rocketbox.cluster.proxy.clients import ClientRegistry
 from rocketbox.cluster.proxy.protos import Code, pb, service
 from rocketbox.cluster.proxy.settings import ProxySettings
 from rocketbox.cluster.proxy.status import OK, ProxyError, broker_refusal
-from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.message.ids import unpack_host
+from rocketbox.cluster.message.properties import PROPERTY_PGROUP, PROPERTY_REAL_TOPIC, PROPERTY_UNIQ_KEY
 from rocketbox.cluster.wire_format import Command
 from rocketbox.cluster.zmq_transport import TransportError
 
@@ -141,8 +142,8 @@ class TransactionRelay:
         try:
             record = messages.records(request.body)[0]
             props = record.properties
-            topic = props.get(fmt.PROPERTY_REAL_TOPIC) or props.get(fmt.PROPERTY_PGROUP) or ""
-            ip, port = fmt.unpack_host(record.store_host)
+            topic = props.get(PROPERTY_REAL_TOPIC) or props.get(PROPERTY_PGROUP) or ""
+            ip, port = unpack_host(record.store_host)
             broker_name = await self.gateway.broker_name_of(f"{ip}:{port}")
             if broker_name is None:
                 raise ValueError(f"no broker is known by the half's store host {ip}:{port}")
@@ -160,4 +161,4 @@ class TransactionRelay:
                 return
         self.checks_dropped += 1
         _limited.warning("tx-check-nobody", "transaction %s of topic %s: no producer of it is connected; the broker "
-                                            "will ask again", props.get(fmt.PROPERTY_UNIQ_KEY), topic)
+                                            "will ask again", props.get(PROPERTY_UNIQ_KEY), topic)

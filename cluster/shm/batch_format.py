@@ -36,6 +36,7 @@ from typing import Iterable, NamedTuple
 
 from rocketbox.cluster.format_errors import DestinationTooSmall, MalformedBatch
 from rocketbox.cluster.shm import commitlog_format as clf
+from rocketbox.cluster.message.properties import PROPERTY_SEPARATOR, PROPERTY_UNIQ_KEY, property_mark
 
 ITEM_HEAD = struct.Struct(">iiiii")  # TOTALSIZE, MAGICCODE, BODYCRC, FLAG, BODY length
 PROPERTIES_LENGTH = struct.Struct(">h")
@@ -76,7 +77,7 @@ def encode_items_sharing_properties(flag: int, bodies: list, shared_properties: 
     """
     if not bodies:
         return b""
-    prefix = shared_properties + clf.property_mark(clf.PROPERTY_UNIQ_KEY).encode()
+    prefix = shared_properties + property_mark(PROPERTY_UNIQ_KEY).encode()
     id_len = len(uniq_ids[0])
     properties_len = len(prefix) + id_len + 1
     if properties_len > clf.PROPERTIES_LENGTH_MAX:
@@ -86,7 +87,7 @@ def encode_items_sharing_properties(flag: int, bodies: list, shared_properties: 
     between = PROPERTIES_LENGTH.pack(properties_len) + prefix
     pack = ITEM_HEAD.pack
     fixed = ITEM_FIXED_SIZE + properties_len
-    end_of_pair = clf.PROPERTY_SEPARATOR.encode()
+    end_of_pair = PROPERTY_SEPARATOR.encode()
     parts = []
     append = parts.append
     for body, uniq in zip(bodies, uniq_ids):

@@ -46,10 +46,14 @@ record that carries the property; a record without it is checked on its body CRC
 
 from __future__ import annotations
 
-import socket
 import struct
 import zlib
-from typing import Iterable, NamedTuple
+from typing import NamedTuple
+
+from rocketbox.cluster.message.ids import offset_msg_id
+from rocketbox.cluster.message.properties import NAME_VALUE_SEPARATOR, PROPERTY_CRC32, decode_properties
+from rocketbox.cluster.message.sysflags import (SYSFLAG_TRANSACTION_MASK, SYSFLAG_TRANSACTION_PREPARED,
+                                                SYSFLAG_TRANSACTION_ROLLBACK)
 
 MAGIC = 0xDAA320A7
 BLANK_MAGIC = 0xCBD43194
@@ -77,35 +81,9 @@ OFF_BODY = HEAD_SIZE
 TOPIC_LENGTH_MAX = 127
 PROPERTIES_LENGTH_MAX = 32767
 
-# SYSFLAG bits (RocketMQ MessageSysFlag).
-SYSFLAG_COMPRESSED = 0x1
-SYSFLAG_MULTI_TAGS = 0x2
-SYSFLAG_TRANSACTION_PREPARED = 0x4
-SYSFLAG_TRANSACTION_COMMIT = 0x8
-SYSFLAG_TRANSACTION_ROLLBACK = 0xC
-SYSFLAG_TRANSACTION_MASK = 0xC
-# The compression type of a compressed body (shm/body_compression.py: 1 LZ4, 2 ZSTD, 3 ZLIB).
-SYSFLAG_COMPRESSION_TYPE_MASK = 0x700
-
-# Property names (RocketMQ MessageConst).
-PROPERTY_KEYS = "KEYS"
-PROPERTY_TAGS = "TAGS"
-PROPERTY_UNIQ_KEY = "UNIQ_KEY"
-PROPERTY_WAIT = "WAIT"
-PROPERTY_DELAY = "DELAY"
-PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
-PROPERTY_REAL_TOPIC = "REAL_TOPIC"
-PROPERTY_REAL_QID = "REAL_QID"
-PROPERTY_TRAN_MSG = "TRAN_MSG"
-PROPERTY_PGROUP = "PGROUP"
-PROPERTY_CRC32 = "__CRC32#"
-PROPERTY_CLUSTER = "CLUSTER"
-NAME_VALUE_SEPARATOR = "\x01"
-PROPERTY_SEPARATOR = "\x02"
-
 RECORD_CRC_MASK = 0x7FFFFFFF
 RECORD_CRC_DIGITS = 10
-RECORD_CRC_NAME = b"__CRC32#\x01"   # PROPERTY_CRC32 + NAME_VALUE_SEPARATOR
+RECORD_CRC_NAME = f"{PROPERTY_CRC32}{NAME_VALUE_SEPARATOR}".encode()
 RECORD_CRC_SIZE = len(RECORD_CRC_NAME) + RECORD_CRC_DIGITS + 1  # 20: CommitLog.CRC32_RESERVED_LEN
 # What an encoder reserves; sealing overwrites the digits.
 RECORD_CRC_PLACEHOLDER = RECORD_CRC_NAME + b"0" * RECORD_CRC_DIGITS + b"\x02"
@@ -153,45 +131,6 @@ def delivered_records(payload: bytes) -> bytes:
 def body_crc(body: bytes) -> int:
     """BODYCRC as RocketMQ stores it: CRC32 masked to 31 bits."""
     return zlib.crc32(body) & 0x7FFFFFFF
-
-
-def pack_host(ip: str, port: int) -> bytes:
-    """IPv4 + port as the 8 bytes BORNHOST/STOREHOSTADDRESS hold."""
-    return socket.inet_aton(ip) + port.to_bytes(4, "big")
-
-
-def unpack_host(raw: bytes) -> tuple[str, int]:
-    return socket.inet_ntoa(raw[:4]), int.from_bytes(raw[4:8], "big")
-
-
-def properties_text(pairs: Iterable[tuple[str, str]]) -> str:
-    """`name \\x01 value \\x02` pairs (RocketMQ MessageDecoder's properties string)."""
-    return "".join(f"{name}{NAME_VALUE_SEPARATOR}{value}{PROPERTY_SEPARATOR}" for name, value in pairs)
-
-
-def property_mark(name: str, value: str | None = None) -> str:
-    """What a properties string contains when it has ``name`` (with ``value``, if given): a
-    substring test on the stored text, without decoding it."""
-    return f"{name}{NAME_VALUE_SEPARATOR}" if value is None else f"{name}{NAME_VALUE_SEPARATOR}{value}{PROPERTY_SEPARATOR}"
-
-
-def encode_properties(properties: dict[str, str]) -> bytes:
-    """The properties string, UTF-8."""
-    if not properties:
-        return b""
-    return properties_text(properties.items()).encode()
-
-
-def decode_properties(raw: bytes | memoryview) -> dict[str, str]:
-    if not raw:
-        return {}
-    text = bytes(raw).decode("utf-8", "replace")
-    out = {}
-    for pair in text.split(PROPERTY_SEPARATOR):
-        if pair:
-            name, _, value = pair.partition(NAME_VALUE_SEPARATOR)
-            out[name] = value
-    return out
 
 
 def record_crc_property(crc: int) -> bytes:
@@ -422,37 +361,6 @@ def total_size_at(buf, pos: int) -> int:
 def phys_offset_at(buf, pos: int = 0) -> int:
     """PHYSICALOFFSET of the record at ``buf[pos:]`` (where it sits in the CommitLog)."""
     return int.from_bytes(buf[pos + OFF_PHYSICALOFFSET:pos + OFF_PHYSICALOFFSET + 8], "big", signed=True)
-
-
-def offset_msg_id(store_host: bytes, phys_offset: int) -> str:
-    """RocketMQ's offset message id: store IPv4 + port (int32) + phys offset (int64), 32 upper hex."""
-    return (store_host[:8] + phys_offset.to_bytes(8, "big")).hex().upper()
-
-
-def parse_offset_msg_id(msg_id: str) -> tuple[str, int, int]:
-    """(ip, port, phys_offset) from an offset message id; ValueError when it is not one."""
-    if len(msg_id) != 32:
-        raise ValueError(f"offset message id must be 32 hex characters, got {len(msg_id)}")
-    raw = bytes.fromhex(msg_id)
-    ip, port = unpack_host(raw[:8])
-    return ip, port, int.from_bytes(raw[8:], "big")
-
-
-UNIQUE_ID_COUNTER_DIGITS = 12
-
-
-def unique_id_prefix(ipv4: bytes, pid: int, salt: bytes) -> str:
-    """The first 20 hex characters of a client's UNIQ_KEY ids: IPv4 (4) + pid (2) + salt (4 bytes).
-
-    As RocketMQ's MessageClientIDSetter, 16 bytes in all, but laid out for uniqueness without a
-    clock: the random per-process salt tells a reused pid apart; a 48-bit counter follows."""
-    return (ipv4[:4] + (pid & 0xFFFF).to_bytes(2, "big") + salt[:4]).hex().upper()
-
-
-def unique_id(prefix: str, counter: int) -> str:
-    """A UNIQ_KEY id: the prefix + the counter in 12 upper-hex digits (the helper's
-    rb_encode_items_shared writes the same)."""
-    return f"{prefix}{counter:0{UNIQUE_ID_COUNTER_DIGITS}X}"
 
 
 _TRANSACTION_HIDDEN = (SYSFLAG_TRANSACTION_PREPARED, SYSFLAG_TRANSACTION_ROLLBACK)

@@ -32,7 +32,7 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
-from rocketbox.cluster.shm.consumequeue_format import java_string_hash
+from rocketbox.cluster.message.tags import java_string_hash
 
 HEADER = struct.Struct(">qqqqii")
 HEADER_SIZE = HEADER.size  # 40

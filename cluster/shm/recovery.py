@@ -34,6 +34,8 @@ import time
 from dataclasses import dataclass, field
 
 from rocketbox.cluster.shm import checkpoint
+from rocketbox.cluster.message.sysflags import (SYSFLAG_TRANSACTION_MASK, SYSFLAG_TRANSACTION_PREPARED,
+                                                SYSFLAG_TRANSACTION_ROLLBACK)
 from rocketbox.cluster.shm import commitlog_format as fmt
 from rocketbox.cluster.shm.commitlog import CommitLog
 from rocketbox.cluster.shm.consumequeue import ConsumeQueue, ConsumeQueueSet
@@ -149,8 +151,8 @@ def _probe_full_tails(cqs: ConsumeQueueSet, commitlog: CommitLog, end: int, skip
         return missing
     for _, rec in commitlog.iter_from(min(tails.values()), end):
         key = (rec.topic, rec.queue_id)
-        hidden = rec.sys_flag & fmt.SYSFLAG_TRANSACTION_MASK in (
-            fmt.SYSFLAG_TRANSACTION_PREPARED, fmt.SYSFLAG_TRANSACTION_ROLLBACK)
+        hidden = rec.sys_flag & SYSFLAG_TRANSACTION_MASK in (
+            SYSFLAG_TRANSACTION_PREPARED, SYSFLAG_TRANSACTION_ROLLBACK)
         if key in tails and rec.phys_offset >= tails[key] and not hidden:
             missing.add(key)
             del tails[key]

@@ -38,15 +38,20 @@ from typing import NamedTuple
 from rocketbox.cluster import _native as native  # required; use_native=False (a record at a time) is the tests' oracle
 from rocketbox.cluster.config import DELAY_LEVELS_DEFAULT, SYNC_FLUSH, StoreConfig, parse_levels
 from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.message.properties import (PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_TIMER_DELIVER_MS,
+                                                  PROPERTY_UNIQ_KEY, decode_properties)
+from rocketbox.cluster.message.sysflags import (SYSFLAG_TRANSACTION_MASK, SYSFLAG_TRANSACTION_PREPARED,
+                                                SYSFLAG_TRANSACTION_ROLLBACK)
 from rocketbox.cluster.shm.commitlog import CommitLog
 from rocketbox.cluster.shm.consumequeue import ConsumeQueueSet
-from rocketbox.cluster.shm.consumequeue_format import tag_hash_code
+from rocketbox.cluster.message.tags import tag_hash_code
 from rocketbox.cluster.shm.control import ControlBlock
 from rocketbox.cluster.shm.indexfile import IndexService
 from rocketbox.cluster.shm.store_files import FloorWatch, open_store_files
 from rocketbox.cluster.shm.indexfile_format import index_key
 from rocketbox.cluster.shm.mapped_file import MappedFileCreateError
-from rocketbox.cluster.shm.schedule_format import PROPERTY_TIMER_DELIVER_MS, SCHEDULE_TOPIC, deliver_time_ms, level_of_queue
+from rocketbox.cluster.shm.schedule_format import deliver_time_ms, level_of_queue
+from rocketbox.cluster.message.system_topics import SCHEDULE_TOPIC
 
 VANISHED_CHECK_INTERVAL_MS = 1000
 DISPATCH_ROWS = 4096  # records scanned and dispatched per batch of C calls
@@ -67,10 +72,10 @@ class ReputReport(NamedTuple):
 
 def index_keys(topic: str, props: dict[str, str]) -> list[str]:
     keys = []
-    uniq = props.get(fmt.PROPERTY_UNIQ_KEY)
+    uniq = props.get(PROPERTY_UNIQ_KEY)
     if uniq:
         keys.append(index_key(topic, uniq))
-    words = props.get(fmt.PROPERTY_KEYS)
+    words = props.get(PROPERTY_KEYS)
     if words:
         keys.extend(index_key(topic, k) for k in words.split(" ") if k)
     return keys
@@ -90,14 +95,14 @@ class Dispatcher:
     def dispatch(self, phys: int, rec: fmt.Record, *, build_cq: bool = True,
                  build_index: bool = True) -> tuple[str, int] | None:
         """Write the entries of one record; returns its (topic, queue_id) if it got a CQ entry."""
-        tran = rec.sys_flag & fmt.SYSFLAG_TRANSACTION_MASK
-        props = fmt.decode_properties(rec.properties_raw) if rec.properties_raw else {}
-        if build_index and tran != fmt.SYSFLAG_TRANSACTION_ROLLBACK:
+        tran = rec.sys_flag & SYSFLAG_TRANSACTION_MASK
+        props = decode_properties(rec.properties_raw) if rec.properties_raw else {}
+        if build_index and tran != SYSFLAG_TRANSACTION_ROLLBACK:
             keys = index_keys(rec.topic, props)
             if keys:
                 self.index.put_keys(keys, phys, rec.store_timestamp_ms)
-        if not build_cq or tran == fmt.SYSFLAG_TRANSACTION_PREPARED or \
-                tran == fmt.SYSFLAG_TRANSACTION_ROLLBACK:
+        if not build_cq or tran == SYSFLAG_TRANSACTION_PREPARED or \
+                tran == SYSFLAG_TRANSACTION_ROLLBACK:
             return None
         cq = self.cqs.get(rec.topic, rec.queue_id, create=True)
         cq.put(rec.queue_offset, phys, rec.total_size, self._tag_field(rec, props))
@@ -112,7 +117,7 @@ class Dispatcher:
                 except ValueError:
                     return rec.store_timestamp_ms
             return deliver_time_ms(rec.store_timestamp_ms, level_of_queue(rec.queue_id), self.delay_levels_ms)
-        return tag_hash_code(props.get(fmt.PROPERTY_TAGS))
+        return tag_hash_code(props.get(PROPERTY_TAGS))
 
     def dispatch_range(self, start: int, limit: int, commitlog: CommitLog,
                        max_records: int | None = None) -> ReputReport:

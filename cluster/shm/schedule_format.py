@@ -10,9 +10,8 @@ queue alone whether the head entry is due. The levels' delays are a setting
 
 from __future__ import annotations
 
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
-# RocketMQ 5's exact delivery time (ms since the epoch); parked in the timer queue, one past the levels.
-PROPERTY_TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
+# SCHEDULE_TOPIC (message/system_topics.py) has a queue per level; a message with
+# TIMER_DELIVER_MS (message/properties.py) is parked in the timer queue, one past the levels.
 
 
 def queue_of_level(level: int) -> int:

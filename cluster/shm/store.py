@@ -21,6 +21,9 @@ from typing import NamedTuple, Sequence
 from rocketbox.cluster.config import SYNC_FLUSH, StoreConfig, parse_levels
 from rocketbox.cluster import _native  # required: batches and boundary scans run in C (no silent Python twin)
 from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.message.ids import offset_msg_id, pack_host
+from rocketbox.cluster.message.properties import PROPERTY_KEYS, PROPERTY_UNIQ_KEY, encode_properties
+from rocketbox.cluster.message.sysflags import SYSFLAG_TRANSACTION_MASK
 from rocketbox.cluster.shm.commitlog import AppendStatus, CommitLog
 from rocketbox.cluster.shm.consumequeue import ConsumeQueueSet
 from rocketbox.cluster.shm.control import ControlBlock
@@ -73,7 +76,7 @@ class MessageToStore(NamedTuple):
 def copy_of_record(rec: fmt.Record, properties: dict[str, str], **changes) -> MessageToStore:
     """A stored record written again (delivered from a schedule, sent back, committed): the same
     body, flag, born time and host, with these properties and ``changes`` (sys_flag, reconsume_times)."""
-    fields = dict(body=rec.body, flag=rec.flag, properties=fmt.encode_properties(properties),
+    fields = dict(body=rec.body, flag=rec.flag, properties=encode_properties(properties),
                   sys_flag=rec.sys_flag, born_timestamp_ms=rec.born_timestamp_ms, born_host=rec.born_host,
                   reconsume_times=rec.reconsume_times)
     fields.update(changes)
@@ -123,7 +126,7 @@ def _append_refused(status: AppendStatus) -> PutResult:
 
 class MessageStore:
     def __init__(self, cfg: StoreConfig, control: ControlBlock, *,
-                 store_host: bytes = fmt.pack_host("127.0.0.1", 10911)):
+                 store_host: bytes = pack_host("127.0.0.1", 10911)):
         self.cfg = cfg
         self.control = control
         self.store_host = store_host
@@ -254,7 +257,7 @@ class MessageStore:
         size = None if topic_bytes is None or stored_size is None else \
             fmt.FIXED_SIZE + len(topic_bytes) + len(body) + stored_size
         if (size is None or size > self.cfg.message_size_bytes_max or stored_size > fmt.PROPERTIES_LENGTH_MAX
-                or message.sys_flag & fmt.SYSFLAG_TRANSACTION_MASK or message.prepared_transaction_offset
+                or message.sys_flag & SYSFLAG_TRANSACTION_MASK or message.prepared_transaction_offset
                 or not self._ready or self.read_only or type(queue_id) is not int or not 0 <= queue_id < 1 << 31):
             return self.put_messages(topic, queue_id, [message])   # it also refuses what must be refused
         key = (topic, queue_id)
@@ -289,11 +292,11 @@ class MessageStore:
             self.recent.add(key, queue_offset, len(sizes), phys, ends, 0, self.control.dispatched_pos)
         store_host = self.store_host
         if len(sizes) == 1:   # a single send
-            return PutResult(PutMessageStatus.PUT_OK, phys, queue_offset, 1, end, fmt.offset_msg_id(store_host, phys))
+            return PutResult(PutMessageStatus.PUT_OK, phys, queue_offset, 1, end, offset_msg_id(store_host, phys))
         first = phys
         msg_ids = []
         for size in sizes:
-            msg_ids.append(fmt.offset_msg_id(store_host, phys))
+            msg_ids.append(offset_msg_id(store_host, phys))
             phys += size
         return PutResult(PutMessageStatus.PUT_OK, first, queue_offset, len(sizes), end, ",".join(msg_ids))
 
@@ -565,8 +568,8 @@ class MessageStore:
             if rec is None or rec.topic != topic or not begin_ms <= rec.store_timestamp_ms <= end_ms:
                 continue
             props = rec.properties
-            if props.get(fmt.PROPERTY_UNIQ_KEY) == key or \
-                    key in props.get(fmt.PROPERTY_KEYS, "").split(" "):
+            if props.get(PROPERTY_UNIQ_KEY) == key or \
+                    key in props.get(PROPERTY_KEYS, "").split(" "):
                 found.append(rec)
         return found
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 
 from rocketbox.cluster.config import StoreConfig
-from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.message.ids import pack_host
+from rocketbox.cluster.message.properties import PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_KEY, encode_properties
 from rocketbox.cluster.shm import durable
 from rocketbox.cluster.shm.control import ControlBlock
 from rocketbox.cluster.shm.flush import FlushService
@@ -15,8 +16,8 @@ from rocketbox.cluster.shm.paths import control_path
 from rocketbox.cluster.shm.reput import ReputService
 from rocketbox.cluster.shm.store import MessageStore, MessageToStore
 
-BORN_HOST = fmt.pack_host("10.0.0.7", 40001)
-STORE_HOST = fmt.pack_host("10.0.0.1", 10911)
+BORN_HOST = pack_host("10.0.0.7", 40001)
+STORE_HOST = pack_host("10.0.0.1", 10911)
 
 
 def tiny_config(store_dir: str, **overrides) -> StoreConfig:
@@ -33,13 +34,13 @@ def message(body: bytes = b"hello", *, tags: str | None = None, keys: str | None
             flag: int = 0, **extra_props: str) -> MessageToStore:
     props = {}
     if tags is not None:
-        props[fmt.PROPERTY_TAGS] = tags
+        props[PROPERTY_TAGS] = tags
     if keys is not None:
-        props[fmt.PROPERTY_KEYS] = keys
+        props[PROPERTY_KEYS] = keys
     if uniq is not None:
-        props[fmt.PROPERTY_UNIQ_KEY] = uniq
+        props[PROPERTY_UNIQ_KEY] = uniq
     props.update(extra_props)
-    return MessageToStore(body=body, flag=flag, properties=fmt.encode_properties(props),
+    return MessageToStore(body=body, flag=flag, properties=encode_properties(props),
                           sys_flag=sys_flag, born_timestamp_ms=born_ms, born_host=BORN_HOST)
 
 

@@ -20,6 +20,7 @@ from rocketbox.cluster.client import broker_api
 from rocketbox.cluster.protocol import RequestCode, ResponseCode
 from rocketbox.cluster.client.message import MessageQueue, SendStatus
 from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.message.properties import PROPERTY_UNIQ_KEY
 from rocketbox.cluster.testing import wait_until
 from rocketbox.cluster.wire_format import Command
 from rocketbox.cluster.zmq_transport import RpcClient
@@ -164,7 +165,7 @@ def test_a_pop_consumer_that_never_acks_ends_in_the_dead_letter_queue_not_in_end
                 return 0
             records = list(fmt.iter_records(answer.body))
             for record in records:
-                key = record.properties[fmt.PROPERTY_UNIQ_KEY]
+                key = record.properties[PROPERTY_UNIQ_KEY]
                 deliveries[key] = deliveries.get(key, 0) + 1
             return len(records)
 

@@ -21,6 +21,7 @@ import pytest
 from rocketbox.cluster import Admin, Message, Producer
 from rocketbox.cluster.protocol import RequestCode, ResponseCode
 from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.message.properties import PROPERTY_UNIQ_KEY
 from rocketbox.cluster.testing import wait_until
 from rocketbox.cluster.wire_format import Command
 from rocketbox.cluster.zmq_transport import RpcClient, TransportError
@@ -72,7 +73,7 @@ class PopLoad(threading.Thread):
             return
         popped = list(zip(fmt.iter_records(answer.body), answer.fields["handles"].split(",")))
         for record, handle in popped:
-            msg_id = record.properties[fmt.PROPERTY_UNIQ_KEY]
+            msg_id = record.properties[PROPERTY_UNIQ_KEY]
             self.deliveries.append((time.monotonic(), msg_id))
             try:
                 ack = rpc.call(self.endpoint, Command(RequestCode.ACK_MESSAGE, {

@@ -26,6 +26,7 @@ import time
 import pytest
 
 from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.message.properties import PROPERTY_UNIQ_KEY
 from rocketbox.cluster.shm import power_cut
 from rocketbox.cluster.shm.testing import Harness
 from tests.fault.power_writer import QUEUES, TOPIC, writer_config
@@ -95,8 +96,8 @@ def _read_everything(store_dir: str) -> tuple[set[str], int]:
                 for record in fmt.iter_records(result.payload, check_crc=True):
                     assert record.topic == TOPIC and record.queue_id == queue_id, record
                     assert fmt.stored_record_crc(record.properties_raw) is not None, record
-                    assert fmt.PROPERTY_UNIQ_KEY in record.properties, record
-                    ids.add(record.properties[fmt.PROPERTY_UNIQ_KEY])
+                    assert PROPERTY_UNIQ_KEY in record.properties, record
+                    ids.add(record.properties[PROPERTY_UNIQ_KEY])
                 offset = result.next_begin_offset
         return ids, harness.store.commitlog_floor()
     finally:

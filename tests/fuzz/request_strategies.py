@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from rocketbox.cluster.protocol import RequestCode
 from rocketbox.cluster.shm import batch_format
-from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.message.properties import properties_text
 from rocketbox.cluster.wire_format import Command
 from tests.fuzz.strategies import json_scalars, json_text, shaped_object
 
@@ -22,7 +22,7 @@ _free_text = st.one_of(st.text(max_size=16), _numbers, _names, _handles)
 _properties = st.lists(st.tuples(st.sampled_from(("TAGS", "KEYS", "UNIQ_KEY", "DELAY", "TIMER_DELIVER_MS", "WAIT",
                                                   "TRAN_MSG", "PGROUP", "REAL_TOPIC", "__SHARDINGKEY", "a")),
                                  st.one_of(_numbers, st.text(max_size=6), st.just("true"))), max_size=4).map(
-    lambda pairs: fmt.properties_text(pairs))
+    lambda pairs: properties_text(pairs))
 _expressions = st.sampled_from(("*", "a || b", "", "a > 1 AND b = 'x'", "a >", "TAGS IS NOT NULL", "((", "a IN ()"))
 _field_values = {
     "topic": _names, "b": _names, "consumerGroup": _names, "producerGroup": _names, "a": _names, "group": _names,
@@ -47,7 +47,7 @@ VALID_FIELDS = {
     "queueOffset": "0", "offset": "0", "maxMsgNums": "4", "commitOffset": "0", "sysFlag": "0", "timestamp": "0",
     "suspendTimeoutMillis": "0", "pollTime": "0", "subscription": "*", "subVersion": "0", "expressionType": "TAG",
     "invisibleTime": "5000", "order": "false", "initMode": "0", "expType": "TAG", "exp": "*", "bornTime": "0",
-    "extraInfo": "v1 0 0 5000 0 0 0 0 broker-a", "properties": fmt.properties_text([("UNIQ_KEY", "U1")]),
+    "extraInfo": "v1 0 0 5000 0 0 0 0 broker-a", "properties": properties_text([("UNIQ_KEY", "U1")]),
     "defaultTopic": "TBW102", "defaultTopicQueueNums": "4", "bornTimestamp": "0", "flag": "0",
     "reconsumeTimes": "0", "readQueueNums": "4", "writeQueueNums": "4", "perm": "6", "topicSysFlag": "0",
     "attributes": "", "delayLevel": "0", "originMsgId": "0A0000010000000000000000", "originTopic": "T",
@@ -58,7 +58,7 @@ VALID_FIELDS = {
     "detail": "true", "cleanOffset": "false", "brokerName": "broker-b", "brokerId": "0",
     "brokerAddr": "127.0.0.1:10999", "clusterName": "C", "masterEpoch": "0", "haServerAddr": "",
     "remotingAddr": "", "a": "PG", "b": "T", "c": "TBW102", "d": "4", "e": "0", "f": "0", "g": "0", "h": "0",
-    "i": fmt.properties_text([("UNIQ_KEY", "U2")]), "j": "0", "k": "false", "l": "16", "m": "false"}
+    "i": properties_text([("UNIQ_KEY", "U2")]), "j": "0", "k": "false", "l": "16", "m": "false"}
 _changes = st.lists(st.tuples(st.sampled_from(sorted(VALID_FIELDS)),
                               st.one_of(st.none(), *_field_values.values(), _free_text)), max_size=4)
 

@@ -22,7 +22,7 @@ from rocketbox.cluster.clock import SYSTEM_CLOCK, ManualClock
 from rocketbox.cluster.config import BrokerConfig, NamesrvConfig
 from rocketbox.cluster.namesrv import NamesrvService
 from rocketbox.cluster.protocol import RequestCode, ResponseCode
-from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.message.properties import properties_text
 from rocketbox.cluster.shm.reput import ReputService
 from rocketbox.cluster.shm.testing import tiny_config
 from rocketbox.cluster.wire_format import Command, encode_header
@@ -77,7 +77,7 @@ class InProcessCluster:
         assert created.code == ResponseCode.SUCCESS, created
         send = self.call(self.broker.handlers, Command(RequestCode.SEND_MESSAGE_V2, {
             "a": "FuzzPG", "b": "FuzzCheck", "c": "TBW102", "d": "4", "e": "0", "f": "0", "g": "0", "h": "0",
-            "i": fmt.properties_text([("UNIQ_KEY", "check")])}, b"still serving"))
+            "i": properties_text([("UNIQ_KEY", "check")])}, b"still serving"))
         assert send.code == ResponseCode.SUCCESS, send
         self.tick()
         pull = self.call(self.broker.handlers, Command(RequestCode.PULL_MESSAGE, {

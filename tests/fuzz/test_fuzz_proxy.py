@@ -19,6 +19,7 @@ from rocketbox.cluster.proxy.protos import pb, service
 from rocketbox.cluster.proxy.settings import ProxySettings
 from rocketbox.cluster.proxy.status import ProxyError
 from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.message.properties import decode_properties
 from rocketbox.cluster.shm.testing import BORN_HOST, STORE_HOST
 from tests.fuzz.budget import run_hypothesis
 
@@ -133,7 +134,7 @@ def _check_send(message) -> None:
         return
     text = out.properties_text.encode()
     assert len(text) <= fmt.PROPERTIES_LENGTH_MAX
-    assert fmt.decode_properties(text) == out.properties, "properties text does not read back"
+    assert decode_properties(text) == out.properties, "properties text does not read back"
     record = fmt.decode_at(fmt.encode(
         queue_id=1, flag=0, queue_offset=3, phys_offset=77, sys_flag=out.sys_flag, born_timestamp_ms=out.born_ms,
         born_host=BORN_HOST, store_timestamp_ms=NOW_MS, store_host=STORE_HOST, reconsume_times=out.reconsume_times,

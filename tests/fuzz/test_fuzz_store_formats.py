@@ -16,6 +16,9 @@ from hypothesis import strategies as st
 from rocketbox.cluster import _native as native
 from rocketbox.cluster.format_errors import DestinationTooSmall, MalformedBatch
 from rocketbox.cluster.shm import batch_format
+from rocketbox.cluster.message.properties import decode_properties, encode_properties
+from rocketbox.cluster.message.sysflags import (SYSFLAG_MULTI_TAGS, SYSFLAG_TRANSACTION_COMMIT,
+                                                SYSFLAG_TRANSACTION_PREPARED, SYSFLAG_TRANSACTION_ROLLBACK)
 from rocketbox.cluster.shm import commitlog_format as fmt
 from rocketbox.cluster.shm.control import ControlBlock
 from rocketbox.cluster.shm.reput import Dispatcher, ReputService
@@ -46,9 +49,9 @@ _clean_text = st.text(st.characters(blacklist_characters="\x01\x02", blacklist_c
 
 def _check_properties(value) -> None:
     raw, clean = value
-    decoded = fmt.decode_properties(raw)
+    decoded = decode_properties(raw)
     assert all(isinstance(k, str) and isinstance(v, str) for k, v in decoded.items())
-    assert fmt.decode_properties(fmt.encode_properties(clean)) == clean
+    assert decode_properties(encode_properties(clean)) == clean
 
 
 @pytest.mark.fuzz(weight=0.5)
@@ -188,8 +191,8 @@ _messages = st.lists(st.builds(
     lambda props, sys_flag, body: MessageToStore(body=body, flag=0, properties=props, sys_flag=sys_flag,
                                                  born_timestamp_ms=1_700_000_000_000, born_host=BORN_HOST),
     properties_bytes.filter(lambda p: b"\x00" not in p),
-    st.sampled_from((0, fmt.SYSFLAG_TRANSACTION_PREPARED, fmt.SYSFLAG_TRANSACTION_COMMIT,
-                     fmt.SYSFLAG_TRANSACTION_ROLLBACK, fmt.SYSFLAG_MULTI_TAGS)),
+    st.sampled_from((0, SYSFLAG_TRANSACTION_PREPARED, SYSFLAG_TRANSACTION_COMMIT,
+                     SYSFLAG_TRANSACTION_ROLLBACK, SYSFLAG_MULTI_TAGS)),
     st.binary(min_size=1, max_size=8)), min_size=1, max_size=12)
 _topics = st.sampled_from(("T", "主题", "SCHEDULE_TOPIC_XXXX", "t" * 127))
 

@@ -25,6 +25,7 @@ from rocketbox.cluster.errors import ClientError
 from rocketbox.cluster.protocol import RequestCode, ResponseCode
 from rocketbox.cluster.remoting_client import RemotingRpcClient
 from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.message.ids import parse_offset_msg_id
 from rocketbox.cluster.testing import LocalCluster, read_topic, wait_until
 from rocketbox.cluster.wire_format import Command
 from rocketbox.cluster.zmq_transport import RpcClient
@@ -123,7 +124,7 @@ def _send(cluster, account: str, topic: str, body: bytes, **fields):
 
 
 def _phys(offset_msg_id: str) -> int:
-    return fmt.parse_offset_msg_id(offset_msg_id)[2]
+    return parse_offset_msg_id(offset_msg_id)[2]
 
 
 class Undecided:

@@ -9,7 +9,7 @@ import pytest
 from rocketbox.cluster import Admin, BrokerError, Message, MessageSelector, Producer, PullConsumer, PullStatus, PushConsumer
 from rocketbox.cluster.client import broker_api
 from rocketbox.cluster.protocol import ResponseCode
-from rocketbox.cluster.shm.consumequeue_format import java_string_hash
+from rocketbox.cluster.message.tags import java_string_hash
 from rocketbox.cluster.testing import wait_until
 from tests.conftest import await_group_caught_up, client_config
 

@@ -123,7 +123,7 @@ def test_auto_created_topic_and_query_by_id_and_key(start_cluster):
 def test_records_carry_the_senders_address_as_born_host(start_cluster):
     """Sent from 127.0.0.2 (loopback, chosen as the source address), stored as 127.0.0.2."""
     from rocketbox.cluster.protocol import RequestCode, ResponseCode
-    from rocketbox.cluster.shm.commitlog_format import unpack_host
+    from rocketbox.cluster.message.ids import unpack_host
     from rocketbox.cluster.wire_format import Command
     from rocketbox.cluster.zmq_transport import RpcClient
     cluster = start_cluster()

@@ -25,6 +25,8 @@ from rocketbox.cluster.client.message import decode_messages
 from rocketbox.cluster.protocol import PULL_FLAG_SUBSCRIPTION, PULL_FLAG_SUSPEND, RequestCode, ResponseCode
 from rocketbox.cluster.remoting_client import RemotingRpcClient
 from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.message.ids import unpack_host
+from rocketbox.cluster.message.properties import decode_properties, properties_text
 from rocketbox.cluster.testing import LocalCluster, read_topic, wait_until
 from rocketbox.cluster.wire_format import FLAG_ONEWAY, Command
 from tests.conftest import client_config
@@ -71,7 +73,7 @@ def _send_v2(rpc, broker, topic: str, body: bytes, properties: dict, sys_flag: i
     return rpc.call(broker, Command(code, {
         "a": group, "b": topic, "c": "TBW102", "d": "4", "e": "0", "f": str(sys_flag),
         "g": str(int(time.time() * 1000)), "h": "0",
-        "i": fmt.properties_text([("WAIT", "true"), *properties.items()]), "j": "0", "k": "false", "m": "false"},
+        "i": properties_text([("WAIT", "true"), *properties.items()]), "j": "0", "k": "false", "m": "false"},
         body))
 
 
@@ -186,7 +188,7 @@ def test_request_reply_is_pushed_to_the_requester(cluster, remoting, broker, rpc
         assert arrived.wait(5)
         (push,) = pushed
         assert push.body == b"the reply" and push.fields["topic"] == reply_topic
-        props = fmt.decode_properties(push.fields["properties"].encode())
+        props = decode_properties(push.fields["properties"].encode())
         assert props["CORRELATION_ID"] == "corr-1" and int(props["PUSH_REPLY_TIME"]) > 0
         for name in ("bornHost", "storeHost", "storeTimestamp", "producerGroup", "defaultTopic", "queueId", "sysFlag",
                      "bornTimestamp", "flag"):   # ReplyMessageRequestHeader's required fields
@@ -238,7 +240,7 @@ def test_delivered_messages_carry_what_apache_delivers(cluster, remoting, broker
     for m in got:
         raw = m._raw[m._pos:]
         record = fmt.decode_at(raw, 0, check_crc=False)
-        _ip, port = fmt.unpack_host(record.born_host)
+        _ip, port = unpack_host(record.born_host)
         assert port > 0   # the sender's port, as RocketMQ stores its channel's remote address
 
 

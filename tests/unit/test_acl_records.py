@@ -13,6 +13,7 @@ from rocketbox.cluster.acl.records import readable_records, real_topic, record_r
 from rocketbox.cluster.acl.signature import sign_remoting
 from rocketbox.cluster.protocol import AccessDenied, RequestCode, ResponseCode, answers_refusals
 from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.message.properties import properties_text
 from rocketbox.cluster.wire_format import DOOR_REMOTING, Command
 
 pytestmark = pytest.mark.timeout(60)
@@ -59,7 +60,7 @@ accounts:
 
 def _record(topic: str, **properties) -> fmt.Record:
     return fmt.Record(0, 0, 0, 0, 0, 0, 0, 0, b"", 0, b"", 0, 0, b"", topic,
-                      fmt.properties_text(list(properties.items())).encode())
+                      properties_text(list(properties.items())).encode())
 
 
 class Viewer:

@@ -8,9 +8,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rocketbox.cluster.shm import batch_format as bf
+from rocketbox.cluster.message.ids import pack_host
 from rocketbox.cluster.shm import commitlog_format as clf
 
-HOST = clf.pack_host("10.0.0.1", 10911)
+HOST = pack_host("10.0.0.1", 10911)
 
 items_strategy = st.lists(
     # Properties never hold NUL (pairs are name\x01value\x02; batches with NUL are refused).

@@ -9,14 +9,16 @@ from rocketbox.cluster.filter.expressions import tag_hashes_of
 from rocketbox.cluster.filter.sql92 import compile_sql
 from rocketbox.cluster.protocol import ProtocolError, ResponseCode
 from rocketbox.cluster.shm import commitlog_format as fmt
-from rocketbox.cluster.shm.consumequeue_format import java_string_hash
+from rocketbox.cluster.message.ids import pack_host
+from rocketbox.cluster.message.properties import encode_properties
+from rocketbox.cluster.message.tags import java_string_hash
 
 
 def _record(queue_offset: int, **properties) -> bytes:
     return fmt.encode(queue_id=0, flag=0, queue_offset=queue_offset, phys_offset=queue_offset * 1000, sys_flag=0,
-                      born_timestamp_ms=1, born_host=fmt.pack_host("127.0.0.1", 1), store_timestamp_ms=2,
-                      store_host=fmt.pack_host("127.0.0.1", 2), reconsume_times=0, prepared_transaction_offset=0,
-                      body=f"m{queue_offset}".encode(), topic=b"T", properties=fmt.encode_properties(properties))
+                      born_timestamp_ms=1, born_host=pack_host("127.0.0.1", 1), store_timestamp_ms=2,
+                      store_host=pack_host("127.0.0.1", 2), reconsume_times=0, prepared_transaction_offset=0,
+                      body=f"m{queue_offset}".encode(), topic=b"T", properties=encode_properties(properties))
 
 
 def test_tag_subscriptions_match_hashes():

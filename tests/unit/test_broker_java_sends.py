@@ -14,7 +14,7 @@ from rocketbox.cluster.clock import ManualClock
 from rocketbox.cluster.config import BrokerConfig
 from rocketbox.cluster.protocol import PULL_FLAG_SUBSCRIPTION, RequestCode, ResponseCode
 from rocketbox.cluster.shm import commitlog_format as fmt
-from rocketbox.cluster.shm.commitlog_format import parse_offset_msg_id
+from rocketbox.cluster.message.ids import parse_offset_msg_id
 from rocketbox.cluster.shm.reput import ReputService
 from rocketbox.cluster.shm.testing import tiny_config
 from rocketbox.cluster.wire_format import Command

@@ -17,7 +17,9 @@ from rocketbox.cluster.config import BrokerConfig
 from rocketbox.cluster.metrics.families import broker_families, process_families
 from rocketbox.cluster.metrics.settings import BrokerTarget
 from rocketbox.cluster.protocol import MessageQueue, RequestCode, ResponseCode
-from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.message.ids import parse_offset_msg_id
+from rocketbox.cluster.message.properties import PROPERTY_UNIQ_KEY, properties_text
+from rocketbox.cluster.message.sysflags import SYSFLAG_TRANSACTION_PREPARED
 from rocketbox.cluster.shm.reput import ReputService
 from rocketbox.cluster.shm.testing import tiny_config
 from rocketbox.cluster.wire_format import Command
@@ -32,7 +34,7 @@ def _call(service: BrokerService, request: Command) -> Command:
 
 
 def _send(service: BrokerService, body: bytes, sys_flag: int = 0, **properties: str) -> Command:
-    props = fmt.properties_text([(fmt.PROPERTY_UNIQ_KEY, body.hex()), *properties.items()])
+    props = properties_text([(PROPERTY_UNIQ_KEY, body.hex()), *properties.items()])
     return _call(service, Command(RequestCode.SEND_MESSAGE, {
         "producerGroup": "PG", "topic": TOPIC, "defaultTopic": "TBW102", "defaultTopicQueueNums": "1",
         "queueId": "0", "sysFlag": str(sys_flag), "bornTimestamp": str(service.clock.now_ms()), "flag": "0",
@@ -43,7 +45,7 @@ def _commit(half: Command, body: bytes) -> Command:
     """The END_TRANSACTION a producer of group PG sends to commit the half ``half`` answered."""
     return Command(RequestCode.END_TRANSACTION, {
         "producerGroup": "PG", "tranStateTableOffset": half.fields["queueOffset"],
-        "commitLogOffset": str(fmt.parse_offset_msg_id(half.fields["msgId"])[2]), "commitOrRollback": "8",
+        "commitLogOffset": str(parse_offset_msg_id(half.fields["msgId"])[2]), "commitOrRollback": "8",
         "msgId": body.hex()})
 
 
@@ -73,7 +75,7 @@ def test_a_snapshot_counts_traffic_lag_transactions_and_latency(tmp_path):
         for body in (b"a" * 100, b"b" * 100):
             assert _send(service, body).code == ResponseCode.SUCCESS
         assert _send(service, b"later", DELAY="3").code == ResponseCode.SUCCESS
-        half = _send(service, b"half", sys_flag=fmt.SYSFLAG_TRANSACTION_PREPARED, TRAN_MSG="true", PGROUP="PG")
+        half = _send(service, b"half", sys_flag=SYSFLAG_TRANSACTION_PREPARED, TRAN_MSG="true", PGROUP="PG")
         assert half.code == ResponseCode.SUCCESS
         while reput.step(1000).count:
             pass
@@ -165,7 +167,7 @@ def test_open_halves_are_counted_again_after_a_restart(tmp_path):
     cfg = BrokerConfig(store=tiny_config(tmp_path / "store"))
     service = BrokerService(boot(cfg))
     try:
-        halves = [_send(service, body, sys_flag=fmt.SYSFLAG_TRANSACTION_PREPARED, TRAN_MSG="true", PGROUP="PG")
+        halves = [_send(service, body, sys_flag=SYSFLAG_TRANSACTION_PREPARED, TRAN_MSG="true", PGROUP="PG")
                   for body in (b"stays open", b"committed")]
         ReputService(cfg.store, service.control).step(1000)
         assert _call(service, _commit(halves[1], b"committed")).code == ResponseCode.SUCCESS

@@ -16,6 +16,7 @@ from rocketbox.cluster.clock import SYSTEM_CLOCK, ManualClock
 from rocketbox.cluster.config import BrokerConfig
 from rocketbox.cluster.protocol import RequestCode, ResponseCode, dlq_topic, pop_retry_topic
 from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.message.properties import PROPERTY_RETRY_TOPIC, PROPERTY_UNIQ_KEY, properties_text
 from rocketbox.cluster.shm.reput import ReputService
 from rocketbox.cluster.shm.testing import tiny_config
 from rocketbox.cluster.wire_format import Command
@@ -59,7 +60,7 @@ class Broker:
             pass
 
     def send(self, body: bytes, queue_id: int = 0, **properties: str) -> None:
-        props = fmt.properties_text([(fmt.PROPERTY_UNIQ_KEY, body.hex()), *properties.items()])
+        props = properties_text([(PROPERTY_UNIQ_KEY, body.hex()), *properties.items()])
         answer = self.call(RequestCode.SEND_MESSAGE, {
             "producerGroup": "PG", "topic": TOPIC, "defaultTopic": "TBW102", "defaultTopicQueueNums": "4",
             "queueId": str(queue_id), "sysFlag": "0", "bornTimestamp": str(self.clock.now_ms()), "flag": "0",
@@ -135,8 +136,8 @@ def test_an_unacked_message_comes_back_with_the_next_attempt_then_goes_to_the_dl
     assert [(b, a) for b, _, a, _ in again] == [(b"kept", 2)]
     record = again[0][3]
     assert record.topic == pop_retry_topic(GROUP, TOPIC)
-    assert record.properties[fmt.PROPERTY_RETRY_TOPIC] == TOPIC
-    assert record.properties[fmt.PROPERTY_UNIQ_KEY] == b"kept".hex()   # the same message id
+    assert record.properties[PROPERTY_RETRY_TOPIC] == TOPIC
+    assert record.properties[PROPERTY_UNIQ_KEY] == b"kept".hex()   # the same message id
     assert broker.ack(popped[b"kept"][0]) == ResponseCode.NO_MESSAGE    # the first delivery's handle is dead
     broker.expire()
     assert broker.pop() == []                        # 2 attempts = retryMaxTimes + 1: dead-lettered

@@ -11,7 +11,7 @@ from rocketbox.cluster.client import broker_api
 from rocketbox.cluster.clock import SYSTEM_CLOCK, ManualClock
 from rocketbox.cluster.config import BrokerConfig
 from rocketbox.cluster.protocol import MessageQueue, RequestCode, ResponseCode
-from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.message.properties import PROPERTY_UNIQ_KEY, properties_text
 from rocketbox.cluster.shm.reput import ReputService
 from rocketbox.cluster.shm.testing import tiny_config
 from rocketbox.cluster.wire_format import Command
@@ -28,7 +28,7 @@ def _call(service: BrokerService, request: Command) -> Command:
 
 
 def _send(service: BrokerService, body: bytes, **properties: str) -> Command:
-    props = fmt.properties_text([(fmt.PROPERTY_UNIQ_KEY, body.hex()), *properties.items()])
+    props = properties_text([(PROPERTY_UNIQ_KEY, body.hex()), *properties.items()])
     request = Command(RequestCode.SEND_MESSAGE, {
         "producerGroup": "PG", "topic": TOPIC, "defaultTopic": "TBW102", "defaultTopicQueueNums": "1",
         "queueId": "0", "sysFlag": "0", "bornTimestamp": str(service.clock.now_ms()), "flag": "0",

@@ -7,6 +7,9 @@ import os
 from rocketbox.cluster.broker.waiters import FlushWaiters
 from rocketbox.cluster.client.allocation import allocate_average
 from rocketbox.cluster.client.message import UniqueIdMaker
+from rocketbox.cluster.message.ids import offset_msg_id, pack_host
+from rocketbox.cluster.message.properties import encode_properties
+from rocketbox.cluster.message.sysflags import SYSFLAG_COMPRESSED
 
 
 def test_average_allocation_covers_every_queue_once():
@@ -61,17 +64,17 @@ def test_received_messages_decode_lazily_but_completely():
 
     def record(phys, body, props, sys_flag=0):
         return fmt.encode(queue_id=2, flag=5, queue_offset=phys // 1000, phys_offset=phys, sys_flag=sys_flag,
-                          born_timestamp_ms=11, born_host=fmt.pack_host("10.0.0.1", 7), store_timestamp_ms=22,
-                          store_host=fmt.pack_host("127.0.0.1", 10811), reconsume_times=3,
+                          born_timestamp_ms=11, born_host=pack_host("10.0.0.1", 7), store_timestamp_ms=22,
+                          store_host=pack_host("127.0.0.1", 10811), reconsume_times=3,
                           prepared_transaction_offset=0, body=body, topic=b"T", properties=props)
-    props = fmt.encode_properties({"UNIQ_KEY": "ABC", "TAGS": "TagA", "KEYS": "k1 k2"})
-    raw = record(0, b"plain", props) + record(1000, _zlib.compress(b"z" * 5000), props, fmt.SYSFLAG_COMPRESSED)
+    props = encode_properties({"UNIQ_KEY": "ABC", "TAGS": "TagA", "KEYS": "k1 k2"})
+    raw = record(0, b"plain", props) + record(1000, _zlib.compress(b"z" * 5000), props, SYSFLAG_COMPRESSED)
     first, second = decode_messages(raw, "broker-a")
     assert (first.topic, first.body, first.queue_id, first.phys_offset, first.store_timestamp_ms) == \
         ("T", b"plain", 2, 0, 22)
     assert (first.msg_id, first.tags, first.keys, first.flag, first.born_timestamp_ms, first.reconsume_times) == \
         ("ABC", "TagA", ["k1", "k2"], 5, 11, 3)
-    assert first.offset_msg_id == fmt.offset_msg_id(fmt.pack_host("127.0.0.1", 10811), 0)
+    assert first.offset_msg_id == offset_msg_id(pack_host("127.0.0.1", 10811), 0)
     assert second.body == b"z" * 5000 and second.broker_name == "broker-a"
     import pytest
     with pytest.raises(ValueError):
@@ -81,7 +84,7 @@ def test_received_messages_decode_lazily_but_completely():
 def test_a_body_flagged_compressed_that_does_not_inflate_is_delivered_as_stored():
     from rocketbox.cluster.client.message import decode_messages
     from rocketbox.cluster.shm import commitlog_format as fmt
-    raw = fmt.encode(queue_id=0, flag=0, queue_offset=0, phys_offset=0, sys_flag=fmt.SYSFLAG_COMPRESSED,
+    raw = fmt.encode(queue_id=0, flag=0, queue_offset=0, phys_offset=0, sys_flag=SYSFLAG_COMPRESSED,
                      born_timestamp_ms=1, born_host=bytes(8), store_timestamp_ms=2, store_host=bytes(8),
                      reconsume_times=0, prepared_transaction_offset=0, body=b"not zlib", topic=b"T",
                      properties=b"")

@@ -7,10 +7,13 @@ from hypothesis import given, settings, strategies as st
 
 from rocketbox.cluster import _native
 from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.message.ids import offset_msg_id, pack_host
+from rocketbox.cluster.message.properties import encode_properties
+from rocketbox.cluster.message.sysflags import SYSFLAG_TRANSACTION_PREPARED
 from rocketbox.cluster.shm.store import MessageToStore
 
-HOST = fmt.pack_host("10.0.0.1", 10911)
-BORN = fmt.pack_host("192.168.1.2", 5555)
+HOST = pack_host("10.0.0.1", 10911)
+BORN = pack_host("192.168.1.2", 5555)
 
 int32 = st.integers(-2**31, 2**31 - 1)
 int64 = st.integers(-2**63, 2**63 - 1)
@@ -29,7 +32,7 @@ def sample(**over):
                   born_timestamp_ms=1_700_000_000_000, born_host=BORN,
                   store_timestamp_ms=1_700_000_000_123, store_host=HOST, reconsume_times=1,
                   prepared_transaction_offset=0, body=b"hello body", topic=b"TopicA",
-                  properties=fmt.encode_properties({"TAGS": "A", "KEYS": "k1 k2"}))
+                  properties=encode_properties({"TAGS": "A", "KEYS": "k1 k2"}))
     fields.update(over)
     return fields
 
@@ -131,7 +134,7 @@ def test_encode_batch_equals_record_by_record(items):
 
 def test_encode_batch_half_messages_take_no_queue_offset():
     normal = MessageToStore(b"a", 0, b"", 0, 1, BORN)
-    prepared = normal._replace(sys_flag=fmt.SYSFLAG_TRANSACTION_PREPARED)
+    prepared = normal._replace(sys_flag=SYSFLAG_TRANSACTION_PREPARED)
     msgs = [normal, prepared, normal]
     sizes = fmt.batch_record_sizes(1, msgs)
     data, next_offset = fmt.encode_batch(msgs, sizes, topic=b"T", queue_id=0, queue_offset_first=5,
@@ -141,24 +144,13 @@ def test_encode_batch_half_messages_take_no_queue_offset():
     assert [r.queue_offset for r in recs] == [5, 0, 6]
 
 
-def test_properties_text_and_field_readers_are_the_records():
-    """Golden: the properties string, the marks the broker searches it for, and the readers of
-    TOTALSIZE and PHYSICALOFFSET used outside the decoder."""
-    assert fmt.properties_text([("TAGS", "A"), ("KEYS", "k1 k2")]) == "TAGS\x01A\x02KEYS\x01k1 k2\x02"
-    assert fmt.encode_properties({"TAGS": "d"}) == b"TAGS\x01d\x02"
-    assert fmt.property_mark("DELAY") == "DELAY\x01"
-    assert fmt.property_mark("TRAN_MSG", "true") == "TRAN_MSG\x01true\x02"
+def test_field_readers_are_the_records():
+    """Golden: the readers of TOTALSIZE and PHYSICALOFFSET used outside the decoder, and the offset
+    message id of a record."""
     raw = fmt.encode(**sample())
     assert fmt.total_size_at(raw, 0) == len(raw)
     assert fmt.phys_offset_at(raw) == 1000
-    assert fmt.offset_msg_id(HOST, 1000) == HOST.hex().upper() + "00000000000003E8"
-
-
-def test_unique_id_golden_layout():
-    prefix = fmt.unique_id_prefix(bytes([127, 0, 0, 1]), 0x12345, bytes([0xAB, 0xCD, 0xEF, 0x01]))
-    assert prefix == "7F000001" "2345" "ABCDEF01"                # pid keeps its low 16 bits
-    assert fmt.unique_id(prefix, 0x2A) == "7F0000012345ABCDEF01" "00000000002A"
-    assert len(fmt.unique_id(prefix, 2**48 - 1)) == 32
+    assert offset_msg_id(HOST, 1000) == HOST.hex().upper() + "00000000000003E8"
 
 
 # ---- the whole-record CRC property (RocketMQ's enabledAppendPropCRC) ----

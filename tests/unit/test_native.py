@@ -15,11 +15,14 @@ from hypothesis import strategies as st
 
 from rocketbox.cluster import _native
 from rocketbox.cluster.shm import batch_format as bf
+from rocketbox.cluster.message.ids import offset_msg_id, pack_host
+from rocketbox.cluster.message.sysflags import (SYSFLAG_TRANSACTION_MASK, SYSFLAG_TRANSACTION_PREPARED,
+                                                SYSFLAG_TRANSACTION_ROLLBACK)
 from rocketbox.cluster.shm import commitlog_format as clf
 from rocketbox.cluster.shm.store import MessageToStore as Single
 
-HOST_A = clf.pack_host("10.0.0.1", 10911)
-HOST_B = clf.pack_host("192.168.1.20", 40000)
+HOST_A = pack_host("10.0.0.1", 10911)
+HOST_B = pack_host("192.168.1.20", 40000)
 PAGE = mmap.PAGESIZE
 
 int32 = st.integers(-2**31, 2**31 - 1)
@@ -179,7 +182,7 @@ def test_every_truncation_and_corruption_of_a_batch_agrees_with_python():
 single_fields = st.fixed_dictionaries({
     "topic": st.binary(max_size=127), "queue_id": int32, "queue_offset": st.integers(0, 2**62),
     "phys_offset": st.integers(0, 2**62), "flag": int32, "reconsume_times": st.integers(0, 2**31 - 1),
-    "sys_flag": int32.filter(lambda f: f & clf.SYSFLAG_TRANSACTION_MASK not in (4, 12)),
+    "sys_flag": int32.filter(lambda f: f & SYSFLAG_TRANSACTION_MASK not in (4, 12)),
     "born_timestamp_ms": int64, "born_host": st.binary(min_size=8, max_size=8),
     "store_timestamp_ms": int64, "store_host": st.binary(min_size=8, max_size=8),
 })
@@ -234,7 +237,7 @@ def test_encode_record_refuses_before_writing_a_byte():
         call_encode_record(dst, 0, size + 1, b"body", b"K\x01v\x02", f, True)
     with pytest.raises(bf.MalformedBatch):                     # a NUL in the properties
         call_encode_record(dst, 0, size, b"body", b"K\x01\x00\x02", f, True)
-    for hidden in (clf.SYSFLAG_TRANSACTION_PREPARED, clf.SYSFLAG_TRANSACTION_ROLLBACK):
+    for hidden in (SYSFLAG_TRANSACTION_PREPARED, SYSFLAG_TRANSACTION_ROLLBACK):
         with pytest.raises(ValueError, match="invalid argument"):   # such a record takes no queue offset
             call_encode_record(dst, 0, size, b"body", b"K\x01v\x02", dict(f, sys_flag=hidden), True)
     with pytest.raises(ValueError):
@@ -536,11 +539,10 @@ def test_missing_extension_says_how_to_fix_it():
 def test_offset_msg_ids_match_the_format_module():
     from array import array
 
-    from rocketbox.cluster.shm import commitlog_format as fmt
-    host = fmt.pack_host("10.1.2.3", 10811)
+    host = pack_host("10.1.2.3", 10811)
     ends = array("q", [500 + 120, 500 + 250, 500 + 1000])
     text = _native.offset_msg_ids(host, 7_000_000_000, ends, 500)
-    expected = [fmt.offset_msg_id(host, p) for p in (7_000_000_000, 7_000_000_120, 7_000_000_250)]
+    expected = [offset_msg_id(host, p) for p in (7_000_000_000, 7_000_000_120, 7_000_000_250)]
     assert text.split(",") == expected
     assert _native.offset_msg_ids(host, 0, array("q"), 0) == ""
 

@@ -12,7 +12,10 @@ import pytest
 
 from rocketbox.cluster import _native as native
 from rocketbox.cluster.shm import commitlog_format as fmt
-from rocketbox.cluster.shm.consumequeue_format import java_string_hash, tag_hash_code
+from rocketbox.cluster.message.properties import encode_properties
+from rocketbox.cluster.message.sysflags import (SYSFLAG_MULTI_TAGS, SYSFLAG_TRANSACTION_COMMIT,
+                                                SYSFLAG_TRANSACTION_PREPARED, SYSFLAG_TRANSACTION_ROLLBACK)
+from rocketbox.cluster.message.tags import java_string_hash, tag_hash_code
 from rocketbox.cluster.shm.control import ControlBlock
 from rocketbox.cluster.shm.indexfile_format import key_hash
 from rocketbox.cluster.shm.reput import Dispatcher, ReputService
@@ -37,8 +40,8 @@ def _messages(rng: random.Random, n: int) -> list[MessageToStore]:
     out = []
     for i in range(n):
         kind = rng.randrange(16)
-        sys_flag = rng.choice([0, 0, 0, 0, fmt.SYSFLAG_TRANSACTION_PREPARED, fmt.SYSFLAG_TRANSACTION_COMMIT,
-                               fmt.SYSFLAG_TRANSACTION_ROLLBACK, fmt.SYSFLAG_MULTI_TAGS])
+        sys_flag = rng.choice([0, 0, 0, 0, SYSFLAG_TRANSACTION_PREPARED, SYSFLAG_TRANSACTION_COMMIT,
+                               SYSFLAG_TRANSACTION_ROLLBACK, SYSFLAG_MULTI_TAGS])
         body = bytes([65 + i % 26]) * rng.randrange(1, 300)
         uniq = f"7F000001ABCD{i:020X}"
         if kind == 0:
@@ -184,15 +187,15 @@ def _encoded(records) -> bytes:
 
 
 def test_extract_columns_and_runs():
-    props = fmt.encode_properties({"TAGS": "A", "UNIQ_KEY": "u", "KEYS": "k1  k2"})
+    props = encode_properties({"TAGS": "A", "UNIQ_KEY": "u", "KEYS": "k1  k2"})
     buf = _encoded([
         (b"T", props, 0, 0, 0), (b"T", props, 0, 0, 1),                 # one run
-        (b"T", props, fmt.SYSFLAG_TRANSACTION_PREPARED, 0, 0),           # no CQ entry
+        (b"T", props, SYSFLAG_TRANSACTION_PREPARED, 0, 0),           # no CQ entry
         (b"T", props, 0, 0, 2), (b"T", props, 0, 1, 0),                  # the run goes on; another queue
         (b"U", props, 0, 1, 1),                                          # another topic: new run
         (b"U", props, 0, 1, 3),                                          # offset gap: new run
         (b"U", b"TAGS\x01\xff\x02", 0, 1, 4),                            # Python's row
-        (b"U", props, fmt.SYSFLAG_TRANSACTION_ROLLBACK, 1, 0),           # nothing at all
+        (b"U", props, SYSFLAG_TRANSACTION_ROLLBACK, 1, 0),           # nothing at all
     ])
     batch = native.DispatchBatch(16)
     n, next_pos, stop = batch.scan(buf, 0, len(buf))
@@ -226,7 +229,7 @@ def test_key_hash_of_min_int_is_zero():
         if 0x100 <= last < 0xD800:
             uniq = "".join(map(chr, chars + [last]))
     assert java_string_hash("p#" + uniq) == -(1 << 31) and key_hash("p#" + uniq) == 0
-    buf = _encoded([(b"p", fmt.encode_properties({"UNIQ_KEY": uniq}), 0, 0, 0)])
+    buf = _encoded([(b"p", encode_properties({"UNIQ_KEY": uniq}), 0, 0, 0)])
     batch = native.DispatchBatch(4)
     batch.scan(buf, 0, len(buf))
     batch.extract(buf)
@@ -236,7 +239,7 @@ def test_key_hash_of_min_int_is_zero():
 def test_runs_follow_each_queue_through_interleaved_rows():
     """A producer round-robins over queues: each queue's rows are one run wherever they lie, and
     its entries are written along it; a Python row ends the runs open before it."""
-    props = fmt.encode_properties({"TAGS": "A"})
+    props = encode_properties({"TAGS": "A"})
     records = [(b"T", props, 0, i % 3, i // 3) for i in range(9)]       # q0 q1 q2 q0 q1 q2 ...
     records.append((b"T", b"TAGS\x01\xff\x02", 0, 0, 3))               # Python's row for q0
     records.append((b"T", props, 0, 0, 4))                              # q0 again: a new run

@@ -3,7 +3,11 @@ the helper uses (cluster/_native/helper.h) must equal the Python constant of the
 so a change on one side alone fails here instead of corrupting records."""
 
 from rocketbox.cluster._native import _rocketbox_native
-from rocketbox.cluster.shm import batch_format, commitlog_format as clf, consumequeue_format as cqf, indexfile_format as ixf
+from rocketbox.cluster.shm import (batch_format, commitlog_format as clf, consumequeue_format as cqf,
+                                   indexfile_format as ixf)
+from rocketbox.cluster.message.properties import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
+from rocketbox.cluster.message.sysflags import (SYSFLAG_TRANSACTION_MASK, SYSFLAG_TRANSACTION_PREPARED,
+                                                SYSFLAG_TRANSACTION_ROLLBACK)
 from rocketbox.cluster.shm.indexfile import LOOKUP_CHAIN_STEPS_MAX
 
 lib = _rocketbox_native.lib
@@ -40,10 +44,10 @@ def test_record_layout():
 
 
 def test_record_codes():
-    assert chr(lib.PROPERTY_NAME_VALUE_SEPARATOR) == clf.NAME_VALUE_SEPARATOR
-    assert chr(lib.PROPERTY_SEPARATOR) == clf.PROPERTY_SEPARATOR
+    assert chr(lib.PROPERTY_NAME_VALUE_SEPARATOR) == NAME_VALUE_SEPARATOR
+    assert chr(lib.PROPERTY_SEPARATOR) == PROPERTY_SEPARATOR
     assert (lib.SYSFLAG_TRANSACTION_PREPARED, lib.SYSFLAG_TRANSACTION_ROLLBACK, lib.SYSFLAG_TRANSACTION_MASK) == (
-        clf.SYSFLAG_TRANSACTION_PREPARED, clf.SYSFLAG_TRANSACTION_ROLLBACK, clf.SYSFLAG_TRANSACTION_MASK)
+        SYSFLAG_TRANSACTION_PREPARED, SYSFLAG_TRANSACTION_ROLLBACK, SYSFLAG_TRANSACTION_MASK)
 
 
 def test_batch_item_layout():

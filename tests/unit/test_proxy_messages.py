@@ -16,6 +16,9 @@ from rocketbox.cluster.proxy.settings import ProxySettings
 from rocketbox.cluster.proxy.status import ProxyError, code_of_broker
 from rocketbox.cluster.proxy.transactions import parse_transaction_id, transaction_id
 from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.message.ids import pack_host
+from rocketbox.cluster.message.properties import decode_properties, encode_properties
+from rocketbox.cluster.message.sysflags import SYSFLAG_COMPRESSED, SYSFLAG_TRANSACTION_PREPARED
 
 SETTINGS = ProxySettings(namesrv_endpoints=("tcp://127.0.0.1:1",), max_body_size=1024)
 NOW_MS = 1_700_000_000_000
@@ -47,8 +50,8 @@ def test_a_trace_context_with_control_characters_is_not_stored():
     "x\x02DELAY\x013" made a NORMAL message a delayed one past the topic's type check."""
     out = messages.outgoing(grpc_message(trace_context="x\x02DELAY\x013"), SETTINGS, NOW_MS)
     assert "TRACE_CONTEXT" not in out.properties
-    assert fmt.decode_properties(out.properties_text.encode()) == out.properties
-    assert "DELAY" not in fmt.decode_properties(out.properties_text.encode()) and out.type_name == "NORMAL"
+    assert decode_properties(out.properties_text.encode()) == out.properties
+    assert "DELAY" not in decode_properties(out.properties_text.encode()) and out.type_name == "NORMAL"
 
 
 def test_delay_and_transaction_properties_and_gzip_bodies():
@@ -56,7 +59,7 @@ def test_delay_and_transaction_properties_and_gzip_bodies():
     out = messages.outgoing(delayed, SETTINGS, NOW_MS)
     assert out.properties["TIMER_DELIVER_MS"] == str(NOW_MS + 5000) and out.type_name == "DELAY"
     half = messages.outgoing(grpc_message(message_type=pb.TRANSACTION), SETTINGS, NOW_MS)
-    assert half.properties["TRAN_MSG"] == "true" and half.sys_flag & fmt.SYSFLAG_TRANSACTION_PREPARED
+    assert half.properties["TRAN_MSG"] == "true" and half.sys_flag & SYSFLAG_TRANSACTION_PREPARED
     gzipped = zlib.compressobj(wbits=31)
     body = gzipped.compress(b"inflated") + gzipped.flush()
     assert messages.outgoing(grpc_message(body=body, body_encoding=pb.GZIP), SETTINGS, NOW_MS).body == b"inflated"
@@ -84,10 +87,10 @@ def test_refusals_carry_apaches_codes():
 
 def stored(properties: dict, body: bytes = b"stored body", topic: str = "T", sys_flag: int = 0) -> fmt.Record:
     raw = fmt.encode(queue_id=2, flag=0, queue_offset=7, phys_offset=1234, sys_flag=sys_flag,
-                     born_timestamp_ms=NOW_MS, born_host=fmt.pack_host("10.0.0.2", 40000),
-                     store_timestamp_ms=NOW_MS + 3, store_host=fmt.pack_host("127.0.0.1", 10911), reconsume_times=1,
+                     born_timestamp_ms=NOW_MS, born_host=pack_host("10.0.0.2", 40000),
+                     store_timestamp_ms=NOW_MS + 3, store_host=pack_host("127.0.0.1", 10911), reconsume_times=1,
                      prepared_transaction_offset=0, body=body, topic=topic.encode(),
-                     properties=fmt.encode_properties(properties))
+                     properties=encode_properties(properties))
     return messages.records(raw)[0]
 
 
@@ -111,10 +114,10 @@ def test_the_whole_record_crc_property_is_no_grpc_user_property():
     """RocketMQ's proxy leaves system properties, __CRC32# among them, out of user_properties and
     refuses them from producers (GrpcConverter.buildUserAttributes, MessageConst.STRING_HASH_SET)."""
     raw = fmt.encode(queue_id=2, flag=0, queue_offset=7, phys_offset=1234, sys_flag=0, born_timestamp_ms=NOW_MS,
-                     born_host=fmt.pack_host("10.0.0.2", 40000), store_timestamp_ms=NOW_MS + 3,
-                     store_host=fmt.pack_host("127.0.0.1", 10911), reconsume_times=0, prepared_transaction_offset=0,
+                     born_host=pack_host("10.0.0.2", 40000), store_timestamp_ms=NOW_MS + 3,
+                     store_host=pack_host("127.0.0.1", 10911), reconsume_times=0, prepared_transaction_offset=0,
                      body=b"sealed", topic=b"T", record_crc=True,
-                     properties=fmt.stored_properties(fmt.encode_properties({"UNIQ_KEY": "ID3", "color": "red"}), True))
+                     properties=fmt.stored_properties(encode_properties({"UNIQ_KEY": "ID3", "color": "red"}), True))
     record = messages.records(raw)[0]
     assert "__CRC32#" in record.properties
     assert dict(messages.incoming(record).user_properties) == {"color": "red"}
@@ -127,13 +130,13 @@ def test_a_record_at_the_last_reconsume_time_is_still_a_message():
     """Found by tests/fuzz: RECONSUMETIMES 2**31 - 1 made delivery_attempt overflow int32 (ValueError)."""
     record = fmt.decode_at(fmt.encode(
         queue_id=0, flag=0, queue_offset=0, phys_offset=0, sys_flag=0, born_timestamp_ms=NOW_MS,
-        born_host=fmt.pack_host("10.0.0.2", 1), store_timestamp_ms=NOW_MS, store_host=fmt.pack_host("10.0.0.1", 2),
+        born_host=pack_host("10.0.0.2", 1), store_timestamp_ms=NOW_MS, store_host=pack_host("10.0.0.1", 2),
         reconsume_times=(1 << 31) - 1, prepared_transaction_offset=0, body=b"b", topic=b"T", properties=b""), 0)
     assert messages.incoming(record).system_properties.delivery_attempt == (1 << 31) - 1
 
 
 def test_a_remoting_producers_compressed_body_is_inflated_for_grpc_readers():
-    record = stored({"UNIQ_KEY": "ID2"}, body=zlib.compress(b"x" * 5000), sys_flag=fmt.SYSFLAG_COMPRESSED)
+    record = stored({"UNIQ_KEY": "ID2"}, body=zlib.compress(b"x" * 5000), sys_flag=SYSFLAG_COMPRESSED)
     message = messages.incoming(record)
     assert message.body == b"x" * 5000 and message.system_properties.body_encoding == pb.IDENTITY
 

@@ -3,6 +3,7 @@ the same records, offsets and next offsets the ConsumeQueue gives once dispatche
 
 from rocketbox.cluster.config import SYNC_FLUSH
 from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.message.ids import pack_host
 from rocketbox.cluster.shm import batch_format
 from rocketbox.cluster.shm.recent_writes import RUNS_PER_QUEUE_MAX, RecentWrites
 from rocketbox.cluster.shm.store import GetMessageStatus as G
@@ -64,7 +65,7 @@ def test_counts_bytes_and_tag_filters_are_kept(h):
 
 def test_batch_bodies_are_served_from_the_c_encoders_record_ends(h):
     body = batch_format.encode_items((0, b"x%d" % i, b"") for i in range(40))
-    result = h.store.put_batch_body("T", 0, body, sys_flag=0, born_timestamp_ms=1, born_host=fmt.pack_host("127.0.0.1", 1))
+    result = h.store.put_batch_body("T", 0, body, sys_flag=0, born_timestamp_ms=1, born_host=pack_host("127.0.0.1", 1))
     assert result.count == 40
     r = _get(h, 5, count=32)
     assert (r.message_count, r.next_begin_offset) == (32, 37)

@@ -4,10 +4,11 @@ import errno
 import os
 
 from rocketbox.cluster.shm import checkpoint
+from rocketbox.cluster.message.properties import encode_properties
 from rocketbox.cluster.shm import commitlog_format as fmt
 from rocketbox.cluster.shm import mapped_file
 from rocketbox.cluster.shm.allocate import AllocateService
-from rocketbox.cluster.shm.consumequeue_format import tag_hash_code
+from rocketbox.cluster.message.tags import tag_hash_code
 from rocketbox.cluster.shm.testing import Harness, message, tiny_config
 
 SEG = 64 * 1024
@@ -45,7 +46,7 @@ def test_reput_report_tags_and_blanks(tmp_path):
     cq = h.reput.cqs.get("T", 1)
     phys, size, tag = cq.get(2)
     assert tag == tag_hash_code("TagA") and size == fmt.record_size(len(big), 1, len(
-        fmt.stored_properties(fmt.encode_properties({"TAGS": "TagA"}), record_crc=True)))
+        fmt.stored_properties(encode_properties({"TAGS": "TagA"}), record_crc=True)))
     assert phys > SEG  # the sixth record went to the second segment
     h.close()
 

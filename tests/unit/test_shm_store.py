@@ -5,8 +5,11 @@ import errno
 import pytest
 
 from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.message.ids import offset_msg_id
+from rocketbox.cluster.message.properties import PROPERTY_CRC32, encode_properties
+from rocketbox.cluster.message.sysflags import SYSFLAG_TRANSACTION_PREPARED
 from rocketbox.cluster.shm import mapped_file
-from rocketbox.cluster.shm.consumequeue_format import tag_hash_code
+from rocketbox.cluster.message.tags import tag_hash_code
 from rocketbox.cluster.shm.store import GetMessageStatus as G, MessageStore, PutMessageStatus as P
 from rocketbox.cluster.shm.testing import STORE_HOST, Harness, message, tiny_config
 
@@ -27,7 +30,7 @@ def test_put_assigns_offsets_and_ids(h):
     assert r.status is P.PUT_OK and r.count == 3 and r.queue_offset == 0 and r.phys_offset == 0
     sizes = [fmt.record_size(n, 1, fmt.RECORD_CRC_SIZE) for n in (1, 2, 3)]   # each sealed
     assert r.end_phys_offset == sum(sizes) == h.control.write_pos
-    assert r.msg_ids == [fmt.offset_msg_id(STORE_HOST, p) for p in (0, sizes[0], sizes[0] + sizes[1])]
+    assert r.msg_ids == [offset_msg_id(STORE_HOST, p) for p in (0, sizes[0], sizes[0] + sizes[1])]
     r2 = h.store.put_messages("T", 1, [message(b"d")])
     assert r2.queue_offset == 3 and r2.phys_offset == r.end_phys_offset
     rec = h.store.read_record(r2.phys_offset)
@@ -115,7 +118,7 @@ def test_batches_never_span_segments(h):
 
 
 def test_half_messages_stay_invisible(h):
-    prepared = message(b"half", sys_flag=fmt.SYSFLAG_TRANSACTION_PREPARED, uniq="H1")
+    prepared = message(b"half", sys_flag=SYSFLAG_TRANSACTION_PREPARED, uniq="H1")
     r = h.store.put_messages("T", 0, [message(b"a"), prepared, message(b"b")])
     assert r.status is P.PUT_OK and h.store.queue_next_offset("T", 0) == 2
     h.dispatch_all()
@@ -174,7 +177,7 @@ def test_disk_full_then_resumes(h, monkeypatch):
 
 def test_put_batch_body_matches_put_messages(h):
     from rocketbox.cluster.shm import batch_format
-    items = [(i, b"body-%d" % i, fmt.encode_properties({"KEYS": f"k{i}"})) for i in range(5)]
+    items = [(i, b"body-%d" % i, encode_properties({"KEYS": f"k{i}"})) for i in range(5)]
     r = h.store.put_batch_body("T", 2, batch_format.encode_items(items), sys_flag=0,
                                born_timestamp_ms=7, born_host=STORE_HOST)
     assert r.status is P.PUT_OK and r.count == 5 and r.queue_offset == 0
@@ -183,7 +186,7 @@ def test_put_batch_body_matches_put_messages(h):
     assert [(x.flag, x.body, fmt.without_record_crc(x.properties_raw)) for x in recs] == items
     assert all(fmt.stored_record_crc(x.properties_raw) is not None for x in recs)
     assert [x.queue_offset for x in recs] == list(range(5))
-    assert r.msg_ids == [fmt.offset_msg_id(STORE_HOST, x.phys_offset) for x in recs]
+    assert r.msg_ids == [offset_msg_id(STORE_HOST, x.phys_offset) for x in recs]
     assert h.store.put_batch_body("T", 2, b"\x00\x01", sys_flag=0, born_timestamp_ms=7,
                                   born_host=STORE_HOST).status is P.MESSAGE_ILLEGAL
 
@@ -236,9 +239,9 @@ def test_put_message_writes_what_put_messages_writes(tmp_path, monkeypatch, reco
         for i in range(700):   # ~90 KiB: more than one 64 KiB segment
             kind = i % 7
             if kind == 3:
-                m = message(b"half-%d" % i, sys_flag=fmt.SYSFLAG_TRANSACTION_PREPARED)
+                m = message(b"half-%d" % i, sys_flag=SYSFLAG_TRANSACTION_PREPARED)
             elif kind == 5:
-                m = message(b"own-crc-%d" % i, **{fmt.PROPERTY_CRC32: "0000000001"})
+                m = message(b"own-crc-%d" % i, **{PROPERTY_CRC32: "0000000001"})
             else:
                 m = message(b"b" * (i % 97), keys=f"k{i}", flag=i - 300)._replace(reconsume_times=i % 3)
             messages.append((f"T{i % 3}", i % 4, m))
