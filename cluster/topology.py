@@ -34,8 +34,8 @@ from rocketbox.cluster.metrics.settings import BrokerTarget, ExporterSettings
 from rocketbox.cluster.proxy.settings import ProxySettings
 from rocketbox.cluster.console.settings import ConsoleSettings, loopback_problem
 from rocketbox.cluster.file_modes import exposure
-from rocketbox.cluster.procs.child_table import ChildSpec
-from rocketbox.cluster.procs.run_state import STATE_FILE_NAME
+from rocketbox.cluster.supervision.child_table import ChildSpec
+from rocketbox.cluster.supervision.run_state import STATE_FILE_NAME
 from rocketbox.cluster.shm import commitlog_format
 from rocketbox.cluster.shm.control_format import heartbeat_offset
 from rocketbox.cluster.shm.paths import control_path

@@ -27,7 +27,7 @@ import pytest
 
 from rocketbox.cluster.shm import commitlog_format as fmt
 from rocketbox.cluster.shm import power_cut
-from rocketbox.cluster.shm.testing import Harness
+from tests.store_harness import Harness
 from tests.fault.power_writer import QUEUES, TOPIC, writer_config
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -24,7 +24,7 @@ from rocketbox.cluster.namesrv import NamesrvService
 from rocketbox.cluster.protocol import RequestCode, ResponseCode
 from rocketbox.cluster.shm import commitlog_format as fmt
 from rocketbox.cluster.shm.reput import ReputService
-from rocketbox.cluster.shm.testing import tiny_config
+from tests.store_harness import tiny_config
 from rocketbox.cluster.wire_format import Command, encode_header
 from tests.fuzz.budget import run_hypothesis
 from tests.fuzz import request_strategies

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from rocketbox.cluster.shm import commitlog_format as fmt
 from rocketbox.cluster.shm.paths import checkpoint_path
-from rocketbox.cluster.shm.testing import Harness, message, tiny_config
+from tests.store_harness import Harness, message, tiny_config
 from tests.fuzz.budget import run_hypothesis
 
 TOPICS = ("A", "B")

@@ -20,7 +20,7 @@ from rocketbox.cluster.shm import commitlog_format as fmt
 from rocketbox.cluster.shm.control import ControlBlock
 from rocketbox.cluster.shm.reput import Dispatcher, ReputService
 from rocketbox.cluster.shm.store import MessageStore, MessageToStore
-from rocketbox.cluster.shm.testing import BORN_HOST, STORE_HOST, tiny_config
+from tests.store_harness import BORN_HOST, STORE_HOST, tiny_config
 from tests.fuzz.budget import run_hypothesis
 from tests.fuzz.strategies import damaged
 

@@ -20,7 +20,7 @@ import textwrap
 import pytest
 
 from rocketbox.cluster import Admin, Message, Producer, PullConsumer
-from rocketbox.cluster.procs.run_state import read_state_file
+from rocketbox.cluster.supervision.run_state import read_state_file
 from rocketbox.cluster.testing import SMALL_STORE, read_topic, wait_until
 from rocketbox.cluster.topology import free_ports
 

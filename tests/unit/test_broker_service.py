@@ -13,7 +13,7 @@ from rocketbox.cluster.config import BrokerConfig
 from rocketbox.cluster.protocol import MessageQueue, RequestCode, ResponseCode
 from rocketbox.cluster.shm import commitlog_format as fmt
 from rocketbox.cluster.shm.reput import ReputService
-from rocketbox.cluster.shm.testing import tiny_config
+from tests.store_harness import tiny_config
 from rocketbox.cluster.wire_format import Command
 
 TOPIC = "InProcess"

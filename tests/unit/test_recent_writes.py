@@ -6,7 +6,7 @@ from rocketbox.cluster.shm import commitlog_format as fmt
 from rocketbox.cluster.shm import batch_format
 from rocketbox.cluster.shm.recent_writes import RUNS_PER_QUEUE_MAX, RecentWrites
 from rocketbox.cluster.shm.store import GetMessageStatus as G
-from rocketbox.cluster.shm.testing import Harness, message, tiny_config
+from tests.store_harness import Harness, message, tiny_config
 
 import pytest
 

@@ -7,7 +7,7 @@ from rocketbox.cluster.shm import commitlog as commitlog_module
 from rocketbox.cluster.shm import commitlog_format as fmt
 from rocketbox.cluster.shm import mapped_file
 from rocketbox.cluster.shm.commitlog import AppendStatus, CommitLog
-from rocketbox.cluster.shm.testing import STORE_HOST, tiny_config
+from tests.store_harness import STORE_HOST, tiny_config
 from tests.conftest import mapping_vm_flags
 
 SEG = 64 * 1024

@@ -8,7 +8,7 @@ from rocketbox.cluster.shm import commitlog_format as fmt
 from rocketbox.cluster.shm import mapped_file
 from rocketbox.cluster.shm.consumequeue_format import tag_hash_code
 from rocketbox.cluster.shm.store import GetMessageStatus as G, MessageStore, PutMessageStatus as P
-from rocketbox.cluster.shm.testing import STORE_HOST, Harness, message, tiny_config
+from tests.store_harness import STORE_HOST, Harness, message, tiny_config
 
 
 @pytest.fixture
