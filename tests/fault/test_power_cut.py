@@ -1,4 +1,4 @@
-"""Power cuts against a broker store (issue 15 item 1): SIGKILL cannot lose the page cache, so these
+"""Power cuts against a broker store: SIGKILL cannot lose the page cache, so these
 tests keep a durable image of every completed sync (``cluster/shm/power_cut.py``), freeze the
 writer at a random moment (SIGSTOP, then SIGKILL), rewrite its files as a disk would hold them
 after the power went out (unsynced pages old, new or garbage; names never synced gone), recover,
