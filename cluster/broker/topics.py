@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
 
+from rocketbox.cluster.json_files import read_json, write_json
 from rocketbox.cluster.protocol import AUTO_CREATE_TOPIC_KEY, PERM_READ_WRITE
 from rocketbox.cluster.shm import paths
-from rocketbox.cluster.json_files import read_json, write_json
 from rocketbox.cluster.topic_attributes import declared_message_type
 
 

@@ -15,8 +15,8 @@ from typing import Iterable
 from rocketbox.cluster.file_modes import make_private, private_dir
 from rocketbox.cluster.supervision.arbiter import Supervisor, log_default
 from rocketbox.cluster.supervision.child_table import load_specs
-from rocketbox.cluster.supervision.lifecycle import EXIT_BOOT_ERROR, EXIT_OK
 from rocketbox.cluster.supervision.errors import StopRequested, SupervisorError
+from rocketbox.cluster.supervision.lifecycle import EXIT_BOOT_ERROR, EXIT_OK
 from rocketbox.cluster.supervision.titles import set_title, supervisor_title
 
 

@@ -27,8 +27,8 @@ import pytest
 
 from rocketbox.cluster.shm import commitlog_format as fmt
 from rocketbox.cluster.shm import power_cut
-from tests.store_harness import Harness
 from tests.fault.power_writer import QUEUES, TOPIC, writer_config
+from tests.store_harness import Harness
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CUTS_PER_MODE = int(os.environ.get("POWER_CUTS", "100"))

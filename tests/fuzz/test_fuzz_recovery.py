@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 from rocketbox.cluster.shm import commitlog_format as fmt
 from rocketbox.cluster.shm.paths import checkpoint_path
-from tests.store_harness import Harness, message, tiny_config
 from tests.fuzz.budget import run_hypothesis
+from tests.store_harness import Harness, message, tiny_config
 
 TOPICS = ("A", "B")
 _batches = st.lists(st.tuples(st.sampled_from(TOPICS), st.integers(0, 2),

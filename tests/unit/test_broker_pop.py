@@ -17,8 +17,8 @@ from rocketbox.cluster.config import BrokerConfig
 from rocketbox.cluster.protocol import RequestCode, ResponseCode, dlq_topic, pop_retry_topic
 from rocketbox.cluster.shm import commitlog_format as fmt
 from rocketbox.cluster.shm.reput import ReputService
-from tests.store_harness import tiny_config
 from rocketbox.cluster.wire_format import Command
+from tests.store_harness import tiny_config
 
 pytestmark = pytest.mark.timeout(60)
 

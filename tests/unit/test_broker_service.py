@@ -13,8 +13,8 @@ from rocketbox.cluster.config import BrokerConfig
 from rocketbox.cluster.protocol import MessageQueue, RequestCode, ResponseCode
 from rocketbox.cluster.shm import commitlog_format as fmt
 from rocketbox.cluster.shm.reput import ReputService
-from tests.store_harness import tiny_config
 from rocketbox.cluster.wire_format import Command
+from tests.store_harness import tiny_config
 
 TOPIC = "InProcess"
 

@@ -20,13 +20,13 @@ import psutil
 import pytest
 
 from rocketbox.cluster.supervision import lifecycle
-from rocketbox.cluster.supervision.lifecycle import EXIT_BOOT_ERROR, EXIT_OK
 from rocketbox.cluster.supervision.arbiter import Supervisor
 from rocketbox.cluster.supervision.child_table import ChildSpec, validate_table
 from rocketbox.cluster.supervision.children import ChildState, describe_exit
 from rocketbox.cluster.supervision.detach import spawn_detached
-from rocketbox.cluster.supervision.run_state import STATE_FILE_NAME, read_state_file
 from rocketbox.cluster.supervision.errors import BootError, SupervisorError
+from rocketbox.cluster.supervision.lifecycle import EXIT_BOOT_ERROR, EXIT_OK
+from rocketbox.cluster.supervision.run_state import STATE_FILE_NAME, read_state_file
 
 REPO_DIR = Path(__file__).resolve().parents[2]
 CHILD_PROGRAM = REPO_DIR / "tests" / "procs_child.py"
