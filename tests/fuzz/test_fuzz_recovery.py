@@ -1,4 +1,4 @@
-"""The CommitLog recovery scan over damaged stores: a store (``shm/testing.Harness``, 64 KiB
+"""The CommitLog recovery scan over damaged stores: a store (``tests/store_harness.Harness``, 64 KiB
 segments) takes random messages, crashes (its abort marker stays), has bytes of its segments or
 its checkpoint changed, and opens again. Recovery never raises; it never cuts a record that was
 not damaged (nothing below the first damaged record is lost); everything below the end it finds
