@@ -47,7 +47,7 @@ setup(
                       "uvicorn>=0.30,<1", "starlette>=0.40,<2", "jinja2>=3.1,<4", "python-multipart>=0.0.9,<0.1",
                       # plain_acl.yml, RocketMQ's ACL file (cluster/acl/)
                       "pyyaml>=6,<7",
-                      # JSON headers of the remoting door: a fifth of json's time a header (issue 16)
+                      # JSON headers of the remoting door: a fifth of json's time a header (perf/RESULTS.md)
                       "orjson>=3.9,<4",
                       # The failover controller's Raft traffic is authenticated and encrypted (PySyncObj's
                       # Fernet, keyed from the cluster's controller secret): nothing a stranger sends is

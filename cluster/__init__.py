@@ -23,8 +23,8 @@ Map of the package:
     shm/                the store: byte formats, paths, mapped files, CommitLog, ConsumeQueue,
                         IndexFile, control block, checkpoint, recovery, services
     _native/            the cffi C helper (msync, mlock, preheat, CRC, batch encode)
-    procs/              the supervisor (arbiter.py, its table and run state) and one thin
-                        entry point per process role
+    supervision/        the supervisor: its table, children, start gate, exit policy, run state
+    procs/              one thin entry point per process role (supervisor.py: the supervisor's)
     client/             routes, producer, consumers (offset stores, rebalance, pull and
                         consume services), admin
     topology.py         what `cluster up` starts;  cli/  the `cluster` command

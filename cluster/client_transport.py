@@ -115,7 +115,7 @@ IO_WAIT_S_MAX = 0.2
 # An idle one (nothing in flight, nothing submitted: a submit wakes it through its pipe) sleeps this
 # long at most. Every wake takes the GIL: a broker's NameServer client thread woken 5 times a second
 # for nothing took it from the broker's loop, and on a loaded machine (load 17 on 2 cores) the loop
-# then waited 60-160 ms for the thread to be scheduled and hand it back (issue 31: sends refused
+# then waited 60-160 ms for the thread to be scheduled and hand it back (sends were refused
 # TIMEOUT_CLEAN_QUEUE at 2,000 msg/s).
 IO_IDLE_WAIT_S = 5.0
 

@@ -8,7 +8,7 @@ watched door was empty when the wait began.
 
 With ``busy_poll_s`` the loop keeps polling without waiting for that long after its last work
 before it sleeps: a request that follows soon (the next sync send of a client) finds the thread
-running and its caches warm. Measured on this 2-core VM (perf/RESULTS.md, issue 16), serving one
+running and its caches warm. Measured on this 2-core VM (perf/RESULTS.md), serving one
 send took ~3x the CPU when the loop had slept before it (the header decode: 18.7 us against
 6.2 us run hot), and a wake-up of a sleeping thread costs tens of microseconds besides.
 """

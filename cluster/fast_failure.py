@@ -82,7 +82,7 @@ class RunQueueDelay:
 
     RocketMQ stamps a request when its Netty thread has read it, so the time its broker's JVM waits for
     a CPU before then never counts as time in queue. The remoting door's kernel stamps (and the native
-    door's estimate) count it: on a machine loaded by other processes (load 17-20 on 2 cores, issue 31)
+    door's estimate) count it: on a machine loaded by other processes (load 17-20 on 2 cores)
     a broker that was runnable but not running for 170 ms refused sends it would have served in
     microseconds, with 1 request in queue. A wait charged against a bound is therefore the wall wait less
     this thread's run-queue delay over it: what its own work (serving what came before) and its own

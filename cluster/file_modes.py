@@ -2,7 +2,7 @@
 
 A data dir holds every message (CommitLog segments), offsets and logs, so its directories are
 0700 and its files 0600: the supervisor (``procs/supervisor.py``), every child it starts
-(``procs/child_launch.py``) and the ``cluster`` command set ``PRIVATE_UMASK`` before they create
+(``supervision/child_launch.py``) and the ``cluster`` command set ``PRIVATE_UMASK`` before they create
 anything, the store's writers ask for 0600 themselves, and a data dir made by an older version is
 closed to others when a cluster starts on it (``private_dir``). Secrets (the ACL file, key files)
 readable or writable by others are accepted, with a warning (``exposure``).

@@ -1,4 +1,4 @@
-"""An HTTP door that a flood from the same host slows down but does not lock out (issue 30 item 8):
+"""An HTTP door that a flood from the same host slows down but does not lock out:
 uvicorn's h11 protocol with the deadlines and bounds uvicorn lacks, served on a thread of its own.
 The console and the metrics endpoint are served through it.
 

@@ -170,6 +170,8 @@ class NamesrvAdmin:
             asked = json.loads(request.body or b"null")
         except ValueError:
             raise ProtocolError("the body is not a DataVersion") from None
+        except RecursionError:   # json's decoder recurses per nesting level
+            raise ProtocolError("the body nests too deep") from None
         broker = self.table.brokers.get(address)
         held = broker.data_version if broker is not None else None
         changed = held is None or held != asked

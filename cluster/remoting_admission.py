@@ -106,10 +106,6 @@ class Admission:
     def __len__(self) -> int:
         return self._count
 
-    @property
-    def unproven_count(self) -> int:
-        return len(self._unproven_by_age)
-
     # ------------------------------------------------------------ changes
 
     def admit(self, owner, host: str, now: float) -> tuple[Place | None, list[Place]]:

@@ -394,10 +394,6 @@ class RemotingServer:
 
     # ------------------------------------------------------------ closing
 
-    @property
-    def connection_count(self) -> int:
-        return len(self._connections)
-
     def info(self) -> dict:
         return {"address": self.address, "connections": len(self._connections),
                 "requestsServed": self.requests_served, "malformedFrames": self.malformed_frames,

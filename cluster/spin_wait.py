@@ -1,4 +1,5 @@
-"""Poll for an answer a little while before sleeping for it: the sync call's half of issue 16.
+"""Poll for an answer a little while before sleeping for it: a quick answer then
+costs no thread wake-up.
 
 Measured on this 2-core VM (perf/RESULTS.md, "Where one message's time goes"): waking a thread
 that sleeps in the kernel costs far more than the work it is woken for. A Python TCP ping-pong

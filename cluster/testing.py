@@ -17,9 +17,9 @@ import time
 from rocketbox.cluster.acl.curve import client_config_fields, client_keys_for
 from rocketbox.cluster.config import ASYNC_FLUSH, BrokerConfig, ClientConfig, broker_config_from_json
 from rocketbox.cluster.file_modes import open_private, private_dir
-from rocketbox.cluster.procs import lifecycle
-from rocketbox.cluster.procs.run_state import read_state_file
 from rocketbox.cluster.shm.paths import commitlog_segment
+from rocketbox.cluster.supervision import lifecycle
+from rocketbox.cluster.supervision.run_state import read_state_file
 from rocketbox.cluster.tls import CERT_FILE, KEY_FILE, make_self_signed, tls_directory
 from rocketbox.cluster.topology import (Topology, build_topology, child_specs, exporter_settings, free_ports,
                                         group_name, prepare_access_control,

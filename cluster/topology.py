@@ -25,20 +25,20 @@ from dataclasses import dataclass
 
 from rocketbox.cluster.acl.acl_file import read_acl_file, secret_exposures
 from rocketbox.cluster.acl.curve import server_key_pair
-from rocketbox.cluster.controller.secret import default_secret_path, make_secret
 from rocketbox.cluster.config import (ASYNC_FLUSH, BROKER_PORT_DEFAULT, BROKER_PORT_STEP, BROKER_REMOTING_PORT_DEFAULT,
                                       METRICS_PROM, NAMESRV_PORT_DEFAULT, NAMESRV_REMOTING_PORT_DEFAULT, SLAVE,
                                       TLS_DISABLED, BrokerConfig, NamesrvConfig, StoreConfig, check_tls,
                                       namesrv_endpoints, parse_levels, to_json)
+from rocketbox.cluster.console.settings import ConsoleSettings, loopback_problem
+from rocketbox.cluster.controller.secret import default_secret_path, make_secret
+from rocketbox.cluster.file_modes import exposure
 from rocketbox.cluster.metrics.settings import BrokerTarget, ExporterSettings
 from rocketbox.cluster.proxy.settings import ProxySettings
-from rocketbox.cluster.console.settings import ConsoleSettings, loopback_problem
-from rocketbox.cluster.file_modes import exposure
-from rocketbox.cluster.procs.child_table import ChildSpec
-from rocketbox.cluster.procs.run_state import STATE_FILE_NAME
 from rocketbox.cluster.shm import commitlog_format
 from rocketbox.cluster.shm.control_format import heartbeat_offset
 from rocketbox.cluster.shm.paths import control_path
+from rocketbox.cluster.supervision.child_table import ChildSpec
+from rocketbox.cluster.supervision.run_state import STATE_FILE_NAME
 
 BROKER_WORKER_ROLES = ("flush", "reput", "allocate")
 # A NameServer's controller (Raft) node listens on its port + this, unless told otherwise.

@@ -7,15 +7,25 @@ Map:
                     its back-of-envelope expectation in its docstring
     conftest.py     the ``bench`` fixture and quick mode (ROCKETBOX_BENCH_QUICK=1 or
                     ``--bench-quick``: one round, one iteration)
-    e2e.py          ``python -m rocketbox.perf``: real clusters (LocalCluster), one scenario each,
-                    a rich table and perf/results.json; targets beside the figures
+    runner.py       ``python -m rocketbox.perf``: real clusters (LocalCluster), one scenario each
+                    (scenarios/, table in its ``__init__``), a rich table and perf/results.json;
+                    targets beside the figures (report.py, harness.py: what scenarios share)
     profile.py      ``python -m rocketbox.perf.profile``: py-spy over the broker, reput and a
                     producer process under batched produce, top functions by share
     compare.py      ``python -m rocketbox.perf --compare``: ours against Redis Streams and NATS
                     JetStream (peers/, ``make peers``), the same measures in one run, a
                     table with "ours / best peer", perf/compare.json and compare.png
+                    (compare_table.py; results_md.py rewrites RESULTS.md's tables)
     peers/          one module a peer (start/stop its server on 127.0.0.1, its client's
                     best batching) and the measures run on each (base.py)
+    raw_sender.py, offered_load.py, disk_throttle.py
+                    the overload scenario's load (also used by tests/fault/test_overload.py)
+    grpc_bench.py, grpc_floor.py
+                    the gRPC scenario's client run and its no-store floor
+    latency_ab.py, batch_tail.py, latency_floor.py
+                    the probes behind RESULTS.md's latency sections (commands there): one sync
+                    send under polling settings, batched sync sends per replication x flush
+                    mode, a bare round trip between two processes
     RESULTS.md      the latest full run and where the time goes
 
 Everything binds 127.0.0.1 only; every loop is bounded in count and in time.

@@ -1,5 +1,5 @@
-"""``python -m rocketbox.perf.batch_tail``: batched sync sends to a master with one slave, in issue
-16 item 4's shape (>= 100k msg/s with p99 < 2 ms under sync flush + sync replication): a few
+"""``python -m rocketbox.perf.batch_tail``: batched sync sends to a master with one slave, in the shape
+of the replication target (>= 100k msg/s with p99 < 2 ms under sync flush + sync replication): a few
 producer threads, each ``send_batch`` waiting for its answer, a fresh cluster per run and mode,
 the runs of each mode interleaved with the others'. Prints each run's rate and batch latency,
 their medians, and the share of a core each process used while the batches ran (on two cores

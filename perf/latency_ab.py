@@ -1,6 +1,6 @@
 """``python -m rocketbox.perf.latency_ab``: one message's sync send under broker and client
-latency settings, interleaved run by run in one process, beside Redis Streams' XADD round trip
-(issue 16). Settings ``busy_poll_us:sync_call_spin_us`` pairs; a cluster per ``busy_poll_us``.
+latency settings, interleaved run by run in one process, beside Redis Streams' XADD round trip,
+to choose the polling defaults by measurement. Settings ``busy_poll_us:sync_call_spin_us`` pairs; a cluster per ``busy_poll_us``.
 
     python -m rocketbox.perf.latency_ab --door remoting --configs 0:0,0:1000,300:0,300:1000
 """

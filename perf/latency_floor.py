@@ -1,5 +1,6 @@
 """``python -m rocketbox.perf.latency_floor``: what a round trip between two Python processes costs
-on this machine before any work, sleeping or polling (issue 16's bound).
+on this machine before any work, sleeping or polling: the bound below which no
+send's latency can go here.
 
 A forked echo server and a client exchange 150 bytes over loopback TCP (TCP_NODELAY), 5,000
 round trips a run, three runs a mode: both ends sleeping in ``recv`` (as Redis and its clients

@@ -1,6 +1,6 @@
 """Open-loop load for the overload scenario and tests: producer processes that send at a fixed rate
-whatever the broker answers (load offered, not load a closed loop lets through), and the closed
-loop that measures what the broker can store.
+whatever the broker answers (load offered, not load a closed loop lets through); what the broker
+can store is measured by ``raw_sender.py``'s closed loop.
 
 Each message is one ``send_async`` (retries and SYSTEM_BUSY back-off inside the Producer, within
 its send time-out); its outcome is one of: acked (SEND_OK, its UNIQ_KEY kept for the read-back
@@ -123,42 +123,6 @@ def _offer_process(conn, namesrv: str, topic: str, rate: int, duration_s: float,
         conn.send({"error": f"{type(exc).__name__}: {exc}"})
 
 
-def _saturate(producer: Producer, topic: str, duration_s: float, body: bytes, window: int) -> dict:
-    """Keep ``window`` async sends in flight until the time is up: enough to keep group commit full."""
-    places = threading.Semaphore(window)
-    acked = [0]
-    lock = threading.Lock()
-
-    def done(result, error) -> None:
-        if error is None and result.status.name == "SEND_OK":
-            with lock:
-                acked[0] += 1
-        places.release()
-
-    t0 = time.perf_counter()
-    stop_at = t0 + duration_s
-    while time.perf_counter() < stop_at:
-        if places.acquire(timeout=0.1):
-            producer.send_async(Message(topic, body), callback=done)
-    for _ in range(window):   # every send ended
-        places.acquire(timeout=10)
-    return {"acked": acked[0], "elapsed_s": time.perf_counter() - t0}
-
-
-def _saturate_process(conn, namesrv: str, topic: str, duration_s: float, body_bytes: int, window: int,
-                      transport: str) -> None:
-    try:
-        producer = Producer("CapacityProducer", config=producer_config(namesrv, transport, 3000))
-        body = os.urandom(body_bytes)
-        try:
-            producer.send(Message(topic, body))
-            serve_parent(conn, lambda: _saturate(producer, topic, duration_s, body, window))
-        finally:
-            producer.shutdown()
-    except BaseException as exc:  # noqa: BLE001 - the parent reports it
-        conn.send({"error": f"{type(exc).__name__}: {exc}"})
-
-
 def run_children(children: list[ChildProcess]) -> list[dict]:
     """Start every child (each warms up), start their clocks together, and collect their results."""
     try:
@@ -170,25 +134,6 @@ def run_children(children: list[ChildProcess]) -> list[dict]:
     finally:
         for child in children:
             child.stop()
-
-
-def measure_capacity(namesrv: str, topic: str, *, processes: int, window: int, duration_s: float,
-                     body_bytes: int, transport: str = "native") -> float:
-    """Acked msg/s of closed-loop senders keeping ``window`` sends each in flight (enough to keep the
-    broker busy, few enough that it never needs to refuse any)."""
-    results = run_children([ChildProcess(_saturate_process, (namesrv, topic, duration_s, body_bytes, window,
-                                                             transport), f"capacity-{i}", duration_s)
-                            for i in range(processes)])
-    return sum(r["acked"] for r in results) / max(r["elapsed_s"] for r in results)
-
-
-def offer(namesrv: str, topic: str, *, rate: int, processes: int, duration_s: float, body_bytes: int,
-          send_timeout_ms: int = 3000, transport: str = "native") -> list[dict]:
-    """``processes`` producer processes offering ``rate`` msg/s between them for ``duration_s``."""
-    per = max(1, rate // processes)
-    return run_children([ChildProcess(_offer_process, (namesrv, topic, per, duration_s, body_bytes,
-                                                       send_timeout_ms, transport), f"overload-{i}",
-                                      duration_s + 30) for i in range(processes)])
 
 
 def merged(results: list[dict]) -> dict:

@@ -29,8 +29,8 @@ from dataclasses import asdict, dataclass
 
 import psutil
 
-from rocketbox.cluster.procs.run_state import read_state_file
 from rocketbox.cluster.shm import power_cut
+from rocketbox.cluster.supervision.run_state import read_state_file
 from rocketbox.cluster.testing import child_record, replica_configs, serving_master, wait_until
 
 log = logging.getLogger(__name__)

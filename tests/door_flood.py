@@ -1,4 +1,4 @@
-"""A flood of connections that never prove themselves, at remoting doors (issue 30 item 8), in a
+"""A flood of connections that never prove themselves, at remoting doors, in a
 process of its own (``flood_process``: ``python tests/door_flood.py run '<json spec>'``).
 
 Per door (``{"port", "idle", "half", "declared", "half_bytes", "drip"}``): ``idle`` connections that

@@ -29,7 +29,7 @@ import time
 # Run as a script path, so make the repository importable without installing it.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from rocketbox.cluster.procs import lifecycle  # noqa: E402
+from rocketbox.cluster.supervision import lifecycle  # noqa: E402
 
 PARENT_POLL_INTERVAL_S = 0.2
 

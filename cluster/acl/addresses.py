@@ -25,14 +25,6 @@ class AclFormatError(ValueError):
     """The ACL file says something that does not parse: the reason names the field."""
 
 
-def _ipv4(text: str) -> bool:
-    try:
-        ipaddress.IPv4Address(text)
-    except ValueError:
-        return False
-    return True
-
-
 def _normal(address: str) -> str | None:
     """An address in one notation (IPv6 exploded, IPv4 as is); None when it is not an IP address."""
     try:   # ``exploded`` inside too: an IPv6 scope id ("::%$") parses, then fails there

@@ -34,7 +34,7 @@ CONTROLLER_GET_REPLICA_INFO 1004, CONTROLLER_GET_METADATA_INFO 1005, GET_BROKER_
 admin codes too: a registration or heartbeat puts a replica into the replicated state and can make
 it master; only the cluster's own brokers (its key) and admins send them.
 And mqadmin's
-other edits (issue 31), which RocketMQ leaves to any account: the ACL file's accounts
+other edits, which RocketMQ leaves to any account but which change the cluster for everyone: the ACL file's accounts
 and white list (50, 51, 53), the NameServers' KV config, settings and routes' write bit (100, 102,
 318, 205, 327), ConsumeQueue cleaning (306, 316), cloneGroupOffset (314), consumeMessageDirectly
 (309: a consumer's listener runs), resumeCheckHalfMessage (323).
@@ -56,7 +56,7 @@ ADMIN_CODES = frozenset({
     RequestCode.DELETE_EXPIRED_COMMITLOG, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, RequestCode.GET_ALL_CONSUMER_OFFSET,
     RequestCode.BROKER_HEARTBEAT, RequestCode.CONTROLLER_REGISTER_BROKER, RequestCode.CONTROLLER_GET_REPLICA_INFO,
     RequestCode.CONTROLLER_GET_METADATA_INFO, RequestCode.GET_BROKER_EPOCH_CACHE,
-    # mqadmin's edits beyond RocketMQ's five (issue 31): the ACL file itself, the NameServers' KV config,
+    # mqadmin's edits beyond RocketMQ's five, admin-only since they change the cluster for everyone: the ACL file itself, the NameServers' KV config,
     # settings and routes' write permission, ConsumeQueues, a group's offsets, a consumer's listener, a half message.
     RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, RequestCode.DELETE_ACL_CONFIG, RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG,
     RequestCode.PUT_KV_CONFIG, RequestCode.DELETE_KV_CONFIG, RequestCode.UPDATE_NAMESRV_CONFIG,

@@ -39,8 +39,6 @@ class ZapHandler:
         self.socket = CONTEXT.get().socket(zmq.REP)
         self.socket.setsockopt(zmq.LINGER, 0)
         self.socket.bind(ZAP_ENDPOINT)
-        self.admitted = 0
-        self.refused = 0
 
     def attach(self, loop) -> None:
         loop.add_reader(self.socket, self.on_readable)
@@ -65,11 +63,9 @@ class ZapHandler:
         public = z85.encode(frames[6])
         if domain == HA_DOMAIN.encode() and public != self.cluster_public:
             return self._refuse(request_id, address, "only the cluster's own key may replicate")
-        self.admitted += 1
         return [_VERSION, request_id, b"200", b"OK", public, b""]
 
     def _refuse(self, request_id: bytes, address: bytes, why: str) -> list[bytes]:
-        self.refused += 1
         _limited.warning("zap-refused", "refused a ZeroMQ connection from %s: %s",
                          address.decode(errors="replace"), why)
         return [_VERSION, request_id, b"400", why.encode(), b"", b""]

@@ -15,14 +15,14 @@ import logging
 from rocketbox.cluster.broker.admin_clients import relay_to_consumer
 from rocketbox.cluster.broker.admin_store import offset_wrapper
 from rocketbox.cluster.broker.subscription_groups import SubscriptionGroupConfig
+from rocketbox.cluster.config_file import BROKER_TABLE, broker_settings, read_settings
 from rocketbox.cluster.fastjson_format import dumps as fastjson_dumps, message_queue_key
+from rocketbox.cluster.live_settings import read_live, with_values, write_live
 from rocketbox.cluster.log_limit import RateLimitedLog
 from rocketbox.cluster.protocol import (ProtocolError, ResponseCode, answers_refusals, field_bool, field_str,
                                         json_body, require_name, to_json_bytes)
-from rocketbox.cluster.config_file import BROKER_TABLE, broker_settings, read_settings
 from rocketbox.cluster.rocketmq_defaults import apache_broker_keys
 from rocketbox.cluster.rocketmq_keys import parse_properties, properties_text
-from rocketbox.cluster.shm.live_settings import read_live, with_values, write_live
 from rocketbox.cluster.wire_format import Command
 
 log = logging.getLogger(__name__)
@@ -164,7 +164,7 @@ class AdminProcessor:
     @answers_refusals
     def on_update_broker_config(self, request: Command, reply=None) -> Command:
         """mqadmin updateBrokerConfig: ``key=value`` lines of LIVE_KEYS. Kept in the store
-        (``shm/live_settings.py``) for the group's other processes and every later boot."""
+        (``live_settings.py``) for the group's other processes and every later boot."""
         props = parse_properties(request.body.decode("utf-8", "replace"))
         if not props:
             raise ProtocolError("no key=value line in the body", ResponseCode.SYSTEM_ERROR)

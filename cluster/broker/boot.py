@@ -14,15 +14,15 @@ from dataclasses import dataclass
 
 from rocketbox.cluster.broker.controller_client import ControllerClient, effective_config
 from rocketbox.cluster.config import BrokerConfig
+from rocketbox.cluster.live_settings import read_live, with_values
 from rocketbox.cluster.message.ids import pack_host
+from rocketbox.cluster.shm import durable
 from rocketbox.cluster.shm.control import ControlBlock
 from rocketbox.cluster.shm.epochs import EpochCache
-from rocketbox.cluster.shm.live_settings import read_live, with_values
 from rocketbox.cluster.shm.paths import control_path, truncate_marker_path
 from rocketbox.cluster.shm.recovery import RecoveryReport
 from rocketbox.cluster.shm.store import MessageStore
 from rocketbox.cluster.zmq_transport import RpcClient
-from rocketbox.cluster.shm import durable
 
 log = logging.getLogger(__name__)
 

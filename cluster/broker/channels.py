@@ -14,7 +14,7 @@ The messages are wake-ups only: positions themselves are read from the shared co
 where each cursor has one writer. A datagram wakes the receiving thread itself: one wake-up,
 where a ZeroMQ PUSH/PULL pair took three (the sender's I/O thread, the receiver's, then the
 receiver), and on this VM each wake-up of a sleeping thread cost tens of microseconds of the
-sender's CPU (perf/RESULTS.md, issue 16).
+sender's CPU (perf/RESULTS.md).
 """
 
 from __future__ import annotations

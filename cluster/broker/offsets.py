@@ -21,10 +21,10 @@ import logging
 import mmap
 import os
 
+from rocketbox.cluster.json_files import read_json, write_json
 from rocketbox.cluster.log_limit import RateLimitedLog
 from rocketbox.cluster.shm import durable, paths
 from rocketbox.cluster.shm.offset_slots_format import SLOT_COUNT, FILE_BYTES, read_slot, write_slot
-from rocketbox.cluster.shm.json_store import read_json, write_json
 
 log = logging.getLogger(__name__)
 _limited = RateLimitedLog(log)

@@ -135,7 +135,6 @@ class SendProcessor:
         self._round_robin = itertools.count()
         self.messages_stored = 0
         self.traffic_in = InTraffic()   # per topic and message type (metrics)
-        self.refused_busy = 0           # sends refused while the disk flush was behind
         self.cluster_mark = property_mark(PROPERTY_CLUSTER, cfg.cluster_name)
 
     def _park(self, topic: str, queue_id: int, properties_text: str) -> tuple[str, int, bytes]:
@@ -173,7 +172,6 @@ class SendProcessor:
                       f"{self.cfg.os_page_cache_busy_timeout_ms})")
         else:
             return None
-        self.refused_busy += 1
         _limited.warning("store-busy", "sends refused: %s", remark)
         return request.response(ResponseCode.SYSTEM_BUSY, remark=remark)
 

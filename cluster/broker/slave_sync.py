@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 
 from rocketbox.cluster.broker.topics import TopicConfig
 from rocketbox.cluster.protocol import RequestCode, ResponseCode
@@ -36,7 +35,6 @@ class SlaveSynchronize:
         self.pending: dict[str, object] = {}
         self._next_s = 0.0
         self.synced = 0          # rounds applied
-        self.last_synced_ms = 0
 
     def serve(self, loop) -> None:
         if self.cfg.master_address:
@@ -47,7 +45,7 @@ class SlaveSynchronize:
             if not all(f.done() for f in self.pending.values()):
                 return
             self._apply()
-        now = time.monotonic()
+        now = self.clock.monotonic()   # the broker's clock: a test's ManualClock paces the rounds
         if now < self._next_s:
             return
         self._next_s = now + self.cfg.slave_sync_interval_ms / 1000
@@ -71,7 +69,6 @@ class SlaveSynchronize:
         self.apply_offsets(answers["offsets"].get("offsetTable", {}))
         self.groups.replace(answers["groups"].get("subscriptionGroupTable") or {})
         self.synced += 1
-        self.last_synced_ms = self.clock.now_ms()
 
     def apply_topics(self, table: dict) -> None:
         topics = self.topics

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 
+from rocketbox.cluster.json_files import read_json, write_json
 from rocketbox.cluster.shm import paths
-from rocketbox.cluster.shm.json_store import read_json, write_json
 
 RETRY_MAX_TIMES_DEFAULT = 16
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
 
-from rocketbox.cluster.protocol import PERM_READ_WRITE
+from rocketbox.cluster.json_files import read_json, write_json
 from rocketbox.cluster.message.system_topics import AUTO_CREATE_TOPIC_KEY
+from rocketbox.cluster.protocol import PERM_READ_WRITE
 from rocketbox.cluster.shm import paths
-from rocketbox.cluster.shm.json_store import read_json, write_json
 from rocketbox.cluster.topic_attributes import declared_message_type
 
 

@@ -17,16 +17,16 @@ from rocketbox.cluster.cli.up_settings import STORE_PROFILES
 from rocketbox.cluster.config import (ASYNC_FLUSH, ASYNC_MASTER, BROKER_PORT_DEFAULT, BROKER_REMOTING_PORT_DEFAULT,
                                       METRICS_PORT_DEFAULT, METRICS_PROM,
                                       NAMESRV_PORT_DEFAULT, NAMESRV_REMOTING_PORT_DEFAULT, SYNC_FLUSH, SYNC_MASTER)
-from rocketbox.cluster.procs.arbiter import Supervisor
-from rocketbox.cluster.procs.detach import spawn_detached
-from rocketbox.cluster.procs.lifecycle import python_module_command
-from rocketbox.cluster.procs.run_state import STATE_FILE_NAME, read_state_file
+from rocketbox.cluster.console.settings import CONSOLE_PORT_DEFAULT
 from rocketbox.cluster.procs.runner import (LOG_BACKUPS_DEFAULT, LOG_BACKUPS_ENV, LOG_MAX_BYTES_DEFAULT,
                                              LOG_MAX_BYTES_ENV)
-from rocketbox.cluster.procs.supervisor_errors import SupervisorError
-from rocketbox.cluster.procs.titles import set_title, supervisor_title
 from rocketbox.cluster.proxy.settings import PROXY_PORT_DEFAULT
-from rocketbox.cluster.console.settings import CONSOLE_PORT_DEFAULT
+from rocketbox.cluster.supervision.arbiter import Supervisor
+from rocketbox.cluster.supervision.detach import spawn_detached
+from rocketbox.cluster.supervision.errors import SupervisorError
+from rocketbox.cluster.supervision.lifecycle import python_module_command
+from rocketbox.cluster.supervision.run_state import STATE_FILE_NAME, read_state_file
+from rocketbox.cluster.supervision.titles import set_title, supervisor_title
 
 
 def _topology_from_args(args):

@@ -17,7 +17,7 @@ from datetime import datetime
 
 from rocketbox.cluster.clock import parse_time_ms
 from rocketbox.cluster.config import NAMESRV_PORT_DEFAULT
-from rocketbox.cluster.procs.run_state import read_state_file
+from rocketbox.cluster.supervision.run_state import read_state_file
 
 
 DATA_DIR_DEFAULT = os.environ.get("ROCKETBOX_DATA_DIR", os.path.join(os.path.expanduser("~"), ".rocketbox"))

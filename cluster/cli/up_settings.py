@@ -1,5 +1,5 @@
 """What ``cluster up`` was asked, remembered in its data dir so a later ``up`` there starts the
-same cluster (issue 17): a flag not given takes the value the data dir was made with; a flag given
+same cluster, not one rebuilt from defaults: a flag not given takes the value the data dir was made with; a flag given
 with another value is refused in one line naming it, before anything starts.
 
 The store's sizes come in two profiles: ``dev`` (the default, sized for a laptop: 64 MiB CommitLog

@@ -1,7 +1,7 @@
 """mqadmin's NameServer verbs and its rarer broker verbs, for RocketBox's Admin (``cli/mqadmin_more.py``).
 
 Each takes an ``Admin`` (its RPC client, NameServers and routes) and makes RocketMQ's request:
-the KV config and ``updateOrderConf`` (PUT/GET/DELETE_KV_CONFIG, GET_KVLIST_BY_NAMESPACE; written to
+the KV config and ``updateOrderConf`` (PUT/GET/DELETE_KV_CONFIG; written to
 every NameServer, as RocketMQ's tools do), the NameServers' settings (GET/UPDATE_NAMESRV_CONFIG),
 a broker's write permission in the routes (WIPE/ADD_WRITE_PERM_OF_BROKER, on every NameServer),
 and per broker: producer connections (204, 328), every group's consume stats (317), ConsumeQueue
@@ -59,14 +59,6 @@ def kv_config(admin, namespace: str, key: str) -> str | None:
         return None
     raise_for(response, "namesrv")
     return response.fields.get("value")
-
-
-def kv_namespace(admin, namespace: str) -> dict[str, str]:
-    response = admin.routes.namesrv_call(lambda: Command(RequestCode.GET_KVLIST_BY_NAMESPACE, {"namespace": namespace}))
-    if response.code == ResponseCode.QUERY_NOT_FOUND:
-        return {}
-    raise_for(response, "namesrv")
-    return json.loads(response.body).get("table") or {}
 
 
 def namesrv_configs(admin) -> dict[str, dict[str, str]]:

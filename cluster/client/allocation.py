@@ -107,7 +107,6 @@ def consistent_hash(virtual_nodes: int = CONSISTENT_HASH_VIRTUAL_NODES_DEFAULT) 
 
     def allocate(queues, members, me):
         return allocate_consistent_hash(queues, members, me, virtual_nodes)
-    allocate.strategy_name = "CONSISTENT_HASH"
     return allocate
 
 
@@ -117,7 +116,6 @@ def by_config(configured: Iterable[Q]) -> Strategy:
 
     def allocate(queues, members, me):
         return [q for q in sorted(queues) if q in fixed] if me in members else []
-    allocate.strategy_name = "CONFIG"
     return allocate
 
 

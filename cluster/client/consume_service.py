@@ -4,8 +4,8 @@ topic (clustering) or is dropped (broadcasting), and what cannot go back is cons
 
 With no consume threads (``PushConsumer(consume_threads=0)``) a batch is consumed on the thread
 that received its pull, the client's I/O thread: no hand-off. Waking a pool thread and passing it
-the GIL was ~140 us of a message's ~700 us end to end at 10k msg/s on two cores (perf/RESULTS.md,
-issue 16, session 18). A listener that blocks there holds up every queue's pulls and the client's
+the GIL was ~140 us of a message's ~700 us end to end at 10k msg/s on two cores (perf/RESULTS.md, end
+to end at 10k msg/s hop by hop). A listener that blocks there holds up every queue's pulls and the client's
 other asynchronous requests, so this is for listeners that return quickly. Messages that failed and
 could not go back to the broker are consumed again on one pool thread."""
 

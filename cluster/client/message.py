@@ -217,10 +217,5 @@ class UniqueIdMaker:
             self._counter += count
             return self._prefix, first
 
-    def next_many(self, count: int) -> list[str]:
-        """``count`` fresh ids for one batch: one lock and one pid check for all of them."""
-        prefix, first = self.reserve(count)
-        return [unique_id(prefix, c) for c in range(first, first + count)]
-
 
 UNIQUE_IDS = UniqueIdMaker()

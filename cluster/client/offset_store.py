@@ -23,9 +23,9 @@ import os
 import re
 import threading
 
-from rocketbox.cluster.protocol import MessageQueue, offset_table_from_rows, offset_table_rows  # noqa: F401 (re-exported)
 from rocketbox.cluster.errors import ClientError
-from rocketbox.cluster.shm.json_store import read_json, write_json
+from rocketbox.cluster.json_files import read_json, write_json
+from rocketbox.cluster.protocol import MessageQueue, offset_table_from_rows, offset_table_rows  # noqa: F401 (re-exported)
 
 log = logging.getLogger(__name__)
 

@@ -12,8 +12,8 @@ from rocketbox.cluster.acl.curve import use_cluster_keys
 from rocketbox.cluster.broker.boot import boot
 from rocketbox.cluster.broker.service import BrokerService
 from rocketbox.cluster.config import broker_config_from_json
-from rocketbox.cluster.procs.lifecycle import EXIT_ROLE_CHANGED
 from rocketbox.cluster.procs.runner import run_role
+from rocketbox.cluster.supervision.lifecycle import EXIT_ROLE_CHANGED
 from rocketbox.cluster.zmq_transport import EventLoop
 
 

@@ -14,7 +14,7 @@ import signal
 import sys
 
 from rocketbox.cluster.log_limit import LimitingFilter, start_reporter
-from rocketbox.cluster.procs import lifecycle, titles
+from rocketbox.cluster.supervision import lifecycle, titles
 
 
 def parse_config_arg(argv, description: str) -> str:

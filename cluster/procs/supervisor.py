@@ -1,7 +1,7 @@
 """The supervisor process: ``python -m rocketbox.cluster.procs.supervisor --data-dir D --specs children.json``.
 
 ``cluster up --detach`` and ``LocalCluster`` start it; it runs the child table with the
-:class:`~cluster.procs.arbiter.Supervisor` until a stop signal, and exits EXIT_BOOT_ERROR
+:class:`~cluster.supervision.arbiter.Supervisor` until a stop signal, and exits EXIT_BOOT_ERROR
 when the cluster cannot boot.
 """
 
@@ -13,11 +13,11 @@ import sys
 from typing import Iterable
 
 from rocketbox.cluster.file_modes import make_private, private_dir
-from rocketbox.cluster.procs.arbiter import Supervisor, log_default
-from rocketbox.cluster.procs.child_table import load_specs
-from rocketbox.cluster.procs.lifecycle import EXIT_BOOT_ERROR, EXIT_OK
-from rocketbox.cluster.procs.supervisor_errors import StopRequested, SupervisorError
-from rocketbox.cluster.procs.titles import set_title, supervisor_title
+from rocketbox.cluster.supervision.arbiter import Supervisor, log_default
+from rocketbox.cluster.supervision.child_table import load_specs
+from rocketbox.cluster.supervision.errors import StopRequested, SupervisorError
+from rocketbox.cluster.supervision.lifecycle import EXIT_BOOT_ERROR, EXIT_OK
+from rocketbox.cluster.supervision.titles import set_title, supervisor_title
 
 
 def main(argv: Iterable[str] | None = None) -> int:

@@ -72,7 +72,6 @@ class TransactionRelay:
         self.broker_client_id = f"{settings.host}@proxy-{settings.port}@{os.getpid()}"
         self._heartbeated_topics: frozenset[str] = frozenset()
         self._topics_changed = asyncio.Event()
-        self.checks_relayed = self.checks_dropped = 0
         gateway.rpc.server_request_handlers[RequestCode.CHECK_TRANSACTION_STATE] = self._on_check
 
     # ------------------------------------------------------------ EndTransaction
@@ -152,13 +151,10 @@ class TransactionRelay:
             command = service.TelemetryCommand(recover_orphaned_transaction_command=service.RecoverOrphanedTransactionCommand(
                 message=messages.incoming(record, topic=topic), transaction_id=tx))
         except (ValueError, IndexError, OSError, ProxyError) as exc:
-            self.checks_dropped += 1
             _limited.warning("tx-check", "a transaction check could not be relayed: %s", exc)
             return
         for producer in self.registry.producers_of(topic):
             if producer.push(command):
-                self.checks_relayed += 1
                 return
-        self.checks_dropped += 1
         _limited.warning("tx-check-nobody", "transaction %s of topic %s: no producer of it is connected; the broker "
                                             "will ask again", props.get(PROPERTY_UNIQ_KEY), topic)

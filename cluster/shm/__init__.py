@@ -1,4 +1,6 @@
-"""The store: shared-memory files that several processes of one broker map at once.
+"""The store: shared-memory files that several processes of one broker map at once, and their
+on-disk layouts. JSON state beside it lives in ``json_files.py`` and ``live_settings.py``, its test
+harness in ``tests/store_harness.py``.
 
 Map (pure layouts first; nothing here opens a socket):
 
@@ -14,11 +16,9 @@ Map (pure layouts first; nothing here opens a socket):
 | indexfile | key -> phys offsets lookup files |
 | control | the shared u64 cursors (write/flushed/dispatched/confirm) and heartbeats |
 | checkpoint | durable positions for recovery |
-| json_store | atomic JSON files under config/ |
 | reput, flush, allocate | the steppable services the worker processes run |
 | recovery | start-up repair, with its report |
 | store | MessageStore, the broker's facade: put/get statuses, queries |
-| testing | tiny configs, messages and a one-process harness for tests |
 
 Who writes what: the broker appends records and ``write_pos``; the flush worker owns
 ``flushed_pos`` and the checkpoint; the reput worker owns ConsumeQueue/IndexFile files

@@ -1,4 +1,5 @@
-"""Power-loss emulation, as TigerBeetle and nats-server test their storage (issue 15, tests only).
+"""Power-loss emulation, as TigerBeetle and nats-server test their storage (tests only): a
+killed process cannot show what a power cut loses.
 
 A SIGKILL leaves the page cache whole, so it cannot tell a write that was synced from one that was
 not. With ``ROCKETBOX_DURABLE_IMAGE=<dir>`` in the environment of every process of a store, each

@@ -1,5 +1,5 @@
 """The ConsumeQueue entries of the newest writes, known to the broker before the reput worker has
-dispatched them: a parked pull is answered at write time (issue 16).
+dispatched them: a parked pull is answered at write time, without waiting for the reput worker.
 
 A caught-up consumer's long poll used to wait for the reput process to be woken, scan and index
 the record, and ping the broker back: two wake-ups of sleeping processes, each tens of

@@ -36,8 +36,8 @@ import time
 from typing import Callable, NamedTuple
 
 from rocketbox.cluster.config import StoreConfig, delete_hours
+from rocketbox.cluster.live_settings import read_live, with_values
 from rocketbox.cluster.shm.control import ControlBlock
-from rocketbox.cluster.shm.live_settings import read_live, with_values
 from rocketbox.cluster.shm.store_files import open_store_files
 
 log = logging.getLogger(__name__)

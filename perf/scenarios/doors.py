@@ -1,5 +1,5 @@
 """``python -m rocketbox.perf --only doors``: the native (ZeroMQ) door beside RocketMQ's remoting
-door (issue 11 item 7), one cluster, the same client (``ClientConfig.transport``), the doors
+door, one cluster, the same client (``ClientConfig.transport``), the doors
 interleaved run by run: batched produce, pull drain, one sync send's latency, end to end at 10k msg/s
 (one batch per due tick, and one send_async per message)."""
 

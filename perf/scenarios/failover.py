@@ -1,5 +1,5 @@
 """``python -m rocketbox.perf --only failover``: how long a broker group takes to write again after its master fails
-(issue 5 item 7: failover median under 10 s, never over 30 s), and what the controller mode costs.
+(the target: median under 10 s, never over 30 s), and what the controller mode costs.
 
 One group, master + 1 slave, ``LocalCluster(failover=True)`` (NameServers run the Raft controller,
 cluster/controller/; it declares a master dead after ``broker_heartbeat_timeout_ms``, 3 s),

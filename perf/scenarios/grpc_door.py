@@ -1,6 +1,6 @@
 """``python -m rocketbox.perf --only grpc``: RocketMQ 5's gRPC door (the proxy, driven by the official
 ``rocketmq-python-client`` in its own venv) beside the native and remoting doors, one cluster, one run
-of each door after the other, repeated (issue 12 item 6).
+of each door after the other, repeated, so that the doors' costs compare under one load.
 
 Measured through each door, 100-byte bodies, async flush:
 - one sync send's latency (p50, p99), one message per request, one thread;

@@ -23,7 +23,7 @@ def scenario_latency(s: Settings, report: Report, tmp: str) -> None:
     count = s.latency_sends()
     for flush_mode, label in s.variants(FLUSH_MODES):
         with LocalCluster(os.path.join(tmp, f"latency-{label.split()[0]}"), flush_mode=flush_mode) as cluster:
-            # RocketMQ's remoting door: the faster path for one message (perf/RESULTS.md, issue 16;
+            # RocketMQ's remoting door: the faster path for one message (perf/RESULTS.md;
             # the native door hands each message to ZeroMQ's I/O threads, two more wake-ups a way).
             cfg = client_config(cluster.remoting_namesrv, transport="remoting")
             p50s, p99s, p999s = [], [], []

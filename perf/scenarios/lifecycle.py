@@ -7,7 +7,7 @@ import os
 import subprocess
 import time
 
-from rocketbox.cluster.procs.lifecycle import python_module_command
+from rocketbox.cluster.supervision.lifecycle import python_module_command
 from rocketbox.cluster.testing import LocalCluster
 from rocketbox.perf.harness import Settings
 from rocketbox.perf.report import Report, Row, TARGETS
@@ -50,7 +50,7 @@ def cli_cluster(data_dir: str, idle_s: float) -> tuple[float, float, dict | None
             raise RuntimeError(f"cluster up failed ({up.returncode}): {up.stdout[-2000:]} {up.stderr[-2000:]}")
         if idle_s:
             time.sleep(idle_s)
-            from rocketbox.cluster.procs.run_state import read_state_file
+            from rocketbox.cluster.supervision.run_state import read_state_file
             memory = cluster_memory((read_state_file(data_dir) or {}).get("supervisor_pid"))
     finally:
         t1 = time.perf_counter()
@@ -64,7 +64,7 @@ def cli_cluster(data_dir: str, idle_s: float) -> tuple[float, float, dict | None
 
 def _terminate_detached(data_dir: str) -> None:
     import signal
-    from rocketbox.cluster.procs.run_state import read_state_file
+    from rocketbox.cluster.supervision.run_state import read_state_file
     pid = (read_state_file(data_dir) or {}).get("supervisor_pid")
     if pid:
         try:

@@ -1,7 +1,7 @@
-"""``python -m rocketbox.perf --only metrics``: what Prometheus metrics cost the send path (issue 13
-item 3). Two clusters run side by side, one with metrics on (every broker request timed, the
-exporter process up and scraped every ``SCRAPE_INTERVAL_S`` by another process, harder than
-Prometheus's usual 15 s) and one off (metricsExporterType DISABLE: no exporter, no timing); the
+"""``python -m rocketbox.perf --only metrics``: what Prometheus metrics cost the send path, so that
+leaving them on is a measured choice. Two clusters run side by side, one with metrics on (every
+broker request timed, the exporter process up and scraped every ``SCRAPE_INTERVAL_S`` by another
+process, harder than Prometheus's usual 15 s) and one off (metricsExporterType DISABLE: no exporter, no timing); the
 runs alternate between them (on first in even runs, off first in odd ones) so drift in the machine
 falls on both. Batched sends show the cost per message, single sync sends the cost per request."""
 

@@ -1,4 +1,4 @@
-"""Overload (issue 15 item 2): goodput and the latency of admitted sends when producers offer twice
+"""Overload: goodput and the latency of admitted sends when producers offer twice
 what the broker stores, beside that capacity, measured in the same run.
 
 Capacity: a closed loop of raw senders keeping 64 sends in flight (the most the broker acks, with

@@ -12,7 +12,7 @@ from rocketbox.perf.report import Report, Row, TARGETS, percentile
 
 
 def scenario_replication(s: Settings, report: Report, tmp: str) -> None:
-    """Batched produce to a master with one slave, async then sync replication (issue 5: the sync wait
+    """Batched produce to a master with one slave, async then sync replication (the sync wait
     is pipelined, so it must cost well under half the throughput; RocketMQ's blocking wait cost 10x)."""
     medians = {}
     for role, label in ((ASYNC_MASTER, "async master"), (SYNC_MASTER, "sync master")):
@@ -50,7 +50,7 @@ REPLICATION_FLUSH_MODES = tuple((role, flush, f"{r} replication + {f} flush")
 def scenario_replication_flush(s: Settings, report: Report, tmp: str) -> None:
     """A master with one slave in each of {async, sync} replication x {async, sync} flush: batched
     throughput with the publish latency of each batch (send_batch call to answer), then single sync
-    sends one at a time from one thread. Issue 5's goal: sync + sync >= 100k msg/s batched, p99 < 2 ms.
+    sends one at a time from one thread. The target: sync + sync >= 100k msg/s batched, p99 < 2 ms.
     Every answer must be SEND_OK (a sync master with no slave in sync answers SLAVE_NOT_AVAILABLE at
     once, which would flatter the figures)."""
     singles = s.latency_sends()

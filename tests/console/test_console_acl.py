@@ -1,5 +1,5 @@
 """The web console of a cluster with access control asks for an admin's credentials on loopback too
-(issue 30 item 3, as rocketmq-dashboard has a login): no credentials or a wrong secret 401, an
+(as rocketmq-dashboard has a login): no credentials or a wrong secret 401, an
 account that is not admin 403, an admin the pages with the cluster's data (the console asks the
 brokers with the cluster's own CURVE key); credentials do not make a rebound Host or a cross-site
 form pass. ``console_trust_loopback`` serves loopback without credentials (and still checks the Host)."""

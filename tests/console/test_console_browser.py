@@ -1,4 +1,4 @@
-"""The web console in a real browser (issue 14 item 2): headless Chromium (Debian's package, driven
+"""The web console in a real browser: headless Chromium (Debian's package, driven
 by Playwright) against a live cluster. Every page renders with real data and its script runs (live
 refresh, the chart); a test message sent from the page reaches a native consumer; a reset offset
 made on the page reaches a running group; a dead-letter resend made on the page arrives.
@@ -161,7 +161,7 @@ def test_a_dead_letter_resend_made_on_the_page_arrives(page, console_cluster, ad
                    30, what="every letter resent once more")
 
 
-# Issue 35: a newcomer's walk through the console (items 1, 6 and 14).
+# A newcomer's walk through the console: message keys, lookups by either id, forms that redirect.
 
 def _cli_send(cluster, topic: str, body: str, keys: str) -> dict:
     """What `cluster send --json` prints: the ids a user copies from the terminal."""

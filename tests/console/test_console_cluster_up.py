@@ -13,12 +13,12 @@ import sys
 import pytest
 
 from rocketbox.cluster.console.settings import ConsoleSettings, loopback_problem
-from rocketbox.cluster.procs.lifecycle import EXIT_BOOT_ERROR
-from rocketbox.cluster.procs.run_state import read_state_file
+from rocketbox.cluster.supervision.lifecycle import EXIT_BOOT_ERROR
+from rocketbox.cluster.supervision.run_state import read_state_file
 from rocketbox.cluster.testing import wait_until
 from rocketbox.cluster.topology import free_ports
-from tests.console.pages import fetch
 from tests.conftest import run_cli, up_on_free_ports
+from tests.console.pages import fetch
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -1,4 +1,4 @@
-"""The web console's pages over HTTP against a live cluster (issue 14 item 1): each page shows the
+"""The web console's pages over HTTP against a live cluster: each page shows the
 cluster's real state, each form's action reaches the brokers through the Admin API, and bad input
 gets an error page with the reason while the console goes on serving."""
 
@@ -236,7 +236,7 @@ def test_the_throughput_history_follows_the_traffic(console_cluster, cfg):
 
 
 def test_a_form_action_redirects_to_its_page_which_shows_the_result_once(console_cluster, admin):
-    # POST/redirect/GET (issue 35 item 14): reloading the page a form led to repeats nothing.
+    # POST/redirect/GET: reloading the page a form led to repeats nothing.
     url, topic = console_cluster.console_url, "ConsolePrg"
     admin.create_topic(topic, 1)
     posted = fetch(url, f"/topics/{topic}/send", form={"body": "once"}, follow=False)
@@ -253,7 +253,7 @@ def test_a_form_action_redirects_to_its_page_which_shows_the_result_once(console
 
 
 def test_the_group_list_hides_system_groups_behind_a_toggle_and_filters_and_sorts(console_cluster, admin, cfg):
-    # rocketmq-dashboard lists the tools' and brokers' own groups only when asked (issue 35 item 14).
+    # rocketmq-dashboard lists the tools' and brokers' own groups only when asked.
     url, topic = console_cluster.console_url, "ConsoleVisibleOrders"
     admin.create_topic(topic, 1)
     with Producer("ConsoleVisibleProducer", config=cfg) as producer:
@@ -287,7 +287,7 @@ def test_the_group_list_hides_system_groups_behind_a_toggle_and_filters_and_sort
 
 
 def test_a_message_is_found_by_either_of_its_ids_with_or_without_its_topic(console_cluster, admin, cfg):
-    # The "By message id" form and the message page take the msgId (UNIQ_KEY) too (issue 35 item 6).
+    # The "By message id" form and the message page take the msgId (UNIQ_KEY) too.
     url, topic = console_cluster.console_url, "ConsoleEitherId"
     admin.create_topic(topic, 2)
     admin.create_topic("ConsoleEitherOther", 1)

@@ -20,7 +20,7 @@ import sys
 
 from rocketbox.cluster.broker.offsets import ConsumerOffsetManager
 from rocketbox.cluster.shm.retention import RetentionService
-from rocketbox.cluster.shm.testing import Harness, message, tiny_config
+from tests.store_harness import Harness, message, tiny_config
 
 TOPIC = "Power"
 QUEUES = 4

@@ -1,4 +1,4 @@
-"""Multi-master (issue 5 item 3) through real processes: two broker groups, each a master and a slave,
+"""Multi-master through real processes: two broker groups, each a master and a slave,
 one topic with queues on both. A producer with latency fault tolerance sends continuously and a
 PushConsumer consumes while one whole group (master, slave and their workers) is lost: SIGKILLed
 and kept down, or SIGSTOPped (hung: its TCP connections stay open, nothing answers).

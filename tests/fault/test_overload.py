@@ -1,4 +1,4 @@
-"""Overload (issue 15 item 2): a broker offered more than it can store answers every request, with
+"""Overload: a broker offered more than it can store answers every request, with
 SEND_OK or SYSTEM_BUSY and RocketMQ's reason, keeps its memory bounded and loses no acked message.
 
 How the broker is made the bottleneck honestly on a two-core machine: the load generators must

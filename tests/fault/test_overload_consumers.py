@@ -1,4 +1,4 @@
-"""Overload from the consuming side (issue 15 item 2): a consumer far behind, a push consumer that
+"""Overload from the consuming side: a consumer far behind, a push consumer that
 never finishes, a pop consumer that never acks. In each, what the consumer holds stays bounded,
 and the broker keeps serving producers and other groups.
 

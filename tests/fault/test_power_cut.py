@@ -1,4 +1,4 @@
-"""Power cuts against a broker store (issue 15 item 1): SIGKILL cannot lose the page cache, so these
+"""Power cuts against a broker store: SIGKILL cannot lose the page cache, so these
 tests keep a durable image of every completed sync (``cluster/shm/power_cut.py``), freeze the
 writer at a random moment (SIGSTOP, then SIGKILL), rewrite its files as a disk would hold them
 after the power went out (unsynced pages old, new or garbage; names never synced gone), recover,
@@ -28,8 +28,8 @@ import pytest
 from rocketbox.cluster.shm import commitlog_format as fmt
 from rocketbox.cluster.message.properties import PROPERTY_UNIQ_KEY
 from rocketbox.cluster.shm import power_cut
-from rocketbox.cluster.shm.testing import Harness
 from tests.fault.power_writer import QUEUES, TOPIC, writer_config
+from tests.store_harness import Harness
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CUTS_PER_MODE = int(os.environ.get("POWER_CUTS", "100"))

@@ -1,4 +1,4 @@
-"""Power cuts of a whole cluster (issue 15 item 1): every process of a SYNC_FLUSH cluster (the
+"""Power cuts of a whole cluster: every process of a SYNC_FLUSH cluster (the
 supervisor, NameServer, broker and its flush, reput and allocate workers) keeps a durable image of
 its syncs; at a random moment of a producer's load all of them are frozen (SIGSTOP), then killed,
 the data directory is rewritten as a disk would hold it (``cluster/shm/power_cut.py``), and the

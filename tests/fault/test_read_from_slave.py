@@ -1,4 +1,4 @@
-"""Read from slave (issue 5 item 4) through real processes: a slave syncs its master's topic
+"""Read from slave through real processes: a slave syncs its master's topic
 configs and consumer offsets (broker/slave_sync.py) and serves the same messages; a master
 steers a far-behind consumer to its slave and the slave steers it back (suggestWhichBrokerId);
 a PushConsumer keeps consuming from the slave while the master is SIGSTOPped, and the offsets

@@ -1,4 +1,4 @@
-"""Retention against a live cluster (issue 13 item 1): mqadmin deleteExpiredCommitLog deletes
+"""Retention against a live cluster: mqadmin deleteExpiredCommitLog deletes
 expired segments, readers at deleted offsets (a push group, a Spark read, the delay and
 transaction bookkeeping) go on from the new min offsets, and a SIGKILL of the allocate worker or
 of the broker in the middle of a deletion leaves a store that serves every message it kept."""

@@ -24,10 +24,10 @@ from rocketbox.cluster.namesrv import NamesrvService
 from rocketbox.cluster.protocol import RequestCode, ResponseCode
 from rocketbox.cluster.message.properties import properties_text
 from rocketbox.cluster.shm.reput import ReputService
-from rocketbox.cluster.shm.testing import tiny_config
 from rocketbox.cluster.wire_format import Command, encode_header
-from tests.fuzz.budget import run_hypothesis
 from tests.fuzz import request_strategies
+from tests.fuzz.budget import run_hypothesis
+from tests.store_harness import tiny_config
 
 # Codes that may keep ``reply`` and answer later (a long poll, a pop's poll time).
 PARKING = {RequestCode.PULL_MESSAGE, RequestCode.POP_MESSAGE}

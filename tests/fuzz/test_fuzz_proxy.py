@@ -20,8 +20,8 @@ from rocketbox.cluster.proxy.settings import ProxySettings
 from rocketbox.cluster.proxy.status import ProxyError
 from rocketbox.cluster.shm import commitlog_format as fmt
 from rocketbox.cluster.message.properties import decode_properties
-from rocketbox.cluster.shm.testing import BORN_HOST, STORE_HOST
 from tests.fuzz.budget import run_hypothesis
+from tests.store_harness import BORN_HOST, STORE_HOST
 
 # Text as clients send it and as they should not: separators of the stored properties text
 # (\x01, \x02), other control characters, whitespace, names the broker gives meaning to.

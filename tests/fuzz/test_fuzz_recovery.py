@@ -1,4 +1,4 @@
-"""The CommitLog recovery scan over damaged stores: a store (``shm/testing.Harness``, 64 KiB
+"""The CommitLog recovery scan over damaged stores: a store (``tests/store_harness.Harness``, 64 KiB
 segments) takes random messages, crashes (its abort marker stays), has bytes of its segments or
 its checkpoint changed, and opens again. Recovery never raises; it never cuts a record that was
 not damaged (nothing below the first damaged record is lost); everything below the end it finds
@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 from rocketbox.cluster.shm import commitlog_format as fmt
 from rocketbox.cluster.shm.paths import checkpoint_path
-from rocketbox.cluster.shm.testing import Harness, message, tiny_config
 from tests.fuzz.budget import run_hypothesis
+from tests.store_harness import Harness, message, tiny_config
 
 TOPICS = ("A", "B")
 _batches = st.lists(st.tuples(st.sampled_from(TOPICS), st.integers(0, 2),

@@ -2,7 +2,7 @@
 its own ``Credentials(ak, sk)`` (the ``authorization`` header: HMAC-SHA1 of x-mq-date-time): an
 allowed account sends and receives; no credentials and a wrong secret are UNAUTHORIZED; an account
 without PUB on a topic is FORBIDDEN, each with the reason; an account cannot end another topic's
-half message with its transaction id (issue 30 item 4)."""
+half message with its transaction id."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Overload through the gRPC proxy (issue 15 item 2): a broker refusing sends SYSTEM_BUSY makes the
+"""Overload through the gRPC proxy: a broker refusing sends SYSTEM_BUSY makes the
 proxy answer RocketMQ 5's TOO_MANY_REQUESTS with the broker's reason, as Apache's proxy maps it.
 
 The broker is overloaded honestly: sync flush on a disk throttled to 1 MB/s (a blkio cgroup on its

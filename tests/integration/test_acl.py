@@ -1,4 +1,4 @@
-"""Access control (issue 15 item 3) on the native ZeroMQ door of a live cluster, and on its metrics
+"""Access control on the native ZeroMQ door of a live cluster, and on its metrics
 endpoint: CURVE keys mapped to plain_acl.yml accounts, refusals answered NO_PERMISSION with the
 reason, an admin-only request, a connection without CURVE, the file reread when it changes, the
 refusals counted in the metrics, and the endpoint asking for credentials (``require_credentials``:

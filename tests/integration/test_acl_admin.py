@@ -1,4 +1,4 @@
-"""mqadmin's ACL verbs through the remoting door (issue 31 item 2, broker/admin_acl.py): an admin
+"""mqadmin's ACL verbs through the remoting door (broker/admin_acl.py): an admin
 account edits the cluster's plain_acl.yml (accounts, global white addresses) and every process
 follows the edit; other accounts may not; an edit that would break the file is refused whole."""
 

@@ -1,4 +1,4 @@
-"""Access control on what a request touches beyond its header (issue 30 items 4-6), through both doors
+"""Access control on what a request touches beyond its header, through both doors
 of a live cluster: the native door with account CURVE keys, the remoting door with RocketMQ's
 AccessKey/Signature. Account ``intruder`` (PUB|SUB on RecA and group RecGroupA only) tries
 everything it may not: end ``ownerb01``'s half message on RecB with a made-up or copied id, read
@@ -148,7 +148,7 @@ def _runtime(doors) -> dict:
     return json.loads(doors.own(RequestCode.GET_BROKER_RUNTIME_INFO, {"detail": "true"}).body)
 
 
-# ---------------------------------------------------------------- item 4: forged transaction ends
+# ---------------------------------------------------------------- forged transaction ends
 
 def test_a_half_of_another_topic_is_not_ended_with_a_made_up_or_copied_id(cluster, doors):
     body = f"half-{doors.door}".encode()
@@ -180,7 +180,7 @@ def test_a_half_of_another_topic_is_not_ended_with_a_made_up_or_copied_id(cluste
                    what="the committed half on RecB")
 
 
-# ---------------------------------------------------------------- item 5: records across topics
+# ---------------------------------------------------------------- records across topics
 
 def test_a_record_of_another_topic_is_not_viewed_by_offset(cluster, doors):
     theirs = _send(cluster, "ownerb01", TOPIC_B, b"secret of B")
@@ -252,7 +252,7 @@ def test_the_broker_own_topics_are_read_by_admins_only(cluster, doors):
     assert "is the broker's own" in str(refused.value)
 
 
-# ---------------------------------------------------------------- item 6: group isolation
+# ---------------------------------------------------------------- group isolation
 
 def _heartbeat(client_id: str) -> bytes:
     return json.dumps({"clientID": client_id, "producerDataSet": [], "consumerDataSet": [{

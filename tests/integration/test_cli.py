@@ -9,7 +9,7 @@ import sys
 import time
 import urllib.request
 
-from rocketbox.cluster.procs.run_state import read_state_file
+from rocketbox.cluster.supervision.run_state import read_state_file
 from rocketbox.cluster.topology import free_ports
 from tests.conftest import up_on_free_ports
 

@@ -1,4 +1,4 @@
-"""What a newcomer meets first on the command line (issue 17): lookups by the id `send` printed,
+"""What a newcomer meets first on the command line: lookups by the id `send` printed,
 a sender that reports line by line, exit codes a script can trust, output fit for pipes."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""mqadmin's verbs under `cluster` (issue 13 item 4), run as a user runs them, against a live
+"""mqadmin's verbs under `cluster`, run as a user runs them, against a live
 cluster with a master and a slave and a running consumer group."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""mqadmin's NameServer verbs and rarer broker verbs under `cluster` (issue 31 item 2,
-cli/mqadmin_more.py), run as a user runs them, through the native door, against a live cluster with
+"""mqadmin's NameServer verbs and rarer broker verbs under `cluster`
+(cli/mqadmin_more.py), run as a user runs them, through the native door, against a live cluster with
 an online consumer group and a transactional producer."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`cluster up -c broker.conf` and `cluster config show` (issue 13 item 2), and updateBrokerConfig on
+"""`cluster up -c broker.conf` and `cluster config show`, and updateBrokerConfig on
 a running broker: a file's RocketMQ keys reach every broker, flags win over the file, unknown keys
 are warned about, a live change reaches the allocate worker's retention and outlives a restart."""
 

@@ -1,4 +1,4 @@
-"""Consumption modes (issue 4): broadcasting with local offsets, allocation strategies settling
+"""Consumption modes: broadcasting with local offsets, allocation strategies settling
 as members come and go, flow control in push consumers, resetOffsetByTime on a running group."""
 
 from __future__ import annotations

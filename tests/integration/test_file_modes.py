@@ -1,4 +1,4 @@
-"""Who may read what a cluster writes (issue 30 item 9, ``cluster/file_modes.py``): after a cluster
+"""Who may read what a cluster writes (``cluster/file_modes.py``): after a cluster
 ran with traffic, every directory of its data dir is 0700 and every file 0600, whichever process
 made it (the test process's own umask is left as it is, typically 0022); an ACL file or a key file
 other users may read is accepted with a warning that ``cluster up`` prints and each process logs."""

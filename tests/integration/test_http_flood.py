@@ -1,5 +1,5 @@
 """The HTTP doors (console, metrics) under a slowloris flood from the same address as the real
-client (issue 30 item 8): connections past the per-client bound, each sending a request head a
+client: connections past the per-client bound, each sending a request head a
 byte at a time, a few sending whole heads and then a body a byte at a time, reopened as the door
 closes them. Meanwhile a real client is answered: the console a page and a topic created with an
 admin's credentials, the metrics endpoint a scrape prometheus-client's parser reads. When the flood

@@ -1,4 +1,4 @@
-"""Logs under a flood of bad requests (issue 30 item 10): 50,000 malformed and invalid requests
+"""Logs under a flood of bad requests: 50,000 malformed and invalid requests
 over a broker's and a NameServer's native and remoting doors grow each process's log by a few
 kilobytes, and the log still says what it held back. Before, each refusal was a line ("request 35
 refused: the header field 'clientID' is missing", once per frame: 9 MB in 40 s)."""

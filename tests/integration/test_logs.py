@@ -1,4 +1,4 @@
-"""Logs an operator can read (issue 13 item 5): `cluster logs NAME [-n N] [-f]`, and each process's
+"""Logs an operator can read: `cluster logs NAME [-n N] [-f]`, and each process's
 log rotated by size with a cap."""
 
 from __future__ import annotations

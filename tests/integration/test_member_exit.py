@@ -1,4 +1,4 @@
-"""A consumer whose process ends leaves its group at once (issue 17): on a plain exit without
+"""A consumer whose process ends leaves its group at once: on a plain exit without
 ``shutdown()`` its atexit hook unregisters it, and on SIGKILL the broker sees its connection
 close and drops it, instead of keeping a dead member for ``client_expiry_ms`` (2 minutes)."""
 

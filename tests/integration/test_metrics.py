@@ -1,4 +1,4 @@
-"""The Prometheus endpoint (issue 13 item 3) of a running cluster, read as Prometheus reads it:
+"""The Prometheus endpoint of a running cluster, read as Prometheus reads it:
 scraped over HTTP and parsed with prometheus-client's text parser. Its numbers must move with the
 traffic, the lag and the processes' lives."""
 

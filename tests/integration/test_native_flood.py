@@ -1,4 +1,4 @@
-"""A flood at a broker's and a NameServer's native (ZeroMQ) doors (issue 30 item 8): what ZeroMQ
+"""A flood at a broker's and a NameServer's native (ZeroMQ) doors: what ZeroMQ
 lets the door bound, it bounds (``zmq_transport.HANDSHAKE_TIMEOUT_MS``, ``HEARTBEAT_MS``).
 
 The flood (``tests/door_flood.py``) opens idle TCP connections that never send ZMTP's greeting,

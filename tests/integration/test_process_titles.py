@@ -1,4 +1,4 @@
-"""Process titles (issue 13 item 5): ps shows `rocketbox: broker-a reput`, not a Python command line
+"""Process titles: ps shows `rocketbox: broker-a reput`, not a Python command line
 carrying the child's JSON config."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The pytest plugin (issue 14 item 3), used as an application's test suite uses it: each case
+"""The pytest plugin, used as an application's test suite uses it: each case
 writes a user's test files with pytest's own ``pytester`` and runs them in a pytest process of
 their own, which finds the plugin through its ``pytest11`` entry point (no conftest defines its
 fixtures). Whether a cluster is gone is checked inside that process, after its fixture's

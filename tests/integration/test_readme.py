@@ -1,5 +1,5 @@
-"""The README's "Using it" blocks, run in order as written, from a directory outside the checkout
-(issue 17): the shell blocks by bash with ``set -e``, the Python blocks by the venv's python, in a
+"""The README's "Using it" blocks, run in order as written, from a directory outside the checkout,
+as a newcomer runs them: the shell blocks by bash with ``set -e``, the Python blocks by the venv's python, in a
 home of their own so ``~/.rocketbox`` is fresh. The README cannot drift from what works."""
 
 from __future__ import annotations

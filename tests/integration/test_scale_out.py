@@ -1,4 +1,4 @@
-"""Scaling out (issue 5, item 8): ``cluster up --role namesrv|broker`` on several hosts.
+"""Scaling out: ``cluster up --role namesrv|broker`` on several hosts.
 
 Each role runs under a supervisor of its own, in its own data directory, as it would on its own
 host: the NameServer in one, a broker group (and a slave of it) in another, registering with the
@@ -20,7 +20,7 @@ import textwrap
 import pytest
 
 from rocketbox.cluster import Admin, Message, Producer, PullConsumer
-from rocketbox.cluster.procs.run_state import read_state_file
+from rocketbox.cluster.supervision.run_state import read_state_file
 from rocketbox.cluster.testing import SMALL_STORE, read_topic, wait_until
 from rocketbox.cluster.topology import free_ports
 

@@ -1,4 +1,4 @@
-"""Apache RocketMQ's own Java client and mqadmin, as the judges of compatibility (issue 31).
+"""Apache RocketMQ's own Java client and mqadmin, as the judges of compatibility.
 
 They are in no package registry here: a developer builds Apache RocketMQ 4.9.8 from its published
 source on their machine (javac and Debian's Java libraries) and points the tests at it. Nothing of

@@ -1,4 +1,4 @@
-"""Apache RocketMQ 4.9.8's unmodified mqadmin against RocketBox's remoting door (issue 31 item 2):
+"""Apache RocketMQ 4.9.8's unmodified mqadmin against RocketBox's remoting door:
 every verb of the tool, each checked on what it prints (the tool exits 0 even when a verb fails),
 with Apache's Java producer and push consumer online (tests/java/programs/AdminPeers.java).
 
@@ -32,7 +32,7 @@ TOPIC, PRODUCER_GROUP, CONSUMER_GROUP, MESSAGES = "AdmT", "AdmPG", "AdmCG", 10
 TOOL_JVM = "-XX:TieredStopAtLevel=1"
 TRANSIENT = ("RemotingTimeoutException", "RemotingSendRequestException", "RemotingConnectException",
              "RemotingTooMuchRequestException")
-QUERY_MESSAGE_ELSEWHERE = "QUERY_MESSAGE's indexLastUpdateTimestamp: issue 31 item 1, another branch"
+QUERY_MESSAGE_ELSEWHERE = "QUERY_MESSAGE's indexLastUpdateTimestamp as the Java tool reads it"
 
 
 @dataclass

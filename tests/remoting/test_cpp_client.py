@@ -1,7 +1,7 @@
 """RocketMQ's C++ client (PyPI rocketmq 0.4.4), unchanged, against RocketBox's remoting door.
 
 Each test runs the real client in child processes (tests/remoting/cpp_driver.py) and checks what
-arrived, through either door: one store, every door (issue 11 items 4 and 5).
+arrived, through either door: one store, every door.
 """
 
 from __future__ import annotations

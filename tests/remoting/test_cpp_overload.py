@@ -1,4 +1,4 @@
-"""Overload on the remoting door with RocketMQ's own C++ client (issue 15 item 2): a broker that
+"""Overload on the remoting door with RocketMQ's own C++ client: a broker that
 cannot store what it is offered answers its sends SYSTEM_BUSY with RocketMQ's reason, which the
 client reports; every send ends stored or refused, none unanswered (the client logs the broker's reason; this
 client version then reports a send that failed all its retries as "No route info of this topic").

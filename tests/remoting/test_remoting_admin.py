@@ -1,4 +1,4 @@
-"""mqadmin's broker requests through the remoting door (issue 11 item 2): topicStatus (202),
+"""mqadmin's broker requests through the remoting door: topicStatus (202),
 consumerProgress (208), brokerStatus (28 as a KVTable), updateSubGroup / deleteSubGroup
 (200 / 201 / 207), with RocketMQ's bodies (maps keyed by MessageQueue objects, as fastjson
 writes them) and what the broker enforces from a subscription group."""

@@ -1,5 +1,5 @@
-"""mqadmin's NameServer requests and its rarer broker requests through the remoting door (issue 31
-item 2), with RocketBox's own remoting client: each request code with RocketMQ's header fields,
+"""mqadmin's NameServer requests and its rarer broker requests through the remoting door,
+with RocketBox's own remoting client: each request code with RocketMQ's header fields,
 bodies and refusals, and what it changes (routes, offsets, files, a consumer's listener)."""
 
 from __future__ import annotations

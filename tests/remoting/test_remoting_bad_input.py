@@ -1,4 +1,4 @@
-"""Bad input on the remoting TCP doors (issue 11 item 6): every bad frame is answered with an error
+"""Bad input on the remoting TCP doors: every bad frame is answered with an error
 or its connection is closed, warnings are rate-limited, memory stays bounded, and everyone else
 keeps being served. Real bytes on real sockets against a LocalCluster."""
 
@@ -132,7 +132,7 @@ def test_idle_connections_give_way_to_newcomers_and_are_closed_within_the_unprov
     """Idle connections beyond one host's share of unproven places (a quarter of the table) each
     take the place of the one idle longest: a newcomer is never refused, and its request is
     answered. The broker's memory stays bounded, and every idle connection is closed once it had
-    the unproven time-out to send a request (issue 30 item 8; the flood itself is
+    the unproven time-out to send a request (the flood itself is
     test_remoting_flood.py)."""
     cfg = cluster.topology.brokers[0]
     broker = psutil.Process(cluster.pid("broker-a"))

@@ -1,5 +1,5 @@
 """A flood of connections that never prove themselves against a NameServer's and a broker's remoting
-doors, while real clients use them (issue 30 item 8, ``cluster/remoting_admission.py``).
+doors, while real clients use them (``cluster/remoting_admission.py``).
 
 The flood (``tests/door_flood.py``, a process of its own) keeps as many idle connections open
 at each door as its table holds, plus connections holding half frames that declare nearly the

@@ -1,4 +1,4 @@
-"""A steady 2,000 sync sends a second through the remoting door (issue 31: RocketMQ's Java client saw
+"""A steady 2,000 sync sends a second through the remoting door (RocketMQ's Java client saw
 35-385 of 36,000 refused SYSTEM_BUSY [TIMEOUT_CLEAN_QUEUE] on a loaded machine; Apache none): every
 send stored and no broker answer SYSTEM_BUSY. Counts answers, not times: a slow machine sends fewer
 a second, never fails the test by it. The Java client's own run is tests/java (SteadyLoad)."""

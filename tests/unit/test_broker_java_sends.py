@@ -16,8 +16,8 @@ from rocketbox.cluster.protocol import PULL_FLAG_SUBSCRIPTION, RequestCode, Resp
 from rocketbox.cluster.shm import commitlog_format as fmt
 from rocketbox.cluster.message.ids import parse_offset_msg_id
 from rocketbox.cluster.shm.reput import ReputService
-from rocketbox.cluster.shm.testing import tiny_config
 from rocketbox.cluster.wire_format import Command
+from tests.store_harness import tiny_config
 
 NOW_MS = 1_700_000_000_000
 # zlib.compress(b"golden body " * 20, 5): what the Java client would send for a longer body.

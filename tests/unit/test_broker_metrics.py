@@ -21,8 +21,8 @@ from rocketbox.cluster.message.ids import parse_offset_msg_id
 from rocketbox.cluster.message.properties import PROPERTY_UNIQ_KEY, properties_text
 from rocketbox.cluster.message.sysflags import SYSFLAG_TRANSACTION_PREPARED
 from rocketbox.cluster.shm.reput import ReputService
-from rocketbox.cluster.shm.testing import tiny_config
 from rocketbox.cluster.wire_format import Command
+from tests.store_harness import tiny_config
 
 TOPIC = "Metered"
 

@@ -18,8 +18,8 @@ from rocketbox.cluster.protocol import RequestCode, ResponseCode, dlq_topic, pop
 from rocketbox.cluster.shm import commitlog_format as fmt
 from rocketbox.cluster.message.properties import PROPERTY_RETRY_TOPIC, PROPERTY_UNIQ_KEY, properties_text
 from rocketbox.cluster.shm.reput import ReputService
-from rocketbox.cluster.shm.testing import tiny_config
 from rocketbox.cluster.wire_format import Command
+from tests.store_harness import tiny_config
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -13,8 +13,8 @@ from rocketbox.cluster.config import BrokerConfig
 from rocketbox.cluster.protocol import MessageQueue, RequestCode, ResponseCode
 from rocketbox.cluster.message.properties import PROPERTY_UNIQ_KEY, properties_text
 from rocketbox.cluster.shm.reput import ReputService
-from rocketbox.cluster.shm.testing import tiny_config
 from rocketbox.cluster.wire_format import Command
+from tests.store_harness import tiny_config
 
 TOPIC = "InProcess"
 

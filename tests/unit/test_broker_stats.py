@@ -10,8 +10,8 @@ from rocketbox.cluster.broker.service import BrokerService
 from rocketbox.cluster.broker.stats import BYTES, MESSAGES, CounterWindows, KeyedStats, Rate
 from rocketbox.cluster.config import BrokerConfig
 from rocketbox.cluster.protocol import RequestCode, ResponseCode
-from rocketbox.cluster.shm.testing import tiny_config
 from rocketbox.cluster.wire_format import Command
+from tests.store_harness import tiny_config
 from tests.unit.test_broker_service import TOPIC, _call, _send
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from rocketbox.cluster.cli import build_parser
 
-# mqadmin's short flags per verb (its *SubCommand.java options) of those issue 13 lists:
+# mqadmin's short flags per verb (its *SubCommand.java options) of the flags every verb shares:
 # -n -t -g -b -c -k -i -o -s, plus the verb's own letters where they have one meaning there.
 MQADMIN_SHORT_FLAGS = {
     "clusterList": {"-n", "-c", "-i"},

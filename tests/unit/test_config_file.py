@@ -10,8 +10,8 @@ import pytest
 from rocketbox.cluster.cli.up_config import read_up_files
 from rocketbox.cluster.config import BrokerConfig, NamesrvConfig, StoreConfig
 from rocketbox.cluster.config_file import BROKER_TABLE, NAMESRV_TABLE, read_settings, settings_text
+from rocketbox.cluster.live_settings import with_values
 from rocketbox.cluster.rocketmq_keys import parse_properties, properties_text
-from rocketbox.cluster.shm.live_settings import with_values
 
 
 def test_every_setting_has_a_key_and_reads_back():

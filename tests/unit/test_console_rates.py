@@ -1,5 +1,5 @@
 """The console's per-queue rates and its one-time flashes, in process with a clock the test moves:
-a queue seeded with its offset of a window ago has its rate at the first reading (issue 35 item 14),
+a queue seeded with its offset of a window ago has its rate at the first reading,
 the rate spans the latest reading a window or more old, and a flash is shown once, then forgotten."""
 
 from __future__ import annotations

@@ -93,7 +93,7 @@ class _Schedstat:
 
 
 def test_a_wait_the_broker_spent_waiting_for_a_cpu_is_not_charged(tmp_path, monkeypatch):
-    """Issue 31: on a machine loaded by other processes a broker runnable but not running for 170 ms
+    """On a machine loaded by other processes a broker runnable but not running for 170 ms
     refused sends with 1 in queue, which RocketMQ (stamping a request once its own thread has read it)
     serves. Past its bound a wait is charged less the loop thread's run-queue delay over it."""
     from rocketbox.cluster import fast_failure

@@ -78,3 +78,11 @@ def test_query_data_version_compares_what_the_broker_registered():
     assert newer.fields["changed"] == "true"
     unknown = _call(service, RequestCode.QUERY_DATA_VERSION, {"brokerAddr": "127.0.0.1:9"}, b"{}")
     assert unknown.fields["changed"] == "true" and unknown.body == b""
+
+
+def test_query_data_version_refuses_a_body_nested_too_deep():
+    """json's decoder recurses once per nesting level: a body of brackets must get an error answer,
+    not a RecursionError out of the handler (found by tests/fuzz/test_fuzz_handlers.py)."""
+    service = NamesrvService(NamesrvConfig(), clock_ms=lambda: 1000)
+    answer = _call(service, RequestCode.QUERY_DATA_VERSION, {"brokerAddr": "127.0.0.1:1"}, b"[" * 200_000)
+    assert answer.code != ResponseCode.SUCCESS and "nests too deep" in answer.remark

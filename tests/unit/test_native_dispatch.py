@@ -20,7 +20,7 @@ from rocketbox.cluster.shm.control import ControlBlock
 from rocketbox.cluster.shm.indexfile_format import key_hash
 from rocketbox.cluster.shm.reput import Dispatcher, ReputService
 from rocketbox.cluster.shm.store import MessageStore, MessageToStore
-from rocketbox.cluster.shm.testing import BORN_HOST, STORE_HOST, message, tiny_config
+from tests.store_harness import BORN_HOST, STORE_HOST, message, tiny_config
 
 # Tags and keys whose Java hashes (over UTF-16 code units: surrogate pairs, the last BMP and
 # plane code points, long texts) the C dispatch must compute as Python does.

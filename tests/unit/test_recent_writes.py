@@ -7,7 +7,7 @@ from rocketbox.cluster.message.ids import pack_host
 from rocketbox.cluster.shm import batch_format
 from rocketbox.cluster.shm.recent_writes import RUNS_PER_QUEUE_MAX, RecentWrites
 from rocketbox.cluster.shm.store import GetMessageStatus as G
-from rocketbox.cluster.shm.testing import Harness, message, tiny_config
+from tests.store_harness import Harness, message, tiny_config
 
 import pytest
 

@@ -10,7 +10,7 @@ import pytest
 from rocketbox.cluster.shm import commitlog_format as fmt
 from rocketbox.cluster.shm import record_crc_promise
 from rocketbox.cluster.shm.paths import record_crc_promise_path
-from rocketbox.cluster.shm.testing import Harness, message, tiny_config
+from tests.store_harness import Harness, message, tiny_config
 
 pytestmark = pytest.mark.timeout(60)
 

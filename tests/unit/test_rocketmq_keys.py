@@ -10,13 +10,13 @@ import os
 from rocketbox.cluster.broker.boot import boot
 from rocketbox.cluster.broker.service import BrokerService
 from rocketbox.cluster.config import SYNC_FLUSH, BrokerConfig
-from rocketbox.cluster.protocol import RequestCode, ResponseCode
 from rocketbox.cluster.config_file import broker_settings
+from rocketbox.cluster.protocol import RequestCode, ResponseCode
 from rocketbox.cluster.rocketmq_defaults import broker_cpu_defaults
 from rocketbox.cluster.rocketmq_keys import broker_properties, properties_text
-from rocketbox.cluster.shm.testing import tiny_config
 from rocketbox.cluster.wire_format import Command
 from tests.java.apache_keys import APACHE_BROKER_CONFIG_KEYS
+from tests.store_harness import tiny_config
 
 
 def _cfg(tmp_path) -> BrokerConfig:

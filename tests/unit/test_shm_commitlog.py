@@ -7,8 +7,8 @@ from rocketbox.cluster.shm import commitlog as commitlog_module
 from rocketbox.cluster.shm import commitlog_format as fmt
 from rocketbox.cluster.shm import mapped_file
 from rocketbox.cluster.shm.commitlog import AppendStatus, CommitLog
-from rocketbox.cluster.shm.testing import STORE_HOST, tiny_config
 from tests.conftest import mapping_vm_flags
+from tests.store_harness import STORE_HOST, tiny_config
 
 SEG = 64 * 1024
 

@@ -2,7 +2,7 @@ import os
 
 from rocketbox.cluster.shm.consumequeue import ConsumeQueue, ConsumeQueueSet
 from rocketbox.cluster.shm.consumequeue_format import ENTRY_SIZE
-from rocketbox.cluster.shm.testing import tiny_config
+from tests.store_harness import tiny_config
 
 
 def fill(cq: ConsumeQueue, count: int, *, size: int = 100) -> None:

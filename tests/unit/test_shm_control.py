@@ -2,7 +2,8 @@ import os
 
 import pytest
 
-from rocketbox.cluster.shm import checkpoint, json_store, paths
+from rocketbox.cluster import json_files
+from rocketbox.cluster.shm import checkpoint, paths
 from rocketbox.cluster.shm.control import ControlBlock
 
 
@@ -44,14 +45,14 @@ def test_checkpoint_round_trip_missing_and_corrupt(tmp_path):
     assert checkpoint.read(d) is None
 
 
-def test_json_store(tmp_path):
+def test_json_files(tmp_path):
     path = paths.config_path(str(tmp_path), "topics")
-    assert json_store.read_json(path, {"none": 1}) == {"none": 1}
-    json_store.write_json(path, {"T": {"queues": 4}})
-    assert json_store.read_json(path) == {"T": {"queues": 4}}
+    assert json_files.read_json(path, {"none": 1}) == {"none": 1}
+    json_files.write_json(path, {"T": {"queues": 4}})
+    assert json_files.read_json(path) == {"T": {"queues": 4}}
     with open(path, "w") as f:
         f.write("{broken")
-    assert json_store.read_json(path, []) == []
+    assert json_files.read_json(path, []) == []
     assert sorted(os.listdir(tmp_path / "config")) == ["topics.json"]
 
 

@@ -2,7 +2,7 @@ import os
 
 from rocketbox.cluster.shm import indexfile_format as ixf
 from rocketbox.cluster.shm.indexfile import IndexService
-from rocketbox.cluster.shm.testing import tiny_config
+from tests.store_harness import tiny_config
 
 T0 = 1_700_000_000_000
 

@@ -11,7 +11,7 @@ from rocketbox.cluster.shm import commitlog_format as fmt
 from rocketbox.cluster.shm.control import ControlBlock
 from rocketbox.cluster.shm.reput import ReputService
 from rocketbox.cluster.shm.store import GetMessageStatus as G, PutMessageStatus as P
-from rocketbox.cluster.shm.testing import Harness, message, tiny_config
+from tests.store_harness import Harness, message, tiny_config
 
 SEG = 64 * 1024
 

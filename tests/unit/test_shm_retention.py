@@ -9,7 +9,7 @@ import pytest
 from rocketbox.cluster.shm import paths
 from rocketbox.cluster.shm.retention import MANUAL_LOOKS, RetentionService
 from rocketbox.cluster.shm.store import GetMessageStatus
-from rocketbox.cluster.shm.testing import Harness, message, tiny_config
+from tests.store_harness import Harness, message, tiny_config
 
 SEG = 64 * 1024
 DAY_S = 86_400

@@ -9,7 +9,7 @@ from rocketbox.cluster.shm import commitlog_format as fmt
 from rocketbox.cluster.shm import mapped_file
 from rocketbox.cluster.shm.allocate import AllocateService
 from rocketbox.cluster.message.tags import tag_hash_code
-from rocketbox.cluster.shm.testing import Harness, message, tiny_config
+from tests.store_harness import Harness, message, tiny_config
 
 SEG = 64 * 1024
 

@@ -11,7 +11,7 @@ from rocketbox.cluster.message.sysflags import SYSFLAG_TRANSACTION_PREPARED
 from rocketbox.cluster.shm import mapped_file
 from rocketbox.cluster.message.tags import tag_hash_code
 from rocketbox.cluster.shm.store import GetMessageStatus as G, MessageStore, PutMessageStatus as P
-from rocketbox.cluster.shm.testing import STORE_HOST, Harness, message, tiny_config
+from tests.store_harness import STORE_HOST, Harness, message, tiny_config
 
 
 @pytest.fixture

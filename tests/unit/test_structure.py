@@ -27,7 +27,8 @@ _LAYERS_BY_PATH: list[tuple[str, ...]] = [
      "cluster.log_limit", "cluster.spin_wait", "cluster.zmq_frames"),
     ("cluster.config", "cluster.rocketmq_keys", "cluster.rocketmq_defaults", "cluster.config_file"),
     ("cluster.wire_format", "cluster.remoting_format", "cluster.fastjson_format", "cluster.mq_version"),
-    ("cluster.shm",),
+    ("cluster.shm", "cluster.json_files", "cluster.live_settings"),
+    ("cluster.supervision",),
     ("cluster.protocol", "cluster.request_dispatch", "cluster.event_loop", "cluster.fast_failure", "cluster.tls",
      "cluster.client_transport", "cluster.zmq_transport", "cluster.remoting_admission",
      "cluster.remoting_transport", "cluster.http_door",
@@ -51,11 +52,10 @@ _FORBIDDEN_BY_PATH = [("cluster.broker", "cluster.client"), ("cluster.client", "
 # the CLI speak the message's vocabulary (cluster.message), never the store's layouts or state.
 _SHM_FREE_BY_PATH = ("cluster.client", "cluster.proxy", "cluster.console", "cluster.metrics", "cluster.cli")
 # Imports of shm that the rule still has to see go (each a layout or state file a client reads today):
-# the CommitLog record a pull body carries, the batch body a producer sends, the client's JSON offsets.
+# the CommitLog record a pull body carries, the batch body a producer sends.
 _SHM_IMPORTS_PENDING_BY_PATH = {("cluster.client.message", "cluster.shm.commitlog_format"),
                                 ("cluster.proxy.messages", "cluster.shm.commitlog_format"),
-                                ("cluster.client.producer", "cluster.shm.batch_format"),
-                                ("cluster.client.offset_store", "cluster.shm.json_store")}
+                                ("cluster.client.producer", "cluster.shm.batch_format")}
 LAYERS = [tuple(f"{INSTALLED_ROOT}.{name}" for name in layer) for layer in _LAYERS_BY_PATH]
 FORBIDDEN = [(f"{INSTALLED_ROOT}.{low}", f"{INSTALLED_ROOT}.{high}") for low, high in _FORBIDDEN_BY_PATH]
 SHM = f"{INSTALLED_ROOT}.cluster.shm"

@@ -19,14 +19,14 @@ from pathlib import Path
 import psutil
 import pytest
 
-from rocketbox.cluster.procs import lifecycle
-from rocketbox.cluster.procs.lifecycle import EXIT_BOOT_ERROR, EXIT_OK
-from rocketbox.cluster.procs.arbiter import Supervisor
-from rocketbox.cluster.procs.child_table import ChildSpec, validate_table
-from rocketbox.cluster.procs.children import ChildState, describe_exit
-from rocketbox.cluster.procs.detach import spawn_detached
-from rocketbox.cluster.procs.run_state import STATE_FILE_NAME, read_state_file
-from rocketbox.cluster.procs.supervisor_errors import BootError, SupervisorError
+from rocketbox.cluster.supervision import lifecycle
+from rocketbox.cluster.supervision.arbiter import Supervisor
+from rocketbox.cluster.supervision.child_table import ChildSpec, validate_table
+from rocketbox.cluster.supervision.children import ChildState, describe_exit
+from rocketbox.cluster.supervision.detach import spawn_detached
+from rocketbox.cluster.supervision.errors import BootError, SupervisorError
+from rocketbox.cluster.supervision.lifecycle import EXIT_BOOT_ERROR, EXIT_OK
+from rocketbox.cluster.supervision.run_state import STATE_FILE_NAME, read_state_file
 
 REPO_DIR = Path(__file__).resolve().parents[2]
 CHILD_PROGRAM = REPO_DIR / "tests" / "procs_child.py"
@@ -137,7 +137,7 @@ def test_ready_line_round_trip_and_no_supervisor_means_no_op(monkeypatch):
 
 def test_child_exits_when_its_expected_parent_is_not_its_parent(tmp_path):
     import subprocess
-    code = "from rocketbox.cluster.procs import lifecycle; lifecycle.install_parent_death_signal(1); print('survived')"
+    code = "from rocketbox.cluster.supervision import lifecycle; lifecycle.install_parent_death_signal(1); print('survived')"
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO_DIR, capture_output=True,
                             text=True, timeout=DEADLINE_S)
     assert result.returncode == lifecycle.EXIT_PARENT_GONE

@@ -9,8 +9,8 @@ import fcntl
 import json
 import os
 
-from rocketbox.cluster.procs.supervisor_errors import SupervisorError
-from rocketbox.cluster.shm.json_store import write_json
+from rocketbox.cluster.json_files import write_json
+from rocketbox.cluster.supervision.errors import SupervisorError
 
 
 STATE_FILE_NAME = "cluster.json"

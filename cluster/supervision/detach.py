@@ -8,10 +8,10 @@ import signal
 import time
 from typing import Mapping, Sequence
 
-from rocketbox.cluster.procs import lifecycle
-from rocketbox.cluster.procs.children import describe_exit, read_log_tail
-from rocketbox.cluster.procs.run_state import LOGS_DIR_NAME, SUPERVISOR_LOG_NAME, SupervisorState, read_state_file
-from rocketbox.cluster.procs.supervisor_errors import SupervisorError
+from rocketbox.cluster.supervision import lifecycle
+from rocketbox.cluster.supervision.children import describe_exit, read_log_tail
+from rocketbox.cluster.supervision.errors import SupervisorError
+from rocketbox.cluster.supervision.run_state import LOGS_DIR_NAME, SUPERVISOR_LOG_NAME, SupervisorState, read_state_file
 
 
 def spawn_detached(argv: Sequence[str], data_dir: str, ready_timeout_s: float = 30.0,

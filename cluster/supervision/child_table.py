@@ -12,7 +12,7 @@ import signal
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from rocketbox.cluster.procs import lifecycle
+from rocketbox.cluster.supervision import lifecycle
 
 
 CHILD_NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")

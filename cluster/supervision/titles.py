@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 
-from rocketbox.cluster.procs import lifecycle
+from rocketbox.cluster.supervision import lifecycle
 
 TITLE_PREFIX = "rocketbox: "
 

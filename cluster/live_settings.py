@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from rocketbox.cluster.json_files import read_json, write_json
 from rocketbox.cluster.shm import paths
-from rocketbox.cluster.shm.json_store import read_json, write_json
 
 FILE_NAME = "brokerConfig"
 

@@ -9,8 +9,8 @@ import subprocess
 import time
 
 from rocketbox.cluster.file_modes import PRIVATE_UMASK, open_private
-from rocketbox.cluster.procs import lifecycle
-from rocketbox.cluster.procs.children import _Child
+from rocketbox.cluster.supervision import lifecycle
+from rocketbox.cluster.supervision.children import _Child
 
 
 class LaunchFailed(Exception):

@@ -1,43 +1,9 @@
-"""The supervisor behind ``cluster up`` (SPEC §1), modelled on gunicorn's arbiter; its process is
-:mod:`cluster.procs.supervisor`, its table :mod:`cluster.procs.child_table`.
+"""The supervisor's loop: :class:`Supervisor` starts, watches, restarts and stops the children of
+one cluster, deciding with :mod:`.start_gate` and :mod:`.exit_policy` and acting through
+:mod:`.child_launch` and :mod:`.child_signals` (the package's docstring has the whole story).
 
-What it does:
-
-* **A declarative table** of :class:`ChildSpec`: name, command, role, fate-sharing
-  group, start order, ready check, restart policy. Each child is a fresh
-  interpreter (``subprocess`` = fork + exec): no ZeroMQ context or mmap ever
-  crosses a fork, and this module creates neither.
-* **Start in order**: a child is started only once every child before it is
-  ready (the readiness line of :mod:`cluster.procs.lifecycle`), each within its
-  own deadline. During ``start()`` any failure stops what was started and raises
-  :class:`BootError` with the child's exit reason and the tail of its log.
-* **Watch**: signal handlers only enqueue (plus ``signal.set_wakeup_fd`` to wake
-  the loop); one loop (:meth:`Supervisor.step`) dispatches, reaps with
-  ``waitpid(-1, WNOHANG)``, explains deaths ("killed by SIGKILL (perhaps out of
-  memory?)"), and restarts with exponential backoff.
-* **Fate-sharing groups**: a group (one broker: its main process plus flush,
-  reput and allocate workers) has a leader, started first. When the leader dies
-  the rest of the group is stopped (SIGTERM, SIGKILL after a deadline) and, once
-  all are gone, the group restarts in start order, so the broker recovers its
-  store with no worker running. A non-leader's death restarts only it.
-* **Role changes restart at once**: a child exiting with ``EXIT_ROLE_CHANGED`` after it was ready
-  (a replica the controller gave another role, a slave cutting its log back) restarts, also mid-start.
-* **Boot errors halt**: a child exiting with ``EXIT_BOOT_ERROR`` before it is
-  ready stops the supervisor with the reason instead of a restart loop.
-* **Stop** (SIGTERM, SIGINT, or :meth:`Supervisor.stop`): children are stopped
-  one at a time in reverse start order, each SIGTERM then SIGKILL after its
-  ``stop_timeout_s``. A second stop signal kills everything left at once.
-* **No orphans**: every child gets ``PR_SET_PDEATHSIG=SIGTERM`` between fork and
-  exec (it survives exec), so a SIGKILLed supervisor still takes its children
-  along; children set it again themselves (``lifecycle.install_parent_death_signal``).
-  The death signal follows the *thread* that forked: drive the supervisor from
-  the thread that lives as long as it (the main thread).
-* **Run-state file** ``<data_dir>/cluster.json`` and the data-dir lock: :mod:`cluster.procs.run_state`.
-* **Logs**: each child's stdout and stderr are appended to
-  ``<data_dir>/logs/<name>.log``, so a crash leaves evidence.
-
-The loop is steppable (:meth:`Supervisor.step`, :meth:`Supervisor.run_until`), so
-tests drive it from the test's own thread without sleeping.
+The loop is steppable (:meth:`Supervisor.step`, :meth:`Supervisor.run_until`), so tests drive it
+from the test's own thread without sleeping.
 """
 
 from __future__ import annotations
@@ -46,25 +12,27 @@ import dataclasses
 import json
 import logging
 import os
-import select
 import signal
 import time
 from typing import Callable, Sequence
 
-from rocketbox.cluster.procs import lifecycle
-from rocketbox.cluster.procs.child_launch import LaunchFailed, launch, read_ready_line
-from rocketbox.cluster.procs.child_table import ChildSpec, ReadyCheck, RestartPolicy, validate_table
-from rocketbox.cluster.procs.children import ChildState, ChildStatistics, _Child, _TERMINAL_STATES, describe_exit, read_log_tail
-from rocketbox.cluster.procs.lifecycle import EXIT_BOOT_ERROR, EXIT_OK, EXIT_ROLE_CHANGED
-from rocketbox.cluster.procs.run_state import (LOGS_DIR_NAME, STATE_FILE_NAME, STATE_FORMAT_VERSION, SupervisorState,
-                                     acquire_data_dir_lock, write_state_file)
-from rocketbox.cluster.procs.signal_inbox import STOP_SIGNALS, SignalInbox
-from rocketbox.cluster.procs.supervisor_errors import BootError, StopRequested, SupervisorError
+from rocketbox.cluster.supervision import lifecycle
+from rocketbox.cluster.supervision.child_launch import LaunchFailed, launch, read_ready_line
+from rocketbox.cluster.supervision.child_signals import kill, send_stop
+from rocketbox.cluster.supervision.child_table import ChildSpec, ReadyCheck, validate_table
+from rocketbox.cluster.supervision.children import (ChildState, ChildStatistics, _Child, _TERMINAL_STATES, describe_exit,
+                                                    read_log_tail)
+from rocketbox.cluster.supervision.errors import BootError, StopRequested, SupervisorError
+from rocketbox.cluster.supervision.event_wait import POLL_INTERVAL_NO_SIGNALS_S, wait_budget_s, wait_for_events
+from rocketbox.cluster.supervision.exit_policy import ExitAction, exit_action
+from rocketbox.cluster.supervision.lifecycle import EXIT_BOOT_ERROR, EXIT_OK
+from rocketbox.cluster.supervision.run_state import (LOGS_DIR_NAME, STATE_FILE_NAME, STATE_FORMAT_VERSION, SupervisorState,
+                                                     acquire_data_dir_lock, write_state_file)
+from rocketbox.cluster.supervision.signal_inbox import STOP_SIGNALS, SignalInbox
+from rocketbox.cluster.supervision.start_gate import may_start
 
 # After SIGKILL a process can still take a moment to be reaped (or hang in D state).
 KILL_REAP_TIMEOUT_S = 5.0
-# Loop wake-up ceiling when signals cannot wake us (driven from a non-main thread).
-POLL_INTERVAL_NO_SIGNALS_S = 0.05
 
 
 log_default = logging.getLogger("rocketbox.supervisor")
@@ -176,7 +144,8 @@ class Supervisor:
         if self.state in (SupervisorState.NEW, SupervisorState.STOPPED, SupervisorState.FAILED):
             raise SupervisorError(f"step() called in state {self.state}")
         self._start_due_children()
-        readable = self._wait_for_events(self._wait_budget_s(timeout_s))
+        budget_s = wait_budget_s(self._children, timeout_s, self._next_heartbeat, self._signals.installed, time.monotonic())
+        readable = wait_for_events(self._children, self._signals, budget_s)
         self._dispatch_signals()
         for child in self._children:
             if child.ready_reader is not None and child.ready_reader in readable:
@@ -292,29 +261,10 @@ class Supervisor:
         for child in self._children:
             if self._stop_requested:
                 return
-            if child.state in (ChildState.PENDING, ChildState.BACKOFF) and self._may_start(child, now):
+            if child.state in (ChildState.PENDING, ChildState.BACKOFF) and may_start(
+                    child, self._children, self._groups[child.spec.group_name],
+                    first_boot=self.state == SupervisorState.STARTING, now=now):
                 self._spawn(child)
-
-    def _may_start(self, child: _Child, now: float) -> bool:
-        if child.restart_due is None or now < child.restart_due:
-            return False
-        if self.state == SupervisorState.STARTING:
-            # First boot: strictly one after another across the whole table.
-            for other in self._children:
-                if other is child:
-                    return True
-                if other.state != ChildState.RUNNING:
-                    return False
-        members = self._groups[child.spec.group_name]
-        if child.spec.leader:
-            # Recovery needs the group's shared state to itself: no worker may run.
-            return all(not m.alive for m in members if m is not child)
-        for member in members:
-            if member is child:
-                return True
-            if member.state != ChildState.RUNNING and member.state not in _TERMINAL_STATES:
-                return False
-        return True
 
     def _spawn(self, child: _Child) -> None:
         try:
@@ -361,39 +311,6 @@ class Supervisor:
         self.log.info("%s ready (pid %s)%s", child.name, child.pid,
                       f" {json.dumps(info, sort_keys=True)}" if info else "")
 
-    # ------------------------------------------------------------- waiting
-
-    def _wait_budget_s(self, timeout_s: float) -> float:
-        """``timeout_s``, shortened to the next deadline or restart that falls due."""
-        now = time.monotonic()
-        wake_at = now + max(0.0, timeout_s)
-        for child in self._children:
-            if child.state == ChildState.STARTING and not child.kill_sent:
-                wake_at = min(wake_at, child.ready_deadline)
-            if child.kill_deadline is not None and not child.kill_sent:
-                wake_at = min(wake_at, child.kill_deadline)
-            if child.restart_due is not None and child.state in (ChildState.BACKOFF, ChildState.PENDING):
-                wake_at = min(wake_at, child.restart_due)
-        wake_at = min(wake_at, self._next_heartbeat)
-        budget_s = max(0.0, wake_at - now)
-        if not self._signals.installed:
-            budget_s = min(budget_s, POLL_INTERVAL_NO_SIGNALS_S)
-        return budget_s
-
-    def _wait_for_events(self, timeout_s: float) -> set[int]:
-        fds = [c.ready_reader for c in self._children if c.ready_reader is not None]
-        if self._signals.wake_reader is not None:
-            fds.append(self._signals.wake_reader)
-        if not fds:
-            # Only without signal handlers (non-main thread); the budget is then short.
-            if timeout_s > 0:
-                time.sleep(timeout_s)
-            return set()
-        readable, _, _ = select.select(fds, [], [], timeout_s)
-        if self._signals.wake_reader is not None and self._signals.wake_reader in readable:
-            self._signals.drain_wake_pipe()
-        return set(readable)
-
     # ------------------------------------------------------------- signals
 
     def _dispatch_signals(self) -> None:
@@ -413,7 +330,7 @@ class Supervisor:
             self.log.warning("%s received again: killing all children now", name)
             for child in self._children:
                 if child.alive:
-                    self._kill(child)
+                    kill(child)
 
     # ------------------------------------------------------------- reaping
 
@@ -446,40 +363,39 @@ class Supervisor:
         child.kill_deadline = None
         child.last_exit, child.last_exit_code = reason, code
         died_booting = child.state == ChildState.STARTING
-
-        if child.state == ChildState.STOPPING or self.state == SupervisorState.STOPPING:
-            if child.restart_with_group and self.state != SupervisorState.STOPPING:
-                child.last_exit = reason = f"stopped with its group, {child.restart_with_group} died ({reason})"
-                self._set_state(child, ChildState.BACKOFF)  # restart_due set by the leader's death
-            else:
-                self._set_state(child, ChildState.STOPPED)
-            self.log.info("%s (pid %d) stopped: %s", child.name, pid, reason)
-            return
-
-        if code == EXIT_ROLE_CHANGED and not died_booting:
-            # Not a crash: a broker replica the failover controller gave another role. A back-off here
-            # could outlast the controller's time-out and make it look dead in its new role.
-            self.log.info("%s (pid %d) restarts in a new role", child.name, pid)
+        action = exit_action(child_state=child.state, cluster_state=self.state, code=code,
+                             stopped_with_group=child.restart_with_group is not None, policy=child.spec.restart)
+        if action == ExitAction.REJOIN_GROUP:
+            child.last_exit = reason = f"stopped with its group, {child.restart_with_group} died ({reason})"
+        self._log_exit(child, pid, action, reason, died_booting)
+        if action == ExitAction.REJOIN_GROUP:
+            self._set_state(child, ChildState.BACKOFF)  # restart_due set by the leader's death
+        elif action == ExitAction.STOPPED:
+            self._set_state(child, ChildState.STOPPED)
+        elif action == ExitAction.RESTART_AT_ONCE:
             self._schedule_restart(child, backoff=False)
-            return
-        self.log.warning("%s (pid %d) %s: %s", child.name, pid,
-                         "died while starting" if died_booting else "died", reason)
-        if self.state == SupervisorState.STARTING:
+        elif action == ExitAction.BOOT_FAILURE:
             self._set_state(child, ChildState.FAILED)
             if self._boot_failure is None:
                 self._boot_failure = child
-            return
-        if died_booting and code == EXIT_BOOT_ERROR:
+        elif action == ExitAction.HALT:
             self._set_state(child, ChildState.FAILED)
             tail = read_log_tail(child.log_path, child.log_offset_at_spawn)
             self._halt(f"{child.name} failed to boot ({reason}); see {child.log_path}"
                        + (f"; last output: {tail.splitlines()[-1]}" if tail else ""))
-            return
-        policy = child.spec.restart
-        if policy == RestartPolicy.NEVER or (policy == RestartPolicy.ON_FAILURE and code == 0):
+        elif action == ExitAction.STAY_DOWN:
             self._set_state(child, ChildState.EXITED)
-            return
-        self._schedule_restart(child)
+        else:
+            self._schedule_restart(child)
+
+    def _log_exit(self, child: _Child, pid: int, action: ExitAction, reason: str, died_booting: bool) -> None:
+        if action in (ExitAction.REJOIN_GROUP, ExitAction.STOPPED):
+            self.log.info("%s (pid %d) stopped: %s", child.name, pid, reason)
+        elif action == ExitAction.RESTART_AT_ONCE:
+            self.log.info("%s (pid %d) restarts in a new role", child.name, pid)
+        else:
+            self.log.warning("%s (pid %d) %s: %s", child.name, pid,
+                             "died while starting" if died_booting else "died", reason)
 
     def _schedule_restart(self, child: _Child, backoff: bool = True) -> None:
         now = time.monotonic()
@@ -515,11 +431,7 @@ class Supervisor:
 
     def _send_stop(self, child: _Child) -> None:
         self._set_state(child, ChildState.STOPPING)
-        child.kill_deadline = time.monotonic() + child.spec.stop_timeout_s
-        try:
-            os.kill(child.pid, child.spec.stop_signal)
-        except ProcessLookupError:
-            pass  # already dead, not reaped yet: the reaper will see it
+        send_stop(child, time.monotonic())
 
     def _check_heartbeats(self) -> None:
         """Kill a running child whose heartbeat went stale; the reaper then restarts it.
@@ -532,17 +444,7 @@ class Supervisor:
                 self.log.error("%s (pid %s) has not beaten its heartbeat for %.1f s (limit %.1f s): "
                                "killing it to restart it", child.name, child.pid, silent_s,
                                child.spec.heartbeat_timeout_s)
-                self._kill(child)
-
-    def _kill(self, child: _Child) -> None:
-        child.kill_sent = True
-        try:
-            # Not reaped yet, so its pid (= its process group id) cannot have been reused.
-            os.killpg(child.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        except PermissionError:
-            os.kill(child.pid, signal.SIGKILL)
+                kill(child)
 
     def _enforce_deadlines(self) -> None:
         now = time.monotonic()
@@ -556,11 +458,11 @@ class Supervisor:
                                  child.name, child.pid, child.spec.ready_timeout_s)
                 child.boot_timed_out = True
                 child.close_ready_reader()
-                self._kill(child)
+                kill(child)
             elif child.kill_deadline is not None and now >= child.kill_deadline and not child.kill_sent:
                 self.log.warning("%s (pid %d) still running %g s after the stop signal: SIGKILL",
                                  child.name, child.pid, child.spec.stop_timeout_s)
-                self._kill(child)
+                kill(child)
 
     def _stop_one_and_wait(self, child: _Child) -> None:
         if child.state != ChildState.STOPPING:

@@ -10,11 +10,11 @@ import subprocess
 import time
 from dataclasses import dataclass
 
-from rocketbox.cluster.procs import lifecycle
-from rocketbox.cluster.procs.child_table import ChildSpec
-from rocketbox.cluster.procs.lifecycle import EXIT_BOOT_ERROR
-from rocketbox.cluster.procs.supervisor_errors import BootError
 from rocketbox.cluster.shm.control_format import SLOT_BYTES, decode_slot
+from rocketbox.cluster.supervision import lifecycle
+from rocketbox.cluster.supervision.child_table import ChildSpec
+from rocketbox.cluster.supervision.errors import BootError
+from rocketbox.cluster.supervision.lifecycle import EXIT_BOOT_ERROR
 
 # How much of a child's log a BootError quotes.
 LOG_TAIL_LINES = 20

@@ -1,0 +1,34 @@
+"""When a child may be started: the table's order on first boot, a fate-sharing group's order on
+every restart. Pure: reads the children's states, changes nothing."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from rocketbox.cluster.supervision.children import ChildState, _Child, _TERMINAL_STATES
+
+
+def may_start(child: _Child, children: Sequence[_Child], members: Sequence[_Child], *, first_boot: bool,
+              now: float) -> bool:
+    """Whether ``child`` (its restart due by ``now``) may start now.
+
+    ``children`` is the whole table in start order, ``members`` the child's group in start order.
+    On first boot children start strictly one after another across the table, each once all before
+    it are ready. After that only the group matters: its leader starts alone, since recovering the
+    group's shared store needs no worker running, and a member waits for those before it."""
+    if child.restart_due is None or now < child.restart_due:
+        return False
+    if first_boot:
+        for other in children:
+            if other is child:
+                return True
+            if other.state != ChildState.RUNNING:
+                return False
+    if child.spec.leader:
+        return all(not m.alive for m in members if m is not child)
+    for member in members:
+        if member is child:
+            return True
+        if member.state != ChildState.RUNNING and member.state not in _TERMINAL_STATES:
+            return False
+    return True

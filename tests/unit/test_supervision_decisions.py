@@ -1,0 +1,79 @@
+"""The supervisor's two decisions, as the pure functions they are: who may start now
+(``start_gate``), and what a child's death means (``exit_policy``). The loop that applies them runs
+against real processes in ``test_supervisor.py``."""
+
+from __future__ import annotations
+
+import pytest
+
+from rocketbox.cluster.supervision.child_table import ChildSpec, RestartPolicy
+from rocketbox.cluster.supervision.children import ChildState, _Child
+from rocketbox.cluster.supervision.exit_policy import ExitAction, exit_action
+from rocketbox.cluster.supervision.lifecycle import EXIT_BOOT_ERROR, EXIT_ROLE_CHANGED
+from rocketbox.cluster.supervision.run_state import SupervisorState
+from rocketbox.cluster.supervision.start_gate import may_start
+
+A = ChildState
+S = SupervisorState
+
+
+@pytest.mark.parametrize("child_state, cluster_state, code, with_group, policy, expected", [
+    (A.STOPPING, S.READY, -15, False, RestartPolicy.ALWAYS, ExitAction.STOPPED),
+    (A.RUNNING, S.STOPPING, 1, True, RestartPolicy.ALWAYS, ExitAction.STOPPED),
+    (A.STOPPING, S.READY, -15, True, RestartPolicy.ALWAYS, ExitAction.REJOIN_GROUP),
+    (A.RUNNING, S.READY, EXIT_ROLE_CHANGED, False, RestartPolicy.NEVER, ExitAction.RESTART_AT_ONCE),
+    (A.STARTING, S.READY, EXIT_ROLE_CHANGED, False, RestartPolicy.ALWAYS, ExitAction.RESTART),
+    (A.RUNNING, S.STARTING, 1, False, RestartPolicy.ALWAYS, ExitAction.BOOT_FAILURE),
+    (A.STARTING, S.READY, EXIT_BOOT_ERROR, False, RestartPolicy.ALWAYS, ExitAction.HALT),
+    (A.RUNNING, S.READY, EXIT_BOOT_ERROR, False, RestartPolicy.ALWAYS, ExitAction.RESTART),
+    (A.RUNNING, S.READY, 0, False, RestartPolicy.ON_FAILURE, ExitAction.STAY_DOWN),
+    (A.RUNNING, S.READY, 1, False, RestartPolicy.ON_FAILURE, ExitAction.RESTART),
+    (A.RUNNING, S.READY, -9, False, RestartPolicy.NEVER, ExitAction.STAY_DOWN),
+    (A.RUNNING, S.READY, -9, False, RestartPolicy.ALWAYS, ExitAction.RESTART),
+])
+def test_exit_action(child_state, cluster_state, code, with_group, policy, expected):
+    assert exit_action(child_state=child_state, cluster_state=cluster_state, code=code,
+                       stopped_with_group=with_group, policy=policy) == expected
+
+
+def _group(*states: ChildState) -> list[_Child]:
+    children = []
+    for position, state in enumerate(states):
+        spec = ChildSpec(name=f"b{position}", argv=["true"], group="b", leader=position == 0)
+        child = _Child(spec, position, "/dev/null")
+        child.state, child.restart_due = state, 0.0
+        children.append(child)
+    return children
+
+
+def test_first_boot_starts_one_after_another():
+    leader, flush, reput = _group(A.RUNNING, A.PENDING, A.PENDING)
+    table = [leader, flush, reput]
+    assert may_start(flush, table, table, first_boot=True, now=1.0)
+    assert not may_start(reput, table, table, first_boot=True, now=1.0)
+
+
+def test_a_restart_waits_for_its_due_time():
+    leader, flush = _group(A.RUNNING, A.BACKOFF)
+    flush.restart_due = 5.0
+    assert not may_start(flush, [leader, flush], [leader, flush], first_boot=False, now=4.9)
+    assert may_start(flush, [leader, flush], [leader, flush], first_boot=False, now=5.0)
+
+
+def test_a_leader_restarts_only_once_its_group_is_down():
+    leader, flush, reput = _group(A.BACKOFF, A.STOPPING, A.STOPPED)
+    flush.pid = 12345   # still alive: the group's store is not the leader's alone yet
+    group = [leader, flush, reput]
+    assert not may_start(leader, group, group, first_boot=False, now=1.0)
+    flush.state, flush.pid = A.STOPPED, None
+    assert may_start(leader, group, group, first_boot=False, now=1.0)
+
+
+def test_a_member_waits_for_those_before_it_in_its_group():
+    leader, flush, reput = _group(A.STARTING, A.BACKOFF, A.BACKOFF)
+    group = [leader, flush, reput]
+    assert not may_start(flush, group, group, first_boot=False, now=1.0)
+    leader.state = A.RUNNING
+    assert may_start(flush, group, group, first_boot=False, now=1.0)
+    flush.state = A.EXITED   # its policy keeps it down: it holds nobody back
+    assert may_start(reput, group, group, first_boot=False, now=1.0)
