@@ -66,7 +66,7 @@ TEST_WORKERS ?= 4
 TESTS ?= tests
 PYTEST_ARGS ?=
 test: install real-clients browser
-	@$(VENV_PYTHON) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS) $(TESTS); status=$$?; \
+	@$(VENV_PYTHON) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS) $(TESTS); status=$$?; \
 	if [ $$status -eq 5 ]; then echo "make test: pytest collected no tests" >&2; fi; \
 	exit $$status
 

@@ -29,12 +29,12 @@ SLOW_TEST_DIRS = ("fault", "spark", "remoting")
 SLOW_TEST_TIMEOUT_S = 900
 
 
-# What `make test` runs beside what (its xdist workers take one work unit at a time, --dist
-# loadgroup). A test file is a unit, so its module fixtures stay whole, except the files below: they
-# drive a machine's worth of load or a Spark JVM, and each list is one unit, run in order on one
-# worker, so that at most two of them load the machine at once while the many test files that
-# mostly wait (for elections, time-outs, restarts) run on the other workers. The Spark files share a
-# unit so they share one JVM. The two lists take about the same time; both go first.
+# What `make test` runs beside what (its xdist workers take one work unit at a time, --dist loadfile
+# with the scheduler below). A test file is a unit, so its module fixtures stay whole, except the
+# files below: they drive a machine's worth of load or a Spark JVM, and each list is one unit, run in
+# order on one worker, so that at most two of them load the machine at once while the many test
+# files that mostly wait (for elections, time-outs, restarts) run on the other workers. The Spark
+# files share a unit so they share one JVM. The two lists take about the same time; both go first.
 CPU_HEAVY_UNITS = {
     "cpu-heavy-a": ("fault/test_failover.py", "fault/test_power_cut.py", "fault/test_kill_during_sync_flush.py",
                     "remoting/test_cpp_overload.py", "fault/test_overload.py", "remoting/test_steady_load.py",
@@ -45,25 +45,47 @@ CPU_HEAVY_UNITS = {
                     "integration/test_native_flood.py", "integration/test_http_flood.py"),
 }
 _UNIT_OF_FILE = {file: unit for unit, files in CPU_HEAVY_UNITS.items() for file in files}
+_HEAVY_ORDER = {file: (list(CPU_HEAVY_UNITS).index(unit), files.index(file))
+                for unit, files in CPU_HEAVY_UNITS.items() for file in files}
 
 
-@pytest.hookimpl(tryfirst=True)   # before xdist's worker turns the marks into work units
+def _under_tests(path: str) -> str:
+    """A test file's path below tests/ ("fault/test_failover.py"), from a node id or a path."""
+    path = path.replace("\\", "/").split("::", 1)[0]
+    return path.split("tests/", 1)[1] if path.startswith("tests/") or "/tests/" in path else path
+
+
+def work_unit(nodeid: str) -> str:
+    """The unit a test runs in: its CPU-heavy list, else its file."""
+    file = _under_tests(nodeid)
+    return _UNIT_OF_FILE.get(file, file)
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """xdist's file scheduling with the CPU-heavy lists as units, in collection order (heavy first).
+    (xdist's own --dist loadgroup does not group under pytest 9: it renames node ids a way pytest 9
+    no longer reads.)"""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class HeavyUnitsScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    config.option.loadscopereorder = False
+    return HeavyUnitsScheduling(config, log)
+
+
 def pytest_collection_modifyitems(items):
     tests_dir = pathlib.Path(__file__).parent
-    units = list(CPU_HEAVY_UNITS)
     for item in items:
         path = pathlib.Path(str(item.fspath))
-        relative = path.relative_to(tests_dir).as_posix() if tests_dir in path.parents else ""
-        if relative.split("/")[0] in SLOW_TEST_DIRS and item.get_closest_marker("timeout") is None:
+        if tests_dir in path.parents and path.relative_to(tests_dir).parts[0] in SLOW_TEST_DIRS \
+                and item.get_closest_marker("timeout") is None:
             item.add_marker(pytest.mark.timeout(SLOW_TEST_TIMEOUT_S))
-        item.add_marker(pytest.mark.xdist_group(_UNIT_OF_FILE.get(relative, relative or str(path))))
-    heavy_first = {file: (units.index(unit), CPU_HEAVY_UNITS[unit].index(file)) for file, unit in _UNIT_OF_FILE.items()}
-
-    def order(item) -> tuple:
-        path = pathlib.Path(str(item.fspath))
-        relative = path.relative_to(tests_dir).as_posix() if tests_dir in path.parents else ""
-        return heavy_first.get(relative, (len(units), 0))
-    items.sort(key=order)   # stable: every other test keeps its place
+    # Stable: every other test keeps its place.
+    items.sort(key=lambda item: _HEAVY_ORDER.get(_under_tests(str(item.fspath)), (len(CPU_HEAVY_UNITS), 0)))
 
 
 @pytest.fixture
