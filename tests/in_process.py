@@ -108,18 +108,26 @@ class InProcessBroker:
         self.running = False
 
     def close(self) -> None:
-        """A clean shutdown (state persisted, the store marked clean)."""
-        if self.running:
-            self._stop_workers()
+        """A clean shutdown (state persisted, the store marked clean); one that fails (a full disk)
+        leaves the broker as a crash would, and raises."""
+        if not self.running:
+            return
+        self._stop_workers()
+        try:
             self.service.shutdown()
-            self.booted.control.close()
+        except BaseException:
+            self._release()
+            raise
+        self.booted.control.close()
 
     def crash(self) -> None:
         """Stop as a SIGKILL would: nothing persisted, nothing marked; the page cache keeps what was
         written (a power cut is the disk's business: ``power_cut.cut`` after this)."""
-        if not self.running:
-            return
-        self._stop_workers()
+        if self.running:
+            self._stop_workers()
+            self._release()
+
+    def _release(self) -> None:
         service = self.service
         service.flush_waiters.fail_all()
         service.ha.close()
