@@ -34,7 +34,7 @@ START_MS = 1_700_000_000_000
 TOPIC, PULL_GROUP, POP_GROUP, AUDIT_GROUP = "SimTopic", "SimPullGroup", "SimPopGroup", "SimAuditGroup"
 QUEUES, KEYS = 2, 4
 INVISIBLE_MS = 10_000
-STEPS = 120
+STEPS = 80
 # A send's answer that leaves it open whether the message was stored.
 UNDECIDED = {ResponseCode.FLUSH_DISK_TIMEOUT, ResponseCode.SLAVE_NOT_AVAILABLE, ResponseCode.FLUSH_SLAVE_TIMEOUT}
 
@@ -48,6 +48,7 @@ class Outcome:
     events: list[str] = field(default_factory=list)
     sent: int = 0
     acknowledged: int = 0
+    digest: str = ""   # of everything the clients saw: two runs of one seed give the same
 
 
 class World:
@@ -101,7 +102,7 @@ class World:
                     self.broker.crash()
         sent = self.history.sent.values()
         return Outcome(self.seed, self.flush_mode, step + 1, self.anomalies, self.history.events,
-                       len(self.history.sent), sum(s.outcome == h.OK for s in sent))
+                       len(self.history.sent), sum(s.outcome == h.OK for s in sent), h.digest(self.history))
 
     def finish(self) -> None:
         """Faults end; every parked answer is given; the store is read back; the pop consumer drains."""
@@ -172,7 +173,8 @@ class World:
         seq, self.next_seq[key] = self.next_seq[key], self.next_seq[key] + 1
         uniq = f"S{self.seed}M{len(self.history.sent)}"
         body = f"{uniq}|{key}|{seq}|".encode() + self.rng.randbytes(self.rng.randrange(0, 300))
-        sent = self.history.sent[uniq] = h.Sent(uniq, key, seq, body, key % QUEUES)
+        sent = self.history.sent[uniq] = h.Sent(uniq, key, seq, body, key % QUEUES,
+                                                cuts_before=len(self.history.ends_before_cut))
         request = send_request(TOPIC, body, queue_id=sent.queue_id, born_ms=self.clock.now_ms(), queue_count=QUEUES,
                                uniq=uniq, KEYS=f"k{key}")
         self.parked_sends.add(uniq)
@@ -297,6 +299,8 @@ class World:
         self._stop_and_start("crash", lambda: None)
 
     def power_cut(self) -> None:
+        store = self.broker.service.store
+        self.history.ends_before_cut.append({q: store.readable_end(TOPIC, q) for q in range(QUEUES)})
         self._stop_and_start("power cut", self.disk.power_cut)
 
     def restart(self) -> None:
