@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import pathlib
-import subprocess
-import sys
 
 import pytest
 from hypothesis import settings
 
 from rocketbox.cluster.config import ClientConfig
 from rocketbox.cluster.testing import LocalCluster
+from tests.cli_helpers import port_taken
 
 
 # The fuzz tests' inputs tried per target, printed and written at the end (xdist workers' included).
@@ -101,7 +99,7 @@ def start_cluster(tmp_path):
             except RuntimeError:
                 # Ports are picked free, then bound by the children: another xdist worker can take one in
                 # between (seen once in ~1,000 tests). Only that is retried, on fresh ports.
-                if not _port_taken(cluster.data_dir) or attempt == 2:
+                if not port_taken(cluster.data_dir) or attempt == 2:
                     raise
                 continue
             started.append(cluster)
@@ -110,11 +108,6 @@ def start_cluster(tmp_path):
     yield start
     for cluster in reversed(started):
         cluster.stop()
-
-
-def _port_taken(data_dir: str) -> bool:
-    logs = pathlib.Path(data_dir) / "logs"
-    return any("Address already in use" in log.read_text(errors="replace") for log in logs.glob("*.log"))
 
 
 def client_config(cluster: LocalCluster, **changes) -> ClientConfig:
@@ -169,39 +162,6 @@ def fill_topic(cfg: ClientConfig, topic: str, queues: int, count: int, *, tags: 
         admin.create_topic(topic, queues)
     with Producer("FillTopicPG", config=cfg) as producer:
         return [producer.send(Message(topic, f"{body_prefix}{i}".encode(), tags=tags)) for i in range(count)]
-
-
-def up_on_free_ports(count: int, up_args, *, data_dir: str, timeout_s: float = 180,
-                     attempts: int = 3) -> tuple[list[int], subprocess.CompletedProcess]:
-    """``cluster up`` with ``up_args(ports)`` on ``count`` freshly picked free ports: again on fresh
-    ones when a port another xdist worker's cluster took after it was picked (a derived port, the HA
-    port at broker + 1, is not among the picked ones) was refused by ``up``'s check, or was taken
-    between that check and a child's bind (a log says so, ``_port_taken``); nothing else is
-    retried."""
-    from rocketbox.cluster.topology import free_ports
-
-    attempt = 1
-    while True:
-        ports = free_ports(count)
-        proc = run_cli(*up_args(ports), data_dir=data_dir, check=False, timeout_s=timeout_s)
-        if proc.returncode == 0:
-            return ports, proc
-        if ("is in use" not in proc.stdout + proc.stderr and not _port_taken(data_dir)) or attempt == attempts:
-            raise AssertionError(f"cluster up failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-        attempt += 1
-
-
-def run_cli(*args: str, data_dir: str | None = None, check: bool = True,
-            timeout_s: float = 120) -> subprocess.CompletedProcess:
-    """``cluster ARGS`` as a user runs it (in ``data_dir`` when given; ROCKETBOX_NAMESRV unset, so only
-    what the command says counts); AssertionError with its output when it fails and ``check``."""
-    env = {k: v for k, v in os.environ.items() if k != "ROCKETBOX_NAMESRV"}
-    where = ("--data-dir", data_dir) if data_dir else ()
-    proc = subprocess.run([sys.executable, "-m", "rocketbox.cluster.cli", *where, *args], capture_output=True,
-                          text=True, timeout=timeout_s, env=env)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"cluster {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-    return proc
 
 
 def mapping_vm_flags(path) -> list[set[str]]:

@@ -19,7 +19,8 @@ from rocketbox.cluster.shm.control import ControlBlock
 from rocketbox.cluster.testing import read_topic, wait_until
 from rocketbox.spark.datasource import Options, read_range
 from rocketbox.spark.offsets import QueueRange
-from tests.conftest import await_group_caught_up, client_config, run_cli
+from tests.cli_helpers import run_cli
+from tests.conftest import await_group_caught_up, client_config
 
 pytestmark = pytest.mark.timeout(300)
 
