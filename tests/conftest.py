@@ -40,7 +40,8 @@ CPU_HEAVY_UNITS = {
                     "integration/test_log_flood.py"),
     "cpu-heavy-b": ("spark/test_load_e2e.py", "spark/test_datasource.py", "spark/test_failover_load_e2e.py",
                     "spark/test_checker.py", "fault/test_power_cut_cluster.py", "fault/test_overload_consumers.py",
-                    "integration/test_native_flood.py", "integration/test_http_flood.py"),
+                    "integration/test_native_flood.py", "integration/test_http_flood.py",
+                    "simulation/test_simulation.py"),
 }
 _UNIT_OF_FILE = {file: unit for unit, files in CPU_HEAVY_UNITS.items() for file in files}
 _HEAVY_ORDER = {file: (list(CPU_HEAVY_UNITS).index(unit), files.index(file))
