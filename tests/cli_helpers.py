@@ -37,6 +37,32 @@ def run_cli(*args: str, data_dir: str | None = None, namesrv: str | None = None,
     return proc
 
 
+def free_port_block(offsets, tries: int = 50) -> int:
+    """A base port whose base + each offset is free now (the CLI derives ports from its base)."""
+    import socket
+
+    from rocketbox.cluster.topology import free_ports
+    for _ in range(tries):
+        base = free_ports(1)[0]
+        if base + max(offsets) >= 65536:
+            continue
+        try:
+            for offset in offsets:
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", base + offset))
+        except OSError:
+            continue
+        return base
+    raise RuntimeError("no free block of ports")
+
+
+def free_remoting_ports() -> tuple[str, ...]:
+    """``up``'s RocketMQ remoting ports on free ones (two groups, slave 1 at + 2 each): the defaults,
+    9876 and 10911, are shared by every xdist worker's cluster."""
+    return ("--namesrv-remoting-port", str(free_port_block([0, 1])),
+            "--broker-remoting-port", str(free_port_block([0, 2, 10, 12])))
+
+
 def json_lines(proc: subprocess.CompletedProcess) -> list:
     """The records a ``--json`` command printed (JSON Lines)."""
     return [json.loads(line) for line in proc.stdout.splitlines()]

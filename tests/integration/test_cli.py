@@ -10,7 +10,7 @@ import urllib.request
 
 from rocketbox.cluster.supervision.run_state import read_state_file
 from rocketbox.cluster.topology import free_ports
-from tests.cli_helpers import json_lines, run_cli, up_on_free_ports
+from tests.cli_helpers import free_port_block, free_remoting_ports, json_lines, run_cli, up_on_free_ports
 
 
 # 16 MiB CommitLog segments, as LocalCluster's: the 1 GiB default, fallocated and kept in pytest's
@@ -19,8 +19,10 @@ SMALL_SEGMENTS = ("--commitlog-file-size-bytes", str(16 * 1024 * 1024))
 
 
 def _up_extras() -> tuple[str, ...]:
-    """What every ``up`` here adds: small segments, the metrics endpoint on a free port (not 5557)."""
-    return (*SMALL_SEGMENTS, "--metrics-port", str(free_ports(1)[0]), "--no-proxy", "--no-console")
+    """What every ``up`` here adds: small segments, the metrics endpoint and the remoting ports on
+    free ports (not 5557, 9876, 10911)."""
+    return (*SMALL_SEGMENTS, "--metrics-port", str(free_ports(1)[0]), *free_remoting_ports(), "--no-proxy",
+            "--no-console")
 
 
 def _cli(data_dir, *args, env=None, check=True, timeout=120):
@@ -78,28 +80,11 @@ def test_cli_round_trip(tmp_path):
     assert _cli(data_dir, "status", env=env, check=False).returncode == 1
 
 
-def _port_block(offsets, tries: int = 50) -> int:
-    """A base port whose base + each offset is free now (the CLI derives ports from its base)."""
-    import socket
-    for _ in range(tries):
-        base = free_ports(1)[0]
-        if base + max(offsets) >= 65536:
-            continue
-        try:
-            for offset in offsets:
-                with socket.socket() as s:
-                    s.bind(("127.0.0.1", base + offset))
-        except OSError:
-            continue
-        return base
-    raise RuntimeError("no free block of ports")
-
-
 def test_cli_up_with_slaves(tmp_path):
     """Two broker groups of a master and a slave each, every process a supervisor child."""
     data_dir = str(tmp_path / "cli")
     namesrv_port = free_ports(1)[0]
-    broker_port = _port_block([0, 1, 2, 10, 11, 12])
+    broker_port = free_port_block([0, 1, 2, 10, 11, 12])
     env = {k: v for k, v in os.environ.items() if k != "ROCKETBOX_NAMESRV"}
     _cli(data_dir, "up", "--detach", "--brokers", "2", "--slaves", "1", "--namesrv-port", str(namesrv_port),
          "--broker-port", str(broker_port), env=env)
@@ -125,8 +110,8 @@ def test_cli_up_with_failover_shows_the_controller(tmp_path):
     """`cluster up --failover`: the NameServer runs a controller that names a master and has both
     replicas in sync; `cluster controller` shows it."""
     data_dir = str(tmp_path / "cli")
-    namesrv_port = _port_block([0, 50])   # the controller listens on the NameServer port + 50
-    broker_port = _port_block([0, 1, 2, 3])
+    namesrv_port = free_port_block([0, 50])   # the controller listens on the NameServer port + 50
+    broker_port = free_port_block([0, 1, 2, 3])
     env = {k: v for k, v in os.environ.items() if k != "ROCKETBOX_NAMESRV"}
     _cli(data_dir, "up", "--detach", "--slaves", "1", "--failover", "--broker-role", "sync",
          "--namesrv-port", str(namesrv_port), "--broker-port", str(broker_port), env=env)

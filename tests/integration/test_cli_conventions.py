@@ -10,7 +10,7 @@ import subprocess
 
 from rocketbox.cluster import Admin
 from rocketbox.cluster.config import SYNC_MASTER
-from tests.cli_helpers import CLI, json_lines, run_cli
+from tests.cli_helpers import CLI, free_remoting_ports, json_lines, run_cli
 from tests.conftest import client_config
 
 
@@ -132,9 +132,9 @@ def test_ctrl_c_of_a_foreground_cluster_says_it_stopped(tmp_path):
     from rocketbox.cluster.topology import free_ports
     namesrv_port, broker_port = free_ports(2)
     proc = subprocess.Popen([*CLI, "--data-dir", str(tmp_path / "fg"), "up", "--no-live", "--namesrv-port",
-                             str(namesrv_port), "--broker-port", str(broker_port), "--commitlog-file-size-bytes",
-                             str(16 * 1024 * 1024), "--no-metrics", "--no-proxy", "--no-console"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
+                             str(namesrv_port), "--broker-port", str(broker_port), *free_remoting_ports(),
+                             "--commitlog-file-size-bytes", str(16 * 1024 * 1024), "--no-metrics", "--no-proxy",
+                             "--no-console"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         lines = []
         for _ in range(200):   # the banner ends with the export line
@@ -174,7 +174,7 @@ def test_a_data_dir_remembers_how_it_was_made_and_the_dev_footprint_is_small(tmp
 
     try:
         first = cli("up", "--detach", "--namesrv-port", str(namesrv_port), "--broker-port", str(broker_port),
-                    "--metrics-port", str(metrics_port), "--no-proxy", "--no-console")
+                    *free_remoting_ports(), "--metrics-port", str(metrics_port), "--no-proxy", "--no-console")
         assert first.returncode == 0, first
         # The default (dev) store: 64 MiB segments, not RocketMQ's 1 GiB (2.4 GB idle before).
         footprint = _disk_bytes(data_dir)
