@@ -247,7 +247,9 @@ def test_a_form_action_redirects_to_its_page_which_shows_the_result_once(console
     assert shown.status == 200 and "SEND_OK" in shown.by_id("sent")
     again = fetch(url, location)   # the reload: the same page, the message sent once, told once
     assert again.status == 200 and again.by_id("sent") == ""
-    assert sum(q["maxOffset"] for q in admin.queue_offsets(topic)) == 1
+    stored = lambda: sum(q["maxOffset"] for q in admin.queue_offsets(topic))   # noqa: E731
+    wait_until(lambda: stored() >= 1, 30, what="the message in its queue (dispatch follows SEND_OK)")
+    assert stored() == 1
     deleted = fetch(url, f"/topics/{topic}/delete", form={"confirm": topic}, follow=False)
     assert deleted.status == 303 and "topic ConsolePrg deleted" in fetch(url, deleted.header("location")).text
 
