@@ -21,10 +21,10 @@ import time
 from rocketbox.cluster import receipt_handle
 from rocketbox.cluster.acl.permissions import SUB
 from rocketbox.cluster.acl.records import require
+from rocketbox.cluster.broker.context import BrokerContext
 from rocketbox.cluster.broker.filtering import SQL_SCAN_ENTRIES, sql_selector
 from rocketbox.cluster.broker.pop_format import Checkpoint
 from rocketbox.cluster.broker.pop_log import PopLog
-from rocketbox.cluster.config import SYNC_FLUSH
 from rocketbox.cluster.filter.expressions import parse_tags, tag_hashes_of
 from rocketbox.cluster.log_limit import RateLimitedLog
 from rocketbox.cluster.protocol import (PERM_READ, ProtocolError, ResponseCode, answers_refusals, field_int, field_str,
@@ -44,20 +44,18 @@ INIT_MODE_MIN = 0
 
 
 class PopProcessor:
-    def __init__(self, cfg, store, topics, offsets, groups, pull_waiters, pop_log: PopLog, flush_waiters, clock,
-                 may_write):
-        self.cfg = cfg
-        self.store = store
-        self.topics = topics
-        self.offsets = offsets
-        self.groups = groups
-        self.pull_waiters = pull_waiters
+    def __init__(self, ctx: BrokerContext, pop_log: PopLog):
+        self.cfg = ctx.cfg
+        self.store = ctx.store
+        self.topics = ctx.topics
+        self.offsets = ctx.offsets
+        self.groups = ctx.groups
+        self.pull_waiters = ctx.pull_waiters
         self.log = pop_log
         self.state = pop_log.state
-        self.flush_waiters = flush_waiters
-        self.clock = clock
-        self.may_write = may_write
-        self.sync_flush = cfg.store.flush_mode == SYNC_FLUSH
+        self.durability = ctx.durability
+        self.clock = ctx.clock
+        self.may_write = ctx.may_write
 
     # ------------------------------------------------------------ POP_MESSAGE
 
@@ -120,7 +118,11 @@ class PopProcessor:
                 response = request.response(ResponseCode.PULL_NOT_FOUND, {"restNum": "0"},
                                             remark=f"no message to pop from {topic} in {poll_ms} ms")
             answered.append(True)
-            reply(response)
+            if response.code == ResponseCode.SUCCESS:
+                # The messages are invisible to the group from this answer on: their checkpoints first.
+                response = self.durability.answer(response, self.log.last_end, reply)
+            if response is not None:
+                reply(response)
             return True
 
         if serve(poll_ms == 0):
@@ -251,7 +253,8 @@ class PopProcessor:
         handle, pending = self._pending_of(request)
         result = self.log.ack(pending, handle.queue_offset)
         self._wake_if_unblocked(pending)
-        return self._when_durable(request, request.response(ResponseCode.SUCCESS), result.end_phys_offset, reply)
+        # Answered once the ack record is as durable as a send (durability.py).
+        return self.durability.answer(request.response(ResponseCode.SUCCESS), result.end_phys_offset, reply)
 
     @answers_refusals
     def on_change_invisible_time(self, request: Command, reply) -> Command | None:
@@ -271,23 +274,11 @@ class PopProcessor:
                                                   handle.queue_offset, handle.commitlog_offset, handle.broker_name)
         response = request.response(ResponseCode.SUCCESS, {"receiptHandle": new_handle.encode(),
                                                            "popTime": str(now_ms), "invisibleTime": str(invisible_ms)})
-        return self._when_durable(request, response, result.end_phys_offset, reply)
+        return self.durability.answer(response, result.end_phys_offset, reply)
 
     def _wake_if_unblocked(self, pending) -> None:
         if pending.ck.order and not self.state.is_blocked(pending.key):
             self.pull_waiters.wake([(pending.queue_topic, pending.ck.queue_id)])
-
-    def _when_durable(self, request: Command, response: Command, end_phys: int, reply) -> Command | None:
-        """The answer, at once, or under SYNC_FLUSH once the record that made it is on disk."""
-        if not self.sync_flush:
-            return response
-        timeout_ms = self.cfg.store.flush_sync_timeout_ms
-
-        def on_timeout():
-            reply(request.response(ResponseCode.FLUSH_DISK_TIMEOUT, remark=f"not flushed within {timeout_ms} ms"))
-
-        self.flush_waiters.park(end_phys, time.monotonic() + timeout_ms / 1000, lambda: reply(response), on_timeout)
-        return None
 
 
 class _Pop:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 
+from rocketbox.cluster.broker.context import BrokerContext
 from rocketbox.cluster.broker.pop_format import (REVIVE_GROUP, TAG_ACK, TAG_CK, TAG_DONE, Checkpoint, decode_ack,
                                                  decode_checkpoint, decode_done, encode_ack, encode_checkpoint,
                                                  encode_done, revive_topic)
@@ -34,12 +35,15 @@ def queue_topic_of(ck: Checkpoint) -> str:
 
 
 class PopLog:
-    def __init__(self, cfg, store, offsets, clock, ensure_system_topic, on_written):
-        self.store = store
-        self.offsets = offsets
-        self.clock = clock
-        self.ensure_system_topic = ensure_system_topic
-        self.on_written = on_written
+    def __init__(self, ctx: BrokerContext):
+        cfg = ctx.cfg
+        self.store = ctx.store
+        self.offsets = ctx.offsets
+        self.clock = ctx.clock
+        self.ensure_system_topic = ctx.ensure_system_topic
+        self.on_written = ctx.on_written
+        # Where the last record this log wrote ends: a pop's answer waits for it (durability.py).
+        self.last_end = 0
         self.topic = revive_topic(cfg.cluster_name)
         self.state = PopState()
         self.replayed_records = 0
@@ -56,6 +60,7 @@ class PopLog:
             code = (ResponseCode.SERVICE_NOT_AVAILABLE if result.status == PutMessageStatus.SERVICE_NOT_AVAILABLE
                     else ResponseCode.SYSTEM_ERROR)
             raise ProtocolError(f"the pop log could not be written: {result.status.name}", code)
+        self.last_end = result.end_phys_offset
         self.on_written()
         return result
 
