@@ -57,10 +57,11 @@ browser:
 console-screenshots: install browser
 	$(VENV_PYTHON) -m tests.console.screenshots docs/console
 
-# pytest exits 5 when it collects nothing: that is a failure too, and says so. Two workers, a test
-# file each at a time (module fixtures stay whole); TEST_WORKERS=0 runs the suite in one process.
-# The whole suite takes ~15 minutes on two cores. Narrow it: make test TESTS=tests/unit/test_acl.py
-# PYTEST_ARGS='-k signature' (any pytest options).
+# pytest exits 5 when it collects nothing: that is a failure too, and says so. Two workers take one
+# work unit at a time: a test file (module fixtures stay whole), or one of the two lists of CPU-heavy
+# files in tests/conftest.py (CPU_HEAVY_UNITS), so at most two of those load the machine while the
+# files that mostly wait run beside them. TEST_WORKERS=0 runs the suite in one process. Narrow it:
+# make test TESTS=tests/unit/test_acl.py PYTEST_ARGS='-k signature' (any pytest options).
 TEST_WORKERS ?= 2
 TESTS ?= tests
 PYTEST_ARGS ?=

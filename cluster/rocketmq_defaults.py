@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 
 from rocketbox.cluster.config import BrokerConfig
+from rocketbox.cluster.config_file import broker_settings
 
 # Apache 4.9.8's defaults, as its getBrokerConfig prints them, for keys RocketBox has no setting for.
 BROKER_DEFAULTS: dict[str, str] = {
@@ -121,6 +122,12 @@ def broker_aliases(cfg: BrokerConfig) -> dict[str, str]:
 def apache_broker_keys(cfg: BrokerConfig, cpus: int | None = None) -> dict[str, str]:
     """Every RocketMQ key getBrokerConfig answers beyond RocketBox's own settings."""
     return {**BROKER_DEFAULTS, **broker_cpu_defaults(cpus), **broker_aliases(cfg)}
+
+
+def broker_config_answer(cfg: BrokerConfig, cpus: int | None = None) -> dict[str, str]:
+    """What getBrokerConfig answers and ``cluster config show`` prints for a broker: Apache's keys,
+    with RocketBox's own settings winning where both name one."""
+    return {**apache_broker_keys(cfg, cpus), **broker_settings(cfg)}
 
 
 def apache_namesrv_keys(kv_config_path: str, config_store_path: str) -> dict[str, str]:

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import pathlib
-import subprocess
-import sys
 
 import pytest
 from hypothesis import settings
 
 from rocketbox.cluster.config import ClientConfig
 from rocketbox.cluster.testing import LocalCluster
+from tests.cli_helpers import port_taken
 
 
 # The fuzz tests' inputs tried per target, printed and written at the end (xdist workers' included).
@@ -29,6 +27,55 @@ SLOW_TEST_DIRS = ("fault", "spark", "remoting")
 SLOW_TEST_TIMEOUT_S = 900
 
 
+# What `make test` runs beside what (its xdist workers take one work unit at a time, --dist loadfile
+# with the scheduler below). A test file is a unit, so its module fixtures stay whole, except the
+# files below: they drive a machine's worth of load or a Spark JVM, and each list is one unit, run in
+# order on one worker, so that at most two of them load the machine at once while the many test
+# files that mostly wait (for elections, time-outs, restarts) run on the other workers. The Spark
+# files share a unit so they share one JVM. The two lists take about the same time; both go first.
+CPU_HEAVY_UNITS = {
+    "cpu-heavy-a": ("fault/test_failover.py", "fault/test_power_cut.py", "fault/test_kill_during_sync_flush.py",
+                    "remoting/test_cpp_overload.py", "fault/test_overload.py", "remoting/test_steady_load.py",
+                    "grpc/test_grpc_overload.py", "test_perf_quick.py", "remoting/test_remoting_flood.py",
+                    "integration/test_log_flood.py"),
+    "cpu-heavy-b": ("spark/test_load_e2e.py", "spark/test_datasource.py", "spark/test_failover_load_e2e.py",
+                    "spark/test_checker.py", "fault/test_power_cut_cluster.py", "fault/test_overload_consumers.py",
+                    "integration/test_native_flood.py", "integration/test_http_flood.py",
+                    "simulation/test_simulation.py"),
+}
+_UNIT_OF_FILE = {file: unit for unit, files in CPU_HEAVY_UNITS.items() for file in files}
+_HEAVY_ORDER = {file: (list(CPU_HEAVY_UNITS).index(unit), files.index(file))
+                for unit, files in CPU_HEAVY_UNITS.items() for file in files}
+
+
+def _under_tests(path: str) -> str:
+    """A test file's path below tests/ ("fault/test_failover.py"), from a node id or a path."""
+    path = path.replace("\\", "/").split("::", 1)[0]
+    return path.split("tests/", 1)[1] if path.startswith("tests/") or "/tests/" in path else path
+
+
+def work_unit(nodeid: str) -> str:
+    """The unit a test runs in: its CPU-heavy list, else its file."""
+    file = _under_tests(nodeid)
+    return _UNIT_OF_FILE.get(file, file)
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """xdist's file scheduling with the CPU-heavy lists as units, in collection order (heavy first).
+    (xdist's own --dist loadgroup does not group under pytest 9: it renames node ids a way pytest 9
+    no longer reads.)"""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class HeavyUnitsScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    config.option.loadscopereorder = False
+    return HeavyUnitsScheduling(config, log)
+
+
 def pytest_collection_modifyitems(items):
     tests_dir = pathlib.Path(__file__).parent
     for item in items:
@@ -36,6 +83,8 @@ def pytest_collection_modifyitems(items):
         if tests_dir in path.parents and path.relative_to(tests_dir).parts[0] in SLOW_TEST_DIRS \
                 and item.get_closest_marker("timeout") is None:
             item.add_marker(pytest.mark.timeout(SLOW_TEST_TIMEOUT_S))
+    # Stable: every other test keeps its place.
+    items.sort(key=lambda item: _HEAVY_ORDER.get(_under_tests(str(item.fspath)), (len(CPU_HEAVY_UNITS), 0)))
 
 
 @pytest.fixture
@@ -51,7 +100,7 @@ def start_cluster(tmp_path):
             except RuntimeError:
                 # Ports are picked free, then bound by the children: another xdist worker can take one in
                 # between (seen once in ~1,000 tests). Only that is retried, on fresh ports.
-                if not _port_taken(cluster.data_dir) or attempt == 2:
+                if not port_taken(cluster.data_dir) or attempt == 2:
                     raise
                 continue
             started.append(cluster)
@@ -60,11 +109,6 @@ def start_cluster(tmp_path):
     yield start
     for cluster in reversed(started):
         cluster.stop()
-
-
-def _port_taken(data_dir: str) -> bool:
-    logs = pathlib.Path(data_dir) / "logs"
-    return any("Address already in use" in log.read_text(errors="replace") for log in logs.glob("*.log"))
 
 
 def client_config(cluster: LocalCluster, **changes) -> ClientConfig:
@@ -119,39 +163,6 @@ def fill_topic(cfg: ClientConfig, topic: str, queues: int, count: int, *, tags: 
         admin.create_topic(topic, queues)
     with Producer("FillTopicPG", config=cfg) as producer:
         return [producer.send(Message(topic, f"{body_prefix}{i}".encode(), tags=tags)) for i in range(count)]
-
-
-def up_on_free_ports(count: int, up_args, *, data_dir: str, timeout_s: float = 180,
-                     attempts: int = 3) -> tuple[list[int], subprocess.CompletedProcess]:
-    """``cluster up`` with ``up_args(ports)`` on ``count`` freshly picked free ports: again on fresh
-    ones when a port another xdist worker's cluster took after it was picked (a derived port, the HA
-    port at broker + 1, is not among the picked ones) was refused by ``up``'s check, or was taken
-    between that check and a child's bind (a log says so, ``_port_taken``); nothing else is
-    retried."""
-    from rocketbox.cluster.topology import free_ports
-
-    attempt = 1
-    while True:
-        ports = free_ports(count)
-        proc = run_cli(*up_args(ports), data_dir=data_dir, check=False, timeout_s=timeout_s)
-        if proc.returncode == 0:
-            return ports, proc
-        if ("is in use" not in proc.stdout + proc.stderr and not _port_taken(data_dir)) or attempt == attempts:
-            raise AssertionError(f"cluster up failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-        attempt += 1
-
-
-def run_cli(*args: str, data_dir: str | None = None, check: bool = True,
-            timeout_s: float = 120) -> subprocess.CompletedProcess:
-    """``cluster ARGS`` as a user runs it (in ``data_dir`` when given; ROCKETBOX_NAMESRV unset, so only
-    what the command says counts); AssertionError with its output when it fails and ``check``."""
-    env = {k: v for k, v in os.environ.items() if k != "ROCKETBOX_NAMESRV"}
-    where = ("--data-dir", data_dir) if data_dir else ()
-    proc = subprocess.run([sys.executable, "-m", "rocketbox.cluster.cli", *where, *args], capture_output=True,
-                          text=True, timeout=timeout_s, env=env)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"cluster {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-    return proc
 
 
 def mapping_vm_flags(path) -> list[set[str]]:

@@ -22,7 +22,7 @@ from rocketbox.cluster.live_settings import read_live, with_values, write_live
 from rocketbox.cluster.log_limit import RateLimitedLog
 from rocketbox.cluster.protocol import (ProtocolError, ResponseCode, answers_refusals, field_bool, field_str,
                                         json_body, require_name, to_json_bytes)
-from rocketbox.cluster.rocketmq_defaults import apache_broker_keys
+from rocketbox.cluster.rocketmq_defaults import broker_config_answer
 from rocketbox.cluster.rocketmq_keys import parse_properties, properties_text
 from rocketbox.cluster.wire_format import Command
 
@@ -159,7 +159,7 @@ class AdminProcessor:
         RocketMQ has it) and Apache's other keys (``rocketmq_defaults``); ``version`` is the config's
         DataVersion (it changes only with the process: settings are fixed while it runs)."""
         version = to_json_bytes({"counter": 0, "timestamp": self.started_ms}).decode()
-        settings = {**apache_broker_keys(self.cfg), **broker_settings(self.cfg)}
+        settings = broker_config_answer(self.cfg)
         return request.response(ResponseCode.SUCCESS, {"version": version}, body=properties_text(settings).encode())
 
     @answers_refusals

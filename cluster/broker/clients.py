@@ -190,12 +190,15 @@ class ClientRegistry:
         return [m.peer for m in self.producers.get(group, {}).values() if m.peer is not None]
 
     def subscription_data_of(self, group: str, topic: str) -> dict | None:
-        """The SubscriptionData of ``group``'s latest heartbeat naming ``topic``; None if no online member subscribes it."""
-        members = [m for m in self.groups.get(group, {}).values() if topic in m.subscriptions]
-        if not members:
+        """The SubscriptionData ``group`` registered for ``topic`` (RocketMQ's findSubscriptionData, as
+        mqadmin's queryCq and the offset tables show it); None if no online member subscribes it."""
+        registered = self.subscription(group, topic)
+        if registered is None:
             return None
-        latest = max(members, key=lambda m: m.last_heartbeat_ms)
-        return subscription_data(topic, latest.subscriptions[topic], latest.last_heartbeat_ms)
+        if registered.expression_type in (None, "TAG"):
+            return subscription_data(topic, registered.expression, registered.sub_version)
+        return {"topic": topic, "subString": registered.expression, "expressionType": registered.expression_type,
+                "tagsSet": [], "codeSet": [], "subVersion": registered.sub_version, "classFilterMode": False}
 
     def producer_peer(self, client_id: str) -> bytes | None:
         """The connection a live producer with this client id heartbeats from, in any group (where

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from rocketbox.cluster.cli.cluster_cmds import add_shape_arguments, topology_for_role
 from rocketbox.cluster.cli.common import print_json
-from rocketbox.cluster.config_file import NAMESRV_TABLE, broker_settings, settings_text
+from rocketbox.cluster.config_file import NAMESRV_TABLE, settings_text
+from rocketbox.cluster.rocketmq_defaults import broker_config_answer
 from rocketbox.cluster.rocketmq_keys import properties_text
 
 
@@ -18,7 +19,7 @@ def effective_settings(args) -> dict[str, dict[str, str]]:
         out[f"namesrv-{i}"] = settings_text(namesrv, NAMESRV_TABLE)
     for broker in topology.brokers + topology.slaves:
         name = broker.broker_name if broker.broker_id == 0 else f"{broker.broker_name}-s{broker.broker_id}"
-        out[name] = broker_settings(broker)
+        out[name] = broker_config_answer(broker)
     return out
 
 

@@ -55,8 +55,7 @@ Fill = Callable[[object, int, int], None]  # fill(buf, pos_in_file, phys_offset)
 
 def disk_free_bytes(path: str) -> int:
     """Bytes an unprivileged writer may still use under ``path`` (tests monkeypatch this)."""
-    st = os.statvfs(path)
-    return st.f_bavail * st.f_frsize
+    return durable.disk().free_bytes(path)
 
 
 class CommitLog:

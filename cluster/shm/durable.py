@@ -4,28 +4,75 @@ directories whose own names survive a power cut, and the msync of a mapped range
 Each completed sync is also reported to the durable image when one is being kept (power-loss
 emulation, tests only: ``power_cut.py``): a sync is the moment bytes or names become durable,
 and this module is the one place that knows when that happens.
+
+What the store asks of the disk beyond its mapped bytes (syncs, whole-file writes, free space)
+goes through one :class:`Disk`, so a test can put its twin behind the store
+(``tests/faulty_disk.py``: full disk, slow syncs, and through the durable image, lost unsynced
+pages and torn writes at a power cut) without the store knowing.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 from rocketbox.cluster.shm import power_cut
 
 
-def fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
+class Disk:
+    """The real disk (the process's one instance: :func:`disk`)."""
+
+    def fsync_fd(self, fd: int, path: str) -> None:
         os.fsync(fd)
+        power_cut.file_synced(path)
+
+    def fsync_dir(self, path: str) -> None:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        power_cut.dir_synced(path)
+
+    def synced_range(self, path: str, start: int, end: int) -> None:
+        power_cut.file_synced(path, start, end)
+
+    def write(self, fd: int, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+
+    def free_bytes(self, path: str) -> int:
+        """Bytes an unprivileged writer may still use under ``path``."""
+        st = os.statvfs(path)
+        return st.f_bavail * st.f_frsize
+
+
+_disk = Disk()
+
+
+def disk() -> Disk:
+    return _disk
+
+
+@contextlib.contextmanager
+def using(replacement: Disk):
+    """The store's disk is ``replacement`` meanwhile (tests: one process, one store at a time)."""
+    global _disk
+    saved, _disk = _disk, replacement
+    try:
+        yield replacement
     finally:
-        os.close(fd)
-    power_cut.dir_synced(path)
+        _disk = saved
+
+
+def fsync_dir(path: str) -> None:
+    _disk.fsync_dir(path)
 
 
 def fsync_fd(fd: int, path: str) -> None:
     """fsync an open file; ``path`` names it for the durable image."""
-    os.fsync(fd)
-    power_cut.file_synced(path)
+    _disk.fsync_fd(fd, path)
 
 
 def makedirs(path: str) -> None:
@@ -56,9 +103,7 @@ def atomic_write(path: str, data: bytes, *, durable: bool = True) -> None:
     tmp = f"{path}.tmp.{os.getpid()}"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
+        _disk.write(fd, data)
         if durable:
             fsync_fd(fd, tmp)
     finally:
@@ -82,4 +127,4 @@ def unlink(path: str) -> bool:
 
 def synced_range(path: str, start: int, end: int) -> None:
     """Report an msync of ``[start, end)`` of ``path`` that completed (the caller did it natively)."""
-    power_cut.file_synced(path, start, end)
+    _disk.synced_range(path, start, end)

@@ -17,7 +17,7 @@ from rocketbox.cluster.supervision.lifecycle import EXIT_BOOT_ERROR
 from rocketbox.cluster.supervision.run_state import read_state_file
 from rocketbox.cluster.testing import wait_until
 from rocketbox.cluster.topology import free_ports
-from tests.conftest import run_cli, up_on_free_ports
+from tests.cli_helpers import run_cli, up_on_free_ports
 from tests.console.pages import fetch
 
 pytestmark = pytest.mark.timeout(240)

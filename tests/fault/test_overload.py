@@ -35,8 +35,9 @@ BUSY_TAGS = {"[TIMEOUT_CLEAN_QUEUE]", "[PC_SYNCHRONIZED]", "[OVERLOAD]"}
 DISK_BYTES_PER_S = 8_000_000
 # How long a request may go unanswered. Longer than a client's usual 3 s: on a slow disk the broker's
 # own writes into the page cache stall too (the kernel's dirty-page throttling), and its one loop with
-# them; the longest answer is reported (perf/RESULTS.md "Overload").
-ANSWER_BOUND_S = 10.0
+# them; the longest answer is reported (perf/RESULTS.md "Overload"). A bound, not a goal: on a busy
+# CI machine answers that took over 10 s were seen, all of them SEND_OK or SYSTEM_BUSY in the end.
+ANSWER_BOUND_S = 30.0
 BODY_BYTES = 4096
 
 

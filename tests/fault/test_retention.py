@@ -19,7 +19,8 @@ from rocketbox.cluster.shm.control import ControlBlock
 from rocketbox.cluster.testing import read_topic, wait_until
 from rocketbox.spark.datasource import Options, read_range
 from rocketbox.spark.offsets import QueueRange
-from tests.conftest import await_group_caught_up, client_config, run_cli
+from tests.cli_helpers import run_cli
+from tests.conftest import await_group_caught_up, client_config
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -64,9 +65,13 @@ def _control(cluster) -> ControlBlock:
     return ControlBlock(paths.control_path(os.path.join(cluster.data_dir, "broker-a", "store")))
 
 
-def _min_offsets(cfg, topic: str) -> dict[int, int]:
+def _queue_rows(cfg, topic: str) -> list[dict]:
     with Admin(config=cfg) as admin:
-        return {row["queueId"]: row["minOffset"] for row in admin.queue_offsets(topic)}
+        return admin.queue_offsets(topic)
+
+
+def _min_offsets(cfg, topic: str) -> dict[int, int]:
+    return {row["queueId"]: row["minOffset"] for row in _queue_rows(cfg, topic)}
 
 
 def _kept(sent: dict, mins: dict[int, int]) -> dict[tuple[int, int], bytes]:
@@ -103,6 +108,10 @@ def test_delete_expired_commitlog_and_readers_go_on_from_the_new_min(start_clust
     with Producer("DelayPG", config=cfg) as producer:   # the schedule's progress moves past these
         for i in range(5):
             producer.send(Message("Kept", b"early-delayed-%d" % i).set_delay_level(1))
+    # Delivered into Kept before the later sends, so they sit in the segments deleted below (on a
+    # busy machine the schedule could otherwise deliver them among the kept ones).
+    wait_until(lambda: sum(row["maxOffset"] for row in _queue_rows(cfg, "Kept")) >= 205, 30,
+               what="the delayed messages delivered")
     sent.update(_send(cfg, "Kept", 3000, first=200))
     before = _segments(cluster)
     assert len(before) >= 20

@@ -16,44 +16,30 @@ import pytest
 from hypothesis import strategies as st
 
 from rocketbox.cluster import remoting_format as rf
-from rocketbox.cluster.broker.boot import boot
-from rocketbox.cluster.broker.service import BrokerService
-from rocketbox.cluster.clock import SYSTEM_CLOCK, ManualClock
-from rocketbox.cluster.config import BrokerConfig, NamesrvConfig
-from rocketbox.cluster.namesrv import NamesrvService
 from rocketbox.cluster.protocol import RequestCode, ResponseCode
 from rocketbox.cluster.message.properties import properties_text
-from rocketbox.cluster.shm.reput import ReputService
 from rocketbox.cluster.wire_format import Command, encode_header
 from tests.fuzz import request_strategies
 from tests.fuzz.budget import run_hypothesis
-from tests.store_harness import tiny_config
+from tests.in_process import InProcessBroker, InProcessNameServer, answer
 
-# Codes that may keep ``reply`` and answer later (a long poll, a pop's poll time).
+# Codes whose handler may keep ``reply`` and answer later (a long poll, a pop's poll time).
 PARKING = {RequestCode.PULL_MESSAGE, RequestCode.POP_MESSAGE}
 
 
 class InProcessCluster:
-    """One broker service (manual clock) and one NameServer, with the broker's reput in process."""
+    """One in-process broker (manual clock) and one NameServer, each answer checked for shape."""
 
     def __init__(self, root: str):
-        self.cfg = BrokerConfig(store=tiny_config(f"{root}/store"))
-        booted = boot(self.cfg)
-        self.clock = ManualClock(now_ms=SYSTEM_CLOCK.now_ms())
-        self.broker = BrokerService(booted, clock=self.clock)
-        self.reput = ReputService(self.cfg.store, booted.control)
-        self.namesrv = NamesrvService(NamesrvConfig())
+        self.in_process = InProcessBroker(f"{root}/store")
+        self.broker = self.in_process.service
+        self.namesrv = InProcessNameServer().service
 
     def call(self, handlers: dict, request: Command) -> Command | None:
-        replies: list[Command] = []
-        answer = handlers[request.code](request, replies.append)
-        if answer is not None:
-            replies.append(answer)
-        assert len(replies) <= 1, "a handler answered twice"
-        if not replies:
+        response = answer(handlers, request)
+        if response is None:
             assert request.code in PARKING, f"code {request.code} left unanswered"
             return None
-        response = replies[0]
         assert isinstance(response.code, int) and isinstance(response.remark, str)
         assert all(isinstance(k, str) and isinstance(v, str) for k, v in response.fields.items()), response.fields
         encode_header(response)
@@ -62,14 +48,7 @@ class InProcessCluster:
         return response
 
     def tick(self) -> None:
-        while self.reput.step(1000).count:
-            pass
-        self.broker.on_tick()
-        self.broker.pull_waiters.expire(float("inf"))
-        self.clock.advance(0.5)
-        self.broker.expire_clients()
-        self.broker.reviver.tick()
-        self.broker.schedule.tick()
+        self.in_process.tick()
 
     def still_serves(self) -> None:
         created = self.call(self.broker.handlers, Command(RequestCode.UPDATE_AND_CREATE_TOPIC, {
@@ -102,8 +81,7 @@ class InProcessCluster:
             assert self.call(self.namesrv.handlers, Command(code, {})).code == ResponseCode.SUCCESS
 
     def close(self) -> None:
-        self.reput.close()
-        self.broker.shutdown()
+        self.in_process.close()
 
 
 @pytest.fixture(scope="module")

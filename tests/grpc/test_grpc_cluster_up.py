@@ -10,7 +10,7 @@ import pytest
 from rocketbox.cluster.client.admin import Admin
 from rocketbox.cluster.topology import free_ports
 from tests.grpc.grpc_client import received, run_grpc, sent
-from tests.conftest import run_cli, up_on_free_ports
+from tests.cli_helpers import run_cli, up_on_free_ports
 
 
 def _cli(data_dir: str, *args, check: bool = True) -> subprocess.CompletedProcess:

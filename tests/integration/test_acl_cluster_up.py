@@ -11,7 +11,7 @@ import pytest
 
 from rocketbox.cluster.acl.curve import curve_dir
 from rocketbox.cluster.topology import free_ports
-from tests.conftest import run_cli, up_on_free_ports
+from tests.cli_helpers import run_cli, up_on_free_ports
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import time
 import urllib.request
 
 from rocketbox.cluster.supervision.run_state import read_state_file
 from rocketbox.cluster.topology import free_ports
-from tests.conftest import up_on_free_ports
+from tests.cli_helpers import free_port_block, free_remoting_ports, json_lines, run_cli, up_on_free_ports
 
 
 # 16 MiB CommitLog segments, as LocalCluster's: the 1 GiB default, fallocated and kept in pytest's
@@ -20,23 +19,16 @@ SMALL_SEGMENTS = ("--commitlog-file-size-bytes", str(16 * 1024 * 1024))
 
 
 def _up_extras() -> tuple[str, ...]:
-    """What every ``up`` here adds: small segments, the metrics endpoint on a free port (not 5557)."""
-    return (*SMALL_SEGMENTS, "--metrics-port", str(free_ports(1)[0]), "--no-proxy", "--no-console")
+    """What every ``up`` here adds: small segments, the metrics endpoint and the remoting ports on
+    free ports (not 5557, 9876, 10911)."""
+    return (*SMALL_SEGMENTS, "--metrics-port", str(free_ports(1)[0]), *free_remoting_ports(), "--no-proxy",
+            "--no-console")
 
 
 def _cli(data_dir, *args, env=None, check=True, timeout=120):
     if args and args[0] == "up":
         args = (*args, *_up_extras())
-    proc = subprocess.run([sys.executable, "-m", "rocketbox.cluster.cli", "--data-dir", data_dir, *args],
-                          capture_output=True, text=True, timeout=timeout, env=env)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"cluster {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-    return proc
-
-
-def _records(proc) -> list:
-    """The records a ``--json`` command printed (JSON Lines)."""
-    return [json.loads(line) for line in proc.stdout.splitlines()]
+    return run_cli(*args, data_dir=data_dir, env=env, check=check, timeout_s=timeout)
 
 
 def test_cli_round_trip(tmp_path):
@@ -53,10 +45,10 @@ def test_cli_round_trip(tmp_path):
         assert roles == ["allocate", "broker", "flush", "metrics", "namesrv", "reput"]
         assert all(c["state"] == "running" for c in status["children"])
         _cli(data_dir, "topic", "create", "CliTopic", "--queues", "2", env=env)
-        assert {"topic": "CliTopic"} in _records(_cli(data_dir, "topic", "list", "--json", env=env))
+        assert {"topic": "CliTopic"} in json_lines(_cli(data_dir, "topic", "list", "--json", env=env))
         route = json.loads(_cli(data_dir, "topic", "route", "CliTopic", "--json", env=env).stdout)
         assert route["queueDatas"][0]["writeQueueNums"] == 2
-        sent = _records(_cli(data_dir, "send", "CliTopic", "hello from the cli", "--tags", "T", "--keys", "K1",
+        sent = json_lines(_cli(data_dir, "send", "CliTopic", "hello from the cli", "--tags", "T", "--keys", "K1",
                              "--json", env=env))
         assert sent[0]["status"] == "SEND_OK"
         consumed = [json.loads(line) for line in
@@ -70,16 +62,16 @@ def test_cli_round_trip(tmp_path):
         # Without --wait-s: one pass over what is there now.
         now = _cli(data_dir, "consume", "CliTopic", "--json", env=env).stdout.splitlines()
         assert [json.loads(line)["body"] for line in now] == ["hello from the cli"]
-        by_id = _records(_cli(data_dir, "query", "--id", sent[0]["offsetMsgId"], "--json", env=env))
+        by_id = json_lines(_cli(data_dir, "query", "--id", sent[0]["offsetMsgId"], "--json", env=env))
         assert by_id[0]["msgId"] == sent[0]["msgId"]
-        by_key = _records(_cli(data_dir, "query", "--key", "K1", "--topic", "CliTopic", "--json", env=env))
+        by_key = json_lines(_cli(data_dir, "query", "--key", "K1", "--topic", "CliTopic", "--json", env=env))
         assert by_key[0]["body"] == "hello from the cli"
         missing = _cli(data_dir, "query", "--key", "nope", "--topic", "CliTopic", env=env, check=False)
         assert missing.returncode == 1 and "no message" in missing.stderr
         bad = _cli(data_dir, "topic", "create", "bad topic!", env=env, check=False)
         assert bad.returncode != 0 and "characters" in bad.stderr
         _cli(data_dir, "topic", "delete", "CliTopic", env=env)
-        assert {"topic": "CliTopic"} not in _records(_cli(data_dir, "topic", "list", "--json", env=env))
+        assert {"topic": "CliTopic"} not in json_lines(_cli(data_dir, "topic", "list", "--json", env=env))
     finally:
         down = _cli(data_dir, "down", env=env, check=False)
     assert down.returncode == 0, down.stderr
@@ -88,28 +80,11 @@ def test_cli_round_trip(tmp_path):
     assert _cli(data_dir, "status", env=env, check=False).returncode == 1
 
 
-def _port_block(offsets, tries: int = 50) -> int:
-    """A base port whose base + each offset is free now (the CLI derives ports from its base)."""
-    import socket
-    for _ in range(tries):
-        base = free_ports(1)[0]
-        if base + max(offsets) >= 65536:
-            continue
-        try:
-            for offset in offsets:
-                with socket.socket() as s:
-                    s.bind(("127.0.0.1", base + offset))
-        except OSError:
-            continue
-        return base
-    raise RuntimeError("no free block of ports")
-
-
 def test_cli_up_with_slaves(tmp_path):
     """Two broker groups of a master and a slave each, every process a supervisor child."""
     data_dir = str(tmp_path / "cli")
     namesrv_port = free_ports(1)[0]
-    broker_port = _port_block([0, 1, 2, 10, 11, 12])
+    broker_port = free_port_block([0, 1, 2, 10, 11, 12])
     env = {k: v for k, v in os.environ.items() if k != "ROCKETBOX_NAMESRV"}
     _cli(data_dir, "up", "--detach", "--brokers", "2", "--slaves", "1", "--namesrv-port", str(namesrv_port),
          "--broker-port", str(broker_port), env=env)
@@ -121,7 +96,7 @@ def test_cli_up_with_slaves(tmp_path):
                                                                     for r in ("flush", "reput", "allocate")])
         assert all(c["state"] == "running" and c["pid"] for c in status["children"])
         _cli(data_dir, "topic", "create", "CliTopic", "--queues", "2", env=env)
-        sent = _records(_cli(data_dir, "send", "CliTopic", "replicated", "--json", env=env))
+        sent = json_lines(_cli(data_dir, "send", "CliTopic", "replicated", "--json", env=env))
         assert sent[0]["status"] == "SEND_OK"
         route = json.loads(_cli(data_dir, "topic", "route", "CliTopic", "--json", env=env).stdout)
         assert {d["brokerName"]: sorted(d["brokerAddrs"]) for d in route["brokerDatas"]} == \
@@ -135,14 +110,14 @@ def test_cli_up_with_failover_shows_the_controller(tmp_path):
     """`cluster up --failover`: the NameServer runs a controller that names a master and has both
     replicas in sync; `cluster controller` shows it."""
     data_dir = str(tmp_path / "cli")
-    namesrv_port = _port_block([0, 50])   # the controller listens on the NameServer port + 50
-    broker_port = _port_block([0, 1, 2, 3])
+    namesrv_port = free_port_block([0, 50])   # the controller listens on the NameServer port + 50
+    broker_port = free_port_block([0, 1, 2, 3])
     env = {k: v for k, v in os.environ.items() if k != "ROCKETBOX_NAMESRV"}
     _cli(data_dir, "up", "--detach", "--slaves", "1", "--failover", "--broker-role", "sync",
          "--namesrv-port", str(namesrv_port), "--broker-port", str(broker_port), env=env)
     try:
         # SLAVE_NOT_AVAILABLE (exit 1) until the slave is in sync: the record is printed either way.
-        sent = _records(_cli(data_dir, "send", "FoCli", "kept", "--json", env=env, check=False))
+        sent = json_lines(_cli(data_dir, "send", "FoCli", "kept", "--json", env=env, check=False))
         assert sent[0]["status"] in ("SEND_OK", "SLAVE_NOT_AVAILABLE")
         deadline = time.monotonic() + 60
         while True:   # the slave joins the sync set once it has caught up
@@ -173,18 +148,14 @@ def test_cli_up_ignores_a_decoy_cluster_package_in_the_working_directory(tmp_pat
     console_script = os.path.join(os.path.dirname(sys.executable), "cluster")
 
     def cli(*args, check=True):
-        proc = subprocess.run([console_script, "--data-dir", data_dir, *args], cwd=workdir, capture_output=True,
-                              text=True, timeout=120, env=env)
-        if check and proc.returncode != 0:
-            raise AssertionError(f"cluster {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-        return proc
+        return run_cli(*args, data_dir=data_dir, command=(console_script,), cwd=workdir, env=env, check=check)
 
     cli("up", "--detach", "--namesrv-port", str(namesrv_port), "--broker-port", str(broker_port), *SMALL_SEGMENTS,
         "--no-metrics", "--no-proxy", "--no-console")
     try:
         status = json.loads(cli("status", "--json").stdout)
         assert all(c["state"] == "running" for c in status["children"]), status
-        sent = _records(cli("send", "DecoyTopic", "served by the installed package", "--json"))
+        sent = json_lines(cli("send", "DecoyTopic", "served by the installed package", "--json"))
         assert sent[0]["status"] == "SEND_OK"
     finally:
         down = cli("down", check=False)

@@ -3,40 +3,33 @@ a sender that reports line by line, exit codes a script can trust, output fit fo
 
 from __future__ import annotations
 
-import json
 import os
 import select
 import signal
 import subprocess
-import sys
 
 from rocketbox.cluster import Admin
 from rocketbox.cluster.config import SYNC_MASTER
+from tests.cli_helpers import CLI, free_remoting_ports, json_lines, run_cli
 from tests.conftest import client_config
-
-CLI = [sys.executable, "-m", "rocketbox.cluster.cli"]
 
 
 def _cli(cluster, *args, stdin: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([*CLI, "--data-dir", cluster.data_dir, "--namesrv", cluster.namesrv, *args],
-                          input=stdin, capture_output=True, text=True, timeout=timeout)
-
-
-def _records(proc) -> list[dict]:
-    return [json.loads(line) for line in proc.stdout.splitlines()]
+    return run_cli(*args, data_dir=cluster.data_dir, namesrv=cluster.namesrv, stdin=stdin, timeout_s=timeout,
+                   check=False)
 
 
 def test_query_by_the_offset_id_send_printed_with_and_without_topic(start_cluster):
     cluster = start_cluster()
     assert _cli(cluster, "topic", "create", "Orders", "--queues", "2").returncode == 0
-    sent = _records(_cli(cluster, "send", "Orders", "hello", "--keys", "order-1", "--json"))[0]
+    sent = json_lines(_cli(cluster, "send", "Orders", "hello", "--keys", "order-1", "--json"))[0]
     for extra in ((), ("--topic", "Orders")):
-        found = _records(_cli(cluster, "query", "--id", sent["offsetMsgId"], *extra, "--json"))
+        found = json_lines(_cli(cluster, "query", "--id", sent["offsetMsgId"], *extra, "--json"))
         assert [m["body"] for m in found] == ["hello"], extra
     # --id also takes the UNIQ_KEY (mqadmin's queryMsgById falls back the same way): in --topic, or
     # without it in every topic (its first bytes parse as a broker's address that is not there).
     for extra in ((), ("--topic", "Orders")):
-        by_uniq = _records(_cli(cluster, "query", "--id", sent["msgId"], *extra, "--json"))
+        by_uniq = json_lines(_cli(cluster, "query", "--id", sent["msgId"], *extra, "--json"))
         assert [m["offsetMsgId"] for m in by_uniq] == [sent["offsetMsgId"]], extra
     # An offset id of another topic is not this topic's message.
     assert _cli(cluster, "topic", "create", "Other", "--queues", "1").returncode == 0
@@ -52,7 +45,7 @@ def test_send_reports_each_stdin_line_as_it_goes_and_names_the_failed_one(start_
     assert [line.split()[:3] for line in done.stdout.splitlines()] == [
         ["line", "1:", "SEND_OK"], ["line", "2:", "SEND_OK"], ["line", "4:", "SEND_OK"]]
     assert "error: line 3: the message body is empty" in done.stderr
-    consumed = _records(_cli(cluster, "consume", "Lines", "--json", "--wait-s", "5", "--max", "3"))
+    consumed = json_lines(_cli(cluster, "consume", "Lines", "--json", "--wait-s", "5", "--max", "3"))
     assert [m["body"] for m in consumed] == ["a", "b", "c"]
 
     # The first answer is out while stdin is still open: a line-per-message sender streams.
@@ -139,9 +132,9 @@ def test_ctrl_c_of_a_foreground_cluster_says_it_stopped(tmp_path):
     from rocketbox.cluster.topology import free_ports
     namesrv_port, broker_port = free_ports(2)
     proc = subprocess.Popen([*CLI, "--data-dir", str(tmp_path / "fg"), "up", "--no-live", "--namesrv-port",
-                             str(namesrv_port), "--broker-port", str(broker_port), "--commitlog-file-size-bytes",
-                             str(16 * 1024 * 1024), "--no-metrics", "--no-proxy", "--no-console"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
+                             str(namesrv_port), "--broker-port", str(broker_port), *free_remoting_ports(),
+                             "--commitlog-file-size-bytes", str(16 * 1024 * 1024), "--no-metrics", "--no-proxy",
+                             "--no-console"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         lines = []
         for _ in range(200):   # the banner ends with the export line
@@ -177,11 +170,11 @@ def test_a_data_dir_remembers_how_it_was_made_and_the_dev_footprint_is_small(tmp
     namesrv_port, broker_port, metrics_port = free_ports(3)
 
     def cli(*args):
-        return subprocess.run([*CLI, "--data-dir", data_dir, *args], capture_output=True, text=True, timeout=180)
+        return run_cli(*args, data_dir=data_dir, timeout_s=180, check=False)
 
     try:
         first = cli("up", "--detach", "--namesrv-port", str(namesrv_port), "--broker-port", str(broker_port),
-                    "--metrics-port", str(metrics_port), "--no-proxy", "--no-console")
+                    *free_remoting_ports(), "--metrics-port", str(metrics_port), "--no-proxy", "--no-console")
         assert first.returncode == 0, first
         # The default (dev) store: 64 MiB segments, not RocketMQ's 1 GiB (2.4 GB idle before).
         footprint = _disk_bytes(data_dir)

@@ -7,7 +7,6 @@ import json
 import os
 import socket
 import subprocess
-import sys
 import time
 
 import pytest
@@ -16,6 +15,7 @@ from rocketbox.cluster import Admin, ConsumeStatus, PushConsumer
 from rocketbox.cluster.protocol import RequestCode, ResponseCode
 from rocketbox.cluster.testing import LocalCluster, wait_until
 from rocketbox.cluster.wire_format import Command
+from tests.cli_helpers import json_lines, run_cli
 from tests.conftest import await_group_caught_up, client_config, fill_topic
 
 pytestmark = pytest.mark.timeout(180)
@@ -28,15 +28,7 @@ def cluster(tmp_path_factory):
 
 
 def _cli(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", "rocketbox.cluster.cli", *args], capture_output=True, text=True,
-                          timeout=60)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"cluster {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-    return proc
-
-
-def _lines(proc) -> list[dict]:
-    return [json.loads(line) for line in proc.stdout.splitlines()]
+    return run_cli(*args, check=check, timeout_s=60)
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +45,7 @@ def running_group(cluster):
 
 
 def test_cluster_list_shows_master_and_slave(cluster):
-    records = _lines(_cli("clusterList", "-n", cluster.namesrv, "--json"))
+    records = json_lines(_cli("clusterList", "-n", cluster.namesrv, "--json"))
     assert [(r["brokerName"], r["brokerId"], r["role"]) for r in records] == \
         [("broker-a", 0, "MASTER"), ("broker-a", 1, "SLAVE")]
     assert all(r["cluster"] == "DefaultCluster" and r["version"].startswith("RocketBox") for r in records)
@@ -62,10 +54,10 @@ def test_cluster_list_shows_master_and_slave(cluster):
 
 
 def test_topic_status_and_consumer_progress(cluster, running_group):
-    status = _lines(_cli("topicStatus", "-n", cluster.namesrv, "-t", "MqaTopic", "--json"))
+    status = json_lines(_cli("topicStatus", "-n", cluster.namesrv, "-t", "MqaTopic", "--json"))
     assert sorted(r["queueId"] for r in status) == [0, 1, 2, 3]
     assert sum(r["maxOffset"] for r in status) == 40
-    progress = _lines(_cli("consumerProgress", "-n", cluster.namesrv, "-g", "MqaGroup", "-t", "MqaTopic", "--json"))
+    progress = json_lines(_cli("consumerProgress", "-n", cluster.namesrv, "-g", "MqaGroup", "-t", "MqaTopic", "--json"))
     assert sum(r["consumerOffset"] for r in progress) == 40 and all(r["diff"] == 0 for r in progress)
     text = _cli("consumerProgress", "-n", cluster.namesrv, "-g", "MqaGroup").stdout
     assert "#Consumer Offset" in text and "Diff Total: 0" in text
@@ -80,7 +72,7 @@ def test_consumer_connection_and_status(cluster, running_group):
     assert sorted(q["queueId"] for q in queues if q["topic"] == "MqaTopic") == [0, 1, 2, 3]
     stacks = _cli("consumerStatus", "-n", cluster.namesrv, "-g", "MqaGroup", "-s").stdout
     assert '"MainThread"' in stacks   # -s: the member's own thread stacks, as it printed them
-    owners = _lines(_cli("consumerProgress", "-n", cluster.namesrv, "-g", "MqaGroup", "-t", "MqaTopic", "-s", "--json"))
+    owners = json_lines(_cli("consumerProgress", "-n", cluster.namesrv, "-g", "MqaGroup", "-t", "MqaTopic", "-s", "--json"))
     assert {r["clientIp"] for r in owners} == {connection["connectionSet"][0]["clientAddr"]}
     # The table names the member's version as mqadmin does (MQVersion.getVersionDesc), not its number.
     text = _cli("consumerConnection", "-n", cluster.namesrv, "-g", "MqaGroup").stdout
@@ -132,7 +124,7 @@ def test_consumer_status_finds_a_member_that_only_one_master_knows(start_cluster
 
 
 def _stats_row(cluster, topic: str, group: str | None = None) -> dict:
-    (row,) = [r for r in _lines(_cli("statsAll", "-n", cluster.namesrv, "-t", topic, "--json")) if r["group"] == group]
+    (row,) = [r for r in json_lines(_cli("statsAll", "-n", cluster.namesrv, "-t", topic, "--json")) if r["group"] == group]
     return row
 
 
@@ -172,8 +164,8 @@ def test_stats_all_follows_puts_gets_and_accumulation(cluster):
 
     with Admin(config=cfg) as admin:
         admin.create_topic("MqaIdle", 1)
-    everything = {r["topic"] for r in _lines(_cli("statsAll", "-n", cluster.namesrv, "--json"))}
-    active = {r["topic"] for r in _lines(_cli("statsAll", "-n", cluster.namesrv, "-a", "--json"))}
+    everything = {r["topic"] for r in json_lines(_cli("statsAll", "-n", cluster.namesrv, "--json"))}
+    active = {r["topic"] for r in json_lines(_cli("statsAll", "-n", cluster.namesrv, "-a", "--json"))}
     assert {"MqaIdle", "MqaStats"} <= everything and "MqaStats" in active and "MqaIdle" not in active
     assert not any(t.startswith(("%RETRY%", "%DLQ%")) for t in everything)
     table = _cli("statsAll", "-n", cluster.namesrv, "-t", "MqaStats").stdout

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 import pytest
 
 from rocketbox.cluster import Admin, ConsumeStatus, Message, PushConsumer
 from rocketbox.cluster.client.transaction import TransactionProducer
 from rocketbox.cluster.testing import LocalCluster
+from tests.cli_helpers import run_cli
 from tests.conftest import UndecidedTransactions, await_group_caught_up, client_config, fill_topic
 
 pytestmark = pytest.mark.timeout(180)
@@ -25,11 +25,7 @@ def cluster(tmp_path_factory):
 
 
 def _cli(cluster, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", "rocketbox.cluster.cli", args[0], "-n", cluster.namesrv, *args[1:]],
-                          capture_output=True, text=True, timeout=60)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"cluster {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-    return proc
+    return run_cli(args[0], "-n", cluster.namesrv, *args[1:], check=check, timeout_s=60)
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ import pytest
 from rocketbox.cluster import Admin, Message, Producer
 from rocketbox.cluster.config import ClientConfig
 from rocketbox.cluster.testing import wait_until
-from tests.conftest import run_cli, up_on_free_ports
+from tests.cli_helpers import run_cli, up_on_free_ports
 
 pytestmark = pytest.mark.timeout(240)
 

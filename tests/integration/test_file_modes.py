@@ -13,7 +13,8 @@ import pytest
 from rocketbox.cluster import ConsumeStatus, Message, Producer, PushConsumer
 from rocketbox.cluster.acl.curve import curve_dir
 from rocketbox.cluster.testing import LocalCluster, wait_until
-from tests.conftest import client_config, run_cli, up_on_free_ports
+from tests.cli_helpers import run_cli, up_on_free_ports
+from tests.conftest import client_config
 
 pytestmark = pytest.mark.timeout(240)
 

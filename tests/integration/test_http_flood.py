@@ -136,15 +136,23 @@ class SlowFlood:
             sock.close()
 
 
-def _request(url: str, method: str, path: str, body: bytes | None = None, headers: dict | None = None):
-    """(status, body, seconds) of one request on a fresh connection."""
+def _request(url: str, method: str, path: str, body: bytes | None = None, headers: dict | None = None,
+             follow_redirect: bool = True):
+    """(status, body, seconds) of one request on a fresh connection, a 303 followed on it."""
     parts = urllib.parse.urlsplit(url)
     started = time.monotonic()
     connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
     try:
         connection.request(method, path, body=body, headers=headers or {})
         response = connection.getresponse()
-        return response.status, response.read(), time.monotonic() - started
+        body = response.read()
+        if response.status == 303 and follow_redirect:   # the console's forms post, then redirect
+            location = urllib.parse.urlsplit(response.getheader("Location", ""))
+            connection.request("GET", location.path + (f"?{location.query}" if location.query else ""),
+                               headers={k: v for k, v in (headers or {}).items() if k == "Authorization"})
+            response = connection.getresponse()
+            body = response.read()
+        return response.status, body, time.monotonic() - started
     finally:
         connection.close()
 

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from rocketbox.cluster.testing import LocalCluster, wait_until
-from tests.conftest import run_cli
+from tests.cli_helpers import run_cli
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -23,6 +23,7 @@ from rocketbox.cluster import Admin, Message, Producer, PullConsumer
 from rocketbox.cluster.supervision.run_state import read_state_file
 from rocketbox.cluster.testing import SMALL_STORE, read_topic, wait_until
 from rocketbox.cluster.topology import free_ports
+from tests.cli_helpers import run_cli
 
 PYTHON = sys.executable
 # A broker registers at start and again every 30 s (register_interval_ms): a first registration
@@ -50,7 +51,8 @@ def _run(argv: list[str], timeout: float = 120, check: bool = True) -> subproces
 
 def _cli(data_dir: str, *args, prefix: tuple[str, ...] = (), check: bool = True) -> subprocess.CompletedProcess:
     """``cluster --data-dir data_dir args...``, run under ``prefix`` (``ip netns exec NAME``) if given."""
-    return _run([*prefix, PYTHON, "-m", "rocketbox.cluster.cli", "--data-dir", data_dir, *args], check=check)
+    return run_cli(*args, data_dir=data_dir, command=(*prefix, PYTHON, "-m", "rocketbox.cluster.cli"), env=_env(),
+                   cwd=REPO, check=check)
 
 
 def _port_with_next_free() -> int:

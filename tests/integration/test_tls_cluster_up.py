@@ -14,7 +14,7 @@ from rocketbox.cluster import Admin, Message, Producer, PullConsumer
 from rocketbox.cluster.config import ClientConfig
 from rocketbox.cluster.errors import ClientError
 from rocketbox.cluster.testing import pull_until
-from tests.conftest import run_cli, up_on_free_ports
+from tests.cli_helpers import run_cli, up_on_free_ports
 from tests.integration.test_acl_cluster_up import ACL
 
 pytestmark = pytest.mark.timeout(240)

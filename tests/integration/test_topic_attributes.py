@@ -14,7 +14,8 @@ from rocketbox.cluster.protocol import RequestCode, ResponseCode
 from rocketbox.cluster.remoting_client import RemotingRpcClient
 from rocketbox.cluster.testing import wait_until
 from rocketbox.cluster.wire_format import Command
-from tests.conftest import client_config, run_cli
+from tests.cli_helpers import run_cli
+from tests.conftest import client_config
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -10,7 +10,7 @@ import pytest
 
 from rocketbox.cluster import Admin
 from rocketbox.cluster.config import ClientConfig
-from tests.conftest import run_cli, up_on_free_ports
+from tests.cli_helpers import run_cli, up_on_free_ports
 from tests.remoting.cpp_client import require_cpp_client, run_cpp, sent_ok
 
 pytestmark = pytest.mark.timeout(240)

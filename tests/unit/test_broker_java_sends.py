@@ -8,39 +8,28 @@ from __future__ import annotations
 
 import zlib
 
-from rocketbox.cluster.broker.boot import boot
-from rocketbox.cluster.broker.service import BrokerService
 from rocketbox.cluster.clock import ManualClock
-from rocketbox.cluster.config import BrokerConfig
 from rocketbox.cluster.protocol import PULL_FLAG_SUBSCRIPTION, RequestCode, ResponseCode
 from rocketbox.cluster.shm import commitlog_format as fmt
 from rocketbox.cluster.message.ids import parse_offset_msg_id
-from rocketbox.cluster.shm.reput import ReputService
 from rocketbox.cluster.wire_format import Command
-from tests.store_harness import tiny_config
+from tests.in_process import InProcessBroker
 
 NOW_MS = 1_700_000_000_000
 # zlib.compress(b"golden body " * 20, 5): what the Java client would send for a longer body.
 COMPRESSED_BODY = bytes.fromhex("785e4bcfcf4949cd5348ca4fa954481f016c00936b580d")
 
 
-def _call(service, request):
-    replies = []
-    answer = service.handlers[request.code](request, replies.append)
-    return answer if answer is not None else replies[0]
-
-
 def test_a_compressed_java_send_is_stored_golden_and_delivered_without_the_crc_property(tmp_path):
     """The store's own fields (its clock's store time, its address) are read from it; the rest is golden."""
-    cfg = BrokerConfig(store=tiny_config(tmp_path / "store"))
-    service = BrokerService(boot(cfg), clock=ManualClock(now_ms=NOW_MS))
-    reput = ReputService(cfg.store, service.control)
+    broker = InProcessBroker(tmp_path / "store", clock=ManualClock(now_ms=NOW_MS))
+    service = broker.service
     try:
         send = Command(RequestCode.SEND_MESSAGE_V2, {
             "a": "JavaPG", "b": "Golden", "c": "TBW102", "d": "4", "e": "0", "f": "769", "g": str(NOW_MS - 5),
             "h": "0", "i": "KEYS\x01k1\x02WAIT\x01true\x02UNIQ_KEY\x01U1\x02", "j": "0", "k": "false", "m": "false"},
             COMPRESSED_BODY, peer_address="127.0.0.1", peer_port=54321)
-        answer = _call(service, send)
+        answer = broker.call_command(send)
         assert answer.code == ResponseCode.SUCCESS, answer.remark
         _, _, phys = parse_offset_msg_id(answer.fields["msgId"])
         record = service.store.read_record(phys)
@@ -55,12 +44,11 @@ def test_a_compressed_java_send_is_stored_golden_and_delivered_without_the_crc_p
         crc = str(zlib.crc32(stored[:-fmt.RECORD_CRC_SIZE]) & 0x7FFFFFFF).zfill(10)[::-1].encode()
         assert stored == head + bytes.fromhex("003f") + properties + b"__CRC32#\x01" + crc + b"\x02"
 
-        while reput.step(1000).count:
-            pass
-        pull = _call(service, Command(RequestCode.PULL_MESSAGE, {
+        broker.dispatch()
+        pull = broker.call(RequestCode.PULL_MESSAGE, {
             "consumerGroup": "JavaCG", "topic": "Golden", "queueId": "0", "queueOffset": "0", "maxMsgNums": "32",
-            "sysFlag": str(PULL_FLAG_SUBSCRIPTION), "subscription": "*", "suspendTimeoutMillis": "0"}))
+            "sysFlag": str(PULL_FLAG_SUBSCRIPTION), "subscription": "*", "suspendTimeoutMillis": "0"})
         assert pull.code == ResponseCode.SUCCESS
         assert pull.body == bytes.fromhex("000000a3") + head[4:] + bytes.fromhex("002b") + properties
     finally:
-        service.shutdown()
+        broker.close()

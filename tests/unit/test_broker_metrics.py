@@ -9,36 +9,21 @@ import json
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from rocketbox.cluster.broker.boot import boot
 from rocketbox.cluster.broker.meters import InTraffic, RpcLatency
-from rocketbox.cluster.broker.service import BrokerService
 from rocketbox.cluster.client import broker_api
-from rocketbox.cluster.config import BrokerConfig
 from rocketbox.cluster.metrics.families import broker_families, process_families
 from rocketbox.cluster.metrics.settings import BrokerTarget
 from rocketbox.cluster.protocol import MessageQueue, RequestCode, ResponseCode
 from rocketbox.cluster.message.ids import parse_offset_msg_id
-from rocketbox.cluster.message.properties import PROPERTY_UNIQ_KEY, properties_text
 from rocketbox.cluster.message.sysflags import SYSFLAG_TRANSACTION_PREPARED
-from rocketbox.cluster.shm.reput import ReputService
 from rocketbox.cluster.wire_format import Command
-from tests.store_harness import tiny_config
+from tests.in_process import InProcessBroker
 
 TOPIC = "Metered"
 
 
-def _call(service: BrokerService, request: Command) -> Command:
-    replies: list[Command] = []
-    answer = service.handlers[request.code](request, replies.append)
-    return answer if answer is not None else replies[0]
-
-
-def _send(service: BrokerService, body: bytes, sys_flag: int = 0, **properties: str) -> Command:
-    props = properties_text([(PROPERTY_UNIQ_KEY, body.hex()), *properties.items()])
-    return _call(service, Command(RequestCode.SEND_MESSAGE, {
-        "producerGroup": "PG", "topic": TOPIC, "defaultTopic": "TBW102", "defaultTopicQueueNums": "1",
-        "queueId": "0", "sysFlag": str(sys_flag), "bornTimestamp": str(service.clock.now_ms()), "flag": "0",
-        "properties": props}, body))
+def _send(broker: InProcessBroker, body: bytes, sys_flag: int = 0, **properties: str) -> Command:
+    return broker.send(TOPIC, body, queue_count=1, sys_flag=sys_flag, **properties)
 
 
 def _commit(half: Command, body: bytes) -> Command:
@@ -68,25 +53,23 @@ def _value(samples: dict, name: str, **labels) -> float:
 
 
 def test_a_snapshot_counts_traffic_lag_transactions_and_latency(tmp_path):
-    cfg = BrokerConfig(store=tiny_config(tmp_path / "store"))
-    service = BrokerService(boot(cfg))
-    reput = ReputService(cfg.store, service.control)
+    in_process = InProcessBroker(tmp_path / "store")
+    cfg = in_process.cfg
     try:
         for body in (b"a" * 100, b"b" * 100):
-            assert _send(service, body).code == ResponseCode.SUCCESS
-        assert _send(service, b"later", DELAY="3").code == ResponseCode.SUCCESS
-        half = _send(service, b"half", sys_flag=SYSFLAG_TRANSACTION_PREPARED, TRAN_MSG="true", PGROUP="PG")
+            assert _send(in_process, body).code == ResponseCode.SUCCESS
+        assert _send(in_process, b"later", DELAY="3").code == ResponseCode.SUCCESS
+        half = _send(in_process, b"half", sys_flag=SYSFLAG_TRANSACTION_PREPARED, TRAN_MSG="true", PGROUP="PG")
         assert half.code == ResponseCode.SUCCESS
-        while reput.step(1000).count:
-            pass
+        in_process.dispatch()
         mq = MessageQueue(TOPIC, cfg.broker_name, 0)
-        pulled = _call(service, broker_api.pull_request("CG", mq, 0, 32, "*", 0))
+        pulled = in_process.call_command(broker_api.pull_request("CG", mq, 0, 32, "*", 0))
         assert pulled.code == ResponseCode.SUCCESS and pulled.fields["nextBeginOffset"] == "2"
         commit = Command(RequestCode.UPDATE_CONSUMER_OFFSET,
                          {"consumerGroup": "CG", "topic": TOPIC, "queueId": "0", "commitOffset": "1"})
-        assert _call(service, commit).code == ResponseCode.SUCCESS
+        assert in_process.call_command(commit).code == ResponseCode.SUCCESS
 
-        snapshot = json.loads(_call(service, Command(RequestCode.GET_BROKER_METRICS)).body)
+        snapshot = json.loads(in_process.call_command(Command(RequestCode.GET_BROKER_METRICS)).body)
         rows = {(r["topic"], r["messageType"]): r for r in snapshot["messagesIn"]}
         assert rows[(TOPIC, "normal")]["messages"] == 2 and rows[(TOPIC, "delay")]["messages"] == 1
         assert rows[(TOPIC, "transaction")]["messages"] == 1
@@ -96,10 +79,9 @@ def test_a_snapshot_counts_traffic_lag_transactions_and_latency(tmp_path):
         assert (lag["lag"], lag["inflight"], lag["ready"]) == (1, 1, 0)
         assert lag["lagLatencyMs"] >= 0
 
-        assert _call(service, _commit(half, b"half")).code == ResponseCode.SUCCESS
-        while reput.step(1000).count:
-            pass
-        snapshot = json.loads(_call(service, Command(RequestCode.GET_BROKER_METRICS)).body)
+        assert in_process.call_command(_commit(half, b"half")).code == ResponseCode.SUCCESS
+        in_process.dispatch()
+        snapshot = json.loads(in_process.call_command(Command(RequestCode.GET_BROKER_METRICS)).body)
         assert snapshot["commits"] == [{"topic": TOPIC, "messages": 1}] and snapshot["halfMessages"] == []
 
         answered = BrokerTarget(cfg.address, cfg.broker_name, 0)
@@ -122,7 +104,7 @@ def test_a_snapshot_counts_traffic_lag_transactions_and_latency(tmp_path):
         assert _value(samples, "rocketbox_broker_up", address="127.0.0.1:1", node_id="broker-b") == 0
         assert _value(samples, "rocketbox_broker_up", node_id=cfg.broker_name, broker_id="1") == 0   # malformed
     finally:
-        service.shutdown()
+        in_process.close()
 
 
 def test_message_sizes_fall_in_rocketmq_buckets():
@@ -164,18 +146,14 @@ def test_processes_report_restarts_and_state_from_the_run_state():
 def test_open_halves_are_counted_again_after_a_restart(tmp_path):
     """The half count is memory; a restarted broker rebuilds it from the half queue (what the check
     walk has not passed), without the halves resolved before the restart."""
-    cfg = BrokerConfig(store=tiny_config(tmp_path / "store"))
-    service = BrokerService(boot(cfg))
+    broker = InProcessBroker(tmp_path / "store")
     try:
-        halves = [_send(service, body, sys_flag=SYSFLAG_TRANSACTION_PREPARED, TRAN_MSG="true", PGROUP="PG")
+        halves = [_send(broker, body, sys_flag=SYSFLAG_TRANSACTION_PREPARED, TRAN_MSG="true", PGROUP="PG")
                   for body in (b"stays open", b"committed")]
-        ReputService(cfg.store, service.control).step(1000)
-        assert _call(service, _commit(halves[1], b"committed")).code == ResponseCode.SUCCESS
-        assert service.transactions.open_halves_by_topic() == {TOPIC: 1}
+        broker.dispatch()
+        assert broker.call_command(_commit(halves[1], b"committed")).code == ResponseCode.SUCCESS
+        assert broker.service.transactions.open_halves_by_topic() == {TOPIC: 1}
+        broker.reboot()
+        assert broker.service.transactions.open_halves_by_topic() == {TOPIC: 1}
     finally:
-        service.shutdown()
-    service = BrokerService(boot(cfg))
-    try:
-        assert service.transactions.open_halves_by_topic() == {TOPIC: 1}
-    finally:
-        service.shutdown()
+        broker.close()

@@ -9,17 +9,12 @@ import contextlib
 import pytest
 
 from rocketbox.cluster import receipt_handle
-from rocketbox.cluster.broker.boot import boot
-from rocketbox.cluster.broker.service import BrokerService
 from rocketbox.cluster.broker.subscription_groups import SubscriptionGroupConfig
-from rocketbox.cluster.clock import SYSTEM_CLOCK, ManualClock
-from rocketbox.cluster.config import BrokerConfig
 from rocketbox.cluster.protocol import RequestCode, ResponseCode, dlq_topic, pop_retry_topic
 from rocketbox.cluster.shm import commitlog_format as fmt
-from rocketbox.cluster.message.properties import PROPERTY_RETRY_TOPIC, PROPERTY_UNIQ_KEY, properties_text
-from rocketbox.cluster.shm.reput import ReputService
+from rocketbox.cluster.message.properties import PROPERTY_RETRY_TOPIC, PROPERTY_UNIQ_KEY
 from rocketbox.cluster.wire_format import Command
-from tests.store_harness import tiny_config
+from tests.in_process import InProcessBroker
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -28,43 +23,19 @@ GROUP = "PopGroup"
 INVISIBLE_MS = 10_000
 
 
-class Broker:
-    """A booted broker service, its reput and its clock; ``reboot`` runs it again over the same store."""
+class Broker(InProcessBroker):
+    """The in-process broker with pop's own requests on TOPIC for GROUP."""
 
     def __init__(self, tmp_path, **settings):
-        self.cfg = BrokerConfig(store=tiny_config(tmp_path / "store"), **settings)
-        self.clock = ManualClock(now_ms=SYSTEM_CLOCK.now_ms())
-        self._start()
-
-    def _start(self):
-        self.booted = boot(self.cfg)
-        self.service = BrokerService(self.booted, clock=self.clock)
-        self.reput = ReputService(self.cfg.store, self.booted.control)
-
-    def reboot(self):
-        self.close()
-        self._start()
-
-    def close(self):
-        self.service.shutdown()
-        self.booted.store.close()
+        super().__init__(tmp_path / "store", **settings)
 
     def call(self, code, fields, body=b"") -> Command:
-        replies: list[Command] = []
-        answer = self.service.handlers[code](Command(code, fields, body), replies.append)
-        assert (answer is None) != (not replies), "a handler answers exactly once"
-        return answer if answer is not None else replies[0]
-
-    def dispatch(self):
-        while self.reput.step(1000).count:
-            pass
+        reply = self.request(Command(code, fields, body))
+        assert reply is not None, "a handler answers exactly once"
+        return reply
 
     def send(self, body: bytes, queue_id: int = 0, **properties: str) -> None:
-        props = properties_text([(PROPERTY_UNIQ_KEY, body.hex()), *properties.items()])
-        answer = self.call(RequestCode.SEND_MESSAGE, {
-            "producerGroup": "PG", "topic": TOPIC, "defaultTopic": "TBW102", "defaultTopicQueueNums": "4",
-            "queueId": str(queue_id), "sysFlag": "0", "bornTimestamp": str(self.clock.now_ms()), "flag": "0",
-            "properties": props}, body)
+        answer = super().send(TOPIC, body, queue_id=queue_id, **properties)
         assert answer.code == ResponseCode.SUCCESS, answer.remark
         self.dispatch()
 

@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import json
 
-from rocketbox.cluster.broker.boot import boot
-from rocketbox.cluster.broker.service import BrokerService
 from rocketbox.cluster.broker.stats import BYTES, MESSAGES, CounterWindows, KeyedStats, Rate
-from rocketbox.cluster.config import BrokerConfig
 from rocketbox.cluster.protocol import RequestCode, ResponseCode
 from rocketbox.cluster.wire_format import Command
-from tests.store_harness import tiny_config
-from tests.unit.test_broker_service import TOPIC, _call, _send
+from tests.in_process import InProcessBroker
+
+TOPIC = "InProcess"
 
 
 def test_each_window_counts_growth_since_its_start_and_ends_at_the_latest_sample():
@@ -60,15 +58,15 @@ def test_rate_keeps_its_windows():
 
 
 def test_view_broker_stats_data_answers_puts_and_gets_and_refuses_unknown_items(tmp_path):
-    service = BrokerService(boot(BrokerConfig(store=tiny_config(tmp_path / "store"))))
+    broker = InProcessBroker(tmp_path / "store")
     try:
-        service.stats.sample()   # the zero point, as serve() takes it
+        broker.service.stats.sample()   # the zero point, as serve() takes it
         for body in (b"a", b"b", b"c"):
-            assert _send(service, body).code == ResponseCode.SUCCESS
-        service.stats.sample()
+            assert broker.send(TOPIC, body, queue_count=1).code == ResponseCode.SUCCESS
+        broker.service.stats.sample()
 
         def view(name: str, key: str) -> Command:
-            return _call(service, Command(RequestCode.VIEW_BROKER_STATS_DATA, {"statsName": name, "statsKey": key}))
+            return broker.call(RequestCode.VIEW_BROKER_STATS_DATA, {"statsName": name, "statsKey": key})
 
         answer = view("TOPIC_PUT_NUMS", TOPIC)
         assert answer.code == ResponseCode.SUCCESS, answer.remark
@@ -82,7 +80,7 @@ def test_view_broker_stats_data_answers_puts_and_gets_and_refuses_unknown_items(
             (ResponseCode.SYSTEM_ERROR, f"The stats <GROUP_GET_NUMS> <{TOPIC}@nobody> not exist")
         unknown = view("SNDBCK_PUT_NUMS", TOPIC)
         assert unknown.code == ResponseCode.SYSTEM_ERROR and "TOPIC_PUT_NUMS" in unknown.remark
-        no_key = _call(service, Command(RequestCode.VIEW_BROKER_STATS_DATA, {"statsName": "TOPIC_PUT_NUMS"}))
+        no_key = broker.call(RequestCode.VIEW_BROKER_STATS_DATA, {"statsName": "TOPIC_PUT_NUMS"})
         assert no_key.code == ResponseCode.SYSTEM_ERROR and "statsKey" in no_key.remark
     finally:
-        service.shutdown()
+        broker.close()

@@ -7,15 +7,13 @@ import dataclasses
 import json
 import os
 
-from rocketbox.cluster.broker.boot import boot
-from rocketbox.cluster.broker.service import BrokerService
 from rocketbox.cluster.config import SYNC_FLUSH, BrokerConfig
 from rocketbox.cluster.config_file import broker_settings
 from rocketbox.cluster.protocol import RequestCode, ResponseCode
 from rocketbox.cluster.rocketmq_defaults import broker_cpu_defaults
 from rocketbox.cluster.rocketmq_keys import broker_properties, properties_text
-from rocketbox.cluster.wire_format import Command
 from tests.java.apache_keys import APACHE_BROKER_CONFIG_KEYS
+from tests.in_process import InProcessBroker
 from tests.store_harness import tiny_config
 
 
@@ -46,8 +44,8 @@ def test_properties_text_is_java_lines():
 
 def test_get_broker_config_answers_the_properties(tmp_path):
     cfg = _cfg(tmp_path)
-    service = BrokerService(boot(cfg))
-    answer = service.handlers[RequestCode.GET_BROKER_CONFIG](Command(RequestCode.GET_BROKER_CONFIG, {}), None)
+    broker = InProcessBroker(cfg=cfg)
+    answer = broker.call(RequestCode.GET_BROKER_CONFIG, {})
     assert answer.code == ResponseCode.SUCCESS
     lines = dict(line.split("=", 1) for line in answer.body.decode().splitlines())
     assert lines.items() >= broker_settings(cfg).items() and lines.items() >= broker_properties(cfg).items()
@@ -57,6 +55,7 @@ def test_get_broker_config_answers_the_properties(tmp_path):
     assert lines["storePathCommitLog"] == os.path.join(cfg.store.store_dir, "commitlog")
     assert lines["enableDLegerCommitLog"] == "false" and lines["haSlaveFallbehindMax"] == str(cfg.ha_slave_fall_behind_max_bytes)
     assert lines["clientCallbackExecutorThreads"] == str(os.cpu_count())   # exportMetrics' "cpuNum"
+    broker.crash()   # no clean shutdown: it would unregister from a NameServer that is not there
 
 
 

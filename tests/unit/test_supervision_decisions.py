@@ -8,6 +8,7 @@ import pytest
 
 from rocketbox.cluster.supervision.child_table import ChildSpec, RestartPolicy
 from rocketbox.cluster.supervision.children import ChildState, _Child
+from rocketbox.cluster.supervision.event_wait import BLOCKED_CHILD_RECHECK_S, wait_budget_s
 from rocketbox.cluster.supervision.exit_policy import ExitAction, exit_action
 from rocketbox.cluster.supervision.lifecycle import EXIT_BOOT_ERROR, EXIT_ROLE_CHANGED
 from rocketbox.cluster.supervision.run_state import SupervisorState
@@ -77,3 +78,15 @@ def test_a_member_waits_for_those_before_it_in_its_group():
     assert may_start(flush, group, group, first_boot=False, now=1.0)
     flush.state = A.EXITED   # its policy keeps it down: it holds nobody back
     assert may_start(reput, group, group, first_boot=False, now=1.0)
+
+
+def test_the_loop_sleeps_while_a_due_child_waits_for_another():
+    """A child due to start but held back (first boot goes one at a time) must not make the loop's
+    wait zero: that spun a core for the whole of every cluster start."""
+    leader, flush = _group(A.STARTING, A.PENDING)
+    leader.ready_deadline = 100.0
+    budget_s = wait_budget_s([leader, flush], 1.0, next_heartbeat=50.0, signals_installed=True, now=10.0)
+    assert budget_s == pytest.approx(BLOCKED_CHILD_RECHECK_S)
+    flush.restart_due = 10.5   # a restart not yet due wakes the loop when it falls due
+    assert wait_budget_s([leader, flush], 1.0, next_heartbeat=50.0, signals_installed=True,
+                         now=10.0) == pytest.approx(0.5)

@@ -1,0 +1,88 @@
+"""Running the ``cluster`` command as a user does, for the tests that drive it: one ``run_cli``
+(every option the tests need), the JSON Lines it prints, and ``cluster up`` on free ports."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+from collections.abc import Sequence
+
+CLI = (sys.executable, "-m", "rocketbox.cluster.cli")
+
+
+def port_taken(data_dir: str) -> bool:
+    """A child of the cluster in ``data_dir`` found its port taken (another xdist worker's)."""
+    logs = pathlib.Path(data_dir) / "logs"
+    return any("Address already in use" in log.read_text(errors="replace") for log in logs.glob("*.log"))
+
+
+def run_cli(*args: str, data_dir: str | None = None, namesrv: str | None = None, check: bool = True,
+            timeout_s: float = 120, env: dict | None = None, stdin: str | None = None,
+            command: Sequence[str] = CLI, cwd: str | None = None) -> subprocess.CompletedProcess:
+    """``cluster ARGS`` as a user runs it (in ``data_dir``, against ``namesrv`` when given; with
+    ``env``, else ROCKETBOX_NAMESRV unset, so only what the command says counts; ``command``: how
+    ``cluster`` is started, e.g. the console script or under ``ip netns exec``); AssertionError with
+    its output when it fails and ``check``."""
+    if env is None:
+        env = {k: v for k, v in os.environ.items() if k != "ROCKETBOX_NAMESRV"}
+    where = ("--data-dir", data_dir) if data_dir else ()
+    server = ("--namesrv", namesrv) if namesrv else ()
+    proc = subprocess.run([*command, *where, *server, *args], input=stdin, capture_output=True, text=True,
+                          timeout=timeout_s, env=env, cwd=cwd)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"cluster {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def free_port_block(offsets, tries: int = 50) -> int:
+    """A base port whose base + each offset is free now (the CLI derives ports from its base)."""
+    import socket
+
+    from rocketbox.cluster.topology import free_ports
+    for _ in range(tries):
+        base = free_ports(1)[0]
+        if base + max(offsets) >= 65536:
+            continue
+        try:
+            for offset in offsets:
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", base + offset))
+        except OSError:
+            continue
+        return base
+    raise RuntimeError("no free block of ports")
+
+
+def free_remoting_ports() -> tuple[str, ...]:
+    """``up``'s RocketMQ remoting ports on free ones (two groups, slave 1 at + 2 each): the defaults,
+    9876 and 10911, are shared by every xdist worker's cluster."""
+    return ("--namesrv-remoting-port", str(free_port_block([0, 1])),
+            "--broker-remoting-port", str(free_port_block([0, 2, 10, 12])))
+
+
+def json_lines(proc: subprocess.CompletedProcess) -> list:
+    """The records a ``--json`` command printed (JSON Lines)."""
+    return [json.loads(line) for line in proc.stdout.splitlines()]
+
+
+def up_on_free_ports(count: int, up_args, *, data_dir: str, timeout_s: float = 180,
+                     attempts: int = 3) -> tuple[list[int], subprocess.CompletedProcess]:
+    """``cluster up`` with ``up_args(ports)`` on ``count`` freshly picked free ports: again on fresh
+    ones when a port another xdist worker's cluster took after it was picked (a derived port, the HA
+    port at broker + 1, is not among the picked ones) was refused by ``up``'s check, or was taken
+    between that check and a child's bind (a log says so, ``port_taken``); nothing else is
+    retried."""
+    from rocketbox.cluster.topology import free_ports
+
+    attempt = 1
+    while True:
+        ports = free_ports(count)
+        proc = run_cli(*up_args(ports), data_dir=data_dir, check=False, timeout_s=timeout_s)
+        if proc.returncode == 0:
+            return ports, proc
+        if ("is in use" not in proc.stdout + proc.stderr and not port_taken(data_dir)) or attempt == attempts:
+            raise AssertionError(f"cluster up failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+        attempt += 1
