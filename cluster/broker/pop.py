@@ -53,6 +53,7 @@ class PopProcessor:
         self.pull_waiters = ctx.pull_waiters
         self.log = pop_log
         self.state = pop_log.state
+        self.commits = pop_log.commits
         self.durability = ctx.durability
         self.clock = ctx.clock
         self.may_write = ctx.may_write
@@ -148,18 +149,21 @@ class PopProcessor:
             queues = [(retry, 0), *queues]   # what came back is served first
         for queue_topic, queue_id in queues:
             room = pop.max_count - len(records)
-            taken = self._take(pop, queue_topic, queue_id, room) if room > 0 else None
+            taken, scanned_to = self._take(pop, queue_topic, queue_id, room) if room > 0 else ([], 0)
             if taken:
                 ck = Checkpoint(pop.group, pop.topic, queue_id, queue_topic != pop.topic, now_ms, pop.invisible_ms,
                                 pop.order, [t[0] for t in taken], [t[1] for t in taken], [t[2] for t in taken])
                 self.log.checkpoint(ck)
+                if not pop.order and scanned_to > taken[-1][0] + 1:
+                    # What it skipped past its last message, committed with the checkpoint's commit.
+                    self.commits.commit(pop.group, queue_topic, queue_id, scanned_to)
                 for (queue_offset, phys, attempt, raw) in taken:
                     records.append(raw)
                     attempts.append(attempt)
                     handles.append(receipt_handle.ReceiptHandle(
                         ck.ck_offset, now_ms, pop.invisible_ms, ck.retry, queue_id, queue_offset, phys,
                         self.cfg.broker_name).encode())
-            committed = self.offsets.query(pop.group, queue_topic, queue_id) or 0
+            committed = self.commits.query(pop.group, queue_topic, queue_id) or 0
             rest += max(0, self.store.max_offset(queue_topic, queue_id) - committed)
         if not records:
             return None
@@ -168,7 +172,7 @@ class PopProcessor:
         return request.response(ResponseCode.SUCCESS, fields, b"".join(records))
 
     def _start_offset(self, pop: "_Pop", queue_topic: str, queue_id: int) -> int:
-        committed = self.offsets.query(pop.group, queue_topic, queue_id)
+        committed = self.commits.query(pop.group, queue_topic, queue_id)
         if committed is not None:
             return committed
         low, high = self.store.min_offset(queue_topic, queue_id), self.store.max_offset(queue_topic, queue_id)
@@ -179,11 +183,13 @@ class PopProcessor:
         self.offsets.commit(pop.group, queue_topic, queue_id, start)
         return start
 
-    def _take(self, pop: "_Pop", queue_topic: str, queue_id: int, room: int) -> list[tuple[int, int, int, bytes]]:
-        """(queue offset, CommitLog offset, attempt, record bytes) of the messages popped from one queue."""
+    def _take(self, pop: "_Pop", queue_topic: str, queue_id: int,
+              room: int) -> tuple[list[tuple[int, int, int, bytes]], int]:
+        """(queue offset, CommitLog offset, attempt, record bytes) of the messages popped from one queue,
+        and the queue offset it read up to."""
         key = (pop.group, queue_topic, queue_id)
         if pop.order and self.state.is_blocked(key):
-            return []
+            return [], 0
         start = self._start_offset(pop, queue_topic, queue_id)
         owed = self.state.redeliveries.get(key) if pop.order else None
         scan = room if pop.tags is None and pop.selector is None and owed is None else max(room, SQL_SCAN_ENTRIES)
@@ -222,12 +228,11 @@ class PopProcessor:
             if len(taken) >= room:
                 break
         if not taken and scanned_to > start:
-            # Nothing this group wants up to here: the next pop reads on from past it.
-            self.offsets.commit(pop.group, queue_topic, queue_id, scanned_to)
+            # Nothing this group wants up to here: the next pop reads on from past it (after any
+            # pop's commit still held for its checkpoint).
+            self.commits.commit(pop.group, queue_topic, queue_id, scanned_to)
             self.state.forget_paid(key, scanned_to)
-        elif taken and not pop.order and scanned_to > taken[-1][0] + 1:
-            self.offsets.commit(pop.group, queue_topic, queue_id, scanned_to)
-        return taken
+        return taken, scanned_to
 
     # ------------------------------------------------------------ ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME
 

@@ -57,6 +57,7 @@ class PopReviver:
                     _limited.warning("not-revived", "pop checkpoint %d of %s not revived yet: %s", pending.ck.ck_offset,
                                      pending.ck.group, exc)
                     self.state.retry_later(pending, now_ms + RETRY_LATER_MS)
+        self.log.commits.rearm()
         self.log.commit_progress()
 
     def _revive(self, pending: Pending) -> None:
