@@ -53,7 +53,9 @@ class PopReviver:
             for pending in self.state.due(now_ms, REVIVES_PER_TICK):
                 try:
                     self._revive(pending)
-                except ProtocolError as exc:
+                except (ProtocolError, OSError) as exc:
+                    # Taken off the deadline heap with the rest of this tick's: each is tried again
+                    # later, or its messages would never come back (a full disk raises OSError).
                     _limited.warning("not-revived", "pop checkpoint %d of %s not revived yet: %s", pending.ck.ck_offset,
                                      pending.ck.group, exc)
                     self.state.retry_later(pending, now_ms + RETRY_LATER_MS)
