@@ -338,8 +338,14 @@ class BrokerService:
         self.namesrv_client.close()
         self.store.mark_clean_shutdown()
         self.store.close()
+        self.release_files()
         for channel in self._channels:
             channel.close()
+
+    def release_files(self) -> None:
+        """Close the offset slots' files (a clean shutdown, or a crash of a broker run in process)."""
+        for manager in (self.offsets, self.schedule.progress, self.transactions.progress):
+            manager.close()
 
     # ------------------------------------------------------------ handlers
 
