@@ -133,6 +133,7 @@ class InProcessBroker:
         service.ha.close()
         service.pull_waiters.expire(float("inf"))
         service.namesrv_client.close()
+        service.release_files()
         self.booted.store.close()
         self.booted.control.close()
 

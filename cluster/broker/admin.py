@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 
+from rocketbox.cluster.broker.context import BrokerContext
 from rocketbox.cluster.broker.admin_clients import relay_to_consumer
 from rocketbox.cluster.broker.admin_store import offset_wrapper
 from rocketbox.cluster.broker.subscription_groups import SubscriptionGroupConfig
@@ -39,15 +40,15 @@ RUNNING_INFO_TIMEOUT_S = 3.0
 
 
 class AdminProcessor:
-    def __init__(self, cfg, store, topics, offsets, clients, groups, group_gets, started_ms: int, call_peer):
-        self.cfg = cfg
+    def __init__(self, ctx: BrokerContext, group_gets, started_ms: int):
+        self.cfg = ctx.cfg
         # call_peer(peer, command, on_answer, timeout_s): a request to a connected client (doors.py).
-        self.call_peer = call_peer
-        self.store = store
-        self.topics = topics
-        self.offsets = offsets
-        self.clients = clients
-        self.groups = groups
+        self.call_peer = ctx.call_peer
+        self.store = ctx.store
+        self.topics = ctx.topics
+        self.offsets = ctx.offsets
+        self.clients = ctx.clients
+        self.groups = ctx.groups
         # (topic, group) -> messages served over the last minute, hour, day (stats.KeyedStats): consumeTps.
         self.group_gets = group_gets
         self.started_ms = started_ms

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 
+from rocketbox.cluster.broker.context import BrokerContext
 from rocketbox.cluster.broker.admin_clients import record_of_msg_id
 from rocketbox.cluster.broker.runtime_kv import schedule_offsets
 from rocketbox.cluster.broker.transaction import HALF_TOPIC, PROPERTY_CHECK_TIMES
@@ -43,14 +44,14 @@ def offset_wrapper(store, offsets, group: str, topic: str, queue_id: int) -> dic
 
 
 class StoreAdmin:
-    def __init__(self, cfg, store, topics, offsets, groups, clients, group_gets, schedule, transactions,
-                 may_write, on_written, clock):
-        self.cfg = cfg
-        self.clock = clock
-        self.store, self.topics, self.offsets, self.groups, self.clients = store, topics, offsets, groups, clients
+    def __init__(self, ctx: BrokerContext, group_gets, schedule, transactions):
+        self.cfg = ctx.cfg
+        self.clock = ctx.clock
+        self.store, self.topics, self.offsets, self.groups = ctx.store, ctx.topics, ctx.offsets, ctx.groups
+        self.clients = ctx.clients
         self.group_gets = group_gets   # (topic, group) -> served-message windows: consumeTps
         self.schedule, self.transactions = schedule, transactions
-        self.may_write, self.on_written = may_write, on_written
+        self.may_write, self.on_written = ctx.may_write, ctx.on_written
 
     # ------------------------------------------------------------ consumption
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import shutil
 
+from rocketbox.cluster.broker.context import BrokerContext
 from rocketbox.cluster.broker.meters import PROTOCOL_NATIVE, PROTOCOL_OF_DOOR, RpcLatency
 from rocketbox.cluster.config import METRICS_PROM
 from rocketbox.cluster.protocol import ResponseCode, to_json_bytes
@@ -24,18 +25,18 @@ from rocketbox.cluster.wire_format import DOOR_REMOTING, Command
 
 
 class BrokerMetrics:
-    def __init__(self, cfg, store, topics, offsets, groups, clients, sender, puller, send_back, transactions, clock):
-        self.cfg = cfg
-        self.store = store
-        self.topics = topics
-        self.offsets = offsets
-        self.groups = groups
-        self.clients = clients
+    def __init__(self, ctx: BrokerContext, sender, puller, send_back, transactions):
+        self.cfg = cfg = ctx.cfg
+        self.store = ctx.store
+        self.topics = ctx.topics
+        self.offsets = ctx.offsets
+        self.groups = ctx.groups
+        self.clients = ctx.clients
         self.sender = sender
         self.puller = puller
         self.send_back = send_back
         self.transactions = transactions
-        self.clock = clock
+        self.clock = ctx.clock
         # Requests are timed (rocketmq_rpc_latency) only while metrics are exported (metricsExporterType).
         self.rpc_latency = RpcLatency() if cfg.metrics_exporter_type == METRICS_PROM else None
         # Refusals of access control per door and kind (acl/guard.py sets it when access control is on).

@@ -3,20 +3,21 @@ GET_MAX_OFFSET/GET_MIN_OFFSET (30/31) and SEARCH_OFFSET_BY_TIMESTAMP (29)."""
 
 from __future__ import annotations
 
+from rocketbox.cluster.broker.context import BrokerContext
 from rocketbox.cluster.protocol import (ProtocolError, ResponseCode, answers_refusals, field_int, field_str,
                                         require_name)
 from rocketbox.cluster.wire_format import Command
 
 
 class OffsetRequests:
-    def __init__(self, cfg, store, topics, offsets, controller, may_write):
-        """``may_write()``: whether this broker is master now (its controller lease holds)."""
-        self.cfg = cfg
-        self.store = store
-        self.topics = topics
-        self.offsets = offsets
+    def __init__(self, ctx: BrokerContext, controller):
+        self.cfg = ctx.cfg
+        self.store = ctx.store
+        self.topics = ctx.topics
+        self.offsets = ctx.offsets
         self.controller = controller
-        self.may_write = may_write
+        # Whether this broker is master now (its controller lease holds).
+        self.may_write = ctx.may_write
 
     def _topic_queue(self, request: Command) -> tuple[str, int]:
         topic = field_str(request, "topic")

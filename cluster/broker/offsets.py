@@ -135,6 +135,14 @@ class ConsumerOffsetManager:
             self._write_slotmap()
         self.persist(force=True)   # else the last JSON snapshot would bring the dropped offsets back
 
+    def close(self) -> None:
+        """Unmap the slots and close their file (a broker run in process, many times over, ran out of
+        descriptors without it). Idempotent; the manager is unusable after."""
+        if self._slots_file is not None:
+            self._slots.close()
+            os.close(self._slots_file)
+            self._slots_file = None
+
     def persist(self, force: bool = False) -> None:
         if not (self.dirty or force):
             return

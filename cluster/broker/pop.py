@@ -21,10 +21,10 @@ import time
 from rocketbox.cluster import receipt_handle
 from rocketbox.cluster.acl.permissions import SUB
 from rocketbox.cluster.acl.records import require
+from rocketbox.cluster.broker.context import BrokerContext
 from rocketbox.cluster.broker.filtering import SQL_SCAN_ENTRIES, sql_selector
 from rocketbox.cluster.broker.pop_format import Checkpoint
 from rocketbox.cluster.broker.pop_log import PopLog
-from rocketbox.cluster.config import SYNC_FLUSH
 from rocketbox.cluster.filter.expressions import parse_tags, tag_hashes_of
 from rocketbox.cluster.log_limit import RateLimitedLog
 from rocketbox.cluster.protocol import (PERM_READ, ProtocolError, ResponseCode, answers_refusals, field_int, field_str,
@@ -44,20 +44,19 @@ INIT_MODE_MIN = 0
 
 
 class PopProcessor:
-    def __init__(self, cfg, store, topics, offsets, groups, pull_waiters, pop_log: PopLog, flush_waiters, clock,
-                 may_write):
-        self.cfg = cfg
-        self.store = store
-        self.topics = topics
-        self.offsets = offsets
-        self.groups = groups
-        self.pull_waiters = pull_waiters
+    def __init__(self, ctx: BrokerContext, pop_log: PopLog):
+        self.cfg = ctx.cfg
+        self.store = ctx.store
+        self.topics = ctx.topics
+        self.offsets = ctx.offsets
+        self.groups = ctx.groups
+        self.pull_waiters = ctx.pull_waiters
         self.log = pop_log
         self.state = pop_log.state
-        self.flush_waiters = flush_waiters
-        self.clock = clock
-        self.may_write = may_write
-        self.sync_flush = cfg.store.flush_mode == SYNC_FLUSH
+        self.commits = pop_log.commits
+        self.durability = ctx.durability
+        self.clock = ctx.clock
+        self.may_write = ctx.may_write
 
     # ------------------------------------------------------------ POP_MESSAGE
 
@@ -120,7 +119,11 @@ class PopProcessor:
                 response = request.response(ResponseCode.PULL_NOT_FOUND, {"restNum": "0"},
                                             remark=f"no message to pop from {topic} in {poll_ms} ms")
             answered.append(True)
-            reply(response)
+            if response.code == ResponseCode.SUCCESS:
+                # The messages are invisible to the group from this answer on: their checkpoints first.
+                response = self.durability.answer(response, self.log.last_end, reply)
+            if response is not None:
+                reply(response)
             return True
 
         if serve(poll_ms == 0):
@@ -146,18 +149,21 @@ class PopProcessor:
             queues = [(retry, 0), *queues]   # what came back is served first
         for queue_topic, queue_id in queues:
             room = pop.max_count - len(records)
-            taken = self._take(pop, queue_topic, queue_id, room) if room > 0 else None
+            taken, scanned_to = self._take(pop, queue_topic, queue_id, room) if room > 0 else ([], 0)
             if taken:
                 ck = Checkpoint(pop.group, pop.topic, queue_id, queue_topic != pop.topic, now_ms, pop.invisible_ms,
                                 pop.order, [t[0] for t in taken], [t[1] for t in taken], [t[2] for t in taken])
                 self.log.checkpoint(ck)
+                if not pop.order and scanned_to > taken[-1][0] + 1:
+                    # What it skipped past its last message, committed with the checkpoint's commit.
+                    self.commits.commit(pop.group, queue_topic, queue_id, scanned_to)
                 for (queue_offset, phys, attempt, raw) in taken:
                     records.append(raw)
                     attempts.append(attempt)
                     handles.append(receipt_handle.ReceiptHandle(
                         ck.ck_offset, now_ms, pop.invisible_ms, ck.retry, queue_id, queue_offset, phys,
                         self.cfg.broker_name).encode())
-            committed = self.offsets.query(pop.group, queue_topic, queue_id) or 0
+            committed = self.commits.query(pop.group, queue_topic, queue_id) or 0
             rest += max(0, self.store.max_offset(queue_topic, queue_id) - committed)
         if not records:
             return None
@@ -166,7 +172,7 @@ class PopProcessor:
         return request.response(ResponseCode.SUCCESS, fields, b"".join(records))
 
     def _start_offset(self, pop: "_Pop", queue_topic: str, queue_id: int) -> int:
-        committed = self.offsets.query(pop.group, queue_topic, queue_id)
+        committed = self.commits.query(pop.group, queue_topic, queue_id)
         if committed is not None:
             return committed
         low, high = self.store.min_offset(queue_topic, queue_id), self.store.max_offset(queue_topic, queue_id)
@@ -177,11 +183,13 @@ class PopProcessor:
         self.offsets.commit(pop.group, queue_topic, queue_id, start)
         return start
 
-    def _take(self, pop: "_Pop", queue_topic: str, queue_id: int, room: int) -> list[tuple[int, int, int, bytes]]:
-        """(queue offset, CommitLog offset, attempt, record bytes) of the messages popped from one queue."""
+    def _take(self, pop: "_Pop", queue_topic: str, queue_id: int,
+              room: int) -> tuple[list[tuple[int, int, int, bytes]], int]:
+        """(queue offset, CommitLog offset, attempt, record bytes) of the messages popped from one queue,
+        and the queue offset it read up to."""
         key = (pop.group, queue_topic, queue_id)
         if pop.order and self.state.is_blocked(key):
-            return []
+            return [], 0
         start = self._start_offset(pop, queue_topic, queue_id)
         owed = self.state.redeliveries.get(key) if pop.order else None
         scan = room if pop.tags is None and pop.selector is None and owed is None else max(room, SQL_SCAN_ENTRIES)
@@ -220,12 +228,11 @@ class PopProcessor:
             if len(taken) >= room:
                 break
         if not taken and scanned_to > start:
-            # Nothing this group wants up to here: the next pop reads on from past it.
-            self.offsets.commit(pop.group, queue_topic, queue_id, scanned_to)
+            # Nothing this group wants up to here: the next pop reads on from past it (after any
+            # pop's commit still held for its checkpoint).
+            self.commits.commit(pop.group, queue_topic, queue_id, scanned_to)
             self.state.forget_paid(key, scanned_to)
-        elif taken and not pop.order and scanned_to > taken[-1][0] + 1:
-            self.offsets.commit(pop.group, queue_topic, queue_id, scanned_to)
-        return taken
+        return taken, scanned_to
 
     # ------------------------------------------------------------ ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME
 
@@ -251,7 +258,8 @@ class PopProcessor:
         handle, pending = self._pending_of(request)
         result = self.log.ack(pending, handle.queue_offset)
         self._wake_if_unblocked(pending)
-        return self._when_durable(request, request.response(ResponseCode.SUCCESS), result.end_phys_offset, reply)
+        # Answered once the ack record is as durable as a send (durability.py).
+        return self.durability.answer(request.response(ResponseCode.SUCCESS), result.end_phys_offset, reply)
 
     @answers_refusals
     def on_change_invisible_time(self, request: Command, reply) -> Command | None:
@@ -271,23 +279,11 @@ class PopProcessor:
                                                   handle.queue_offset, handle.commitlog_offset, handle.broker_name)
         response = request.response(ResponseCode.SUCCESS, {"receiptHandle": new_handle.encode(),
                                                            "popTime": str(now_ms), "invisibleTime": str(invisible_ms)})
-        return self._when_durable(request, response, result.end_phys_offset, reply)
+        return self.durability.answer(response, result.end_phys_offset, reply)
 
     def _wake_if_unblocked(self, pending) -> None:
         if pending.ck.order and not self.state.is_blocked(pending.key):
             self.pull_waiters.wake([(pending.queue_topic, pending.ck.queue_id)])
-
-    def _when_durable(self, request: Command, response: Command, end_phys: int, reply) -> Command | None:
-        """The answer, at once, or under SYNC_FLUSH once the record that made it is on disk."""
-        if not self.sync_flush:
-            return response
-        timeout_ms = self.cfg.store.flush_sync_timeout_ms
-
-        def on_timeout():
-            reply(request.response(ResponseCode.FLUSH_DISK_TIMEOUT, remark=f"not flushed within {timeout_ms} ms"))
-
-        self.flush_waiters.park(end_phys, time.monotonic() + timeout_ms / 1000, lambda: reply(response), on_timeout)
-        return None
 
 
 class _Pop:

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import logging
 
+from rocketbox.cluster.broker.context import BrokerContext
+from rocketbox.cluster.broker.pop_commits import HeldPopCommits
 from rocketbox.cluster.broker.pop_format import (REVIVE_GROUP, TAG_ACK, TAG_CK, TAG_DONE, Checkpoint, decode_ack,
                                                  decode_checkpoint, decode_done, encode_ack, encode_checkpoint,
                                                  encode_done, revive_topic)
@@ -34,14 +36,19 @@ def queue_topic_of(ck: Checkpoint) -> str:
 
 
 class PopLog:
-    def __init__(self, cfg, store, offsets, clock, ensure_system_topic, on_written):
-        self.store = store
-        self.offsets = offsets
-        self.clock = clock
-        self.ensure_system_topic = ensure_system_topic
-        self.on_written = on_written
+    def __init__(self, ctx: BrokerContext):
+        cfg = ctx.cfg
+        self.store = ctx.store
+        self.offsets = ctx.offsets
+        self.clock = ctx.clock
+        self.ensure_system_topic = ctx.ensure_system_topic
+        self.on_written = ctx.on_written
+        # Where the last record this log wrote ends: a pop's answer waits for it (durability.py).
+        self.last_end = 0
         self.topic = revive_topic(cfg.cluster_name)
         self.state = PopState()
+        # A live pop's offset, committed once its checkpoint is durable (pop_commits.py).
+        self.commits = HeldPopCommits(ctx.offsets, ctx.durability)
         self.replayed_records = 0
 
     # ------------------------------------------------------------ writing
@@ -56,13 +63,14 @@ class PopLog:
             code = (ResponseCode.SERVICE_NOT_AVAILABLE if result.status == PutMessageStatus.SERVICE_NOT_AVAILABLE
                     else ResponseCode.SYSTEM_ERROR)
             raise ProtocolError(f"the pop log could not be written: {result.status.name}", code)
+        self.last_end = result.end_phys_offset
         self.on_written()
         return result
 
     def checkpoint(self, ck: Checkpoint) -> Pending:
         result = self._append(TAG_CK, encode_checkpoint(ck))
         ck.ck_offset = result.queue_offset
-        return self.apply_checkpoint(ck)
+        return self.apply_checkpoint(ck, durable_at=result.end_phys_offset)
 
     def ack(self, pending: Pending, queue_offset: int) -> PutResult:
         result = self._append(TAG_ACK, encode_ack(pending.ck.ck_offset, queue_offset))
@@ -79,11 +87,17 @@ class PopLog:
 
     # ------------------------------------------------------------ applying (live and replayed)
 
-    def apply_checkpoint(self, ck: Checkpoint) -> Pending:
+    def apply_checkpoint(self, ck: Checkpoint, durable_at: int | None = None) -> Pending:
+        """``durable_at``: a live checkpoint's end in the CommitLog (None: replayed, so durable)."""
         pending = self.state.add(ck, queue_topic_of(ck))
         if not ck.order and ck.queue_offsets:
-            # A pop commits as it takes; replayed, this restores a commit the last snapshot missed.
-            self.advance(ck.group, pending.queue_topic, ck.queue_id, max(ck.queue_offsets) + 1)
+            # A pop commits as it takes, once its checkpoint is durable; replayed, this restores a
+            # commit the last snapshot missed.
+            offset = max(ck.queue_offsets) + 1
+            if durable_at is None:
+                self.advance(ck.group, pending.queue_topic, ck.queue_id, offset)
+            else:
+                self.commits.commit(ck.group, pending.queue_topic, ck.queue_id, offset, durable_at)
         return pending
 
     def apply_ack(self, pending: Pending, queue_offset: int) -> bool:
@@ -115,9 +129,11 @@ class PopLog:
             self.offsets.commit(group, topic, queue_id, offset)
 
     def commit_progress(self) -> None:
+        """Replay starts here after a restart: committed once the records that settled what lies
+        before it (done records, the copies written before them) are durable."""
         progress = self.state.progress(self.store.queue_next_offset(self.topic, 0))
-        if self.offsets.query(REVIVE_GROUP, self.topic, 0) != progress:
-            self.offsets.commit(REVIVE_GROUP, self.topic, 0, progress)
+        if self.commits.query(REVIVE_GROUP, self.topic, 0) != progress:
+            self.commits.commit(REVIVE_GROUP, self.topic, 0, progress, durable_at=self.last_end)
 
     # ------------------------------------------------------------ replay
 

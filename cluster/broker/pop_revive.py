@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 
+from rocketbox.cluster.broker.context import BrokerContext
 from rocketbox.cluster.broker.pop_log import PopLog
 from rocketbox.cluster.broker.pop_state import Pending
 from rocketbox.cluster.broker.retry import PROPERTY_ORIGIN_MESSAGE_ID
@@ -34,17 +35,16 @@ RETRY_LATER_MS = 1000
 
 
 class PopReviver:
-    def __init__(self, store, pop_log: PopLog, retry_max_times_of, clock, may_write, ensure_system_topic, on_written,
-                 pull_waiters):
-        self.store = store
+    def __init__(self, ctx: BrokerContext, pop_log: PopLog):
+        self.store = ctx.store
         self.log = pop_log
         self.state = pop_log.state
-        self.retry_max_times_of = retry_max_times_of
-        self.clock = clock
-        self.may_write = may_write
-        self.ensure_system_topic = ensure_system_topic
-        self.on_written = on_written
-        self.pull_waiters = pull_waiters
+        self.retry_max_times_of = ctx.groups.retry_max_times
+        self.clock = ctx.clock
+        self.may_write = ctx.may_write
+        self.ensure_system_topic = ctx.ensure_system_topic
+        self.on_written = ctx.on_written
+        self.pull_waiters = ctx.pull_waiters
         self.dead_lettered = 0    # messages moved to %DLQ% after the max attempts
 
     def tick(self) -> None:
@@ -53,10 +53,13 @@ class PopReviver:
             for pending in self.state.due(now_ms, REVIVES_PER_TICK):
                 try:
                     self._revive(pending)
-                except ProtocolError as exc:
+                except (ProtocolError, OSError) as exc:
+                    # Taken off the deadline heap with the rest of this tick's: each is tried again
+                    # later, or its messages would never come back (a full disk raises OSError).
                     _limited.warning("not-revived", "pop checkpoint %d of %s not revived yet: %s", pending.ck.ck_offset,
                                      pending.ck.group, exc)
                     self.state.retry_later(pending, now_ms + RETRY_LATER_MS)
+        self.log.commits.rearm()
         self.log.commit_progress()
 
     def _revive(self, pending: Pending) -> None:

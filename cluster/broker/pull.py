@@ -11,6 +11,7 @@ import logging
 import os
 import time
 
+from rocketbox.cluster.broker.context import BrokerContext
 from rocketbox.cluster import _native
 from rocketbox.cluster.broker.filtering import SQL_SCAN_ENTRIES, select_records, sql_selector
 from rocketbox.cluster.filter.expressions import tag_hashes_of
@@ -34,22 +35,22 @@ def memory_share_bytes(ratio: float = 0.4) -> int:
 
 
 class PullProcessor:
-    def __init__(self, cfg, store, topics, offsets, groups, pull_waiters, ha, clients):
-        """``clients``: the ClientRegistry, whose heartbeats registered the subscriptions of pulls
-        that carry none."""
-        self.cfg = cfg
-        self.clients = clients
-        self.store = store
-        self.topics = topics
-        self.offsets = offsets
-        self.groups = groups
+    def __init__(self, ctx: BrokerContext, ha):
+        """``ha``: the broker's HA side (a master suggests its slave for reads far behind)."""
+        self.cfg = cfg = ctx.cfg
+        # The ClientRegistry, whose heartbeats registered the subscriptions of pulls that carry none.
+        self.clients = ctx.clients
+        self.store = ctx.store
+        self.topics = ctx.topics
+        self.offsets = ctx.offsets
+        self.groups = ctx.groups
         # (topic, group) -> messages served: consumerProgress' consume TPS (stats.py samples it).
         self.served_by_group: dict[tuple[str, str], int] = {}
         self.served_bytes_by_group: dict[tuple[str, str], int] = {}
         self.pulls_by_group: dict[tuple[str, str], int] = {}   # pulls that found messages (statsAll's avgpt)
         # (group, topic, queue) -> the offset the group's last pull reached: inflight = it - committed.
         self.pulled_to: dict[tuple[str, str, int], int] = {}
-        self.pull_waiters = pull_waiters
+        self.pull_waiters = ctx.pull_waiters
         self.ha = ha
         self.messages_served = 0
         self.read_distance = self.cfg.slave_read_distance_bytes or memory_share_bytes()

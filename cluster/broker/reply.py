@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 
+from rocketbox.cluster.broker.context import BrokerContext
 from rocketbox.cluster.broker.topics import TopicConfig
 from rocketbox.cluster.log_limit import RateLimitedLog
 from rocketbox.cluster.protocol import (PERM_READ_WRITE, PERM_WRITE, ProtocolError, RequestCode, ResponseCode,
@@ -49,16 +50,16 @@ def reply_topic(cluster_name: str) -> str:
 
 
 class ReplyProcessor:
-    def __init__(self, cfg, store, topics, clients, clock, call_client, on_written, address: str):
-        """``call_client(peer, command, on_answer, timeout_s)``: a request to a connected client;
-        ``address``: this broker's remoting address (the push's storeHost)."""
-        self.cfg = cfg
-        self.store = store
-        self.topics = topics
-        self.clients = clients
-        self.clock = clock
-        self.call_client = call_client
-        self.on_written = on_written
+    def __init__(self, ctx: BrokerContext, address: str):
+        """``address``: this broker's remoting address (the push's storeHost)."""
+        self.cfg = ctx.cfg
+        self.store = ctx.store
+        self.topics = ctx.topics
+        self.clients = ctx.clients
+        self.clock = ctx.clock
+        # call_client(peer, command, on_answer, timeout_s): a request to a connected client.
+        self.call_client = ctx.call_peer
+        self.on_written = ctx.on_written
         self.address = address
         self.pushed = 0
 

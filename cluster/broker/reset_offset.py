@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 
+from rocketbox.cluster.broker.context import BrokerContext
 from rocketbox.cluster.log_limit import RateLimitedLog
 from rocketbox.cluster.protocol import (MessageQueue, ProtocolError, RequestCode, ResponseCode, answers_refusals,
                                         field_int, field_str, reset_offset_body)
@@ -39,10 +40,10 @@ class ResetOffsetProcessor:
     """INVOKE_BROKER_TO_RESET_OFFSET, from the parts it uses: topics, the group's members and how
     to tell them, the store's offsets by time, the group's committed offsets."""
 
-    def __init__(self, broker_name: str, topics, clients, store, offsets, notify_peer):
-        self.broker_name = broker_name
-        self.topics, self.clients, self.store, self.offsets = topics, clients, store, offsets
-        self.notify_peer = notify_peer  # (peer, command): a one-way request to a connected client
+    def __init__(self, ctx: BrokerContext):
+        self.broker_name = ctx.cfg.broker_name
+        self.topics, self.clients, self.store, self.offsets = ctx.topics, ctx.clients, ctx.store, ctx.offsets
+        self.notify_peer = ctx.notify_peer  # (peer, command): a one-way request to a connected client
         self.resets = 0
 
     @answers_refusals

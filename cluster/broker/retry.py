@@ -19,10 +19,9 @@ record's. RocketMQ copies any offset it is given.
 from __future__ import annotations
 
 import logging
-import time
 
 from rocketbox.cluster.acl.records import real_topic, require_record
-from rocketbox.cluster.config import SYNC_FLUSH
+from rocketbox.cluster.broker.context import BrokerContext
 from rocketbox.cluster.log_limit import RateLimitedLog
 from rocketbox.cluster.protocol import (ProtocolError, ResponseCode, answers_refusals, dlq_topic, field_int, field_str,
                               require_name, retry_topic)
@@ -41,23 +40,20 @@ RETRY_LEVEL_BASE = 3
 
 
 class SendBackProcessor:
-    def __init__(self, cfg, store, delay_level_count, flush_waiters, on_written, ensure_system_topic,
-                 retry_max_times_of):
-        self.store = store
+    def __init__(self, ctx: BrokerContext, delay_level_count: int):
+        self.store = ctx.store
         # group -> its subscription group's retryMaxTimes (RocketMQ's default 16).
-        self.retry_max_times_of = retry_max_times_of
+        self.retry_max_times_of = ctx.groups.retry_max_times
         self.delay_level_count = delay_level_count
-        self.flush_waiters = flush_waiters
-        self.on_written = on_written
-        self.ensure_system_topic = ensure_system_topic
-        self.sync_flush = cfg.store.flush_mode == SYNC_FLUSH
-        self.flush_timeout_ms = cfg.store.flush_sync_timeout_ms
+        self.durability = ctx.durability
+        self.on_written = ctx.on_written
+        self.ensure_system_topic = ctx.ensure_system_topic
         self.sent_to_retry = 0
         self.sent_to_dlq = 0
         self.dlq_by_group: dict[tuple[str, str], int] = {}   # (group, original topic) -> messages
 
     @answers_refusals
-    def on_send_back(self, request: Command, reply=None) -> Command:
+    def on_send_back(self, request: Command, reply=None) -> Command | None:
         group = field_str(request, "group")
         require_name("group", group)
         phys = field_int(request, "offset")
@@ -101,15 +97,5 @@ class SendBackProcessor:
         if result.status != PutMessageStatus.PUT_OK:
             raise ProtocolError(f"the store refused the message: {result.status.name}", ResponseCode.SYSTEM_ERROR)
         self.on_written()
-        response = request.response(ResponseCode.SUCCESS)
-        if not self.sync_flush:
-            return response
-        # The consumer moves past the message on this answer: in sync flush mode the copy is on disk first.
-        timeout_ms = self.flush_timeout_ms
-
-        def on_timeout():
-            reply(request.response(ResponseCode.FLUSH_DISK_TIMEOUT, remark=f"not flushed within {timeout_ms} ms"))
-
-        self.flush_waiters.park(result.end_phys_offset, time.monotonic() + timeout_ms / 1000,
-                                       lambda: reply(response), on_timeout)
-        return None
+        # The consumer moves past the message on this answer: the copy is as durable as a send first.
+        return self.durability.answer(request.response(ResponseCode.SUCCESS), result.end_phys_offset, reply)

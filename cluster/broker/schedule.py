@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import logging
 
+from rocketbox.cluster.broker.context import BrokerContext
 from rocketbox.cluster.broker.offsets import ConsumerOffsetManager
 from rocketbox.cluster.log_limit import RateLimitedLog
+from rocketbox.cluster.protocol import ResponseCode
 from rocketbox.cluster.message.properties import (PROPERTY_DELAY, PROPERTY_REAL_QID, PROPERTY_REAL_TOPIC,
                                                   PROPERTY_TIMER_DELIVER_MS)
 from rocketbox.cluster.config import parse_levels
@@ -41,18 +43,21 @@ TIMER_WINDOW = 4096
 
 
 class ScheduleService:
-    def __init__(self, cfg, store, topics, clock, on_written, ensure_system_topic):
-        """``on_written()``: records were appended; ``ensure_system_topic(topic)``: create a group's
-        retry or dead-letter topic on first use (False for any other missing topic)."""
-        self.store = store
-        self.topics = topics
-        self.clock = clock
-        self.on_written = on_written
-        self.ensure_system_topic = ensure_system_topic
+    def __init__(self, ctx: BrokerContext):
+        cfg = ctx.cfg
+        self.store = ctx.store
+        self.topics = ctx.topics
+        self.clock = ctx.clock
+        self.on_written = ctx.on_written
+        self.ensure_system_topic = ctx.ensure_system_topic
+        self.durability = ctx.durability
         self.levels_ms = parse_levels(cfg.store.message_delay_levels)
         self.timer_queue = len(self.levels_ms)
         self.progress = ConsumerOffsetManager(cfg.store.store_dir, name="delayOffset")
-        self._timer_delivered: set[int] = set()   # timer-queue offsets delivered above the committed one
+        self._timer_delivered: set[int] = set()   # timer-queue offsets delivered above the next one
+        # queue -> the offset delivered up to whose copies still wait to be durable (durability.py):
+        # read on from there, committed only once they are.
+        self._delivered_to: dict[int, int] = {}
         self.delivered = 0
 
     # ---------------------------------------------------------------- parking
@@ -96,8 +101,28 @@ class ScheduleService:
     def _committed(self, queue_id: int) -> int:
         return self.progress.query(PROGRESS_GROUP, SCHEDULE_TOPIC, queue_id) or 0
 
+    def _next(self, queue_id: int) -> int:
+        """Where delivery goes on in a queue: past what was delivered, durable or not yet."""
+        return self._delivered_to.get(queue_id) or self._committed(queue_id)
+
+    def _commit_when_durable(self, queue_id: int, offset: int) -> None:
+        """Commit a queue's progress once the copies delivered so far are as durable as a client's send:
+        the progress saved never names a delivery the disk (or a SYNC_MASTER's slave) may not hold. A
+        wait that times out commits too: the copies are in the log, as a send answered FLUSH_*_TIMEOUT."""
+        self._delivered_to[queue_id] = offset
+
+        def done(outcome) -> None:
+            if outcome.code != ResponseCode.SUCCESS:
+                _limited.warning("not-durable", "schedule: delivered copies not confirmed durable (%s)", outcome.remark)
+            if offset > self._committed(queue_id):
+                self.progress.commit(PROGRESS_GROUP, SCHEDULE_TOPIC, queue_id, offset)
+            if self._delivered_to.get(queue_id) == offset:
+                del self._delivered_to[queue_id]
+
+        self.durability.then(self.store.commitlog.write_pos, done)
+
     def _deliver_level(self, queue_id: int, now: int) -> bool:
-        offset = self._committed(queue_id)
+        offset = self._next(queue_id)
         start = offset
         for queue_offset, phys, _size, due_ms in self.store.queue_entries(SCHEDULE_TOPIC, queue_id, offset,
                                                                           ENTRIES_PER_TICK):
@@ -107,11 +132,11 @@ class ScheduleService:
                 break
             offset = queue_offset + 1
         if offset != start:
-            self.progress.commit(PROGRESS_GROUP, SCHEDULE_TOPIC, queue_id, offset)
+            self._commit_when_durable(queue_id, offset)
         return offset != start
 
     def _deliver_timer_queue(self, now: int) -> bool:
-        offset = self._committed(self.timer_queue)
+        offset = self._next(self.timer_queue)
         wrote = False
         for queue_offset, phys, _size, due_ms in self.store.queue_entries(SCHEDULE_TOPIC, self.timer_queue,
                                                                           offset, TIMER_WINDOW):
@@ -124,8 +149,8 @@ class ScheduleService:
         while offset in self._timer_delivered:
             self._timer_delivered.discard(offset)
             offset += 1
-        if wrote or offset != self._committed(self.timer_queue):
-            self.progress.commit(PROGRESS_GROUP, SCHEDULE_TOPIC, self.timer_queue, offset)
+        if wrote or offset != self._next(self.timer_queue):
+            self._commit_when_durable(self.timer_queue, offset)
         return wrote
 
     def _deliver(self, phys: int, now: int) -> bool:

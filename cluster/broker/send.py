@@ -1,4 +1,11 @@
-"""SEND_MESSAGE / SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE: validate, store, answer per flush policy."""
+"""SEND_MESSAGE / SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE, read in order.
+
+``on_send``: the broker may take writes and its disk keeps up → ``parse`` the header once into a
+``SendRequest`` (properties decoded at most once, and only when a route needs them) → the topic and
+queue it goes to → ``_route``: half (the transaction's half topic), delayed (the schedule topic),
+a send to a retry topic past its group's maximum (the group's dead-letter topic), FIFO (a label
+only) → the store → the one durability wait (``durability.py``).
+"""
 
 from __future__ import annotations
 
@@ -6,12 +13,14 @@ import functools
 import itertools
 import logging
 import time
+from dataclasses import dataclass
 
-from rocketbox.cluster.config import SYNC_FLUSH, SYNC_MASTER, BrokerConfig
 from rocketbox.cluster.log_limit import RateLimitedLog
-from rocketbox.cluster.protocol import (answers_refusals, field_int, require_name, PERM_WRITE, ProtocolError,
-                                        RequestCode, ResponseCode, SEND_FIELDS, SEND_V2_LONG_NAMES)
+from rocketbox.cluster.protocol import (DLQ_TOPIC_PREFIX, PERM_WRITE, RETRY_TOPIC_PREFIX, ProtocolError, RequestCode,
+                                        ResponseCode, SEND_FIELDS, SEND_V2_LONG_NAMES, answers_refusals, field_int,
+                                        require_name)
 from rocketbox.cluster.message.system_topics import AUTO_CREATE_TOPIC_KEY, SCHEDULE_TOPIC, is_not_sendable_topic
+from rocketbox.cluster.broker.context import BrokerContext
 from rocketbox.cluster.broker.meters import InTraffic
 from rocketbox.cluster.broker.transaction import HALF_TOPIC
 from rocketbox.cluster.message.ids import pack_host
@@ -49,15 +58,17 @@ def _born_host(peer_address: str, peer_port: int) -> bytes:
         return pack_host("127.0.0.1", peer_port)
 
 
-def stored_send_properties(properties_text: str, cluster_mark: str, drop_wait: bool) -> str:
+def stored_send_properties(properties_text: str, cluster_mark: str, drop_wait: bool,
+                           properties: dict[str, str] | None = None) -> str:
     """What a single send's properties are stored as, as RocketMQ's SendMessageProcessor stores them:
     CLUSTER (the broker's cluster) added, so a responder can address a reply (MessageUtil.createReplyMessage
     reads it), and, unless ``drop_wait`` is false, WAIT left out (RocketMQ: "no need to store WAIT=true";
     a delayed or half message keeps it, since RocketMQ writes those properties again with WAIT back in).
-    ``cluster_mark`` is ``CLUSTER\x01<name>\x02``; a CLUSTER the client sent is overruled (the later pair wins)."""
+    ``cluster_mark`` is ``CLUSTER\x01<name>\x02``; a CLUSTER the client sent is overruled (the later pair wins).
+    ``properties``: the text already decoded, when the caller has it."""
     if drop_wait and _WAIT_MARK in properties_text and (
             properties_text.startswith(_WAIT_MARK) or _WAIT_PAIR_START in properties_text):
-        properties = decode_properties(properties_text.encode())
+        properties = dict(decode_properties(properties_text.encode()) if properties is None else properties)
         properties.pop(PROPERTY_WAIT, None)
         properties_text = encode_properties(properties).decode()
     if properties_text and not properties_text.endswith(PROPERTY_SEPARATOR):
@@ -68,8 +79,6 @@ def stored_send_properties(properties_text: str, cluster_mark: str, drop_wait: b
 _DELAY_MARK = property_mark(PROPERTY_DELAY)
 _TIMER_MARK = property_mark(PROPERTY_TIMER_DELIVER_MS)
 _HALF_MARK = property_mark(PROPERTY_TRAN_MSG, "true")
-# Only a properties text holding this may ask not to wait for the store: the rest skip decoding it.
-_WAIT_FALSE = property_mark(PROPERTY_WAIT, "false")
 _WAIT_MARK = property_mark(PROPERTY_WAIT)
 _WAIT_PAIR_START = PROPERTY_SEPARATOR + _WAIT_MARK
 # RocketMQ 5 marks a FIFO message by its sharding key (the message_type label "fifo").
@@ -81,67 +90,207 @@ _LONG_KEYS = {name: name for name in SEND_FIELDS}
 _KEYS_OF_CODE = {RequestCode.SEND_MESSAGE_V2: SEND_V2_LONG_NAMES, RequestCode.SEND_BATCH_MESSAGE: SEND_V2_LONG_NAMES}
 
 
-class _Outcome:
-    """One wait's result, in the shape ``HAServer.await_replica`` sets on a response."""
-    __slots__ = ("code", "remark")
+@dataclass(slots=True)
+class SendRequest:
+    """One send's header, read and checked once. ``properties`` is the decoded text, None when no
+    route needs it (a plain send stores its text as it came, plus CLUSTER)."""
+    topic: str
+    queue_id: int               # -1: the broker picks
+    body: bytes
+    sys_flag: int
+    born_timestamp_ms: int
+    born_host: bytes
+    properties_text: str
+    properties: dict | None
+    batch: bool
+    half: bool
+    delayed: bool
+    flag: int
+    reconsume_times: int
+    reconsume_max: int | None   # the client's maxReconsumeTimes (a send to a retry topic)
+    wait_store: bool            # WAIT=false asks not to wait for the store (RocketMQ's waitStoreMsgOK)
+    default_queue_text: str | None   # defaultTopicQueueNums, read only when the topic is made
 
-    def __init__(self, code: int = ResponseCode.SUCCESS, remark: str = ""):
-        self.code = code
-        self.remark = remark
+
+def parse(request: Command, now_ms) -> SendRequest:
+    """The header of a send, typed and checked: ProtocolError (MESSAGE_ILLEGAL, NO_PERMISSION) for what
+    no broker state could make right. ``now_ms()``: the born time when the client sent none."""
+    keys = _KEYS_OF_CODE.get(request.code, _LONG_KEYS)
+    get = request.fields.get
+    topic = get(keys["topic"], "")
+    require_name("topic", topic, ResponseCode.MESSAGE_ILLEGAL)
+    if topic == AUTO_CREATE_TOPIC_KEY:
+        raise ProtocolError(f"the topic {topic} is reserved for auto-creation routes", ResponseCode.NO_PERMISSION)
+    if is_not_sendable_topic(topic):
+        # A record a client wrote there would be read as the broker's own: a forged pop checkpoint
+        # would make the revive timer copy any stored record into the sender's retry topic.
+        raise ProtocolError(f"the topic {topic} is the broker's own (delayed or half messages, or pop state, "
+                            f"wait there) or reserved by RocketMQ", ResponseCode.NO_PERMISSION)
+    sys_flag = field_int(request, "sysFlag", 0, keys["sysFlag"])
+    if sys_flag & ~(SEND_SYSFLAG_ALLOWED | SYSFLAG_TRANSACTION_PREPARED):
+        raise ProtocolError(f"sysFlag {sys_flag} has bits a send may not set (allowed: compressed 0x1, "
+                            f"multi-tags 0x2, transaction prepared 0x4, compression type 0x700)",
+                            ResponseCode.MESSAGE_ILLEGAL)
+    born_key = keys["bornTimestamp"]
+    born_ts = field_int(request, "bornTimestamp", 0, born_key) if get(born_key) else now_ms()
+    if not 0 <= born_ts < 1 << 62:
+        raise ProtocolError(f"bornTimestamp {born_ts} is out of range", ResponseCode.MESSAGE_ILLEGAL)
+    text = get(keys["properties"], "")
+    # C++ 1.2.x sends batch as "1"; Java as "true" (rocketmq-protocol.md 4.2).
+    batch = request.code == RequestCode.SEND_BATCH_MESSAGE or (get(keys["batch"]) or "").lower() in ("true", "1")
+    half = bool(sys_flag & SYSFLAG_TRANSACTION_PREPARED) or _HALF_MARK in text
+    if half and batch:
+        raise ProtocolError("a batch cannot be transactional", ResponseCode.MESSAGE_ILLEGAL)
+    delayed = _DELAY_MARK in text or _TIMER_MARK in text
+    properties = None
+    flag = reconsume_times = 0
+    if not batch:   # a batch's properties are its items', in its body
+        if "\x00" in text:
+            # Never part of "name\x01value\x02" pairs; recovery reads a trailing NUL as a torn write.
+            raise ProtocolError("the properties contain a NUL byte", ResponseCode.MESSAGE_ILLEGAL)
+        flag = field_int(request, "flag", 0, keys["flag"])
+        reconsume_times = field_int(request, "reconsumeTimes", 0, keys["reconsumeTimes"])
+        if not (-(1 << 31) <= flag < 1 << 31 and 0 <= reconsume_times < 1 << 31):
+            raise ProtocolError("flag or reconsumeTimes is out of the int32 range", ResponseCode.MESSAGE_ILLEGAL)
+        if half or delayed or _WAIT_MARK in text:
+            properties = decode_properties(text.encode())
+    reconsume_max = get(keys["maxReconsumeTimes"])
+    return SendRequest(
+        topic, field_int(request, "queueId", -1, keys["queueId"]), request.body, sys_flag, born_ts,
+        _born_host(request.peer_address, request.peer_port), text, properties, batch, half, delayed, flag,
+        reconsume_times,
+        field_int(request, "maxReconsumeTimes", 0, keys["maxReconsumeTimes"]) if reconsume_max else None,
+        batch or properties is None or properties.get(PROPERTY_WAIT) != "false",
+        get(keys["defaultTopicQueueNums"]))
 
 
-_FLUSHED = _Outcome()
-
-
-class _BothDone:
-    """Answers ``response`` once ``parts`` waits are done, with the disk's failure first, else the slave's."""
-    __slots__ = ("response", "reply", "left", "failure")
-
-    def __init__(self, response: Command, reply, parts: int):
-        self.response = response
-        self.reply = reply
-        self.left = parts
-        self.failure: _Outcome | None = None
-
-    def done(self, outcome: _Outcome) -> None:
-        if outcome.code != ResponseCode.SUCCESS and (
-                self.failure is None or outcome.code == ResponseCode.FLUSH_DISK_TIMEOUT):
-            self.failure = outcome
-        self.left -= 1
-        if self.left == 0:
-            if self.failure is not None:
-                self.response.code, self.response.remark = self.failure.code, self.failure.remark
-            self.reply(self.response)
+def _queue_count(text: str | None, default: int) -> int:
+    if not text:
+        return default
+    try:
+        return int(text)
+    except ValueError:
+        raise ProtocolError(f"the header field 'defaultTopicQueueNums' is not an integer: {text!r}") from None
 
 
 class SendProcessor:
-    def __init__(self, cfg: BrokerConfig, store, topics, clock, schedule, transactions, ha, flush_waiters,
-                 may_write, on_written, publish_topics):
-        """``may_write()``: whether this broker may take writes now; ``on_written()``: records were
-        appended (wakes dispatch); ``publish_topics()``: tell the NameServers the topic table changed."""
-        self.cfg = cfg
-        self.store = store
-        self.topics = topics
-        self.clock = clock
+    def __init__(self, ctx: BrokerContext, schedule, transactions):
+        self.cfg = ctx.cfg
+        self.store = ctx.store
+        self.topics = ctx.topics
+        self.groups = ctx.groups
+        self.clock = ctx.clock
         self.schedule = schedule
         self.transactions = transactions
-        self.ha = ha
-        self.flush_waiters = flush_waiters
-        self.may_write = may_write
-        self.on_written = on_written
-        self.publish_topics = publish_topics
-        self.sync_flush = self.cfg.store.flush_mode == SYNC_FLUSH
-        self.sync_replication = self.cfg.broker_role == SYNC_MASTER
+        self.durability = ctx.durability
+        self.flush_waiters = ctx.durability.flush_waiters
+        self.may_write = ctx.may_write
+        self.on_written = ctx.on_written
+        self.publish_topics = ctx.publish_topics
+        self.ensure_system_topic = ctx.ensure_system_topic
         self._round_robin = itertools.count()
         self.messages_stored = 0
         self.traffic_in = InTraffic()   # per topic and message type (metrics)
-        self.cluster_mark = property_mark(PROPERTY_CLUSTER, cfg.cluster_name)
+        self.cluster_mark = property_mark(PROPERTY_CLUSTER, ctx.cfg.cluster_name)
 
-    def _park(self, topic: str, queue_id: int, properties_text: str) -> tuple[str, int, bytes]:
-        """Where a message with DELAY or TIMER_DELIVER_MS is stored: (topic, queue, properties)."""
-        props = decode_properties(properties_text.encode())
-        if props.get(PROPERTY_TRAN_MSG) == "true":
-            raise ProtocolError("a message is delayed or transactional, not both", ResponseCode.MESSAGE_ILLEGAL)
+    @answers_refusals
+    def on_send(self, request: Command, reply) -> Command | None:
+        self._require_writable()
+        if len(self.flush_waiters):
+            busy = self._store_busy(request)
+            if busy is not None:
+                return busy
+        send = parse(request, self.clock.now_ms)
+        size_max = self.cfg.store.message_size_bytes_max
+        if len(send.body) > size_max:
+            raise ProtocolError(f"the message body is {len(send.body)} bytes, more than the {size_max}-byte limit",
+                                ResponseCode.MESSAGE_ILLEGAL)
+        topic = send.topic
+        queue_id = self._queue_of(send)
+        if send.batch:
+            result = self.store.put_batch_body(topic, queue_id, send.body, sys_flag=send.sys_flag,
+                                               born_timestamp_ms=send.born_timestamp_ms, born_host=send.born_host)
+            if result.status == PutStatus.MESSAGE_ILLEGAL:
+                raise ProtocolError("malformed batch body: its items do not add up", ResponseCode.MESSAGE_ILLEGAL)
+            message_type = "normal"
+        else:
+            store_topic, store_queue, properties, sys_flag, message_type = self._route(send, queue_id)
+            message = MessageToStore(body=send.body, flag=send.flag, properties=properties, sys_flag=sys_flag,
+                                     born_timestamp_ms=send.born_timestamp_ms, born_host=send.born_host,
+                                     reconsume_times=send.reconsume_times)
+            result = self.store.put_message(store_topic, store_queue, message)
+            if store_topic not in (topic, HALF_TOPIC) and result.status == PutStatus.PUT_OK:
+                result = result._replace(queue_offset=-1)   # its place in the topic is known on delivery
+        if result.status != PutStatus.PUT_OK:
+            return self._refused(request, topic, result.status)
+        self.messages_stored += result.count
+        self.traffic_in.add(topic, message_type, result.count, result.end_phys_offset - result.phys_offset)
+        if send.half:
+            self.transactions.opened(topic, send.properties)
+        self.on_written()
+        response = request.response(ResponseCode.SUCCESS, {
+            "msgId": result.msg_ids_text,
+            "queueId": str(queue_id),
+            "queueOffset": str(result.queue_offset),
+        })
+        if not send.wait_store:
+            return response
+        return self.durability.answer(response, result.end_phys_offset, reply)
+
+    # ------------------------------------------------------------ the steps
+
+    def _require_writable(self) -> None:
+        if self.cfg.is_slave:
+            raise ProtocolError(f"broker {self.cfg.broker_name} id {self.cfg.broker_id} is a slave: it takes no "
+                                f"sends", ResponseCode.SERVICE_NOT_AVAILABLE)
+        if not self.may_write():
+            raise ProtocolError(f"broker {self.cfg.broker_name} is not sure it is still master (its controller "
+                                f"lease lapsed): it takes no sends", ResponseCode.SERVICE_NOT_AVAILABLE)
+
+    def _queue_of(self, send: SendRequest) -> int:
+        """The queue the send goes to, its topic made on first use when auto-create is on."""
+        topic = send.topic
+        topic_cfg = self.topics.get(topic)
+        if topic_cfg is None:
+            topic_cfg = self.topics.create_on_send(topic, _queue_count(send.default_queue_text,
+                                                                       self.cfg.client_topic_queue_count_default))
+            if topic_cfg is None:
+                raise ProtocolError(f"topic {topic} does not exist and auto-create is off",
+                                    ResponseCode.TOPIC_NOT_EXIST)
+            _limited.info("auto-created", "auto-created topic %s with %d queues", topic, topic_cfg.writeQueueNums)
+            self.publish_topics()
+        if not topic_cfg.perm & PERM_WRITE:
+            raise ProtocolError(f"topic {topic} is not writable on this broker", ResponseCode.NO_PERMISSION)
+        queue_id = send.queue_id
+        if queue_id >= topic_cfg.writeQueueNums:
+            raise ProtocolError(f"queue {queue_id} does not exist: topic {topic} has "
+                                f"{topic_cfg.writeQueueNums} write queues", ResponseCode.MESSAGE_ILLEGAL)
+        if queue_id < 0:  # the client left the choice to the broker
+            queue_id = next(self._round_robin) % topic_cfg.writeQueueNums
+        return queue_id
+
+    def _route(self, send: SendRequest, queue_id: int) -> tuple[str, int, bytes, int, str]:
+        """Where a single message is stored and as what: (topic, queue, properties, sysFlag, message type)."""
+        topic, props = send.topic, send.properties
+        if send.half:
+            # Invisible until END_TRANSACTION commits it; stored as a plain record of the half topic.
+            properties = self.transactions.half_message(topic, queue_id, self._with_cluster(props))
+            return HALF_TOPIC, 0, properties, send.sys_flag & ~SYSFLAG_TRANSACTION_MASK, "transaction"
+        if send.delayed:
+            return self._park(send, queue_id)
+        if topic.startswith(RETRY_TOPIC_PREFIX):
+            topic, queue_id = self._retry_or_dead_letter(send, topic, queue_id)
+        text = stored_send_properties(send.properties_text, self.cluster_mark, True, props)
+        message_type = "fifo" if _SHARDING_KEY_MARK in send.properties_text else "normal"
+        return topic, queue_id, text.encode(), send.sys_flag, message_type
+
+    def _with_cluster(self, props: dict[str, str]) -> dict[str, str]:
+        # The later pair wins, as when CLUSTER is appended to the text (stored_send_properties).
+        return {**props, PROPERTY_CLUSTER: self.cfg.cluster_name}
+
+    def _park(self, send: SendRequest, queue_id: int) -> tuple[str, int, bytes, int, str]:
+        """Where a message with DELAY or TIMER_DELIVER_MS is stored (in SCHEDULE_TOPIC while it waits)."""
+        props = send.properties
         if PROPERTY_DELAY in props and PROPERTY_TIMER_DELIVER_MS in props:
             raise ProtocolError("a message has a delay level or a delivery time, not both",
                                 ResponseCode.MESSAGE_ILLEGAL)
@@ -149,10 +298,33 @@ class SendProcessor:
             schedule_queue = self.schedule.plan(props)
         except ValueError:
             raise ProtocolError("DELAY and TIMER_DELIVER_MS must be integers", ResponseCode.MESSAGE_ILLEGAL) from None
-        if schedule_queue is None:
-            return topic, queue_id, properties_text.encode()
-        parked = self.schedule.parked_properties(props, topic, queue_id)
-        return SCHEDULE_TOPIC, schedule_queue, encode_properties(parked)
+        if schedule_queue is None:   # due now: stored as sent (WAIT kept, as RocketMQ writes it again)
+            text = stored_send_properties(send.properties_text, self.cluster_mark, False)
+            return send.topic, queue_id, text.encode(), send.sys_flag, "normal"
+        parked = self.schedule.parked_properties(self._with_cluster(props), send.topic, queue_id)
+        return SCHEDULE_TOPIC, schedule_queue, encode_properties(parked), send.sys_flag, "delay"
+
+    def _retry_or_dead_letter(self, send: SendRequest, topic: str, queue_id: int) -> tuple[str, int]:
+        """A send to a group's retry topic (a consumer whose CONSUMER_SEND_MSG_BACK failed resends the
+        message so) goes to its dead-letter topic once it was consumed the group's maximum times, as
+        RocketMQ's SendMessageProcessor.handleRetryTopic routes it."""
+        group = topic[len(RETRY_TOPIC_PREFIX):]
+        reconsume_max = send.reconsume_max if send.reconsume_max is not None else self.groups.retry_max_times(group)
+        if send.reconsume_times < reconsume_max:
+            return topic, queue_id
+        dead_letters = DLQ_TOPIC_PREFIX + group
+        self.ensure_system_topic(dead_letters)
+        _limited.info("dead-letter", "a message sent to %s goes to %s after %d attempts", topic, dead_letters,
+                      send.reconsume_times)
+        return dead_letters, 0
+
+    def _refused(self, request: Command, topic: str, status: PutStatus) -> Command:
+        code = _PUT_STATUS_CODES.get(status, ResponseCode.SYSTEM_ERROR)
+        remark = f"store refused the message: {status.name}"
+        if status == PutStatus.DISK_FULL:
+            remark = "the disk under the store is full: writes are refused until space returns"
+        _limited.warning("send-refused", "send to %s refused: %s", topic, remark)
+        return request.response(code, remark=remark)
 
     def _store_busy(self, request: Command) -> Command | None:
         """SYSTEM_BUSY while the disk flush is behind (sync flush), as RocketMQ answers while its store
@@ -174,140 +346,3 @@ class SendProcessor:
             return None
         _limited.warning("store-busy", "sends refused: %s", remark)
         return request.response(ResponseCode.SYSTEM_BUSY, remark=remark)
-
-    @answers_refusals
-    def on_send(self, request: Command, reply) -> Command | None:
-        if self.cfg.is_slave:
-            raise ProtocolError(f"broker {self.cfg.broker_name} id {self.cfg.broker_id} is a slave: it takes no "
-                                f"sends", ResponseCode.SERVICE_NOT_AVAILABLE)
-        if not self.may_write():
-            raise ProtocolError(f"broker {self.cfg.broker_name} is not sure it is still master (its controller "
-                                f"lease lapsed): it takes no sends", ResponseCode.SERVICE_NOT_AVAILABLE)
-        if len(self.flush_waiters):
-            busy = self._store_busy(request)
-            if busy is not None:
-                return busy
-        keys = _KEYS_OF_CODE.get(request.code, _LONG_KEYS)
-        get = request.fields.get
-        topic = get(keys["topic"], "")
-        require_name("topic", topic, ResponseCode.MESSAGE_ILLEGAL)
-        if topic == AUTO_CREATE_TOPIC_KEY:
-            raise ProtocolError(f"the topic {topic} is reserved for auto-creation routes",
-                                ResponseCode.NO_PERMISSION)
-        if is_not_sendable_topic(topic):
-            # A record a client wrote there would be read as the broker's own: a forged pop checkpoint
-            # would make the revive timer copy any stored record into the sender's retry topic.
-            raise ProtocolError(f"the topic {topic} is the broker's own (delayed or half messages, or pop state, "
-                                f"wait there) or reserved by RocketMQ", ResponseCode.NO_PERMISSION)
-        body = request.body
-        size_max = self.cfg.store.message_size_bytes_max
-        if len(body) > size_max:
-            raise ProtocolError(f"the message body is {len(body)} bytes, more than the {size_max}-byte limit",
-                                ResponseCode.MESSAGE_ILLEGAL)
-        topic_cfg = self.topics.get(topic)
-        if topic_cfg is None:
-            topic_cfg = self.topics.create_on_send(
-                topic, field_int(request, "defaultTopicQueueNums", self.cfg.client_topic_queue_count_default,
-                                 keys["defaultTopicQueueNums"]))
-            if topic_cfg is None:
-                raise ProtocolError(f"topic {topic} does not exist and auto-create is off",
-                                    ResponseCode.TOPIC_NOT_EXIST)
-            _limited.info("auto-created", "auto-created topic %s with %d queues", topic, topic_cfg.writeQueueNums)
-            self.publish_topics()
-        if not topic_cfg.perm & PERM_WRITE:
-            raise ProtocolError(f"topic {topic} is not writable on this broker", ResponseCode.NO_PERMISSION)
-        queue_id = field_int(request, "queueId", -1, keys["queueId"])
-        if queue_id >= topic_cfg.writeQueueNums:
-            raise ProtocolError(f"queue {queue_id} does not exist: topic {topic} has "
-                                f"{topic_cfg.writeQueueNums} write queues", ResponseCode.MESSAGE_ILLEGAL)
-        if queue_id < 0:  # the client left the choice to the broker
-            queue_id = next(self._round_robin) % topic_cfg.writeQueueNums
-        sys_flag = field_int(request, "sysFlag", 0, keys["sysFlag"])
-        if sys_flag & ~(SEND_SYSFLAG_ALLOWED | SYSFLAG_TRANSACTION_PREPARED):
-            raise ProtocolError(f"sysFlag {sys_flag} has bits a send may not set (allowed: compressed 0x1, "
-                                f"multi-tags 0x2, transaction prepared 0x4, compression type 0x700)",
-                                ResponseCode.MESSAGE_ILLEGAL)
-        born_key = keys["bornTimestamp"]
-        born_ts = field_int(request, "bornTimestamp", 0, born_key) if get(born_key) else self.clock.now_ms()
-        if not 0 <= born_ts < 1 << 62:
-            raise ProtocolError(f"bornTimestamp {born_ts} is out of range", ResponseCode.MESSAGE_ILLEGAL)
-        born_host = _born_host(request.peer_address, request.peer_port)
-        properties_text = get(keys["properties"], "")
-        # C++ 1.2.x sends batch as "1"; Java as "true" (rocketmq-protocol.md 4.2).
-        is_batch = request.code == RequestCode.SEND_BATCH_MESSAGE or (get(keys["batch"]) or "").lower() in ("true", "1")
-        # The WAIT property "false" asks not to wait for the store (RocketMQ's waitStoreMsgOK).
-        wait_store = is_batch or _WAIT_FALSE not in properties_text or \
-            decode_properties(properties_text.encode()).get(PROPERTY_WAIT) != "false"
-        half = bool(sys_flag & SYSFLAG_TRANSACTION_PREPARED) or _HALF_MARK in properties_text
-        message_type = "transaction" if half else "normal"
-        if half and is_batch:
-            raise ProtocolError("a batch cannot be transactional", ResponseCode.MESSAGE_ILLEGAL)
-        if is_batch:
-            result = self.store.put_batch_body(topic, queue_id, body, sys_flag=sys_flag,
-                                               born_timestamp_ms=born_ts, born_host=born_host)
-            if result.status == PutStatus.MESSAGE_ILLEGAL:
-                raise ProtocolError("malformed batch body: its items do not add up", ResponseCode.MESSAGE_ILLEGAL)
-        else:
-            if "\x00" in properties_text:
-                # Never part of "name\x01value\x02" pairs; recovery reads a trailing NUL as a torn write.
-                raise ProtocolError("the properties contain a NUL byte", ResponseCode.MESSAGE_ILLEGAL)
-            flag = field_int(request, "flag", 0, keys["flag"])
-            reconsume_times = field_int(request, "reconsumeTimes", 0, keys["reconsumeTimes"])
-            if not (-(1 << 31) <= flag < 1 << 31 and 0 <= reconsume_times < 1 << 31):
-                raise ProtocolError("flag or reconsumeTimes is out of the int32 range", ResponseCode.MESSAGE_ILLEGAL)
-            store_topic, store_queue = topic, queue_id
-            delayed = _DELAY_MARK in properties_text or _TIMER_MARK in properties_text
-            properties_text = stored_send_properties(properties_text, self.cluster_mark, not (half or delayed))
-            properties = properties_text.encode()
-            if half:
-                # Invisible until END_TRANSACTION commits it; stored as a plain record of the half topic.
-                properties = self.transactions.half_message(
-                    topic, queue_id, decode_properties(properties_text.encode()))
-                store_topic, store_queue, sys_flag = HALF_TOPIC, 0, sys_flag & ~SYSFLAG_TRANSACTION_MASK
-            elif delayed:
-                store_topic, store_queue, properties = self._park(topic, queue_id, properties_text)
-                message_type = "delay" if store_topic == SCHEDULE_TOPIC else message_type
-            elif _SHARDING_KEY_MARK in properties_text:
-                message_type = "fifo"
-            message = MessageToStore(body=body, flag=flag, properties=properties,
-                                     sys_flag=sys_flag, born_timestamp_ms=born_ts, born_host=born_host,
-                                     reconsume_times=reconsume_times)
-            result = self.store.put_message(store_topic, store_queue, message)
-            if store_topic not in (topic, HALF_TOPIC) and result.status == PutStatus.PUT_OK:
-                result = result._replace(queue_offset=-1)   # its place in the topic is known on delivery
-        if result.status != PutStatus.PUT_OK:
-            code = _PUT_STATUS_CODES.get(result.status, ResponseCode.SYSTEM_ERROR)
-            remark = f"store refused the message: {result.status.name}"
-            if result.status == PutStatus.DISK_FULL:
-                remark = "the disk under the store is full: writes are refused until space returns"
-            _limited.warning("send-refused", "send to %s refused: %s", topic, remark)
-            return request.response(code, remark=remark)
-        self.messages_stored += result.count
-        self.traffic_in.add(topic, message_type, result.count, result.end_phys_offset - result.phys_offset)
-        if half:
-            self.transactions.opened(topic, properties_text)
-        self.on_written()
-        response = request.response(ResponseCode.SUCCESS, {
-            "msgId": result.msg_ids_text,
-            "queueId": str(queue_id),
-            "queueOffset": str(result.queue_offset),
-        })
-        if not wait_store:
-            return response
-        end = result.end_phys_offset
-        replicate = self.sync_replication
-        if not self.sync_flush:
-            return self.ha.await_replica(end, response, reply) if replicate else response
-        deadline = time.monotonic() + self.cfg.store.flush_sync_timeout_ms / 1000
-        # Disk and slave are waited for at once (as RocketMQ 5 does), not one after the other:
-        # the answer goes when the later of the two is done.
-        both = _BothDone(response, reply, 2 if replicate else 1)
-        flush_timeout = _Outcome(ResponseCode.FLUSH_DISK_TIMEOUT,
-                                 f"not flushed within {self.cfg.store.flush_sync_timeout_ms} ms")
-        self.flush_waiters.park(end, deadline, lambda: both.done(_FLUSHED), lambda: both.done(flush_timeout),
-                                deadline - self.cfg.store.flush_sync_timeout_ms / 1000)
-        if replicate:
-            replica = _Outcome()
-            if self.ha.await_replica(end, replica, both.done) is not None:
-                both.done(replica)
-        return None

@@ -22,7 +22,9 @@ from rocketbox.cluster.broker.admin_clients import ClientAdmin
 from rocketbox.cluster.broker.admin_store import StoreAdmin
 from rocketbox.cluster.broker.boot import BootedBroker
 from rocketbox.cluster.broker.clients import ClientRegistry
+from rocketbox.cluster.broker.context import BrokerContext
 from rocketbox.cluster.broker.doors import BrokerDoors
+from rocketbox.cluster.broker.durability import DurabilityWait
 from rocketbox.cluster.broker.filtering import ClientConfigCheck, check_heartbeat_subscriptions
 from rocketbox.cluster.broker.ha import HAClient, HAServer
 from rocketbox.cluster.broker.locks import LockProcessor
@@ -35,6 +37,7 @@ from rocketbox.cluster.broker.pop_log import PopLog
 from rocketbox.cluster.broker.pop_revive import TICK_S as REVIVE_TICK_S, PopReviver
 from rocketbox.cluster.broker.pull import PullProcessor
 from rocketbox.cluster.broker.reply import ReplyProcessor
+from rocketbox.cluster.broker.request_table import BROKER_HANDLERS, handler_of
 from rocketbox.cluster.broker.reset_offset import ResetOffsetProcessor
 from rocketbox.cluster.broker.retry import SendBackProcessor
 from rocketbox.cluster.broker.runtime_kv import runtime_kv_table, schedule_offsets, store_disk
@@ -111,39 +114,34 @@ class BrokerService:
         self.clients = ClientRegistry(cfg.client_expiry_ms)
         self.flush_waiters = FlushWaiters()
         self.pull_waiters = PullWaiters()
-        # Each part gets what it uses; the service's own callables stand in for the rest of the broker.
-        self.schedule = ScheduleService(cfg, self.store, self.topics, clock, self.on_written, self.ensure_system_topic)
-        self.transactions = TransactionService(cfg, self.store, self.topics, self.clients, clock, self.on_written,
-                                               self.notify_peer)
-        self.sender = SendProcessor(cfg, self.store, self.topics, clock, self.schedule, self.transactions, self.ha,
-                                    self.flush_waiters, self.may_write, self.on_written, self.register_with_namesrvs)
-        self.puller = PullProcessor(cfg, self.store, self.topics, self.offsets, self.groups, self.pull_waiters,
-                                    self.ha, self.clients)
-        self.send_back = SendBackProcessor(cfg, self.store, len(self.schedule.levels_ms), self.flush_waiters,
-                                           self.on_written, self.ensure_system_topic, self.groups.retry_max_times)
-        self.pop_log = PopLog(cfg, self.store, self.offsets, clock, self.ensure_system_topic, self.on_written)
+        self.durability = DurabilityWait(cfg, self.flush_waiters, self.ha)
+        # What every processor shares; the service's own callables stand in for the rest of the broker.
+        ctx = self.ctx = BrokerContext(
+            cfg=cfg, store=self.store, clock=clock, topics=self.topics, offsets=self.offsets, groups=self.groups,
+            clients=self.clients, pull_waiters=self.pull_waiters, durability=self.durability,
+            on_written=self.on_written, may_write=self.may_write, ensure_system_topic=self.ensure_system_topic,
+            publish_topics=self.register_with_namesrvs, notify_peer=self.notify_peer,
+            call_peer=lambda *call: self.doors.call(*call))   # the doors open in serve()
+        self.schedule = ScheduleService(ctx)
+        self.transactions = TransactionService(ctx)
+        self.sender = SendProcessor(ctx, self.schedule, self.transactions)
+        self.puller = PullProcessor(ctx, self.ha)
+        self.send_back = SendBackProcessor(ctx, len(self.schedule.levels_ms))
+        self.pop_log = PopLog(ctx)
         if not cfg.is_slave:
             self.pop_log.replay()
-        self.popper = PopProcessor(cfg, self.store, self.topics, self.offsets, self.groups, self.pull_waiters,
-                                   self.pop_log, self.flush_waiters, clock, self.may_write)
-        self.reviver = PopReviver(self.store, self.pop_log, self.groups.retry_max_times, clock, self.may_write,
-                                  self.ensure_system_topic, self.on_written, self.pull_waiters)
-        self.reset_offsets = ResetOffsetProcessor(cfg.broker_name, self.topics, self.clients, self.store, self.offsets,
-                                                  self.notify_peer)
+        self.popper = PopProcessor(ctx, self.pop_log)
+        self.reviver = PopReviver(ctx, self.pop_log)
+        self.reset_offsets = ResetOffsetProcessor(ctx)
         self.locks = LockProcessor(cfg.rebalance_lock_max_live_ms, clock.now_ms)
         self.slave_sync = SlaveSynchronize(cfg, self.topics, self.offsets, self.groups, clock) if cfg.is_slave else None
         self.started_ms = self.clock.now_ms()
         self.stats = BrokerStats(self.sender, self.puller)
-        call_peer = lambda *call: self.doors.call(*call)  # noqa: E731 (the doors open in serve())
-        self.admin = AdminProcessor(cfg, self.store, self.topics, self.offsets, self.clients, self.groups,
-                                    self.stats.group_gets, self.started_ms, call_peer)
-        acl_admin = AclAdmin(cfg)
-        client_admin = ClientAdmin(cfg.broker_name, self.store, self.clients, call_peer)
-        store_admin = StoreAdmin(cfg, self.store, self.topics, self.offsets, self.groups, self.clients,
-                                 self.stats.group_gets, self.schedule, self.transactions, self.may_write,
-                                 self.on_written, clock)
-        self.replies = ReplyProcessor(cfg, self.store, self.topics, self.clients, clock, call_peer, self.on_written,
-                                      cfg.remoting_address or cfg.address)
+        self.admin = AdminProcessor(ctx, self.stats.group_gets, self.started_ms)
+        self.acl_admin = AclAdmin(cfg)
+        self.client_admin = ClientAdmin(cfg.broker_name, self.store, self.clients, ctx.call_peer)
+        self.store_admin = StoreAdmin(ctx, self.stats.group_gets, self.schedule, self.transactions)
+        self.replies = ReplyProcessor(ctx, cfg.remoting_address or cfg.address)
         if not cfg.is_slave:
             self.replies.ensure_reply_topic()
         # The doors, once ``serve`` opened them: ZeroMQ always, RocketMQ's remoting TCP when configured.
@@ -152,79 +150,14 @@ class BrokerService:
         self._written_since_wake = False
         self.durable_reads = cfg.store.flush_mode == SYNC_FLUSH   # see shm/reput.py
         self._channels: list = []   # the wake channels to the workers, once serving
-        offset_requests = OffsetRequests(cfg, self.store, self.topics, self.offsets, self.controller, self.may_write)
-        topic_requests = TopicRequests(cfg, self.store, self.control, self.topics, self.offsets,
-                                       self.register_with_namesrvs, self._wake_dispatch)
-        queries = MessageQueries(self.store)
-        metrics = BrokerMetrics(cfg, self.store, self.topics, self.offsets, self.groups, self.clients, self.sender,
-                                self.puller, self.send_back, self.transactions, clock)
-        self.handlers = {
-            RequestCode.SEND_MESSAGE: self.sender.on_send,
-            RequestCode.SEND_MESSAGE_V2: self.sender.on_send,
-            RequestCode.SEND_BATCH_MESSAGE: self.sender.on_send,
-            RequestCode.PULL_MESSAGE: self.puller.on_pull,
-            RequestCode.POP_MESSAGE: self.popper.on_pop,
-            RequestCode.ACK_MESSAGE: self.popper.on_ack,
-            RequestCode.CHANGE_MESSAGE_INVISIBLETIME: self.popper.on_change_invisible_time,
-            RequestCode.QUERY_CONSUMER_OFFSET: offset_requests.on_query_consumer_offset,
-            RequestCode.UPDATE_CONSUMER_OFFSET: offset_requests.on_update_consumer_offset,
-            RequestCode.GET_MAX_OFFSET: offset_requests.on_get_max_offset,
-            RequestCode.GET_MIN_OFFSET: offset_requests.on_get_min_offset,
-            RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: offset_requests.on_search_offset_by_timestamp,
-            RequestCode.HEART_BEAT: self.on_heartbeat,
-            RequestCode.UNREGISTER_CLIENT: self.on_unregister_client,
-            RequestCode.GET_CONSUMER_LIST_BY_GROUP: self.on_consumer_list,
-            RequestCode.CONSUMER_SEND_MSG_BACK: self.send_back.on_send_back,
-            RequestCode.END_TRANSACTION: self.transactions.on_end_transaction,
-            RequestCode.LOCK_BATCH_MQ: self.locks.on_lock_batch,
-            RequestCode.UNLOCK_BATCH_MQ: self.locks.on_unlock_batch,
-            RequestCode.UPDATE_AND_CREATE_TOPIC: topic_requests.on_update_topic,
-            RequestCode.DELETE_TOPIC_IN_BROKER: topic_requests.on_delete_topic,
-            RequestCode.GET_ALL_TOPIC_CONFIG: self.admin.on_all_topic_config,
-            RequestCode.GET_TOPIC_CONFIG: topic_requests.on_get_topic_config,
-            RequestCode.GET_ALL_CONSUMER_OFFSET: self.admin.on_all_consumer_offset,
-            RequestCode.VIEW_MESSAGE_BY_ID: queries.on_view_message,
-            RequestCode.QUERY_MESSAGE: queries.on_query_message,
-            RequestCode.GET_EARLIEST_MSG_STORETIME: queries.on_earliest_msg_store_time,
-            RequestCode.CHECK_CLIENT_CONFIG: ClientConfigCheck(cfg).on_check_client_config,
-            RequestCode.SEND_REPLY_MESSAGE: self.replies.on_send_reply,
-            RequestCode.SEND_REPLY_MESSAGE_V2: self.replies.on_send_reply,
-            RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: self.admin.on_query_topic_consume_by_who,
-            RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: self.reset_offsets.on_invoke_broker_to_reset_offset,
-            RequestCode.GET_BROKER_RUNTIME_INFO: self.on_runtime_info,
-            RequestCode.GET_BROKER_CONFIG: self.admin.on_broker_config,
-            RequestCode.UPDATE_BROKER_CONFIG: self.admin.on_update_broker_config,
-            RequestCode.DELETE_EXPIRED_COMMITLOG: self.admin.on_delete_expired_commitlog,
-            RequestCode.GET_CONSUMER_CONNECTION_LIST: self.admin.on_consumer_connection_list,
-            RequestCode.GET_TOPIC_STATS_INFO: self.admin.on_topic_stats,
-            RequestCode.GET_CONSUME_STATS: self.admin.on_consume_stats,
-            RequestCode.GET_CONSUMER_RUNNING_INFO: self.admin.on_consumer_running_info,
-            RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: self.admin.on_update_subscription_group,
-            RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: self.admin.on_all_subscription_groups,
-            RequestCode.DELETE_SUBSCRIPTIONGROUP: self.admin.on_delete_subscription_group,
-            RequestCode.GET_BROKER_EPOCH_CACHE: self.on_epoch_cache,
-            RequestCode.GET_BROKER_METRICS: metrics.on_metrics,
-            RequestCode.VIEW_BROKER_STATS_DATA: self.stats.on_view_stats,
-            RequestCode.GET_BROKER_HA_STATUS: self.ha.on_ha_status,
-            RequestCode.CLEAN_UNUSED_TOPIC: topic_requests.on_clean_unused_topic,
-            RequestCode.GET_PRODUCER_CONNECTION_LIST: client_admin.on_producer_connection_list,
-            RequestCode.GET_ALL_PRODUCER_INFO: client_admin.on_all_producer_info,
-            RequestCode.CONSUME_MESSAGE_DIRECTLY: client_admin.on_consume_message_directly,
-            RequestCode.GET_BROKER_CONSUME_STATS: store_admin.on_broker_consume_stats,
-            RequestCode.QUERY_CONSUME_TIME_SPAN: store_admin.on_query_consume_time_span,
-            RequestCode.QUERY_CORRECTION_OFFSET: store_admin.on_query_correction_offset,
-            RequestCode.CLONE_GROUP_OFFSET: store_admin.on_clone_group_offset,
-            RequestCode.QUERY_CONSUME_QUEUE: store_admin.on_query_consume_queue,
-            RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE: store_admin.on_clean_expired_consume_queue,
-            RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER: store_admin.on_system_topic_list,
-            RequestCode.GET_ALL_DELAY_OFFSET: store_admin.on_all_delay_offset,
-            RequestCode.RESUME_CHECK_HALF_MESSAGE: store_admin.on_resume_check_half_message,
-            RequestCode.UPDATE_AND_CREATE_ACL_CONFIG: acl_admin.on_update_account,
-            RequestCode.DELETE_ACL_CONFIG: acl_admin.on_delete_account,
-            RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG: acl_admin.on_update_global_white_addrs,
-            RequestCode.GET_BROKER_CLUSTER_ACL_INFO: acl_admin.on_acl_version,
-            **refusal_handlers(BROKER_REFUSALS),
-        }
+        self.offset_requests = OffsetRequests(ctx, self.controller)
+        self.topic_requests = TopicRequests(ctx, self.control, self._wake_dispatch)
+        self.queries = MessageQueries(self.store)
+        self.client_config_check = ClientConfigCheck(cfg)
+        metrics = self.metrics = BrokerMetrics(ctx, self.sender, self.puller, self.send_back, self.transactions)
+        # The dispatch, from the table (request_table.py) and the codes refused with a reason (refusals.py).
+        self.handlers = {code: handler_of(self, path) for code, path in BROKER_HANDLERS.items()}
+        self.handlers.update(refusal_handlers(BROKER_REFUSALS))
         self.handlers = metrics.timed(self.handlers)   # while metrics are exported (broker/metrics.py)
         # Access control (cluster/acl/): every request checked first; nothing wrapped when off.
         self.acl = AclGuard.from_file(cfg.acl_file, f"broker {cfg.broker_name}") if cfg.acl_enable else None
@@ -405,8 +338,14 @@ class BrokerService:
         self.namesrv_client.close()
         self.store.mark_clean_shutdown()
         self.store.close()
+        self.release_files()
         for channel in self._channels:
             channel.close()
+
+    def release_files(self) -> None:
+        """Close the offset slots' files (a clean shutdown, or a crash of a broker run in process)."""
+        for manager in (self.offsets, self.schedule.progress, self.transactions.progress):
+            manager.close()
 
     # ------------------------------------------------------------ handlers
 

@@ -8,6 +8,7 @@ import logging
 import time
 from dataclasses import asdict
 
+from rocketbox.cluster.broker.context import BrokerContext
 from rocketbox.cluster.broker.topics import TopicConfig
 from rocketbox.cluster.log_limit import RateLimitedLog
 from rocketbox.cluster.protocol import (PERM_READ_WRITE, ProtocolError, ResponseCode, answers_refusals, field_int,
@@ -23,14 +24,15 @@ DELETE_DISPATCH_WAIT_S = 2.0
 
 
 class TopicRequests:
-    def __init__(self, cfg, store, control, topics, offsets, register_with_namesrvs, wake_reput):
-        """``register_with_namesrvs()`` publishes the topic table; ``wake_reput()`` hurries dispatch."""
-        self.cfg = cfg
-        self.store = store
+    def __init__(self, ctx: BrokerContext, control, wake_reput):
+        """``wake_reput()`` hurries dispatch."""
+        self.cfg = ctx.cfg
+        self.store = ctx.store
         self.control = control
-        self.topics = topics
-        self.offsets = offsets
-        self.register_with_namesrvs = register_with_namesrvs
+        self.topics = ctx.topics
+        self.offsets = ctx.offsets
+        # Publishes the topic table to the NameServers.
+        self.register_with_namesrvs = ctx.publish_topics
         self.wake_reput = wake_reput
 
     @answers_refusals

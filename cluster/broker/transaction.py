@@ -33,13 +33,14 @@ import logging
 
 from rocketbox.cluster.acl.permissions import PUB
 from rocketbox.cluster.acl.records import require_record
+from rocketbox.cluster.broker.context import BrokerContext
 from rocketbox.cluster.broker.offsets import ConsumerOffsetManager
 from rocketbox.cluster.log_limit import RateLimitedLog
 from rocketbox.cluster.protocol import ProtocolError, RequestCode, ResponseCode, answers_refusals, field_int
 from rocketbox.cluster.message.system_topics import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from rocketbox.cluster.shm import commitlog_format as fmt
 from rocketbox.cluster.message.properties import (PROPERTY_DELAY, PROPERTY_PGROUP, PROPERTY_REAL_QID,
-                                                  PROPERTY_REAL_TOPIC, PROPERTY_UNIQ_KEY, decode_properties,
+                                                  PROPERTY_REAL_TOPIC, PROPERTY_UNIQ_KEY,
                                                   encode_properties)
 from rocketbox.cluster.message.sysflags import SYSFLAG_TRANSACTION_COMMIT, SYSFLAG_TRANSACTION_MASK
 from rocketbox.cluster.shm.store import MessageToStore, PutMessageStatus, copy_of_record
@@ -86,16 +87,16 @@ def _check_ending(request: Command, rec: fmt.Record) -> None:
 
 
 class TransactionService:
-    def __init__(self, cfg, store, topics, clients, clock, on_written, notify_peer):
-        """``on_written()``: records were appended; ``notify_peer(peer, command)``: send a request to a
-        connected client (the check-back goes over the producer's own connection)."""
-        self.cfg = cfg
-        self.store = store
-        self.topics = topics
-        self.clients = clients
-        self.clock = clock
-        self.on_written = on_written
-        self.notify_peer = notify_peer
+    def __init__(self, ctx: BrokerContext):
+        self.cfg = ctx.cfg
+        self.store = ctx.store
+        self.topics = ctx.topics
+        self.clients = ctx.clients
+        self.clock = ctx.clock
+        self.on_written = ctx.on_written
+        self.durability = ctx.durability
+        # The check-back goes over the producer's own connection.
+        self.notify_peer = ctx.notify_peer
         self.progress = ConsumerOffsetManager(self.cfg.store.store_dir, name="transactionOffset")
         self.resolved: set[str] = set()
         self.committed = self.rolled_back = self.discarded = self.checks_sent = 0
@@ -132,11 +133,9 @@ class TransactionService:
         if uniq and uniq not in self.resolved:
             self.open_halves[uniq] = props.get(PROPERTY_REAL_TOPIC, "")
 
-    def opened(self, topic: str, properties_text: str) -> None:
+    def opened(self, topic: str, props: dict[str, str]) -> None:
         """A half message of ``topic`` was stored (its properties as the producer sent them)."""
-        props = decode_properties(properties_text.encode())
-        props[PROPERTY_REAL_TOPIC] = topic
-        self._note_open(props)
+        self._note_open({**props, PROPERTY_REAL_TOPIC: topic})
 
     def open_halves_by_topic(self) -> dict[str, int]:
         counts: dict[str, int] = {}
@@ -160,7 +159,9 @@ class TransactionService:
     # ---------------------------------------------------------------- outcomes
 
     @answers_refusals
-    def on_end_transaction(self, request: Command, reply=None) -> Command:
+    def on_end_transaction(self, request: Command, reply=None) -> Command | None:
+        """Answered once the commit's copy and the op record are as durable as a send's (durability.py),
+        as RocketMQ's EndTransactionProcessor answers after its putMessage."""
         phys = field_int(request, "commitLogOffset")
         outcome = field_int(request, "commitOrRollback")
         rec = self.store.read_record(phys)
@@ -171,15 +172,17 @@ class TransactionService:
             return request.response(ResponseCode.SUCCESS)
         if outcome not in (COMMIT, ROLLBACK):
             raise ProtocolError(f"commitOrRollback {outcome} is not 8, 12 or 0", ResponseCode.SYSTEM_ERROR)
-        self.resolve(rec, outcome, from_check=request.fields.get("fromTransactionCheck") == "true")
-        return request.response(ResponseCode.SUCCESS)
+        end = self.resolve(rec, outcome, from_check=request.fields.get("fromTransactionCheck") == "true")
+        response = request.response(ResponseCode.SUCCESS)
+        return response if end is None else self.durability.answer(response, end, reply)
 
-    def resolve(self, rec: fmt.Record, outcome: int, *, from_check: bool = False) -> bool:
-        """Commit or roll back the half ``rec``; False if it was resolved already."""
+    def resolve(self, rec: fmt.Record, outcome: int, *, from_check: bool = False) -> int | None:
+        """Commit or roll back the half ``rec``: the CommitLog offset its records end at, None if it
+        was resolved already."""
         props = rec.properties
         uniq = props.get(PROPERTY_UNIQ_KEY, "")
         if uniq in self.resolved:
-            return False
+            return None
         if outcome == COMMIT:
             real = {k: v for k, v in props.items()
                     if k not in (PROPERTY_REAL_TOPIC, PROPERTY_REAL_QID, PROPERTY_CHECK_TIMES)}
@@ -192,7 +195,7 @@ class TransactionService:
         real_topic = props.get(PROPERTY_REAL_TOPIC, "")
         outcomes = self.committed_by_topic if outcome == COMMIT else self.rolled_back_by_topic
         outcomes[real_topic] = outcomes.get(real_topic, 0) + 1
-        self._put(OP_TOPIC, 0, MessageToStore(body=uniq.encode(), flag=0, properties=_OP_PROPERTIES, sys_flag=0,
+        end = self._put(OP_TOPIC, 0, MessageToStore(body=uniq.encode(), flag=0, properties=_OP_PROPERTIES, sys_flag=0,
                                               born_timestamp_ms=self.clock.now_ms(), born_host=rec.born_host,
                                               reconsume_times=0))
         self.resolved.add(uniq)
@@ -200,14 +203,16 @@ class TransactionService:
         _limited.info("ended", "transaction %s %s%s", uniq, "committed" if outcome == COMMIT else "rolled back",
                       " (check answer)" if from_check else "")
         self.on_written()
-        return True
+        return end
 
-    def _put(self, topic: str, queue_id: int, message: MessageToStore) -> None:
+    def _put(self, topic: str, queue_id: int, message: MessageToStore) -> int:
+        """Where the record written ends in the CommitLog."""
         if not topic or (topic not in SYSTEM_TOPICS and self.topics.get(topic) is None):
             raise ProtocolError(f"topic {topic!r} of the transaction does not exist", ResponseCode.SYSTEM_ERROR)
         result = self.store.put_messages(topic, queue_id, [message])
         if result.status != PutMessageStatus.PUT_OK:
             raise ProtocolError(f"the store refused the write: {result.status.name}", ResponseCode.SYSTEM_ERROR)
+        return result.end_phys_offset
 
     # ---------------------------------------------------------------- check-back
 

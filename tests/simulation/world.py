@@ -116,10 +116,11 @@ class World:
         self._audit(after_power_cut=False)
         empty_rounds = 0
         for _ in range(200):
-            if empty_rounds >= 3:
+            if empty_rounds >= 8:
                 break
             popped = self.pop(max_count=32)
-            for handle in popped:
+            self.flush()   # under SYNC_FLUSH a pop is answered once its checkpoint is on disk
+            for handle in list(popped):
                 self.ack(handle)
             if popped:
                 empty_rounds = 0

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import inspect
-
+from rocketbox.cluster.broker.request_table import BROKER_HANDLERS, handler_of
 from rocketbox.cluster.broker.service import BrokerService
 from rocketbox.cluster.config import NamesrvConfig
 from rocketbox.cluster.namesrv import NamesrvService
@@ -12,10 +11,32 @@ from rocketbox.cluster.protocol import BROKER, CLIENT, NAMESRV, SERVED_BY, Reque
 
 
 def _broker_handler_codes() -> set[int]:
-    # The broker's table is built in __init__; read it from the source of truth without a store.
-    source = inspect.getsource(BrokerService.__init__)
-    assert "**refusal_handlers(BROKER_REFUSALS)" in source   # the codes refused with a reason (refusals.py)
-    return {code for code in RequestCode if f"RequestCode.{code.name}:" in source} | set(BROKER_REFUSALS)
+    # The broker's table is data (request_table.py): read without a store; refused codes in refusals.py.
+    return set(BROKER_HANDLERS) | set(BROKER_REFUSALS)
+
+
+def test_broker_codes_are_served_or_refused_never_both():
+    assert not set(BROKER_HANDLERS) & set(BROKER_REFUSALS)
+    assert all(isinstance(code, RequestCode) for code in [*BROKER_HANDLERS, *BROKER_REFUSALS])
+    # A handler is named by an attribute path on the service: a processor's method or the service's own.
+    for code, path in BROKER_HANDLERS.items():
+        assert all(part.isidentifier() for part in path.split(".")) and path.split(".")[-1].startswith("on_"), \
+            (code.name, path)
+
+
+def test_the_broker_dispatch_is_built_from_the_table(tmp_path):
+    """Every name in the table resolves to a handler on a real service, which serves exactly the
+    table's codes and the refused ones."""
+    from rocketbox.cluster.broker.boot import boot
+    from rocketbox.cluster.config import BrokerConfig
+    from tests.store_harness import tiny_config
+    service = BrokerService(boot(BrokerConfig(store=tiny_config(tmp_path / "store"))))
+    try:
+        assert set(service.handlers) == _broker_handler_codes()
+        for code, path in BROKER_HANDLERS.items():
+            assert callable(handler_of(service, path)), code.name
+    finally:
+        service.shutdown()
 
 
 def test_every_code_is_served_by_exactly_one_process_with_one_handler():
