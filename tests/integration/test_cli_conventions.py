@@ -10,7 +10,7 @@ import subprocess
 
 from rocketbox.cluster import Admin
 from rocketbox.cluster.config import SYNC_MASTER
-from tests.cli_helpers import CLI, free_remoting_ports, json_lines, run_cli
+from tests.cli_helpers import CLI, free_remoting_ports, json_lines, run_cli, up_on_free_ports
 from tests.conftest import client_config
 
 
@@ -224,3 +224,25 @@ def test_a_data_dir_remembers_how_it_was_made_and_the_dev_footprint_is_small(tmp
             f"or use another --data-dir"]
     finally:
         cli("down")
+
+
+def test_up_and_status_say_where_the_data_is_and_the_users_home_stays_clean(tmp_path):
+    # The proxy imports the rocketmq 5 client package, whose log would open in ~/logs/rocketmq_python/.
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {**{k: v for k, v in os.environ.items() if k != "ROCKETBOX_NAMESRV"}, "HOME": str(home)}
+    data_dir = str(tmp_path / "where")
+    _, up = up_on_free_ports(3, lambda p: (
+        "up", "--detach", "--namesrv-port", str(p[0]), "--broker-port", str(p[1]), *free_remoting_ports(),
+        "--proxy-port", str(p[2]), "--no-metrics", "--no-console",
+        "--commitlog-file-size-bytes", str(16 * 1024 * 1024)), data_dir=data_dir, env=env)
+    try:
+        said = f"data dir: {data_dir} (logs: {data_dir}/logs, cluster logs NAME)"
+        assert said in up.stdout.splitlines(), up.stdout
+        status = run_cli("status", data_dir=data_dir, env=env)
+        assert said in status.stdout.splitlines(), status.stdout
+        assert "proxy" in status.stdout
+        assert os.path.isfile(os.path.join(data_dir, "logs", "rocketmq_python", "rocketmq_client.log"))
+        assert sorted(p.name for p in home.rglob("*")) == []
+    finally:
+        run_cli("down", data_dir=data_dir, env=env, check=False)
