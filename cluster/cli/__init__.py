@@ -58,11 +58,12 @@ from rocketbox.cluster.cli import (acl_cmds, admin_cmds, client_cmds, cluster_cm
 from rocketbox.cluster.cli.client_cmds import query_problem
 from rocketbox.cluster.cli.cluster_cmds import role_problem
 from rocketbox.cluster.cli.common import DATA_DIR_DEFAULT
+from rocketbox.cluster.cli.parsing import CommandParser
 from rocketbox.cluster.file_modes import make_private
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="cluster", description="RocketBox: a RocketMQ-style cluster in a box")
+    parser = CommandParser(prog="cluster", description="RocketBox: a RocketMQ-style cluster in a box")
     parser.add_argument("--data-dir", default=DATA_DIR_DEFAULT, help=f"default {DATA_DIR_DEFAULT}")
     parser.add_argument("--namesrv", help="NameServer addresses, host:port;host:port")
     sub = parser.add_subparsers(dest="command", required=True)

@@ -9,9 +9,9 @@ import time
 from rocketbox.cluster.protocol import CLI_CONSUMER_GROUP
 from rocketbox.cluster.message.system_topics import AUTO_CREATE_TOPIC_KEY
 from rocketbox.cluster.topic_attributes import MESSAGE_TYPES, declared_message_type
-from rocketbox.cluster.cli.common import (consumer_group_name, int_within, iso_ms, namesrv, new_console, open_admin,
-                                         print_json, print_json_line, producer_group_name, table, time_ms,
-                                         topic_name)
+from rocketbox.cluster.cli.common import (client_config, consumer_group_name, int_within, iso_ms, new_console,
+                                         open_admin, print_json, print_json_line, producer_group_name, table,
+                                         time_ms, topic_name)
 
 
 GROUP_TOPIC_PREFIXES = ("%RETRY%", "%DLQ%")
@@ -75,7 +75,7 @@ def cmd_send(args) -> int:
     from rocketbox.cluster.client.producer import Producer
     from rocketbox.cluster.errors import ClientError
     failed = 0
-    with Producer(args.group, namesrv=namesrv(args)) as producer:
+    with Producer(args.group, config=client_config(args)) as producer:
         known = producer.routes.get(args.topic) is not None
         for label, body in _bodies(args):
             if not body:
@@ -120,7 +120,7 @@ def cmd_consume(args) -> int:
     from rocketbox.cluster.client.consumer import PullConsumer
     shown = 0
     deadline = time.monotonic() + args.wait_s
-    with PullConsumer(args.group, namesrv=namesrv(args)) as consumer:
+    with PullConsumer(args.group, config=client_config(args)) as consumer:
         queues = consumer.queues(args.topic)
         offsets = {mq: 0 for mq in queues}
         if args.from_committed:

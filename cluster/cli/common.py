@@ -74,9 +74,22 @@ def namesrv(args) -> str | None:
     return f"127.0.0.1:{NAMESRV_PORT_DEFAULT}"
 
 
+def client_config(args):
+    """The ClientConfig of a command's clients: its NameServers (``namesrv``), over RocketMQ's
+    remoting protocol when the address given is a remoting door (mqadmin's ``-n host:9876``), so
+    that habit works as it does with mqadmin (door_probe.py)."""
+    from rocketbox.cluster.cli.door_probe import namesrv_transport
+    from rocketbox.cluster.config import ClientConfig, namesrv_endpoints
+    addresses = namesrv(args)
+    given = getattr(args, "namesrv", None) or os.environ.get("ROCKETBOX_NAMESRV")
+    # A data dir's run state names its native door: only an address the user gave is probed.
+    transport = namesrv_transport(addresses) if given else "native"
+    return ClientConfig(namesrv_endpoints=namesrv_endpoints(addresses), transport=transport)
+
+
 def open_admin(args):
     from rocketbox.cluster.client.admin import Admin
-    return Admin(namesrv=namesrv(args))
+    return Admin(config=client_config(args))
 
 
 def int_within(low: int, high: int):

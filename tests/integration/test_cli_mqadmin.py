@@ -53,6 +53,23 @@ def test_cluster_list_shows_master_and_slave(cluster):
     assert "#Broker Name" in table and "SLAVE" in table
 
 
+def test_mqadmins_n_with_the_remoting_address_is_served_over_remoting(cluster):
+    # mqadmin's habit: -n host:9876, the NameServer's remoting door, not the CLI's native one.
+    remoting = cluster.remoting_namesrv
+    listed = json_lines(_cli("clusterList", "-n", remoting, "--json"))
+    assert sorted((r["brokerName"], r["role"]) for r in listed) == [("broker-a", "MASTER"), ("broker-a", "SLAVE")]
+    # The addresses are the remoting ones, as mqadmin prints them (its -b takes them back).
+    master = next(r["addr"] for r in listed if r["role"] == "MASTER")
+    assert master == f"127.0.0.1:{cluster.topology.brokers[0].remoting_port}"
+    assert "brokerVersionDesc" in json.loads(_cli("brokerStatus", "-n", remoting, "-b", master, "--json").stdout)[master]
+    # So is every other command given that address, by --namesrv or ROCKETBOX_NAMESRV.
+    sent = json_lines(_cli("send", "OverRemoting", "via 9876", "--namesrv", remoting, "--json"))
+    assert [s["status"] for s in sent] == ["SEND_OK"]
+    env = {**os.environ, "ROCKETBOX_NAMESRV": remoting}
+    read = json_lines(run_cli("consume", "OverRemoting", "--json", env=env, timeout_s=60))
+    assert [m["body"] for m in read] == ["via 9876"]
+
+
 def test_topic_status_and_consumer_progress(cluster, running_group):
     status = json_lines(_cli("topicStatus", "-n", cluster.namesrv, "-t", "MqaTopic", "--json"))
     assert sorted(r["queueId"] for r in status) == [0, 1, 2, 3]

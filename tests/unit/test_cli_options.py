@@ -118,3 +118,20 @@ def test_every_topic_and_group_argument_refuses_a_name_the_cluster_cannot_take(c
             build_parser().parse_args(argv)
         assert exited.value.code == 2, argv
         assert "name" in capsys.readouterr().err.splitlines()[-1], argv
+
+
+@pytest.mark.parametrize("argv, usage, hint", [
+    (["up", "--detatch"], "usage: cluster up ", "unrecognized arguments: --detatch (did you mean --detach?)"),
+    (["dlq", "list", "G", "--jsn"], "usage: cluster dlq list ", "unrecognized arguments: --jsn (did you mean --json?)"),
+    (["topic", "create", "T", "--qeues=2"], "usage: cluster topic ",
+     "unrecognized arguments: --qeues=2 (did you mean --queues?)"),
+    (["status", "extra"], "usage: cluster status ", "unrecognized arguments: extra"),
+])
+def test_a_mistyped_flag_gets_the_subcommands_usage_and_the_closest_flag(capsys, argv, usage, hint):
+    with pytest.raises(SystemExit) as exited:
+        build_parser().parse_args(argv)
+    err = capsys.readouterr().err
+    assert exited.value.code == 2
+    assert err.startswith(usage), err
+    assert err.splitlines()[-1].endswith(hint), err
+    assert "clusterList" not in err   # not the top-level list of every verb
