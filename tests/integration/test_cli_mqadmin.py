@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -68,6 +69,9 @@ def test_mqadmins_n_with_the_remoting_address_is_served_over_remoting(cluster):
     env = {**os.environ, "ROCKETBOX_NAMESRV": remoting}
     read = json_lines(run_cli("consume", "OverRemoting", "--json", env=env, timeout_s=60))
     assert [m["body"] for m in read] == ["via 9876"]
+    # The probe is a wrong door knocking, logged as such, not as a malformed stream.
+    log = (Path(cluster.data_dir) / "logs" / "namesrv-0.log").read_text()
+    assert "a ZeroMQ greeting, not a RocketMQ frame" in log and "unusable frame" not in log
 
 
 def test_topic_status_and_consumer_progress(cluster, running_group):
