@@ -337,8 +337,12 @@ def child_specs(topology: Topology, *, restart_backoff_initial_s: float = 0.1,
                                backoff_initial_s=restart_backoff_initial_s))
     if topology.proxy is not None:
         # Last: it needs nothing to boot (it asks the NameServers when clients ask it).
+        # HOME: the rocketmq 5 client package the proxy imports for its protos opens its log at
+        # ~/logs/rocketmq_python/rocketmq_client.log on import; with the data dir as HOME it lands
+        # in <data dir>/logs/ beside the processes' logs, not in the user's home.
         specs.append(ChildSpec(name="proxy", module="rocketbox.cluster.procs.proxy",
                                args=("--config-json", topology.proxy.to_json()), role="proxy", start_order=3,
+                               env={"HOME": topology.data_dir},
                                ready_timeout_s=60.0, backoff_initial_s=restart_backoff_initial_s))
     if topology.console is not None:
         # Last too: it asks the NameServers and brokers only when a page is opened.

@@ -32,8 +32,9 @@ Commands that talk to a cluster find its NameServers in ``--namesrv``, else in
 means the default NameServer port). Read commands take ``--json`` (records as JSON Lines, one
 document as one JSON object: ``common.py``). Everything binds to 127.0.0.1 by default.
 
-Exit codes: 0 done; 1 the request failed or found nothing (the reason on stderr); 2 a usage
-error; 130 interrupted; 141 the reader of stdout went away (``| head``), as a process killed by
+Exit codes: 0 done; 1 the request failed or found nothing (an unknown group or topic, no such
+message: the reason on stderr); 2 a usage error (a topic or group name the cluster could never
+take included: ``common.valid_name``); 130 interrupted; 141 the reader of stdout went away (``| head``), as a process killed by
 SIGPIPE would report.
 
 Several hosts: ``cluster up --role namesrv --host A`` on one, and on each other host
@@ -57,11 +58,12 @@ from rocketbox.cluster.cli import (acl_cmds, admin_cmds, client_cmds, cluster_cm
 from rocketbox.cluster.cli.client_cmds import query_problem
 from rocketbox.cluster.cli.cluster_cmds import role_problem
 from rocketbox.cluster.cli.common import DATA_DIR_DEFAULT
+from rocketbox.cluster.cli.parsing import CommandParser
 from rocketbox.cluster.file_modes import make_private
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="cluster", description="RocketBox: a RocketMQ-style cluster in a box")
+    parser = CommandParser(prog="cluster", description="RocketBox: a RocketMQ-style cluster in a box")
     parser.add_argument("--data-dir", default=DATA_DIR_DEFAULT, help=f"default {DATA_DIR_DEFAULT}")
     parser.add_argument("--namesrv", help="NameServer addresses, host:port;host:port")
     sub = parser.add_subparsers(dest="command", required=True)
