@@ -19,6 +19,7 @@ _SEPARATOR = " "
 # RocketMQ's reason for any handle it cannot read (its DecoderException message).
 INVALID = "recall handle is invalid"
 _LONG = re.compile(r"[+-]?[0-9]+")
+_URL_BASE64 = re.compile(r"[A-Za-z0-9_-]+={0,2}")
 
 
 @dataclass(frozen=True)
@@ -37,11 +38,11 @@ def build(topic: str, broker_name: str, timestamp_ms: int, message_id: str) -> s
 def decode(handle: str) -> RecallHandle:
     """The handle's fields; ValueError(INVALID) for anything Java's decoder refuses or whose text is
     not version 1 with five fields (fields past the fifth are ignored, as RocketMQ does)."""
-    if not handle:
+    if not handle or not _URL_BASE64.fullmatch(handle):
+        # Java's URL decoder takes the text with or without its padding, and no other alphabet.
         raise ValueError(INVALID)
     try:
         raw = handle.encode("ascii")
-        # Java's URL decoder takes the text with or without its padding, and no other alphabet.
         if not raw.endswith(b"="):
             raw += b"=" * (-len(raw) % 4)
         raw = base64.b64decode(raw, altchars=b"-_", validate=True)
