@@ -127,6 +127,8 @@ class RequestCode(enum.IntEnum):
     QUERY_CONSUME_QUEUE = 321
     # A half message written again so its transaction is checked again from zero.
     RESUME_CHECK_HALF_MESSAGE = 323
+    # RocketMQ 5.3.2: cancel a timed message before it is due, by the recall handle its send answered.
+    RECALL_MESSAGE = 370
     # The groups consuming a topic: those with offsets on it and those online subscribing to it.
     QUERY_TOPIC_CONSUME_BY_WHO = 300
     # mqadmin deleteExpiredCommitLog: delete expired CommitLog segments now, not at deleteWhen.
@@ -202,6 +204,7 @@ class ResponseCode(enum.IntEnum):
     SUBSCRIPTION_GROUP_NOT_EXIST = 26
     CONSUMER_NOT_ONLINE = 206
     NO_MESSAGE = 208   # a pop ack whose message is acked already or was delivered again
+    ILLEGAL_OPERATION = 604   # a recall whose handle is unreadable, or names another topic, broker or time
     # Ours, in a range RocketMQ does not use: the disk under the store is full.
     DISK_FULL = 1001
 
@@ -267,6 +270,7 @@ SERVED_BY: dict[RequestCode, str] = {
     RequestCode.CLONE_GROUP_OFFSET: BROKER,
     RequestCode.QUERY_CONSUME_QUEUE: BROKER,
     RequestCode.RESUME_CHECK_HALF_MESSAGE: BROKER,
+    RequestCode.RECALL_MESSAGE: BROKER,
     RequestCode.UPDATE_AND_CREATE_ACL_CONFIG: BROKER,
     RequestCode.DELETE_ACL_CONFIG: BROKER,
     RequestCode.GET_BROKER_CLUSTER_ACL_INFO: BROKER,

@@ -24,9 +24,11 @@ from rocketbox.cluster.broker.context import BrokerContext
 from rocketbox.cluster.broker.meters import InTraffic
 from rocketbox.cluster.broker.transaction import HALF_TOPIC
 from rocketbox.cluster.message.ids import pack_host
+from rocketbox.cluster.message import recall_handle
 from rocketbox.cluster.message.properties import (PROPERTY_CLUSTER, PROPERTY_DELAY, PROPERTY_SEPARATOR,
-                                                  PROPERTY_TIMER_DELIVER_MS, PROPERTY_TRAN_MSG, PROPERTY_WAIT,
-                                                  decode_properties, encode_properties, property_mark)
+                                                  PROPERTY_TIMER_OUT_MS, PROPERTY_TRAN_MSG, PROPERTY_UNIQ_KEY,
+                                                  PROPERTY_WAIT, decode_properties, encode_properties, property_mark)
+from rocketbox.cluster.shm.schedule_format import TIMER_PROPERTIES, is_timed
 from rocketbox.cluster.message.sysflags import (SYSFLAG_COMPRESSED, SYSFLAG_COMPRESSION_TYPE_MASK, SYSFLAG_MULTI_TAGS,
                                                 SYSFLAG_TRANSACTION_MASK, SYSFLAG_TRANSACTION_PREPARED)
 from rocketbox.cluster.shm.store import MessageToStore, PutMessageStatus as PutStatus
@@ -77,7 +79,7 @@ def stored_send_properties(properties_text: str, cluster_mark: str, drop_wait: b
 
 
 _DELAY_MARK = property_mark(PROPERTY_DELAY)
-_TIMER_MARK = property_mark(PROPERTY_TIMER_DELIVER_MS)
+_TIMER_MARKS = tuple(property_mark(name) for name in TIMER_PROPERTIES)
 _HALF_MARK = property_mark(PROPERTY_TRAN_MSG, "true")
 _WAIT_MARK = property_mark(PROPERTY_WAIT)
 _WAIT_PAIR_START = PROPERTY_SEPARATOR + _WAIT_MARK
@@ -141,7 +143,7 @@ def parse(request: Command, now_ms) -> SendRequest:
     half = bool(sys_flag & SYSFLAG_TRANSACTION_PREPARED) or _HALF_MARK in text
     if half and batch:
         raise ProtocolError("a batch cannot be transactional", ResponseCode.MESSAGE_ILLEGAL)
-    delayed = _DELAY_MARK in text or _TIMER_MARK in text
+    delayed = _DELAY_MARK in text or any(mark in text for mark in _TIMER_MARKS)
     properties = None
     flag = reconsume_times = 0
     if not batch:   # a batch's properties are its items', in its body
@@ -233,6 +235,10 @@ class SendProcessor:
             "queueId": str(queue_id),
             "queueOffset": str(result.queue_offset),
         })
+        if send.delayed and not send.batch and store_topic == SCHEDULE_TOPIC:
+            handle = self._recall_handle(send, properties)
+            if handle:
+                response.fields["recallHandle"] = handle
         if not send.wait_store:
             return response
         return self.durability.answer(response, result.end_phys_offset, reply)
@@ -289,20 +295,32 @@ class SendProcessor:
         return {**props, PROPERTY_CLUSTER: self.cfg.cluster_name}
 
     def _park(self, send: SendRequest, queue_id: int) -> tuple[str, int, bytes, int, str]:
-        """Where a message with DELAY or TIMER_DELIVER_MS is stored (in SCHEDULE_TOPIC while it waits)."""
+        """Where a message with DELAY or a timer property is stored (in SCHEDULE_TOPIC while it waits)."""
         props = send.properties
-        if PROPERTY_DELAY in props and PROPERTY_TIMER_DELIVER_MS in props:
+        if PROPERTY_DELAY in props and is_timed(props):
             raise ProtocolError("a message has a delay level or a delivery time, not both",
                                 ResponseCode.MESSAGE_ILLEGAL)
         try:
-            schedule_queue = self.schedule.plan(props)
+            schedule_queue, parked = self.schedule.park(self._with_cluster(props), send.topic, queue_id)
         except ValueError:
-            raise ProtocolError("DELAY and TIMER_DELIVER_MS must be integers", ResponseCode.MESSAGE_ILLEGAL) from None
+            raise ProtocolError(f"{PROPERTY_DELAY} and the timer properties ({', '.join(TIMER_PROPERTIES)}) must be "
+                                f"integers", ResponseCode.MESSAGE_ILLEGAL) from None
         if schedule_queue is None:   # due now: stored as sent (WAIT kept, as RocketMQ writes it again)
             text = stored_send_properties(send.properties_text, self.cluster_mark, False)
             return send.topic, queue_id, text.encode(), send.sys_flag, "normal"
-        parked = self.schedule.parked_properties(self._with_cluster(props), send.topic, queue_id)
         return SCHEDULE_TOPIC, schedule_queue, encode_properties(parked), send.sys_flag, "delay"
+
+    def _recall_handle(self, send: SendRequest, stored_properties: bytes) -> str | None:
+        """The recall handle a parked timed message's send answers (RocketMQ's attachRecallHandle: not for
+        a delay level, nor a message bound for a retry topic)."""
+        if not is_timed(send.properties) or send.topic.startswith(RETRY_TOPIC_PREFIX):
+            return None
+        parked = decode_properties(stored_properties)
+        message_id = parked.get(PROPERTY_UNIQ_KEY)
+        if PROPERTY_TIMER_OUT_MS not in parked or not message_id:
+            return None
+        return recall_handle.build(send.topic, self.cfg.broker_name, int(parked[PROPERTY_TIMER_OUT_MS]) + 1,
+                                   message_id)
 
     def _retry_or_dead_letter(self, send: SendRequest, topic: str, queue_id: int) -> tuple[str, int]:
         """A send to a group's retry topic (a consumer whose CONSUMER_SEND_MSG_BACK failed resends the

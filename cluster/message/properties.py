@@ -23,6 +23,14 @@ PROPERTY_CRC32 = "__CRC32#"
 PROPERTY_CLUSTER = "CLUSTER"
 # The exact delivery time of a delayed message (RocketMQ 5's timer property), in ms since the epoch.
 PROPERTY_TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
+# A delay from the send, in seconds or ms (RocketMQ 5's Message.setDelayTimeSec / setDelayTimeMs).
+PROPERTY_TIMER_DELAY_SEC = "TIMER_DELAY_SEC"
+PROPERTY_TIMER_DELAY_MS = "TIMER_DELAY_MS"
+# What RocketMQ 5's timer adds to a timed message: when it is due (the delivery time floored to the
+# timer's precision), when the timer took it in, when it let it out.
+PROPERTY_TIMER_OUT_MS = "TIMER_OUT_MS"
+PROPERTY_TIMER_ENQUEUE_MS = "TIMER_ENQUEUE_MS"
+PROPERTY_TIMER_DEQUEUE_MS = "TIMER_DEQUEUE_MS"
 NAME_VALUE_SEPARATOR = "\x01"
 PROPERTY_SEPARATOR = "\x02"
 

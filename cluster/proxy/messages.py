@@ -8,6 +8,7 @@ from another.
 from __future__ import annotations
 
 import hashlib
+import time
 import zlib
 
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -20,6 +21,7 @@ from rocketbox.cluster.proxy.status import ProxyError
 from rocketbox.cluster.shm import commitlog_format as fmt
 from rocketbox.cluster.message.ids import unpack_host
 from rocketbox.cluster.message.properties import (SYSTEM_PROPERTIES, PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_TIMER_DELIVER_MS,
+                                                  PROPERTY_TIMER_DELAY_SEC,
                                                   PROPERTY_TRAN_MSG, PROPERTY_UNIQ_KEY, properties_text)
 from rocketbox.cluster.message.sysflags import SYSFLAG_TRANSACTION_PREPARED
 from rocketbox.cluster.message.compression import inflate
@@ -195,7 +197,11 @@ def incoming(record: fmt.Record, *, receipt_handle: str | None = None, delivery_
     system.store_timestamp.CopyFrom(timestamp(record.store_timestamp_ms))
     system.store_host = _host(record.store_host)
     deliver = props.get(PROPERTY_TIMER_DELIVER_MS)
-    if deliver and deliver.lstrip("-").isdigit():
+    delay_s = props.get(PROPERTY_TIMER_DELAY_SEC)
+    if delay_s and delay_s.isdigit():
+        # As RocketMQ's GrpcConverter reads a delay in seconds: from the moment the message is handed out.
+        system.delivery_timestamp.CopyFrom(timestamp(int(time.time() * 1000) + int(delay_s) * 1000))
+    elif deliver and deliver.lstrip("-").isdigit():
         system.delivery_timestamp.CopyFrom(timestamp(int(deliver)))
     if props.get(PROPERTY_SHARDING_KEY):
         system.message_group = props[PROPERTY_SHARDING_KEY]

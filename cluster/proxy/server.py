@@ -6,7 +6,7 @@ each RPC handed to its service, and the asyncio loop shaped as the supervisor's 
 Every RPC goes through one guard: the caller must name itself (``x-mq-client-id``); a refusal
 (``ProxyError``) is answered in the response's status; anything unexpected is answered
 INTERNAL_SERVER_ERROR and logged (rate-limited), and the proxy serves on. RPCs RocketMQ 5's proxy
-does not serve in cluster mode either (PullMessage, offsets, recall, lite subscriptions) are gRPC
+does not serve in cluster mode either (PullMessage, offsets, lite subscriptions) are gRPC
 UNIMPLEMENTED. Bounds: RPCs in flight (``max_concurrent_rpcs``: every open stream counts; beyond
 it gRPC refuses with RESOURCE_EXHAUSTED), request size (``max_request_bytes``), clients remembered
 (clients.py).
@@ -118,6 +118,10 @@ class MessagingService(service_grpc.MessagingServiceServicer):
     async def SendMessage(self, request, context):
         return await self._unary("SendMessage", self.producers.send_message, request, context,
                                  service.SendMessageResponse)
+
+    async def RecallMessage(self, request, context):
+        return await self._unary("RecallMessage", self.producers.recall_message, request, context,
+                                 service.RecallMessageResponse)
 
     async def EndTransaction(self, request, context):
         return await self._unary("EndTransaction", self.transactions.end_transaction, request, context,

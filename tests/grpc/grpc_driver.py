@@ -63,6 +63,7 @@ def received_line(message, **extra) -> dict:
             "keys": sorted(message.keys or []), "properties": dict(message.properties or {}),
             "topic": message.topic, "attempt": message.delivery_attempt, "group": message.message_group,
             "delivery_ms": message.delivery_timestamp, "born_ms": message.born_timestamp, "at": time.time(),
+            "type": message.message_type,
             "corrupted": message.corrupted, **extra}
 
 
@@ -79,11 +80,26 @@ def produce(spec: dict) -> None:
                 message = message_of(item, spec["topic"])
                 receipt = producer.send(message)
                 emit(sent=item["body"], message_id=receipt.message_id, offset=receipt.offset,
-                     delivery_s=message.delivery_timestamp, at=time.time())
+                     delivery_s=message.delivery_timestamp, at=time.time(), recall_handle=receipt.recall_handle)
             except Exception as exc:   # a refusal is an outcome the test checks
                 emit(sent=None, body=item["body"], **error_line(exc))
+                continue
+            if "recall" in item:   # the receipt's handle (True) or the one given, recalled at once
+                recall(producer, spec["topic"], item["body"],
+                       receipt.recall_handle if item["recall"] is True else item["recall"])
+        for handle in spec.get("recall_later", ()):
+            time.sleep(spec.get("recall_after_s", 0))
+            recall(producer, spec["topic"], None, handle)
     finally:
         producer.shutdown()
+
+
+def recall(producer, topic: str, body, handle: str) -> None:
+    """RecallMessage through the client's own ``recall_message``; its answer or its refusal."""
+    try:
+        emit(recalled=body, message_id=producer.recall_message(topic, handle), handle=handle)
+    except Exception as exc:
+        emit(recalled=None, body=body, handle=handle, **error_line(exc))
 
 
 def transaction(spec: dict) -> None:
