@@ -62,11 +62,14 @@ class ProducerService:
         outgoing = [messages.outgoing(m, self.settings, now_ms, call.peer_host) for m in request.messages]
         config = await self.gateway.topic_config(topic, route)
         declared = topic_attributes.declared_message_type((config or {}).get("attributes") or {})
+        accepted = topic_attributes.accepted_types(declared)
         for out in outgoing:
-            if out.type_name not in topic_attributes.accepted_types(declared):
+            if out.type_name not in accepted:
+                why = " (RocketBox does not serve Lite topics, RocketMQ 5.5)" \
+                    if out.type_name == topic_attributes.LITE else ""
                 raise ProxyError(Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
-                                 f"TopicMessageType validate failed, the expected type is {declared}, "
-                                 f"but actual type is {out.type_name}")
+                                 f"TopicMessageType validate failed, the expected type is "
+                                 f"{declared or ' or '.join(accepted)}, but actual type is {out.type_name}{why}")
         queues = [(name, queue_id) for name, data in self.gateway.writable(route)
                   for queue_id in range(data["writeQueueNums"])]
         if not queues:
