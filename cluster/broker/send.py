@@ -2,9 +2,10 @@
 
 ``on_send``: the broker may take writes and its disk keeps up → ``parse`` the header once into a
 ``SendRequest`` (properties decoded at most once, and only when a route needs them) → the topic and
-queue it goes to → ``_route``: half (the transaction's half topic), delayed (the schedule topic),
-a send to a retry topic past its group's maximum (the group's dead-letter topic), FIFO (a label
-only) → the store → the one durability wait (``durability.py``).
+queue it goes to (a priority message: the queue of its priority, ``_priority_queue``) → ``_route``:
+half (the transaction's half topic), delayed (the schedule topic), a send to a retry topic past its
+group's maximum (the group's dead-letter topic), FIFO (a label only) → the store → the one
+durability wait (``durability.py``).
 """
 
 from __future__ import annotations
@@ -25,9 +26,10 @@ from rocketbox.cluster.broker.meters import InTraffic
 from rocketbox.cluster.broker.transaction import HALF_TOPIC
 from rocketbox.cluster.message.ids import pack_host
 from rocketbox.cluster.message import recall_handle
-from rocketbox.cluster.message.properties import (PROPERTY_CLUSTER, PROPERTY_DELAY, PROPERTY_SEPARATOR,
-                                                  PROPERTY_TIMER_OUT_MS, PROPERTY_TRAN_MSG, PROPERTY_UNIQ_KEY,
-                                                  PROPERTY_WAIT, decode_properties, encode_properties, property_mark)
+from rocketbox.cluster.message.properties import (PROPERTY_CLUSTER, PROPERTY_DELAY, PROPERTY_PRIORITY,
+                                                  PROPERTY_SEPARATOR, PROPERTY_TIMER_OUT_MS,
+                                                  PROPERTY_TRAN_MSG, PROPERTY_UNIQ_KEY, PROPERTY_WAIT,
+                                                  decode_properties, encode_properties, property_mark)
 from rocketbox.cluster.shm.schedule_format import TIMER_PROPERTIES, is_timed
 from rocketbox.cluster.message.sysflags import (SYSFLAG_COMPRESSED, SYSFLAG_COMPRESSION_TYPE_MASK, SYSFLAG_MULTI_TAGS,
                                                 SYSFLAG_TRANSACTION_MASK, SYSFLAG_TRANSACTION_PREPARED)
@@ -85,6 +87,7 @@ _WAIT_MARK = property_mark(PROPERTY_WAIT)
 _WAIT_PAIR_START = PROPERTY_SEPARATOR + _WAIT_MARK
 # RocketMQ 5 marks a FIFO message by its sharding key (the message_type label "fifo").
 _SHARDING_KEY_MARK = property_mark("__SHARDINGKEY")
+_PRIORITY_MARK = property_mark(PROPERTY_PRIORITY)
 
 # The key each header field is read by: SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE carry RocketMQ's
 # one-letter names (SendMessageRequestHeaderV2, as the ACL check reads them), SEND_MESSAGE the long ones.
@@ -209,6 +212,8 @@ class SendProcessor:
                                 ResponseCode.MESSAGE_ILLEGAL)
         topic = send.topic
         queue_id = self._queue_of(send)
+        if _PRIORITY_MARK in send.properties_text and not send.batch and not topic.startswith(RETRY_TOPIC_PREFIX):
+            queue_id = self._priority_queue(send, queue_id)
         if send.batch:
             result = self.store.put_batch_body(topic, queue_id, send.body, sys_flag=send.sys_flag,
                                                born_timestamp_ms=send.born_timestamp_ms, born_host=send.born_host)
@@ -275,6 +280,23 @@ class SendProcessor:
             queue_id = next(self._round_robin) % topic_cfg.writeQueueNums
         return queue_id
 
+    def _priority_queue(self, send: SendRequest, queue_id: int) -> int:
+        """RocketMQ 5.4's SendMessageProcessor (RIP-80): a priority message (by its properties, whatever
+        the topic declares) goes to the queue of its priority, capped at the last write queue, so a
+        PRIORITY topic's pops can serve the higher queues first; a message of another type (half,
+        delayed, FIFO) loses the property. A value that is no integer >= 0 leaves the queue as it was."""
+        props = send.properties if send.properties is not None else decode_properties(send.properties_text.encode())
+        value = props.get(PROPERTY_PRIORITY, "")
+        if not (value.isascii() and value.isdigit() and int(value) < 1 << 31):   # Java's Integer.parseInt
+            return queue_id
+        priority = int(value)
+        if not (send.half or send.delayed or _SHARDING_KEY_MARK in send.properties_text):
+            return min(priority, self.topics.get(send.topic).writeQueueNums - 1)
+        props = {k: v for k, v in props.items() if k != PROPERTY_PRIORITY}
+        send.properties = props
+        send.properties_text = encode_properties(props).decode()
+        return queue_id
+
     def _route(self, send: SendRequest, queue_id: int) -> tuple[str, int, bytes, int, str]:
         """Where a single message is stored and as what: (topic, queue, properties, sysFlag, message type)."""
         topic, props = send.topic, send.properties
@@ -287,7 +309,8 @@ class SendProcessor:
         if topic.startswith(RETRY_TOPIC_PREFIX):
             topic, queue_id = self._retry_or_dead_letter(send, topic, queue_id)
         text = stored_send_properties(send.properties_text, self.cluster_mark, True, props)
-        message_type = "fifo" if _SHARDING_KEY_MARK in send.properties_text else "normal"
+        message_type = "fifo" if _SHARDING_KEY_MARK in send.properties_text else \
+            "priority" if _PRIORITY_MARK in send.properties_text else "normal"
         return topic, queue_id, text.encode(), send.sys_flag, message_type
 
     def _with_cluster(self, props: dict[str, str]) -> dict[str, str]:

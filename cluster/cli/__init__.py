@@ -12,7 +12,8 @@
     cluster tls [--host H] [--out DIR]             (a self-signed certificate and key: <data dir>/tls/)
     cluster up --tls-mode permissive|enforcing [--tls-cert F --tls-key F]  (TLS on the remoting doors, proxy)
     cluster config show [the flags of up]          (every process's settings under broker.conf's keys)
-    cluster topic create|update|list|route|delete [--queues N] [--message-type NORMAL|FIFO|DELAY|TRANSACTION|MIXED]
+    cluster topic create|update|list|route|delete [--queues N]
+                                               [--message-type NORMAL|FIFO|DELAY|TRANSACTION|MIXED|PRIORITY]
     cluster send | consume
     cluster query --id MSG_ID_OR_OFFSET_MSG_ID | --msg-id ID --topic T | --key K --topic T [--begin --end --max]
                 | --topic T [--broker B] --queue Q --offset N        (each with every group's consume status)

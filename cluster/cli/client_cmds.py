@@ -231,8 +231,9 @@ def add_parsers(sub) -> None:
     topic.add_argument("--queues", type=int_within(1, 1024), default=4, help="queues per broker, 1..1024")
     topic.add_argument("--perm", type=int_within(0, 7), default=6, help="4 read, 2 write (6: both)")
     topic.add_argument("--message-type", choices=MESSAGE_TYPES,
-                       help="what the topic takes (RocketMQ 5's message.type; default: every type, "
-                            "and update keeps the type it has)")
+                       help="what the topic takes (RocketMQ 5's message.type; default: every type but "
+                            "PRIORITY, and update keeps the type it has; PRIORITY: priority messages, the "
+                            "higher priorities popped first)")
     topic.add_argument("--group-topic", action="store_true",
                        help="allow a %%RETRY%%<group> or %%DLQ%%<group> name (the broker makes those itself)")
     topic.add_argument("--json", action="store_true", help="JSON instead of text")

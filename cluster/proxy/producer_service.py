@@ -85,10 +85,12 @@ class ProducerService:
         """MESSAGE_PROPERTY_CONFLICT_WITH_TYPE unless the topic takes messages of this type."""
         config = await self.gateway.topic_config(topic, route)
         declared = topic_attributes.declared_message_type((config or {}).get("attributes") or {})
-        if type_name not in topic_attributes.accepted_types(declared):
+        accepted = topic_attributes.accepted_types(declared)
+        if type_name not in accepted:
+            why = " (RocketBox does not serve Lite topics, RocketMQ 5.5)" if type_name == topic_attributes.LITE else ""
             raise ProxyError(Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
-                             f"TopicMessageType validate failed, the expected type is {declared}, "
-                             f"but actual type is {type_name}")
+                             f"TopicMessageType validate failed, the expected type is "
+                             f"{declared or ' or '.join(accepted)}, but actual type is {type_name}{why}")
 
     async def recall_message(self, call: Call, request: service.RecallMessageRequest) -> service.RecallMessageResponse:
         """RecallMessage (RocketMQ 5.3.2's RecallMessageActivity and ProducerProcessor.recallMessage): the
