@@ -51,6 +51,7 @@ import zlib
 from typing import NamedTuple
 
 from rocketbox.cluster.message.ids import offset_msg_id
+from rocketbox.cluster.shm.field_tables import offsets_of, struct_of
 from rocketbox.cluster.message.properties import NAME_VALUE_SEPARATOR, PROPERTY_CRC32, decode_properties
 from rocketbox.cluster.message.sysflags import (SYSFLAG_TRANSACTION_MASK, SYSFLAG_TRANSACTION_PREPARED,
                                                 SYSFLAG_TRANSACTION_ROLLBACK)
@@ -61,21 +62,29 @@ BLANK_MAGIC = 0xCBD43194
 MAGIC_SIGNED = MAGIC - (1 << 32)
 BLANK_MAGIC_SIGNED = BLANK_MAGIC - (1 << 32)
 
-# Everything up to and including the body length field.
-HEAD = struct.Struct(">iiiiiqqiq8sq8siqi")
+# Everything up to and including the body length field, in order (the table above; the native
+# helper's OFF_* constants are generated from it).
+RECORD_HEAD_FIELDS = (
+    ("TOTALSIZE", "i"), ("MAGIC", "i"), ("BODYCRC", "i"), ("QUEUEID", "i"), ("FLAG", "i"),
+    ("QUEUEOFFSET", "q"), ("PHYSICALOFFSET", "q"), ("SYSFLAG", "i"), ("BORNTIMESTAMP", "q"),
+    ("BORNHOST", "8s"), ("STORETIMESTAMP", "q"), ("STOREHOST", "8s"), ("RECONSUMETIMES", "i"),
+    ("PREPAREDOFFSET", "q"), ("BODYLEN", "i"),
+)
+HEAD = struct_of(RECORD_HEAD_FIELDS)
+HEAD_OFFSETS = offsets_of(RECORD_HEAD_FIELDS)
 HEAD_SIZE = HEAD.size  # 88
 FIXED_SIZE = HEAD_SIZE + 1 + 2  # 91: + topic length byte + properties length
 BLANK_HEAD = struct.Struct(">ii")
 BLANK_SIZE_MIN = BLANK_HEAD.size  # a file always keeps room for the blank marker
 
-OFF_TOTALSIZE = 0
-OFF_MAGIC = 4
-OFF_BODYCRC = 8
-OFF_QUEUEID = 12
-OFF_QUEUEOFFSET = 20
-OFF_PHYSICALOFFSET = 28
-OFF_SYSFLAG = 36
-OFF_STORETIMESTAMP = 56
+OFF_TOTALSIZE = HEAD_OFFSETS["TOTALSIZE"]
+OFF_MAGIC = HEAD_OFFSETS["MAGIC"]
+OFF_BODYCRC = HEAD_OFFSETS["BODYCRC"]
+OFF_QUEUEID = HEAD_OFFSETS["QUEUEID"]
+OFF_QUEUEOFFSET = HEAD_OFFSETS["QUEUEOFFSET"]
+OFF_PHYSICALOFFSET = HEAD_OFFSETS["PHYSICALOFFSET"]
+OFF_SYSFLAG = HEAD_OFFSETS["SYSFLAG"]
+OFF_STORETIMESTAMP = HEAD_OFFSETS["STORETIMESTAMP"]
 OFF_BODY = HEAD_SIZE
 
 TOPIC_LENGTH_MAX = 127
