@@ -1,7 +1,10 @@
 """The CommitLog record: RocketMQ's byte layout, the only place that knows it.
 
-Pure: no I/O. The broker, reput, recovery, replication and the client all call
-these functions; nobody else packs or unpacks a record.
+Pure: no I/O. The reput, recovery, replication and the client read records with these
+functions; nobody else unpacks one. The broker writes every record through the C encoder
+(``_native/record_write.c``, from ``record_writer.py``), whose constants are generated from
+``RECORD_HEAD_FIELDS`` below; ``encode``/``encode_batch`` here are the oracle the tests hold its
+bytes to.
 
 Record, big-endian (SPEC §4), 91 fixed bytes + body + topic + properties:
 
@@ -387,16 +390,14 @@ def batch_record_sizes(topic_len: int, messages, properties=None) -> list[int]:
 def encode_batch(messages, sizes, *, topic: bytes, queue_id: int, queue_offset_first: int,
                  phys_offset_first: int, store_timestamp_ms: int,
                  store_host: bytes, record_crc: bool = False, properties=None) -> tuple[bytes, int]:
-    """Consecutive records of one queue as one bytes object, and the next queue offset.
-
-    The broker's hot path.
+    """Consecutive records of one queue as one bytes object, and the next queue offset: the oracle
+    the C encoder's bytes are tested against (the broker writes through ``record_writer.py``).
 
     ``messages`` have body, flag, properties (bytes), sys_flag, born_timestamp_ms,
     born_host, reconsume_times, prepared_transaction_offset; ``sizes`` come from
     ``batch_record_sizes``. Queue offsets count up from ``queue_offset_first``, except
     that a transaction PREPARED or ROLLBACK record gets queue offset 0 and takes no
-    number (RocketMQ CommitLog.doAppend: it never enters a ConsumeQueue). One join
-    instead of a write per field keeps the per-message Python work to a few calls.
+    number (RocketMQ CommitLog.doAppend: it never enters a ConsumeQueue).
     ``properties``, when given, are what the records store instead of each ``m.properties``;
     ``record_crc``: the stored properties end with the reserved CRC property
     (``stored_properties``), sealed here. Raises struct.error / ValueError / TypeError for

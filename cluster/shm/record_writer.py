@@ -147,47 +147,49 @@ class RecordWriter:
         if not records:
             return _ILLEGAL
         record_crc = self.record_crc
-        size_max = self.cfg.message_size_bytes_max
         record_size = _native.record_size
         topic_len = len(topic_bytes)
         try:
-            sizes = [record_size(len(m.body), m.properties, topic_len, record_crc=record_crc) for m in records]
+            if len(records) == 1:   # most puts: no list to build
+                only = records[0]
+                sizes = (record_size(len(only.body), only.properties, topic_len, record_crc),)
+            else:
+                sizes = [record_size(len(m.body), m.properties, topic_len, record_crc) for m in records]
         except (ValueError, TypeError, AttributeError):   # MalformedBatch is a ValueError
             return _ILLEGAL
-        if max(sizes) > size_max:
+        if max(sizes) > self.cfg.message_size_bytes_max:
             return _ILLEGAL
         key = (topic, queue_id)
         queue_offset = self.next_offsets.get(key, 0)
         store_ts = _now_ms()
         store_host = self.store_host
         encode = _native.encode_record
-        numbered = [m.sys_flag & SYSFLAG_TRANSACTION_MASK not in _NOT_NUMBERED for m in records]
+        next_offset = queue_offset
 
         def fill(buf, pos: int, phys: int) -> None:
+            nonlocal next_offset
             offset = queue_offset
-            for m, size, takes_number in zip(records, sizes, numbered):
-                encode(buf, pos, size, m.body, m.properties, topic_bytes, flag=m.flag,
-                       reconsume_times=m.reconsume_times, queue_id=queue_id, queue_offset=offset,
-                       phys_offset=phys, sys_flag=m.sys_flag, born_timestamp_ms=m.born_timestamp_ms,
-                       born_host=m.born_host, store_timestamp_ms=store_ts, store_host=store_host,
-                       prepared_transaction_offset=m.prepared_transaction_offset, record_crc=record_crc)
-                offset += takes_number
+            for m, size in zip(records, sizes):
+                sys_flag = m.sys_flag
+                encode(buf, pos, size, m.body, m.properties, topic_bytes, m.flag, m.reconsume_times, queue_id,
+                       offset, phys, sys_flag, m.born_timestamp_ms, m.born_host, store_ts, store_host,
+                       m.prepared_transaction_offset, record_crc)
+                offset += sys_flag & SYSFLAG_TRANSACTION_MASK not in _NOT_NUMBERED
                 pos += size
                 phys += size
+            next_offset = offset
 
-        try:   # the helper checks every field of a record before it writes a byte of it
+        try:   # the helper checks every field of a record before it writes a byte of it; nothing is published
             outcome = self.commitlog.append(sum(sizes), fill)
-        except (ValueError, TypeError, OverflowError):
+        except (ValueError, TypeError, OverflowError, AttributeError):
             return _ILLEGAL
         if outcome.status is not AppendStatus.OK:
             return _append_refused(outcome.status)
-        count = len(sizes)
         phys = outcome.phys_offset
-        if count == 1:   # a single send
-            return self._published(key, queue_offset, queue_offset + numbered[0], 1, phys, (sizes[0],), 0,
-                                   offset_msg_id(store_host, phys))
+        if len(sizes) == 1:   # a single send
+            return self._published(key, queue_offset, next_offset, 1, phys, sizes, 0, offset_msg_id(store_host, phys))
         ends = array("q", itertools.accumulate(sizes))
-        return self._published(key, queue_offset, queue_offset + sum(numbered), count, phys, ends, 0,
+        return self._published(key, queue_offset, next_offset, len(sizes), phys, ends, 0,
                                _native.offset_msg_ids(store_host, phys, ends, 0))
 
     def _new_topic(self, topic: str) -> bytes | None:
