@@ -33,7 +33,7 @@ from rocketbox.cluster.message.properties import (PROPERTY_CLUSTER, PROPERTY_DEL
 from rocketbox.cluster.shm.schedule_format import TIMER_PROPERTIES, is_timed
 from rocketbox.cluster.message.sysflags import (SYSFLAG_COMPRESSED, SYSFLAG_COMPRESSION_TYPE_MASK, SYSFLAG_MULTI_TAGS,
                                                 SYSFLAG_TRANSACTION_MASK, SYSFLAG_TRANSACTION_PREPARED)
-from rocketbox.cluster.shm.store import MessageToStore, PutMessageStatus as PutStatus
+from rocketbox.cluster.shm.store import BatchBody, MessageToStore, PutMessageStatus as PutStatus
 from rocketbox.cluster.wire_format import Command
 
 log = logging.getLogger(__name__)
@@ -215,8 +215,8 @@ class SendProcessor:
         if _PRIORITY_MARK in send.properties_text and not send.batch and not topic.startswith(RETRY_TOPIC_PREFIX):
             queue_id = self._priority_queue(send, queue_id)
         if send.batch:
-            result = self.store.put_batch_body(topic, queue_id, send.body, sys_flag=send.sys_flag,
-                                               born_timestamp_ms=send.born_timestamp_ms, born_host=send.born_host)
+            result = self.store.put_messages(topic, queue_id, BatchBody(send.body, send.sys_flag, send.born_timestamp_ms,
+                                                                        send.born_host))
             if result.status == PutStatus.MESSAGE_ILLEGAL:
                 raise ProtocolError("malformed batch body: its items do not add up", ResponseCode.MESSAGE_ILLEGAL)
             message_type = "normal"
@@ -225,7 +225,7 @@ class SendProcessor:
             message = MessageToStore(body=send.body, flag=send.flag, properties=properties, sys_flag=sys_flag,
                                      born_timestamp_ms=send.born_timestamp_ms, born_host=send.born_host,
                                      reconsume_times=send.reconsume_times)
-            result = self.store.put_message(store_topic, store_queue, message)
+            result = self.store.put_messages(store_topic, store_queue, (message,))
             if store_topic not in (topic, HALF_TOPIC) and result.status == PutStatus.PUT_OK:
                 result = result._replace(queue_offset=-1)   # its place in the topic is known on delivery
         if result.status != PutStatus.PUT_OK:
