@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from tests.cli_helpers import run_cli, up_on_free_ports
+from tests.cli_helpers import PORT_FLAGS_COUNT, port_flags, run_cli, up_on_free_ports
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -51,14 +51,9 @@ def test_a_live_change_outlives_a_restart_and_the_file_named_again_wins(tmp_path
     conf = tmp_path / "broker.conf"
     conf.write_text(BROKER_CONF)
 
-    def up_args(ports: list[int]) -> list[str]:
-        namesrv_port, broker_port, namesrv_remoting, broker_remoting, metrics = ports
-        return ["up", "--detach", "-c", str(conf), "--namesrv-port", str(namesrv_port),
-                "--broker-port", str(broker_port), "--namesrv-remoting-port", str(namesrv_remoting),
-                "--broker-remoting-port", str(broker_remoting), "--metrics-port", str(metrics),
-                "--no-proxy", "--no-console"]
-
-    ports, _up = up_on_free_ports(5, up_args, data_dir=data_dir)
+    ports, _up = up_on_free_ports(PORT_FLAGS_COUNT,
+                                  lambda picked: ["up", "--detach", "-c", str(conf), *port_flags(picked)],
+                                  data_dir=data_dir)
     namesrv = f"127.0.0.1:{ports[0]}"
     try:
         assert _running(data_dir, namesrv)["fileReservedTime"] == "72"
