@@ -1,6 +1,7 @@
 """What the metrics exporter process is told: where to listen, which brokers to ask, where the
-supervisor's run state is, which NameServers to ask for their refusals. Built by the topology from the brokers' RocketMQ settings
-(metricsPromExporterHost / metricsPromExporterPort); passed as JSON on the command line."""
+supervisor's run state is, which NameServers to ask for their refusals. Built by the topology from
+the brokers' RocketMQ settings (metricsPromExporterHost / metricsPromExporterPort); passed as JSON
+on the command line."""
 
 from __future__ import annotations
 
