@@ -173,6 +173,8 @@ class RequestCode(enum.IntEnum):
     # RocketBox's own (RocketMQ's broker exports its metrics itself): every number the cluster's
     # metrics exporter publishes about a broker, in one JSON answer (broker/metrics.py).
     GET_BROKER_METRICS = 9901
+    # The same for a NameServer: what its access control refused (namesrv.py).
+    GET_NAMESRV_METRICS = 9902
     # RocketMQ 5's pop consumption (broker/pop.py): the broker keeps what each consumer holds.
     POP_MESSAGE = 200050
     ACK_MESSAGE = 200051
@@ -310,6 +312,7 @@ SERVED_BY: dict[RequestCode, str] = {
     RequestCode.CONTROLLER_REGISTER_BROKER: NAMESRV,
     RequestCode.CONTROLLER_GET_REPLICA_INFO: NAMESRV,
     RequestCode.CONTROLLER_GET_METADATA_INFO: NAMESRV,
+    RequestCode.GET_NAMESRV_METRICS: NAMESRV,
     RequestCode.GET_BROKER_EPOCH_CACHE: BROKER,
     RequestCode.GET_BROKER_METRICS: BROKER,
     RequestCode.POP_MESSAGE: BROKER,

@@ -32,7 +32,7 @@ from rocketbox.cluster.config import (ASYNC_FLUSH, BROKER_PORT_DEFAULT, BROKER_P
 from rocketbox.cluster.console.settings import ConsoleSettings, loopback_problem
 from rocketbox.cluster.controller.secret import default_secret_path, make_secret
 from rocketbox.cluster.file_modes import exposure
-from rocketbox.cluster.metrics.settings import BrokerTarget, ExporterSettings
+from rocketbox.cluster.metrics.settings import BrokerTarget, ExporterSettings, NamesrvTarget
 from rocketbox.cluster.proxy.settings import ProxySettings
 from rocketbox.cluster.shm import commitlog_format
 from rocketbox.cluster.shm.control_format import heartbeat_offset
@@ -115,6 +115,10 @@ def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
     finally:
         for s in sockets:
             s.close()
+
+
+def namesrv_name(index: int) -> str:
+    return f"namesrv-{index}"
 
 
 def broker_name(index: int) -> str:
@@ -208,7 +212,7 @@ def build_topology(data_dir: str, *, namesrv_count: int = 1, broker_count: int =
         broker_remoting_ports = [0] * broker_count
         slave_remoting_ports = [0] * (broker_count * slave_count)
     namesrvs = tuple(NamesrvConfig(host=host, port=namesrv_ports[i], remoting_port=namesrv_remoting_ports[i],
-                                   data_dir=os.path.join(data_dir, f"namesrv-{i}"), **(namesrv_overrides or {}))
+                                   data_dir=os.path.join(data_dir, namesrv_name(i)), **(namesrv_overrides or {}))
                      for i in range(namesrv_count))
     if failover:
         controller_ports = controller_ports or [p + CONTROLLER_PORT_OFFSET for p in namesrv_ports[:namesrv_count]]
@@ -314,7 +318,7 @@ def child_specs(topology: Topology, *, restart_backoff_initial_s: float = 0.1,
                 heartbeat_timeout_s: float = HEARTBEAT_TIMEOUT_S_DEFAULT) -> list[ChildSpec]:
     specs = []
     for i, ns in enumerate(topology.namesrvs):
-        specs.append(ChildSpec(name=f"namesrv-{i}", module="rocketbox.cluster.procs.namesrv",
+        specs.append(ChildSpec(name=namesrv_name(i), module="rocketbox.cluster.procs.namesrv",
                                args=("--config-json", to_json(ns)), role="namesrv", start_order=0,
                                backoff_initial_s=restart_backoff_initial_s))
     for cfg in topology.brokers + topology.slaves:
@@ -364,6 +368,8 @@ def exporter_settings(topology: Topology) -> ExporterSettings | None:
     return ExporterSettings(host=host, port=first.metrics_prom_exporter_port,
                             cluster_name=first.cluster_name,
                             brokers=tuple(BrokerTarget(b.address, b.broker_name, b.broker_id) for b in brokers),
+                            namesrvs=tuple(NamesrvTarget(f"{n.host}:{n.port}", namesrv_name(i))
+                                           for i, n in enumerate(topology.namesrvs)),
                             state_path=os.path.join(topology.data_dir, STATE_FILE_NAME), acl_file=acl_file,
                             require_credentials=bool(acl_file) and (topology.require_credentials
                                                                     or loopback_problem(host) is not None))

@@ -63,6 +63,19 @@ def free_remoting_ports() -> tuple[str, ...]:
             "--broker-remoting-port", str(free_port_block([0, 2, 10, 12])))
 
 
+# How many free ports ``port_flags`` takes.
+PORT_FLAGS_COUNT = 5
+
+
+def port_flags(ports: list[int]) -> list[str]:
+    """``up``'s flags for a cluster of one NameServer and one broker on ``ports`` (PORT_FLAGS_COUNT
+    free ones: NameServer, broker, their remoting doors, metrics), without proxy and console."""
+    namesrv_port, broker_port, namesrv_remoting, broker_remoting, metrics = ports
+    return ["--namesrv-port", str(namesrv_port), "--broker-port", str(broker_port),
+            "--namesrv-remoting-port", str(namesrv_remoting), "--broker-remoting-port", str(broker_remoting),
+            "--metrics-port", str(metrics), "--no-proxy", "--no-console"]
+
+
 def json_lines(proc: subprocess.CompletedProcess) -> list:
     """The records a ``--json`` command printed (JSON Lines)."""
     return [json.loads(line) for line in proc.stdout.splitlines()]

@@ -10,7 +10,7 @@ import signal
 import sys
 import time
 
-from rocketbox.cluster.cli import broker_roles, up_config, up_settings
+from rocketbox.cluster.cli import broker_roles, setting_sources, up_config, up_settings
 from rocketbox.cluster.cli.busy_ports import busy_port_problem
 from rocketbox.cluster.cli.common import namesrv_env, new_console, print_json, table
 from rocketbox.cluster.cli.up_settings import STORE_PROFILES
@@ -184,6 +184,9 @@ def cmd_up(args) -> int:
     if busy:
         print(f"error: {busy}", file=sys.stderr)
         return 1
+    # A flag or the broker.conf given now wins over a live change of the same setting (setting_sources.py).
+    for note in setting_sources.drop_superseded_live(topology.brokers + topology.slaves, args):
+        print(f"note: {note}", file=sys.stderr)
     specs = child_specs(topology)
     up_settings.save(args)
     console = new_console()
