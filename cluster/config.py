@@ -320,6 +320,9 @@ class BrokerConfig:
     # Serve SQL92 subscriptions (RocketMQ's enablePropertyFilter, off by default there too):
     # filtering reads each candidate's properties from the CommitLog.
     enable_property_filter: bool = False
+    # Serve RECALL_MESSAGE and the proxy's RecallMessage (RocketMQ 5.3.2's recallMessageEnable, off by
+    # default there too): a timed message recalled before it is due is never delivered (broker/recall.py).
+    recall_message_enabled: bool = False
     # High availability (broker/ha.py). A master's HA endpoint (0: port + 1), where slaves connect.
     ha_port: int = 0
     # A slave's master HA endpoint, host:port.

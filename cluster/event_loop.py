@@ -24,7 +24,7 @@ from typing import Callable
 
 import zmq
 
-from rocketbox.cluster.fast_failure import RunQueueDelay, empty_as_of
+from rocketbox.cluster.loop_stalls import RunQueueDelay, empty_as_of
 
 log = logging.getLogger(__name__)
 

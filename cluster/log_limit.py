@@ -5,7 +5,10 @@ lines of one kind per ``interval_s``; the lines it holds back are counted, and t
 that kind that is written says how many were held back since ("... (1234 more like this held back
 in the last 10 s)"). A flood that stops leaves no such next line: ``report_held_back()`` (every
 few seconds on a thread of each cluster process, ``start_reporter``) writes one line for each kind
-whose window ended with lines held back, with the last of them as the example. ``kind`` must come
+whose window ended with lines held back, with the last of them as the example, and a process
+about to exit reports every window still holding lines back (``report_held_back(every=True)``,
+``procs/runner.py``): a flood and a ``cluster down`` within one window would otherwise leave the
+count unsaid. ``kind`` must come
 from a small set (a door's name, a request code the process serves), never from a peer's bytes:
 past ``KINDS_MAX`` kinds the rest share one window.
 """
@@ -90,13 +93,14 @@ class RateLimitedLog:
             held, window.held, window.example = window.held, 0, None
             return f" ({held} more like this held back in the last {self.interval_s:g} s)"
 
-    def report_held_back(self) -> int:
-        """One line for each kind whose window ended with lines held back; how many were written."""
+    def report_held_back(self, every: bool = False) -> int:
+        """One line for each kind whose window ended (``every``: ended or not) with lines held back;
+        how many were written."""
         now = self.clock()
         due = []
         with self._lock:
             for kind, window in self._windows.items():
-                if window.held and now - window.start >= self.interval_s:
+                if window.held and (every or now - window.start >= self.interval_s):
                     due.append((window.held, window.example))
                     self._windows[kind] = _Window(now)
                     self._windows[kind].written = 1
@@ -130,9 +134,9 @@ class LimitingFilter(logging.Filter):
         return True
 
 
-def report_held_back() -> int:
+def report_held_back(every: bool = False) -> int:
     """``RateLimitedLog.report_held_back`` of every limiter of the process."""
-    return sum(limiter.report_held_back() for limiter in list(_live))
+    return sum(limiter.report_held_back(every) for limiter in list(_live))
 
 
 def start_reporter(interval_s: float = REPORT_INTERVAL_S) -> None:

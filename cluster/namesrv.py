@@ -216,6 +216,8 @@ class NamesrvService:
         self.table = RouteTable()
         self.kv = KvConfig(os.path.join(cfg.data_dir, KV_FILE_NAME) if cfg.data_dir else "")
         kv_requests = KvConfigRequests(self.kv)
+        # Refusals of access control per door and kind (procs/namesrv.py sets it when access control is on).
+        self.acl_refusals = lambda: []
         # The failover controller's handlers (cluster/controller/service.py) when this node runs one.
         controller_handlers = controller.handlers if controller is not None else {
             code: self.on_no_controller for code in CONTROLLER_CODES}
@@ -231,6 +233,7 @@ class NamesrvService:
             RequestCode.GET_KV_CONFIG: kv_requests.on_get,
             RequestCode.DELETE_KV_CONFIG: kv_requests.on_delete,
             RequestCode.GET_KVLIST_BY_NAMESPACE: kv_requests.on_list,
+            RequestCode.GET_NAMESRV_METRICS: self.on_metrics,
             **NamesrvAdmin(self).handlers(),
         }
 
@@ -299,6 +302,10 @@ class NamesrvService:
     def on_topic_list(self, request: Command, reply=None) -> Command:
         return request.response(ResponseCode.SUCCESS,
                                 body=to_json_bytes({"topicList": sorted(self.table.topics)}))
+
+    def on_metrics(self, request: Command, reply=None) -> Command:
+        """What the cluster's metrics exporter publishes about this NameServer (``metrics/families.py``)."""
+        return request.response(ResponseCode.SUCCESS, body=to_json_bytes({"aclRefusals": self.acl_refusals()}))
 
     @answers_refusals
     def on_delete_topic(self, request: Command, reply=None) -> Command:

@@ -127,6 +127,8 @@ class RequestCode(enum.IntEnum):
     QUERY_CONSUME_QUEUE = 321
     # A half message written again so its transaction is checked again from zero.
     RESUME_CHECK_HALF_MESSAGE = 323
+    # RocketMQ 5.3.2: cancel a timed message before it is due, by the recall handle its send answered.
+    RECALL_MESSAGE = 370
     # The groups consuming a topic: those with offsets on it and those online subscribing to it.
     QUERY_TOPIC_CONSUME_BY_WHO = 300
     # mqadmin deleteExpiredCommitLog: delete expired CommitLog segments now, not at deleteWhen.
@@ -171,6 +173,8 @@ class RequestCode(enum.IntEnum):
     # RocketBox's own (RocketMQ's broker exports its metrics itself): every number the cluster's
     # metrics exporter publishes about a broker, in one JSON answer (broker/metrics.py).
     GET_BROKER_METRICS = 9901
+    # The same for a NameServer: what its access control refused (namesrv.py).
+    GET_NAMESRV_METRICS = 9902
     # RocketMQ 5's pop consumption (broker/pop.py): the broker keeps what each consumer holds.
     POP_MESSAGE = 200050
     ACK_MESSAGE = 200051
@@ -202,6 +206,7 @@ class ResponseCode(enum.IntEnum):
     SUBSCRIPTION_GROUP_NOT_EXIST = 26
     CONSUMER_NOT_ONLINE = 206
     NO_MESSAGE = 208   # a pop ack whose message is acked already or was delivered again
+    ILLEGAL_OPERATION = 604   # a recall whose handle is unreadable, or names another topic, broker or time
     # Ours, in a range RocketMQ does not use: the disk under the store is full.
     DISK_FULL = 1001
 
@@ -267,6 +272,7 @@ SERVED_BY: dict[RequestCode, str] = {
     RequestCode.CLONE_GROUP_OFFSET: BROKER,
     RequestCode.QUERY_CONSUME_QUEUE: BROKER,
     RequestCode.RESUME_CHECK_HALF_MESSAGE: BROKER,
+    RequestCode.RECALL_MESSAGE: BROKER,
     RequestCode.UPDATE_AND_CREATE_ACL_CONFIG: BROKER,
     RequestCode.DELETE_ACL_CONFIG: BROKER,
     RequestCode.GET_BROKER_CLUSTER_ACL_INFO: BROKER,
@@ -306,6 +312,7 @@ SERVED_BY: dict[RequestCode, str] = {
     RequestCode.CONTROLLER_REGISTER_BROKER: NAMESRV,
     RequestCode.CONTROLLER_GET_REPLICA_INFO: NAMESRV,
     RequestCode.CONTROLLER_GET_METADATA_INFO: NAMESRV,
+    RequestCode.GET_NAMESRV_METRICS: NAMESRV,
     RequestCode.GET_BROKER_EPOCH_CACHE: BROKER,
     RequestCode.GET_BROKER_METRICS: BROKER,
     RequestCode.POP_MESSAGE: BROKER,

@@ -152,13 +152,20 @@ def decode_frame_payload(payload: bytes | memoryview) -> tuple[Command, int]:
     return cmd, serialize_type
 
 
+# ZMTP's greeting opens with 0xFF: read as a length word, a negative one.
+ZMTP_SIGNATURE_FIRST_BYTE = 0xFF
+
+
 class BadFrameLength(FrameError):
     """A length word above the limit: the stream cannot be resynchronised, the connection closes.
     ``frames``: the complete frames the same ``feed`` cut before it, still owed their answers."""
 
-    def __init__(self, message: str, frames: list[bytes] | None = None):
+    def __init__(self, message: str, frames: list[bytes] | None = None, zeromq_greeting: bool = False):
         super().__init__(message)
         self.frames = frames or []
+        # The length word is the start of ZMTP's greeting (0xFF ...): a ZeroMQ peer, e.g. a RocketBox
+        # native client given this port, or the cluster command's door probe (cli/door_probe.py).
+        self.zeromq_greeting = zeromq_greeting
 
 
 class FrameDecoder:
@@ -185,8 +192,10 @@ class FrameDecoder:
         while len(buf) - start >= 4:
             (length,) = struct.unpack_from(">i", buf, start)
             if length < 4 or length > self.frame_bytes_max:
+                zeromq_greeting = buf[start] == ZMTP_SIGNATURE_FIRST_BYTE
                 del buf[:start]
-                raise BadFrameLength(f"frame length {length} is outside 4..{self.frame_bytes_max}", frames)
+                raise BadFrameLength(f"frame length {length} is outside 4..{self.frame_bytes_max}", frames,
+                                     zeromq_greeting)
             end = start + 4 + length
             if end > len(buf):
                 break

@@ -271,7 +271,11 @@ class RemotingServer:
                     if conn.closed:
                         return True
                 self.malformed_frames += 1
-                self.close_connection(conn, f"unusable frame: {exc}")
+                if exc.zeromq_greeting:   # a wrong door, not an attack: said plainly, below warning
+                    _limited.info(f"zmtp:{self.name}", "%s: closed the connection from %s: a ZeroMQ greeting, "
+                                  "not a RocketMQ frame (a RocketBox native client, or cluster's door probe, "
+                                  "at the remoting port)", self.name, conn.host)
+                self.close_connection(conn, f"unusable frame: {exc}", quiet=exc.zeromq_greeting)
                 return True
             for payload in payloads:
                 self._serve(conn, payload, arrived)

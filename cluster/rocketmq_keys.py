@@ -41,6 +41,7 @@ BROKER_KEYS: tuple[tuple[str, str, int], ...] = (
     ("defaultTopicQueueNums", "topic_queue_count_default", 1),
     ("enablePropertyFilter", "enable_property_filter", 1),
     ("slaveReadEnable", "slave_read_enabled", 1),
+    ("recallMessageEnable", "recall_message_enabled", 1),
     ("transactionTimeOut", "transaction_timeout_ms", 1),
     ("transactionCheckMax", "transaction_check_max", 1),
     ("transactionCheckInterval", "transaction_check_interval_ms", 1),

@@ -16,6 +16,12 @@ A topic without ``message.type`` takes every type. RocketMQ 5 reads a missing va
 sends to such a topic (``DefaultTopicMessageTypeValidator``; its broker checks nothing on
 remoting sends). RocketBox's topics were all created without attributes and take every type
 today, so refusing would break every existing user: undeclared means every type here.
+
+PRIORITY (RocketMQ 5.4, RIP-80) is a type a topic must declare: an undeclared or MIXED topic does
+not take it (Apache's routes list only the four classic types for MIXED), since only a PRIORITY
+topic's pops serve the higher priorities first (``broker/pop.py``). LITE (RocketMQ 5.5) names what
+a Lite message is, and no topic here takes it: RocketBox serves no Lite topics, so
+``message.type=LITE`` is refused and a Lite message is refused by the type check.
 """
 
 from __future__ import annotations
@@ -27,11 +33,13 @@ FIFO = "FIFO"
 DELAY = "DELAY"
 TRANSACTION = "TRANSACTION"
 MIXED = "MIXED"
+PRIORITY = "PRIORITY"
+LITE = "LITE"
 # RocketMQ's value set also has UNSPECIFIED; it is taken (mqadmin may send it) and read as undeclared.
 UNSPECIFIED = "UNSPECIFIED"
-# What a message can be (gRPC's MessageType names the same four), and what a topic may declare.
-SENDABLE_TYPES = (NORMAL, FIFO, DELAY, TRANSACTION)
-MESSAGE_TYPES = (*SENDABLE_TYPES, MIXED)
+# What an undeclared or MIXED topic takes, and what a topic may declare.
+CLASSIC_TYPES = (NORMAL, FIFO, DELAY, TRANSACTION)
+MESSAGE_TYPES = (*CLASSIC_TYPES, MIXED, PRIORITY)
 
 KNOWN_VALUES: dict[str, frozenset[str]] = {MESSAGE_TYPE_KEY: frozenset((*MESSAGE_TYPES, UNSPECIFIED))}
 
@@ -39,6 +47,7 @@ KNOWN_VALUES: dict[str, frozenset[str]] = {MESSAGE_TYPE_KEY: frozenset((*MESSAGE
 _PROPERTY_TRANSACTION_PREPARED = "TRAN_MSG"
 _DELAY_PROPERTIES = ("DELAY", "TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS")
 _PROPERTY_SHARDING_KEY = "__SHARDINGKEY"
+_PROPERTY_PRIORITY = "_SYS_MSG_PRIORITY_"   # RocketMQ 5.4's MessageConst.PROPERTY_PRIORITY
 
 
 class AttributeProblem(ValueError):
@@ -91,6 +100,8 @@ def apply_modification(current: dict[str, str], changes: dict[str, str], *, crea
         if allowed is None:
             raise AttributeProblem(f"unsupported key: {key} (RocketBox's topics know only {MESSAGE_TYPE_KEY})")
         if sign == "+":
+            if key == MESSAGE_TYPE_KEY and value == LITE:
+                raise AttributeProblem(f"{key}={value}: RocketBox does not serve Lite topics (RocketMQ 5.5)")
             if value not in allowed:
                 raise AttributeProblem(f"{key}={value} is not one of {', '.join(sorted(allowed))}")
             result[key] = value
@@ -112,8 +123,8 @@ def declared_message_type(attributes: dict[str, str]) -> str | None:
 def accepted_types(message_type: str | None) -> tuple[str, ...]:
     """The message types a topic of ``message_type`` takes (a gRPC route's accept_message_types)."""
     if message_type is None or message_type == MIXED:
-        return SENDABLE_TYPES
-    return (message_type,) if message_type in SENDABLE_TYPES else ()
+        return CLASSIC_TYPES
+    return (message_type,) if message_type in MESSAGE_TYPES else ()
 
 
 def message_type_of(properties: dict[str, str]) -> str:
@@ -124,4 +135,6 @@ def message_type_of(properties: dict[str, str]) -> str:
         return DELAY
     if properties.get(_PROPERTY_SHARDING_KEY) is not None:
         return FIFO
+    if properties.get(_PROPERTY_PRIORITY) is not None:
+        return PRIORITY
     return NORMAL

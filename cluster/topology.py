@@ -32,7 +32,7 @@ from rocketbox.cluster.config import (ASYNC_FLUSH, BROKER_PORT_DEFAULT, BROKER_P
 from rocketbox.cluster.console.settings import ConsoleSettings, loopback_problem
 from rocketbox.cluster.controller.secret import default_secret_path, make_secret
 from rocketbox.cluster.file_modes import exposure
-from rocketbox.cluster.metrics.settings import BrokerTarget, ExporterSettings
+from rocketbox.cluster.metrics.settings import BrokerTarget, ExporterSettings, NamesrvTarget
 from rocketbox.cluster.proxy.settings import ProxySettings
 from rocketbox.cluster.shm import commitlog_format
 from rocketbox.cluster.shm.control_format import heartbeat_offset
@@ -115,6 +115,10 @@ def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
     finally:
         for s in sockets:
             s.close()
+
+
+def namesrv_name(index: int) -> str:
+    return f"namesrv-{index}"
 
 
 def broker_name(index: int) -> str:
@@ -208,7 +212,7 @@ def build_topology(data_dir: str, *, namesrv_count: int = 1, broker_count: int =
         broker_remoting_ports = [0] * broker_count
         slave_remoting_ports = [0] * (broker_count * slave_count)
     namesrvs = tuple(NamesrvConfig(host=host, port=namesrv_ports[i], remoting_port=namesrv_remoting_ports[i],
-                                   data_dir=os.path.join(data_dir, f"namesrv-{i}"), **(namesrv_overrides or {}))
+                                   data_dir=os.path.join(data_dir, namesrv_name(i)), **(namesrv_overrides or {}))
                      for i in range(namesrv_count))
     if failover:
         controller_ports = controller_ports or [p + CONTROLLER_PORT_OFFSET for p in namesrv_ports[:namesrv_count]]
@@ -326,7 +330,7 @@ def child_specs(topology: Topology, *, restart_backoff_initial_s: float = 0.1,
     specs = []
     common = {"backoff_initial_s": restart_backoff_initial_s, "ready_timeout_s": READY_TIMEOUT_S}
     for i, ns in enumerate(topology.namesrvs):
-        specs.append(ChildSpec(name=f"namesrv-{i}", module="rocketbox.cluster.procs.namesrv",
+        specs.append(ChildSpec(name=namesrv_name(i), module="rocketbox.cluster.procs.namesrv",
                                args=("--config-json", to_json(ns)), role="namesrv", start_order=START_NAMESRVS,
                                **common))
     for cfg in topology.brokers + topology.slaves:
@@ -349,9 +353,13 @@ def child_specs(topology: Topology, *, restart_backoff_initial_s: float = 0.1,
                                start_order=START_METRICS, **common))
     if topology.proxy is not None:
         # Beside the masters: it needs nothing to boot (it asks the NameServers when clients ask it).
+        # HOME: the rocketmq 5 client package the proxy imports for its protos opens its log at
+        # ~/logs/rocketmq_python/rocketmq_client.log on import; with the data dir as HOME it lands
+        # in <data dir>/logs/ beside the processes' logs, not in the user's home.
         specs.append(ChildSpec(name="proxy", module="rocketbox.cluster.procs.proxy",
                                args=("--config-json", topology.proxy.to_json()), role="proxy",
-                               start_order=START_MASTERS, **{**common, "ready_timeout_s": DOOR_READY_TIMEOUT_S}))
+                               start_order=START_MASTERS, env={"HOME": topology.data_dir},
+                               **{**common, "ready_timeout_s": DOOR_READY_TIMEOUT_S}))
     if topology.console is not None:
         # So does the console: it asks the NameServers and brokers only when a page is opened.
         specs.append(ChildSpec(name="console", module="rocketbox.cluster.procs.console",
@@ -372,6 +380,8 @@ def exporter_settings(topology: Topology) -> ExporterSettings | None:
     return ExporterSettings(host=host, port=first.metrics_prom_exporter_port,
                             cluster_name=first.cluster_name,
                             brokers=tuple(BrokerTarget(b.address, b.broker_name, b.broker_id) for b in brokers),
+                            namesrvs=tuple(NamesrvTarget(f"{n.host}:{n.port}", namesrv_name(i))
+                                           for i, n in enumerate(topology.namesrvs)),
                             state_path=os.path.join(topology.data_dir, STATE_FILE_NAME), acl_file=acl_file,
                             require_credentials=bool(acl_file) and (topology.require_credentials
                                                                     or loopback_problem(host) is not None))

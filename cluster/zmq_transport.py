@@ -25,7 +25,8 @@ import zmq
 from rocketbox.cluster.acl.curve import ClientKeys, KeyPair, secure_client, secure_server
 from rocketbox.cluster.client_transport import ClientTransport, IoThreadBase, RequestTimeout, TransportError
 from rocketbox.cluster.event_loop import EventLoop
-from rocketbox.cluster.fast_failure import DoorBacklog, empty_as_of
+from rocketbox.cluster.fast_failure import DoorBacklog
+from rocketbox.cluster.loop_stalls import empty_as_of
 from rocketbox.cluster.log_limit import RateLimitedLog
 from rocketbox.cluster.protocol import ResponseCode
 from rocketbox.cluster.request_dispatch import Handler, PendingCalls, dispatch, settle

@@ -63,24 +63,37 @@ def free_remoting_ports() -> tuple[str, ...]:
             "--broker-remoting-port", str(free_port_block([0, 2, 10, 12])))
 
 
+# How many free ports ``port_flags`` takes.
+PORT_FLAGS_COUNT = 5
+
+
+def port_flags(ports: list[int]) -> list[str]:
+    """``up``'s flags for a cluster of one NameServer and one broker on ``ports`` (PORT_FLAGS_COUNT
+    free ones: NameServer, broker, their remoting doors, metrics), without proxy and console."""
+    namesrv_port, broker_port, namesrv_remoting, broker_remoting, metrics = ports
+    return ["--namesrv-port", str(namesrv_port), "--broker-port", str(broker_port),
+            "--namesrv-remoting-port", str(namesrv_remoting), "--broker-remoting-port", str(broker_remoting),
+            "--metrics-port", str(metrics), "--no-proxy", "--no-console"]
+
+
 def json_lines(proc: subprocess.CompletedProcess) -> list:
     """The records a ``--json`` command printed (JSON Lines)."""
     return [json.loads(line) for line in proc.stdout.splitlines()]
 
 
 def up_on_free_ports(count: int, up_args, *, data_dir: str, timeout_s: float = 180,
-                     attempts: int = 3) -> tuple[list[int], subprocess.CompletedProcess]:
+                     attempts: int = 3, env: dict | None = None) -> tuple[list[int], subprocess.CompletedProcess]:
     """``cluster up`` with ``up_args(ports)`` on ``count`` freshly picked free ports: again on fresh
     ones when a port another xdist worker's cluster took after it was picked (a derived port, the HA
     port at broker + 1, is not among the picked ones) was refused by ``up``'s check, or was taken
     between that check and a child's bind (a log says so, ``port_taken``); nothing else is
-    retried."""
+    retried. ``env``: as run_cli's."""
     from rocketbox.cluster.topology import free_ports
 
     attempt = 1
     while True:
         ports = free_ports(count)
-        proc = run_cli(*up_args(ports), data_dir=data_dir, check=False, timeout_s=timeout_s)
+        proc = run_cli(*up_args(ports), data_dir=data_dir, check=False, timeout_s=timeout_s, env=env)
         if proc.returncode == 0:
             return ports, proc
         if ("is in use" not in proc.stdout + proc.stderr and not port_taken(data_dir)) or attempt == attempts:

@@ -1,8 +1,10 @@
-"""The native helper: what Python cannot do, or cannot do fast enough, in one small C file.
+"""The native helper: what Python cannot do, or cannot do fast enough, in a few small C files.
 
-The contract is declared in ``helper.h`` (return codes, byte orders, the scan
-row layout), implemented in ``helper.c`` and ``record_crc.c`` and built by cffi (``build.py``) when
-the package is installed. This module wraps each C function: Python buffers
+The contract is declared in ``helper.h`` (return codes, byte orders, the scan row layout; the
+layouts' constants in ``layouts.h``, generated at build time from the Python format tables),
+implemented in ``helper.c``, ``record_write.c`` (the one record encoder), ``record_crc.c`` and
+``crc32.c`` (each file calls only those after it) and built by cffi (``build.py``) when the
+package is installed. This module wraps each C function: Python buffers
 (mmap objects, bytes, bytearray, memoryview) go in, Python values come out,
 and ``_check`` turns every negative return code into an exception.
 
@@ -13,7 +15,7 @@ and ``_check`` turns every negative return code into an exception.
 | ``U64Slots`` | cursors published between processes through a shared mmap need acquire/release ordering |
 | ``crc32`` / ``body_crc`` | zlib-compatible CRC-32 usable inside the C loops below |
 | ``measure_batch`` / ``encode_batch`` | a batch body to CommitLog records in one pass, sealed with the whole-record CRC property when asked (``record_crc.c``; twin: ``cluster.shm.batch_format``) |
-| ``encode_record`` | a single send's record straight into the mapped segment: the broker's one-message path, a third of its Python encode (twin: ``commitlog_format.encode_batch``) |
+| ``record_size`` / ``encode_record`` | any other record the broker writes (sends, retries, delayed and transaction records, pop checkpoints and acks) straight into the mapped segment, a call a record (twin and oracle: ``commitlog_format.encode_batch``) |
 | ``scan_records`` | the reput worker and recovery walk records without decoding each one in Python |
 | ``DispatchBatch`` (scan, extract, index_put, cq_put) | the reput worker's whole per-record work (properties, Java key hashes, IndexFile and ConsumeQueue entries) in a few calls a batch |
 
@@ -41,7 +43,8 @@ from rocketbox.cluster.format_errors import DestinationTooSmall, MalformedBatch
 
 __all__ = [
     "DestinationTooSmall", "DispatchBatch", "MalformedBatch", "ScanResult", "ScannedRecord",
-    "U64Slots", "body_crc", "crc32", "encode_batch", "encode_record", "measure_batch", "mlock", "msync_range", "munlock",
+    "U64Slots", "body_crc", "crc32", "encode_batch", "encode_record", "measure_batch", "mlock", "msync_range",
+    "munlock", "record_size",
     "encode_items_shared", "offset_msg_ids", "preheat_read", "scan_records",
 ]
 
@@ -218,24 +221,34 @@ def encode_batch(dst, dst_pos: int, batch_body, topic: bytes, queue_id: int,
     return written, written_count[0], record_ends
 
 
-def encode_record(dst, dst_pos: int, size: int, body: bytes, properties: bytes, topic: bytes, *, flag: int,
+def record_size(body_len: int, properties: bytes, topic_len: int, record_crc: bool) -> int:
+    """The size of one record (its properties stored as ``commitlog_format.stored_properties`` makes
+    them); ``MalformedBatch`` for a NUL in the properties or a record too large for its fields,
+    ValueError for a topic over 127 bytes. Positional arguments: a call a record the broker writes."""
+    size = lib.rb_record_size(body_len, properties, len(properties), topic_len, record_crc)
+    return size if size >= 0 else _check(size, "record_size")
+
+
+def encode_record(dst, dst_pos: int, size: int, body: bytes, properties: bytes, topic: bytes, flag: int,
                   reconsume_times: int, queue_id: int, queue_offset: int, phys_offset: int, sys_flag: int,
                   born_timestamp_ms: int, born_host: bytes, store_timestamp_ms: int, store_host: bytes,
-                  record_crc: bool) -> None:
-    """Write one single send's record, ``size`` bytes, at ``dst[dst_pos:]``: the bytes
-    ``commitlog_format.encode_batch`` makes for it, in one C call (the broker's one-message path).
+                  prepared_transaction_offset: int, record_crc: bool) -> None:
+    """Write one record, ``size`` bytes, at ``dst[dst_pos:]``: the bytes ``commitlog_format.encode_batch``
+    makes for it (a transaction PREPARED or ROLLBACK sysFlag stores queue offset 0), in one C call.
+    Every record the broker writes but a batch body's items goes through here (arguments by position
+    on that path: keywords cost a tenth of the call).
 
-    ``size`` is the record's size as the caller reserved it (``commitlog_format.stored_properties_size``
-    gives its properties' part): nothing is written unless the record is exactly that (ValueError).
-    Bytes args only (cffi passes them without a copy); ``MalformedBatch`` for a NUL in the
-    properties or fields too large; ValueError for a transaction PREPARED or ROLLBACK sysFlag."""
+    ``size`` is the record's size as the caller reserved it (``record_size``): nothing is written
+    unless the record is exactly that (ValueError). Bytes args only (cffi passes them without a copy);
+    ``MalformedBatch`` for a NUL in the properties or fields too large."""
     if len(born_host) != HOST_BYTES or len(store_host) != HOST_BYTES:
         raise ValueError(f"born_host and store_host must be {HOST_BYTES} bytes (IPv4 + port)")
     with _writable(dst) as out:
         _check(lib.rb_encode_record(
             out, len(out), dst_pos, size, body, len(body), properties, len(properties), topic,
             len(topic), flag, reconsume_times, queue_id, queue_offset, phys_offset, sys_flag,
-            born_timestamp_ms, born_host, store_timestamp_ms, store_host, record_crc), "encode_record")
+            born_timestamp_ms, born_host, store_timestamp_ms, store_host, prepared_transaction_offset,
+            record_crc), "encode_record")
 
 
 # ---- scanning ----

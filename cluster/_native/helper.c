@@ -1,7 +1,12 @@
-/* RocketBox native helper. The contract (return codes, byte orders, the scan
- * row layout) is in helper.h; the Python side is cluster/_native/__init__.py. */
+/* RocketBox native helper: memory, cursors, the record scan, the reput's dispatch, ids. The
+ * contract (return codes, byte orders, the scan row layout) is in helper.h; the Python side is
+ * cluster/_native/__init__.py. The record encoder is record_write.c; below both, record_crc.c (the
+ * whole-record CRC property) and crc32.c, which call nothing above them. */
 #define _GNU_SOURCE
 #include "helper.h"
+#include "bytes.h"
+#include "crc32.h"
+#include "ranges.h"
 #include "record_crc.h"
 
 #include <errno.h>
@@ -9,53 +14,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-/* The record magics; the layouts' offsets and sizes are in helper.h. */
-#define MAGIC_MESSAGE 0xDAA320A7u
-#define MAGIC_BLANK 0xCBD43194u
-#define BODY_CRC_MASK 0x7FFFFFFFu
 
-
-/* ---- small helpers ---- */
-
-static uint32_t get_be32(const uint8_t *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
-static uint64_t get_be64(const uint8_t *p)
-{
-    return (uint64_t)get_be32(p) << 32 | get_be32(p + 4);
-}
-
-static uint16_t get_be16(const uint8_t *p) { return (uint16_t)(p[0] << 8 | p[1]); }
-
-static void put_be16(uint8_t *p, uint16_t v) { p[0] = v >> 8; p[1] = (uint8_t)v; }
-
-static void put_be32(uint8_t *p, uint32_t v)
-{
-    p[0] = v >> 24; p[1] = (uint8_t)(v >> 16); p[2] = (uint8_t)(v >> 8); p[3] = (uint8_t)v;
-}
-
-static void put_be64(uint8_t *p, uint64_t v)
-{
-    put_be32(p, (uint32_t)(v >> 32));
-    put_be32(p + 4, (uint32_t)v);
-}
-
-/* 0 <= start <= end <= buf_len */
-static int check_range(size_t buf_len, int64_t start, int64_t end)
-{
-    if (start < 0 || end < start || (uint64_t)end > buf_len)
-        return RB_E_RANGE;
-    return RB_OK;
-}
-
-static int check_span(size_t buf_len, int64_t start, int64_t length)
-{
-    if (start < 0 || length < 0 || start > INT64_MAX - length)
-        return RB_E_RANGE;
-    return check_range(buf_len, start, start + length);
-}
 
 static int check_page_bytes(int64_t page_bytes)
 {
@@ -156,226 +115,6 @@ void rb_slot_store(uint64_t *slots, int64_t index, uint64_t value)
     __atomic_store_n(slots + index, value, __ATOMIC_RELEASE);
 }
 
-/* ---- CRC-32, slice-by-8 ---- */
-
-/* crc_tables[0] is the classic byte-at-a-time table; crc_tables[k][b] is the
- * CRC of byte b followed by k zero bytes, so eight lookups consume 8 bytes. */
-static uint32_t crc_tables[8][256];
-
-/* Filled when the shared library is loaded, before any thread can call in. */
-__attribute__((constructor)) static void crc_tables_init(void)
-{
-    for (uint32_t b = 0; b < 256; b++) {
-        uint32_t crc = b;
-        for (int bit = 0; bit < 8; bit++)
-            crc = (crc & 1) ? (crc >> 1) ^ 0xEDB88320u : crc >> 1;
-        crc_tables[0][b] = crc;
-    }
-    for (uint32_t b = 0; b < 256; b++)
-        for (int k = 1; k < 8; k++)
-            crc_tables[k][b] = (crc_tables[k - 1][b] >> 8) ^ crc_tables[0][crc_tables[k - 1][b] & 0xFF];
-}
-
-static uint32_t get_le32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-uint32_t rb_crc32(uint32_t value, const uint8_t *data, size_t length)
-{
-    uint32_t crc = ~value;
-    for (; length >= 8; data += 8, length -= 8) {
-        uint32_t lo = get_le32(data) ^ crc;
-        uint32_t hi = get_le32(data + 4);
-        crc = crc_tables[7][lo & 0xFF] ^ crc_tables[6][(lo >> 8) & 0xFF]
-            ^ crc_tables[5][(lo >> 16) & 0xFF] ^ crc_tables[4][lo >> 24]
-            ^ crc_tables[3][hi & 0xFF] ^ crc_tables[2][(hi >> 8) & 0xFF]
-            ^ crc_tables[1][(hi >> 16) & 0xFF] ^ crc_tables[0][hi >> 24];
-    }
-    for (; length > 0; data++, length--)
-        crc = (crc >> 8) ^ crc_tables[0][(crc ^ *data) & 0xFF];
-    return ~crc;
-}
-
-/* ---- batch -> records ---- */
-
-struct batch_item {
-    int32_t flag;
-    const uint8_t *body;
-    int64_t body_len;
-    const uint8_t *properties;
-    int64_t properties_len;
-    int64_t item_bytes;
-    int32_t reconsume_times;   /* a batch item's is 0; a single send's comes with it */
-};
-
-/* The item at batch[pos], or RB_E_BATCH_MALFORMED if its sizes do not add up. */
-static int parse_item(const uint8_t *batch, size_t batch_len, size_t pos, struct batch_item *item)
-{
-    const uint8_t *at = batch + pos;
-    size_t left = batch_len - pos;
-    if (left < ITEM_FIXED_BYTES)
-        return RB_E_BATCH_MALFORMED;
-    int64_t total = (int32_t)get_be32(at + ITEM_OFF_TOTALSIZE);
-    int64_t body_len = (int32_t)get_be32(at + ITEM_OFF_BODYLEN);
-    if (total < ITEM_FIXED_BYTES || (uint64_t)total > left)
-        return RB_E_BATCH_MALFORMED;
-    if (body_len < 0 || body_len > total - ITEM_FIXED_BYTES)
-        return RB_E_BATCH_MALFORMED;
-    int64_t properties_len = (int16_t)get_be16(at + ITEM_OFF_BODY + body_len);
-    if (properties_len < 0 || ITEM_FIXED_BYTES + body_len + properties_len != total)
-        return RB_E_BATCH_MALFORMED;
-    item->flag = (int32_t)get_be32(at + ITEM_OFF_FLAG);
-    item->body = at + ITEM_OFF_BODY;
-    item->body_len = body_len;
-    item->properties = at + ITEM_OFF_BODY + body_len + 2;
-    item->properties_len = properties_len;
-    item->item_bytes = total;
-    item->reconsume_times = 0;
-    /* NUL never occurs in "name\x01value\x02" pairs; recovery reads a trailing NUL as a torn write. */
-    if (properties_len > 0 && memchr(item->properties, 0, (size_t)properties_len) != NULL)
-        return RB_E_BATCH_MALFORMED;
-    return RB_OK;
-}
-
-/* The record's properties: the item's, as commitlog_format.stored_properties makes them. */
-static int64_t record_properties_bytes(const struct batch_item *item, int record_crc)
-{
-    return stored_properties_len(item->properties, item->properties_len, record_crc);
-}
-
-static int64_t record_bytes(const struct batch_item *item, int64_t topic_len, int record_crc)
-{
-    return RECORD_FIXED_BYTES + item->body_len + topic_len + record_properties_bytes(item, record_crc);
-}
-
-int rb_measure_batch(const uint8_t *batch, size_t batch_len, int64_t topic_len, int record_crc,
-                     int64_t *count_out, int64_t *record_bytes_out)
-{
-    int64_t count = 0, total = 0;
-    if (topic_len < 0 || topic_len > TOPIC_BYTES_MAX)
-        return RB_E_ARGUMENT;
-    for (size_t pos = 0; pos < batch_len; count++) {
-        struct batch_item item;
-        int rc = parse_item(batch, batch_len, pos, &item);
-        if (rc != RB_OK)
-            return rc;
-        int64_t properties_bytes = record_properties_bytes(&item, record_crc);
-        int64_t size = RECORD_FIXED_BYTES + item.body_len + topic_len + properties_bytes;
-        if (properties_bytes > INT16_MAX || size > INT32_MAX)  /* int16 length; TOTALSIZE an int32 */
-            return RB_E_BATCH_MALFORMED;
-        total += size;
-        pos += (size_t)item.item_bytes;
-    }
-    *count_out = count;
-    *record_bytes_out = total;
-    return RB_OK;
-}
-
-/* Write one record at out; the caller made room. Returns its size. */
-static int64_t write_record(uint8_t *out, const struct batch_item *item,
-                            const uint8_t *topic, int64_t topic_len,
-                            const struct rb_record_fields *fields,
-                            int64_t index, int64_t bytes_before)
-{
-    int record_crc = fields->record_crc != 0;
-    int64_t size = record_bytes(item, topic_len, record_crc);
-    put_be32(out + OFF_TOTALSIZE, (uint32_t)size);
-    put_be32(out + OFF_MAGIC, MAGIC_MESSAGE);
-    uint32_t body_crc = rb_crc32(0, item->body, (size_t)item->body_len);
-    put_be32(out + OFF_BODYCRC, body_crc & BODY_CRC_MASK);
-    put_be32(out + OFF_QUEUEID, (uint32_t)fields->queue_id);
-    put_be32(out + OFF_FLAG, (uint32_t)item->flag);
-    put_be64(out + OFF_QUEUEOFFSET, (uint64_t)fields->queue_offset_first + (uint64_t)index);
-    put_be64(out + OFF_PHYSICALOFFSET, (uint64_t)fields->phys_offset_first + (uint64_t)bytes_before);
-    put_be32(out + OFF_SYSFLAG, (uint32_t)fields->sys_flag);
-    put_be64(out + OFF_BORNTIMESTAMP, (uint64_t)fields->born_timestamp_ms);
-    memcpy(out + OFF_BORNHOST, fields->born_host, 8);
-    put_be64(out + OFF_STORETIMESTAMP, (uint64_t)fields->store_timestamp_ms);
-    memcpy(out + OFF_STOREHOST, fields->store_host, 8);
-    put_be32(out + OFF_RECONSUMETIMES, (uint32_t)item->reconsume_times);
-    put_be64(out + OFF_PREPAREDOFFSET, 0);
-    put_be32(out + OFF_BODYLEN, (uint32_t)item->body_len);
-    uint8_t *p = out + RECORD_HEAD_BYTES;
-    memcpy(p, item->body, (size_t)item->body_len);
-    p += item->body_len;
-    *p++ = (uint8_t)topic_len;
-    memcpy(p, topic, (size_t)topic_len);
-    p += topic_len;
-    put_be16(p, (uint16_t)(out + size - (p + 2)));
-    write_stored_properties(p + 2, item->properties, item->properties_len, record_crc);
-    if (record_crc)
-        seal_record_after_body(out, size, RECORD_HEAD_BYTES, item->body_len, body_crc);
-    return size;
-}
-
-int64_t rb_encode_batch(uint8_t *dst, size_t dst_len, int64_t dst_pos, int64_t dst_limit,
-                        const uint8_t *batch, size_t batch_len,
-                        const uint8_t *topic, int64_t topic_len,
-                        const struct rb_record_fields *fields,
-                        int64_t *record_ends, int64_t record_ends_max, int64_t *count_out)
-{
-    int64_t count, total;
-    int rc = check_range(dst_len, dst_pos, dst_limit);
-    if (rc == RB_OK)
-        rc = rb_measure_batch(batch, batch_len, topic_len, fields->record_crc != 0, &count, &total);
-    if (rc != RB_OK)
-        return rc;
-    if (count > record_ends_max)
-        return RB_E_ARGUMENT;
-    if (total > dst_limit - dst_pos)
-        return RB_E_DEST_TOO_SMALL;
-    /* Measured and validated above: from here on nothing can fail. */
-    int64_t pos = dst_pos;
-    size_t item_pos = 0;
-    for (int64_t i = 0; i < count; i++) {
-        struct batch_item item;
-        parse_item(batch, batch_len, item_pos, &item);
-        pos += write_record(dst + pos, &item, topic, topic_len, fields, i, pos - dst_pos);
-        record_ends[i] = pos;
-        item_pos += (size_t)item.item_bytes;
-    }
-    *count_out = count;
-    return total;
-}
-
-int64_t rb_encode_record(uint8_t *dst, size_t dst_len, int64_t dst_pos, int64_t size_reserved,
-                         const char *body, int64_t body_len, const char *properties, int64_t properties_len,
-                         const char *topic, int64_t topic_len, int32_t flag, int32_t reconsume_times,
-                         int32_t queue_id, int64_t queue_offset, int64_t phys_offset, int32_t sys_flag,
-                         int64_t born_timestamp_ms, const char *born_host, int64_t store_timestamp_ms,
-                         const char *store_host, int32_t record_crc)
-{
-    int rc = check_span(dst_len, dst_pos, size_reserved);
-    if (rc != RB_OK)
-        return rc;
-    if (topic_len < 0 || topic_len > TOPIC_BYTES_MAX || body_len < 0 || properties_len < 0 ||
-        (sys_flag & SYSFLAG_TRANSACTION_MASK) == SYSFLAG_TRANSACTION_PREPARED ||
-        (sys_flag & SYSFLAG_TRANSACTION_MASK) == SYSFLAG_TRANSACTION_ROLLBACK)
-        return RB_E_ARGUMENT;   /* a half or rolled-back record takes no queue offset: not this path */
-    const uint8_t *props = (const uint8_t *)properties;
-    if (properties_len > 0 && memchr(props, 0, (size_t)properties_len) != NULL)
-        return RB_E_BATCH_MALFORMED;
-    struct batch_item item = {
-        .flag = flag, .body = (const uint8_t *)body, .body_len = body_len, .properties = props,
-        .properties_len = properties_len, .item_bytes = 0, .reconsume_times = reconsume_times,
-    };
-    int64_t properties_bytes = record_properties_bytes(&item, record_crc != 0);
-    int64_t size = RECORD_FIXED_BYTES + body_len + topic_len + properties_bytes;
-    if (properties_bytes > INT16_MAX || size > INT32_MAX)
-        return RB_E_BATCH_MALFORMED;
-    if (size != size_reserved)
-        return RB_E_ARGUMENT;   /* the caller's reservation is wrong: write nothing */
-    struct rb_record_fields fields = {
-        .queue_id = queue_id, .queue_offset_first = queue_offset, .phys_offset_first = phys_offset,
-        .sys_flag = sys_flag, .born_timestamp_ms = born_timestamp_ms,
-        .store_timestamp_ms = store_timestamp_ms, .record_crc = record_crc,
-    };
-    memcpy(fields.born_host, born_host, 8);
-    memcpy(fields.store_host, store_host, 8);
-    return write_record(dst + dst_pos, &item, (const uint8_t *)topic, topic_len, &fields, 0, 0);
-}
-
 /* ---- scanning ---- */
 
 enum { SCANNED_RECORD = -1 };
@@ -390,9 +129,9 @@ static int scan_one(const uint8_t *rec, int64_t avail, int64_t pos, int check_cr
     uint32_t magic = get_be32(rec + OFF_MAGIC);
     if (total == 0 && magic == 0)
         return RB_SCAN_INCOMPLETE;
-    if (magic == MAGIC_BLANK)
+    if (magic == BLANK_MAGIC)
         return total < BLANK_BYTES_MIN ? RB_SCAN_CORRUPT : RB_SCAN_BLANK;
-    if (magic != MAGIC_MESSAGE || total < RECORD_FIXED_BYTES)
+    if (magic != RECORD_MAGIC || total < RECORD_FIXED_BYTES)
         return RB_SCAN_CORRUPT;
     if (avail < total)
         return RB_SCAN_INCOMPLETE;
@@ -890,7 +629,7 @@ int64_t rb_encode_items_shared(const uint8_t *bodies, size_t bodies_len, const i
     const size_t props_len = shared_len + uniq_name_len + id_len + 1;
     if (count <= 0)
         return 0;
-    if (props_len > 32767 || id_prefix_len > 64)
+    if (props_len > PROPERTIES_BYTES_MAX || id_prefix_len > 64)
         return RB_E_ARGUMENT;
     if ((uint64_t)count > (uint64_t)INT64_MAX / (id_len + 1) || (size_t)count * (id_len + 1) - 1 > ids_len)
         return RB_E_RANGE;
@@ -900,7 +639,7 @@ int64_t rb_encode_items_shared(const uint8_t *bodies, size_t bodies_len, const i
         int64_t body_len = body_lengths[i];
         if (body_len < 0 || (uint64_t)body_len > bodies_len - body_pos)
             return RB_E_RANGE;
-        size_t item = 22 + (size_t)body_len + props_len;
+        size_t item = ITEM_FIXED_BYTES + (size_t)body_len + props_len;
         if (item > INT32_MAX || item > out_len - pos)
             return RB_E_DEST_TOO_SMALL;
         uint8_t *p = out + pos;
@@ -942,5 +681,5 @@ int64_t rb_encode_items_shared(const uint8_t *bodies, size_t bodies_len, const i
 
 uint32_t rb_record_magic(int blank)
 {
-    return blank ? MAGIC_BLANK : MAGIC_MESSAGE;
+    return blank ? BLANK_MAGIC : RECORD_MAGIC;
 }

@@ -1,15 +1,17 @@
-/* The whole-record CRC property: what record_crc.h declares. Compiled into the same module as
- * helper.c (build.py); the Python twin is cluster/shm/commitlog_format.py. */
+/* The whole-record CRC property: what record_crc.h declares. It calls crc32.c only; the encoder
+ * (record_write.c) and the scan (helper.c) call it. The Python twin is cluster/shm/commitlog_format.py. */
 #define _GNU_SOURCE
 #include "record_crc.h"
-#include "helper.h"
+#include "bytes.h"
+#include "crc32.h"
+#include "layouts.h"
 
 #include <string.h>
 
-#define CRC_MASK 0x7FFFFFFFu
+#define CRC_MASK RECORD_CRC_MASK
 
-static const uint8_t crc_pair_name[] = "__CRC32#";   /* MessageConst.PROPERTY_CRC32 */
-enum { CRC_PAIR_NAME_BYTES = sizeof(crc_pair_name) - 1, CRC_DIGITS = 10 };
+static const uint8_t crc_pair_name[] = PROPERTY_CRC32_NAME;   /* MessageConst.PROPERTY_CRC32 */
+enum { CRC_PAIR_NAME_BYTES = sizeof(crc_pair_name) - 1, CRC_DIGITS = RECORD_CRC_DIGITS };
 
 /* Is the pair [at, stop) (no \x02 inside) a "__CRC32#" pair: its name, up to the first \x01? */
 static int is_crc_pair(const uint8_t *at, const uint8_t *stop)
@@ -103,56 +105,6 @@ void write_stored_properties(uint8_t *out, const uint8_t *props, int64_t len, in
     out[n + RECORD_CRC_BYTES - 1] = PROPERTY_SEPARATOR;
 }
 
-/* ---- crc(A || B) from crc(A), crc(B) and B's length, without reading B again ----
- * A CRC value is a polynomial over GF(2) in zlib's reflected order: bit 31 holds x^0, bit 0
- * x^31. crc(A || B) = crc(A) * x^(8 |B|) + crc(B) mod P (the pre- and post-conditioning cancel
- * out), so a body whose BODYCRC was just computed is not read a second time for the record's. */
-
-#define CRC_POLY_REFLECTED 0xEDB88320u
-#define POLY_ONE 0x80000000u   /* the polynomial 1 */
-
-static uint32_t x_pow_2_pow[32];   /* x^(2^k) mod P */
-
-static uint32_t poly_times_x(uint32_t a) { return (a & 1) ? (a >> 1) ^ CRC_POLY_REFLECTED : a >> 1; }
-
-/* a * b mod P: b * x^i added for every term x^i of a */
-static uint32_t poly_mul(uint32_t a, uint32_t b)
-{
-    uint32_t product = 0;
-    for (uint32_t term = POLY_ONE; a != 0; term >>= 1) {
-        if (a & term) {
-            product ^= b;
-            a ^= term;
-        }
-        b = poly_times_x(b);
-    }
-    return product;
-}
-
-__attribute__((constructor)) static void x_pow_2_pow_init(void)
-{
-    uint32_t p = POLY_ONE >> 1;   /* x */
-    for (int k = 0; k < 32; k++) {
-        x_pow_2_pow[k] = p;
-        p = poly_mul(p, p);
-    }
-}
-
-/* x^(8 * bytes) mod P, from the binary digits of 8 * bytes; bytes < 2^28 (the table's reach) */
-static uint32_t x_pow_bytes(uint64_t bytes)
-{
-    uint32_t p = POLY_ONE;
-    for (int k = 3; bytes != 0; bytes >>= 1, k++)
-        if (bytes & 1)
-            p = poly_mul(x_pow_2_pow[k], p);
-    return p;
-}
-
-static uint32_t crc_concat(uint32_t crc_a, uint32_t crc_b, uint64_t b_bytes)
-{
-    return poly_mul(x_pow_bytes(b_bytes), crc_a) ^ crc_b;
-}
-
 /* Bodies shorter than this are read again: cheaper than the polynomial products. */
 enum { CONCAT_BODY_BYTES_MIN = 256, CONCAT_BODY_BYTES_MAX = 1 << 28 };
 
@@ -176,7 +128,7 @@ void seal_record_after_body(uint8_t *rec, int64_t size, int64_t head_bytes, int6
         seal_record(rec, size);
         return;
     }
-    uint32_t crc = crc_concat(rb_crc32(0, rec, (size_t)head_bytes), body_crc, (uint64_t)body_len);
+    uint32_t crc = crc32_concat(rb_crc32(0, rec, (size_t)head_bytes), body_crc, (uint64_t)body_len);
     int64_t tail_at = head_bytes + body_len;
     crc = rb_crc32(crc, rec + tail_at, (size_t)(size - RECORD_CRC_BYTES - tail_at));
     write_digits(rec, size, crc & CRC_MASK);
@@ -208,19 +160,6 @@ int check_record_crc(const uint8_t *rec, int64_t total, int64_t properties_len)
 
 /* ---- delivery: records without the property (consumers never see it, as RocketMQ 4's) ---- */
 
-static uint32_t load_be32(const uint8_t *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
-static void store_be32(uint8_t *p, uint32_t v)
-{
-    p[0] = (uint8_t)(v >> 24);
-    p[1] = (uint8_t)(v >> 16);
-    p[2] = (uint8_t)(v >> 8);
-    p[3] = (uint8_t)v;
-}
-
 /* Do the last RECORD_CRC_BYTES of props (len bytes) hold the CRC property? */
 static int ends_with_crc_property(const uint8_t *props, int64_t len)
 {
@@ -246,8 +185,8 @@ int64_t rb_delivered_records(const uint8_t *src, size_t src_len, uint8_t *dst, s
         if (len - pos < RECORD_FIXED_BYTES)
             return -1;
         const uint8_t *rec = src + pos;
-        int64_t total = (int32_t)load_be32(rec + OFF_TOTALSIZE);
-        int64_t body_len = (int32_t)load_be32(rec + OFF_BODYLEN);
+        int64_t total = (int32_t)get_be32(rec + OFF_TOTALSIZE);
+        int64_t body_len = (int32_t)get_be32(rec + OFF_BODYLEN);
         if (total < RECORD_FIXED_BYTES || total > len - pos || body_len < 0 ||
             body_len > total - RECORD_FIXED_BYTES)
             return -1;
@@ -262,7 +201,7 @@ int64_t rb_delivered_records(const uint8_t *src, size_t src_len, uint8_t *dst, s
         if (ends_with_crc_property(rec + props_at, props_len)) {
             int64_t kept = total - RECORD_CRC_BYTES;
             memcpy(dst + out, rec, (size_t)kept);
-            store_be32(dst + out + OFF_TOTALSIZE, (uint32_t)kept);
+            put_be32(dst + out + OFF_TOTALSIZE, (uint32_t)kept);
             dst[out + props_at - 2] = (uint8_t)((props_len - RECORD_CRC_BYTES) >> 8);
             dst[out + props_at - 1] = (uint8_t)(props_len - RECORD_CRC_BYTES);
             out += kept;

@@ -1,14 +1,14 @@
-/* The whole-record CRC property (RocketMQ's enabledAppendPropCRC), between helper.c and
- * record_crc.c only: not part of helper.h, so cffi never sees it. The layout is
- * cluster/shm/commitlog_format.py's (module docstring), the Python twin of every function here. */
+/* The whole-record CRC property (RocketMQ's enabledAppendPropCRC), for the encoder (record_write.c)
+ * and the scan (helper.c): not part of helper.h, so cffi never sees it, but for rb_delivered_records.
+ * The layout is cluster/shm/commitlog_format.py's (module docstring), the Python twin of every
+ * function here; RECORD_CRC_BYTES and the rest come from layouts.h, generated from it. */
 #ifndef ROCKETBOX_RECORD_CRC_H
 #define ROCKETBOX_RECORD_CRC_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-/* "__CRC32#" \x01 + ten digits + \x02 at the end of a record: CommitLog.CRC32_RESERVED_LEN. */
-enum { RECORD_CRC_BYTES = 20 };
+#include "layouts.h"
 
 /* The length of what a record stores for these properties (commitlog_format.stored_properties):
  * every "__CRC32#" pair dropped; with record_crc, a closing \x02 if the rest lacks one and the
@@ -31,5 +31,8 @@ void seal_record_after_body(uint8_t *rec, int64_t size, int64_t head_bytes, int6
  * do not end with the CRC property, 1 when they do and the CRC matches, -1 when they do and it
  * does not, or the property is garbled (commitlog_format.stored_record_crc). */
 int check_record_crc(const uint8_t *rec, int64_t total, int64_t properties_len);
+
+/* Declared for cffi in helper.h (its contract is there); defined in record_crc.c. */
+int64_t rb_delivered_records(const uint8_t *src, size_t src_len, uint8_t *dst, size_t dst_len);
 
 #endif

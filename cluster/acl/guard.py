@@ -40,7 +40,7 @@ class AclGuard:
         self.server_name = server_name
         self.server_pair = server_pair   # the cluster's CURVE pair: the native door serves with it
         self.cluster_public = server_pair.public.decode() if server_pair else None
-        # (door, kind) -> refusals since start (GET_BROKER_METRICS reports them)
+        # (door, kind) -> refusals since start (GET_BROKER_METRICS and GET_NAMESRV_METRICS report them)
         self.refusals: collections.Counter = collections.Counter()
 
     @classmethod

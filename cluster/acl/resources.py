@@ -4,6 +4,7 @@ an admin may make it (RocketMQ's PlainAccessResource.parse and Permission.ADMIN_
 | request | needs |
 | --- | --- |
 | SEND_MESSAGE 10 (``topic``), SEND_MESSAGE_V2 310, SEND_BATCH_MESSAGE 320 (``b``) | the topic PUB; a send to ``%RETRY%G`` needs the group G SUB instead (whatever group it names), one to ``%DLQ%G`` the group G SUB too |
+| RECALL_MESSAGE 370 (``topic``) | the topic PUB (RocketMQ's RecallMessageRequestHeader) |
 | PULL_MESSAGE 11, POP_MESSAGE, ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME | the topic SUB and the group SUB (a pull of ``%DLQ%G``: the group G SUB too) |
 | UPDATE_CONSUMER_OFFSET 15, QUERY_CONSUMER_OFFSET 14, GET_CONSUME_STATS 208 | the group SUB and the topic SUB (when named) |
 | QUERY_MESSAGE 12, QUERY_TOPIC_CONSUME_BY_WHO 300 | the topic SUB |
@@ -143,6 +144,7 @@ _READERS = {
     RequestCode.SEND_MESSAGE: lambda cmd: _send(cmd.fields, "topic"),
     RequestCode.SEND_MESSAGE_V2: lambda cmd: _send(cmd.fields, "b"),
     RequestCode.SEND_BATCH_MESSAGE: lambda cmd: _send(cmd.fields, "b"),
+    RequestCode.RECALL_MESSAGE: lambda cmd: {cmd.fields["topic"]: PUB} if cmd.fields.get("topic") else {},
     RequestCode.PULL_MESSAGE: lambda cmd: _topic_and_group(cmd.fields),
     RequestCode.POP_MESSAGE: lambda cmd: _topic_and_group(cmd.fields),
     RequestCode.ACK_MESSAGE: lambda cmd: _topic_and_group(cmd.fields),

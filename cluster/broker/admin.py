@@ -33,7 +33,8 @@ _limited = RateLimitedLog(log)
 # retention keys by the allocate worker, which follows control.config_version). Others need a restart.
 LIVE_KEYS = frozenset({"autoCreateTopicEnable", "enablePropertyFilter", "slaveReadEnable", "transactionTimeOut",
                        "transactionCheckMax", "fileReservedTime", "deleteWhen", "diskMaxUsedSpaceRatio",
-                       "cleanResourceInterval", "deleteFileBatchMax", "deleteCommitLogFilesInterval"})
+                       "cleanResourceInterval", "deleteFileBatchMax", "deleteCommitLogFilesInterval",
+                       "recallMessageEnable"})
 # How long a consumer gets to answer GET_CONSUMER_RUNNING_INFO: under an admin's usual 5 s, so
 # the admin hears why rather than timing out itself (expiry is checked once a second).
 RUNNING_INFO_TIMEOUT_S = 3.0

@@ -8,6 +8,12 @@ revive timer (``pop_revive.py``) delivers them again. FIFO groups (``order``) ta
 queue only while it has nothing unacked, and stop a batch before a message group repeats, so a
 message group's next message comes only after the previous one is acked.
 
+A PRIORITY topic (RocketMQ 5.4, RIP-80: a priority message is stored in the queue of its priority,
+``send.py``) is popped as Apache's broker pops it by default (``priorityOrderAsc``, ``priority.factor``
+100, ``popFromRetryProbabilityForPriority`` 0): its queues from the highest id down, so a batch
+takes the higher priorities first, and the retry topic last (a message that came back counts as the
+lowest priority). Ordering is by queue, within one broker; a FIFO pop ignores it.
+
 Where a new group starts (RocketMQ's PopMessageProcessor ``getInitOffset``): ``initMode`` 0 at the
 queue's minimum; otherwise at 0 while the queue still holds its first message, else at its last
 message. With nothing to take and ``pollTime`` > 0 the pop is parked on every queue it reads.
@@ -31,6 +37,7 @@ from rocketbox.cluster.protocol import (PERM_READ, ProtocolError, ResponseCode, 
                                         pop_retry_topic, require_name)
 from rocketbox.cluster.shm import commitlog_format as fmt
 from rocketbox.cluster.message.properties import PROPERTY_TAGS
+from rocketbox.cluster.topic_attributes import PRIORITY
 from rocketbox.cluster.wire_format import Command
 
 log = logging.getLogger(__name__)
@@ -96,9 +103,12 @@ class PopProcessor:
         selector = sql_selector(request.fields.get("expType"), expression, self.cfg.enable_property_filter)
         tags = parse_tags(expression) if selector is None else None
         tag_hashes = tag_hashes_of(expression) if selector is None else None
-        queues = [(topic, q) for q in ([queue_id] if queue_id >= 0 else range(topic_cfg.readQueueNums))]
+        by_priority = topic_cfg.message_type == PRIORITY and not order
+        queue_ids = [queue_id] if queue_id >= 0 else range(topic_cfg.readQueueNums)
+        queues = [(topic, q) for q in (reversed(queue_ids) if by_priority else queue_ids)]
         retry = None if order else (pop_retry_topic(group, topic), 0)
-        pop = _Pop(group, topic, queues, max_count, invisible_ms, order, init_mode, tags, tag_hashes, selector)
+        pop = _Pop(group, topic, queues, max_count, invisible_ms, order, init_mode, tags, tag_hashes, selector,
+                   retry_last=by_priority)
         deadline = time.monotonic() + poll_ms / 1000
         answered = []
 
@@ -146,7 +156,8 @@ class PopProcessor:
         queues = pop.queues
         retry = pop_retry_topic(pop.group, pop.topic)
         if not pop.order and self.topics.get(retry) is not None:
-            queues = [(retry, 0), *queues]   # what came back is served first
+            # What came back is served first; on a PRIORITY topic last, as the lowest priority.
+            queues = [*queues, (retry, 0)] if pop.retry_last else [(retry, 0), *queues]
         for queue_topic, queue_id in queues:
             room = pop.max_count - len(records)
             taken, scanned_to = self._take(pop, queue_topic, queue_id, room) if room > 0 else ([], 0)
@@ -289,8 +300,9 @@ class PopProcessor:
 class _Pop:
     """One POP_MESSAGE's terms."""
 
-    def __init__(self, group, topic, queues, max_count, invisible_ms, order, init_mode, tags, tag_hashes, selector):
-        self.group, self.topic, self.queues = group, topic, queues
+    def __init__(self, group, topic, queues, max_count, invisible_ms, order, init_mode, tags, tag_hashes, selector,
+                 retry_last=False):
+        self.group, self.topic, self.queues, self.retry_last = group, topic, queues, retry_last
         self.max_count, self.invisible_ms, self.order, self.init_mode = max_count, invisible_ms, order, init_mode
         # Tags are matched by their ConsumeQueue hash first, then by name (two tags may share a hash).
         self.tags, self.tag_hashes, self.selector = tags, tag_hashes, selector

@@ -130,7 +130,7 @@ class ReplyProcessor:
                 reconsume_times=int(fields.get("reconsumeTimes") or 0))
         except (ValueError, OSError) as exc:
             raise ProtocolError(f"malformed reply header: {exc}", ResponseCode.MESSAGE_ILLEGAL) from None
-        result = self.store.put_message(topic, queue_id, message)
+        result = self.store.put_messages(topic, queue_id, (message,))
         if result.status != PutMessageStatus.PUT_OK:
             log.warning("storing a reply in %s failed: %s", topic, result.status.name)
             return None

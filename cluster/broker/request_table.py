@@ -28,6 +28,7 @@ BROKER_HANDLERS: dict[int, str] = {
     RequestCode.GET_CONSUMER_LIST_BY_GROUP: "on_consumer_list",
     RequestCode.CONSUMER_SEND_MSG_BACK: "send_back.on_send_back",
     RequestCode.END_TRANSACTION: "transactions.on_end_transaction",
+    RequestCode.RECALL_MESSAGE: "recaller.on_recall",
     RequestCode.LOCK_BATCH_MQ: "locks.on_lock_batch",
     RequestCode.UNLOCK_BATCH_MQ: "locks.on_unlock_batch",
     RequestCode.UPDATE_AND_CREATE_TOPIC: "topic_requests.on_update_topic",

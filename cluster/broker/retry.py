@@ -27,7 +27,7 @@ from rocketbox.cluster.protocol import (ProtocolError, ResponseCode, answers_ref
                               require_name, retry_topic)
 from rocketbox.cluster.message.properties import (PROPERTY_DELAY, PROPERTY_REAL_QID, PROPERTY_REAL_TOPIC,
                                                   PROPERTY_RETRY_TOPIC, PROPERTY_UNIQ_KEY)
-from rocketbox.cluster.shm.schedule_format import queue_of_level
+from rocketbox.cluster.shm.schedule_format import TIMER_PROPERTIES, queue_of_level
 from rocketbox.cluster.message.system_topics import SCHEDULE_TOPIC
 from rocketbox.cluster.shm.store import PutMessageStatus, copy_of_record
 from rocketbox.cluster.wire_format import Command
@@ -88,6 +88,8 @@ class SendBackProcessor:
             self.ensure_system_topic(retry)
             level = asked_level if asked_level > 0 else RETRY_LEVEL_BASE + rec.reconsume_times
             props[PROPERTY_DELAY] = str(min(level, levels))
+            for name in TIMER_PROPERTIES:   # a delay level wins over a timed origin (RocketMQ's checkIfTimerMessage)
+                props.pop(name, None)
             props[PROPERTY_REAL_TOPIC] = retry
             props[PROPERTY_REAL_QID] = "0"
             target, queue_id = SCHEDULE_TOPIC, queue_of_level(min(level, levels))

@@ -1,7 +1,9 @@
 """Delayed and timed messages: parking them, and delivering them when due.
 
-Parking (``park``): a send with DELAY=n (a delay level) or TIMER_DELIVER_MS=t (RocketMQ 5's
-exact delivery time) is stored in SCHEDULE_TOPIC_XXXX with REAL_TOPIC and REAL_QID.
+Parking (``park``): a send with DELAY=n (a delay level) or a timer property (RocketMQ 5's
+TIMER_DELIVER_MS=t, an exact delivery time; TIMER_DELAY_SEC / TIMER_DELAY_MS, a delay from the send,
+whose time is its TIMER_OUT_MS + 1) is stored in SCHEDULE_TOPIC_XXXX with REAL_TOPIC and REAL_QID;
+a timed one also with TIMER_OUT_MS, the time's timer slot, which its recall handle names.
 Level n waits in queue n-1, where delivery times only grow (store time + one delay),
 so the head of the queue says whether anything there is due. An exact time goes to the
 level with the longest delay that does not pass it, and is parked again, closer, each
@@ -14,6 +16,10 @@ entries are written to their real topic as new messages (same UNIQ_KEY, properti
 body, born time) and the level's progress is committed to ``delayOffset`` (RocketMQ's
 delayOffset.json, here kept like consumer offsets: it outlives a broker SIGKILL). A
 crash between the write and the commit delivers that message again (at least once).
+What a delivered message carries is what Apache's broker writes: a delay level's copy keeps DELAY,
+REAL_TOPIC and REAL_QID (ScheduleMessageService); a timed one keeps its timer properties and
+TIMER_OUT_MS, gains TIMER_ENQUEUE_MS and TIMER_DEQUEUE_MS, and loses REAL_TOPIC and REAL_QID
+(TimerMessageStore). A timed message recalled (broker/recall.py) is dropped at its next hop.
 """
 
 from __future__ import annotations
@@ -22,12 +28,15 @@ import logging
 
 from rocketbox.cluster.broker.context import BrokerContext
 from rocketbox.cluster.broker.offsets import ConsumerOffsetManager
+from rocketbox.cluster.broker.recall import RecallLedger
 from rocketbox.cluster.log_limit import RateLimitedLog
 from rocketbox.cluster.protocol import ResponseCode
 from rocketbox.cluster.message.properties import (PROPERTY_DELAY, PROPERTY_REAL_QID, PROPERTY_REAL_TOPIC,
-                                                  PROPERTY_TIMER_DELIVER_MS)
+                                                  PROPERTY_TIMER_DEQUEUE_MS, PROPERTY_TIMER_ENQUEUE_MS,
+                                                  PROPERTY_TIMER_OUT_MS, PROPERTY_UNIQ_KEY)
 from rocketbox.cluster.config import parse_levels
-from rocketbox.cluster.shm.schedule_format import queue_of_level
+from rocketbox.cluster.shm.schedule_format import (is_timed, parked_due_ms, queue_of_level, requested_deliver_ms,
+                                                     timer_out_ms)
 from rocketbox.cluster.message.system_topics import SCHEDULE_TOPIC
 from rocketbox.cluster.shm.store import PutMessageStatus, copy_of_record
 
@@ -43,7 +52,7 @@ TIMER_WINDOW = 4096
 
 
 class ScheduleService:
-    def __init__(self, ctx: BrokerContext):
+    def __init__(self, ctx: BrokerContext, recalls: RecallLedger):
         cfg = ctx.cfg
         self.store = ctx.store
         self.topics = ctx.topics
@@ -59,16 +68,18 @@ class ScheduleService:
         # read on from there, committed only once they are.
         self._delivered_to: dict[int, int] = {}
         self.delivered = 0
+        self.recalls = recalls   # timed messages recalled (broker/recall.py): dropped where met
+        self.recalled = 0
 
     # ---------------------------------------------------------------- parking
 
     def plan(self, props: dict[str, str], now_ms: int | None = None) -> int | None:
         """The schedule queue a message with these properties waits in, None to store it now.
-        ValueError for a DELAY or TIMER_DELIVER_MS that is not a number."""
+        ValueError for a DELAY or timer property that is not a number. A timed message's properties
+        are its parked ones (``park``: TIMER_OUT_MS set)."""
         now_ms = self.clock.now_ms() if now_ms is None else now_ms
-        timer = props.get(PROPERTY_TIMER_DELIVER_MS)
-        if timer is not None:
-            left = int(timer) - now_ms
+        if is_timed(props) and PROPERTY_DELAY not in props:
+            left = parked_due_ms(props) - now_ms
             if left <= 0:
                 return None
             fitting = [level for level, delay in enumerate(self.levels_ms, 1) if delay <= left]
@@ -80,6 +91,23 @@ class ScheduleService:
         if level <= 0:
             return None
         return queue_of_level(min(level, len(self.levels_ms)))
+
+    def park(self, props: dict[str, str], topic: str, queue_id: int) -> tuple[int | None, dict[str, str]]:
+        """Where a sent delayed or timed message waits and the properties it waits with; (None, props)
+        when it is due now (stored as sent). ValueError for a property that is not a number.
+
+        A timed message gets RocketMQ's TIMER_OUT_MS, its delivery time's timer slot (what its recall
+        handle names), and keeps every timer property for its consumers (TimerMessageStore)."""
+        now_ms = self.clock.now_ms()
+        if is_timed(props) and PROPERTY_DELAY not in props:
+            deliver_ms = requested_deliver_ms(props, now_ms)
+            if deliver_ms <= now_ms:
+                return None, props
+            props = {**props, PROPERTY_TIMER_OUT_MS: str(timer_out_ms(deliver_ms))}
+        schedule_queue = self.plan(props, now_ms)
+        if schedule_queue is None:
+            return None, props
+        return schedule_queue, self.parked_properties(props, topic, queue_id)
 
     @staticmethod
     def parked_properties(props: dict[str, str], topic: str, queue_id: int) -> dict[str, str]:
@@ -162,23 +190,37 @@ class ScheduleService:
             return True
         props = rec.properties
         topic = props.get(PROPERTY_REAL_TOPIC)
+        timed = is_timed(props) and PROPERTY_DELAY not in props
         try:
             queue_id = int(props.get(PROPERTY_REAL_QID, "0"))
-            next_queue = self.plan(props, now) if PROPERTY_TIMER_DELIVER_MS in props else None
-        except ValueError:
+            next_queue = self.plan(props, now) if timed else None
+        except (KeyError, ValueError):
             next_queue = None
             queue_id = 0
         if not topic or (self.topics.get(topic) is None and not self.ensure_system_topic(topic)):
             _limited.warning("no-topic", "schedule: the message at %d belongs to %r, which does not exist; dropped",
                              phys, topic)
             return True
+        if timed and self.recalls.take(topic, props.get(PROPERTY_UNIQ_KEY)):
+            self.recalled += 1   # RocketMQ's timer drops it where its recall's marker names it
+            return True
         if next_queue is not None:
+            # Parked again, closer: the time it was first parked stays what the timer took it in at.
+            props = {**props, PROPERTY_TIMER_ENQUEUE_MS: props.get(PROPERTY_TIMER_ENQUEUE_MS)
+                     or str(rec.store_timestamp_ms)}
             target_topic, target_queue = SCHEDULE_TOPIC, next_queue
+        elif timed:
+            # Delivered as RocketMQ 5's TimerMessageStore delivers it: every timer property kept (so a
+            # 5.x consumer reads its delivery_timestamp and type DELAY), when the timer took it in and
+            # let it out added, the real topic and queue cleared.
+            props = {k: v for k, v in props.items() if k not in (PROPERTY_REAL_TOPIC, PROPERTY_REAL_QID)}
+            props.setdefault(PROPERTY_TIMER_ENQUEUE_MS, str(rec.store_timestamp_ms))
+            props[PROPERTY_TIMER_DEQUEUE_MS] = str(now)
+            target_topic, target_queue = topic, queue_id
         else:
-            # Delivered as RocketMQ 4's ScheduleMessageService delivers it: REAL_TOPIC, REAL_QID and DELAY
-            # stay in the stored properties (its messageTimeup clears DELAY only from the map it then
-            # ignores), so a consumer sees where the message waited; the exact time is spent.
-            props = {k: v for k, v in props.items() if k != PROPERTY_TIMER_DELIVER_MS}
+            # Delivered as RocketMQ's ScheduleMessageService delivers a delay level: REAL_TOPIC, REAL_QID
+            # and DELAY stay in the stored properties (its messageTimeUp clears DELAY only from the map
+            # it then ignores), so a consumer sees where the message waited.
             target_topic, target_queue = topic, queue_id
         message = copy_of_record(rec, props)
         result = self.store.put_messages(target_topic, target_queue, [message])

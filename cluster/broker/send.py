@@ -2,9 +2,10 @@
 
 ``on_send``: the broker may take writes and its disk keeps up → ``parse`` the header once into a
 ``SendRequest`` (properties decoded at most once, and only when a route needs them) → the topic and
-queue it goes to → ``_route``: half (the transaction's half topic), delayed (the schedule topic),
-a send to a retry topic past its group's maximum (the group's dead-letter topic), FIFO (a label
-only) → the store → the one durability wait (``durability.py``).
+queue it goes to (a priority message: the queue of its priority, ``_priority_queue``) → ``_route``:
+half (the transaction's half topic), delayed (the schedule topic), a send to a retry topic past its
+group's maximum (the group's dead-letter topic), FIFO (a label only) → the store → the one
+durability wait (``durability.py``).
 """
 
 from __future__ import annotations
@@ -24,12 +25,15 @@ from rocketbox.cluster.broker.context import BrokerContext
 from rocketbox.cluster.broker.meters import InTraffic
 from rocketbox.cluster.broker.transaction import HALF_TOPIC
 from rocketbox.cluster.message.ids import pack_host
-from rocketbox.cluster.message.properties import (PROPERTY_CLUSTER, PROPERTY_DELAY, PROPERTY_SEPARATOR,
-                                                  PROPERTY_TIMER_DELIVER_MS, PROPERTY_TRAN_MSG, PROPERTY_WAIT,
+from rocketbox.cluster.message import recall_handle
+from rocketbox.cluster.message.properties import (PROPERTY_CLUSTER, PROPERTY_DELAY, PROPERTY_PRIORITY,
+                                                  PROPERTY_SEPARATOR, PROPERTY_TIMER_OUT_MS,
+                                                  PROPERTY_TRAN_MSG, PROPERTY_UNIQ_KEY, PROPERTY_WAIT,
                                                   decode_properties, encode_properties, property_mark)
+from rocketbox.cluster.shm.schedule_format import TIMER_PROPERTIES, is_timed
 from rocketbox.cluster.message.sysflags import (SYSFLAG_COMPRESSED, SYSFLAG_COMPRESSION_TYPE_MASK, SYSFLAG_MULTI_TAGS,
                                                 SYSFLAG_TRANSACTION_MASK, SYSFLAG_TRANSACTION_PREPARED)
-from rocketbox.cluster.shm.store import MessageToStore, PutMessageStatus as PutStatus
+from rocketbox.cluster.shm.store import BatchBody, MessageToStore, PutMessageStatus as PutStatus
 from rocketbox.cluster.wire_format import Command
 
 log = logging.getLogger(__name__)
@@ -77,12 +81,13 @@ def stored_send_properties(properties_text: str, cluster_mark: str, drop_wait: b
 
 
 _DELAY_MARK = property_mark(PROPERTY_DELAY)
-_TIMER_MARK = property_mark(PROPERTY_TIMER_DELIVER_MS)
+_TIMER_MARKS = tuple(property_mark(name) for name in TIMER_PROPERTIES)
 _HALF_MARK = property_mark(PROPERTY_TRAN_MSG, "true")
 _WAIT_MARK = property_mark(PROPERTY_WAIT)
 _WAIT_PAIR_START = PROPERTY_SEPARATOR + _WAIT_MARK
 # RocketMQ 5 marks a FIFO message by its sharding key (the message_type label "fifo").
 _SHARDING_KEY_MARK = property_mark("__SHARDINGKEY")
+_PRIORITY_MARK = property_mark(PROPERTY_PRIORITY)
 
 # The key each header field is read by: SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE carry RocketMQ's
 # one-letter names (SendMessageRequestHeaderV2, as the ACL check reads them), SEND_MESSAGE the long ones.
@@ -141,7 +146,7 @@ def parse(request: Command, now_ms) -> SendRequest:
     half = bool(sys_flag & SYSFLAG_TRANSACTION_PREPARED) or _HALF_MARK in text
     if half and batch:
         raise ProtocolError("a batch cannot be transactional", ResponseCode.MESSAGE_ILLEGAL)
-    delayed = _DELAY_MARK in text or _TIMER_MARK in text
+    delayed = _DELAY_MARK in text or any(mark in text for mark in _TIMER_MARKS)
     properties = None
     flag = reconsume_times = 0
     if not batch:   # a batch's properties are its items', in its body
@@ -207,9 +212,11 @@ class SendProcessor:
                                 ResponseCode.MESSAGE_ILLEGAL)
         topic = send.topic
         queue_id = self._queue_of(send)
+        if _PRIORITY_MARK in send.properties_text and not send.batch and not topic.startswith(RETRY_TOPIC_PREFIX):
+            queue_id = self._priority_queue(send, queue_id)
         if send.batch:
-            result = self.store.put_batch_body(topic, queue_id, send.body, sys_flag=send.sys_flag,
-                                               born_timestamp_ms=send.born_timestamp_ms, born_host=send.born_host)
+            result = self.store.put_messages(topic, queue_id, BatchBody(send.body, send.sys_flag, send.born_timestamp_ms,
+                                                                        send.born_host))
             if result.status == PutStatus.MESSAGE_ILLEGAL:
                 raise ProtocolError("malformed batch body: its items do not add up", ResponseCode.MESSAGE_ILLEGAL)
             message_type = "normal"
@@ -218,7 +225,7 @@ class SendProcessor:
             message = MessageToStore(body=send.body, flag=send.flag, properties=properties, sys_flag=sys_flag,
                                      born_timestamp_ms=send.born_timestamp_ms, born_host=send.born_host,
                                      reconsume_times=send.reconsume_times)
-            result = self.store.put_message(store_topic, store_queue, message)
+            result = self.store.put_messages(store_topic, store_queue, (message,))
             if store_topic not in (topic, HALF_TOPIC) and result.status == PutStatus.PUT_OK:
                 result = result._replace(queue_offset=-1)   # its place in the topic is known on delivery
         if result.status != PutStatus.PUT_OK:
@@ -233,6 +240,10 @@ class SendProcessor:
             "queueId": str(queue_id),
             "queueOffset": str(result.queue_offset),
         })
+        if send.delayed and not send.batch and store_topic == SCHEDULE_TOPIC:
+            handle = self._recall_handle(send, properties)
+            if handle:
+                response.fields["recallHandle"] = handle
         if not send.wait_store:
             return response
         return self.durability.answer(response, result.end_phys_offset, reply)
@@ -269,6 +280,23 @@ class SendProcessor:
             queue_id = next(self._round_robin) % topic_cfg.writeQueueNums
         return queue_id
 
+    def _priority_queue(self, send: SendRequest, queue_id: int) -> int:
+        """RocketMQ 5.4's SendMessageProcessor (RIP-80): a priority message (by its properties, whatever
+        the topic declares) goes to the queue of its priority, capped at the last write queue, so a
+        PRIORITY topic's pops can serve the higher queues first; a message of another type (half,
+        delayed, FIFO) loses the property. A value that is no integer >= 0 leaves the queue as it was."""
+        props = send.properties if send.properties is not None else decode_properties(send.properties_text.encode())
+        value = props.get(PROPERTY_PRIORITY, "")
+        if not (value.isascii() and value.isdigit() and int(value) < 1 << 31):   # Java's Integer.parseInt
+            return queue_id
+        priority = int(value)
+        if not (send.half or send.delayed or _SHARDING_KEY_MARK in send.properties_text):
+            return min(priority, self.topics.get(send.topic).writeQueueNums - 1)
+        props = {k: v for k, v in props.items() if k != PROPERTY_PRIORITY}
+        send.properties = props
+        send.properties_text = encode_properties(props).decode()
+        return queue_id
+
     def _route(self, send: SendRequest, queue_id: int) -> tuple[str, int, bytes, int, str]:
         """Where a single message is stored and as what: (topic, queue, properties, sysFlag, message type)."""
         topic, props = send.topic, send.properties
@@ -281,7 +309,8 @@ class SendProcessor:
         if topic.startswith(RETRY_TOPIC_PREFIX):
             topic, queue_id = self._retry_or_dead_letter(send, topic, queue_id)
         text = stored_send_properties(send.properties_text, self.cluster_mark, True, props)
-        message_type = "fifo" if _SHARDING_KEY_MARK in send.properties_text else "normal"
+        message_type = "fifo" if _SHARDING_KEY_MARK in send.properties_text else \
+            "priority" if _PRIORITY_MARK in send.properties_text else "normal"
         return topic, queue_id, text.encode(), send.sys_flag, message_type
 
     def _with_cluster(self, props: dict[str, str]) -> dict[str, str]:
@@ -289,20 +318,32 @@ class SendProcessor:
         return {**props, PROPERTY_CLUSTER: self.cfg.cluster_name}
 
     def _park(self, send: SendRequest, queue_id: int) -> tuple[str, int, bytes, int, str]:
-        """Where a message with DELAY or TIMER_DELIVER_MS is stored (in SCHEDULE_TOPIC while it waits)."""
+        """Where a message with DELAY or a timer property is stored (in SCHEDULE_TOPIC while it waits)."""
         props = send.properties
-        if PROPERTY_DELAY in props and PROPERTY_TIMER_DELIVER_MS in props:
+        if PROPERTY_DELAY in props and is_timed(props):
             raise ProtocolError("a message has a delay level or a delivery time, not both",
                                 ResponseCode.MESSAGE_ILLEGAL)
         try:
-            schedule_queue = self.schedule.plan(props)
+            schedule_queue, parked = self.schedule.park(self._with_cluster(props), send.topic, queue_id)
         except ValueError:
-            raise ProtocolError("DELAY and TIMER_DELIVER_MS must be integers", ResponseCode.MESSAGE_ILLEGAL) from None
+            raise ProtocolError(f"{PROPERTY_DELAY} and the timer properties ({', '.join(TIMER_PROPERTIES)}) must be "
+                                f"integers", ResponseCode.MESSAGE_ILLEGAL) from None
         if schedule_queue is None:   # due now: stored as sent (WAIT kept, as RocketMQ writes it again)
             text = stored_send_properties(send.properties_text, self.cluster_mark, False)
             return send.topic, queue_id, text.encode(), send.sys_flag, "normal"
-        parked = self.schedule.parked_properties(self._with_cluster(props), send.topic, queue_id)
         return SCHEDULE_TOPIC, schedule_queue, encode_properties(parked), send.sys_flag, "delay"
+
+    def _recall_handle(self, send: SendRequest, stored_properties: bytes) -> str | None:
+        """The recall handle a parked timed message's send answers (RocketMQ's attachRecallHandle: not for
+        a delay level, nor a message bound for a retry topic)."""
+        if not is_timed(send.properties) or send.topic.startswith(RETRY_TOPIC_PREFIX):
+            return None
+        parked = decode_properties(stored_properties)
+        message_id = parked.get(PROPERTY_UNIQ_KEY)
+        if PROPERTY_TIMER_OUT_MS not in parked or not message_id:
+            return None
+        return recall_handle.build(send.topic, self.cfg.broker_name, int(parked[PROPERTY_TIMER_OUT_MS]) + 1,
+                                   message_id)
 
     def _retry_or_dead_letter(self, send: SendRequest, topic: str, queue_id: int) -> tuple[str, int]:
         """A send to a group's retry topic (a consumer whose CONSUMER_SEND_MSG_BACK failed resends the

@@ -41,6 +41,7 @@ from rocketbox.cluster.broker.request_table import BROKER_HANDLERS, handler_of
 from rocketbox.cluster.broker.reset_offset import ResetOffsetProcessor
 from rocketbox.cluster.broker.retry import SendBackProcessor
 from rocketbox.cluster.broker.runtime_kv import runtime_kv_table, schedule_offsets, store_disk
+from rocketbox.cluster.broker.recall import RecallLedger, RecallProcessor
 from rocketbox.cluster.broker.schedule import TICK_S as SCHEDULE_TICK_S, ScheduleService
 from rocketbox.cluster.broker.transaction import SYSTEM_TOPICS as TRANSACTION_TOPICS, TransactionService
 from rocketbox.cluster.broker.send import SendProcessor
@@ -122,7 +123,9 @@ class BrokerService:
             on_written=self.on_written, may_write=self.may_write, ensure_system_topic=self.ensure_system_topic,
             publish_topics=self.register_with_namesrvs, notify_peer=self.notify_peer,
             call_peer=lambda *call: self.doors.call(*call))   # the doors open in serve()
-        self.schedule = ScheduleService(ctx)
+        recall_ledger = RecallLedger(cfg.store.store_dir)
+        self.schedule = ScheduleService(ctx, recall_ledger)
+        self.recaller = RecallProcessor(ctx, recall_ledger)
         self.transactions = TransactionService(ctx)
         self.sender = SendProcessor(ctx, self.schedule, self.transactions)
         self.puller = PullProcessor(ctx, self.ha)

@@ -26,7 +26,7 @@ class TopicConfig:
 
     @property
     def message_type(self) -> str | None:
-        """``message.type`` (NORMAL, FIFO, DELAY, TRANSACTION, MIXED), None when undeclared: every type."""
+        """``message.type`` (NORMAL, FIFO, DELAY, TRANSACTION, MIXED, PRIORITY), None when undeclared."""
         return declared_message_type(self.attributes)
 
     @classmethod

@@ -16,6 +16,10 @@ from typing import Callable
 
 # A send's expected wait for the disk is judged by the flushes of the last this many seconds.
 FLUSH_RATE_WINDOW_S = 2.0
+# ... and only behind a backlog this large: two flushes a second apart of a few hundred bytes (a
+# quiet broker: a transaction's end after its half) measure the idle time between writes, not the
+# disk, and made 400 unflushed bytes look 1.5 s away, refusing a send SYSTEM_BUSY on an idle disk.
+FLUSH_ESTIMATE_BACKLOG_MIN_BYTES = 1 << 20
 
 
 class FlushWaiters:
@@ -45,7 +49,7 @@ class FlushWaiters:
         """How long bytes written now would wait for the disk: the bytes not flushed yet over the rate
         recent flushes took bytes at (0 until two flushes close together were seen)."""
         flushes = self._flushes
-        if len(flushes) < 2:
+        if len(flushes) < 2 or write_pos - flushes[-1][1] < FLUSH_ESTIMATE_BACKLOG_MIN_BYTES:
             return 0.0
         (first_s, first_pos), (last_s, last_pos) = flushes[0], flushes[-1]
         return max(0, write_pos - last_pos) * (last_s - first_s) / (last_pos - first_pos)

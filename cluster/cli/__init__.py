@@ -12,7 +12,8 @@
     cluster tls [--host H] [--out DIR]             (a self-signed certificate and key: <data dir>/tls/)
     cluster up --tls-mode permissive|enforcing [--tls-cert F --tls-key F]  (TLS on the remoting doors, proxy)
     cluster config show [the flags of up]          (every process's settings under broker.conf's keys)
-    cluster topic create|update|list|route|delete [--queues N] [--message-type NORMAL|FIFO|DELAY|TRANSACTION|MIXED]
+    cluster topic create|update|list|route|delete [--queues N]
+                                               [--message-type NORMAL|FIFO|DELAY|TRANSACTION|MIXED|PRIORITY]
     cluster send | consume
     cluster query --id MSG_ID_OR_OFFSET_MSG_ID | --msg-id ID --topic T | --key K --topic T [--begin --end --max]
                 | --topic T [--broker B] --queue Q --offset N        (each with every group's consume status)
@@ -32,8 +33,9 @@ Commands that talk to a cluster find its NameServers in ``--namesrv``, else in
 means the default NameServer port). Read commands take ``--json`` (records as JSON Lines, one
 document as one JSON object: ``common.py``). Everything binds to 127.0.0.1 by default.
 
-Exit codes: 0 done; 1 the request failed or found nothing (the reason on stderr); 2 a usage
-error; 130 interrupted; 141 the reader of stdout went away (``| head``), as a process killed by
+Exit codes: 0 done; 1 the request failed or found nothing (an unknown group or topic, no such
+message: the reason on stderr); 2 a usage error (a topic or group name the cluster could never
+take included: ``common.valid_name``); 130 interrupted; 141 the reader of stdout went away (``| head``), as a process killed by
 SIGPIPE would report.
 
 Several hosts: ``cluster up --role namesrv --host A`` on one, and on each other host
@@ -57,11 +59,12 @@ from rocketbox.cluster.cli import (acl_cmds, admin_cmds, client_cmds, cluster_cm
 from rocketbox.cluster.cli.client_cmds import query_problem
 from rocketbox.cluster.cli.cluster_cmds import role_problem
 from rocketbox.cluster.cli.common import DATA_DIR_DEFAULT
+from rocketbox.cluster.cli.parsing import CommandParser
 from rocketbox.cluster.file_modes import make_private
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="cluster", description="RocketBox: a RocketMQ-style cluster in a box")
+    parser = CommandParser(prog="cluster", description="RocketBox: a RocketMQ-style cluster in a box")
     parser.add_argument("--data-dir", default=DATA_DIR_DEFAULT, help=f"default {DATA_DIR_DEFAULT}")
     parser.add_argument("--namesrv", help="NameServer addresses, host:port;host:port")
     sub = parser.add_subparsers(dest="command", required=True)

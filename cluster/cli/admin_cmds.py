@@ -6,7 +6,8 @@ import json
 import sys
 
 from rocketbox.cluster.cli.client_cmds import message_dict
-from rocketbox.cluster.cli.common import iso_ms, new_console, open_admin, print_json, print_json_line, table, time_ms
+from rocketbox.cluster.cli.common import (consumer_group_name, iso_ms, new_console, open_admin, print_json,
+                                         print_json_line, table, time_ms, topic_name, unknown_group_problem)
 
 
 def _dead_letter_dict(admin, m) -> dict:
@@ -14,6 +15,17 @@ def _dead_letter_dict(admin, m) -> dict:
             "originTopic": m.properties.get("RETRY_TOPIC"), "reconsumeTimes": m.reconsume_times,
             "storeTimestamp": m.store_timestamp_ms, "storeTime": iso_ms(m.store_timestamp_ms),
             "resent": admin.dead_letter_resent(m), "bodyPreview": m.body[:80].decode("utf-8", "replace")}
+
+
+def _found_nothing(admin, group: str, reason: str, *, empty_is_an_answer: bool = False) -> int:
+    """Nothing to show: exit 1 with why (the group is unknown to the cluster, else ``reason``), or 0
+    when an empty list is the answer (a known group without dead letters), still said on stderr."""
+    unknown = unknown_group_problem(admin, group)
+    if empty_is_an_answer and not unknown:
+        print(reason, file=sys.stderr)
+        return 0
+    print(f"error: {unknown or reason}", file=sys.stderr)
+    return 1
 
 
 def _dlq_list(admin, args) -> int:
@@ -25,7 +37,7 @@ def _dlq_list(admin, args) -> int:
             print(f"{r['msgId']} topic={r['originTopic']} reconsumeTimes={r['reconsumeTimes']} "
                   f"stored={r['storeTime']} resent={'yes' if r['resent'] else 'no'} body={r['bodyPreview']}")
     if not rows:
-        print(f"no dead letters for group {args.group}", file=sys.stderr)
+        return _found_nothing(admin, args.group, f"no dead letters for group {args.group}", empty_is_an_answer=True)
     return 0
 
 
@@ -37,8 +49,7 @@ def _dlq_show(admin, args) -> int:
         else:
             _print_dead_letter(row)
     if not rows:
-        print(f"no dead letter {args.msg_id} for group {args.group}", file=sys.stderr)
-        return 1
+        return _found_nothing(admin, args.group, f"no dead letter {args.msg_id} for group {args.group}")
     return 0
 
 
@@ -73,11 +84,11 @@ def _dlq_resend(admin, args) -> int:
         else:
             where = f" -> {r['broker']}:{r['queueId']}@{r['queueOffset']}" if r["status"] == "RESENT" else ""
             print(f"{r['status']} {r['msgId']} topic={r['topic']}{where}")
+    if not rows:
+        missing = "no dead letters" if args.all else f"no dead letter {' '.join(args.msg_id)}"
+        return _found_nothing(admin, args.group, f"{missing} for group {args.group}", empty_is_an_answer=args.all)
     resent = sum(r["status"] == "RESENT" for r in rows)
     print(f"{resent} resent, {len(rows) - resent} not", file=sys.stderr)
-    if not rows and not args.all:
-        print(f"no dead letter {' '.join(args.msg_id)} for group {args.group}", file=sys.stderr)
-        return 1
     return 0
 
 
@@ -158,15 +169,15 @@ def add_parsers(sub) -> None:
     dlq = sub.add_parser("dlq", help="list, show and resend a consumer group's dead letters (%%DLQ%%<group>)")
     dlq_sub = dlq.add_subparsers(dest="action", required=True)
     dlq_list = dlq_sub.add_parser("list", help="the dead letters of a group")
-    dlq_list.add_argument("group", help="consumer group")
+    dlq_list.add_argument("group", type=consumer_group_name, help="consumer group")
     dlq_list.add_argument("--max", type=int, default=1000, help="at most this many (default 1000)")
     dlq_list.add_argument("--json", action="store_true", help="one JSON line per dead letter")
     dlq_show = dlq_sub.add_parser("show", help="one dead letter, whole")
-    dlq_show.add_argument("group", help="consumer group")
+    dlq_show.add_argument("group", type=consumer_group_name, help="consumer group")
     dlq_show.add_argument("msg_id", help="msg id (UNIQ_KEY) or offset msg id")
     dlq_show.add_argument("--json", action="store_true", help="JSON instead of text")
     dlq_resend = dlq_sub.add_parser("resend", help="send dead letters back to their original topic")
-    dlq_resend.add_argument("group", help="consumer group")
+    dlq_resend.add_argument("group", type=consumer_group_name, help="consumer group")
     chosen = dlq_resend.add_mutually_exclusive_group()
     chosen.add_argument("--msg-id", action="append", help="msg id (UNIQ_KEY) or offset msg id; repeatable")
     chosen.add_argument("--all", action="store_true", help="every dead letter not resent yet")
@@ -178,8 +189,8 @@ def add_parsers(sub) -> None:
     group_sub = group.add_subparsers(dest="action", required=True)
     reset = group_sub.add_parser("reset-offset", help="move a group's offsets of a topic to a time, even while "
                                                       "it runs (RocketMQ's resetOffsetByTime)")
-    reset.add_argument("group", help="consumer group")
-    reset.add_argument("topic", help="the topic whose offsets move")
+    reset.add_argument("group", type=consumer_group_name, help="consumer group")
+    reset.add_argument("topic", type=topic_name, help="the topic whose offsets move")
     reset.add_argument("--to-time", type=time_ms, required=True,
                        help="ISO 8601 or epoch ms: the first message stored at or after it is read next; -1: the end")
     reset.add_argument("--no-force", dest="force", action="store_false",

@@ -9,8 +9,9 @@ import time
 from rocketbox.cluster.protocol import CLI_CONSUMER_GROUP
 from rocketbox.cluster.message.system_topics import AUTO_CREATE_TOPIC_KEY
 from rocketbox.cluster.topic_attributes import MESSAGE_TYPES, declared_message_type
-from rocketbox.cluster.cli.common import (int_within, iso_ms, namesrv, new_console, open_admin, print_json, print_json_line,
-                                table, time_ms)
+from rocketbox.cluster.cli.common import (client_config, consumer_group_name, int_within, iso_ms, new_console,
+                                         open_admin, print_json, print_json_line, producer_group_name, table,
+                                         time_ms, topic_name)
 
 
 GROUP_TOPIC_PREFIXES = ("%RETRY%", "%DLQ%")
@@ -27,6 +28,11 @@ def cmd_topic(args) -> int:
             kind = f", message type {args.message_type}" if args.message_type else ""
             print(f"topic {args.topic}: {args.queues} queues per broker{kind}")
         elif args.action == "delete":
+            # mqadmin deleteTopic says "success" for a topic no broker has; found nothing is exit 1 here.
+            if args.topic not in admin.topic_list() and not admin.topic_configs(args.topic):
+                print(f"error: topic {args.topic} does not exist (no NameServer route, no broker has it): "
+                      f"nothing deleted", file=sys.stderr)
+                return 1
             admin.delete_topic(args.topic)
             print(f"topic {args.topic} deleted")
         elif args.action == "list":
@@ -69,7 +75,7 @@ def cmd_send(args) -> int:
     from rocketbox.cluster.client.producer import Producer
     from rocketbox.cluster.errors import ClientError
     failed = 0
-    with Producer(args.group, namesrv=namesrv(args)) as producer:
+    with Producer(args.group, config=client_config(args)) as producer:
         known = producer.routes.get(args.topic) is not None
         for label, body in _bodies(args):
             if not body:
@@ -114,7 +120,7 @@ def cmd_consume(args) -> int:
     from rocketbox.cluster.client.consumer import PullConsumer
     shown = 0
     deadline = time.monotonic() + args.wait_s
-    with PullConsumer(args.group, namesrv=namesrv(args)) as consumer:
+    with PullConsumer(args.group, config=client_config(args)) as consumer:
         queues = consumer.queues(args.topic)
         offsets = {mq: 0 for mq in queues}
         if args.from_committed:
@@ -221,30 +227,33 @@ def add_parsers(sub) -> None:
     """The subcommands topic, send, consume and query."""
     topic = sub.add_parser("topic", help="create, update, list, route, delete topics")
     topic.add_argument("action", choices=("create", "update", "list", "route", "delete"), help="what to do")
-    topic.add_argument("topic", nargs="?", help="the topic (every action but list)")
+    topic.add_argument("topic", nargs="?", type=topic_name, help="the topic (every action but list)")
     topic.add_argument("--queues", type=int_within(1, 1024), default=4, help="queues per broker, 1..1024")
     topic.add_argument("--perm", type=int_within(0, 7), default=6, help="4 read, 2 write (6: both)")
     topic.add_argument("--message-type", choices=MESSAGE_TYPES,
-                       help="what the topic takes (RocketMQ 5's message.type; default: every type, "
-                            "and update keeps the type it has)")
+                       help="what the topic takes (RocketMQ 5's message.type; default: every type but "
+                            "PRIORITY, and update keeps the type it has; PRIORITY: priority messages, the "
+                            "higher priorities popped first)")
     topic.add_argument("--group-topic", action="store_true",
                        help="allow a %%RETRY%%<group> or %%DLQ%%<group> name (the broker makes those itself)")
     topic.add_argument("--json", action="store_true", help="JSON instead of text")
     topic.set_defaults(func=cmd_topic)
 
     send = sub.add_parser("send", help="send a message (or one per stdin line)")
-    send.add_argument("topic", help="the topic to send to")
+    send.add_argument("topic", type=topic_name, help="the topic to send to")
     send.add_argument("body", nargs="?", help="the message body (default: one message per stdin line)")
     send.add_argument("--tags", help="the message's tag")
     send.add_argument("--keys", help="its keys, space separated (the index finds them)")
     send.add_argument("--count", type=int, default=1, help="send each body this many times (default 1)")
-    send.add_argument("--group", default="CLI_PRODUCER", help="producer group (default CLI_PRODUCER)")
+    send.add_argument("--group", default="CLI_PRODUCER", type=producer_group_name,
+                      help="producer group (default CLI_PRODUCER)")
     send.add_argument("--json", action="store_true", help="one JSON line per send result")
     send.set_defaults(func=cmd_send)
 
     consume = sub.add_parser("consume", help="print messages of a topic")
-    consume.add_argument("topic", help="the topic to read")
-    consume.add_argument("--group", default=CLI_CONSUMER_GROUP, help=f"consumer group (default {CLI_CONSUMER_GROUP})")
+    consume.add_argument("topic", type=topic_name, help="the topic to read")
+    consume.add_argument("--group", default=CLI_CONSUMER_GROUP, type=consumer_group_name,
+                         help=f"consumer group (default {CLI_CONSUMER_GROUP})")
     consume.add_argument("--tags", help="tag expression, e.g. TagA || TagB (default every message)")
     consume.add_argument("--max", type=int, default=100, help="stop after this many messages (default 100)")
     consume.add_argument("--wait-s", type=float, default=0.0, help="keep polling this long for new messages")
@@ -261,7 +270,7 @@ def add_parsers(sub) -> None:
     which.add_argument("--key", help="a KEYS word; needs --topic; narrow with --begin/--end/--max")
     which.add_argument("--offset", type=int, help="the queue offset; needs --topic and --queue (and --broker "
                                                   "when the topic is on several brokers)")
-    query.add_argument("--topic", help="the topic the message is in")
+    query.add_argument("--topic", type=topic_name, help="the topic the message is in")
     query.add_argument("--broker", help="broker name, with --offset")
     query.add_argument("--queue", type=int, help="queue id, with --offset")
     query.add_argument("--max", type=int, default=32, help="at most this many messages by key or msg id (default 32)")

@@ -10,7 +10,7 @@ import signal
 import sys
 import time
 
-from rocketbox.cluster.cli import broker_roles, up_config, up_settings
+from rocketbox.cluster.cli import broker_roles, setting_sources, up_config, up_settings
 from rocketbox.cluster.cli.busy_ports import busy_port_problem
 from rocketbox.cluster.cli.common import namesrv_env, new_console, print_json, table
 from rocketbox.cluster.cli.up_settings import STORE_PROFILES
@@ -25,7 +25,7 @@ from rocketbox.cluster.supervision.arbiter import Supervisor
 from rocketbox.cluster.supervision.detach import spawn_detached
 from rocketbox.cluster.supervision.errors import SupervisorError
 from rocketbox.cluster.supervision.lifecycle import python_module_command
-from rocketbox.cluster.supervision.run_state import STATE_FILE_NAME, read_state_file
+from rocketbox.cluster.supervision.run_state import LOGS_DIR_NAME, STATE_FILE_NAME, read_state_file
 from rocketbox.cluster.supervision.titles import set_title, supervisor_title
 
 
@@ -184,6 +184,9 @@ def cmd_up(args) -> int:
     if busy:
         print(f"error: {busy}", file=sys.stderr)
         return 1
+    # A flag or the broker.conf given now wins over a live change of the same setting (setting_sources.py).
+    for note in setting_sources.drop_superseded_live(topology.brokers + topology.slaves, args):
+        print(f"note: {note}", file=sys.stderr)
     specs = child_specs(topology)
     up_settings.save(args)
     console = new_console()
@@ -200,7 +203,8 @@ def cmd_up(args) -> int:
             console.print(f"[red]cluster failed to start:[/red] {exc}")
             return 1
         state = read_state_file(topology.data_dir) or {}
-        _print_up_banner(console, state, time.monotonic() - started, pid, _topology_namesrv_env(topology))
+        _print_up_banner(console, state, time.monotonic() - started, pid, topology.data_dir,
+                         _topology_namesrv_env(topology))
         return 0
     supervisor = Supervisor(specs, topology.data_dir)
     set_title(supervisor_title(topology.data_dir))   # this process is the supervisor from here on
@@ -209,7 +213,7 @@ def cmd_up(args) -> int:
     except SupervisorError as exc:
         console.print(f"[red]cluster failed to start:[/red] {exc}")
         return 1
-    _print_up_banner(console, supervisor.snapshot(), time.monotonic() - started, os.getpid(),
+    _print_up_banner(console, supervisor.snapshot(), time.monotonic() - started, os.getpid(), topology.data_dir,
                      _topology_namesrv_env(topology))
     if args.no_live:
         code = supervisor.run_forever()
@@ -225,9 +229,11 @@ def cmd_up(args) -> int:
     return code
 
 
-def _print_up_banner(console, state: dict, ready_s: float, supervisor_pid: int, planned_env: str = "") -> None:
+def _print_up_banner(console, state: dict, ready_s: float, supervisor_pid: int, data_dir: str,
+                     planned_env: str = "") -> None:
     console.print(table(f"RocketBox is up in {ready_s:.2f} s (supervisor pid {supervisor_pid})",
                          ENDPOINT_COLUMNS, _endpoint_rows(state)))
+    _print_data_dir(console, data_dir)
     console.print(f"export ROCKETBOX_NAMESRV='{namesrv_env(state) or planned_env}'")
     remoting = remoting_namesrv_addr(state)
     if remoting:
@@ -241,6 +247,11 @@ def _print_up_banner(console, state: dict, ready_s: float, supervisor_pid: int, 
         console.print(f"web console: {web[0]['endpoint']}{login}")
 
 
+def _print_data_dir(console, data_dir: str) -> None:
+    console.print(f"data dir: {data_dir} (logs: {os.path.join(data_dir, LOGS_DIR_NAME)}, cluster logs NAME)",
+                  markup=False, highlight=False)
+
+
 def cmd_status(args) -> int:
     state = read_state_file(args.data_dir)
     if state is None:
@@ -251,12 +262,13 @@ def cmd_status(args) -> int:
     # Children die with their supervisor: without it there is no broker to ask.
     brokers = broker_roles.broker_rows(state) if alive else []
     if args.json:
-        print_json({**state, "supervisor_alive": alive, "brokers": brokers})
+        print_json({**state, "supervisor_alive": alive, "brokers": brokers})   # data_dir is in the state
         return 0 if alive else 1
     console = new_console()
     console.print(table(f"supervisor pid {pid} ({'running' if alive else 'not running'}), "
                          f"state {state.get('state')}",
                          ENDPOINT_COLUMNS, _endpoint_rows(state)))
+    _print_data_dir(console, os.path.abspath(args.data_dir))
     if brokers:
         console.print(table("brokers: role, id, epoch, replication lag", broker_roles.COLUMNS,
                             broker_roles.table_rows(brokers)))

@@ -16,7 +16,7 @@ import sys
 from datetime import datetime
 
 from rocketbox.cluster.clock import parse_time_ms
-from rocketbox.cluster.config import NAMESRV_PORT_DEFAULT
+from rocketbox.cluster.config import NAMESRV_PORT_DEFAULT, name_problem
 from rocketbox.cluster.supervision.run_state import read_state_file
 
 
@@ -74,9 +74,22 @@ def namesrv(args) -> str | None:
     return f"127.0.0.1:{NAMESRV_PORT_DEFAULT}"
 
 
+def client_config(args):
+    """The ClientConfig of a command's clients: its NameServers (``namesrv``), over RocketMQ's
+    remoting protocol when the address given is a remoting door (mqadmin's ``-n host:9876``), so
+    that habit works as it does with mqadmin (door_probe.py)."""
+    from rocketbox.cluster.cli.door_probe import namesrv_transport
+    from rocketbox.cluster.config import ClientConfig, namesrv_endpoints
+    addresses = namesrv(args)
+    given = getattr(args, "namesrv", None) or os.environ.get("ROCKETBOX_NAMESRV")
+    # A data dir's run state names its native door: only an address the user gave is probed.
+    transport = namesrv_transport(addresses) if given else "native"
+    return ClientConfig(namesrv_endpoints=namesrv_endpoints(addresses), transport=transport)
+
+
 def open_admin(args):
     from rocketbox.cluster.client.admin import Admin
-    return Admin(namesrv=namesrv(args))
+    return Admin(config=client_config(args))
 
 
 def int_within(low: int, high: int):
@@ -90,6 +103,32 @@ def int_within(low: int, high: int):
             raise argparse.ArgumentTypeError(f"{value} is outside {low}..{high}")
         return value
     return parse
+
+
+def valid_name(kind: str):
+    """argparse type: a topic or group name the cluster would take (RocketMQ's [%|a-zA-Z0-9_-],
+    at most 127 characters), else a usage error naming what is wrong, before anything connects."""
+    def parse(text: str) -> str:
+        problem = name_problem(kind, text)
+        if problem:
+            raise argparse.ArgumentTypeError(problem)
+        return text
+    parse.__name__ = f"{kind} name"   # what argparse calls it in its own messages
+    return parse
+
+
+topic_name = valid_name("topic")
+consumer_group_name = valid_name("consumer group")
+producer_group_name = valid_name("producer group")
+
+
+def unknown_group_problem(admin, group: str) -> str | None:
+    """Why ``group`` is no consumer group of this cluster (no master has a subscription group of
+    that name, which a member's heartbeat or a first commit makes), or None when one has it."""
+    if group in admin.consumer_groups():
+        return None
+    return (f"consumer group {group} is not known to any broker master (no subscription group of that name; "
+            f"a group has one once a member of it has started or committed an offset)")
 
 
 def time_ms(text: str) -> int:

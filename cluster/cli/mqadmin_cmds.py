@@ -21,9 +21,11 @@ clusterList prints it. Each answers through the broker requests of ``broker/admi
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 
-from rocketbox.cluster.cli.common import iso_ms, new_console, open_admin, print_json, print_json_line, table
+from rocketbox.cluster.cli.common import (consumer_group_name, iso_ms, new_console, open_admin, print_json,
+                                         print_json_line, table, topic_name, unknown_group_problem)
 from rocketbox.cluster.errors import BrokerError, NoRouteError
 from rocketbox.cluster.mq_version import version_desc
 from rocketbox.cluster.protocol import DLQ_TOPIC_PREFIX, MASTER_ID, RETRY_TOPIC_PREFIX, ResponseCode
@@ -128,10 +130,18 @@ def cmd_consumer_progress(args) -> int:
                                 "lastTime": offsets.get("lastTimestamp", 0)})
                 if args.show_client_ip:
                     records[-1]["clientIp"] = owners.get(mq, "N/A")
+        if not records:
+            # mqadmin: "Not found the consumer group consume stats, because return offset table is empty"
+            on = f" on topic {args.topic}" if args.topic else ""
+            reason = (unknown_group_problem(admin, args.group)
+                      or f"group {args.group} has no consume progress{on}: no master holds an offset of it "
+                         f"(it has not consumed{on} yet)")
+            print(f"error: {reason}", file=sys.stderr)
+            return 1
     if args.json:
         for record in records:
             print_json_line(record)
-        return 0 if records else 1
+        return 0
     client_column = ["#Client IP"] if args.show_client_ip else []
     new_console().print(table(f"consumerProgress {args.group}",
                               ["#Topic", "#Broker Name", "#QID", "#Broker Offset", "#Consumer Offset", *client_column,
@@ -141,7 +151,7 @@ def cmd_consumer_progress(args) -> int:
                                 r["diff"], iso_ms(r["lastTime"]) if r["lastTime"] else ""] for r in records]))
     print(f"Consume TPS: {tps:.2f}")
     print(f"Diff Total: {sum(r['diff'] for r in records)}")
-    return 0 if records else 1
+    return 0
 
 
 def _queue_owners(admin, group: str) -> dict:
@@ -416,9 +426,9 @@ def verb_factory(sub):
         parser.add_argument("-n", "--namesrv", dest="namesrv", default=argparse.SUPPRESS,
                             help="NameServer addresses, host:port;host:port (as mqadmin's -n)")
         if group:
-            parser.add_argument("-g", "--group", required=True, help="consumer group")
+            parser.add_argument("-g", "--group", required=True, type=consumer_group_name, help="consumer group")
         if topic:
-            parser.add_argument("-t", "--topic", required=topic == "required", help="topic")
+            parser.add_argument("-t", "--topic", required=topic == "required", type=topic_name, help="topic")
         if where:
             target = parser.add_mutually_exclusive_group(required=where == "required")
             target.add_argument("-b", "--broker-addr", help="one broker's address, host:port (clusterList #Addr)")

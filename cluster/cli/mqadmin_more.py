@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import sys
 
-from rocketbox.cluster.cli.common import iso_ms, new_console, open_admin, print_json, table
+from rocketbox.cluster.cli.common import (consumer_group_name, iso_ms, new_console, open_admin, print_json,
+                                         producer_group_name, table, topic_name)
 from rocketbox.cluster.cli.mqadmin_cmds import targets, verb_factory
 from rocketbox.cluster.client import admin_requests as requests
 
@@ -211,8 +212,8 @@ def add_parsers(sub) -> None:
                       f"{'give back' if writable else 'take away'} the write permission of a broker's routes")
         parser.add_argument("-b", "--broker-name", required=True, help="the broker's name, e.g. broker-a")
     producers = verb("producerConnection", cmd_producer_connection, "a producer group's online members")
-    producers.add_argument("-g", "--group", required=True, help="producer group")
-    producers.add_argument("-t", "--topic", help="accepted for mqadmin's sake: every master is asked")
+    producers.add_argument("-g", "--group", required=True, type=producer_group_name, help="producer group")
+    producers.add_argument("-t", "--topic", type=topic_name, help="accepted for mqadmin's sake: every master is asked")
     verb("producer", cmd_producer, "every producer group's members on a broker").add_argument(
         "-b", "--broker-addr", required=True, help="a broker's address, host:port")
     stats = verb("brokerConsumeStats", cmd_broker_consume_stats, "every group's lag per queue on one broker")
@@ -224,18 +225,18 @@ def add_parsers(sub) -> None:
     verb("cleanUnusedTopic", lambda args: _each_broker(args, requests.clean_unused_topic, "cleanUnusedTopic"),
          "delete the ConsumeQueues of topics a broker no longer has", where="required")
     clone = verb("cloneGroupOffset", cmd_clone_group_offset, "copy a group's committed offsets to another group")
-    clone.add_argument("-s", "--source", required=True, help="source group")
-    clone.add_argument("-d", "--target", required=True, help="destination group")
-    clone.add_argument("-t", "--topic", help="only this topic (default: every topic of the source)")
+    clone.add_argument("-s", "--source", required=True, type=consumer_group_name, help="source group")
+    clone.add_argument("-d", "--target", required=True, type=consumer_group_name, help="destination group")
+    clone.add_argument("-t", "--topic", type=topic_name, help="only this topic (default: every topic of the source)")
     clone.add_argument("-o", "--offline", type=_bool, default=False, help="the source group is offline (true/false)")
     cq = verb("queryCq", cmd_query_cq, "ConsumeQueue entries as stored", topic="required")
     cq.add_argument("-q", "--queue", type=int, required=True, help="queue id")
     cq.add_argument("-i", "--index", type=int, required=True, help="first entry")
     cq.add_argument("-c", "--count", type=int, default=10, help="entries (default 10)")
     cq.add_argument("-b", "--broker-addr", help="a broker's address (default: the topic's first broker)")
-    cq.add_argument("-g", "--group", help="show this group's subscription")
+    cq.add_argument("-g", "--group", type=consumer_group_name, help="show this group's subscription")
     direct = verb("consumeMessageDirectly", cmd_consume_message_directly,
                   "have an online consumer consume one message (mqadmin queryMsgById -g -d)")
     direct.add_argument("-i", "--msg-id", required=True, help="the message's offset message id")
-    direct.add_argument("-g", "--group", required=True, help="consumer group")
+    direct.add_argument("-g", "--group", required=True, type=consumer_group_name, help="consumer group")
     direct.add_argument("-d", "--client-id", required=True, help="the member's client id")

@@ -88,32 +88,39 @@ class UpSettings(NamedTuple):
     store: dict         # StoreConfig field -> value
     namesrv: dict       # NamesrvConfig field -> value
     warnings: list[str]
+    # The broker file's keys whose value the brokers get from it: its settings, and the flags it filled.
+    broker_keys: frozenset = frozenset()
 
 
-def _apply(text: str, source: str, table, flags: dict[str, FileFlag], topology: dict, args) -> tuple[dict, list]:
-    """(field path -> value of the keys that are no flag's, warnings); fills ``args``' unset flags."""
+def _apply(text: str, source: str, table, flags: dict[str, FileFlag], topology: dict, args,
+           used: set | None = None) -> tuple[dict, list]:
+    """(field path -> value of the keys that are no flag's, warnings); fills ``args``' unset flags
+    (and adds to ``used`` the keys whose value is taken)."""
     props = parse_properties(text)
     warnings = []
+    used = set() if used is None else used
     for name in [n for n in props if n in flags]:
         flag = flags[name]
         value = flag.convert(props.pop(name))
         if getattr(args, flag.flag, None) is None:
             setattr(args, flag.flag, value)
+            used.add(name)
     settings = read_settings(props, table)
     warnings += [f"{source}: unknown key {name} (ignored)" for name in settings.unknown]
     owned = sorted(name for name in props if name in table and table[name].path in topology)
     if owned:
         raise ValueError(f"{source}: {', '.join(owned)} is set per process by the topology: use "
                          + "; ".join(f"{topology[table[name].path]} for {name}" for name in owned))
+    used.update(name for name in props if name in table)
     return settings.values, warnings
 
 
 def read_up_files(args, read_text: Callable[[str], str]) -> UpSettings:
     """The settings of ``args.config`` and ``args.namesrv_config`` (either may be None)."""
-    broker, store, namesrv, warnings = {}, {}, {}, []
+    broker, store, namesrv, warnings, broker_keys = {}, {}, {}, [], set()
     if getattr(args, "config", None):
         values, problems = _apply(read_text(args.config), args.config, BROKER_TABLE, BROKER_FLAGS,
-                                  BROKER_TOPOLOGY, args)
+                                  BROKER_TOPOLOGY, args, broker_keys)
         warnings += problems
         for path, value in values.items():
             if path.startswith("store."):
@@ -124,7 +131,7 @@ def read_up_files(args, read_text: Callable[[str], str]) -> UpSettings:
         namesrv, problems = _apply(read_text(args.namesrv_config), args.namesrv_config, NAMESRV_TABLE,
                                    NAMESRV_FLAGS, NAMESRV_TOPOLOGY, args)
         warnings += problems
-    return UpSettings(broker, store, namesrv, warnings)
+    return UpSettings(broker, store, namesrv, warnings, frozenset(broker_keys))
 
 
 NO_FILES = UpSettings({}, {}, {}, [])
@@ -142,6 +149,11 @@ def load(args) -> str | None:
         saved = up_settings.remembered(args.data_dir)
     except (OSError, ValueError):
         saved = {}   # resolve() reports it
+    # What this command line says, apart from what the data dir remembers: it beats live changes
+    # (setting_sources.py has the order).
+    args.given_now = frozenset(name for name in up_settings.DEFAULTS if getattr(args, name, None) is not None)
+    args.remembered_flags = frozenset(name for name, value in saved.items() if name in up_settings.DEFAULTS
+                                      and name not in args.given_now and value != up_settings.DEFAULTS[name])
     # What the data dir was made with comes before the file: a file's flag keys fill only what
     # neither the command line nor the data dir says (up_settings.resolve refuses a changed flag).
     for name in up_settings.DEFAULTS:

@@ -21,8 +21,18 @@ PROPERTY_TRAN_MSG = "TRAN_MSG"
 PROPERTY_PGROUP = "PGROUP"
 PROPERTY_CRC32 = "__CRC32#"
 PROPERTY_CLUSTER = "CLUSTER"
+# A priority message's priority (RocketMQ 5.4, RIP-80), a decimal >= 0: its queue, and its place in a pop.
+PROPERTY_PRIORITY = "_SYS_MSG_PRIORITY_"
 # The exact delivery time of a delayed message (RocketMQ 5's timer property), in ms since the epoch.
 PROPERTY_TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
+# A delay from the send, in seconds or ms (RocketMQ 5's Message.setDelayTimeSec / setDelayTimeMs).
+PROPERTY_TIMER_DELAY_SEC = "TIMER_DELAY_SEC"
+PROPERTY_TIMER_DELAY_MS = "TIMER_DELAY_MS"
+# What RocketMQ 5's timer adds to a timed message: when it is due (the delivery time floored to the
+# timer's precision), when the timer took it in, when it let it out.
+PROPERTY_TIMER_OUT_MS = "TIMER_OUT_MS"
+PROPERTY_TIMER_ENQUEUE_MS = "TIMER_ENQUEUE_MS"
+PROPERTY_TIMER_DEQUEUE_MS = "TIMER_DEQUEUE_MS"
 NAME_VALUE_SEPARATOR = "\x01"
 PROPERTY_SEPARATOR = "\x02"
 
@@ -40,7 +50,7 @@ SYSTEM_PROPERTIES = frozenset({
     "__SHARDINGKEY", "PROPERTY_FORWARD_QUEUE_ID", "REDIRECT", "INNER_MULTI_DISPATCH", "INNER_MULTI_QUEUE_OFFSET",
     "TRACE_CONTEXT", "TIMER_DELAY_SEC", "TIMER_DELIVER_MS", "__BORNHOST", "BORN_TIMESTAMP", "TIMER_ENQUEUE_MS",
     "TIMER_DEQUEUE_MS", "TIMER_ROLL_TIMES", "TIMER_OUT_MS", "TIMER_DEL_UNIQKEY", "TIMER_DELAY_LEVEL",
-    "TIMER_DELAY_MS", "DLQ_ORIGIN_TOPIC", "DLQ_ORIGIN_MESSAGE_ID", PROPERTY_CRC32})
+    "TIMER_DELAY_MS", "DLQ_ORIGIN_TOPIC", "DLQ_ORIGIN_MESSAGE_ID", PROPERTY_PRIORITY, PROPERTY_CRC32})
 
 
 def properties_text(pairs: Iterable[tuple[str, str]]) -> str:

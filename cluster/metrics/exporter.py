@@ -1,9 +1,10 @@
 """The exporter: a prometheus-client collector that gathers every number at scrape time, and the
 HTTP server that answers ``/metrics``.
 
-At each scrape it sends GET_BROKER_METRICS to every broker at once (ZeroMQ, the client's I/O
-thread) and waits for all answers together, bounded by ``request_timeout_ms``; a broker that does
-not answer is reported ``rocketbox_broker_up 0`` and the scrape goes on. It reads the supervisor's
+At each scrape it sends GET_BROKER_METRICS to every broker and GET_NAMESRV_METRICS to this host's
+NameServers at once (ZeroMQ, the client's I/O thread) and waits for all answers together, bounded
+by ``request_timeout_ms``; a broker or NameServer that does not answer is reported
+``rocketbox_broker_up 0`` / ``rocketbox_namesrv_up 0`` and the scrape goes on. It reads the supervisor's
 cluster.json for each process's restarts and state, and psutil for their CPU and memory. Between
 scrapes it does nothing, and the brokers do nothing for it: the HTTP door lives here, never in a
 broker's event loop. The door is the console's (``cluster/http_door.py``: deadlines for a request's
@@ -30,7 +31,7 @@ from rocketbox.cluster.http_door import HttpDoor
 from rocketbox.cluster.log_limit import RateLimitedLog
 
 from rocketbox.cluster.metrics.families import broker_families, process_families
-from rocketbox.cluster.metrics.settings import BrokerTarget, ExporterSettings
+from rocketbox.cluster.metrics.settings import BrokerTarget, ExporterSettings, NamesrvTarget
 from rocketbox.cluster.protocol import RequestCode, ResponseCode
 from rocketbox.cluster.wire_format import Command
 from rocketbox.cluster.zmq_transport import RpcClient, TransportError
@@ -47,19 +48,23 @@ class ClusterCollector:
         self.client = client
 
     def collect(self):
-        answers, unanswered = self._snapshots()
-        yield from broker_families(answers, unanswered, self.settings.cluster_name)
+        brokers = [(target, RequestCode.GET_BROKER_METRICS) for target in self.settings.brokers]
+        namesrvs = [(target, RequestCode.GET_NAMESRV_METRICS) for target in self.settings.namesrvs]
+        answers, unanswered = self._snapshots(brokers + namesrvs)
+        yield from broker_families(_of(answers, BrokerTarget), _of(unanswered, BrokerTarget),
+                                   self.settings.cluster_name, _of(answers, NamesrvTarget),
+                                   _of(unanswered, NamesrvTarget))
         state = _read_json(self.settings.state_path)
         yield from process_families(state, self.settings.cluster_name, _usage(state))
 
-    def _snapshots(self) -> tuple[list[tuple[BrokerTarget, dict]], list[tuple[BrokerTarget, str]]]:
-        """(broker, its snapshot) of those that answered in time; (broker, why not) of the others."""
+    def _snapshots(self, asked: list[tuple]) -> tuple[list[tuple], list[tuple]]:
+        """Each (target, request code) of ``asked`` sent at once: (target, its snapshot) of those
+        that answered in time; (target, why not) of the others."""
         timeout_s = self.settings.request_timeout_ms / 1000
         futures = {}
-        for target in self.settings.brokers:
+        for target, code in asked:
             try:
-                futures[target] = self.client.call_async(f"tcp://{target.address}",
-                                                         Command(RequestCode.GET_BROKER_METRICS),
+                futures[target] = self.client.call_async(f"tcp://{target.address}", Command(code),
                                                          self.settings.request_timeout_ms)
             except TransportError as exc:
                 futures[target] = exc
@@ -76,8 +81,12 @@ class ClusterCollector:
             except (TransportError, FutureTimeout, ValueError) as exc:
                 unanswered.append((target, str(exc) or type(exc).__name__))
         for target, reason in unanswered:
-            log.info("broker %s (%s) gave no metrics this scrape: %s", target.name, target.address, reason)
+            log.info("%s (%s) gave no metrics this scrape: %s", target.name, target.address, reason)
         return answers, unanswered
+
+
+def _of(rows: list[tuple], kind: type) -> list[tuple]:
+    return [row for row in rows if isinstance(row[0], kind)]
 
 
 def _read_json(path: str) -> dict | None:

@@ -7,7 +7,9 @@ Every broker family carries RocketMQ's ``cluster``, ``node_type`` ("broker") and
 broker name, as RocketMQ labels it), plus ``broker_id``: RocketMQ exports from each broker, so
 Prometheus's ``instance`` tells a master from its slave; here one endpoint serves them all.
 Families RocketMQ has no name for are ``rocketbox_*``: whether a broker answered, each process's
-restarts, liveness, CPU and memory, and each worker's heartbeat age.
+restarts, liveness, CPU and memory, and each worker's heartbeat age. Access control's refusals
+(``rocketbox_acl_refusals_total``) are counted by brokers and NameServers alike: a NameServer's
+rows carry ``node_type`` "namesrv", its name as ``node_id`` and an empty ``broker_id``.
 """
 
 from __future__ import annotations
@@ -91,8 +93,10 @@ class _Families:
                                    "Seconds since each process of the broker group last beat its heartbeat "
                                    "in the control block", ("process_role",))
         self.acl_refusals = counter("rocketbox_acl_refusals", "Requests refused by access control (answered "
-                                    "NO_PERMISSION), per door and kind (authentication or authorization)",
-                                    ("door", "kind"))
+                                    "NO_PERMISSION) by each broker and NameServer (node_type), per door and kind "
+                                    "(authentication or authorization)", ("door", "kind"))
+        self.namesrv_up = GaugeMetricFamily("rocketbox_namesrv_up", "1 when the NameServer answered this scrape",
+                                            labels=[*BROKER_LABELS, "address"])
 
     def all(self) -> list:
         return [value for value in vars(self).values()]
@@ -147,11 +151,28 @@ class _Families:
                 self.heartbeat_age.add_metric([*base, role], max(snap["nowMs"] - beat_ms, 0) / 1000)
 
 
-def broker_families(answers: list[tuple], unanswered: list[tuple], cluster: str) -> list:
+    def add_namesrv(self, cluster: str, target, snap: dict) -> None:
+        base = [cluster, "namesrv", target.name, ""]
+        for row in snap["aclRefusals"]:
+            self.acl_refusals.add_metric([*base, row["door"], row["kind"]], row["count"])
+        self.namesrv_up.add_metric([*base, target.address], 1)
+
+
+def broker_families(answers: list[tuple], unanswered: list[tuple], cluster: str,
+                    namesrv_answers: list[tuple] = (), namesrv_unanswered: list[tuple] = ()) -> list:
     """Families of every broker that answered (``answers``: (BrokerTarget, snapshot)), and
-    ``rocketbox_broker_up`` 0 for each of ``unanswered`` ((BrokerTarget, reason)). A snapshot that
-    does not read as one counts as unanswered."""
+    ``rocketbox_broker_up`` 0 for each of ``unanswered`` ((BrokerTarget, reason)); the same for
+    NameServers (NamesrvTarget, GET_NAMESRV_METRICS's snapshot). A snapshot that does not read as
+    one counts as unanswered."""
     families = _Families()
+    namesrvs_down = list(namesrv_unanswered)
+    for target, snap in namesrv_answers:
+        try:
+            families.add_namesrv(cluster, target, snap)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            namesrvs_down.append((target, f"malformed snapshot: {exc}"))
+    for target, _reason in namesrvs_down:
+        families.namesrv_up.add_metric([cluster, "namesrv", target.name, "", target.address], 0)
     down = list(unanswered)
     for target, snap in answers:
         try:

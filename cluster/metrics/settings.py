@@ -1,6 +1,7 @@
 """What the metrics exporter process is told: where to listen, which brokers to ask, where the
-supervisor's run state is. Built by the topology from the brokers' RocketMQ settings
-(metricsPromExporterHost / metricsPromExporterPort); passed as JSON on the command line."""
+supervisor's run state is, which NameServers to ask for their refusals. Built by the topology from
+the brokers' RocketMQ settings (metricsPromExporterHost / metricsPromExporterPort); passed as JSON
+on the command line."""
 
 from __future__ import annotations
 
@@ -15,6 +16,12 @@ class BrokerTarget(NamedTuple):
     address: str   # host:port of its native door
     name: str
     broker_id: int
+
+
+class NamesrvTarget(NamedTuple):
+    """A NameServer the exporter asks (GET_NAMESRV_METRICS): its access control's refusals."""
+    address: str   # host:port of its native door
+    name: str      # the supervisor's name for it (namesrv-0, ...)
 
 
 @dataclass(frozen=True)
@@ -33,6 +40,8 @@ class ExporterSettings:
     # address that is not loopback).
     acl_file: str = ""
     require_credentials: bool = False
+    # This host's NameServers (none on a host that runs brokers only).
+    namesrvs: tuple[NamesrvTarget, ...] = ()
 
     def validate(self) -> None:
         if not 0 < self.port < 65536:
@@ -53,4 +62,5 @@ class ExporterSettings:
     def from_json(cls, text: str) -> "ExporterSettings":
         raw = json.loads(text)
         raw["brokers"] = tuple(BrokerTarget(*broker) for broker in raw.get("brokers", ()))
+        raw["namesrvs"] = tuple(NamesrvTarget(*namesrv) for namesrv in raw.get("namesrvs", ()))
         return cls(**raw)

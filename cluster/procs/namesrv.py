@@ -35,6 +35,7 @@ def build(config_json: str):
         guard = AclGuard.from_file(cfg.acl_file, "namesrv")
         guard.start(loop)
         handlers = guard.wrap(handlers)
+        service.acl_refusals = guard.refusal_counts
     # Registrations carry a broker's topic table: generous, but bounded.
     server = RpcServer(cfg.endpoint, handlers, name="namesrv", frame_bytes_max=NAMESRV_FRAME_BYTES_MAX,
                        curve=guard.server_pair if guard is not None else None)

@@ -13,7 +13,7 @@ import os
 import signal
 import sys
 
-from rocketbox.cluster.log_limit import LimitingFilter, start_reporter
+from rocketbox.cluster.log_limit import LimitingFilter, report_held_back, start_reporter
 from rocketbox.cluster.supervision import lifecycle, titles
 
 
@@ -96,7 +96,10 @@ def run_role(role: str, argv, build):
     try:
         loop.run()
     finally:
-        on_exit()
+        try:
+            on_exit()
+        finally:
+            report_held_back(every=True)   # the last window's count, before the process is gone
     # A role may ask for a restart (a broker whose controller role changed sets EXIT_ROLE_CHANGED in on_exit).
     return getattr(loop, "exit_code", 0)
 

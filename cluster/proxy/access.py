@@ -8,6 +8,7 @@ RPC touches is RocketMQ's list for its proxy (PlainAccessResource.parse of a gRP
 | RPC | needs |
 | --- | --- |
 | SendMessage | each message's topic PUB |
+| RecallMessage | the topic PUB (RocketMQ's RecallMessageRequestHeader: Action.PUB) |
 | EndTransaction | the topic PUB (the broker ends only a half of that topic: proxy/transactions.py) |
 | ReceiveMessage, AckMessage, ChangeInvisibleDuration, ForwardMessageToDeadLetterQueue | the group SUB and the topic SUB |
 | Heartbeat | its group SUB (when it names one) |
@@ -56,6 +57,7 @@ def _group_and_topic(request) -> dict[str, int]:
 _RESOURCES = {
     "SendMessage": lambda r: {m.topic.name: PUB for m in r.messages},
     "EndTransaction": lambda r: {r.topic.name: PUB},
+    "RecallMessage": lambda r: {r.topic.name: PUB},
     "ReceiveMessage": lambda r: {group_resource(r.group.name): SUB, r.message_queue.topic.name: SUB},
     "AckMessage": _group_and_topic,
     "ChangeInvisibleDuration": _group_and_topic,

@@ -11,7 +11,11 @@ A client opens one Telemetry stream per endpoint and writes its Settings at once
   customized back-off) from the subscription group's config.
 The stream stays open: the proxy later pushes ``recover_orphaned_transaction_command`` through it.
 A settings command that names no publishing or subscription, or an invalid topic or group, ends
-the stream with INVALID_ARGUMENT, as Apache's proxy ends it.
+the stream with INVALID_ARGUMENT, as Apache's proxy ends it; so does one of a client type RocketBox
+does not serve (PULL_CONSUMER, and RocketMQ 5.5's LITE_PUSH_CONSUMER and LITE_SIMPLE_CONSUMER: no
+Lite topics here), which Apache's proxy before 5.5 refuses the same way ("Client type is not
+consumer"), and that client's heartbeats and receives are answered UNRECOGNIZED_CLIENT_TYPE rather
+than served as another type's.
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ from rocketbox.cluster.log_limit import RateLimitedLog
 from rocketbox.cluster.proxy import validation
 from rocketbox.cluster.proxy.brokers import BrokerGateway
 from rocketbox.cluster.proxy.calls import Call
-from rocketbox.cluster.proxy.clients import ClientRegistry, GrpcClient
+from rocketbox.cluster.proxy.clients import (CONSUMER_TYPES, SERVED_CLIENT_TYPES, ClientRegistry, GrpcClient,
+                                             unserved_client_type)
 from rocketbox.cluster.proxy.protos import Code, pb, service
 from rocketbox.cluster.proxy.settings import ProxySettings
 from rocketbox.cluster.proxy.status import OK, ProxyError, status
@@ -35,7 +40,6 @@ _limited = RateLimitedLog(log)
 
 RETRY_MAX_TIMES_DEFAULT = 16
 PRODUCER_MAX_ATTEMPTS = 3
-CONSUMER_TYPES = (pb.PUSH_CONSUMER, pb.SIMPLE_CONSUMER)
 
 
 def duration(ms: int) -> Duration:
@@ -80,6 +84,8 @@ class ClientService:
         return settings
 
     def _check(self, raw: pb.Settings) -> None:
+        if raw.client_type not in SERVED_CLIENT_TYPES and raw.client_type != pb.CLIENT_TYPE_UNSPECIFIED:
+            raise unserved_client_type(raw.client_type)
         if raw.HasField("publishing"):
             for topic in raw.publishing.topics:
                 validation.topic(topic.name)
@@ -94,8 +100,11 @@ class ClientService:
         try:
             self._check(raw)
         except ProxyError as exc:
+            if exc.code == Code.UNRECOGNIZED_CLIENT_TYPE:
+                client.unserved_type = raw.client_type
             raise StreamEnd(exc.message) from None
         client.settings = raw
+        client.unserved_type = 0
         if raw.HasField("publishing"):
             client.topics |= {topic.name for topic in raw.publishing.topics}
         return service.TelemetryCommand(status=OK, settings=await self.effective_settings(raw))
@@ -146,14 +155,18 @@ class ClientService:
 
     # ------------------------------------------------------------ heartbeat, termination
 
-    def _known(self, call: Call) -> GrpcClient:
+    def _known(self, call: Call, asked_type: int = pb.CLIENT_TYPE_UNSPECIFIED) -> GrpcClient:
         client = self.registry.get(call.client_id)
+        if asked_type not in SERVED_CLIENT_TYPES and asked_type != pb.CLIENT_TYPE_UNSPECIFIED:
+            raise unserved_client_type(asked_type)
+        if client is not None and client.unserved_type:
+            raise unserved_client_type(client.unserved_type)
         if client is None or client.settings is None:
             raise ProxyError(Code.UNRECOGNIZED_CLIENT_TYPE, "cannot find client settings for this client")
         return client
 
     async def heartbeat(self, call: Call, request: service.HeartbeatRequest) -> service.HeartbeatResponse:
-        client = self._known(call)
+        client = self._known(call, request.client_type)
         if client.client_type in CONSUMER_TYPES:
             validation.consumer_group(request.group.name)
         elif client.client_type != pb.PRODUCER:

@@ -19,6 +19,17 @@ from rocketbox.cluster.proxy.status import ProxyError
 
 log = logging.getLogger(__name__)
 
+CONSUMER_TYPES = (pb.PUSH_CONSUMER, pb.SIMPLE_CONSUMER)
+SERVED_CLIENT_TYPES = (pb.PRODUCER, *CONSUMER_TYPES)
+
+
+def unserved_client_type(client_type: int) -> ProxyError:
+    """The refusal of a client type RocketBox does not serve (Apache's UNRECOGNIZED_CLIENT_TYPE)."""
+    name = pb.ClientType.Name(client_type) if client_type in pb.ClientType.values() else str(client_type)
+    lite = " (Lite topics, RocketMQ 5.5, are not served here)" if "LITE" in name else ""
+    return ProxyError(Code.UNRECOGNIZED_CLIENT_TYPE, f"{name}: RocketBox serves PRODUCER, PUSH_CONSUMER and "
+                                                     f"SIMPLE_CONSUMER clients{lite}")
+
 
 @dataclass(eq=False)
 class GrpcClient:
@@ -29,6 +40,8 @@ class GrpcClient:
     outbox: asyncio.Queue | None = None
     # Topics it publishes: its settings' topics and those it sent transactional messages to.
     topics: set[str] = field(default_factory=set)
+    # The client type of settings refused as one RocketBox does not serve (0: none refused).
+    unserved_type: int = 0
 
     @property
     def client_type(self) -> int:

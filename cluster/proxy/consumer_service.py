@@ -25,7 +25,7 @@ from rocketbox.cluster.protocol import RETRY_TOPIC_PREFIX, RequestCode, Response
 from rocketbox.cluster.proxy import messages, validation
 from rocketbox.cluster.proxy.brokers import BrokerGateway
 from rocketbox.cluster.proxy.calls import Call
-from rocketbox.cluster.proxy.clients import ClientRegistry
+from rocketbox.cluster.proxy.clients import ClientRegistry, unserved_client_type
 from rocketbox.cluster.proxy.protos import Code, pb, service
 from rocketbox.cluster.proxy.renewals import ReceiptRenewals
 from rocketbox.cluster.proxy.settings import ProxySettings
@@ -108,7 +108,7 @@ class ConsumerService:
         written = 0
         try:
             try:
-                topic, group, broker_name = await self._target(request)
+                topic, group, broker_name = await self._target(call, request)
                 pop = asyncio.ensure_future(self._pop(call, request, topic, group, broker_name))
                 try:
                     popped = await asyncio.shield(pop)
@@ -136,7 +136,10 @@ class ConsumerService:
             if written < len(popped):
                 self._nack_soon(popped[written:], request.group.name, request.message_queue.topic.name)
 
-    async def _target(self, request: service.ReceiveMessageRequest) -> tuple[str, str, str]:
+    async def _target(self, call: Call, request: service.ReceiveMessageRequest) -> tuple[str, str, str]:
+        client = self.registry.get(call.client_id)
+        if client is not None and client.unserved_type:
+            raise unserved_client_type(client.unserved_type)   # a Lite consumer is not served as a plain one
         group = validation.consumer_group(request.group.name)
         topic = validation.topic(request.message_queue.topic.name)
         route = await self.gateway.existing_route(topic)

@@ -8,6 +8,7 @@ from another.
 from __future__ import annotations
 
 import hashlib
+import time
 import zlib
 
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -19,7 +20,8 @@ from rocketbox.cluster.proxy.settings import ProxySettings
 from rocketbox.cluster.proxy.status import ProxyError
 from rocketbox.cluster.shm import commitlog_format as fmt
 from rocketbox.cluster.message.ids import unpack_host
-from rocketbox.cluster.message.properties import (SYSTEM_PROPERTIES, PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_TIMER_DELIVER_MS,
+from rocketbox.cluster.message.properties import (SYSTEM_PROPERTIES, PROPERTY_KEYS, PROPERTY_PRIORITY, PROPERTY_TAGS,
+                                                  PROPERTY_TIMER_DELAY_SEC, PROPERTY_TIMER_DELIVER_MS,
                                                   PROPERTY_TRAN_MSG, PROPERTY_UNIQ_KEY, properties_text)
 from rocketbox.cluster.message.sysflags import SYSFLAG_TRANSACTION_PREPARED
 from rocketbox.cluster.message.compression import inflate
@@ -33,7 +35,8 @@ PROPERTY_DLQ_ORIGIN_MESSAGE_ID = "DLQ_ORIGIN_MESSAGE_ID"
 INT32_MAX = (1 << 31) - 1
 
 _GRPC_TYPES = {topic_attributes.NORMAL: pb.NORMAL, topic_attributes.FIFO: pb.FIFO,
-               topic_attributes.DELAY: pb.DELAY, topic_attributes.TRANSACTION: pb.TRANSACTION}
+               topic_attributes.DELAY: pb.DELAY, topic_attributes.TRANSACTION: pb.TRANSACTION,
+               topic_attributes.PRIORITY: pb.PRIORITY, topic_attributes.LITE: pb.LITE}
 _TYPE_NAMES = {value: name for name, value in _GRPC_TYPES.items()}
 
 
@@ -121,6 +124,12 @@ def outgoing(message, settings: ProxySettings, now_ms: int, peer_host: str = "")
             raise ProxyError(Code.ILLEGAL_DELIVERY_TIME,
                              f"the max delay time of message is too large, max is {settings.max_delay_ms} ms")
         properties[PROPERTY_TIMER_DELIVER_MS] = str(deliver_ms)
+    if system.HasField("priority"):
+        # Apache's Message.setPriority refuses a negative one (its proxy then answers INTERNAL_SERVER_ERROR;
+        # the client's fault is BAD_REQUEST here). No upper bound: the broker caps it at its last queue.
+        if system.priority < 0:
+            raise ProxyError(Code.BAD_REQUEST, "The priority must be greater than or equal to 0")
+        properties[PROPERTY_PRIORITY] = str(system.priority)
     group = validation.message_group(system.message_group, settings.max_message_group_bytes)
     if group:
         properties[PROPERTY_SHARDING_KEY] = group
@@ -136,8 +145,11 @@ def outgoing(message, settings: ProxySettings, now_ms: int, peer_host: str = "")
     if len(properties_text(properties.items()).encode()) > fmt.PROPERTIES_LENGTH_MAX - 256:
         # The store's limit, less the room a half message's PGROUP (its topic) takes.
         raise ProxyError(Code.MESSAGE_PROPERTIES_TOO_LARGE, "the message's properties do not fit a record")
+    kind = topic_attributes.message_type_of(properties)
+    if system.lite_topic or system.message_type == pb.LITE:
+        kind = topic_attributes.LITE   # no topic here takes it: refused, never stored as another type
     return Outgoing(message_id, bytes(body), properties, sys_flag, born_ms, max(0, system.delivery_attempt),
-                    topic_attributes.message_type_of(properties), group)
+                    kind, group)
 
 
 def has_bad_id_characters(text: str) -> bool:
@@ -195,10 +207,17 @@ def incoming(record: fmt.Record, *, receipt_handle: str | None = None, delivery_
     system.store_timestamp.CopyFrom(timestamp(record.store_timestamp_ms))
     system.store_host = _host(record.store_host)
     deliver = props.get(PROPERTY_TIMER_DELIVER_MS)
-    if deliver and deliver.lstrip("-").isdigit():
+    delay_s = props.get(PROPERTY_TIMER_DELAY_SEC)
+    if delay_s and delay_s.isdigit():
+        # As RocketMQ's GrpcConverter reads a delay in seconds: from the moment the message is handed out.
+        system.delivery_timestamp.CopyFrom(timestamp(int(time.time() * 1000) + int(delay_s) * 1000))
+    elif deliver and deliver.lstrip("-").isdigit():
         system.delivery_timestamp.CopyFrom(timestamp(int(deliver)))
     if props.get(PROPERTY_SHARDING_KEY):
         system.message_group = props[PROPERTY_SHARDING_KEY]
+    priority = props.get(PROPERTY_PRIORITY)
+    if priority is not None and priority.isdigit() and int(priority) <= INT32_MAX:
+        system.priority = int(priority)
     if receipt_handle:
         system.receipt_handle = receipt_handle
     system.queue_id = record.queue_id

@@ -7,7 +7,8 @@ SEND_MESSAGE_V2 on a broker master the proxy picks.
 - The type: what the message is (its properties: TRAN_MSG, a delivery time, a message group) must
   be a type the topic takes (``message.type``), else MESSAGE_PROPERTY_CONFLICT_WITH_TYPE.
 - DELAY: ``delivery_timestamp`` becomes TIMER_DELIVER_MS, the broker's timer (exact time, never
-  before it; broker/schedule.py). TRANSACTION: a half message (TRAN_MSG, PGROUP = the topic,
+  before it; broker/schedule.py); the entry carries the broker's recall handle, which RecallMessage
+  takes back (``recall_message``; the broker's recallMessageEnable, broker/recall.py). TRANSACTION: a half message (TRAN_MSG, PGROUP = the topic,
   sysFlag PREPARED) whose entry carries its transaction id (transactions.py).
 """
 
@@ -25,8 +26,9 @@ from rocketbox.cluster.proxy.calls import Call
 from rocketbox.cluster.proxy.clients import ClientRegistry
 from rocketbox.cluster.proxy.protos import Code, service
 from rocketbox.cluster.proxy.settings import ProxySettings
-from rocketbox.cluster.proxy.status import ProxyError, broker_refusal, status
+from rocketbox.cluster.proxy.status import ProxyError, broker_refusal, code_of_broker, status
 from rocketbox.cluster.proxy.transactions import TransactionRelay, transaction_id
+from rocketbox.cluster.message import recall_handle
 from rocketbox.cluster.message.ids import parse_offset_msg_id
 from rocketbox.cluster.message.properties import PROPERTY_PGROUP, properties_text
 from rocketbox.cluster.message.tags import java_string_hash
@@ -60,13 +62,8 @@ class ProducerService:
         route = await self.gateway.existing_route(topic)
         now_ms = int(time.time() * 1000)
         outgoing = [messages.outgoing(m, self.settings, now_ms, call.peer_host) for m in request.messages]
-        config = await self.gateway.topic_config(topic, route)
-        declared = topic_attributes.declared_message_type((config or {}).get("attributes") or {})
         for out in outgoing:
-            if out.type_name not in topic_attributes.accepted_types(declared):
-                raise ProxyError(Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
-                                 f"TopicMessageType validate failed, the expected type is {declared}, "
-                                 f"but actual type is {out.type_name}")
+            await self._require_type(topic, route, out.type_name)
         queues = [(name, queue_id) for name, data in self.gateway.writable(route)
                   for queue_id in range(data["writeQueueNums"])]
         if not queues:
@@ -83,6 +80,35 @@ class ProducerService:
         codes = {entry.status.code for entry in entries}
         overall = status(Code.MULTIPLE_RESULTS) if len(codes) > 1 else status(codes.pop())
         return service.SendMessageResponse(status=overall, entries=entries)
+
+    async def _require_type(self, topic: str, route, type_name: str) -> None:
+        """MESSAGE_PROPERTY_CONFLICT_WITH_TYPE unless the topic takes messages of this type."""
+        config = await self.gateway.topic_config(topic, route)
+        declared = topic_attributes.declared_message_type((config or {}).get("attributes") or {})
+        accepted = topic_attributes.accepted_types(declared)
+        if type_name not in accepted:
+            why = " (RocketBox does not serve Lite topics, RocketMQ 5.5)" if type_name == topic_attributes.LITE else ""
+            raise ProxyError(Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
+                             f"TopicMessageType validate failed, the expected type is "
+                             f"{declared or ' or '.join(accepted)}, but actual type is {type_name}{why}")
+
+    async def recall_message(self, call: Call, request: service.RecallMessageRequest) -> service.RecallMessageResponse:
+        """RecallMessage (RocketMQ 5.3.2's RecallMessageActivity and ProducerProcessor.recallMessage): the
+        topic must take DELAY messages; RECALL_MESSAGE goes to the master of the broker the handle names,
+        whose refusal is answered with its remark (an unreadable handle: INTERNAL_SERVER_ERROR, as there)."""
+        topic = validation.topic(request.topic.name)
+        route = await self.gateway.existing_route(topic)
+        await self._require_type(topic, route, topic_attributes.DELAY)
+        try:
+            handle = recall_handle.decode(request.recall_handle)
+        except ValueError as exc:
+            raise ProxyError(Code.INTERNAL_SERVER_ERROR, str(exc)) from None
+        response = await self.gateway.broker_call(handle.broker_name, Command(RequestCode.RECALL_MESSAGE, {
+            "topic": topic, "recallHandle": request.recall_handle, "brokerName": handle.broker_name}))
+        if response.code != ResponseCode.SUCCESS:
+            return service.RecallMessageResponse(status=status(code_of_broker(response.code),
+                                                               response.remark or str(response.code)))
+        return service.RecallMessageResponse(status=status(Code.OK), message_id=response.fields.get("msgId", ""))
 
     async def _store(self, topic: str, broker_name: str, queue_id: int, out: messages.Outgoing) -> service.SendResultEntry:
         fields = {"producerGroup": topic, "topic": topic, "defaultTopic": AUTO_CREATE_TOPIC_KEY,
@@ -105,4 +131,4 @@ class ProducerService:
             _ip, _port, phys = parse_offset_msg_id(response.fields.get("msgId", ""))
             tx = transaction_id(broker_name, phys, queue_offset)
         return service.SendResultEntry(status=status(Code.OK), message_id=out.message_id, transaction_id=tx,
-                                  offset=queue_offset)
+                                       offset=queue_offset, recall_handle=response.fields.get("recallHandle", ""))

@@ -5,9 +5,12 @@ each RPC handed to its service, and the asyncio loop shaped as the supervisor's 
 
 Every RPC goes through one guard: the caller must name itself (``x-mq-client-id``); a refusal
 (``ProxyError``) is answered in the response's status; anything unexpected is answered
-INTERNAL_SERVER_ERROR and logged (rate-limited), and the proxy serves on. RPCs RocketMQ 5's proxy
-does not serve in cluster mode either (PullMessage, offsets, recall, lite subscriptions) are gRPC
-UNIMPLEMENTED. Bounds: RPCs in flight (``max_concurrent_rpcs``: every open stream counts; beyond
+INTERNAL_SERVER_ERROR and logged (rate-limited), and the proxy serves on. An RPC of
+``service.proto`` RocketBox does not serve (PullMessage and the offset RPCs, which Apache's proxy
+does not serve either; SyncLiteSubscription: Lite topics) is refused as Apache's grpc-java stub
+refuses what its proxy does not override: gRPC UNIMPLEMENTED, "Method <service>/<name> is
+unimplemented" (``refuse_unserved_rpcs``), never grpcio's NotImplementedError and its traceback.
+Bounds: RPCs in flight (``max_concurrent_rpcs``: every open stream counts; beyond
 it gRPC refuses with RESOURCE_EXHAUSTED), request size (``max_request_bytes``), clients remembered
 (clients.py).
 """
@@ -69,6 +72,32 @@ class RateLimitedRecords(logging.Filter):
         return True
 
 
+def unserved_rpc(full_name: str):
+    """The handler of an RPC the servicer does not serve: grpc-java's ``asyncUnimplementedUnaryCall``
+    answer (what Apache's proxy gives for an RPC it does not override), logged rate-limited."""
+    service_name, _, name = full_name.rpartition(".")
+    path = f"{service_name}/{name}"
+
+    async def refuse(self, request, context):
+        self.refused += 1
+        _limited.warning(f"unserved:{name}", "%s refused: RocketBox does not serve it", name)
+        await context.abort(grpc.StatusCode.UNIMPLEMENTED, f"Method {path} is unimplemented")
+    refuse.__name__ = name
+    return refuse
+
+
+def refuse_unserved_rpcs(servicer_class):
+    """Gives every RPC of MessagingService that ``servicer_class`` leaves to grpcio's generated base
+    (whose method raises NotImplementedError: a traceback in the log) the ``unserved_rpc`` answer;
+    an RPC a later change serves is simply defined on the class."""
+    base = service_grpc.MessagingServiceServicer
+    for method in service.DESCRIPTOR.services_by_name["MessagingService"].methods:
+        if getattr(servicer_class, method.name) is getattr(base, method.name):
+            setattr(servicer_class, method.name, unserved_rpc(method.full_name))
+    return servicer_class
+
+
+@refuse_unserved_rpcs
 class MessagingService(service_grpc.MessagingServiceServicer):
     def __init__(self, settings: ProxySettings, loop: asyncio.AbstractEventLoop):
         self.settings = settings
@@ -118,6 +147,10 @@ class MessagingService(service_grpc.MessagingServiceServicer):
     async def SendMessage(self, request, context):
         return await self._unary("SendMessage", self.producers.send_message, request, context,
                                  service.SendMessageResponse)
+
+    async def RecallMessage(self, request, context):
+        return await self._unary("RecallMessage", self.producers.recall_message, request, context,
+                                 service.RecallMessageResponse)
 
     async def EndTransaction(self, request, context):
         return await self._unary("EndTransaction", self.transactions.end_transaction, request, context,

@@ -36,9 +36,12 @@ from typing import Iterable, NamedTuple
 
 from rocketbox.cluster.format_errors import DestinationTooSmall, MalformedBatch
 from rocketbox.cluster.shm import commitlog_format as clf
+from rocketbox.cluster.shm.field_tables import struct_of
 from rocketbox.cluster.message.properties import PROPERTY_SEPARATOR, PROPERTY_UNIQ_KEY, property_mark
 
-ITEM_HEAD = struct.Struct(">iiiii")  # TOTALSIZE, MAGICCODE, BODYCRC, FLAG, BODY length
+# The item's fields before its body (the native helper's ITEM_OFF_* are generated from them).
+ITEM_HEAD_FIELDS = (("TOTALSIZE", "i"), ("MAGIC", "i"), ("BODYCRC", "i"), ("FLAG", "i"), ("BODYLEN", "i"))
+ITEM_HEAD = struct_of(ITEM_HEAD_FIELDS)
 PROPERTIES_LENGTH = struct.Struct(">h")
 ITEM_FIXED_SIZE = ITEM_HEAD.size + PROPERTIES_LENGTH.size  # 22
 RECORD_SIZE_MAX = 2**31 - 1  # the record's TOTALSIZE is an int32

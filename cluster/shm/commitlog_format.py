@@ -1,7 +1,10 @@
 """The CommitLog record: RocketMQ's byte layout, the only place that knows it.
 
-Pure: no I/O. The broker, reput, recovery, replication and the client all call
-these functions; nobody else packs or unpacks a record.
+Pure: no I/O. The reput, recovery, replication and the client read records with these
+functions; nobody else unpacks one. The broker writes every record through the C encoder
+(``_native/record_write.c``, from ``record_writer.py``), whose constants are generated from
+``RECORD_HEAD_FIELDS`` below; ``encode``/``encode_batch`` here are the oracle the tests hold its
+bytes to.
 
 Record, big-endian (SPEC §4), 91 fixed bytes + body + topic + properties:
 
@@ -51,6 +54,7 @@ import zlib
 from typing import NamedTuple
 
 from rocketbox.cluster.message.ids import offset_msg_id
+from rocketbox.cluster.shm.field_tables import offsets_of, struct_of
 from rocketbox.cluster.message.properties import NAME_VALUE_SEPARATOR, PROPERTY_CRC32, decode_properties
 from rocketbox.cluster.message.sysflags import (SYSFLAG_TRANSACTION_MASK, SYSFLAG_TRANSACTION_PREPARED,
                                                 SYSFLAG_TRANSACTION_ROLLBACK)
@@ -61,21 +65,29 @@ BLANK_MAGIC = 0xCBD43194
 MAGIC_SIGNED = MAGIC - (1 << 32)
 BLANK_MAGIC_SIGNED = BLANK_MAGIC - (1 << 32)
 
-# Everything up to and including the body length field.
-HEAD = struct.Struct(">iiiiiqqiq8sq8siqi")
+# Everything up to and including the body length field, in order (the table above; the native
+# helper's OFF_* constants are generated from it).
+RECORD_HEAD_FIELDS = (
+    ("TOTALSIZE", "i"), ("MAGIC", "i"), ("BODYCRC", "i"), ("QUEUEID", "i"), ("FLAG", "i"),
+    ("QUEUEOFFSET", "q"), ("PHYSICALOFFSET", "q"), ("SYSFLAG", "i"), ("BORNTIMESTAMP", "q"),
+    ("BORNHOST", "8s"), ("STORETIMESTAMP", "q"), ("STOREHOST", "8s"), ("RECONSUMETIMES", "i"),
+    ("PREPAREDOFFSET", "q"), ("BODYLEN", "i"),
+)
+HEAD = struct_of(RECORD_HEAD_FIELDS)
+HEAD_OFFSETS = offsets_of(RECORD_HEAD_FIELDS)
 HEAD_SIZE = HEAD.size  # 88
 FIXED_SIZE = HEAD_SIZE + 1 + 2  # 91: + topic length byte + properties length
 BLANK_HEAD = struct.Struct(">ii")
 BLANK_SIZE_MIN = BLANK_HEAD.size  # a file always keeps room for the blank marker
 
-OFF_TOTALSIZE = 0
-OFF_MAGIC = 4
-OFF_BODYCRC = 8
-OFF_QUEUEID = 12
-OFF_QUEUEOFFSET = 20
-OFF_PHYSICALOFFSET = 28
-OFF_SYSFLAG = 36
-OFF_STORETIMESTAMP = 56
+OFF_TOTALSIZE = HEAD_OFFSETS["TOTALSIZE"]
+OFF_MAGIC = HEAD_OFFSETS["MAGIC"]
+OFF_BODYCRC = HEAD_OFFSETS["BODYCRC"]
+OFF_QUEUEID = HEAD_OFFSETS["QUEUEID"]
+OFF_QUEUEOFFSET = HEAD_OFFSETS["QUEUEOFFSET"]
+OFF_PHYSICALOFFSET = HEAD_OFFSETS["PHYSICALOFFSET"]
+OFF_SYSFLAG = HEAD_OFFSETS["SYSFLAG"]
+OFF_STORETIMESTAMP = HEAD_OFFSETS["STORETIMESTAMP"]
 OFF_BODY = HEAD_SIZE
 
 TOPIC_LENGTH_MAX = 127
@@ -378,16 +390,14 @@ def batch_record_sizes(topic_len: int, messages, properties=None) -> list[int]:
 def encode_batch(messages, sizes, *, topic: bytes, queue_id: int, queue_offset_first: int,
                  phys_offset_first: int, store_timestamp_ms: int,
                  store_host: bytes, record_crc: bool = False, properties=None) -> tuple[bytes, int]:
-    """Consecutive records of one queue as one bytes object, and the next queue offset.
-
-    The broker's hot path.
+    """Consecutive records of one queue as one bytes object, and the next queue offset: the oracle
+    the C encoder's bytes are tested against (the broker writes through ``record_writer.py``).
 
     ``messages`` have body, flag, properties (bytes), sys_flag, born_timestamp_ms,
     born_host, reconsume_times, prepared_transaction_offset; ``sizes`` come from
     ``batch_record_sizes``. Queue offsets count up from ``queue_offset_first``, except
     that a transaction PREPARED or ROLLBACK record gets queue offset 0 and takes no
-    number (RocketMQ CommitLog.doAppend: it never enters a ConsumeQueue). One join
-    instead of a write per field keeps the per-message Python work to a few calls.
+    number (RocketMQ CommitLog.doAppend: it never enters a ConsumeQueue).
     ``properties``, when given, are what the records store instead of each ``m.properties``;
     ``record_crc``: the stored properties end with the reserved CRC property
     (``stored_properties``), sealed here. Raises struct.error / ValueError / TypeError for

@@ -16,14 +16,19 @@ from __future__ import annotations
 
 import struct
 
-ENTRY = struct.Struct(">qiq")
+from rocketbox.cluster.shm.field_tables import offsets_of, struct_of
+
+# The native helper's CQ_* constants are generated from this table.
+ENTRY_FIELDS = (("PHYS", "q"), ("SIZE", "i"), ("TAG", "q"))
+ENTRY = struct_of(ENTRY_FIELDS)
 ENTRY_SIZE = ENTRY.size  # 20
 PHYS = struct.Struct(">q")
 SIZE = struct.Struct(">i")
 TAG = struct.Struct(">q")
-OFF_PHYS = 0
-OFF_SIZE = 8
-OFF_TAG = 12
+_OFFSETS = offsets_of(ENTRY_FIELDS)
+OFF_PHYS = _OFFSETS["PHYS"]
+OFF_SIZE = _OFFSETS["SIZE"]
+OFF_TAG = _OFFSETS["TAG"]
 
 
 def encode_entry(phys_offset: int, size: int, tag_hash: int) -> bytes:

@@ -30,8 +30,8 @@ from rocketbox.cluster.shm import paths
 from rocketbox.cluster.shm.mapped_file import MappedFile, create_file
 from rocketbox.cluster.shm import durable
 
-# Chains are short (entries / slots); this only guards against a corrupt loop.
-LOOKUP_CHAIN_STEPS_MAX = 1_000_000
+# Chains are short (entries / slots); this only guards against a corrupt loop (the C dispatch's too).
+LOOKUP_CHAIN_STEPS_MAX = fmt.LOOKUP_CHAIN_STEPS_MAX
 
 
 def _parse_name(name: str) -> int | None:

@@ -33,12 +33,19 @@ import struct
 from typing import NamedTuple
 
 from rocketbox.cluster.message.tags import java_string_hash
+from rocketbox.cluster.shm.field_tables import struct_of
 
-HEADER = struct.Struct(">qqqqii")
+# The native helper's IX_* constants are generated from these tables.
+HEADER_FIELDS = (("BEGIN_TS", "q"), ("END_TS", "q"), ("BEGIN_PHYS", "q"), ("END_PHYS", "q"),
+                 ("SLOTS_USED", "i"), ("INDEX_COUNT", "i"))
+ENTRY_FIELDS = (("HASH", "i"), ("PHYS", "q"), ("TIME_DIFF", "i"), ("PREV", "i"))
+# A lookup follows one slot's chain at most this many entries (a damaged file may hold a cycle).
+LOOKUP_CHAIN_STEPS_MAX = 1_000_000
+HEADER = struct_of(HEADER_FIELDS)
 HEADER_SIZE = HEADER.size  # 40
 SLOT = struct.Struct(">i")
 SLOT_SIZE = SLOT.size  # 4
-ENTRY = struct.Struct(">iqii")
+ENTRY = struct_of(ENTRY_FIELDS)
 ENTRY_SIZE = ENTRY.size  # 20
 INT32_MAX = 0x7FFFFFFF
 

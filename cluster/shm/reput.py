@@ -38,7 +38,7 @@ from typing import NamedTuple
 from rocketbox.cluster import _native as native  # required; use_native=False (a record at a time) is the tests' oracle
 from rocketbox.cluster.config import DELAY_LEVELS_DEFAULT, SYNC_FLUSH, StoreConfig, parse_levels
 from rocketbox.cluster.shm import commitlog_format as fmt
-from rocketbox.cluster.message.properties import (PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_TIMER_DELIVER_MS,
+from rocketbox.cluster.message.properties import (PROPERTY_KEYS, PROPERTY_TAGS,
                                                   PROPERTY_UNIQ_KEY, decode_properties)
 from rocketbox.cluster.message.sysflags import (SYSFLAG_TRANSACTION_MASK, SYSFLAG_TRANSACTION_PREPARED,
                                                 SYSFLAG_TRANSACTION_ROLLBACK)
@@ -50,7 +50,7 @@ from rocketbox.cluster.shm.indexfile import IndexService
 from rocketbox.cluster.shm.store_files import FloorWatch, open_store_files
 from rocketbox.cluster.shm.indexfile_format import index_key
 from rocketbox.cluster.shm.mapped_file import MappedFileCreateError
-from rocketbox.cluster.shm.schedule_format import deliver_time_ms, level_of_queue
+from rocketbox.cluster.shm.schedule_format import deliver_time_ms, level_of_queue, parked_due_ms
 from rocketbox.cluster.message.system_topics import SCHEDULE_TOPIC
 
 VANISHED_CHECK_INTERVAL_MS = 1000
@@ -113,8 +113,8 @@ class Dispatcher:
         if rec.topic == SCHEDULE_TOPIC:
             if rec.queue_id >= len(self.delay_levels_ms):   # the timer queue: an exact time each
                 try:
-                    return int(props.get(PROPERTY_TIMER_DELIVER_MS, rec.store_timestamp_ms))
-                except ValueError:
+                    return parked_due_ms(props)
+                except (KeyError, ValueError):
                     return rec.store_timestamp_ms
             return deliver_time_ms(rec.store_timestamp_ms, level_of_queue(rec.queue_id), self.delay_levels_ms)
         return tag_hash_code(props.get(PROPERTY_TAGS))

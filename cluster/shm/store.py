@@ -1,7 +1,8 @@
 """MessageStore: the broker's facade over CommitLog, ConsumeQueues and IndexFiles.
 
 Lives in the broker process, which is the only writer of CommitLog records and of
-``control.write_pos``. ConsumeQueue and IndexFile files are written by the reput
+``control.write_pos``: every record goes through ``put_messages``, the one put
+(``record_writer.py``). ConsumeQueue and IndexFile files are written by the reput
 worker and only read here; a message is visible to ``get_messages`` once the reput
 worker's ``dispatched_pos`` has passed it.
 
@@ -12,42 +13,32 @@ Outcomes are values: ``put_messages`` and ``get_messages`` return a status enum
 from __future__ import annotations
 
 import enum
-import itertools
 import os
-import struct
-import time
 from typing import NamedTuple, Sequence
 
-from rocketbox.cluster.config import SYNC_FLUSH, StoreConfig, parse_levels
-from rocketbox.cluster import _native  # required: batches and boundary scans run in C (no silent Python twin)
+from rocketbox.cluster.config import StoreConfig, parse_levels
+from rocketbox.cluster import _native  # required: boundary scans run in C (no silent Python twin)
 from rocketbox.cluster.shm import commitlog_format as fmt
-from rocketbox.cluster.message.ids import offset_msg_id, pack_host
-from rocketbox.cluster.message.properties import PROPERTY_KEYS, PROPERTY_UNIQ_KEY, encode_properties
-from rocketbox.cluster.message.sysflags import SYSFLAG_TRANSACTION_MASK
-from rocketbox.cluster.shm.commitlog import AppendStatus, CommitLog
+from rocketbox.cluster.message.ids import pack_host
+from rocketbox.cluster.message.properties import PROPERTY_KEYS, PROPERTY_UNIQ_KEY
+from rocketbox.cluster.shm.commitlog import CommitLog
 from rocketbox.cluster.shm.consumequeue import ConsumeQueueSet
 from rocketbox.cluster.shm.control import ControlBlock
 from rocketbox.cluster.shm.indexfile import IndexService
 from rocketbox.cluster.shm.indexfile_format import index_key
 from rocketbox.cluster.shm import durable, record_crc_promise
 from rocketbox.cluster.shm.recent_writes import RecentWrites
+from rocketbox.cluster.shm.record_writer import (BatchBody, MessageToStore, PutMessageStatus, PutResult,
+                                                 RecordWriter, copy_of_record)
 from rocketbox.cluster.shm.recovery import RecoveryReport, abort_path, recover
 from rocketbox.cluster.shm.store_files import FloorWatch
+
+__all__ = ["BatchBody", "GetMessageStatus", "GetResult", "MessageStore", "MessageToStore", "PutMessageStatus",
+           "PutResult", "copy_of_record"]
 
 # A pull scans at most this many ConsumeQueue entries when tags filter most of them out
 # (RocketMQ: max(16000 bytes of entries, maxMsgNums entries)).
 SCAN_ENTRIES_MIN = 800
-
-
-class PutMessageStatus(enum.Enum):
-    PUT_OK = "PUT_OK"
-    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"  # set by the broker (sync flush waits)
-    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"  # set by the broker (sync replication)
-    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
-    SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"  # not recovered yet, or closed
-    MESSAGE_ILLEGAL = "MESSAGE_ILLEGAL"
-    DISK_FULL = "DISK_FULL"  # RocketMQ: CREATE_MAPPED_FILE_FAILED / disk full
-    UNKNOWN_ERROR = "UNKNOWN_ERROR"
 
 
 class GetMessageStatus(enum.Enum):
@@ -58,42 +49,6 @@ class GetMessageStatus(enum.Enum):
     OFFSET_OVERFLOW_BADLY = "OFFSET_OVERFLOW_BADLY"
     OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
     NO_MATCHED_LOGIC_QUEUE = "NO_MATCHED_LOGIC_QUEUE"
-
-
-class MessageToStore(NamedTuple):
-    body: bytes  # as sent (compressed when sys_flag says so)
-    flag: int
-    # Already encoded (commitlog_format.encode_properties); the store drops a "__CRC32#" pair and
-    # appends its own CRC property (commitlog_format.stored_properties).
-    properties: bytes
-    sys_flag: int
-    born_timestamp_ms: int
-    born_host: bytes  # 8 bytes: IPv4 + port
-    reconsume_times: int = 0
-    prepared_transaction_offset: int = 0
-
-
-def copy_of_record(rec: fmt.Record, properties: dict[str, str], **changes) -> MessageToStore:
-    """A stored record written again (delivered from a schedule, sent back, committed): the same
-    body, flag, born time and host, with these properties and ``changes`` (sys_flag, reconsume_times)."""
-    fields = dict(body=rec.body, flag=rec.flag, properties=encode_properties(properties),
-                  sys_flag=rec.sys_flag, born_timestamp_ms=rec.born_timestamp_ms, born_host=rec.born_host,
-                  reconsume_times=rec.reconsume_times)
-    fields.update(changes)
-    return MessageToStore(**fields)
-
-
-class PutResult(NamedTuple):
-    status: PutMessageStatus
-    phys_offset: int = -1  # first record
-    queue_offset: int = -1  # first record's queue offset
-    count: int = 0
-    end_phys_offset: int = -1  # just past the last record: sync flush waits for flushed_pos >= this
-    msg_ids_text: str = ""  # offset message ids, comma-joined as RocketMQ answers a batch
-
-    @property
-    def msg_ids(self) -> list[str]:
-        return self.msg_ids_text.split(",") if self.msg_ids_text else []
 
 
 class GetResult(NamedTuple):
@@ -115,15 +70,6 @@ def native_scan_batch():
     return _native.DispatchBatch(4096)
 
 
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-def _append_refused(status: AppendStatus) -> PutResult:
-    return PutResult(PutMessageStatus.DISK_FULL if status is AppendStatus.DISK_FULL
-                     else PutMessageStatus.MESSAGE_ILLEGAL)
-
-
 class MessageStore:
     def __init__(self, cfg: StoreConfig, control: ControlBlock, *,
                  store_host: bytes = pack_host("127.0.0.1", 10911)):
@@ -137,17 +83,20 @@ class MessageStore:
         # Parked pulls are answered from the newest writes before the reput indexed them
         # (recent_writes.py); not under sync flush, whose consumers read flushed records only.
         self.recent = RecentWrites()
-        self._serve_recent = cfg.flush_mode != SYNC_FLUSH
-        self._topic_bytes: dict[str, bytes] = {}
         self._floor = FloorWatch(control, self.commitlog, self.cqs)
-        self._ready = False
-        # A slave's store: only replicated bytes are appended (append_replicated), never messages.
-        self.read_only = False
         self._boundary_scan = native_scan_batch()
-        # Seal every record with the whole-record CRC property (RocketMQ's enabledAppendPropCRC).
-        self.record_crc = cfg.record_crc_enabled
-        # Whether the store promises, durably, that its records carry it (record_crc_promise.py).
-        self._record_crc_promised = False
+        # The one writer of records (and of write_pos); it shares the next-offset table.
+        self.writer = RecordWriter(cfg, control, self.commitlog, self.recent, self._next_offsets, store_host)
+        self._serve_recent = self.writer.serve_recent
+
+    @property
+    def read_only(self) -> bool:
+        """A slave's store (or a master unsure of its lease) appends only replicated bytes."""
+        return self.writer.read_only
+
+    @read_only.setter
+    def read_only(self, value: bool) -> None:
+        self.writer.read_only = value
 
     # ---- life cycle ----
 
@@ -157,12 +106,14 @@ class MessageStore:
         report = recover(self.cfg.store_dir, self.commitlog, self.cqs, self.index, self.control,
                          parse_levels(self.cfg.message_delay_levels), truncate_to=truncate_to,
                          record_crc_from=promised)
-        self._record_crc_promised = record_crc_promise.settle(
-            self.cfg.store_dir, promised, report.end_phys, self.record_crc) is not None
-        self._next_offsets = {(cq.topic, cq.queue_id): cq.max_offset() for cq in self.cqs.queues()}
+        writer = self.writer
+        writer.record_crc_promised = record_crc_promise.settle(
+            self.cfg.store_dir, promised, report.end_phys, writer.record_crc) is not None
+        self._next_offsets.clear()   # the writer's table too
+        self._next_offsets.update({(cq.topic, cq.queue_id): cq.max_offset() for cq in self.cqs.queues()})
         for cq in self.cqs.queues():
             cq.forget_cache()
-        self._ready = True
+        writer.ready = True
         return report
 
     def mark_clean_shutdown(self) -> None:
@@ -176,181 +127,16 @@ class MessageStore:
         durable.fsync_dir(self.cfg.store_dir)
 
     def close(self) -> None:
-        self._ready = False
+        self.writer.ready = False
         self.commitlog.close()
         self.cqs.close()
         self.index.close()
 
-    # ---- writing ----
+    # ---- writing: the one put (record_writer.py) ----
 
-    def put_messages(self, topic: str, queue_id: int,
-                     messages: Sequence[MessageToStore]) -> PutResult:
-        """Append ``messages`` to one queue, consecutively, in one CommitLog segment."""
-        if not self._ready or self.read_only:
-            return PutResult(PutMessageStatus.SERVICE_NOT_AVAILABLE)
-        topic_bytes = self._topic_bytes.get(topic)
-        if topic_bytes is None:
-            if not isinstance(topic, str) or not topic:
-                return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
-            topic_bytes = topic.encode()
-            if len(topic_bytes) > fmt.TOPIC_LENGTH_MAX:
-                return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
-            self._topic_bytes[topic] = topic_bytes
-        if not messages or not isinstance(queue_id, int) or not 0 <= queue_id < 1 << 31:
-            return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
-        record_crc = self.record_crc
-        try:
-            stored = None   # the properties as sent, unless the records store others
-            if record_crc or any(fmt.PROPERTY_CRC32_BYTES in m.properties for m in messages):
-                stored = [fmt.stored_properties(m.properties, record_crc) for m in messages]
-            sizes = fmt.batch_record_sizes(len(topic_bytes), messages, stored)
-            for properties in (stored or [m.properties for m in messages]):
-                if len(properties) > fmt.PROPERTIES_LENGTH_MAX:
-                    return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
-        except (AttributeError, TypeError):
-            return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
-        if max(sizes) > self.cfg.message_size_bytes_max:
-            return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
-        total = sum(sizes)
-        key = (topic, queue_id)
-        queue_offset = self._next_offsets.get(key, 0)
-        store_ts = _now_ms()
-        store_host = self.store_host
-        commitlog = self.commitlog
-        # Encode at the position the batch will most likely get; re-encode only if the
-        # append rolls to the next segment (the phys offsets change).
-        guess = commitlog.write_pos
-        try:
-            data, next_queue_offset = fmt.encode_batch(
-                messages, sizes, topic=topic_bytes, queue_id=queue_id,
-                queue_offset_first=queue_offset, phys_offset_first=guess,
-                store_timestamp_ms=store_ts, store_host=store_host, record_crc=record_crc,
-                properties=stored)
-        except (struct.error, ValueError, TypeError, AttributeError, OverflowError):
-            return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
-
-        def fill(buf, pos: int, phys: int) -> None:
-            nonlocal data
-            if phys != guess:
-                data, _ = fmt.encode_batch(
-                    messages, sizes, topic=topic_bytes, queue_id=queue_id,
-                    queue_offset_first=queue_offset, phys_offset_first=phys,
-                    store_timestamp_ms=store_ts, store_host=store_host, record_crc=record_crc,
-                    properties=stored)
-            buf[pos:pos + total] = data
-
-        outcome = commitlog.append(total, fill)
-        if outcome.status is not AppendStatus.OK:
-            return _append_refused(outcome.status)
-        return self._published(key, queue_offset, next_queue_offset, sizes, outcome.phys_offset)
-
-    def put_message(self, topic: str, queue_id: int, message: MessageToStore) -> PutResult:
-        """``put_messages(topic, queue_id, [message])``, the record written by one C call: a single
-        send's path. What that call does not take (a half or rolled-back record, a prepared offset,
-        a client's own ``__CRC32#`` pair, a topic not yet seen, anything put_messages refuses) goes
-        the general way."""
-        topic_bytes = self._topic_bytes.get(topic)
-        properties = message.properties
-        record_crc = self.record_crc
-        stored_size = fmt.stored_properties_size(properties, record_crc)
-        body = message.body
-        size = None if topic_bytes is None or stored_size is None else \
-            fmt.FIXED_SIZE + len(topic_bytes) + len(body) + stored_size
-        if (size is None or size > self.cfg.message_size_bytes_max or stored_size > fmt.PROPERTIES_LENGTH_MAX
-                or message.sys_flag & SYSFLAG_TRANSACTION_MASK or message.prepared_transaction_offset
-                or not self._ready or self.read_only or type(queue_id) is not int or not 0 <= queue_id < 1 << 31):
-            return self.put_messages(topic, queue_id, [message])   # it also refuses what must be refused
-        key = (topic, queue_id)
-        queue_offset = self._next_offsets.get(key, 0)
-        store_ts = _now_ms()
-
-        def fill(buf, pos: int, phys: int) -> None:
-            _native.encode_record(
-                buf, pos, size, body, properties, topic_bytes, flag=message.flag,
-                reconsume_times=message.reconsume_times, queue_id=queue_id, queue_offset=queue_offset,
-                phys_offset=phys, sys_flag=message.sys_flag, born_timestamp_ms=message.born_timestamp_ms,
-                born_host=message.born_host, store_timestamp_ms=store_ts, store_host=self.store_host,
-                record_crc=record_crc)
-
-        try:   # the helper checks every field before it writes a byte
-            outcome = self.commitlog.append(size, fill)
-        except (ValueError, TypeError, OverflowError):
-            return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
-        if outcome.status is not AppendStatus.OK:
-            return _append_refused(outcome.status)
-        return self._published(key, queue_offset, queue_offset + 1, (size,), outcome.phys_offset)
-
-    def _published(self, key: tuple[str, int], queue_offset: int, next_queue_offset: int, sizes,
-                   phys: int) -> PutResult:
-        """Records of ``sizes`` written from ``phys`` on: made visible to readers, remembered for
-        parked pulls, and their offset message ids."""
-        self._next_offsets[key] = next_queue_offset
-        end = self.commitlog.write_pos
-        self.control.write_pos = end  # publish: the bytes are in place
-        if self._serve_recent:
-            ends = [sizes[0]] if len(sizes) == 1 else list(itertools.accumulate(sizes))
-            self.recent.add(key, queue_offset, len(sizes), phys, ends, 0, self.control.dispatched_pos)
-        store_host = self.store_host
-        if len(sizes) == 1:   # a single send
-            return PutResult(PutMessageStatus.PUT_OK, phys, queue_offset, 1, end, offset_msg_id(store_host, phys))
-        first = phys
-        msg_ids = []
-        for size in sizes:
-            msg_ids.append(offset_msg_id(store_host, phys))
-            phys += size
-        return PutResult(PutMessageStatus.PUT_OK, first, queue_offset, len(sizes), end, ",".join(msg_ids))
-
-    def put_batch_body(self, topic: str, queue_id: int, batch_body: bytes, *, sys_flag: int,
-                       born_timestamp_ms: int, born_host: bytes) -> PutResult:
-        """Append a RocketMQ batch body (``batch_format``) to one queue without decoding it in Python.
-
-        The C helper measures the items, then encodes every record straight into the
-        mapped segment: one call per batch instead of Python work per message.
-        """
-        if not self._ready or self.read_only:
-            return PutResult(PutMessageStatus.SERVICE_NOT_AVAILABLE)
-        topic_bytes = self._topic_bytes.get(topic)
-        if topic_bytes is None:
-            topic_bytes = topic.encode()
-            if not topic_bytes or len(topic_bytes) > fmt.TOPIC_LENGTH_MAX:
-                return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
-            self._topic_bytes[topic] = topic_bytes
-        if not 0 <= queue_id < 1 << 31:
-            return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
-        record_crc = self.record_crc
-        try:
-            count, total = _native.measure_batch(batch_body, len(topic_bytes), record_crc=record_crc)
-        except ValueError:
-            return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
-        if count == 0:
-            return PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
-        key = (topic, queue_id)
-        queue_offset = self._next_offsets.get(key, 0)
-        store_ts = _now_ms()
-        ends = []
-
-        def fill(buf, pos: int, phys: int) -> None:
-            _, _, record_ends = _native.encode_batch(
-                buf, pos, batch_body, topic_bytes, queue_id, queue_offset, phys, sys_flag,
-                born_timestamp_ms, born_host, store_ts, self.store_host, dst_limit=pos + total,
-                record_crc=record_crc)
-            ends.append(record_ends)
-
-        outcome = self.commitlog.append(total, fill)
-        if outcome.status is not AppendStatus.OK:
-            return _append_refused(outcome.status)
-        self._next_offsets[key] = queue_offset + count
-        end = self.commitlog.write_pos
-        self.control.write_pos = end
-        first = outcome.phys_offset
-        # record_ends[i] is the segment position just past record i; record 0 starts at pos0.
-        record_ends = ends[0]
-        pos0 = record_ends[-1] - total
-        if self._serve_recent:
-            self.recent.add(key, queue_offset, count, first, record_ends, pos0, self.control.dispatched_pos)
-        # One C call for all ids: formatting 256 of them in Python was a third of the broker's time.
-        msg_ids_text = _native.offset_msg_ids(self.store_host, first, record_ends, pos0)
-        return PutResult(PutMessageStatus.PUT_OK, first, queue_offset, count, end, msg_ids_text)
+    def put_messages(self, topic: str, queue_id: int, records: Sequence[MessageToStore] | BatchBody) -> PutResult:
+        """Append ``records`` (messages, or a producer's batch body) to one queue: ``RecordWriter.put``."""
+        return self.writer.put(topic, queue_id, records)
 
     # ---- replication (broker/ha.py) ----
 
@@ -382,14 +168,8 @@ class MessageStore:
         return mm[pos:end] if end > pos else None
 
     def append_replicated(self, phys_offset: int, data) -> bool:
-        """A slave appends its master's bytes verbatim and publishes write_pos; False if it cannot (disk)."""
-        if self._record_crc_promised:   # the master's records, sealed or not as its setting says
-            record_crc_promise.withdraw(self.cfg.store_dir)
-            self._record_crc_promised = False
-        if self.commitlog.append_raw(phys_offset, data) is not AppendStatus.OK:
-            return False
-        self.control.write_pos = self.commitlog.write_pos
-        return True
+        """A slave appends its master's bytes verbatim (``RecordWriter.append_replicated``)."""
+        return self.writer.append_replicated(phys_offset, data)
 
     # ---- reading ----
 

@@ -6,7 +6,7 @@ the proxy's own modules come from the same package, and a test must see the clie
 
 Prints one JSON object per line: ``{"started": true}`` once the client is up, one line per event,
 and ``{"done": true}`` (or ``{"done": false, "error": ...}``) last. Commands: produce, transaction,
-simple, push, raw (requests built from JSON through the generated stub), idle_streams.
+simple, push, raw (requests built from JSON through the generated stub), idle_streams, lite.
 """
 
 from __future__ import annotations
@@ -48,6 +48,10 @@ def message_of(spec: dict, topic: str):
         message.message_group = spec["group"]
     if spec.get("delay_s"):
         message.delivery_timestamp = int(time.time()) + int(spec["delay_s"])
+    if spec.get("priority") is not None:
+        message.priority = spec["priority"]
+    if spec.get("lite_topic"):
+        message.lite_topic = spec["lite_topic"]
     return message
 
 
@@ -63,7 +67,7 @@ def received_line(message, **extra) -> dict:
             "keys": sorted(message.keys or []), "properties": dict(message.properties or {}),
             "topic": message.topic, "attempt": message.delivery_attempt, "group": message.message_group,
             "delivery_ms": message.delivery_timestamp, "born_ms": message.born_timestamp, "at": time.time(),
-            "corrupted": message.corrupted, **extra}
+            "corrupted": message.corrupted, "priority": message.priority, "type": message.message_type, **extra}
 
 
 # ---------------------------------------------------------------- producers
@@ -79,11 +83,26 @@ def produce(spec: dict) -> None:
                 message = message_of(item, spec["topic"])
                 receipt = producer.send(message)
                 emit(sent=item["body"], message_id=receipt.message_id, offset=receipt.offset,
-                     delivery_s=message.delivery_timestamp, at=time.time())
+                     delivery_s=message.delivery_timestamp, at=time.time(), recall_handle=receipt.recall_handle)
             except Exception as exc:   # a refusal is an outcome the test checks
                 emit(sent=None, body=item["body"], **error_line(exc))
+                continue
+            if "recall" in item:   # the receipt's handle (True) or the one given, recalled at once
+                recall(producer, spec["topic"], item["body"],
+                       receipt.recall_handle if item["recall"] is True else item["recall"])
+        for handle in spec.get("recall_later", ()):
+            time.sleep(spec.get("recall_after_s", 0))
+            recall(producer, spec["topic"], None, handle)
     finally:
         producer.shutdown()
+
+
+def recall(producer, topic: str, body, handle: str) -> None:
+    """RecallMessage through the client's own ``recall_message``; its answer or its refusal."""
+    try:
+        emit(recalled=body, message_id=producer.recall_message(topic, handle), handle=handle)
+    except Exception as exc:
+        emit(recalled=None, body=body, handle=handle, **error_line(exc))
 
 
 def transaction(spec: dict) -> None:
@@ -134,7 +153,7 @@ def simple(spec: dict) -> None:
                               await_duration=spec.get("await_s", 2), tls_enable=spec.get("tls", False))
     consumer.startup()
     emit(started=True)
-    deliveries = 0
+    deliveries = receives = 0
     deadline = time.time() + spec.get("max_s", 30)
     try:
         while deliveries < spec.get("expect", 1) and time.time() < deadline:
@@ -144,9 +163,10 @@ def simple(spec: dict) -> None:
                 emit(receive_error=True, **error_line(exc))
                 time.sleep(0.2)
                 continue
+            receives += 1
             for message in messages:
                 deliveries += 1
-                emit(received=received_line(message))
+                emit(received=received_line(message, receive=receives))
                 if spec.get("change_invisible_s") and message.delivery_attempt == 1:
                     try:
                         consumer.change_invisible_duration(message, spec["change_invisible_s"])
@@ -300,7 +320,7 @@ def raw(spec: dict) -> None:
             emit(step=step.get("name", step["rpc"]), codes=dict(codes))
             continue
         try:
-            if step["rpc"] == "ReceiveMessage":
+            if step["rpc"] in ("ReceiveMessage", "PullMessage"):   # streams of responses
                 responses = [MessageToDict(r) for r in method(request, metadata=metadata,
                                                                timeout=step.get("timeout_s", 30))]
             else:
@@ -350,8 +370,38 @@ def idle_streams(spec: dict) -> None:
         call.cancel()
 
 
+def lite(spec: dict) -> None:
+    """What RocketMQ 5.5's Lite clients meet: a LiteSimpleConsumer started, subscribing a lite topic and
+    receiving, then a LitePushConsumer started; each outcome (or error) one line."""
+    from rocketmq import LitePushConsumer, MessageListener
+    from rocketmq.v5.consumer.simple.lite_simple_consumer import LiteSimpleConsumer
+
+    def attempt(what, action):
+        try:
+            result = action()
+            emit(step=what, ok=True, result=repr(result)[:200])
+        except Exception as exc:
+            emit(step=what, ok=False, **error_line(exc))
+
+    emit(started=True)
+    simple_consumer = LiteSimpleConsumer(spec["topic"], configuration(spec), spec["group"], await_duration=1)
+    attempt("simple-startup", simple_consumer.startup)
+    attempt("simple-subscribe", lambda: simple_consumer.subscribe_lite("lite-1"))
+    time.sleep(spec.get("settle_s", 1))   # its settings went out on the Telemetry stream
+    attempt("simple-receive", lambda: simple_consumer.receive(4, 5))
+    attempt("simple-shutdown", simple_consumer.shutdown)
+
+    class Listener(MessageListener):
+        def consume(self, message):
+            emit(consumed=received_line(message))
+
+    push_consumer = LitePushConsumer(configuration(spec), spec["group"], spec["topic"], Listener())
+    attempt("push-startup", push_consumer.startup)
+    attempt("push-shutdown", push_consumer.shutdown)
+
+
 COMMANDS = {"produce": produce, "transaction": transaction, "simple": simple, "push": push, "raw": raw,
-            "idle_streams": idle_streams}
+            "idle_streams": idle_streams, "lite": lite}
 
 
 def main() -> None:

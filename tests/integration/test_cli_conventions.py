@@ -10,7 +10,7 @@ import subprocess
 
 from rocketbox.cluster import Admin
 from rocketbox.cluster.config import SYNC_MASTER
-from tests.cli_helpers import CLI, free_remoting_ports, json_lines, run_cli
+from tests.cli_helpers import CLI, free_remoting_ports, json_lines, run_cli, up_on_free_ports
 from tests.conftest import client_config
 
 
@@ -95,9 +95,42 @@ def test_usage_errors_are_usage_errors(start_cluster):
     zero = _cli(cluster, "topic", "create", "Bad", "--queues", "0")
     assert zero.returncode == 2 and "--queues: 0 is outside 1..1024" in zero.stderr
     nameless = _cli(cluster, "topic", "create", "")
-    assert nameless.returncode == 2 and nameless.stderr.strip() == "error: a topic name is needed"
+    assert nameless.returncode == 2 and nameless.stderr.splitlines()[-1].endswith("topic name is empty")
+    missing = _cli(cluster, "topic", "create")
+    assert missing.returncode == 2 and missing.stderr.strip() == "error: a topic name is needed"
     with Admin(config=client_config(cluster)) as admin:
         assert "Bad" not in admin.topic_list()
+
+
+def test_exit_codes_follow_the_readme_rule_with_the_reason_on_stderr(start_cluster):
+    # README: 0 done, 1 refused or found nothing (the reason on stderr), 2 a usage error.
+    cluster = start_cluster()
+    for argv in (("dlq", "list", "NoSuchGroup"), ("consumerProgress", "-g", "NoSuchGroup"),
+                 ("dlq", "resend", "NoSuchGroup", "--all")):
+        unknown = _cli(cluster, *argv)
+        assert unknown.returncode == 1 and unknown.stdout == "", (argv, unknown)
+        assert unknown.stderr.startswith("error: consumer group NoSuchGroup is not known to any broker master"), argv
+    # A group the cluster knows: an empty dead-letter list is an answer; no progress on a topic is not.
+    assert _cli(cluster, "send", "Known", "x").returncode == 0
+    assert _cli(cluster, "consume", "Known", "--group", "Reader", "--from-committed", "--commit").returncode == 0
+    empty = _cli(cluster, "dlq", "list", "Reader")
+    assert (empty.returncode, empty.stdout, empty.stderr.strip()) == (0, "", "no dead letters for group Reader")
+    elsewhere = _cli(cluster, "consumerProgress", "-g", "Reader", "-t", "NoSuchTopic")
+    assert elsewhere.returncode == 1 and elsewhere.stdout == "", elsewhere
+    assert elsewhere.stderr.startswith("error: group Reader has no consume progress on topic NoSuchTopic"), elsewhere.stderr
+    assert _cli(cluster, "consumerProgress", "-g", "Reader").returncode == 0
+    gone = _cli(cluster, "topic", "delete", "NoSuchTopic")
+    assert gone.returncode == 1 and gone.stdout == "", gone
+    assert gone.stderr.strip() == ("error: topic NoSuchTopic does not exist (no NameServer route, no broker has it): "
+                                   "nothing deleted")
+    # A name the cluster could never take is a usage error, said before anything is sent.
+    for bad in ("bad topic", "a/b"):
+        for argv in (("topic", "create", bad), ("send", bad, "x"), ("topicStatus", "-t", bad),
+                     ("consume", "Known", "--group", bad)):
+            proc = _cli(cluster, *argv)
+            assert proc.returncode == 2, (argv, proc)
+            assert proc.stderr.splitlines()[-1].endswith(f"name {bad!r} has characters outside [%|a-zA-Z0-9_-]"), \
+                (argv, proc.stderr)
 
 
 def test_reserved_names_unknown_groups_and_auto_create_are_said(start_cluster):
@@ -191,3 +224,25 @@ def test_a_data_dir_remembers_how_it_was_made_and_the_dev_footprint_is_small(tmp
             f"or use another --data-dir"]
     finally:
         cli("down")
+
+
+def test_up_and_status_say_where_the_data_is_and_the_users_home_stays_clean(tmp_path):
+    # The proxy imports the rocketmq 5 client package, whose log would open in ~/logs/rocketmq_python/.
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {**{k: v for k, v in os.environ.items() if k != "ROCKETBOX_NAMESRV"}, "HOME": str(home)}
+    data_dir = str(tmp_path / "where")
+    _, up = up_on_free_ports(3, lambda p: (
+        "up", "--detach", "--namesrv-port", str(p[0]), "--broker-port", str(p[1]), *free_remoting_ports(),
+        "--proxy-port", str(p[2]), "--no-metrics", "--no-console",
+        "--commitlog-file-size-bytes", str(16 * 1024 * 1024)), data_dir=data_dir, env=env)
+    try:
+        said = f"data dir: {data_dir} (logs: {data_dir}/logs, cluster logs NAME)"
+        assert said in up.stdout.splitlines(), up.stdout
+        status = run_cli("status", data_dir=data_dir, env=env)
+        assert said in status.stdout.splitlines(), status.stdout
+        assert "proxy" in status.stdout
+        assert os.path.isfile(os.path.join(data_dir, "logs", "rocketmq_python", "rocketmq_client.log"))
+        assert sorted(p.name for p in home.rglob("*")) == []
+    finally:
+        run_cli("down", data_dir=data_dir, env=env, check=False)

@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -51,6 +52,26 @@ def test_cluster_list_shows_master_and_slave(cluster):
     assert all(r["cluster"] == "DefaultCluster" and r["version"].startswith("RocketBox") for r in records)
     table = _cli("--namesrv", cluster.namesrv, "clusterList").stdout   # the global option before the verb
     assert "#Broker Name" in table and "SLAVE" in table
+
+
+def test_mqadmins_n_with_the_remoting_address_is_served_over_remoting(cluster):
+    # mqadmin's habit: -n host:9876, the NameServer's remoting door, not the CLI's native one.
+    remoting = cluster.remoting_namesrv
+    listed = json_lines(_cli("clusterList", "-n", remoting, "--json"))
+    assert sorted((r["brokerName"], r["role"]) for r in listed) == [("broker-a", "MASTER"), ("broker-a", "SLAVE")]
+    # The addresses are the remoting ones, as mqadmin prints them (its -b takes them back).
+    master = next(r["addr"] for r in listed if r["role"] == "MASTER")
+    assert master == f"127.0.0.1:{cluster.topology.brokers[0].remoting_port}"
+    assert "brokerVersionDesc" in json.loads(_cli("brokerStatus", "-n", remoting, "-b", master, "--json").stdout)[master]
+    # So is every other command given that address, by --namesrv or ROCKETBOX_NAMESRV.
+    sent = json_lines(_cli("send", "OverRemoting", "via 9876", "--namesrv", remoting, "--json"))
+    assert [s["status"] for s in sent] == ["SEND_OK"]
+    env = {**os.environ, "ROCKETBOX_NAMESRV": remoting}
+    read = json_lines(run_cli("consume", "OverRemoting", "--json", env=env, timeout_s=60))
+    assert [m["body"] for m in read] == ["via 9876"]
+    # The probe is a wrong door knocking, logged as such, not as a malformed stream.
+    log = (Path(cluster.data_dir) / "logs" / "namesrv-0.log").read_text()
+    assert "a ZeroMQ greeting, not a RocketMQ frame" in log and "unusable frame" not in log
 
 
 def test_topic_status_and_consumer_progress(cluster, running_group):

@@ -13,7 +13,7 @@ import pytest
 from rocketbox.cluster import Admin, Message, Producer
 from rocketbox.cluster.config import ClientConfig
 from rocketbox.cluster.testing import wait_until
-from tests.cli_helpers import run_cli, up_on_free_ports
+from tests.cli_helpers import PORT_FLAGS_COUNT, port_flags, run_cli, up_on_free_ports
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -49,20 +49,15 @@ def test_broker_conf_flags_win_live_updates_last(tmp_path):
     data_dir = str(tmp_path / "conf")
     conf = tmp_path / "broker.conf"
     conf.write_text(BROKER_CONF)
-    def port_args(ports: list[int]) -> list[str]:
-        namesrv_port, broker_port, namesrv_remoting, broker_remoting, metrics = ports
-        return ["--namesrv-port", str(namesrv_port), "--broker-port", str(broker_port),
-                "--namesrv-remoting-port", str(namesrv_remoting), "--broker-remoting-port", str(broker_remoting),
-                "--metrics-port", str(metrics), "--no-proxy", "--no-console"]
 
     # Up on fresh ports if one was taken meanwhile (the HA port, broker + 1, is not among the picked).
-    ports, up = up_on_free_ports(5, lambda picked: ["up", "--detach", "-c", str(conf), "--flush-mode", "async",
-                                                    *port_args(picked)], data_dir=data_dir)
+    ports, up = up_on_free_ports(PORT_FLAGS_COUNT, lambda picked: ["up", "--detach", "-c", str(conf), "--flush-mode",
+                                                                   "async", *port_flags(picked)], data_dir=data_dir)
     namesrv_port, broker_port, namesrv_remoting, broker_remoting, metrics = ports
     namesrv = f"127.0.0.1:{namesrv_port}"
     try:
         shown = json.loads(_cli(data_dir, "config", "show", "-c", str(conf), "--flush-mode", "async",
-                                *port_args(ports), "--json").stdout)
+                                *port_flags(ports), "--json").stdout)
         assert shown["broker-a"]["brokerClusterName"] == "ConfCluster"
         assert shown["broker-a"]["flushDiskType"] == "ASYNC_FLUSH"
         assert "unknown key sendMessageThreadPoolNums" in up.stderr

@@ -5,6 +5,7 @@ certificate sends and pulls; a plain one is turned away); the flags set every pr
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 
@@ -54,10 +55,11 @@ def test_cluster_tls_then_broker_conf_enforcing_serves_tls_clients_only(tmp_path
 
 
 def test_the_flags_set_every_doors_tls_keys(tmp_path):
-    shown = run_cli("config", "show", "--tls-mode", "permissive", "--tls-cert", "/etc/rb/c.pem", "--tls-key",
-                    "/etc/rb/k.pem", data_dir=str(tmp_path / "show")).stdout
-    for section in shown.split("# ")[1:]:
-        assert "tls.server.mode=permissive\n" in section and "tls.server.certPath=/etc/rb/c.pem\n" in section, section
+    shown = json.loads(run_cli("config", "show", "--tls-mode", "permissive", "--tls-cert", "/etc/rb/c.pem",
+                               "--tls-key", "/etc/rb/k.pem", "--json", data_dir=str(tmp_path / "show")).stdout)
+    for process, settings in shown.items():
+        assert settings["tls.server.mode"] == "permissive", process
+        assert settings["tls.server.certPath"] == "/etc/rb/c.pem", process
 
 
 def test_a_reachable_host_with_access_control_and_no_tls_is_warned_about_once(tmp_path):

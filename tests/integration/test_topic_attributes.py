@@ -89,6 +89,12 @@ def test_message_types_from_cli_to_master_and_slave(start_cluster):
         assert json.loads(_topic_config(remoting, door, "Plain").body)["attributes"] == {"message.type": "DELAY"}
         assert _update_topic(remoting, door, "Plain", attributes="-message.type").code == ResponseCode.SUCCESS
         assert json.loads(_topic_config(remoting, door, "Plain").body)["attributes"] == {}
+        # RocketMQ 5.4's PRIORITY is taken; 5.5's LITE refused with the reason (no Lite topics here).
+        assert _update_topic(remoting, door, "Urgent", attributes="+message.type=PRIORITY").code == \
+            ResponseCode.SUCCESS
+        assert json.loads(_topic_config(remoting, door, "Urgent").body)["attributes"] == {"message.type": "PRIORITY"}
+        lite = _update_topic(remoting, door, "Chats", attributes="+message.type=LITE")
+        assert lite.code == ResponseCode.SYSTEM_ERROR and "does not serve Lite topics" in lite.remark, lite.remark
     finally:
         remoting.close()
 

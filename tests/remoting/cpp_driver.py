@@ -76,7 +76,8 @@ def consume(spec):
         fail = msg.reconsume_times < fail_below
         record = {"id": _text(msg.id), "topic": _text(msg.topic), "body": _text(msg.body), "tags": _text(msg.tags),
                   "keys": _text(msg.keys), "queue_id": msg.queue_id, "queue_offset": msg.queue_offset,
-                  "reconsume_times": msg.reconsume_times, "failed": fail}
+                  "reconsume_times": msg.reconsume_times, "failed": fail,
+                  "properties": {name: _text(msg.get_property(name)) for name in spec.get("show_properties", ())}}
         with lock:
             emit(record)
             state["last"] = time.monotonic()

@@ -100,3 +100,38 @@ def test_global_options_work_before_and_after_every_subcommand():
     assert parser.parse_args(["up", "--data-dir", "/d", "--namesrv", "h:1"]).data_dir == "/d"
     assert parser.parse_args(["--data-dir", "/d", "status"]).data_dir == "/d"
     assert parser.parse_args(["topic", "list", "--namesrv", "h:2"]).namesrv == "h:2"
+
+
+# The arguments that name a topic or a group (cloneGroupOffset's -s/-d are groups).
+NAME_DESTS = {"topic", "group", "source", "target"}
+
+
+def test_every_topic_and_group_argument_refuses_a_name_the_cluster_cannot_take(capsys):
+    unchecked = [f"cluster {' '.join(path)} {'/'.join(action.option_strings) or action.dest}"
+                 for path, parser in _subcommands(build_parser()) for action in parser._actions
+                 if action.dest in NAME_DESTS and action.type is None]
+    assert not unchecked, "names taken unchecked (a bad one would reach the cluster: exit 1, not 2):\n" + \
+        "\n".join(unchecked)
+    for argv in (["send", "a/b", "x"], ["topic", "create", "bad topic"], ["dlq", "list", "a b"],
+                 ["consumerProgress", "-g", "x" * 128], ["cloneGroupOffset", "-s", "ok", "-d", "no/pe"]):
+        with pytest.raises(SystemExit) as exited:
+            build_parser().parse_args(argv)
+        assert exited.value.code == 2, argv
+        assert "name" in capsys.readouterr().err.splitlines()[-1], argv
+
+
+@pytest.mark.parametrize("argv, usage, hint", [
+    (["up", "--detatch"], "usage: cluster up ", "unrecognized arguments: --detatch (did you mean --detach?)"),
+    (["dlq", "list", "G", "--jsn"], "usage: cluster dlq list ", "unrecognized arguments: --jsn (did you mean --json?)"),
+    (["topic", "create", "T", "--qeues=2"], "usage: cluster topic ",
+     "unrecognized arguments: --qeues=2 (did you mean --queues?)"),
+    (["status", "extra"], "usage: cluster status ", "unrecognized arguments: extra"),
+])
+def test_a_mistyped_flag_gets_the_subcommands_usage_and_the_closest_flag(capsys, argv, usage, hint):
+    with pytest.raises(SystemExit) as exited:
+        build_parser().parse_args(argv)
+    err = capsys.readouterr().err
+    assert exited.value.code == 2
+    assert err.startswith(usage), err
+    assert err.splitlines()[-1].endswith(hint), err
+    assert "clusterList" not in err   # not the top-level list of every verb

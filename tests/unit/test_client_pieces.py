@@ -56,6 +56,17 @@ def test_group_commit_releases_every_flushed_waiter_and_times_out_the_rest():
     assert answered[-1] == ("timeout", 300)
 
 
+def test_a_flush_wait_is_estimated_from_a_busy_disk_not_from_a_quiet_broker():
+    waiters = FlushWaiters()
+    nothing = lambda: None   # noqa: E731
+    waiters.park(10 << 20, deadline_s=100.0, on_flushed=nothing, on_timeout=nothing)
+    waiters.release(flushed_pos=0, now_s=0.0)
+    waiters.release(flushed_pos=268, now_s=1.0)   # a second apart, a few bytes: idle time, not the disk
+    assert waiters.flush_wait_s(write_pos=666) == 0.0
+    waiters.release(flushed_pos=1 << 20, now_s=1.5)   # then a MiB in 1.5 s of the window
+    assert waiters.flush_wait_s(write_pos=(1 << 20) + (9 << 20)) == 13.5   # 9 MiB behind
+
+
 def test_received_messages_decode_lazily_but_completely():
     import zlib as _zlib
 

@@ -96,11 +96,11 @@ def test_a_wait_the_broker_spent_waiting_for_a_cpu_is_not_charged(tmp_path, monk
     """On a machine loaded by other processes a broker runnable but not running for 170 ms
     refused sends with 1 in queue, which RocketMQ (stamping a request once its own thread has read it)
     serves. Past its bound a wait is charged less the loop thread's run-queue delay over it."""
-    from rocketbox.cluster import fast_failure
+    from rocketbox.cluster import fast_failure, loop_stalls
     clock = _PausingClock(0.0)
     monkeypatch.setattr(fast_failure.time, "monotonic", clock.monotonic)
     stats = _Schedstat(tmp_path / "schedstat")
-    delay = fast_failure.RunQueueDelay(str(stats.path), clock=clock.monotonic)
+    delay = loop_stalls.RunQueueDelay(str(stats.path), clock=clock.monotonic)
     assert delay.available
     backlog = DoorBacklog(None, WaitBounds(**BOUNDS), "test door")
     backlog.run_queue_delay = delay
@@ -127,25 +127,25 @@ def test_a_wait_the_broker_spent_waiting_for_a_cpu_is_not_charged(tmp_path, monk
 
 
 def test_without_schedstat_nothing_is_discounted(tmp_path):
-    from rocketbox.cluster import fast_failure
-    delay = fast_failure.RunQueueDelay(str(tmp_path / "missing"))
+    from rocketbox.cluster import fast_failure, loop_stalls
+    delay = loop_stalls.RunQueueDelay(str(tmp_path / "missing"))
     assert not delay.available and delay.since(0.0) == 0.0
 
 
 def test_a_starved_door_far_behind_is_still_refused(tmp_path, monkeypatch):
     """Starved and 65 requests behind: overload (a flood on the same cores starves the broker too)."""
-    from rocketbox.cluster import fast_failure
+    from rocketbox.cluster import fast_failure, loop_stalls
     from rocketbox.cluster.protocol import RequestCode
     from rocketbox.cluster.wire_format import Command
     clock = _PausingClock(0.0)
     monkeypatch.setattr(fast_failure.time, "monotonic", clock.monotonic)
     stats = _Schedstat(tmp_path / "schedstat")
-    delay = fast_failure.RunQueueDelay(str(stats.path), clock=clock.monotonic)
+    delay = loop_stalls.RunQueueDelay(str(stats.path), clock=clock.monotonic)
     backlog = DoorBacklog(None, WaitBounds(**BOUNDS), "test door")
     backlog.run_queue_delay = delay
     arrived = clock.now
     clock.now += 0.3
     stats.set(0.29)
-    backlog.read = fast_failure.RunQueueDelay.QUEUED_MAX   # the next request is the 65th read
+    backlog.read = loop_stalls.RunQueueDelay.QUEUED_MAX   # the next request is the 65th read
     assert backlog.refusal(Command(RequestCode.SEND_MESSAGE_V2), arrived) is not None
     assert backlog.forgiven == 0 and backlog.shed == {"send": 1}

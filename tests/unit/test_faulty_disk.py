@@ -26,14 +26,14 @@ def test_a_full_disk_refuses_appends_and_whole_file_writes(tmp_path):
     with disk.installed():
         harness = Harness(tiny_config(tmp_path / "store", disk_free_bytes_min=1))
         harness.store.commitlog.disk_check_interval_ms = 0
-        assert harness.store.put_message("T", 0, message(b"room")).status == PutMessageStatus.PUT_OK
+        assert harness.store.put_messages("T", 0, [message(b"room")]).status == PutMessageStatus.PUT_OK
         disk.full = True
-        assert harness.store.put_message("T", 0, message(b"full")).status != PutMessageStatus.PUT_OK
+        assert harness.store.put_messages("T", 0, [message(b"full")]).status != PutMessageStatus.PUT_OK
         with pytest.raises(OSError) as raised:
             durable.atomic_write(str(tmp_path / "store" / "state.json"), b"{}")
         assert raised.value.errno == errno.ENOSPC
         disk.full = False
-        assert harness.store.put_message("T", 0, message(b"again")).status == PutMessageStatus.PUT_OK
+        assert harness.store.put_messages("T", 0, [message(b"again")]).status == PutMessageStatus.PUT_OK
         harness.close()
 
 
@@ -52,11 +52,11 @@ def test_a_power_cut_keeps_what_was_synced_and_loses_the_rest(tmp_path):
     with disk.installed():
         harness = Harness(cfg)
         for i in range(5):
-            harness.store.put_message("T", 0, message(b"synced %d" % i))
+            harness.store.put_messages("T", 0, [message(b"synced %d" % i)])
         harness.dispatch_all()
         harness.flush.step()
         for i in range(5):
-            harness.store.put_message("T", 0, message(b"unsynced %d" % i))
+            harness.store.put_messages("T", 0, [message(b"unsynced %d" % i)])
         harness.close()
         disk.power_cut(weights=(1, 0, 0))   # every unsynced page keeps its old bytes
         harness = Harness(cfg)

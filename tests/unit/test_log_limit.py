@@ -54,6 +54,18 @@ def test_a_flood_that_stops_is_reported_with_its_last_line_once_its_window_ended
     assert caplog.records[-1].getMessage() == "request 39 refused"   # the report opened a window; no count twice
 
 
+def test_a_process_about_to_exit_says_the_count_of_a_window_still_open(caplog):
+    clock = Clock()
+    limited = RateLimitedLog(_logger("exit", caplog), burst=1, interval_s=10, clock=clock)
+    for code in (35, 36, 37):
+        limited.warning("refused", "request %d refused", code)
+    clock.now = 1.0
+    assert limited.report_held_back() == 0
+    assert limited.report_held_back(every=True) == 1
+    assert caplog.records[-1].getMessage() == "2 more like this held back in the last 10 s, the last: request 37 refused"
+    assert limited.report_held_back(every=True) == 0   # said once
+
+
 def test_kinds_are_bounded_stale_ones_dropped_then_the_rest_share_one(caplog):
     clock = Clock()
     limited = RateLimitedLog(_logger("kinds", caplog), burst=1, interval_s=10, clock=clock)

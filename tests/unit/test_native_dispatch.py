@@ -91,7 +91,7 @@ def _fill_store(store_dir, cfg_overrides, seed: int, batches: int) -> int:
     store = MessageStore(cfg, control, store_host=STORE_HOST)
     store.recover()
     control.dispatched_pos = 0  # nothing dispatched: the services below do it all
-    store._topic_bytes["BadTopic"] = b"Bad\xffTopic"  # a topic that is not UTF-8 (written raw)
+    store.writer._topic_bytes["BadTopic"] = b"Bad\xffTopic"  # a topic that is not UTF-8 (written raw)
     rng = random.Random(seed)
     topics = ["T", "主题", "Topic-B", "BadTopic"]
     for _ in range(batches):

@@ -6,7 +6,7 @@ from rocketbox.cluster.shm import commitlog_format as fmt
 from rocketbox.cluster.message.ids import pack_host
 from rocketbox.cluster.shm import batch_format
 from rocketbox.cluster.shm.recent_writes import RUNS_PER_QUEUE_MAX, RecentWrites
-from rocketbox.cluster.shm.store import GetMessageStatus as G
+from rocketbox.cluster.shm.store import BatchBody, GetMessageStatus as G
 from tests.store_harness import Harness, message, tiny_config
 
 import pytest
@@ -65,7 +65,7 @@ def test_counts_bytes_and_tag_filters_are_kept(h):
 
 def test_batch_bodies_are_served_from_the_c_encoders_record_ends(h):
     body = batch_format.encode_items((0, b"x%d" % i, b"") for i in range(40))
-    result = h.store.put_batch_body("T", 0, body, sys_flag=0, born_timestamp_ms=1, born_host=pack_host("127.0.0.1", 1))
+    result = h.store.put_messages("T", 0, BatchBody(body, 0, 1, pack_host("127.0.0.1", 1)))
     assert result.count == 40
     r = _get(h, 5, count=32)
     assert (r.message_count, r.next_begin_offset) == (32, 37)

@@ -123,6 +123,18 @@ def test_decoder_refuses_a_length_it_cannot_trust(length):
         decoder.feed(struct.pack(">i", length) + b"\x00" * 8)
 
 
+def test_a_zeromq_greeting_is_told_from_other_bad_lengths():
+    """A ZeroMQ peer at the remoting port (cluster's door probe sends ZMTP's signature) is a wrong
+    door, which the door logs plainly, not as a malformed stream."""
+    decoder = rf.FrameDecoder(frame_bytes_max=1024)
+    with pytest.raises(rf.BadFrameLength) as greeting:
+        decoder.feed(b"\xff" + b"\x00" * 8 + b"\x7f")
+    assert greeting.value.zeromq_greeting
+    with pytest.raises(rf.BadFrameLength) as other:
+        rf.FrameDecoder(frame_bytes_max=1024).feed(struct.pack(">i", 1025) + b"\x00" * 8)
+    assert not other.value.zeromq_greeting
+
+
 def test_a_bad_length_carries_the_frames_cut_before_it():
     """Found by tests/fuzz: frames that arrived whole in the same read as a bad length word were
     dropped unanswered when the door closed the connection; the refusal now hands them over."""

@@ -6,11 +6,14 @@ import pytest
 
 from rocketbox.cluster.shm import commitlog_format as fmt
 from rocketbox.cluster.message.ids import offset_msg_id
-from rocketbox.cluster.message.properties import PROPERTY_CRC32, encode_properties
-from rocketbox.cluster.message.sysflags import SYSFLAG_TRANSACTION_PREPARED
+from rocketbox.cluster.message.properties import (PROPERTY_CRC32, PROPERTY_DELAY, PROPERTY_REAL_QID,
+                                                  PROPERTY_REAL_TOPIC, PROPERTY_TAGS, encode_properties)
+from rocketbox.cluster.message.sysflags import (SYSFLAG_TRANSACTION_COMMIT, SYSFLAG_TRANSACTION_PREPARED,
+                                                SYSFLAG_TRANSACTION_ROLLBACK)
 from rocketbox.cluster.shm import mapped_file
 from rocketbox.cluster.message.tags import tag_hash_code
-from rocketbox.cluster.shm.store import GetMessageStatus as G, MessageStore, PutMessageStatus as P
+from rocketbox.cluster.shm.store import (BatchBody, GetMessageStatus as G, MessageStore, MessageToStore,
+                                        PutMessageStatus as P)
 from tests.store_harness import STORE_HOST, Harness, message, tiny_config
 
 
@@ -175,11 +178,10 @@ def test_disk_full_then_resumes(h, monkeypatch):
     assert [fmt.decode_at(x, 0).queue_offset for x in got.records] == list(range(next_offset + 2))
 
 
-def test_put_batch_body_matches_put_messages(h):
+def test_a_batch_body_put_matches_its_messages_put(h):
     from rocketbox.cluster.shm import batch_format
     items = [(i, b"body-%d" % i, encode_properties({"KEYS": f"k{i}"})) for i in range(5)]
-    r = h.store.put_batch_body("T", 2, batch_format.encode_items(items), sys_flag=0,
-                               born_timestamp_ms=7, born_host=STORE_HOST)
+    r = h.store.put_messages("T", 2, BatchBody(batch_format.encode_items(items), 0, 7, STORE_HOST))
     assert r.status is P.PUT_OK and r.count == 5 and r.queue_offset == 0
     h.dispatch_all()
     recs = [fmt.decode_at(x, 0) for x in h.store.get_messages("T", 2, 0, 10, 1 << 20).records]
@@ -187,8 +189,7 @@ def test_put_batch_body_matches_put_messages(h):
     assert all(fmt.stored_record_crc(x.properties_raw) is not None for x in recs)
     assert [x.queue_offset for x in recs] == list(range(5))
     assert r.msg_ids == [offset_msg_id(STORE_HOST, x.phys_offset) for x in recs]
-    assert h.store.put_batch_body("T", 2, b"\x00\x01", sys_flag=0, born_timestamp_ms=7,
-                                  born_host=STORE_HOST).status is P.MESSAGE_ILLEGAL
+    assert h.store.put_messages("T", 2, BatchBody(b"\x00\x01", 0, 7, STORE_HOST)).status is P.MESSAGE_ILLEGAL
 
 
 def test_joined_reads_equal_the_records_concatenated_across_segments(tmp_path):
@@ -221,40 +222,62 @@ def test_joined_reads_equal_the_records_concatenated_across_segments(tmp_path):
     h.close()
 
 
+def _record_kinds(i: int) -> tuple[str, int, list]:
+    """(topic, queue, messages) of one put: every kind of record the broker writes, by turns."""
+    kind = i % 9
+    plain = message(b"b" * (i % 97), keys=f"k{i}", flag=i - 300)._replace(reconsume_times=i % 3)
+    if kind == 0:   # a send (each topic's first included), a reply
+        return f"T{i % 3}", i % 4, [plain]
+    if kind == 1:   # parked in the schedule topic
+        return "SCHEDULE_TOPIC_XXXX", 2, [message(b"later-%d" % i, **{PROPERTY_DELAY: "3", PROPERTY_REAL_TOPIC: "T0",
+                                                                     PROPERTY_REAL_QID: "1"})]
+    if kind == 2:   # sent back: a retry with its reconsume times
+        return "%RETRY%G", 0, [plain._replace(reconsume_times=3)]
+    if kind == 3:   # a transaction's half, its commit (a prepared offset) and its op record
+        return "RMQ_SYS_TRANS_HALF_TOPIC", 0, [
+            message(b"half-%d" % i), message(b"commit-%d" % i, sys_flag=SYSFLAG_TRANSACTION_COMMIT)._replace(
+                prepared_transaction_offset=1 << 40 | i), message(b"op-%d" % i, tags="d")]
+    if kind == 4:   # records that take no queue offset, among ones that do
+        return "T1", 1, [message(b"prepared", sys_flag=SYSFLAG_TRANSACTION_PREPARED), plain,
+                         message(b"rolled back", sys_flag=SYSFLAG_TRANSACTION_ROLLBACK), plain]
+    if kind == 5:   # a client's own __CRC32# pair, dropped
+        return "T0", 0, [message(b"own-crc-%d" % i, **{PROPERTY_CRC32: "0000000001"})]
+    if kind == 6:   # a pop's checkpoint and ack records
+        return "rmq_sys_REVIVE_LOG_C", 0, [MessageToStore(b'{"ck": %d}' % i, 0, encode_properties({PROPERTY_TAGS: tag}),
+                                                          0, 1_700_000_000_000, STORE_HOST) for tag in ("ck", "ack")]
+    if kind == 7:   # a revive's copies (many at once), properties without a closing separator
+        return "%RETRY%G", 0, [plain._replace(properties=b"A\x01x\x02B\x01y")] * 3
+    return "T2", 3, [message(b"")]   # an empty body
+
+
 @pytest.mark.parametrize("record_crc", [True, False])
-def test_put_message_writes_what_put_messages_writes(tmp_path, monkeypatch, record_crc):
-    """The single send's C path against the general one, on twin stores: the same results and the
-    same CommitLog bytes, across segment rolls, and for what it hands to the general path (a
-    topic's first message, a half message, a client's own __CRC32# pair, an oversized one)."""
-    from rocketbox.cluster.shm import store as store_module
-    monkeypatch.setattr(store_module, "_now_ms", lambda: 1_750_000_000_000)
-    encoded_in_c = []
-    encode_record = store_module._native.encode_record
-    monkeypatch.setattr(store_module._native, "encode_record",
-                        lambda *args, **kwargs: encoded_in_c.append(1) or encode_record(*args, **kwargs))
-    single = Harness(tiny_config(tmp_path / "single", record_crc_enabled=record_crc))
-    general = Harness(tiny_config(tmp_path / "general", record_crc_enabled=record_crc))
+def test_every_record_the_store_writes_is_the_python_oracles_bytes(tmp_path, monkeypatch, record_crc):
+    """The one put encodes in C (record_writer.py); commitlog_format.encode_batch is the oracle. Every
+    kind of record, one at a time and many at once, across segment rolls: the CommitLog holds the
+    oracle's bytes, and a refused put (too large, properties over 32767 bytes, a NUL) writes nothing."""
+    from rocketbox.cluster.shm import record_writer
+    store_ts = 1_750_000_000_000
+    monkeypatch.setattr(record_writer, "_now_ms", lambda: store_ts)
+    h = Harness(tiny_config(tmp_path, record_crc_enabled=record_crc))
     try:
-        messages = []
-        for i in range(700):   # ~90 KiB: more than one 64 KiB segment
-            kind = i % 7
-            if kind == 3:
-                m = message(b"half-%d" % i, sys_flag=SYSFLAG_TRANSACTION_PREPARED)
-            elif kind == 5:
-                m = message(b"own-crc-%d" % i, **{PROPERTY_CRC32: "0000000001"})
-            else:
-                m = message(b"b" * (i % 97), keys=f"k{i}", flag=i - 300)._replace(reconsume_times=i % 3)
-            messages.append((f"T{i % 3}", i % 4, m))
-        messages.append(("T0", 0, message(b"x" * (40 * 1024))))          # over message_size_bytes_max
-        messages.append(("T0", 0, message(b"y", keys="k" * 40_000)))      # properties over 32767 bytes
-        for topic, queue_id, m in messages:
-            assert single.store.put_message(topic, queue_id, m) == general.store.put_messages(topic, queue_id, [m])
-        assert single.control.write_pos == general.control.write_pos > 64 * 1024
-        assert len(encoded_in_c) > 400   # the plain ones, but each topic's first, took the C path
-        for start in single.store.commitlog.segment_starts():
-            with open(single.store.commitlog.segment_path(start), "rb") as a, \
-                    open(general.store.commitlog.segment_path(start), "rb") as b:
-                assert a.read() == b.read(), f"segment {start} differs"
+        for i in range(600):   # ~100 KiB: more than one 64 KiB segment
+            topic, queue_id, messages = _record_kinds(i)
+            before = h.store.queue_next_offset(topic, queue_id)
+            result = h.store.put_messages(topic, queue_id, messages)
+            assert result.status is P.PUT_OK, (i, result)
+            stored = [fmt.stored_properties(m.properties, record_crc) for m in messages]
+            sizes = fmt.batch_record_sizes(len(topic.encode()), messages, stored)
+            oracle, next_offset = fmt.encode_batch(
+                messages, sizes, topic=topic.encode(), queue_id=queue_id, queue_offset_first=before,
+                phys_offset_first=result.phys_offset, store_timestamp_ms=store_ts, store_host=STORE_HOST,
+                record_crc=record_crc, properties=stored)
+            assert h.store.commitlog.read(result.phys_offset, len(oracle)) == oracle, f"put {i} ({topic}) differs"
+            assert result.end_phys_offset == result.phys_offset + len(oracle)
+            assert h.store.queue_next_offset(topic, queue_id) == next_offset
+        end = h.control.write_pos
+        assert end > 64 * 1024
+        for refused in (message(b"x" * (40 * 1024)), message(b"y", keys="k" * 40_000), message(b"z", keys="a\x00b")):
+            assert h.store.put_messages("T0", 0, [message(b"fine"), refused]).status is P.MESSAGE_ILLEGAL
+        assert h.control.write_pos == end
     finally:
-        single.close()
-        general.close()
+        h.close()

@@ -24,7 +24,7 @@ MODULE_LINES_MAX = 600
 # layer or of a lower one only.
 _LAYERS_BY_PATH: list[tuple[str, ...]] = [
     ("cluster.message", "cluster._native", "cluster.clock", "cluster.fault_proxy", "cluster.file_modes", "cluster.format_errors",
-     "cluster.log_limit", "cluster.spin_wait", "cluster.zmq_frames"),
+     "cluster.log_limit", "cluster.loop_stalls", "cluster.spin_wait", "cluster.zmq_frames"),
     ("cluster.config", "cluster.rocketmq_keys", "cluster.rocketmq_defaults", "cluster.config_file"),
     ("cluster.wire_format", "cluster.remoting_format", "cluster.fastjson_format", "cluster.mq_version"),
     ("cluster.shm", "cluster.json_files", "cluster.live_settings"),
@@ -47,7 +47,10 @@ _LAYERS_BY_PATH: list[tuple[str, ...]] = [
 _FORBIDDEN_BY_PATH = [("cluster.broker", "cluster.client"), ("cluster.client", "cluster.broker"),
                       ("cluster.broker", "cluster.controller"), ("cluster.broker", "cluster.proxy"),
                       ("cluster.proxy", "cluster.broker"), ("cluster.console", "cluster.broker"),
-                      ("cluster.broker", "cluster.console")]
+                      ("cluster.broker", "cluster.console"),
+                      # The loop is the mechanism, overload's fast failure a policy that watches it: what the
+                      # loop measures for it (its own stalls) is cluster.loop_stalls, below both.
+                      ("cluster.event_loop", "cluster.fast_failure")]
 # The store's modules are the broker's: a client, the proxy, the console, the metrics exporter and
 # the CLI speak the message's vocabulary (cluster.message), never the store's layouts or state.
 _SHM_FREE_BY_PATH = ("cluster.client", "cluster.proxy", "cluster.console", "cluster.metrics", "cluster.cli")

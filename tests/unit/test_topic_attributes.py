@@ -70,7 +70,7 @@ def test_update_keeps_unmentioned_changes_and_deletes():
     ({"+color": "red"}, "unsupported key: color"),
     ({"+queue.type": "BatchCQ"}, "unsupported key: queue.type"),
     ({"+message.type": "fifo"}, "message.type=fifo is not one of"),
-    ({"+message.type": "LITE"}, "message.type=LITE is not one of"),
+    ({"+message.type": "LITE"}, "message.type=LITE: RocketBox does not serve Lite topics"),
     ({"+message-type": "FIFO"}, "key format is wrong"),
     ({"+message.type": "FIFO", "-message.type": ""}, "alter duplication key"),
 ])
@@ -80,7 +80,7 @@ def test_bad_changes_are_refused_with_the_reason(changes, reason):
 
 
 def test_every_rocketmq_value_is_taken():
-    for value in ("NORMAL", "FIFO", "DELAY", "TRANSACTION", "MIXED", "UNSPECIFIED"):
+    for value in ("NORMAL", "FIFO", "DELAY", "TRANSACTION", "MIXED", "UNSPECIFIED", "PRIORITY"):
         assert apply_modification({}, {"+message.type": value}, creating=True) == {"message.type": value}
 
 
@@ -92,6 +92,7 @@ def test_message_type_and_what_a_topic_takes():
     assert accepted_types(None) == every, "undeclared takes every type (RocketBox's topics always did)"
     assert accepted_types("MIXED") == every
     assert accepted_types("DELAY") == ("DELAY",)
+    assert accepted_types("PRIORITY") == ("PRIORITY",)   # only a declared PRIORITY topic takes them
     assert accepted_types("bogus") == ()
 
 
@@ -106,6 +107,9 @@ def test_message_type_and_what_a_topic_takes():
     ({"TIMER_DELAY_MS": "5000"}, "DELAY"),
     ({"__SHARDINGKEY": "order-1"}, "FIFO"),
     ({"DELAY": "1", "__SHARDINGKEY": "g"}, "DELAY"),
+    ({"_SYS_MSG_PRIORITY_": "3"}, "PRIORITY"),
+    ({"_SYS_MSG_PRIORITY_": "3", "__SHARDINGKEY": "g"}, "FIFO"),   # Apache's order: FIFO before PRIORITY
+    ({"_SYS_MSG_PRIORITY_": "3", "TIMER_DELIVER_MS": "1"}, "DELAY"),
 ])
 def test_message_type_of_properties(properties, kind):
     assert message_type_of(properties) == kind

@@ -1,0 +1,259 @@
+"""The CommitLog's one writer: every record the broker appends goes through ``RecordWriter.put``.
+
+Lives in the broker process, the only writer of CommitLog records and of ``control.write_pos``.
+``put(topic, queue_id, records)`` takes either ``MessageToStore`` values (a send, a retry or
+dead letter, a delayed message parked and delivered, a transaction's half, commit and op records,
+a pop's checkpoint, ack and done records, a revive's copies, a reply) or one ``BatchBody`` (a
+producer's batch as it came off the wire). Either way the C helper encodes the records straight
+into the mapped segment (``_native.encode_record``, a call a record; ``_native.encode_batch``, a
+call a batch), after it measured and checked them, so nothing is written for a refused put. The
+Python encoder (``commitlog_format.encode``/``encode_batch``) is the tests' oracle: the golden
+tests hold the C bytes to it. A slave's only write is ``append_replicated``: its master's bytes
+verbatim, never encoded here.
+
+After the bytes are in place the writer publishes them: the queue's next offset, ``write_pos``,
+and the runs of records a parked pull may read before the reput indexes them (``recent_writes.py``).
+Outcomes are values (``PutResult`` with a ``PutMessageStatus``, RocketMQ's names); a put never
+raises for bad input.
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+import time
+from array import array
+from typing import NamedTuple, Sequence
+
+from rocketbox.cluster import _native
+from rocketbox.cluster.config import SYNC_FLUSH, StoreConfig
+from rocketbox.cluster.message.ids import offset_msg_id
+from rocketbox.cluster.message.properties import encode_properties
+from rocketbox.cluster.message.sysflags import (SYSFLAG_TRANSACTION_MASK, SYSFLAG_TRANSACTION_PREPARED,
+                                                SYSFLAG_TRANSACTION_ROLLBACK)
+from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.shm import record_crc_promise
+from rocketbox.cluster.shm.commitlog import AppendStatus, CommitLog
+from rocketbox.cluster.shm.control import ControlBlock
+from rocketbox.cluster.shm.recent_writes import RecentWrites
+
+# Sysflags of records that never enter a ConsumeQueue: they store queue offset 0 and take no number.
+_NOT_NUMBERED = (SYSFLAG_TRANSACTION_PREPARED, SYSFLAG_TRANSACTION_ROLLBACK)
+_QUEUE_ID_END = 1 << 31
+
+
+class PutMessageStatus(enum.Enum):
+    PUT_OK = "PUT_OK"
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"  # set by the broker (sync flush waits)
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"  # set by the broker (sync replication)
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
+    SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"  # not recovered yet, or closed
+    MESSAGE_ILLEGAL = "MESSAGE_ILLEGAL"
+    DISK_FULL = "DISK_FULL"  # RocketMQ: CREATE_MAPPED_FILE_FAILED / disk full
+    UNKNOWN_ERROR = "UNKNOWN_ERROR"
+
+
+class MessageToStore(NamedTuple):
+    body: bytes  # as sent (compressed when sys_flag says so)
+    flag: int
+    # Already encoded (message.properties.encode_properties); the store drops a "__CRC32#" pair and
+    # appends its own CRC property (commitlog_format.stored_properties).
+    properties: bytes
+    sys_flag: int
+    born_timestamp_ms: int
+    born_host: bytes  # 8 bytes: IPv4 + port
+    reconsume_times: int = 0
+    prepared_transaction_offset: int = 0
+
+
+class BatchBody(NamedTuple):
+    """A producer's batch as sent (``batch_format``: items back to back), and what its records share."""
+
+    body: bytes
+    sys_flag: int
+    born_timestamp_ms: int
+    born_host: bytes
+
+
+def copy_of_record(rec: fmt.Record, properties: dict[str, str], **changes) -> MessageToStore:
+    """A stored record written again (delivered from a schedule, sent back, committed): the same
+    body, flag, born time and host, with these properties and ``changes`` (sys_flag, reconsume_times)."""
+    fields = dict(body=rec.body, flag=rec.flag, properties=encode_properties(properties),
+                  sys_flag=rec.sys_flag, born_timestamp_ms=rec.born_timestamp_ms, born_host=rec.born_host,
+                  reconsume_times=rec.reconsume_times)
+    fields.update(changes)
+    return MessageToStore(**fields)
+
+
+class PutResult(NamedTuple):
+    status: PutMessageStatus
+    phys_offset: int = -1  # first record
+    queue_offset: int = -1  # first record's queue offset
+    count: int = 0
+    end_phys_offset: int = -1  # just past the last record: sync flush waits for flushed_pos >= this
+    msg_ids_text: str = ""  # offset message ids, comma-joined as RocketMQ answers a batch
+
+    @property
+    def msg_ids(self) -> list[str]:
+        return self.msg_ids_text.split(",") if self.msg_ids_text else []
+
+
+_ILLEGAL = PutResult(PutMessageStatus.MESSAGE_ILLEGAL)
+_NOT_AVAILABLE = PutResult(PutMessageStatus.SERVICE_NOT_AVAILABLE)
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _append_refused(status: AppendStatus) -> PutResult:
+    return PutResult(PutMessageStatus.DISK_FULL if status is AppendStatus.DISK_FULL
+                     else PutMessageStatus.MESSAGE_ILLEGAL)
+
+
+class RecordWriter:
+    """See the module docstring. ``next_offsets`` ((topic, queue id) -> the next queue offset) is
+    the store's table, shared: the writer advances it, the store reads and resets it."""
+
+    def __init__(self, cfg: StoreConfig, control: ControlBlock, commitlog: CommitLog, recent: RecentWrites,
+                 next_offsets: dict[tuple[str, int], int], store_host: bytes):
+        self.cfg = cfg
+        self.control = control
+        self.commitlog = commitlog
+        self.recent = recent
+        self.next_offsets = next_offsets
+        self.store_host = store_host
+        self.ready = False   # recovered, and not closed
+        # A slave's store: only replicated bytes are appended (append_replicated), never messages.
+        self.read_only = False
+        # Parked pulls are answered from the newest writes before the reput indexed them; not under
+        # sync flush, whose consumers read flushed records only.
+        self.serve_recent = cfg.flush_mode != SYNC_FLUSH
+        # Seal every record with the whole-record CRC property (RocketMQ's enabledAppendPropCRC).
+        self.record_crc = cfg.record_crc_enabled
+        # Whether the store promises, durably, that its records carry it (record_crc_promise.py).
+        self.record_crc_promised = False
+        self._topic_bytes: dict[str, bytes] = {}
+
+    def put(self, topic: str, queue_id: int, records: Sequence[MessageToStore] | BatchBody) -> PutResult:
+        """Append ``records`` to one queue, consecutively, in one CommitLog segment (all or nothing)."""
+        if not self.ready or self.read_only:
+            return _NOT_AVAILABLE
+        topic_bytes = self._topic_bytes.get(topic) or self._new_topic(topic)
+        if topic_bytes is None or type(queue_id) is not int or not 0 <= queue_id < _QUEUE_ID_END:
+            return _ILLEGAL
+        if type(records) is BatchBody:
+            return self._put_batch_body(topic, topic_bytes, queue_id, records)
+        if not records:
+            return _ILLEGAL
+        record_crc = self.record_crc
+        record_size = _native.record_size
+        topic_len = len(topic_bytes)
+        try:
+            if len(records) == 1:   # most puts: no list to build
+                only = records[0]
+                sizes = (record_size(len(only.body), only.properties, topic_len, record_crc),)
+            else:
+                sizes = [record_size(len(m.body), m.properties, topic_len, record_crc) for m in records]
+        except (ValueError, TypeError, AttributeError):   # MalformedBatch is a ValueError
+            return _ILLEGAL
+        if max(sizes) > self.cfg.message_size_bytes_max:
+            return _ILLEGAL
+        key = (topic, queue_id)
+        queue_offset = self.next_offsets.get(key, 0)
+        store_ts = _now_ms()
+        store_host = self.store_host
+        encode = _native.encode_record
+        next_offset = queue_offset
+
+        def fill(buf, pos: int, phys: int) -> None:
+            nonlocal next_offset
+            offset = queue_offset
+            for m, size in zip(records, sizes):
+                sys_flag = m.sys_flag
+                encode(buf, pos, size, m.body, m.properties, topic_bytes, m.flag, m.reconsume_times, queue_id,
+                       offset, phys, sys_flag, m.born_timestamp_ms, m.born_host, store_ts, store_host,
+                       m.prepared_transaction_offset, record_crc)
+                offset += sys_flag & SYSFLAG_TRANSACTION_MASK not in _NOT_NUMBERED
+                pos += size
+                phys += size
+            next_offset = offset
+
+        try:   # the helper checks every field of a record before it writes a byte of it; nothing is published
+            outcome = self.commitlog.append(sum(sizes), fill)
+        except (ValueError, TypeError, OverflowError, AttributeError):
+            return _ILLEGAL
+        if outcome.status is not AppendStatus.OK:
+            return _append_refused(outcome.status)
+        phys = outcome.phys_offset
+        if len(sizes) == 1:   # a single send
+            return self._published(key, queue_offset, next_offset, 1, phys, sizes, 0, offset_msg_id(store_host, phys))
+        ends = array("q", itertools.accumulate(sizes))
+        return self._published(key, queue_offset, next_offset, len(sizes), phys, ends, 0,
+                               _native.offset_msg_ids(store_host, phys, ends, 0))
+
+    def _new_topic(self, topic: str) -> bytes | None:
+        if not isinstance(topic, str) or not topic:
+            return None
+        topic_bytes = topic.encode()
+        if len(topic_bytes) > fmt.TOPIC_LENGTH_MAX:
+            return None
+        self._topic_bytes[topic] = topic_bytes
+        return topic_bytes
+
+    def _put_batch_body(self, topic: str, topic_bytes: bytes, queue_id: int, batch: BatchBody) -> PutResult:
+        """The C helper measures the items, then encodes every record straight into the mapped
+        segment in one call: no Python work per message."""
+        record_crc = self.record_crc
+        try:
+            count, total = _native.measure_batch(batch.body, len(topic_bytes), record_crc=record_crc)
+        except (ValueError, TypeError):
+            return _ILLEGAL
+        if count == 0:
+            return _ILLEGAL
+        key = (topic, queue_id)
+        queue_offset = self.next_offsets.get(key, 0)
+        store_ts = _now_ms()
+        ends = []
+
+        def fill(buf, pos: int, phys: int) -> None:
+            _, _, record_ends = _native.encode_batch(
+                buf, pos, batch.body, topic_bytes, queue_id, queue_offset, phys, batch.sys_flag,
+                batch.born_timestamp_ms, batch.born_host, store_ts, self.store_host, dst_limit=pos + total,
+                record_crc=record_crc)
+            ends.append(record_ends)
+
+        try:
+            outcome = self.commitlog.append(total, fill)
+        except (ValueError, TypeError, OverflowError):
+            return _ILLEGAL
+        if outcome.status is not AppendStatus.OK:
+            return _append_refused(outcome.status)
+        # record_ends[i] is the segment position just past record i; record 0 starts at pos0.
+        record_ends = ends[0]
+        pos0 = record_ends[-1] - total
+        first = outcome.phys_offset
+        # One C call for all ids: formatting 256 of them in Python was a third of the broker's time.
+        return self._published(key, queue_offset, queue_offset + count, count, first, record_ends, pos0,
+                               _native.offset_msg_ids(self.store_host, first, record_ends, pos0))
+
+    def _published(self, key: tuple[str, int], queue_offset: int, next_queue_offset: int, count: int, phys: int,
+                   record_ends, pos0: int, msg_ids_text: str) -> PutResult:
+        """``count`` records written from ``phys`` on (record i ends at ``phys + record_ends[i] - pos0``):
+        made visible to readers and remembered for parked pulls."""
+        self.next_offsets[key] = next_queue_offset
+        end = self.commitlog.write_pos
+        self.control.write_pos = end  # publish: the bytes are in place
+        if self.serve_recent and next_queue_offset - queue_offset == count:   # every record has a queue offset
+            self.recent.add(key, queue_offset, count, phys, record_ends, pos0, self.control.dispatched_pos)
+        return PutResult(PutMessageStatus.PUT_OK, phys, queue_offset, count, end, msg_ids_text)
+
+    def append_replicated(self, phys_offset: int, data) -> bool:
+        """A slave appends its master's bytes verbatim and publishes write_pos; False if it cannot (disk)."""
+        if self.record_crc_promised:   # the master's records, sealed or not as its setting says
+            record_crc_promise.withdraw(self.cfg.store_dir)
+            self.record_crc_promised = False
+        if self.commitlog.append_raw(phys_offset, data) is not AppendStatus.OK:
+            return False
+        self.control.write_pos = self.commitlog.write_pos
+        return True
