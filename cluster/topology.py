@@ -308,7 +308,7 @@ def proxy_settings(host: str, port: int, namesrv_endpoints: tuple[str, ...],
 # because a flush worker's msync of a large dirty range can legitimately take seconds.
 HEARTBEAT_TIMEOUT_S_DEFAULT = 30.0
 # First-boot waves (ChildSpec.start_order): each starts once the ones before it are ready.
-START_NAMESRVS, START_MASTERS, START_SLAVES, START_WORKERS, START_METRICS = range(5)
+START_NAMESRVS, START_MASTERS, START_SLAVES, START_WORKERS = range(4)
 # Ready within: a child's imports and listeners (seconds on a loaded two-core machine, with a
 # cluster's children starting side by side); a broker's recovery of its store; a door's imports.
 READY_TIMEOUT_S = 30.0
@@ -326,7 +326,7 @@ def child_specs(topology: Topology, *, restart_backoff_initial_s: float = 0.1,
     """The supervisor's table. On first boot each start order waits for the ones before it and starts
     side by side (``start_gate.py``): the NameServers; the masters, the proxy and the console; the
     slaves (after their masters, as the controller names the first replica master); every group's
-    workers (after its broker recovered the store); the metrics exporter (it reads the brokers')."""
+    workers (after its broker recovered the store) and the metrics exporter (it reads the brokers')."""
     specs = []
     common = {"backoff_initial_s": restart_backoff_initial_s, "ready_timeout_s": READY_TIMEOUT_S}
     for i, ns in enumerate(topology.namesrvs):
@@ -350,7 +350,7 @@ def child_specs(topology: Topology, *, restart_backoff_initial_s: float = 0.1,
     if exporter is not None:
         specs.append(ChildSpec(name="metrics", module="rocketbox.cluster.procs.metrics",
                                args=("--config-json", exporter.to_json()), role="metrics",
-                               start_order=START_METRICS, **common))
+                               start_order=START_WORKERS, **common))
     if topology.proxy is not None:
         # Beside the masters: it needs nothing to boot (it asks the NameServers when clients ask it).
         # HOME: the rocketmq 5 client package the proxy imports for its protos opens its log at

@@ -47,11 +47,16 @@ def _group(*states: ChildState) -> list[_Child]:
     return children
 
 
-def test_first_boot_starts_one_after_another():
-    leader, flush, reput = _group(A.RUNNING, A.PENDING, A.PENDING)
+def test_first_boot_starts_a_groups_members_together_once_its_leader_is_ready():
+    leader, flush, reput = _group(A.STARTING, A.PENDING, A.PENDING)
     table = [leader, flush, reput]
+    assert not may_start(flush, table, table, first_boot=True, now=1.0)
+    leader.state = A.RUNNING
     assert may_start(flush, table, table, first_boot=True, now=1.0)
-    assert not may_start(reput, table, table, first_boot=True, now=1.0)
+    flush.state = A.STARTING
+    assert may_start(reput, table, table, first_boot=True, now=1.0)
+    # On a restart a member still waits for those before it.
+    assert not may_start(reput, table, table, first_boot=False, now=1.0)
 
 
 def test_a_restart_waits_for_its_due_time():
