@@ -307,6 +307,13 @@ def proxy_settings(host: str, port: int, namesrv_endpoints: tuple[str, ...],
 # A broker process silent this long is hung: the supervisor kills and restarts it. Generous,
 # because a flush worker's msync of a large dirty range can legitimately take seconds.
 HEARTBEAT_TIMEOUT_S_DEFAULT = 30.0
+# First-boot waves (ChildSpec.start_order): each starts once the ones before it are ready.
+START_NAMESRVS, START_MASTERS, START_SLAVES, START_WORKERS = range(4)
+# Ready within: a child's imports and listeners (seconds on a loaded two-core machine, with a
+# cluster's children starting side by side); a broker's recovery of its store; a door's imports.
+READY_TIMEOUT_S = 30.0
+BROKER_READY_TIMEOUT_S = 120.0
+DOOR_READY_TIMEOUT_S = 60.0
 
 
 def _heartbeat(cfg, role: str, timeout_s: float) -> dict:
@@ -316,43 +323,48 @@ def _heartbeat(cfg, role: str, timeout_s: float) -> dict:
 
 def child_specs(topology: Topology, *, restart_backoff_initial_s: float = 0.1,
                 heartbeat_timeout_s: float = HEARTBEAT_TIMEOUT_S_DEFAULT) -> list[ChildSpec]:
+    """The supervisor's table. On first boot each start order waits for the ones before it and starts
+    side by side (``start_gate.py``): the NameServers; the masters, the proxy and the console; the
+    slaves (after their masters, as the controller names the first replica master); every group's
+    workers (after its broker recovered the store) and the metrics exporter (it reads the brokers')."""
     specs = []
+    common = {"backoff_initial_s": restart_backoff_initial_s, "ready_timeout_s": READY_TIMEOUT_S}
     for i, ns in enumerate(topology.namesrvs):
         specs.append(ChildSpec(name=namesrv_name(i), module="rocketbox.cluster.procs.namesrv",
-                               args=("--config-json", to_json(ns)), role="namesrv", start_order=0,
-                               backoff_initial_s=restart_backoff_initial_s))
+                               args=("--config-json", to_json(ns)), role="namesrv", start_order=START_NAMESRVS,
+                               **common))
     for cfg in topology.brokers + topology.slaves:
         config_json = to_json(cfg)
         group = group_name(cfg)
         specs.append(ChildSpec(name=group, module="rocketbox.cluster.procs.broker",
-                               args=("--config-json", config_json), role="broker", group=group,
-                               leader=True, start_order=1, ready_timeout_s=120.0,
-                               backoff_initial_s=restart_backoff_initial_s,
+                               args=("--config-json", config_json), role="broker", group=group, leader=True,
+                               start_order=START_SLAVES if cfg.is_slave else START_MASTERS,
+                               **{**common, "ready_timeout_s": BROKER_READY_TIMEOUT_S},
                                **_heartbeat(cfg, "broker", heartbeat_timeout_s)))
         for role in BROKER_WORKER_ROLES:
             specs.append(ChildSpec(name=f"{group}-{role}", module=f"rocketbox.cluster.procs.{role}",
                                    args=("--config-json", config_json), role=role, group=group,
-                                   start_order=2, backoff_initial_s=restart_backoff_initial_s,
+                                   start_order=START_WORKERS, **common,
                                    **_heartbeat(cfg, role, heartbeat_timeout_s)))
     exporter = exporter_settings(topology)
     if exporter is not None:
         specs.append(ChildSpec(name="metrics", module="rocketbox.cluster.procs.metrics",
-                               args=("--config-json", exporter.to_json()), role="metrics", start_order=3,
-                               backoff_initial_s=restart_backoff_initial_s))
+                               args=("--config-json", exporter.to_json()), role="metrics",
+                               start_order=START_WORKERS, **common))
     if topology.proxy is not None:
-        # Last: it needs nothing to boot (it asks the NameServers when clients ask it).
+        # Beside the masters: it needs nothing to boot (it asks the NameServers when clients ask it).
         # HOME: the rocketmq 5 client package the proxy imports for its protos opens its log at
         # ~/logs/rocketmq_python/rocketmq_client.log on import; with the data dir as HOME it lands
         # in <data dir>/logs/ beside the processes' logs, not in the user's home.
         specs.append(ChildSpec(name="proxy", module="rocketbox.cluster.procs.proxy",
-                               args=("--config-json", topology.proxy.to_json()), role="proxy", start_order=3,
-                               env={"HOME": topology.data_dir},
-                               ready_timeout_s=60.0, backoff_initial_s=restart_backoff_initial_s))
+                               args=("--config-json", topology.proxy.to_json()), role="proxy",
+                               start_order=START_MASTERS, env={"HOME": topology.data_dir},
+                               **{**common, "ready_timeout_s": DOOR_READY_TIMEOUT_S}))
     if topology.console is not None:
-        # Last too: it asks the NameServers and brokers only when a page is opened.
+        # So does the console: it asks the NameServers and brokers only when a page is opened.
         specs.append(ChildSpec(name="console", module="rocketbox.cluster.procs.console",
-                               args=("--config-json", topology.console.to_json()), role="console", start_order=3,
-                               ready_timeout_s=60.0, backoff_initial_s=restart_backoff_initial_s))
+                               args=("--config-json", topology.console.to_json()), role="console",
+                               start_order=START_MASTERS, **{**common, "ready_timeout_s": DOOR_READY_TIMEOUT_S}))
     return specs
 
 

@@ -13,17 +13,22 @@ def may_start(child: _Child, children: Sequence[_Child], members: Sequence[_Chil
     """Whether ``child`` (its restart due by ``now``) may start now.
 
     ``children`` is the whole table in start order, ``members`` the child's group in start order.
-    On first boot children start strictly one after another across the table, each once all before
-    it are ready. After that only the group matters: its leader starts alone, since recovering the
-    group's shared store needs no worker running, and a member waits for those before it."""
+    On first boot a child waits for every child of a lower ``start_order`` to be ready: children of
+    one start order (the brokers; their workers; ...) start side by side, a cluster's imports and
+    recoveries spread over the cores instead of queueing on one; a group's members together once
+    their leader is ready. After that only the group matters: its leader starts alone, since
+    recovering the group's shared store needs no worker running, and a member waits for those
+    before it."""
     if child.restart_due is None or now < child.restart_due:
         return False
     if first_boot:
         for other in children:
-            if other is child:
-                return True
+            if other.spec.start_order >= child.spec.start_order:
+                break
             if other.state != ChildState.RUNNING:
                 return False
+        if not child.spec.leader and _leader_running(members):
+            return True   # a group's workers share nothing but the store their leader recovered
     if child.spec.leader:
         return all(not m.alive for m in members if m is not child)
     for member in members:
@@ -32,3 +37,7 @@ def may_start(child: _Child, children: Sequence[_Child], members: Sequence[_Chil
         if member.state != ChildState.RUNNING and member.state not in _TERMINAL_STATES:
             return False
     return True
+
+
+def _leader_running(members: Sequence[_Child]) -> bool:
+    return any(m.spec.leader and m.state == ChildState.RUNNING for m in members)

@@ -47,11 +47,16 @@ def _group(*states: ChildState) -> list[_Child]:
     return children
 
 
-def test_first_boot_starts_one_after_another():
-    leader, flush, reput = _group(A.RUNNING, A.PENDING, A.PENDING)
+def test_first_boot_starts_a_groups_members_together_once_its_leader_is_ready():
+    leader, flush, reput = _group(A.STARTING, A.PENDING, A.PENDING)
     table = [leader, flush, reput]
+    assert not may_start(flush, table, table, first_boot=True, now=1.0)
+    leader.state = A.RUNNING
     assert may_start(flush, table, table, first_boot=True, now=1.0)
-    assert not may_start(reput, table, table, first_boot=True, now=1.0)
+    flush.state = A.STARTING
+    assert may_start(reput, table, table, first_boot=True, now=1.0)
+    # On a restart a member still waits for those before it.
+    assert not may_start(reput, table, table, first_boot=False, now=1.0)
 
 
 def test_a_restart_waits_for_its_due_time():
@@ -90,3 +95,22 @@ def test_the_loop_sleeps_while_a_due_child_waits_for_another():
     flush.restart_due = 10.5   # a restart not yet due wakes the loop when it falls due
     assert wait_budget_s([leader, flush], 1.0, next_heartbeat=50.0, signals_installed=True,
                          now=10.0) == pytest.approx(0.5)
+
+
+def test_first_boot_starts_each_start_order_side_by_side_once_the_one_before_is_ready():
+    def alone(name: str, order: int, state: ChildState) -> _Child:
+        child = _Child(ChildSpec(name=name, argv=["true"], start_order=order), 0, "/dev/null")
+        child.state, child.restart_due = state, 0.0
+        return child
+
+    namesrv, master, proxy, workers = (alone("namesrv", 0, A.STARTING), alone("broker-a", 1, A.PENDING),
+                                       alone("proxy", 1, A.PENDING), alone("flush", 2, A.PENDING))
+    table = [namesrv, master, proxy, workers]
+    assert not may_start(master, table, [master], first_boot=True, now=1.0)   # the NameServer first
+    namesrv.state = A.RUNNING
+    assert may_start(master, table, [master], first_boot=True, now=1.0)
+    master.state = A.STARTING
+    assert may_start(proxy, table, [proxy], first_boot=True, now=1.0)          # beside the broker
+    assert not may_start(workers, table, [workers], first_boot=True, now=1.0)  # after both are ready
+    master.state = proxy.state = A.RUNNING
+    assert may_start(workers, table, [workers], first_boot=True, now=1.0)
