@@ -281,8 +281,11 @@ class PushConsumer(_QueueClient):
         self._executor = self.consume_service.executor  # the orderly service runs its lines here too
         self._heartbeat_all(refusals_raise=True)  # a subscription a broker refuses fails start()
         self._rebalance()
-        self._thread = threading.Thread(target=self._background, name=f"rebalance-{self.group}", daemon=True)
-        self._thread.start()
+        # Published once started: a listener already running on the I/O thread may call shutdown(),
+        # which must not join a thread not started yet (it found one "cannot join" under load).
+        thread = threading.Thread(target=self._background, name=f"rebalance-{self.group}", daemon=True)
+        thread.start()
+        self._thread = thread
 
     def shutdown(self) -> None:
         if self._closed:
