@@ -15,7 +15,9 @@ def _example() -> str:
     text = (REPO / "README.md").read_text()
     section = text[text.index(SECTION):]
     section = section[:section.index("\n## ", len(SECTION))]
-    (code,) = re.findall(r"^```python\n(.*?)^```$", section, re.S | re.M)
+    # The section's 4.x client example (the 5.x one, through the proxy, follows it).
+    (code,) = [block for block in re.findall(r"^```python\n(.*?)^```$", section, re.S | re.M)
+               if '"127.0.0.1:9876"' in block]
     return code
 
 
