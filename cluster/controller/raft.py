@@ -25,7 +25,8 @@ from typing import Callable
 
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjConsumer, replicated
 
-from rocketbox.cluster.controller.raft_wire import BoundedTransport, install_allow_list
+from rocketbox.cluster.controller import raft_codec
+from rocketbox.cluster.controller.raft_wire import BoundedTransport
 from rocketbox.cluster.controller.state import ControllerState, GroupState, Replica
 
 log = logging.getLogger(__name__)
@@ -72,7 +73,7 @@ class ReplicatedController:
                  election_timeout_s: tuple[float, float] = (0.4, 1.4)):
         if not secret:
             raise ValueError("a controller node needs the cluster's controller secret")
-        install_allow_list()
+        raft_codec.install()
         self.machine = _StateMachine()
         journal = dump = None
         if data_dir:

@@ -1,15 +1,12 @@
-"""What a controller node takes off its Raft port: PySyncObj's frames, bounded and unpickled without
-running code.
+"""What a controller node takes off its Raft port: PySyncObj's frames, bounded, holding no pickle.
 
-PySyncObj frames its messages as a length and a zlib'd pickle, Fernet-encrypted when a password is
+PySyncObj frames its messages as a length and a zlib'd payload, Fernet-encrypted when a password is
 set (raft.py always sets the cluster's controller secret, so a peer that does not hold it fails
-the decryption and is disconnected before anything is unpickled). Two more guards sit behind that,
+the decryption and is disconnected before anything is decoded). Two more guards sit behind that,
 so that even a peer holding the secret, or a bug in that path, cannot run code or exhaust memory:
 
-- every unpickling PySyncObj does (messages, commands, its journal and dump files, a dump sent by
-  the leader) goes through ``_AllowListUnpickler``, which refuses every global but the few plain
-  types a controller's state and PySyncObj's messages are made of (collected from a live
-  three-node cluster with journal, compaction and a dump sent to a node that lost its data);
+- the payload is tagged JSON (``raft_codec.py``, installed for every message, command, journal and
+  dump PySyncObj writes or reads), never a pickle;
 - ``BoundedTransport`` caps what an incoming connection may buffer: a connection that has not yet
   finished PySyncObj's key exchange and named itself a member (``_unknownConnections``) at most
   ``UNPROVEN_BUFFER_BYTES`` and at most ``UNPROVEN_CONNECTIONS_MAX`` of them (the oldest is dropped
@@ -23,12 +20,9 @@ exercise.
 from __future__ import annotations
 
 import _socket
-import io
 import logging
-import pickle
 import socket
 
-import pysyncobj.pickle
 from pysyncobj.transport import TCPTransport
 
 from rocketbox.cluster.log_limit import RateLimitedLog
@@ -46,44 +40,6 @@ MEMBER_BUFFER_BYTES = 16 * 1024 * 1024
 # Before the key exchange a connection sends one encrypted 32-byte key, ~150 bytes on the wire.
 UNPROVEN_BUFFER_BYTES = 4096
 UNPROVEN_CONNECTIONS_MAX = 32
-
-_STATE_MODULE = "rocketbox.cluster.controller.state"
-_BUILTIN_TYPES = frozenset({"bytes", "bytearray", "set", "frozenset", "list", "dict", "tuple", "int", "str"})
-
-
-def _latin1_encode(text, encoding="latin1"):
-    """How protocol 2 writes bytes (``_codecs.encode(text, 'latin1')``); no other codec."""
-    if encoding not in ("latin1", "latin-1") or not isinstance(text, str):
-        raise pickle.UnpicklingError(f"refused: _codecs.encode with {encoding!r}")
-    return text.encode("latin1")
-
-
-class _AllowListUnpickler(pickle.Unpickler):
-    def find_class(self, module, name):
-        if module in ("builtins", "__builtin__") and name in _BUILTIN_TYPES:
-            return super().find_class("builtins", name)
-        if module == "_codecs" and name == "encode":
-            return _latin1_encode
-        if (module, name) == ("pysyncobj.node", "TCPNode") or \
-                (module == _STATE_MODULE and name in ("ControllerState", "GroupState", "Replica")):
-            return super().find_class(module, name)
-        raise pickle.UnpicklingError(f"refused: the controller does not take {module}.{name} from a pickle")
-
-
-def _loads(data):
-    return _AllowListUnpickler(io.BytesIO(data)).load()
-
-
-def _load(file):
-    return _AllowListUnpickler(file).load()
-
-
-def install_allow_list() -> None:
-    """Every unpickling PySyncObj does goes through the allow list (its modules look ``loads`` and
-    ``load`` up on ``pysyncobj.pickle`` at each call)."""
-    pysyncobj.pickle.loads = _loads
-    pysyncobj.pickle.load = _load
-
 
 class BoundedTransport(TCPTransport):
     """PySyncObj's TCP transport with the buffer and connection caps above."""

@@ -1,4 +1,4 @@
-"""What a controller node takes from a pickle (controller/raft_wire.py) and its secret file
+"""What a controller node takes off its Raft link (controller/raft_codec.py: never a pickle) and its secret file
 (controller/secret.py), in process."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import stat
 
 import pytest
 
-from rocketbox.cluster.controller import raft_wire
+from rocketbox.cluster.controller import raft_codec
 from rocketbox.cluster.controller.secret import ControllerSecretError, default_secret_path, make_secret, read_secret
 from rocketbox.cluster.controller.state import ControllerState, Replica
 
@@ -19,26 +19,31 @@ class _RunsCode:
         return os.system, ("true",)
 
 
-def test_the_allow_list_takes_the_controller_state_and_pysyncobj_messages():
+def test_the_codec_carries_the_controller_state_and_pysyncobj_messages():
+    from pysyncobj.node import TCPNode
     state = ControllerState()
     state.register("broker-a", Replica(1, "127.0.0.1:10911", "127.0.0.1:10912"))
     message = {"type": "append_entries", "term": 3, "entries": [(b"\x01payload", 7, 3)], "peers": {"a", "b"},
-               "frozen": frozenset({1, 2}), "state": state}
-    loaded = raft_wire._loads(pickle.dumps(message, 2))   # PySyncObj's protocol
-    assert loaded["entries"] == message["entries"] and loaded["frozen"] == {1, 2}
+               "frozen": frozenset({1, 2}), "state": state, 5: None, "node": TCPNode("127.0.0.1:9921"),
+               "buffer": bytearray(b"\x00\xff"), "ok": True, "lease": 1.5}
+    loaded = raft_codec.loads(raft_codec.dumps(message))
+    assert loaded["entries"] == message["entries"] and loaded["frozen"] == {1, 2} and loaded[5] is None
     assert loaded["state"].group("broker-a").replica(1) == Replica(1, "127.0.0.1:10911", "127.0.0.1:10912")
+    assert loaded["node"] == message["node"] and loaded["buffer"] == message["buffer"]
+    assert {k: loaded[k] for k in ("peers", "ok", "lease")} == {"peers": {"a", "b"}, "ok": True, "lease": 1.5}
 
 
-@pytest.mark.parametrize("payload", [_RunsCode(), pickle.loads, ControllerSecretError("a class of ours not on the list")])
-def test_the_allow_list_refuses_every_other_global(payload):
-    with pytest.raises(pickle.UnpicklingError, match="refused"):
-        raft_wire._loads(pickle.dumps(payload, 2))
+@pytest.mark.parametrize("payload", [pickle.dumps(_RunsCode(), 2), pickle.dumps({"a": 1}, 2), b'{"o": ["Popen", {}]}',
+                                     b'{"x": 1}', b'{"b": "not base64!"}', b"[" * 100_000, b'{"d": [[1]]}'])
+def test_anything_else_is_refused_and_nothing_runs(payload, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(raft_codec.RaftDecodeError):
+        raft_codec.loads(payload)
 
 
-def test_bytes_come_only_through_latin1():
-    crafted = pickle.dumps(b"\xff\x00", 2).replace(b"latin1", b"rot13_")
-    with pytest.raises(pickle.UnpicklingError, match="refused"):
-        raft_wire._loads(crafted)
+def test_only_the_four_classes_are_written():
+    with pytest.raises(ValueError, match="does not carry"):
+        raft_codec.dumps({"secret": ControllerSecretError("a class of ours not on the list")})
 
 
 def test_the_secret_is_made_once_owner_only_and_read_back(tmp_path):
