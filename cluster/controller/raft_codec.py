@@ -12,8 +12,8 @@ Layout: JSON in UTF-8. ``None``, booleans, ints, floats, strings and lists are t
 other value is a one-key object: ``{"b": base64}`` bytes, ``{"a": base64}`` bytearray, ``{"t":
 [...]}`` tuple, ``{"s": [...]}`` set, ``{"f": [...]}`` frozenset, ``{"d": [[key, value], ...]}``
 dict (keys of any type above), ``{"o": [class name, {field: value}]}`` one of the four classes.
-A journal or dump file from before this codec (a pickle) is not read: the controller starts empty
-and the brokers register again.
+A dump file from before this codec (a pickle) is not read; a journal's meta file from before it
+is taken as absent (PySyncObj's own fallback for an unreadable one).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 import json
 
+import pysyncobj.journal
 import pysyncobj.node
 import pysyncobj.pickle
 
@@ -117,8 +118,11 @@ def load(file):
 
 
 def install() -> None:
-    """PySyncObj's modules look these four up on ``pysyncobj.pickle`` at each call."""
+    """PySyncObj's modules look these four up on ``pysyncobj.pickle`` at each call; its journal took
+    its own ``loads``/``dumps`` (the journal's meta file) at import."""
     pysyncobj.pickle.dumps = dumps
     pysyncobj.pickle.loads = loads
     pysyncobj.pickle.dump = dump
     pysyncobj.pickle.load = load
+    pysyncobj.journal.dumps = dumps
+    pysyncobj.journal.loads = loads
