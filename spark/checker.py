@@ -20,8 +20,9 @@ The anomalies (the ``anomaly`` column):
   that queue started (COMMITS rows of kind "start"; a start below the commit of its moment
   explains nothing, unless the queue's broker lost power before it and the start is at or
   above what the broker had surely persisted: the commit of ``OFFSETS_DURABLE_AFTER_NS``
-  before the cut, as the broker persists offsets every 5 s, RocketMQ's
-  flushConsumerOffsetInterval): what at-least-once allows; never for the DataSource.
+  before the cut, as the broker persists offsets every 5 s of its uptime, RocketMQ's
+  flushConsumerOffsetInterval, or what it had at its previous cut when it came back from that
+  one less than that before): what at-least-once allows; never for the DataSource.
 - ``inconsistent_offset``: one queue position seen (by a reader or an ``ok`` row) holding
   two msg_ids or two body checksums.
 - ``queue_order``: a consumer got a queue offset at or below the one before it, except a
@@ -263,16 +264,34 @@ def _with_committed(reads: DataFrame, commits: DataFrame, power_cuts=()) -> Data
 
 def _power_cut_marks(commits: DataFrame, power_cuts) -> DataFrame:
     """Two timeline marks per power cut and queue of the broker it hit: ``_durable`` where the
-    commits the broker surely persisted end (OFFSETS_DURABLE_AFTER_NS before the cut), ``_cut``
+    commits the broker surely persisted end (``durable_marks``), ``_cut``
     when the cut was over. A cut of process ``target`` hit broker b's host when target is b or
     one of b's processes (``b-...``)."""
     spark = commits.sparkSession
-    rows = [(target, start_ns - OFFSETS_DURABLE_AFTER_NS, True, None) for target, start_ns, _end in power_cuts]
+    rows = [(target, durable_ns, True, None) for target, durable_ns in durable_marks(power_cuts)]
     rows += [(target, end_ns, None, end_ns) for target, _start, end_ns in power_cuts]
     marks = spark.createDataFrame(rows, "target string, _t long, _durable boolean, _cut long")
     queues = commits.select(*QUEUE).distinct()
     hit = (F.col("target") == F.col("broker")) | F.col("target").startswith(F.concat(F.col("broker"), F.lit("-")))
     return queues.join(marks, hit).drop("target")
+
+
+def durable_marks(power_cuts) -> list[tuple[str, int]]:
+    """(target, ns) per power cut: the commits taken up to ns were surely persisted when it struck.
+
+    OFFSETS_DURABLE_AFTER_NS before the cut, unless the broker came back from an earlier cut after
+    that instant: its persisting runs on its own uptime, so a broker up for less than that may not
+    have persisted anything since its restart, and what it surely had is what it had at the
+    earlier cut (whose mark carries over)."""
+    marks, last_cut = [], {}
+    for target, start_ns, end_ns in sorted(power_cuts, key=lambda cut: cut[1]):
+        durable_ns = start_ns - OFFSETS_DURABLE_AFTER_NS
+        earlier = last_cut.get(target)
+        if earlier is not None and durable_ns < earlier[1]:
+            durable_ns = earlier[0]
+        last_cut[target] = (durable_ns, end_ns)
+        marks.append((target, durable_ns))
+    return marks
 
 
 def _at_or_after_commit():

@@ -209,6 +209,20 @@ def duplicate_from_a_start_below_what_the_broker_had_persisted_before_a_power_cu
     return s.case(checker.DUPLICATE, PUSH, "b-0", 0)
 
 
+def redelivery_from_offsets_a_second_power_cut_reverted_soon_after_the_first(s):
+    # The first cut takes queue 1's young commit of 3 back; its consumer commits 3 again, and a
+    # second cut strikes 5.5 s after the restart: the broker need not have persisted since, so the
+    # commit of 3, though more than 6 s old, may be gone again, and a start at 0 is what it had.
+    s.wait(1)
+    s.power_cut()
+    s.commit("push-2", 1, 3)
+    s.wait(5.5)
+    s.power_cut()
+    s.start("push-3", 1, 0)
+    s.read(PUSH, "push-3", "b-0", 0)
+    return s.case(checker.DUPLICATE, PUSH, "b-0", 0, explained=checker.REDELIVERY)
+
+
 def redelivery_while_the_old_owner_still_commits(s):
     # push-3 takes queue 1 over at the committed offset 3; push-2, not yet told, reads b-3
     # and commits past it; push-3 then delivers b-3 again: at-least-once, explained.
@@ -259,6 +273,7 @@ PLANTS = (lost, unexpected_never_sent, unexpected_unparsed, unexpected_other_seq
           duplicate_stored_twice_without_indeterminate_send, duplicate_redelivered_below_committed_offset,
           duplicate_redelivered_by_a_session_started_below_the_commit, redelivery_while_the_old_owner_still_commits,
           redelivery_from_offsets_a_power_cut_reverted,
+          redelivery_from_offsets_a_second_power_cut_reverted_soon_after_the_first,
           duplicate_from_a_start_below_what_the_broker_had_persisted_before_a_power_cut,
           duplicate_datasource_position_read_twice, inconsistent_offset, queue_order, key_order, checksum_mismatch)
 
