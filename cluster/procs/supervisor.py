@@ -17,6 +17,7 @@ from rocketbox.cluster.supervision.arbiter import Supervisor, log_default
 from rocketbox.cluster.supervision.child_table import load_specs
 from rocketbox.cluster.supervision.errors import StopRequested, SupervisorError
 from rocketbox.cluster.supervision.lifecycle import EXIT_BOOT_ERROR, EXIT_OK
+from rocketbox.cluster.supervision.role_fork import fork_roles_enabled
 from rocketbox.cluster.supervision.titles import set_title, supervisor_title
 
 
@@ -33,7 +34,7 @@ def main(argv: Iterable[str] | None = None) -> int:
     logging.basicConfig(level=options.log_level.upper(),
                         format="%(asctime)s supervisor[%(process)d] %(levelname)s %(message)s")
     try:
-        supervisor = Supervisor(load_specs(options.specs), options.data_dir)
+        supervisor = Supervisor(load_specs(options.specs), options.data_dir, fork_roles=fork_roles_enabled())
     except (OSError, ValueError) as exc:
         log_default.error("bad child table: %s", exc)
         return EXIT_BOOT_ERROR

@@ -28,6 +28,7 @@ from rocketbox.cluster.supervision.exit_policy import ExitAction, exit_action
 from rocketbox.cluster.supervision.lifecycle import EXIT_BOOT_ERROR, EXIT_OK
 from rocketbox.cluster.supervision.run_state import (LOGS_DIR_NAME, STATE_FILE_NAME, STATE_FORMAT_VERSION, SupervisorState,
                                                      acquire_data_dir_lock, write_state_file)
+from rocketbox.cluster.supervision.role_fork import ForkedRole
 from rocketbox.cluster.supervision.signal_inbox import STOP_SIGNALS, SignalInbox
 from rocketbox.cluster.supervision.start_gate import may_start
 
@@ -47,7 +48,7 @@ class Supervisor:
     """
 
     def __init__(self, specs: Sequence[ChildSpec], data_dir: str,
-                 log: logging.Logger | None = None, heartbeat_interval_s: float = 1.0):
+                 log: logging.Logger | None = None, heartbeat_interval_s: float = 1.0, fork_roles: bool = False):
         specs = list(specs)
         validate_table(specs)
         self.data_dir = os.path.abspath(data_dir)
@@ -55,6 +56,8 @@ class Supervisor:
         self.state_path = os.path.join(self.data_dir, STATE_FILE_NAME)
         self.log = log or log_default
         self.heartbeat_interval_s = heartbeat_interval_s
+        # Python roles forked from this process (role_fork.py): only when it is single-threaded.
+        self.fork_roles = fork_roles
         children = [
             _Child(spec, position, os.path.join(self.logs_dir, f"{spec.name}.log"))
             for position, spec in enumerate(specs)
@@ -268,7 +271,7 @@ class Supervisor:
 
     def _spawn(self, child: _Child) -> None:
         try:
-            ready_reader = launch(child, self._own_pid)
+            ready_reader = launch(child, self._own_pid, self.fork_roles)
         except LaunchFailed as exc:
             self._on_spawn_failure(child, str(exc))
             return
@@ -282,7 +285,8 @@ class Supervisor:
             child.ready_reader = ready_reader
             child.ready_deadline = child.spawned_at_monotonic + child.spec.ready_timeout_s
             self._set_state(child, ChildState.STARTING)
-        self.log.info("started %s (pid %d%s)", child.name, child.pid,
+        self.log.info("started %s (pid %d%s%s)", child.name, child.pid,
+                      ", forked" if isinstance(child.proc, ForkedRole) else "",
                       f", restart {child.spawn_count - 1}" if child.spawn_count > 1 else "")
 
     def _on_spawn_failure(self, child: _Child, reason: str) -> None:

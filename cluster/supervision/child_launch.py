@@ -9,7 +9,7 @@ import subprocess
 import time
 
 from rocketbox.cluster.file_modes import PRIVATE_UMASK, open_private
-from rocketbox.cluster.supervision import lifecycle
+from rocketbox.cluster.supervision import lifecycle, role_fork
 from rocketbox.cluster.supervision.children import _Child
 
 
@@ -29,8 +29,9 @@ def child_environment(child: _Child, ready_writer: int, supervisor_pid: int) -> 
     return env
 
 
-def launch(child: _Child, supervisor_pid: int) -> int:
-    """Fork and exec the child with its output appended to its log; the read end of its
+def launch(child: _Child, supervisor_pid: int, fork_roles: bool = False) -> int:
+    """Fork and exec the child with its output appended to its log (with ``fork_roles``, a Python
+    role is forked from the supervisor without an exec: ``role_fork``); the read end of its
     readiness pipe (the child holds the only write end, so EOF means it is gone)."""
     command = child.spec.command()
     attempt = child.spawn_count + 1
@@ -50,6 +51,8 @@ def launch(child: _Child, supervisor_pid: int) -> int:
             f"{time.strftime('%Y-%m-%d %H:%M:%S')}: {' '.join(command)}\n".encode()
         )
         log_file.flush()
+        if fork_roles and child.spec.module:
+            return _fork(child, supervisor_pid, attempt, log_file.fileno(), ready_reader, ready_writer)
         try:
             proc = subprocess.Popen(
                 command,
@@ -69,6 +72,20 @@ def launch(child: _Child, supervisor_pid: int) -> int:
             os.close(ready_reader)
             os.close(ready_writer)
             raise LaunchFailed(f"cannot execute {command[0]!r}: {exc}") from None
+    os.close(ready_writer)
+    child.spawned(proc, attempt)
+    return ready_reader
+
+
+def _fork(child: _Child, supervisor_pid: int, attempt: int, log_fd: int, ready_reader: int, ready_writer: int) -> int:
+    try:
+        proc = role_fork.fork_role(child.spec.module, list(child.spec.args),
+                                   child_environment(child, ready_writer, supervisor_pid), child.spec.cwd,
+                                   log_fd, ready_writer, supervisor_pid)
+    except (OSError, ImportError) as exc:
+        os.close(ready_reader)
+        os.close(ready_writer)
+        raise LaunchFailed(f"cannot start {child.spec.module!r}: {exc}") from None
     os.close(ready_writer)
     child.spawned(proc, attempt)
     return ready_reader

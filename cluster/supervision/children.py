@@ -101,7 +101,7 @@ class _Child:
         self.position = position
         self.log_path = log_path
         self.state = ChildState.PENDING
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen | None = None   # or a role_fork.ForkedRole: pid and returncode
         self.pid: int | None = None
         self.ready_reader: int | None = None
         self.ready_buffer = bytearray()

@@ -254,7 +254,9 @@ def test_leader_death_restarts_its_group_in_order_and_worker_death_only_itself(
 
 
 def test_boot_error_during_start_stops_everything_with_the_reason(tmp_path, events, supervisors):
-    specs = [child("a", events), child("b", events, "--exit-code", str(EXIT_BOOT_ERROR), role="broker")]
+    # b after a is ready (a later start order): a's start is on record before b fails.
+    specs = [child("a", events),
+             child("b", events, "--exit-code", str(EXIT_BOOT_ERROR), role="broker", start_order=1)]
     sup = Supervisor(specs, str(tmp_path))
     supervisors.append(sup)
     with pytest.raises(BootError) as caught:
