@@ -10,10 +10,11 @@ What an exec gave a child for free, the forked child sets up itself before runni
 stdout/stderr to its log (new unbuffered streams: the supervisor's buffers are never flushed into
 it); no descriptor of the supervisor's but its readiness pipe (the data-directory lock above all:
 a child holding it would keep the directory locked after the supervisor died); default signal
-dispositions; its own environment, working directory and argv; no logging handler and no
-``atexit`` function of the supervisor's. It ends as an interpreter would (non-daemon threads
-joined, its own ``atexit`` functions run, streams flushed) and then ``os._exit``: nothing of the
-supervisor's is finalised twice.
+dispositions; its own environment, working directory and argv; no logging handler of the
+supervisor's. It ends as an interpreter would (non-daemon threads joined, ``atexit`` functions
+run: those its modules registered when the supervisor imported them, as they would have at its own
+import, and its own; the supervisor registers none of its own) and then ``os._exit``: nothing of
+the supervisor's is finalised twice.
 
 Only the supervisor process forks this way (``procs/supervisor.py``): it is single-threaded, so
 the fork copies no lock another thread holds. A supervisor driven in-process (tests) executes.
@@ -120,7 +121,6 @@ def _become_own_process(env, cwd, log_fd, ready_writer, supervisor_pid, previous
     for handler in logging.root.handlers[:]:
         logging.root.removeHandler(handler)
     logging.root.setLevel(logging.WARNING)
-    atexit._clear()
     signal.set_wakeup_fd(-1)
     for signum in _SIGNALS_RESET:
         signal.signal(signum, signal.SIG_IGN if signum == signal.SIGPIPE else signal.SIG_DFL)
