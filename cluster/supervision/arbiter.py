@@ -16,7 +16,7 @@ import signal
 import time
 from typing import Callable, Sequence
 
-from rocketbox.cluster.supervision import lifecycle
+from rocketbox.cluster.supervision import lifecycle, role_fork
 from rocketbox.cluster.supervision.child_launch import LaunchFailed, launch, read_ready_line
 from rocketbox.cluster.supervision.child_signals import kill, send_stop
 from rocketbox.cluster.supervision.child_table import ChildSpec, ReadyCheck, validate_table
@@ -147,6 +147,8 @@ class Supervisor:
         if self.state in (SupervisorState.NEW, SupervisorState.STOPPED, SupervisorState.FAILED):
             raise SupervisorError(f"step() called in state {self.state}")
         self._start_due_children()
+        if self.fork_roles and self.state == SupervisorState.STARTING:
+            self._preload_a_pending_role()
         budget_s = wait_budget_s(self._children, timeout_s, self._next_heartbeat, self._signals.installed, time.monotonic())
         readable = wait_for_events(self._children, self._signals, budget_s)
         self._dispatch_signals()
@@ -268,6 +270,17 @@ class Supervisor:
                     child, self._children, self._groups[child.spec.group_name],
                     first_boot=self.state == SupervisorState.STARTING, now=now):
                 self._spawn(child)
+
+    def _preload_a_pending_role(self) -> None:
+        """While a wave boots, import the module of a child still waiting its turn (one a turn, so
+        the loop keeps answering): its fork then starts at once."""
+        for child in self._children:
+            if child.state == ChildState.PENDING and child.spec.module and not role_fork.imported(child.spec.module):
+                try:
+                    role_fork.preload(child.spec.module)
+                except Exception as exc:   # its fork will fail with the reason and be reported there
+                    self.log.debug("preloading %s: %s", child.spec.module, exc)
+                return
 
     def _spawn(self, child: _Child) -> None:
         try:

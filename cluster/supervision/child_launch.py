@@ -82,7 +82,7 @@ def _fork(child: _Child, supervisor_pid: int, attempt: int, log_fd: int, ready_r
         proc = role_fork.fork_role(child.spec.module, list(child.spec.args),
                                    child_environment(child, ready_writer, supervisor_pid), child.spec.cwd,
                                    log_fd, ready_writer, supervisor_pid)
-    except (OSError, ImportError) as exc:
+    except Exception as exc:   # the fork (OSError) or the role's module failing to import
         os.close(ready_reader)
         os.close(ready_writer)
         raise LaunchFailed(f"cannot start {child.spec.module!r}: {exc}") from None

@@ -56,6 +56,10 @@ class ForkedRole:
         self.returncode: int | None = None
 
 
+def imported(module: str) -> bool:
+    return module in sys.modules
+
+
 def preload(module: str) -> None:
     """Import ``module`` in the supervisor (once): its children start with it imported."""
     importlib.import_module(module)
