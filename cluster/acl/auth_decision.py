@@ -56,7 +56,8 @@ def deciding_entry(policies: dict[str, list[Entry]], wanted: Resource, actions: 
 def authenticate(store: AuthStore, caller) -> tuple[str, str] | None:
     """(kind, reason) when ``caller`` is not a user it claims to be; None when it is."""
     if not caller.access_key:
-        return AUTHENTICATION, caller.missing_reason or "username cannot be null."
+        # Apache's text, then what the door knows (no authorization header, a CURVE key of no user).
+        return AUTHENTICATION, " ".join(filter(None, ("username cannot be null.", caller.missing_reason)))
     user = store.users.get(caller.access_key)
     if user is None:
         return AUTHENTICATION, f"User:{caller.access_key} is not found."
