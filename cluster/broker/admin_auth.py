@@ -51,9 +51,10 @@ def _json(value) -> bytes:
 
 
 class AuthAdmin:
-    def __init__(self, cfg):
+    def __init__(self, cfg, on_edit=lambda: None):
         path = os.path.abspath(cfg.acl_file) if cfg.acl_enable and cfg.acl_file else ""
         self.path = path if is_auth_file(path) else ""
+        self.on_edit = on_edit   # the broker's guard rereads the file now
 
     def _store(self):
         if not self.path:
@@ -74,6 +75,7 @@ class AuthAdmin:
         except (AclFormatError, OSError) as exc:
             raise ProtocolError(f"{what} failed: {exc}") from None
         log.info("ACL 2.0 %s: %s", self.path, what)
+        self.on_edit()
         return request.response(ResponseCode.SUCCESS)
 
     @staticmethod

@@ -143,7 +143,8 @@ class BrokerService:
         self.stats = BrokerStats(self.sender, self.puller)
         self.admin = AdminProcessor(ctx, self.stats.group_gets, self.started_ms)
         self.acl_admin = AclAdmin(cfg)
-        self.auth_admin = AuthAdmin(cfg)
+        # An edit is in force on this broker at once (the others reread the file within a second).
+        self.auth_admin = AuthAdmin(cfg, on_edit=lambda: self.acl.acl.reload_if_changed() if self.acl else None)
         self.client_admin = ClientAdmin(cfg.broker_name, self.store, self.clients, ctx.call_peer)
         self.store_admin = StoreAdmin(ctx, self.stats.group_gets, self.schedule, self.transactions)
         self.replies = ReplyProcessor(ctx, cfg.remoting_address or cfg.address)

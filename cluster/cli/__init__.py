@@ -55,7 +55,6 @@ import argparse
 import os
 import sys
 
-from rocketbox.cluster.acl.auth_store import AUTH_FILE_NAME
 from rocketbox.cluster.acl.curve import CurveKeyError, use_cluster_keys
 from rocketbox.cluster.cli import (acl_cmds, admin_cmds, auth_cmds, client_cmds, cluster_cmds, config_cmds,
                                    logs_cmds, mqadmin_cmds, mqadmin_more, tls_cmds, up_config, up_settings)
@@ -98,12 +97,9 @@ def _use_cluster_keys(data_dir: str) -> None:
     """A data dir started with access control: talk to its cluster with the cluster's own key (ACL
     2.0's beside the data dir's auth/auth.json, else ACL 1.0's beside its plain_acl.yml)."""
     try:
-        acl_file = up_settings.remembered(data_dir).get("acl_file")
+        acl_file = up_settings.access_file(data_dir)
     except (OSError, ValueError):
         return
-    auth_file = os.path.join(data_dir, "auth", AUTH_FILE_NAME)
-    if os.path.exists(auth_file):
-        acl_file = auth_file
     if acl_file:
         try:
             use_cluster_keys(acl_file)
