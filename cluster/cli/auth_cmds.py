@@ -150,14 +150,15 @@ def add_parsers(sub) -> None:
     for name, func, what in (("createUser", cmd_create_user, "create an ACL 2.0 user"),
                              ("updateUser", cmd_update_user, "change an ACL 2.0 user's password, type or status")):
         parser = verb(name, func, what, where=True)
-        parser.add_argument("-u", "--username", required=True)
-        parser.add_argument("-p", "--password", required=func is cmd_create_user)
+        parser.add_argument("-u", "--username", required=True, help="the user's name (its AccessKey)")
+        parser.add_argument("-p", "--password", required=func is cmd_create_user,
+                            help="the user's password (its SecretKey)")
         parser.add_argument("-t", "--user-type", dest="user_type", help="Super or Normal (default Normal)")
         if func is cmd_update_user:
             parser.add_argument("-s", "--user-status", dest="user_status", help="enable or disable")
     for name, func, what in (("deleteUser", cmd_delete_user, "delete an ACL 2.0 user and its ACL"),
                              ("getUser", cmd_get_user, "show an ACL 2.0 user")):
-        verb(name, func, what, where=True).add_argument("-u", "--username", required=True)
+        verb(name, func, what, where=True).add_argument("-u", "--username", required=True, help="the user's name")
     verb("listUser", cmd_list_user, "list ACL 2.0 users", where=True).add_argument(
         "-f", "--filter", help="only users whose name contains this")
     for name, func, what in (("createAcl", cmd_create_acl, "give a user policy entries"),
@@ -173,7 +174,8 @@ def add_parsers(sub) -> None:
     parser = verb("deleteAcl", cmd_delete_acl, "delete a user's policy entries (all without -r)", where=True)
     parser.add_argument("-s", "--subject", required=True, help="User:NAME")
     parser.add_argument("-r", "--resources", help="comma list of the entries' resources")
-    verb("getAcl", cmd_get_acl, "show a user's ACL", where=True).add_argument("-s", "--subject", required=True)
+    verb("getAcl", cmd_get_acl, "show a user's ACL", where=True).add_argument("-s", "--subject", required=True,
+                                                                              help="User:NAME")
     parser = verb("listAcl", cmd_list_acl, "list ACLs", where=True)
     parser.add_argument("-s", "--subject", help="only subjects containing this")
     parser.add_argument("-r", "--resources", help="only entries whose resource contains this")
