@@ -45,22 +45,18 @@ def _user_info(args) -> dict:
     return info
 
 
-def cmd_create_user(args) -> int:
-    label, _ = _call(args, RequestCode.AUTH_CREATE_USER, {"username": args.username}, _user_info(args))
-    print(f"create user to {label} success.")
-    return 0
+def _edit(code: int, what: str, fields_of, body_of=None):
+    """A verb that makes one edit and prints mqadmin's "<what> to <broker> success."."""
+    def run(args) -> int:
+        label, _ = _call(args, code, fields_of(args), body_of(args) if body_of else None)
+        print(f"{what} to {label} success.")
+        return 0
+    return run
 
 
-def cmd_update_user(args) -> int:
-    label, _ = _call(args, RequestCode.AUTH_UPDATE_USER, {"username": args.username}, _user_info(args))
-    print(f"update user to {label} success.")
-    return 0
-
-
-def cmd_delete_user(args) -> int:
-    label, _ = _call(args, RequestCode.AUTH_DELETE_USER, {"username": args.username})
-    print(f"delete user to {label} success.")
-    return 0
+cmd_create_user = _edit(RequestCode.AUTH_CREATE_USER, "create user", lambda a: {"username": a.username}, _user_info)
+cmd_update_user = _edit(RequestCode.AUTH_UPDATE_USER, "update user", lambda a: {"username": a.username}, _user_info)
+cmd_delete_user = _edit(RequestCode.AUTH_DELETE_USER, "delete user", lambda a: {"username": a.username})
 
 
 def _print_users(args, title: str, users: list[dict]) -> None:
@@ -95,16 +91,8 @@ def _acl_body(args) -> dict:
                                                                for r in _split(args.resources)]}]}
 
 
-def cmd_create_acl(args) -> int:
-    label, _ = _call(args, RequestCode.AUTH_CREATE_ACL, {"subject": args.subject}, _acl_body(args))
-    print(f"create acl to {label} success.")
-    return 0
-
-
-def cmd_update_acl(args) -> int:
-    label, _ = _call(args, RequestCode.AUTH_UPDATE_ACL, {"subject": args.subject}, _acl_body(args))
-    print(f"update acl to {label} success.")
-    return 0
+cmd_create_acl = _edit(RequestCode.AUTH_CREATE_ACL, "create acl", lambda a: {"subject": a.subject}, _acl_body)
+cmd_update_acl = _edit(RequestCode.AUTH_UPDATE_ACL, "update acl", lambda a: {"subject": a.subject}, _acl_body)
 
 
 def cmd_delete_acl(args) -> int:

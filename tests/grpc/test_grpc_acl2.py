@@ -13,6 +13,7 @@ from rocketbox.cluster.client.admin import Admin
 from rocketbox.cluster.testing import LocalCluster
 from tests.cli_helpers import run_cli
 from tests.grpc.grpc_client import received, require_grpc_client, run_grpc, sent, statuses
+from tests.grpc.test_grpc_acl import _produce
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -35,11 +36,6 @@ def cluster(tmp_path_factory):
                      ("createUser", "-u", "grpcbob", "-p", "grpcbob-secret")):
             run_cli(*args, data_dir=started.data_dir, namesrv=started.namesrv)
         yield started
-
-
-def _produce(cluster, home, topic: str, **credentials) -> list[dict]:
-    return run_grpc("produce", {"endpoint": cluster.proxy_endpoint, "topic": topic, "request_timeout_s": 5,
-                                "messages": [{"body": f"{topic}-{i}"} for i in range(3)], **credentials}, home)
 
 
 def test_a_user_made_with_the_cli_sends_and_receives(cluster, tmp_path):

@@ -7,9 +7,7 @@ same users as its master."""
 
 from __future__ import annotations
 
-import glob
 import json
-import os
 
 import pytest
 
@@ -19,6 +17,7 @@ from rocketbox.cluster.testing import LocalCluster, wait_until
 from rocketbox.cluster.wire_format import Command
 from tests.cli_helpers import run_cli
 from tests.remoting.cpp_client import require_cpp_client, run_cpp, sent_ok
+from tests.remoting.test_cpp_acl import _logs
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -56,14 +55,6 @@ def _produce(cluster, home, topic: str, count: int, user: str, password: str) ->
     messages = [{"topic": topic, "body": f"{topic}-{i}"} for i in range(count)]
     return run_cpp("produce", {"namesrv": cluster.remoting_namesrv, "messages": messages, "timeout_ms": 2000,
                                "access_key": user, "secret_key": password}, home)
-
-
-def _logs(cluster) -> str:
-    text = ""
-    for path in glob.glob(os.path.join(cluster.data_dir, "logs", "*")):
-        with open(path, errors="replace") as f:
-            text += f.read()
-    return text
 
 
 def test_a_user_made_with_the_cli_sends_and_consumes(cluster, tmp_path):
