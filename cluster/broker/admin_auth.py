@@ -93,10 +93,17 @@ class AuthAdmin:
             raise ProtocolError("The username is blank", ResponseCode.INVALID_PARAMETER)
         return username
 
+    @staticmethod
+    def _user_info(request: Command, username: str, fill_defaults: bool) -> dict:
+        try:
+            return parse_user_info(_body(request), username, fill_defaults)
+        except AuthError as exc:   # Apache's AuthenticationException: NO_PERMISSION with its text
+            raise ProtocolError(str(exc), ResponseCode.NO_PERMISSION) from None
+
     @answers_refusals
     def on_create_user(self, request: Command, reply=None) -> Command:
         username = self._username(request)
-        user = parse_user_info(_body(request), username, fill_defaults=True)
+        user = self._user_info(request, username, fill_defaults=True)
 
         def change(store) -> None:
             if user["userType"] == SUPER and not self._caller_is_super(request, store):
@@ -107,7 +114,7 @@ class AuthAdmin:
     @answers_refusals
     def on_update_user(self, request: Command, reply=None) -> Command:
         username = self._username(request)
-        user = parse_user_info(_body(request), username, fill_defaults=False)
+        user = self._user_info(request, username, fill_defaults=False)
 
         def change(store) -> None:
             old = store.users.get(username)

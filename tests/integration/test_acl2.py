@@ -126,3 +126,33 @@ def test_the_console_serves_a_super_user(cluster):
     assert "Cluster:DefaultCluster" in fetch(url, "/topics", headers=_basic("producer1", "producer1-secret")).text
     page = fetch(url, "/topics", headers=_basic("operator1", "operator1-secret"))
     assert page.status == 200 and TOPIC in page.text
+
+
+def test_malformed_admin_requests_are_answered_and_the_broker_keeps_serving(cluster):
+    address = cluster.topology.brokers[0].remoting_address
+    client = RemotingRpcClient(3000)
+
+    def call(code: int, fields: dict, payload: bytes):
+        return client.call(address, Command(code, sign_remoting(fields, payload, "operator1", "operator1-secret"),
+                                            payload))
+    try:
+        for code, fields, payload in ((RequestCode.AUTH_CREATE_USER, {"username": "gina"}, b"{not json"),
+                                      (RequestCode.AUTH_CREATE_USER, {"username": "gina"}, b"[1, 2]"),
+                                      (RequestCode.AUTH_CREATE_USER, {"username": "gina"}, b'{"password": 7}'),
+                                      (RequestCode.AUTH_CREATE_ACL, {"subject": "User:operator1"},
+                                       b'{"policies": "all"}'),
+                                      (RequestCode.AUTH_CREATE_ACL, {"subject": "User:operator1"},
+                                       b'{"policies": [{"entries": [7]}]}'),
+                                      (RequestCode.AUTH_UPDATE_ACL, {"subject": "Group:x"},
+                                       b'{"policies": [{"entries": [{"resource": "*", "actions": ["Pub"], '
+                                       b'"decision": "Allow"}]}]}'),
+                                      (RequestCode.AUTH_DELETE_ACL, {"subject": "nobody"}, b""),
+                                      (RequestCode.AUTH_CREATE_USER, {"username": "gina"}, b"[" * 100_000)):
+            answer = call(code, fields, payload)
+            assert answer.code != ResponseCode.SUCCESS and answer.remark, (code, payload[:40], answer)
+        blank = call(RequestCode.AUTH_CREATE_USER, {"username": "gina"}, b'{"password": ""}')
+        assert (blank.code, blank.remark) == (ResponseCode.NO_PERMISSION, "password can not be blank")
+        assert call(RequestCode.AUTH_GET_USER, {"username": "operator1"}, b"").code == ResponseCode.SUCCESS
+        assert "gina" not in json.loads(call(RequestCode.AUTH_LIST_USER, {}, b"").body or b"[]")
+    finally:
+        client.close()
