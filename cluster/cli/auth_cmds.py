@@ -9,27 +9,20 @@ to each master of its own store. A refusal prints the broker's reason and exits 
 
 from __future__ import annotations
 
-import json
-
 from rocketbox.cluster.cli.common import new_console, open_admin, print_json_line, table
 from rocketbox.cluster.cli.mqadmin_cmds import targets, verb_factory
-from rocketbox.cluster.errors import raise_for
+from rocketbox.cluster.client.auth_requests import acl_info, auth_call, user_info
 from rocketbox.cluster.protocol import RequestCode
-from rocketbox.cluster.wire_format import Command
 
 USER_COLUMNS = ["#UserName", "#Password", "#UserType", "#UserStatus"]
 ACL_COLUMNS = ["#Subject", "#PolicyType", "#Resource", "#Actions", "#SourceIp", "#Decision"]
 
 
-def _call(args, code: int, fields: dict, body=None) -> tuple[str, bytes]:
-    """(the broker's label, the answer's body) of one AUTH_* request to the broker the verb means."""
+def _call(args, code: int, fields: dict, body=None) -> tuple[str, object]:
+    """(the broker's label, the answer's body as JSON) of one AUTH_* request to the broker the verb means."""
     with open_admin(args) as admin:
         label, endpoint = sorted(targets(admin, args).items())[0]
-        payload = json.dumps(body).encode() if body is not None else b""
-        request = Command(code, {k: v for k, v in fields.items() if v is not None}, payload)
-        response = admin.rpc.call(endpoint, request, admin.cfg.request_timeout_ms)
-        raise_for(response, endpoint)
-        return label, response.body or b""
+        return label, auth_call(admin, endpoint, code, fields, body)
 
 
 def _split(text: str | None) -> list[str]:
@@ -37,12 +30,7 @@ def _split(text: str | None) -> list[str]:
 
 
 def _user_info(args) -> dict:
-    info = {"username": args.username}
-    for key, value in (("password", args.password), ("userType", args.user_type),
-                       ("userStatus", getattr(args, "user_status", None))):
-        if value:
-            info[key] = value
-    return info
+    return user_info(args.username, args.password, args.user_type, getattr(args, "user_status", None))
 
 
 def _edit(code: int, what: str, fields_of, body_of=None):
@@ -69,26 +57,22 @@ def _print_users(args, title: str, users: list[dict]) -> None:
 
 
 def cmd_get_user(args) -> int:
-    _, body = _call(args, RequestCode.AUTH_GET_USER, {"username": args.username})
-    if not body:
+    _, user = _call(args, RequestCode.AUTH_GET_USER, {"username": args.username})
+    if not user:
         print(f"user {args.username} not found")
         return 1
-    _print_users(args, "getUser", [json.loads(body)])
+    _print_users(args, "getUser", [user])
     return 0
 
 
 def cmd_list_user(args) -> int:
-    _, body = _call(args, RequestCode.AUTH_LIST_USER, {"filter": args.filter})
-    _print_users(args, "listUser", json.loads(body) if body else [])
+    _, users = _call(args, RequestCode.AUTH_LIST_USER, {"filter": args.filter})
+    _print_users(args, "listUser", users or [])
     return 0
 
 
 def _acl_body(args) -> dict:
-    entry = {"actions": _split(args.actions), "decision": args.decision}
-    if args.source_ip:
-        entry["sourceIps"] = _split(args.source_ip)
-    return {"subject": args.subject, "policies": [{"entries": [{"resource": r, **entry}
-                                                               for r in _split(args.resources)]}]}
+    return acl_info(args.subject, _split(args.resources), _split(args.actions), args.decision, _split(args.source_ip))
 
 
 cmd_create_acl = _edit(RequestCode.AUTH_CREATE_ACL, "create acl", lambda a: {"subject": a.subject}, _acl_body)
@@ -119,17 +103,17 @@ def _print_acls(args, title: str, acls: list[dict]) -> None:
 
 
 def cmd_get_acl(args) -> int:
-    _, body = _call(args, RequestCode.AUTH_GET_ACL, {"subject": args.subject})
-    if not body:
+    _, acl = _call(args, RequestCode.AUTH_GET_ACL, {"subject": args.subject})
+    if not acl:
         print(f"no acl of {args.subject}")
         return 1
-    _print_acls(args, "getAcl", [json.loads(body)])
+    _print_acls(args, "getAcl", [acl])
     return 0
 
 
 def cmd_list_acl(args) -> int:
-    _, body = _call(args, RequestCode.AUTH_LIST_ACL, {"subjectFilter": args.subject, "resourceFilter": args.resources})
-    _print_acls(args, "listAcl", json.loads(body) if body else [])
+    _, acls = _call(args, RequestCode.AUTH_LIST_ACL, {"subjectFilter": args.subject, "resourceFilter": args.resources})
+    _print_acls(args, "listAcl", acls or [])
     return 0
 
 
