@@ -10,7 +10,7 @@ import json
 import pytest
 
 from rocketbox.cluster.client.admin import Admin
-from rocketbox.cluster.testing import LocalCluster
+from rocketbox.cluster.testing import LocalCluster, wait_until
 from tests.cli_helpers import run_cli
 from tests.grpc.grpc_client import received, require_grpc_client, run_grpc, sent, statuses
 from tests.grpc.test_grpc_acl import _produce
@@ -35,7 +35,17 @@ def cluster(tmp_path_factory):
                      ("createAcl", "-s", "User:grpcuser", "-r", f"Topic:{CLOSED}", "-a", "All", "-d", "Deny"),
                      ("createUser", "-u", "grpcbob", "-p", "grpcbob-secret")):
             run_cli(*args, data_dir=started.data_dir, namesrv=started.namesrv)
+        wait_until(lambda: _proxy_knows(started, tmp_path_factory.mktemp("grpc-acl2-wait")), 30, interval_s=0.2,
+                   what="the proxy rereading the users (once a second)")
         yield started
+
+
+def _proxy_knows(cluster, home) -> bool:
+    lines = run_grpc("raw", {"endpoint": cluster.proxy_endpoint, "steps": [
+        {"name": "route", "rpc": "QueryRoute", "request": {"topic": {"name": TOPIC}},
+         "credentials": {"access_key": "grpcbob", "secret_key": "grpcbob-secret"}}]}, home)
+    found = statuses(lines, "route")
+    return bool(found) and all(status.get("code") not in (None, "UNAUTHORIZED") for status in found)
 
 
 def test_a_user_made_with_the_cli_sends_and_receives(cluster, tmp_path):

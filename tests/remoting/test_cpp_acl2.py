@@ -11,8 +11,10 @@ import json
 
 import pytest
 
+from rocketbox.cluster.acl.signature import sign_remoting
 from rocketbox.cluster.client.admin import Admin
 from rocketbox.cluster.protocol import RequestCode, ResponseCode
+from rocketbox.cluster.remoting_client import RemotingRpcClient
 from rocketbox.cluster.testing import LocalCluster, wait_until
 from rocketbox.cluster.wire_format import Command
 from tests.cli_helpers import run_cli
@@ -44,7 +46,21 @@ def cluster(tmp_path_factory):
                      ("createAcl", "-s", "User:alice", "-r", f"Topic:{CLOSED}", "-a", "All", "-d", "Deny"),
                      ("createUser", "-u", "bob", "-p", "bob-secret", "-t", "Normal")):
             cli(started, *args)
+        wait_until(lambda: _namesrv_knows(started, "bob", "bob-secret"), 30, interval_s=0.2,
+                   what="the NameServer rereading the users (once a second)")
         yield started
+
+
+def _namesrv_knows(cluster, user: str, password: str) -> bool:
+    """Whether the NameServer takes ``user``'s signed route lookup (the broker an edit went through
+    rereads at once, the other processes within a second)."""
+    client = RemotingRpcClient(3000)
+    try:
+        answer = client.call(cluster.remoting_namesrv.split(";")[0], Command(
+            RequestCode.GET_ROUTEINFO_BY_TOPIC, sign_remoting({"topic": TOPIC}, b"", user, password)))
+        return answer.code != ResponseCode.NO_PERMISSION
+    finally:
+        client.close()
 
 
 def cli(cluster, *args: str, check: bool = True):
@@ -82,6 +98,7 @@ def test_refusals_carry_apaches_reasons(cluster, tmp_path):
 
 def test_a_policy_given_later_lets_the_user_send(cluster, tmp_path):
     cli(cluster, "createUser", "-u", "carol", "-p", "carol-secret")
+    wait_until(lambda: _namesrv_knows(cluster, "carol", "carol-secret"), 30, interval_s=0.2, what="carol reread")
     assert not sent_ok(_produce(cluster, tmp_path / "c1", TOPIC, 1, "carol", "carol-secret"))
     cli(cluster, "createAcl", "-s", "User:carol", "-r", "Topic:CppAcl2*", "-a", "Pub", "-d", "Allow",
         "-i", "127.0.0.1")
