@@ -56,15 +56,6 @@ def _print_users(args, title: str, users: list[dict]) -> None:
                                                      u.get("userStatus")] for u in users]))
 
 
-def cmd_get_user(args) -> int:
-    _, user = _call(args, RequestCode.AUTH_GET_USER, {"username": args.username})
-    if not user:
-        print(f"user {args.username} not found")
-        return 1
-    _print_users(args, "getUser", [user])
-    return 0
-
-
 def cmd_list_user(args) -> int:
     _, users = _call(args, RequestCode.AUTH_LIST_USER, {"filter": args.filter})
     _print_users(args, "listUser", users or [])
@@ -102,13 +93,22 @@ def _print_acls(args, title: str, acls: list[dict]) -> None:
     new_console().print(table(title, ACL_COLUMNS, rows))
 
 
-def cmd_get_acl(args) -> int:
-    _, acl = _call(args, RequestCode.AUTH_GET_ACL, {"subject": args.subject})
-    if not acl:
-        print(f"no acl of {args.subject}")
-        return 1
-    _print_acls(args, "getAcl", [acl])
-    return 0
+def _show_one(code: int, fields_of, printer, title: str, missing):
+    """getUser / getAcl: the one record as a table, or a line saying there is none (exit 1)."""
+    def run(args) -> int:
+        _, found = _call(args, code, fields_of(args))
+        if not found:
+            print(missing(args))
+            return 1
+        printer(args, title, [found])
+        return 0
+    return run
+
+
+cmd_get_user = _show_one(RequestCode.AUTH_GET_USER, lambda a: {"username": a.username}, _print_users, "getUser",
+                         lambda a: f"user {a.username} not found")
+cmd_get_acl = _show_one(RequestCode.AUTH_GET_ACL, lambda a: {"subject": a.subject}, _print_acls, "getAcl",
+                        lambda a: f"no acl of {a.subject}")
 
 
 def cmd_list_acl(args) -> int:
