@@ -467,6 +467,11 @@ def remote_master_slave(data_dir: str, *, broker_name: str, broker_id: int, host
     ``master_address`` is the master's request host:port (config sync); its HA endpoint is
     ``master_ha_address``, by default the master's port + 1 as BrokerConfig.ha_address has it."""
     data_dir = os.path.abspath(data_dir)
+    broker_overrides = dict(broker_overrides or {})
+    acl_file, migrate_from = access_file(
+        data_dir, broker_overrides.get("acl_file", "") if broker_overrides.get("acl_enable") else "", broker_overrides)
+    if acl_file:
+        broker_overrides.update(acl_enable=True, acl_file=acl_file)
     if not master_ha_address:
         master_host, master_port = master_address.rsplit(":", 1)
         master_ha_address = f"{master_host}:{int(master_port) + 1}"
@@ -477,7 +482,8 @@ def remote_master_slave(data_dir: str, *, broker_name: str, broker_id: int, host
     cfg = dataclasses.replace(cfg, broker_id=broker_id, broker_role=SLAVE, ha_port=0,
                               ha_master_address=master_ha_address, master_address=master_address)
     cfg.validate()
-    return Topology(data_dir, (), (), (cfg,), acl_file=cfg.acl_file if cfg.acl_enable else "")
+    return Topology(data_dir, (), (), (cfg,), acl_file=cfg.acl_file if cfg.acl_enable else "",
+                    auth_migrate_from=migrate_from)
 
 
 def prepare_access_control(topology: Topology) -> None:
