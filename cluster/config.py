@@ -367,11 +367,17 @@ class BrokerConfig:
     metrics_exporter_type: str = METRICS_PROM
     metrics_prom_exporter_host: str = "127.0.0.1"
     metrics_prom_exporter_port: int = METRICS_PORT_DEFAULT
-    # Access control (cluster/acl/, RocketMQ's aclEnable): every door checks its callers against the
-    # accounts of acl_file, a plain_acl.yml (RocketMQ reads it from -Drocketmq.acl.plain.file), reread
-    # when it changes; the native door serves ZeroMQ CURVE with the keys in curve/ next to that file.
+    # Access control (cluster/acl/): every door checks callers against acl_file (reread on change; CURVE keys
+    # in curve/ beside it). ACL 1.0 (aclEnable): a plain_acl.yml; ACL 2.0 (RocketMQ 5.3's keys below, both
+    # enabled): users and ACLs in auth_config_path/auth.json, which topology.py makes the acl_file.
     acl_enable: bool = False
     acl_file: str = ""
+    authentication_enabled: bool = False
+    authorization_enabled: bool = False
+    auth_config_path: str = ""   # default: <data dir>/auth
+    init_authentication_user: str = ""                  # {"username": .., "password": ..}: a Super user
+    inner_client_authentication_credentials: str = ""   # {"accessKey": .., "secretKey": ..}: a Super user
+    migrate_auth_from_v1_enabled: bool = False          # plain_acl.yml's accounts as users and ACLs
     # TLS on the remoting door (cluster/tls.py; RocketMQ's tls.server.mode, certPath, keyPath): a
     # remoting signature does not cover the request code, so only TLS keeps a captured request from
     # being replayed as another.

@@ -156,6 +156,17 @@ class RequestCode(enum.IntEnum):
     CONTROLLER_GET_METADATA_INFO = 1005
     # A replica's epoch list: a returning replica truncates where its log left the master's.
     GET_BROKER_EPOCH_CACHE = 1007
+    # ACL 2.0's users and ACLs (RocketMQ 5.3, broker/admin_auth.py).
+    AUTH_CREATE_USER = 3001
+    AUTH_UPDATE_USER = 3002
+    AUTH_DELETE_USER = 3003
+    AUTH_GET_USER = 3004
+    AUTH_LIST_USER = 3005
+    AUTH_CREATE_ACL = 3006
+    AUTH_UPDATE_ACL = 3007
+    AUTH_DELETE_ACL = 3008
+    AUTH_GET_ACL = 3009
+    AUTH_LIST_ACL = 3010
     # Codes RocketMQ defines that RocketBox refuses with the reason (cluster/refusals.py).
     QUERY_BROKER_OFFSET = 13
     GET_TOPIC_CONFIG_LIST = 22
@@ -192,6 +203,7 @@ class ResponseCode(enum.IntEnum):
     MESSAGE_ILLEGAL = 13
     SERVICE_NOT_AVAILABLE = 14
     NO_PERMISSION = 16
+    INVALID_PARAMETER = 29
     TOPIC_NOT_EXIST = 17
     TOPIC_EXIST_ALREADY = 18
     PULL_NOT_FOUND = 19
@@ -276,6 +288,7 @@ SERVED_BY: dict[RequestCode, str] = {
     RequestCode.UPDATE_AND_CREATE_ACL_CONFIG: BROKER,
     RequestCode.DELETE_ACL_CONFIG: BROKER,
     RequestCode.GET_BROKER_CLUSTER_ACL_INFO: BROKER,
+    **{code: BROKER for code in range(RequestCode.AUTH_CREATE_USER, RequestCode.AUTH_LIST_ACL + 1)},
     RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG: BROKER,
     # Refused with the reason (cluster/refusals.py).
     **{code: BROKER for code in (

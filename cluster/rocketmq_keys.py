@@ -52,6 +52,12 @@ BROKER_KEYS: tuple[tuple[str, str, int], ...] = (
     ("metricsPromExporterHost", "metrics_prom_exporter_host", 1),
     ("metricsPromExporterPort", "metrics_prom_exporter_port", 1),
     ("aclEnable", "acl_enable", 1),
+    ("authenticationEnabled", "authentication_enabled", 1),
+    ("authorizationEnabled", "authorization_enabled", 1),
+    ("authConfigPath", "auth_config_path", 1),
+    ("initAuthenticationUser", "init_authentication_user", 1),
+    ("innerClientAuthenticationCredentials", "inner_client_authentication_credentials", 1),
+    ("migrateAuthFromV1Enabled", "migrate_auth_from_v1_enabled", 1),
     # TlsSystemConfig's keys (RocketMQ reads them as -D properties or from tls.properties).
     ("tls.server.mode", "tls_server_mode", 1),
     ("tls.server.certPath", "tls_server_cert_path", 1),

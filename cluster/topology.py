@@ -24,6 +24,8 @@ import socket
 from dataclasses import dataclass
 
 from rocketbox.cluster.acl.acl_file import read_acl_file, secret_exposures
+from rocketbox.cluster.acl.auth_migration import migrate_plain_acl
+from rocketbox.cluster.acl.auth_store import AUTH_FILE_NAME, ensure as ensure_auth_file, is_auth_file
 from rocketbox.cluster.acl.curve import server_key_pair
 from rocketbox.cluster.config import (ASYNC_FLUSH, BROKER_PORT_DEFAULT, BROKER_PORT_STEP, BROKER_REMOTING_PORT_DEFAULT,
                                       METRICS_PROM, NAMESRV_PORT_DEFAULT, NAMESRV_REMOTING_PORT_DEFAULT, SLAVE,
@@ -58,6 +60,9 @@ class Topology:
     console: ConsoleSettings | None = None
     # The cluster's plain_acl.yml when access control is on (every process checks its callers).
     acl_file: str = ""
+    # ACL 2.0 with migrateAuthFromV1Enabled: the plain_acl.yml whose accounts become users (acl_file
+    # is then the cluster's auth.json).
+    auth_migrate_from: str = ""
     # The metrics endpoint asks for credentials even on loopback (with acl_file; the console always does
     # unless told to trust loopback).
     require_credentials: bool = False
@@ -185,6 +190,7 @@ def build_topology(data_dir: str, *, namesrv_count: int = 1, broker_count: int =
     proxy_overrides = {**tls, **(proxy_overrides or {})}
     if not acl_file and (broker_overrides or {}).get("acl_enable"):
         acl_file = broker_overrides.get("acl_file", "")
+    acl_file, migrate_from = access_file(data_dir, acl_file, broker_overrides)
     if acl_file:
         access = {"acl_enable": True, "acl_file": os.path.abspath(acl_file)}
         acl_file = access["acl_file"]
@@ -268,8 +274,26 @@ def build_topology(data_dir: str, *, namesrv_count: int = 1, broker_count: int =
                                   state_path=os.path.join(data_dir, STATE_FILE_NAME), acl_file=acl_file,
                                   require_credentials=ask)
         console.validate()
-    return Topology(data_dir, namesrvs, tuple(brokers), tuple(slaves), proxy, console, acl_file,
+    return Topology(data_dir, namesrvs, tuple(brokers), tuple(slaves), proxy, console, acl_file, migrate_from,
                     require_credentials, tls.get("tls_server_mode", TLS_DISABLED), tls.get("tls_server_cert_path", ""))
+
+
+def access_file(data_dir: str, acl_file: str, broker_overrides: dict) -> tuple[str, str]:
+    """(the file every process checks callers against, the plain_acl.yml to migrate from): under ACL
+    2.0 (authenticationEnabled and authorizationEnabled) the cluster's auth.json in authConfigPath
+    (default <data dir>/auth); else ``acl_file`` (ACL 1.0, or "" without access control). ValueError
+    for one of the two keys alone, or a plain_acl.yml beside ACL 2.0 without migrateAuthFromV1Enabled."""
+    authn, authz = bool(broker_overrides.get("authentication_enabled")), bool(broker_overrides.get("authorization_enabled"))
+    if not (authn or authz):
+        return acl_file, ""
+    if authn != authz:
+        raise ValueError("ACL 2.0: RocketBox serves authenticationEnabled and authorizationEnabled together "
+                         "(set both to true)")
+    if acl_file and not broker_overrides.get("migrate_auth_from_v1_enabled"):
+        raise ValueError("a cluster runs ACL 1.0 (aclEnable, a plain_acl.yml) or ACL 2.0 (authenticationEnabled), "
+                         "not both: migrateAuthFromV1Enabled=true makes the plain_acl.yml's accounts ACL 2.0 users")
+    directory = broker_overrides.get("auth_config_path") or os.path.join(data_dir, "auth")
+    return os.path.join(os.path.abspath(directory), AUTH_FILE_NAME), os.path.abspath(acl_file) if acl_file else ""
 
 
 def tls_overrides(mode: str, cert: str, key: str, broker_overrides: dict | None = None) -> dict:
@@ -443,6 +467,11 @@ def remote_master_slave(data_dir: str, *, broker_name: str, broker_id: int, host
     ``master_address`` is the master's request host:port (config sync); its HA endpoint is
     ``master_ha_address``, by default the master's port + 1 as BrokerConfig.ha_address has it."""
     data_dir = os.path.abspath(data_dir)
+    broker_overrides = dict(broker_overrides or {})
+    acl_file, migrate_from = access_file(
+        data_dir, broker_overrides.get("acl_file", "") if broker_overrides.get("acl_enable") else "", broker_overrides)
+    if acl_file:
+        broker_overrides.update(acl_enable=True, acl_file=acl_file)
     if not master_ha_address:
         master_host, master_port = master_address.rsplit(":", 1)
         master_ha_address = f"{master_host}:{int(master_port) + 1}"
@@ -453,12 +482,19 @@ def remote_master_slave(data_dir: str, *, broker_name: str, broker_id: int, host
     cfg = dataclasses.replace(cfg, broker_id=broker_id, broker_role=SLAVE, ha_port=0,
                               ha_master_address=master_ha_address, master_address=master_address)
     cfg.validate()
-    return Topology(data_dir, (), (), (cfg,), acl_file=cfg.acl_file if cfg.acl_enable else "")
+    return Topology(data_dir, (), (), (cfg,), acl_file=cfg.acl_file if cfg.acl_enable else "",
+                    auth_migrate_from=migrate_from)
 
 
 def prepare_access_control(topology: Topology) -> None:
     """Before a cluster with access control starts: its ACL file must read (AclFormatError, a
     ValueError, with the reason), and the cluster's CURVE key pair is made next to it if missing."""
+    if topology.acl_file and is_auth_file(topology.acl_file):
+        first = (topology.brokers + topology.slaves + (None,))[0]
+        migrated = migrate_plain_acl(topology.auth_migrate_from) if topology.auth_migrate_from else []
+        ensure_auth_file(topology.acl_file, first.cluster_name if first else "",
+                         first.init_authentication_user if first else "",
+                         first.inner_client_authentication_credentials if first else "", migrated)
     if topology.acl_file:
         read_acl_file(topology.acl_file)
         server_key_pair(topology.acl_file, create=True)

@@ -18,6 +18,8 @@ import yaml
 from rocketbox.cluster.acl.addresses import AclFormatError
 from rocketbox.cluster.acl.curve import CLIENTS_DIR, SECRET_SUFFIX, CurveKeyError, account_keys, curve_dir, \
     keys_fingerprint
+from rocketbox.cluster.acl.auth_model import AuthStore
+from rocketbox.cluster.acl.auth_store import is_auth_file, read_auth_file
 from rocketbox.cluster.acl.model import AclConfig, parse_acl
 from rocketbox.cluster.file_modes import exposure
 
@@ -26,19 +28,27 @@ log = logging.getLogger(__name__)
 RELOAD_INTERVAL_S = 1.0
 
 
-def read_acl_file(path: str) -> AclConfig:
-    """The accounts of one plain_acl.yml; AclFormatError with the reason (and the path)."""
+def read_yaml(path: str):
+    """A plain_acl.yml's YAML document; AclFormatError with the reason (and the path)."""
     try:
         with open(path, "rb") as f:
             text = f.read()
     except OSError as exc:
         raise AclFormatError(f"cannot read the ACL file {path}: {exc.strerror or exc}") from None
     try:
-        data = yaml.safe_load(text)
+        return yaml.safe_load(text)
     except (yaml.YAMLError, RecursionError, ValueError, OverflowError) as exc:
         # RecursionError: nested too deep; ValueError, OverflowError: a \U escape past Unicode
         # (PyYAML's chr() of it).
         raise AclFormatError(f"{path} is not YAML: {exc}") from None
+
+
+def read_acl_file(path: str) -> AclConfig | AuthStore:
+    """The accounts of one plain_acl.yml (ACL 1.0), or the users and ACLs of an ``auth.json`` (ACL
+    2.0, acl/auth_store.py); AclFormatError with the reason (and the path)."""
+    if is_auth_file(path):
+        return read_auth_file(path)
+    data = read_yaml(path)
     try:
         return parse_acl(data)
     except AclFormatError as exc:
@@ -98,8 +108,9 @@ class AclFile:
         self.loads += 1
         for note in config.warnings:
             log.warning("%s: %s", self.path, note)
-        log.info("access control reloaded from %s: %d accounts, %d CURVE keys", self.path,
-                 len(config.accounts), len(self.curve_accounts))
+        log.info("access control reloaded from %s: %d %s, %d CURVE keys", self.path,
+                 len(config.users if isinstance(config, AuthStore) else config.accounts),
+                 "users" if isinstance(config, AuthStore) else "accounts", len(self.curve_accounts))
         return True
 
     def watch(self, loop, interval_s: float = RELOAD_INTERVAL_S) -> None:

@@ -20,6 +20,8 @@ import hmac
 from dataclasses import dataclass
 from typing import Callable
 
+from rocketbox.cluster.acl import auth_decision
+from rocketbox.cluster.acl.auth_model import AuthStore
 from rocketbox.cluster.acl.model import AclConfig
 from rocketbox.cluster.acl.permissions import PUB, describe, permits
 from rocketbox.cluster.acl.signature import parse_basic
@@ -52,8 +54,12 @@ def resource_name(resource: str) -> str:
     return f"topic:{resource}"
 
 
-def decide(config: AclConfig, caller: Caller, code: int, needed: dict[str, int], admin_only: bool) -> Refusal | None:
-    """None when ``caller`` may make request ``code`` touching ``needed``; else why not."""
+def decide(config: AclConfig | AuthStore, caller: Caller, code: int, needed: dict[str, int],
+           admin_only: bool) -> Refusal | None:
+    """None when ``caller`` may make request ``code`` touching ``needed``; else why not. A cluster
+    under ACL 2.0 (an AuthStore) is judged by acl/auth_decision.py instead."""
+    if isinstance(config, AuthStore):
+        return _decide_v2(config, caller, code, needed, admin_only)
     if config.globally_white(caller.address):
         return None
     if not caller.access_key:
@@ -83,7 +89,15 @@ def decide(config: AclConfig, caller: Caller, code: int, needed: dict[str, int],
     return None
 
 
-def http_refusal(config: AclConfig, authorization: str | None, address: str, admin_only: bool) -> Refusal | None:
+def _decide_v2(store: AuthStore, caller: Caller, code: int, needed: dict[str, int], admin_only: bool) -> Refusal | None:
+    unknown = auth_decision.authenticate(store, caller)
+    if unknown is not None:
+        return Refusal(*unknown)
+    reason = auth_decision.authorize(store, caller, code, needed, admin_only)
+    return Refusal(AUTHORIZATION, reason) if reason else None
+
+
+def http_refusal(config: AclConfig | AuthStore, authorization: str | None, address: str, admin_only: bool) -> Refusal | None:
     """The console's and the metrics endpoint's check: HTTP Basic with an account's accessKey and
     secretKey (white addresses pass as on the other doors); ``admin_only``: the account must be admin."""
     credentials = parse_basic(authorization)

@@ -64,6 +64,8 @@ ADMIN_CODES = frozenset({
     RequestCode.WIPE_WRITE_PERM_OF_BROKER, RequestCode.ADD_WRITE_PERM_OF_BROKER, RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE,
     RequestCode.CLEAN_UNUSED_TOPIC, RequestCode.CLONE_GROUP_OFFSET, RequestCode.CONSUME_MESSAGE_DIRECTLY,
     RequestCode.RESUME_CHECK_HALF_MESSAGE,
+    # ACL 2.0's users and ACLs (Apache: Update, or Get for the reading four, on the cluster).
+    *range(RequestCode.AUTH_CREATE_USER, RequestCode.AUTH_LIST_ACL + 1),
 })
 # Codes that return a topic's stored records as they lie in its queues.
 _QUEUE_READS = frozenset({RequestCode.PULL_MESSAGE, RequestCode.POP_MESSAGE})

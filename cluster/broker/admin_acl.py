@@ -26,6 +26,7 @@ import time
 import yaml
 
 from rocketbox.cluster.acl.addresses import AclFormatError
+from rocketbox.cluster.acl.auth_store import is_auth_file
 from rocketbox.cluster.acl.model import KEY_LENGTH_MIN, parse_acl
 from rocketbox.cluster.protocol import ProtocolError, ResponseCode, answers_refusals, field_bool, field_str, to_json_bytes
 from rocketbox.cluster.shm.durable import atomic_write
@@ -62,7 +63,8 @@ def _data_version(data: dict, path: str) -> dict:
 class AclAdmin:
     def __init__(self, cfg):
         self.cfg = cfg
-        self.path = os.path.abspath(cfg.acl_file) if cfg.acl_enable and cfg.acl_file else ""
+        path = os.path.abspath(cfg.acl_file) if cfg.acl_enable and cfg.acl_file else ""
+        self.path = "" if is_auth_file(path) else path   # an ACL 2.0 cluster has no plain_acl.yml to edit
 
     def _load(self) -> dict:
         with open(self.path, "rb") as f:

@@ -76,6 +76,16 @@ BROKER_HANDLERS: dict[int, str] = {
     RequestCode.DELETE_ACL_CONFIG: "acl_admin.on_delete_account",
     RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG: "acl_admin.on_update_global_white_addrs",
     RequestCode.GET_BROKER_CLUSTER_ACL_INFO: "acl_admin.on_acl_version",
+    RequestCode.AUTH_CREATE_USER: "auth_admin.on_create_user",
+    RequestCode.AUTH_UPDATE_USER: "auth_admin.on_update_user",
+    RequestCode.AUTH_DELETE_USER: "auth_admin.on_delete_user",
+    RequestCode.AUTH_GET_USER: "auth_admin.on_get_user",
+    RequestCode.AUTH_LIST_USER: "auth_admin.on_list_user",
+    RequestCode.AUTH_CREATE_ACL: "auth_admin.on_create_acl",
+    RequestCode.AUTH_UPDATE_ACL: "auth_admin.on_update_acl",
+    RequestCode.AUTH_DELETE_ACL: "auth_admin.on_delete_acl",
+    RequestCode.AUTH_GET_ACL: "auth_admin.on_get_acl",
+    RequestCode.AUTH_LIST_ACL: "auth_admin.on_list_acl",
 }
 
 

@@ -18,6 +18,7 @@ from rocketbox.cluster.acl.records import readable_records, require_record
 from rocketbox.cluster.broker import channels
 from rocketbox.cluster.broker.admin import AdminProcessor
 from rocketbox.cluster.broker.admin_acl import AclAdmin
+from rocketbox.cluster.broker.admin_auth import AuthAdmin
 from rocketbox.cluster.broker.admin_clients import ClientAdmin
 from rocketbox.cluster.broker.admin_store import StoreAdmin
 from rocketbox.cluster.broker.boot import BootedBroker
@@ -142,6 +143,8 @@ class BrokerService:
         self.stats = BrokerStats(self.sender, self.puller)
         self.admin = AdminProcessor(ctx, self.stats.group_gets, self.started_ms)
         self.acl_admin = AclAdmin(cfg)
+        # An edit is in force on this broker at once (the others reread the file within a second).
+        self.auth_admin = AuthAdmin(cfg, on_edit=lambda: self.acl.acl.reload_if_changed() if self.acl else None)
         self.client_admin = ClientAdmin(cfg.broker_name, self.store, self.clients, ctx.call_peer)
         self.store_admin = StoreAdmin(ctx, self.stats.group_gets, self.schedule, self.transactions)
         self.replies = ReplyProcessor(ctx, cfg.remoting_address or cfg.address)

@@ -7,6 +7,11 @@ pulls and offset queries of every topic from its replicated store. The requests 
 RPC client's I/O thread; their futures are read back on the broker's loop (no locks), one round
 at a time. A master that does not answer leaves the slave's tables as they were: while it is
 down, consumers may commit offsets to the slave (see docs/ARCHITECTURE.md, "Replication").
+
+Under ACL 2.0 it also asks AUTH_LIST_USER (3005) and AUTH_LIST_ACL (3010) and makes its auth.json
+hold the master's users and ACLs: on one host master and slave read the same file (nothing to
+write), a slave on another host keeps a copy. A master that refuses them (no ACL 2.0 there) leaves
+the copy as it is; the other tables are applied all the same.
 """
 
 from __future__ import annotations
@@ -14,6 +19,9 @@ from __future__ import annotations
 import json
 import logging
 
+from rocketbox.cluster.acl.addresses import AclFormatError
+from rocketbox.cluster.acl.auth_model import AuthError, AuthStore
+from rocketbox.cluster.acl.auth_store import editing, is_auth_file, read_auth_file
 from rocketbox.cluster.broker.topics import TopicConfig
 from rocketbox.cluster.protocol import RequestCode, ResponseCode
 from rocketbox.cluster.wire_format import Command
@@ -35,6 +43,7 @@ class SlaveSynchronize:
         self.pending: dict[str, object] = {}
         self._next_s = 0.0
         self.synced = 0          # rounds applied
+        self.auth_file = cfg.acl_file if cfg.acl_enable and is_auth_file(cfg.acl_file) else ""
 
     def serve(self, loop) -> None:
         if self.cfg.master_address:
@@ -54,9 +63,13 @@ class SlaveSynchronize:
             "topics": self.client.call_async(endpoint, Command(RequestCode.GET_ALL_TOPIC_CONFIG, {})),
             "offsets": self.client.call_async(endpoint, Command(RequestCode.GET_ALL_CONSUMER_OFFSET, {})),
             "groups": self.client.call_async(endpoint, Command(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, {}))}
+        if self.auth_file:
+            self.pending["users"] = self.client.call_async(endpoint, Command(RequestCode.AUTH_LIST_USER, {}))
+            self.pending["acls"] = self.client.call_async(endpoint, Command(RequestCode.AUTH_LIST_ACL, {}))
 
     def _apply(self) -> None:
         pending, self.pending = self.pending, {}
+        self._apply_auth(pending.pop("users", None), pending.pop("acls", None))
         answers = {}
         for kind, future in pending.items():
             exc = future.exception()
@@ -83,6 +96,29 @@ class SlaveSynchronize:
             topic, _, group = key.partition("@")
             for queue_id, offset in queues.items():
                 offsets.commit(group, topic, int(queue_id), int(offset))
+
+    def _apply_auth(self, users, acls) -> None:
+        if users is None or acls is None:
+            return
+        answers = []
+        for future in (users, acls):
+            exc = future.exception()
+            if exc is not None or future.result().code != ResponseCode.SUCCESS:
+                log.info("slave sync of ACL 2.0 from %s failed: %s", self.cfg.master_address,
+                         exc or future.result().remark)
+                return
+            answers.append(json.loads(future.result().body or b"[]"))
+        try:
+            fresh = AuthStore({"users": answers[0], "acls": answers[1]})
+            held = read_auth_file(self.auth_file)
+            if fresh.to_json()["users"] == held.to_json()["users"] and fresh.to_json()["acls"] == held.to_json()["acls"]:
+                return
+            with editing(self.auth_file) as store:
+                store.users, store.acls = fresh.users, fresh.acls
+        except (AuthError, AclFormatError, OSError) as exc:
+            log.warning("slave sync of ACL 2.0 from %s not applied: %s", self.cfg.master_address, exc)
+            return
+        log.info("ACL 2.0 users and ACLs copied from the master %s", self.cfg.master_address)
 
     def close(self) -> None:
         self.client.close()

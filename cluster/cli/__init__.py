@@ -27,6 +27,8 @@
           | wipeWritePerm | addWritePerm | producerConnection | producer | brokerConsumeStats
           | cleanExpiredCQ | cleanUnusedTopic | cloneGroupOffset | queryCq | consumeMessageDirectly
             (mqadmin's NameServer verbs and rarer broker verbs: mqadmin_more.py)
+    cluster createUser | updateUser | deleteUser | getUser | listUser | createAcl | updateAcl
+          | deleteAcl | getAcl | listAcl   (mqadmin's ACL 2.0 verbs: auth_cmds.py)
 
 Commands that talk to a cluster find its NameServers in ``--namesrv``, else in
 ``ROCKETBOX_NAMESRV``, else in the run-state file of ``--data-dir`` (an address without a port
@@ -54,8 +56,8 @@ import os
 import sys
 
 from rocketbox.cluster.acl.curve import CurveKeyError, use_cluster_keys
-from rocketbox.cluster.cli import (acl_cmds, admin_cmds, client_cmds, cluster_cmds, config_cmds, logs_cmds,
-                                   mqadmin_cmds, mqadmin_more, tls_cmds, up_config, up_settings)
+from rocketbox.cluster.cli import (acl_cmds, admin_cmds, auth_cmds, client_cmds, cluster_cmds, config_cmds,
+                                   logs_cmds, mqadmin_cmds, mqadmin_more, tls_cmds, up_config, up_settings)
 from rocketbox.cluster.cli.client_cmds import query_problem
 from rocketbox.cluster.cli.cluster_cmds import role_problem
 from rocketbox.cluster.cli.common import DATA_DIR_DEFAULT
@@ -69,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--namesrv", help="NameServer addresses, host:port;host:port")
     sub = parser.add_subparsers(dest="command", required=True)
     for commands in (cluster_cmds, config_cmds, logs_cmds, client_cmds, admin_cmds, mqadmin_cmds, mqadmin_more,
-                     acl_cmds, tls_cmds):
+                     acl_cmds, auth_cmds, tls_cmds):
         commands.add_parsers(sub)
     for verb in set(sub.choices.values()):
         _accept_global_options(verb)
@@ -92,9 +94,10 @@ def _accept_global_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _use_cluster_keys(data_dir: str) -> None:
-    """A data dir started with access control: talk to its cluster with the cluster's own key."""
+    """A data dir started with access control: talk to its cluster with the cluster's own key (ACL
+    2.0's beside the data dir's auth/auth.json, else ACL 1.0's beside its plain_acl.yml)."""
     try:
-        acl_file = up_settings.remembered(data_dir).get("acl_file")
+        acl_file = up_settings.access_file(data_dir)
     except (OSError, ValueError):
         return
     if acl_file:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import sys
 
+from rocketbox.cluster.acl.auth_model import AuthStore
 from rocketbox.cluster.acl.acl_file import read_acl_file, secret_exposures
 from rocketbox.cluster.acl.curve import CLIENTS_DIR, account_keys, curve_dir, make_key_pair, server_key_pair
 from rocketbox.cluster.acl.permissions import describe
@@ -25,7 +26,7 @@ def _acl_file(args) -> str | None:
     path = os.path.abspath(args.acl_file) if args.acl_file else None
     if path is None:
         try:
-            path = up_settings.remembered(args.data_dir).get("acl_file")
+            path = up_settings.access_file(args.data_dir)
         except (OSError, ValueError):
             path = None
     if not path:
@@ -38,7 +39,7 @@ def cmd_keygen(args) -> int:
     if not acl_file:
         return 2
     config = read_acl_file(acl_file)
-    if args.account not in config.accounts:
+    if args.account not in (config.users if isinstance(config, AuthStore) else config.accounts):
         print(f"warning: {acl_file} has no account {args.account!r} yet: the key acts as nobody until it does",
               file=sys.stderr)
     server = server_key_pair(acl_file, create=True)
@@ -57,6 +58,12 @@ def cmd_check(args) -> int:
     config = read_acl_file(acl_file)
     keys, problems = account_keys(acl_file)
     by_account = {account: key.decode() for key, account in keys.items()}
+    if isinstance(config, AuthStore):   # ACL 2.0: its users (no password) and ACLs
+        users = [{"username": u["username"], "userType": u["userType"], "userStatus": u["userStatus"],
+                  "curveKey": by_account.get(u["username"], "")} for u in config.users.values()]
+        print_json({"file": acl_file, "users": users, "acls": config.list_acls(None, None),
+                    "warnings": [*problems, *secret_exposures(acl_file)]})
+        return 0
     rows = [{"accessKey": a.access_key, "admin": a.admin, "whiteRemoteAddress": a.white_address,
              "defaultTopicPerm": describe(a.default_topic_perm), "defaultGroupPerm": describe(a.default_group_perm),
              "resources": {r: describe(p) for r, p in sorted(a.resource_perms.items())},

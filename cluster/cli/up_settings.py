@@ -13,6 +13,7 @@ import glob
 import json
 import os
 
+from rocketbox.cluster.acl.auth_store import AUTH_FILE_NAME
 from rocketbox.cluster.config import (BROKER_PORT_DEFAULT, BROKER_REMOTING_PORT_DEFAULT, METRICS_PORT_DEFAULT,
                                       NAMESRV_PORT_DEFAULT, NAMESRV_REMOTING_PORT_DEFAULT)
 from rocketbox.cluster.file_modes import private_dir
@@ -66,6 +67,14 @@ def remembered(data_dir: str) -> dict:
     except FileNotFoundError:
         segment = _existing_segment_bytes(data_dir)
         return {} if segment is None else {"commitlog_file_size_bytes": segment}
+
+
+def access_file(data_dir: str) -> str | None:
+    """The file the cluster of ``data_dir`` checks callers against: ACL 2.0's auth/auth.json when
+    there is one, else the plain_acl.yml it was started with; None without access control.
+    OSError or ValueError when the remembered settings are unreadable."""
+    auth_file = os.path.join(data_dir, "auth", AUTH_FILE_NAME)
+    return auth_file if os.path.exists(auth_file) else remembered(data_dir).get("acl_file")
 
 
 def resolve(args) -> str | None:

@@ -13,7 +13,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from rocketbox.cluster.client.message import Message
-from rocketbox.cluster.console import cluster_view, dead_letters, groups, messages, topics
+from rocketbox.cluster.console import access, cluster_view, dead_letters, groups, messages, topics
 from rocketbox.cluster.console.context import ConsoleContext
 from rocketbox.cluster.console.forms import FormError, choice, text_field
 from rocketbox.cluster.console.web import STATIC_DIR, Pages
@@ -125,6 +125,12 @@ def build_app(context: ConsoleContext) -> Starlette:
         done = sum(r["status"] == "RESENT" for r in rows)
         return f"/dlq?group={quote(group, safe='')}", {"notice": f"{done} resent, {len(rows) - done} not", "resent": rows}
 
+    def access_page(request, form):
+        return {"title": "Access (ACL 2.0)", **access.access_page(admin)}
+
+    def access_edit(edit):
+        return lambda request, form: ("/access", {"notice": edit(request, form)})
+
     def charts_page(request, form):
         return {"title": "Throughput", "refresh_ms": REFRESH_MS, "window_s": context.settings.chart_window_s}
 
@@ -146,6 +152,15 @@ def build_app(context: ConsoleContext) -> Starlette:
         Route("/dlq", pages.page("dlq.html", dlq_page, nav="dlq")),
         Route("/dlq/{group}/resend", pages.action(dlq_resend, nav="dlq"), methods=["POST"]),
         Route("/charts", pages.page("charts.html", charts_page, nav="charts")),
+        Route("/access", pages.page("access.html", access_page, nav="access")),
+        Route("/access/users", pages.action(access_edit(lambda r, f: access.create_user(admin, f)), nav="access"),
+              methods=["POST"]),
+        Route("/access/users/{user}/delete", pages.action(access_edit(
+            lambda r, f: access.delete_user(admin, r.path_params["user"])), nav="access"), methods=["POST"]),
+        Route("/access/acls", pages.action(access_edit(lambda r, f: access.put_acl_entry(admin, f)), nav="access"),
+              methods=["POST"]),
+        Route("/access/acls/delete", pages.action(access_edit(lambda r, f: access.delete_acl_entry(admin, f)),
+                                                  nav="access"), methods=["POST"]),
         Route("/api/throughput", pages.api(lambda request: context.history.series())),
         Mount("/static", app=StaticFiles(directory=STATIC_DIR), name="static"),
     ]
