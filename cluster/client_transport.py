@@ -28,6 +28,13 @@ class RequestTimeout(TransportError):
     pass
 
 
+class AccessRefused(TransportError):
+    """A door refused this client for access control before any request could be answered (the
+    native door's CURVE handshake: no keys, keys of another cluster, or keys where it takes none).
+    A TransportError, so callers that try the next NameServer or broker still do; the reason says
+    what to give instead."""
+
+
 class ClientTransport:
     """The base of both clients' transports: the calling thread's own connections for sync calls,
     one I/O thread for the rest, made on first use and again in a forked child, and the handlers of

@@ -5,11 +5,14 @@
 - ``BrokerError``: the server answered with an error code and a reason.
 - ``NoRouteError``: no NameServer knows the topic, or no writable queue.
 - ``MessageInvalid``: refused before sending (too large, bad name).
+- ``AccessDenied``: access control refused this client before any answer (no keys, another
+  cluster's keys): the reason says which keys to give, and how.
 """
 
 from __future__ import annotations
 
 from rocketbox.cluster.protocol import ResponseCode
+from rocketbox.cluster.client_transport import AccessRefused
 from rocketbox.cluster.zmq_transport import RequestTimeout, TransportError
 
 
@@ -33,6 +36,20 @@ class MessageInvalid(ClientError):
     pass
 
 
+class AccessDenied(ClientError):
+    pass
+
+
+def unreachable_error(endpoints, failures: list[Exception], kind: str = "NameServer") -> ClientError:
+    """What a client raises when no endpoint answered: AccessDenied with the door's reason when
+    access control refused it (trying elsewhere would not help), else NoRouteError naming the last failure."""
+    for failure in failures:
+        if isinstance(failure, AccessRefused):
+            return AccessDenied(str(failure))
+    last = f": {failures[-1]}" if failures else ""
+    return NoRouteError(f"no {kind} answered ({', '.join(endpoints)}){last}")
+
+
 class BrokerError(ClientError):
     def __init__(self, code: int, remark: str, endpoint: str = ""):
         try:
@@ -53,4 +70,4 @@ def raise_for(response, endpoint: str = "", ok=(ResponseCode.SUCCESS,)):
 
 
 __all__ = ["ClientError", "ClientClosed", "BrokerUnreachable", "NoRouteError", "MessageInvalid",
-           "BrokerError", "RequestTimeout", "TransportError", "raise_for"]
+           "AccessDenied", "AccessRefused", "BrokerError", "unreachable_error", "RequestTimeout", "TransportError", "raise_for"]

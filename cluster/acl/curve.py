@@ -163,6 +163,32 @@ def use_cluster_keys(acl_file: str) -> None:
     use_for_process(client_keys_for(acl_file))
 
 
+def effective_client_keys(keys: ClientKeys | None) -> ClientKeys | None:
+    """The keys a client socket made with ``keys`` connects with (``keys``, else the process's)."""
+    return keys or _process_client_keys
+
+
+HOW_TO_CONNECT = ("connect as an account of its ACL file: ClientConfig.for_account(NAME, acl_file=...) in Python, "
+                  "`cluster --account NAME ...` (or ROCKETBOX_ACCOUNT=NAME) on the command line; "
+                  "`cluster acl keygen NAME` makes an account's keys beside the ACL file")
+
+
+def handshake_refusal(endpoint: str, mechanism_mismatch: bool, has_keys: bool) -> str:
+    """Why a door refused this client's ZeroMQ handshake, in words, and what to give instead. A
+    client without keys meets a CURVE door (the server closes at the greeting, which libzmq reports
+    either as a mechanism mismatch or without detail); one with keys meets a plain door (a
+    mismatch) or a CURVE door with another server key."""
+    if not has_keys:
+        return (f"access control refused this client at {endpoint}: that door takes only ZeroMQ CURVE connections "
+                f"(the cluster runs with an ACL file) and this client has no keys; {HOW_TO_CONNECT}")
+    if mechanism_mismatch:
+        return (f"access control is off at {endpoint} (that door takes plain connections) and this client "
+                f"connects with CURVE keys: leave its keys out")
+    return (f"access control refused this client at {endpoint}: its CURVE handshake failed, so the server key it "
+            f"was given is not that door's (keys of another cluster, or read before the cluster's "
+            f"curve/server.key was made); {HOW_TO_CONNECT}")
+
+
 def secure_client(sock: zmq.Socket, keys: ClientKeys | None = None) -> None:
     """CURVE options of a client socket, before it connects: ``keys``, else the process's, else none."""
     keys = keys or _process_client_keys
