@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import os
 import re
 from dataclasses import dataclass
 
@@ -482,6 +483,28 @@ def latency_table_problem(latency_max_ms, durations_ms, isolation_latency_ms) ->
     return None
 
 
+# Where an ACL file's ZeroMQ CURVE keys live (acl/curve.py makes and reads them): curve/ beside the
+# file, the cluster's pair as server.key(_secret), each account's as clients/<accessKey>.key(_secret).
+ACL_ACCOUNT_ENV = "ROCKETBOX_ACCOUNT"
+ACL_FILE_ENV = "ROCKETBOX_ACL_FILE"
+
+
+def curve_key_dir(acl_file: str) -> str:
+    return os.path.join(os.path.dirname(os.path.abspath(acl_file)), "curve")
+
+
+def account_key_path(account: str, acl_file: str | None) -> str:
+    """The secret key file of ``account`` (an accessKey beside ``acl_file``, else
+    $ROCKETBOX_ACL_FILE), or ``account`` itself when it names a key file; ValueError when neither says."""
+    if account.endswith(".key_secret") or os.sep in account:
+        return os.path.abspath(os.path.expanduser(account))
+    acl_file = acl_file or os.environ.get(ACL_FILE_ENV, "")
+    if not acl_file:
+        raise ValueError(f"which cluster is account {account!r} of? give the cluster's ACL file "
+                         f"(acl_file=..., or {ACL_FILE_ENV}), or the path of its .key_secret file")
+    return os.path.join(curve_key_dir(acl_file), "clients", account + ".key_secret")
+
+
 @dataclass(frozen=True)
 class ClientConfig:
     namesrv_endpoints: tuple[str, ...] = (f"tcp://127.0.0.1:{NAMESRV_PORT_DEFAULT}",)
@@ -551,6 +574,32 @@ class ClientConfig:
     tls_enable: bool = False
     tls_trust_cert_path: str = ""
     tls_verify_server: bool = True
+
+    @classmethod
+    def for_account(cls, account: str, acl_file: str | None = None, **fields) -> "ClientConfig":
+        """A native client's config that acts as ``account`` of a cluster with access control: the
+        CURVE pair ``cluster acl keygen ACCOUNT`` wrote (``curve/clients/ACCOUNT.key_secret`` beside
+        ``acl_file``, default $ROCKETBOX_ACL_FILE; or ``account`` as that file's path) and the
+        cluster's public key (``curve/server.key`` beside it). ``fields``: any other setting.
+        ValueError naming the file and the command that makes it when a key is missing."""
+        import zmq.auth
+
+        secret_path = account_key_path(account, acl_file)
+        server_path = os.path.join(os.path.dirname(os.path.dirname(secret_path)), "server.key")
+        name = os.path.basename(secret_path)[:-len(".key_secret")]
+        if not os.path.isfile(secret_path):
+            raise ValueError(f"account {name!r} has no CURVE keys ({secret_path} does not exist): "
+                             f"`cluster acl keygen {name}` makes them beside the cluster's ACL file")
+        try:
+            public, secret = zmq.auth.load_certificate(secret_path)
+            server, _ = zmq.auth.load_certificate(server_path)
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"no CURVE keys of account {name!r}: {exc} (`cluster acl keygen {name}` makes them "
+                             f"beside the cluster's ACL file)") from None
+        if not secret:
+            raise ValueError(f"{secret_path} holds no secret key: it is a public key file")
+        return cls(curve_server_key=server.decode(), curve_public_key=public.decode(),
+                   curve_secret_key=secret.decode(), **fields)
 
     def validate(self) -> None:
         if self.transport not in CLIENT_TRANSPORTS:

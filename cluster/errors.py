@@ -50,13 +50,20 @@ def unreachable_error(endpoints, failures: list[Exception], kind: str = "NameSer
     return NoRouteError(f"no {kind} answered ({', '.join(endpoints)}){last}")
 
 
+# What a NO_PERMISSION answer (access control) adds to its reason: what the caller can do about it.
+NO_PERMISSION_HINT = ("access control refused it: act as an account the cluster's ACL file gives that right "
+                      "(ClientConfig.for_account(NAME, acl_file=...) on the native door; `cluster --account NAME`; "
+                      "RocketMQ's clients sign with the account's accessKey and secretKey), or grant it in the ACL file")
+
+
 class BrokerError(ClientError):
     def __init__(self, code: int, remark: str, endpoint: str = ""):
         try:
             name = ResponseCode(code).name
         except ValueError:
             name = str(code)
-        super().__init__(f"{name} ({code}) from {endpoint or 'server'}: {remark}")
+        hint = f" ({NO_PERMISSION_HINT})" if code == ResponseCode.NO_PERMISSION else ""
+        super().__init__(f"{name} ({code}) from {endpoint or 'server'}: {remark}{hint}")
         self.code = code
         self.remark = remark
         self.endpoint = endpoint

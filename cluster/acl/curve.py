@@ -24,7 +24,8 @@ from typing import NamedTuple
 import zmq
 import zmq.auth
 
-CURVE_DIR = "curve"
+from rocketbox.cluster.config import account_key_path, curve_key_dir
+
 CLIENTS_DIR = "clients"
 SERVER_NAME = "server"
 PUBLIC_SUFFIX = ".key"
@@ -47,7 +48,7 @@ class ClientKeys(NamedTuple):
 
 
 def curve_dir(acl_file: str) -> str:
-    return os.path.join(os.path.dirname(os.path.abspath(acl_file)), CURVE_DIR)
+    return curve_key_dir(acl_file)
 
 
 def _write_certificate(path: str, public: bytes, secret: bytes | None) -> None:
@@ -139,7 +140,7 @@ def client_keys_for(acl_file: str, account: str | None = None) -> ClientKeys:
     server = server_key_pair(acl_file)
     if account is None:
         return ClientKeys(server.public, server.public, server.secret)
-    pair = load_key_pair(os.path.join(curve_dir(acl_file), CLIENTS_DIR, account + SECRET_SUFFIX))
+    pair = load_key_pair(account_key_path(account, acl_file))
     return ClientKeys(server.public, pair.public, pair.secret)
 
 
