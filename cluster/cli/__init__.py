@@ -70,7 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = CommandParser(prog="cluster", description="RocketBox: a RocketMQ-style cluster in a box")
     parser.add_argument("--data-dir", default=DATA_DIR_DEFAULT, help=f"default {DATA_DIR_DEFAULT}")
     parser.add_argument("--namesrv", help="NameServer addresses, host:port;host:port")
-    parser.add_argument("--account", default=os.environ.get(ACL_ACCOUNT_ENV) or None,
+    parser.add_argument("--account", dest="act_as", default=os.environ.get(ACL_ACCOUNT_ENV) or None,
                         help=f"act as this account of the cluster's ACL file (its keys from `cluster acl keygen "
                              f"NAME`, or the path of its .key_secret; default ${ACL_ACCOUNT_ENV}); without it, a "
                              f"data dir started with an ACL file is used with the cluster's own key (a superuser)")
@@ -87,12 +87,10 @@ def _accept_global_options(parser: argparse.ArgumentParser) -> None:
     """--data-dir and --namesrv after the subcommand too (``cluster up --data-dir D``), and after
     a nested one (``cluster topic create T --data-dir D``). SUPPRESS: absent there, the value given
     before the subcommand (or the default) stays."""
-    for flags, help_text in ((("--data-dir",), "as the global --data-dir, given after the subcommand"),
-                             (("--namesrv",), "as the global --namesrv, given after the subcommand"),
-                             (("--account",), "as the global --account, given after the subcommand")):
-        if not any(flag in parser._option_string_actions for flag in flags):
-            parser.add_argument(*flags, dest=flags[0][2:].replace("-", "_"), default=argparse.SUPPRESS,
-                                help=help_text)
+    for flag, dest in (("--data-dir", "data_dir"), ("--namesrv", "namesrv"), ("--account", "act_as")):
+        if flag not in parser._option_string_actions:
+            parser.add_argument(flag, dest=dest, default=argparse.SUPPRESS,
+                                help=f"as the global {flag}, given after the subcommand")
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             for nested in set(action.choices.values()):
@@ -106,11 +104,11 @@ def _use_keys(args) -> str | None:
         acl_file = up_settings.remembered(args.data_dir).get("acl_file")
     except (OSError, ValueError):
         acl_file = None
-    if args.account:
+    if args.act_as:
         try:
-            config = ClientConfig.for_account(args.account, acl_file or os.environ.get(ACL_FILE_ENV))
+            config = ClientConfig.for_account(args.act_as, acl_file or os.environ.get(ACL_FILE_ENV))
         except ValueError as exc:
-            return f"--account {args.account}: {exc}"
+            return f"--account {args.act_as}: {exc}"
         use_for_process(ClientKeys(config.curve_server_key.encode(), config.curve_public_key.encode(),
                                    config.curve_secret_key.encode()))
     elif acl_file:
@@ -135,7 +133,7 @@ def main(argv=None) -> int:
         problem = query_problem(args)
     elif args.command in ("up", "config"):
         problem = up_config.load(args) or up_settings.resolve(args) or role_problem(args)
-    if not problem and args.command not in ("up", "down", "status", "config", "logs", "acl", "tls"):
+    if not problem:
         problem = _use_keys(args)
     if problem:
         print(f"error: {problem}", file=sys.stderr)

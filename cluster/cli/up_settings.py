@@ -129,7 +129,8 @@ def resolve(args) -> str | None:
                 return (f"{args.data_dir}: {_shown(name, value)} cannot replace what it was made with: {refusal}. "
                         f"Leave {_flag(name)} out to keep {_shown(name, saved[name])}, "
                         f"or give another --data-dir for a new cluster")
-            changed.append(f"{_shown(name, value)} replaces {_shown(name, saved[name])} (remembered for the next up)")
+            changed.append(f"{args.data_dir} was made {_shown(name, saved[name])}; now {_shown(name, value)} "
+                           f"(remembered for the next up)")
         setattr(args, name, value if explicit else saved.get(name, default))
     args.changed_settings = changed
     return None

@@ -40,7 +40,7 @@ def test_access_control_is_turned_on_and_off_later_and_an_account_acts_as_itself
         # Before: "was made with --acl-file None, not ...", exit 2.
         on = cli("up", "--detach", "--acl-file", str(acl_file))
         assert on.returncode == 0, on.stderr
-        assert f"note: --acl-file {acl_file} replaces without --acl-file (remembered for the next up)" in on.stderr
+        assert f"note: {data_dir} was made without --acl-file; now --acl-file {acl_file} (remembered for the next up)" in on.stderr
         keygen = cli("acl", "keygen", "orders-app")
         assert keygen.returncode == 0, keygen.stderr
         sent = cli("--account", "orders-app", "send", "Orders", "as orders-app")
@@ -70,7 +70,7 @@ def test_access_control_is_turned_on_and_off_later_and_an_account_acts_as_itself
         assert cli("down").returncode == 0
         off = cli("up", "--detach", "--no-acl")
         assert off.returncode == 0, off.stderr
-        assert f"note: without --acl-file replaces --acl-file {acl_file}" in off.stderr
+        assert f"note: {data_dir} was made --acl-file {acl_file}; now without --acl-file" in off.stderr
         plain = run_cli("send", "Orders", "open again", data_dir=str(tmp_path / "elsewhere"),
                         namesrv=f"127.0.0.1:{ports[0]}", check=False, env=env)
         assert plain.returncode == 0, plain.stderr

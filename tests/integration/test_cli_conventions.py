@@ -224,7 +224,7 @@ def test_a_data_dir_remembers_how_it_was_made_and_the_dev_footprint_is_small(tmp
         assert cli("down").returncode == 0
         changed = cli("up", "--detach", "--flush-mode", "sync")
         assert changed.returncode == 0, changed
-        assert "note: --flush-mode sync replaces --flush-mode async (remembered for the next up)" in changed.stderr
+        assert f"note: {data_dir} was made --flush-mode async; now --flush-mode sync (remembered" in changed.stderr
     finally:
         cli("down")
 
