@@ -21,9 +21,10 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-import os
 import re
 from dataclasses import dataclass
+
+from rocketbox.cluster.account_keys import account_curve_fields
 
 NAMESRV_PORT_DEFAULT = 9871
 BROKER_PORT_DEFAULT = 10811
@@ -483,28 +484,6 @@ def latency_table_problem(latency_max_ms, durations_ms, isolation_latency_ms) ->
     return None
 
 
-# Where an ACL file's ZeroMQ CURVE keys live (acl/curve.py makes and reads them): curve/ beside the
-# file, the cluster's pair as server.key(_secret), each account's as clients/<accessKey>.key(_secret).
-ACL_ACCOUNT_ENV = "ROCKETBOX_ACCOUNT"
-ACL_FILE_ENV = "ROCKETBOX_ACL_FILE"
-
-
-def curve_key_dir(acl_file: str) -> str:
-    return os.path.join(os.path.dirname(os.path.abspath(acl_file)), "curve")
-
-
-def account_key_path(account: str, acl_file: str | None) -> str:
-    """The secret key file of ``account`` (an accessKey beside ``acl_file``, else
-    $ROCKETBOX_ACL_FILE), or ``account`` itself when it names a key file; ValueError when neither says."""
-    if account.endswith(".key_secret") or os.sep in account:
-        return os.path.abspath(os.path.expanduser(account))
-    acl_file = acl_file or os.environ.get(ACL_FILE_ENV, "")
-    if not acl_file:
-        raise ValueError(f"which cluster is account {account!r} of? give the cluster's ACL file "
-                         f"(acl_file=..., or {ACL_FILE_ENV}), or the path of its .key_secret file")
-    return os.path.join(curve_key_dir(acl_file), "clients", account + ".key_secret")
-
-
 @dataclass(frozen=True)
 class ClientConfig:
     namesrv_endpoints: tuple[str, ...] = (f"tcp://127.0.0.1:{NAMESRV_PORT_DEFAULT}",)
@@ -563,8 +542,7 @@ class ClientConfig:
     # namesrv_endpoints are the NameServers' remoting addresses, e.g. 127.0.0.1:9876).
     transport: str = "native"
     # The native door's CURVE security (a cluster with access control, cluster/acl/curve.py): the
-    # server's public key and this client's pair, z85 text; empty: the process's keys, if any.
-    # ``curve.client_keys_for(acl_file, account)`` reads them from the cluster's key files.
+    # server's public key and this client's pair, z85 text; empty: the process's keys, if any (for_account).
     curve_server_key: str = ""
     curve_public_key: str = ""
     curve_secret_key: str = ""
@@ -577,29 +555,8 @@ class ClientConfig:
 
     @classmethod
     def for_account(cls, account: str, acl_file: str | None = None, **fields) -> "ClientConfig":
-        """A native client's config that acts as ``account`` of a cluster with access control: the
-        CURVE pair ``cluster acl keygen ACCOUNT`` wrote (``curve/clients/ACCOUNT.key_secret`` beside
-        ``acl_file``, default $ROCKETBOX_ACL_FILE; or ``account`` as that file's path) and the
-        cluster's public key (``curve/server.key`` beside it). ``fields``: any other setting.
-        ValueError naming the file and the command that makes it when a key is missing."""
-        import zmq.auth
-
-        secret_path = account_key_path(account, acl_file)
-        server_path = os.path.join(os.path.dirname(os.path.dirname(secret_path)), "server.key")
-        name = os.path.basename(secret_path)[:-len(".key_secret")]
-        if not os.path.isfile(secret_path):
-            raise ValueError(f"account {name!r} has no CURVE keys ({secret_path} does not exist): "
-                             f"`cluster acl keygen {name}` makes them beside the cluster's ACL file")
-        try:
-            public, secret = zmq.auth.load_certificate(secret_path)
-            server, _ = zmq.auth.load_certificate(server_path)
-        except (OSError, ValueError) as exc:
-            raise ValueError(f"no CURVE keys of account {name!r}: {exc} (`cluster acl keygen {name}` makes them "
-                             f"beside the cluster's ACL file)") from None
-        if not secret:
-            raise ValueError(f"{secret_path} holds no secret key: it is a public key file")
-        return cls(curve_server_key=server.decode(), curve_public_key=public.decode(),
-                   curve_secret_key=secret.decode(), **fields)
+        """A native client acting as ``account`` (its CURVE keys: account_keys.py), ``fields`` set too."""
+        return cls(**account_curve_fields(account, acl_file), **fields)
 
     def validate(self) -> None:
         if self.transport not in CLIENT_TRANSPORTS:

@@ -24,7 +24,7 @@ from typing import NamedTuple
 import zmq
 import zmq.auth
 
-from rocketbox.cluster.config import account_key_path, curve_key_dir
+from rocketbox.cluster.account_keys import account_key_path, curve_key_dir
 
 CLIENTS_DIR = "clients"
 SERVER_NAME = "server"

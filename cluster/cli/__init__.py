@@ -62,7 +62,8 @@ from rocketbox.cluster.cli.client_cmds import query_problem
 from rocketbox.cluster.cli.cluster_cmds import role_problem
 from rocketbox.cluster.cli.common import DATA_DIR_DEFAULT
 from rocketbox.cluster.cli.parsing import CommandParser
-from rocketbox.cluster.config import ACL_ACCOUNT_ENV, ACL_FILE_ENV, ClientConfig
+from rocketbox.cluster.account_keys import ACL_ACCOUNT_ENV, ACL_FILE_ENV
+from rocketbox.cluster.config import ClientConfig
 from rocketbox.cluster.file_modes import make_private
 
 
