@@ -66,11 +66,15 @@ class ClientTransport:
 
     def _thread_connections(self) -> dict:
         """The calling thread's connections in this process, by endpoint (a forked child starts afresh)."""
+        return self._thread_table("connections")
+
+    def _thread_table(self, name: str) -> dict:
+        """The calling thread's table ``name`` in this process (empty again in a forked child)."""
         local = self._local
         if getattr(local, "pid", None) != os.getpid():
             local.pid = os.getpid()
-            local.connections = {}
-        return local.connections
+            local.tables = {}
+        return local.tables.setdefault(name, {})
 
     def _begin_call(self, request: Command, timeout_ms: int | None) -> tuple[int, float]:
         """A sync call's time-out and deadline; the request gets its opaque."""

@@ -296,11 +296,7 @@ class RpcClient(ClientTransport):
 
     def _thread_monitors(self) -> dict:
         """The handshake monitor of each of the calling thread's sockets, by endpoint."""
-        local = self._local
-        if getattr(local, "monitors_pid", None) != os.getpid():
-            local.monitors_pid = os.getpid()
-            local.monitors = {}
-        return local.monitors
+        return self._thread_table("monitors")
 
     # Sockets owned by the calling thread: no hand-off between threads on the sync path.
     def _thread_socket(self, endpoint: str) -> zmq.Socket:

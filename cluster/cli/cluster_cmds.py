@@ -13,7 +13,7 @@ import time
 from rocketbox.cluster.cli import broker_roles, setting_sources, up_config, up_settings
 from rocketbox.cluster.cli.busy_ports import busy_port_problem
 from rocketbox.cluster.cli.common import namesrv_env, new_console, print_json, table
-from rocketbox.cluster.cli.up_settings import STORE_PROFILES
+from rocketbox.cluster.cli.up_settings import STORE_PROFILES, SWITCH_OFF
 from rocketbox.cluster.config import (ASYNC_FLUSH, ASYNC_MASTER, BROKER_PORT_DEFAULT, BROKER_REMOTING_PORT_DEFAULT,
                                       METRICS_PORT_DEFAULT, METRICS_PROM,
                                       NAMESRV_PORT_DEFAULT, NAMESRV_REMOTING_PORT_DEFAULT, SYNC_FLUSH, SYNC_MASTER)
@@ -381,6 +381,9 @@ def add_shape_arguments(parser) -> None:
                         help="dev (default): 64 MiB CommitLog segments, a 42 MB IndexFile; rocketmq: RocketMQ's "
                              "1 GiB and 401 MB, for servers")
     parser.add_argument("--commitlog-file-size-bytes", type=int, help="overrides the profile's segment size")
+    for name, flag in SWITCH_OFF.items():   # a remembered switch can be turned back off at a later up
+        parser.add_argument(flag, dest=name, action="store_const", const=False,
+                            help=f"undo {'--' + name.replace('_', '-')} remembered by the data dir")
 
 
 def add_parsers(sub) -> None:

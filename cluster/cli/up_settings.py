@@ -80,8 +80,16 @@ FIXED = {
 }
 
 
-def _shown(name: str, value) -> str:
-    """A remembered or given value as the user would type it ("without --acl-file" for none)."""
+# The flag that turns each remembered switch back off (cluster_cmds.add_shape_arguments adds them).
+SWITCH_OFF = {"failover": "--no-failover", "no_auto_create_topic": "--auto-create-topic", "no_remoting": "--remoting",
+              "no_metrics": "--metrics", "no_proxy": "--proxy", "no_console": "--console",
+              "console_trust_loopback": "--no-console-trust-loopback", "insecure": "--no-insecure"}
+
+
+def _shown(name: str, value, given: bool = True) -> str:
+    """A given (or remembered) value as the user would type it ("without --acl-file" for none)."""
+    if value is False and given and name in SWITCH_OFF:
+        return SWITCH_OFF[name]
     if value is None or value is False:
         return f"without {_flag(name)}"
     if value is True:
@@ -101,7 +109,7 @@ def _refusal(name: str, saved: dict, given) -> str | None:
         why = "the broker groups left out hold messages and offsets the cluster would no longer serve"
     if why is None:
         return None
-    return f"the data dir was made {_shown(name, was)}, and {why}"
+    return f"the data dir was made {_shown(name, was, given=False)}, and {why}"
 
 
 def resolve(args) -> str | None:
@@ -124,13 +132,12 @@ def resolve(args) -> str | None:
         value = None if name == "acl_file" and no_acl else getattr(args, name)
         explicit = value is not None or (name == "acl_file" and no_acl)
         if explicit and name in saved and saved[name] != value:
+            now, was = _shown(name, value), _shown(name, saved[name], given=False)
             refusal = _refusal(name, saved, value)
             if refusal:
-                return (f"{args.data_dir}: {_shown(name, value)} cannot replace what it was made with: {refusal}. "
-                        f"Leave {_flag(name)} out to keep {_shown(name, saved[name])}, "
-                        f"or give another --data-dir for a new cluster")
-            changed.append(f"{args.data_dir} was made {_shown(name, saved[name])}; now {_shown(name, value)} "
-                           f"(remembered for the next up)")
+                return (f"{args.data_dir}: {now} cannot replace what it was made with: {refusal}. "
+                        f"Leave {now.split()[0]} out to keep {was}, or give another --data-dir for a new cluster")
+            changed.append(f"{args.data_dir} was made {was}; now {now} (remembered for the next up)")
         setattr(args, name, value if explicit else saved.get(name, default))
     args.changed_settings = changed
     return None
