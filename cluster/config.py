@@ -538,17 +538,17 @@ class ClientConfig:
     rebalance_lock_interval_ms: int = 20_000
     rebalance_lock_max_live_ms: int = 30_000
     instance_name: str = "DEFAULT"
-    # Which door the client uses: "native" (ZeroMQ) or "remoting" (RocketMQ's TCP protocol; then
-    # namesrv_endpoints are the NameServers' remoting addresses, e.g. 127.0.0.1:9876).
+    # Which door: "native" (ZeroMQ) or "remoting" (RocketMQ's; namesrv_endpoints are then e.g. 127.0.0.1:9876).
     transport: str = "native"
-    # The native door's CURVE security (a cluster with access control, cluster/acl/curve.py): the
-    # server's public key and this client's pair, z85 text; empty: the process's keys, if any (for_account).
+    # Access control: the native door's CURVE keys (acl/curve.py; z85 text; empty: the process's, if
+    # any; for_account), the remoting door's account, which signs every request (AclClientRPCHook).
     curve_server_key: str = ""
     curve_public_key: str = ""
     curve_secret_key: str = ""
-    # TLS to remoting doors (transport "remoting"; RocketMQ's tls.enable): the server's certificate
-    # is checked against tls_trust_cert_path (a CA, or a self-signed certificate itself; empty: the
-    # system's CAs), or not at all with tls_verify_server off (RocketMQ's clients' test mode).
+    access_key: str = ""
+    secret_key: str = ""
+    # TLS to remoting doors (RocketMQ's tls.enable): the server's certificate is checked against
+    # tls_trust_cert_path (a CA or the certificate itself; empty: the system's), or not (tls_verify_server).
     tls_enable: bool = False
     tls_trust_cert_path: str = ""
     tls_verify_server: bool = True

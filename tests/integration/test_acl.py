@@ -7,6 +7,7 @@ the cluster listens on 127.0.0.1 only, so the switch stands in for an address ot
 from __future__ import annotations
 
 import base64
+import dataclasses
 import os
 import time
 import urllib.error
@@ -225,12 +226,28 @@ def test_the_remoting_door_answers_no_permission_with_the_reason(cluster):
         client.close()
 
 
-def test_rocketboxs_own_client_on_the_remoting_door_is_told_access_control_refused_it(cluster):
+def test_rocketboxs_own_client_on_the_remoting_door_signs_with_an_account_or_is_told_to(cluster):
     unsigned = ClientConfig(transport="remoting", namesrv_endpoints=(cluster.remoting_namesrv,), send_retry_count=0)
     with pytest.raises(BrokerError) as refused:
         _send(unsigned, TOPIC)
     said = str(_refusal(refused))
     assert "No accessKey is configured" in said and "access control refused it" in said, said
+    # Signing with an account, as RocketMQ's AclClientRPCHook does: served where the account may send.
+    signed = dataclasses.replace(unsigned, access_key="producer1", secret_key="producer1-secret")
+    assert _send(signed, TOPIC, b"signed over remoting").status.name == "SEND_OK"
+    with pytest.raises(BrokerError) as refused:
+        _send(signed, OTHER)
+    assert "accessKey=producer1 needs PUB" in _refusal(refused).remark
+    reader = PullConsumer("AclReaders", config=dataclasses.replace(unsigned, access_key="reader01",
+                                                                    secret_key="reader01-secret"))
+    try:
+        assert b"signed over remoting" in [m.body for m in pull_until(reader, TOPIC, 1)]
+    finally:
+        reader.shutdown()
+    wrong = dataclasses.replace(signed, secret_key="not-its-secret")
+    with pytest.raises(BrokerError) as refused:
+        _send(wrong, TOPIC)
+    assert "Check signature failed for accessKey=producer1" in _refusal(refused).remark
 
 
 def test_only_a_request_access_control_lets_through_proves_a_remoting_connection(cluster):
