@@ -52,8 +52,9 @@ def unreachable_error(endpoints, failures: list[Exception], kind: str = "NameSer
 
 # What a NO_PERMISSION answer (access control) adds to its reason: what the caller can do about it.
 NO_PERMISSION_HINT = ("access control refused it: act as an account the cluster's ACL file gives that right "
-                      "(ClientConfig.for_account(NAME, acl_file=...) on the native door; `cluster --account NAME`; "
-                      "RocketMQ's clients sign with the account's accessKey and secretKey), or grant it in the ACL file")
+                      "(`cluster --account NAME`; ClientConfig.for_account(NAME, acl_file=...) on the native door, "
+                      "ClientConfig(access_key=..., secret_key=...) on the remoting door, where RocketMQ's clients "
+                      "sign with them too), or grant it in the ACL file")
 
 
 class BrokerError(ClientError):

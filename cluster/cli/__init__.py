@@ -71,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = CommandParser(prog="cluster", description="RocketBox: a RocketMQ-style cluster in a box")
     parser.add_argument("--data-dir", default=DATA_DIR_DEFAULT, help=f"default {DATA_DIR_DEFAULT}")
     parser.add_argument("--namesrv", help="NameServer addresses, host:port;host:port")
-    parser.add_argument("--account", dest="act_as", default=os.environ.get(ACL_ACCOUNT_ENV) or None,
+    parser.add_argument("--account", dest="act_as", metavar="NAME", default=os.environ.get(ACL_ACCOUNT_ENV) or None,
                         help=f"act as this account of the cluster's ACL file (its keys from `cluster acl keygen "
                              f"NAME`, or the path of its .key_secret; default ${ACL_ACCOUNT_ENV}); without it, a "
                              f"data dir started with an ACL file is used with the cluster's own key (a superuser)")
@@ -109,7 +109,9 @@ def _use_keys(args) -> str | None:
         try:
             config = ClientConfig.for_account(args.act_as, acl_file or os.environ.get(ACL_FILE_ENV))
         except ValueError as exc:
-            return f"--account {args.act_as}: {exc}"
+            args.account_problem = f"--account {args.act_as}: {exc}"
+            # A remoting door (-n host:9876) signs with the account's secretKey instead (common.py).
+            return None if (args.namesrv or os.environ.get("ROCKETBOX_NAMESRV")) else args.account_problem
         use_for_process(ClientKeys(config.curve_server_key.encode(), config.curve_public_key.encode(),
                                    config.curve_secret_key.encode()))
     elif acl_file:

@@ -58,6 +58,15 @@ def test_access_control_is_turned_on_and_off_later_and_an_account_acts_as_itself
         assert keyless.returncode == 1
         assert "access control refused this client" in keyless.stderr, keyless.stderr
         assert "cluster --account NAME" in keyless.stderr and "not reachable" not in keyless.stderr
+        # On the remoting door (mqadmin's -n habit) --account signs with the account's secretKey.
+        remoting = f"127.0.0.1:{ports[2]}"
+        signed = run_cli("--account", "orders-app", "send", "Orders", "signed", data_dir=str(tmp_path / "elsewhere"),
+                         namesrv=remoting, check=False, env={**env, "ROCKETBOX_ACL_FILE": str(acl_file)})
+        assert signed.returncode == 0 and "SEND_OK" in signed.stdout, signed.stderr
+        unsigned = run_cli("send", "Orders", "unsigned", data_dir=str(tmp_path / "elsewhere"), namesrv=remoting,
+                           check=False, env=env)
+        assert unsigned.returncode == 1 and "No accessKey is configured" in unsigned.stderr, unsigned.stderr
+        assert "access control refused it" in unsigned.stderr
         no_keys = cli("--account", "nobody", "send", "Orders", "x")
         assert no_keys.returncode == 2 and "`cluster acl keygen nobody` makes them" in no_keys.stderr
         # What the disk ties down is refused, saying why and what to do, never a Python None.
