@@ -45,9 +45,6 @@ DEFAULTS = {
 }
 
 
-CONFIG_FILE_FLAGS = ("config", "namesrv_config")
-
-
 def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
