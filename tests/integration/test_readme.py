@@ -66,6 +66,9 @@ def test_the_readme_blocks_are_the_ones_this_test_runs():
     assert high_availability.rstrip().endswith("cluster down")
 
 
+# The walk starts a cluster five times (plain, access control, broker.conf, master and slave, failover):
+# ~2 min on an idle two-core machine, 4.5 on a loaded one; the script's own limit plus the final down.
+@pytest.mark.timeout(780)
 def test_using_it_runs_as_written_from_outside_the_checkout(tmp_path):
     # The README uses the default ports, as a newcomer would.
     ports = [NAMESRV_PORT_DEFAULT, BROKER_PORT_DEFAULT, BROKER_PORT_DEFAULT + 1, NAMESRV_REMOTING_PORT_DEFAULT,
