@@ -7,7 +7,8 @@ Public names (the client library):
     Message, MessageExt, MessageQueue, SendResult    values
     SendStatus, ConsumeStatus, PullStatus            outcomes
     ConsumeOrderlyStatus, hash_selector              ordered messages (client/orderly.py, selectors.py)
-    ClientError and subclasses                       errors (cluster.errors)
+    ClientConfig                                     a client's settings; ClientConfig.for_account(NAME, acl_file=)
+    ClientError and subclasses                       errors (cluster.errors; AccessDenied: access control)
 
 Map of the package:
 
@@ -42,7 +43,8 @@ _PUBLIC_NAMES = {
     "rocketbox.cluster.client.orderly": ("ConsumeOrderlyStatus",),
     "rocketbox.cluster.client.producer": ("Producer",),
     "rocketbox.cluster.client.selectors": ("hash_selector",),
-    "rocketbox.cluster.errors": ("BrokerError", "BrokerUnreachable", "ClientClosed", "ClientError",
+    "rocketbox.cluster.config": ("ClientConfig",),
+    "rocketbox.cluster.errors": ("AccessDenied", "BrokerError", "BrokerUnreachable", "ClientClosed", "ClientError",
                                  "MessageInvalid", "NoRouteError", "RequestTimeout"),
 }
 _MODULE_OF = {name: module for module, names in _PUBLIC_NAMES.items() for name in names}

@@ -28,6 +28,13 @@ class RequestTimeout(TransportError):
     pass
 
 
+class AccessRefused(TransportError):
+    """A door refused this client for access control before any request could be answered (the
+    native door's CURVE handshake: no keys, keys of another cluster, or keys where it takes none).
+    A TransportError, so callers that try the next NameServer or broker still do; the reason says
+    what to give instead."""
+
+
 class ClientTransport:
     """The base of both clients' transports: the calling thread's own connections for sync calls,
     one I/O thread for the rest, made on first use and again in a forked child, and the handlers of
@@ -59,11 +66,15 @@ class ClientTransport:
 
     def _thread_connections(self) -> dict:
         """The calling thread's connections in this process, by endpoint (a forked child starts afresh)."""
+        return self._thread_table("connections")
+
+    def _thread_table(self, name: str) -> dict:
+        """The calling thread's table ``name`` in this process (empty again in a forked child)."""
         local = self._local
         if getattr(local, "pid", None) != os.getpid():
             local.pid = os.getpid()
-            local.connections = {}
-        return local.connections
+            local.tables = {}
+        return local.tables.setdefault(name, {})
 
     def _begin_call(self, request: Command, timeout_ms: int | None) -> tuple[int, float]:
         """A sync call's time-out and deadline; the request gets its opaque."""

@@ -24,6 +24,8 @@ import json
 import re
 from dataclasses import dataclass
 
+from rocketbox.cluster.account_keys import account_curve_fields
+
 NAMESRV_PORT_DEFAULT = 9871
 BROKER_PORT_DEFAULT = 10811
 BROKER_PORT_STEP = 10
@@ -542,21 +544,25 @@ class ClientConfig:
     rebalance_lock_interval_ms: int = 20_000
     rebalance_lock_max_live_ms: int = 30_000
     instance_name: str = "DEFAULT"
-    # Which door the client uses: "native" (ZeroMQ) or "remoting" (RocketMQ's TCP protocol; then
-    # namesrv_endpoints are the NameServers' remoting addresses, e.g. 127.0.0.1:9876).
+    # Which door: "native" (ZeroMQ) or "remoting" (RocketMQ's; namesrv_endpoints are then e.g. 127.0.0.1:9876).
     transport: str = "native"
-    # The native door's CURVE security (a cluster with access control, cluster/acl/curve.py): the
-    # server's public key and this client's pair, z85 text; empty: the process's keys, if any.
-    # ``curve.client_keys_for(acl_file, account)`` reads them from the cluster's key files.
+    # Access control: the native door's CURVE keys (acl/curve.py; z85 text; empty: the process's, if
+    # any; for_account), the remoting door's account, which signs every request (AclClientRPCHook).
     curve_server_key: str = ""
     curve_public_key: str = ""
     curve_secret_key: str = ""
-    # TLS to remoting doors (transport "remoting"; RocketMQ's tls.enable): the server's certificate
-    # is checked against tls_trust_cert_path (a CA, or a self-signed certificate itself; empty: the
-    # system's CAs), or not at all with tls_verify_server off (RocketMQ's clients' test mode).
+    access_key: str = ""
+    secret_key: str = ""
+    # TLS to remoting doors (RocketMQ's tls.enable): the server's certificate is checked against
+    # tls_trust_cert_path (a CA or the certificate itself; empty: the system's), or not (tls_verify_server).
     tls_enable: bool = False
     tls_trust_cert_path: str = ""
     tls_verify_server: bool = True
+
+    @classmethod
+    def for_account(cls, account: str, acl_file: str | None = None, **fields) -> "ClientConfig":
+        """A native client acting as ``account`` (its CURVE keys: account_keys.py), ``fields`` set too."""
+        return cls(**account_curve_fields(account, acl_file), **fields)
 
     def validate(self) -> None:
         if self.transport not in CLIENT_TRANSPORTS:

@@ -21,6 +21,7 @@ non-blocking reads and writes read OpenSSL's "wants more" as "not now".
 from __future__ import annotations
 
 import collections
+import dataclasses
 import logging
 import os
 import selectors
@@ -28,6 +29,7 @@ import socket
 import ssl
 import time
 
+from rocketbox.cluster.acl.signature import sign_remoting
 from rocketbox.cluster.remoting_format import SERIALIZE_JSON, FrameDecoder, decode_frame_payload, encode_frame
 from rocketbox.cluster.wire_format import FLAG_ONEWAY, Command, FrameError, next_opaque
 from rocketbox.cluster.request_dispatch import settle
@@ -84,15 +86,31 @@ class _SyncConnection:
         self.frames: collections.deque = collections.deque()
 
 
-class RemotingRpcClient(ClientTransport):
-    """Requests to many endpoints over remoting TCP; thread-safe and fork-safe."""
+def request_encoder(credentials: tuple[str, str] | None):
+    """How a client frames its requests: signed with ``(accessKey, secretKey)`` as RocketMQ's
+    AclClientRPCHook signs them (a cluster with access control), or as they are."""
+    if credentials is None:
+        return lambda request: encode_frame(request, SERIALIZE_JSON)
+    access_key, secret_key = credentials
 
-    def __init__(self, default_timeout_ms: int = 3000, spin_max_s: float = 0.0, tls: ssl.SSLContext | None = None):
+    def encode(request: Command) -> bytes:
+        fields = sign_remoting(request.fields, request.body, access_key, secret_key)
+        return encode_frame(dataclasses.replace(request, fields=fields), SERIALIZE_JSON)
+    return encode
+
+
+class RemotingRpcClient(ClientTransport):
+    """Requests to many endpoints over remoting TCP; thread-safe and fork-safe. ``credentials``:
+    an account's (accessKey, secretKey) every request is signed with."""
+
+    def __init__(self, default_timeout_ms: int = 3000, spin_max_s: float = 0.0, tls: ssl.SSLContext | None = None,
+                 credentials: tuple[str, str] | None = None):
         super().__init__(default_timeout_ms, spin_max_s)
         self.tls = tls
+        self._encode = request_encoder(credentials)
 
     def _new_io_thread(self) -> "_IoThread":
-        return _IoThread(self.server_request_handlers, self.tls)
+        return _IoThread(self.server_request_handlers, self.tls, self._encode)
 
     def _drop(self, endpoint: str) -> None:
         conn = self._thread_connections().pop(endpoint, None)
@@ -107,7 +125,7 @@ class RemotingRpcClient(ClientTransport):
             conn = connections[endpoint] = _SyncConnection(_connect(endpoint, timeout_ms / 1000, self.tls))
         try:
             conn.sock.settimeout(max(0.001, deadline - time.monotonic()))
-            conn.sock.sendall(encode_frame(request, SERIALIZE_JSON))
+            conn.sock.sendall(self._encode(request))
             sent_at = time.monotonic()
             # Poll first (spin_wait.py), then sleep: once per call, late answers to earlier calls aside.
             conn.sock.settimeout(0.0)
@@ -168,8 +186,10 @@ class _IoThread(IoThreadBase):
 
     THREAD_NAME = "remoting-io"
 
-    def __init__(self, server_request_handlers: dict | None = None, tls: ssl.SSLContext | None = None):
+    def __init__(self, server_request_handlers: dict | None = None, tls: ssl.SSLContext | None = None,
+                 encode=request_encoder(None)):
         self._tls = tls
+        self._encode = encode
         super().__init__(server_request_handlers)
 
     def _run(self) -> None:
@@ -239,7 +259,7 @@ class _IoThread(IoThreadBase):
                     sock.setblocking(False)
                     peer = peers[endpoint] = _Peer(endpoint, sock)
                     selector.register(sock, selectors.EVENT_READ, peer)
-                peer.out += encode_frame(request, SERIALIZE_JSON)
+                peer.out += self._encode(request)
                 if future is not None:
                     pending.add(request.opaque, endpoint, deadline, settle(future))
                 write(peer)

@@ -22,8 +22,10 @@ from typing import Callable
 
 import zmq
 
-from rocketbox.cluster.acl.curve import ClientKeys, KeyPair, secure_client, secure_server
-from rocketbox.cluster.client_transport import ClientTransport, IoThreadBase, RequestTimeout, TransportError
+from rocketbox.cluster.acl.curve import (ClientKeys, KeyPair, effective_client_keys, handshake_refusal, secure_client,
+                                         secure_server)
+from rocketbox.cluster.client_transport import (AccessRefused, ClientTransport, IoThreadBase, RequestTimeout,
+                                                TransportError)
 from rocketbox.cluster.event_loop import EventLoop
 from rocketbox.cluster.fast_failure import DoorBacklog
 from rocketbox.cluster.loop_stalls import empty_as_of
@@ -292,6 +294,10 @@ class RpcClient(ClientTransport):
     def _new_io_thread(self) -> "_IoThread":
         return _IoThread(self.server_request_handlers, self.curve)
 
+    def _thread_monitors(self) -> dict:
+        """The handshake monitor of each of the calling thread's sockets, by endpoint."""
+        return self._thread_table("monitors")
+
     # Sockets owned by the calling thread: no hand-off between threads on the sync path.
     def _thread_socket(self, endpoint: str) -> zmq.Socket:
         sockets = self._thread_connections()
@@ -301,29 +307,64 @@ class RpcClient(ClientTransport):
             _tune(sock)
             secure_client(sock, self.curve)
             sock.setsockopt(zmq.IMMEDIATE, 1)
+            # A refused handshake (access control) is told at once, not as a time-out (_send_once_connected).
+            monitor = sock.get_monitor_socket(HANDSHAKE_EVENTS)
             try:
                 sock.connect(endpoint)
             except zmq.ZMQError as exc:
+                sock.disable_monitor()
+                monitor.close(0)
                 sock.close(0)
                 raise TransportError(f"cannot connect to {endpoint!r}: {exc}") from None
             sockets[endpoint] = sock
+            self._thread_monitors()[endpoint] = monitor
         return sock
 
     def _drop_thread_socket(self, endpoint: str) -> None:
         sock = self._thread_connections().pop(endpoint, None)
+        monitor = self._thread_monitors().pop(endpoint, None)
+        if monitor is not None:
+            sock.disable_monitor()
+            monitor.close(0)
         if sock is not None:
             sock.close(0)
+
+    def _send_once_connected(self, endpoint: str, sock: zmq.Socket, frames: list, deadline: float,
+                             timeout_ms: int) -> None:
+        """Send ``frames`` once ``sock`` has a connection (IMMEDIATE: none until its handshake is
+        done): TransportError at ``deadline``, AccessRefused as soon as the door refuses the handshake."""
+        monitor = self._thread_monitors().get(endpoint)
+        poller = zmq.Poller()
+        poller.register(sock, zmq.POLLOUT)
+        if monitor is not None:
+            poller.register(monitor, zmq.POLLIN)
+        while True:
+            left_ms = int((deadline - time.monotonic()) * 1000)
+            if left_ms <= 0:
+                self._drop_thread_socket(endpoint)
+                raise TransportError(f"{endpoint} is not reachable (no connection within {timeout_ms} ms)")
+            ready = dict(poller.poll(left_ms))
+            if monitor in ready:
+                refusal = _handshake_refusal(monitor, endpoint, self.curve)
+                if refusal:
+                    self._drop_thread_socket(endpoint)
+                    raise AccessRefused(refusal)
+            if sock in ready:
+                try:
+                    _send(sock, frames, NOBLOCK)
+                    return
+                except zmq.Again:
+                    continue
 
     def call(self, endpoint: str, request: Command, timeout_ms: int | None = None) -> Command:
         """Send and wait for the answer; RequestTimeout when none comes in time."""
         timeout_ms, deadline = self._begin_call(request, timeout_ms)
         sock = self._thread_socket(endpoint)
-        sock.setsockopt(zmq.SNDTIMEO, max(1, timeout_ms))
+        frames = to_frames(request)
         try:
-            _send(sock, to_frames(request))
+            _send(sock, frames, NOBLOCK)
         except zmq.Again:
-            self._drop_thread_socket(endpoint)
-            raise TransportError(f"{endpoint} is not reachable (no connection within {timeout_ms} ms)") from None
+            self._send_once_connected(endpoint, sock, frames, deadline, timeout_ms)
         sent_at = time.monotonic()
         # Poll first (spin_wait.py), then sleep: once per call, late answers to earlier calls aside.
         ready = self.spin.poll(lambda: readable(sock) or None, deadline)
@@ -352,10 +393,8 @@ class RpcClient(ClientTransport):
 
     def close(self) -> None:
         self._stop_io_thread()
-        sockets = self._thread_connections()
-        for sock in sockets.values():
-            sock.close(0)
-        sockets.clear()
+        for endpoint in list(self._thread_connections()):
+            self._drop_thread_socket(endpoint)
 
 
 # A server's "are you still connected?" to a client (RpcServer.reachable): one empty frame,
@@ -373,14 +412,37 @@ def _decode_response(frames) -> Command | None:
         return None
 
 
-def _disconnected(monitor: zmq.Socket) -> bool:
-    """Drain a monitor socket; True if it reported a dropped connection."""
-    dropped = False
+def _monitor_events(monitor: zmq.Socket) -> list[tuple[int, int]]:
+    """Drain a monitor socket: its (event, value) pairs, oldest first."""
+    events = []
     while monitor.get(zmq.EVENTS) & zmq.POLLIN:
         frames = monitor.recv_multipart(zmq.NOBLOCK)
-        event = int.from_bytes(frames[0][:2], "little")
-        dropped = dropped or event == zmq.EVENT_DISCONNECTED
-    return dropped
+        events.append((int.from_bytes(frames[0][:2], "little"), int.from_bytes(frames[0][2:6], "little")))
+    return events
+
+
+def _disconnected(monitor: zmq.Socket) -> bool:
+    """Drain a monitor socket; True if it reported a dropped connection."""
+    return any(event == zmq.EVENT_DISCONNECTED for event, _ in _monitor_events(monitor))
+
+
+HANDSHAKE_FAILED = zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | \
+    zmq.EVENT_HANDSHAKE_FAILED_AUTH
+HANDSHAKE_EVENTS = HANDSHAKE_FAILED | zmq.EVENT_HANDSHAKE_SUCCEEDED
+
+
+def _refusal_of(events, endpoint: str, keys: ClientKeys | None) -> str | None:
+    """Why the door at ``endpoint`` refused the handshake, if the last handshake event says so."""
+    handshakes = [(event, value) for event, value in events if event & HANDSHAKE_EVENTS]
+    if not handshakes or not handshakes[-1][0] & HANDSHAKE_FAILED:
+        return None
+    event, value = handshakes[-1]
+    mismatch = event == zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL and value == zmq.PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH
+    return handshake_refusal(endpoint, mismatch, effective_client_keys(keys) is not None)
+
+
+def _handshake_refusal(monitor: zmq.Socket, endpoint: str, keys: ClientKeys | None) -> str | None:
+    return _refusal_of(_monitor_events(monitor), endpoint, keys)
 
 
 class _IoThread(IoThreadBase):
@@ -407,7 +469,11 @@ class _IoThread(IoThreadBase):
                     self._drain_wake_pipe()
                     continue
                 if sock in monitors:
-                    if _disconnected(sock):
+                    events = _monitor_events(sock)
+                    refusal = _refusal_of(events, monitors[sock], self.curve)
+                    if refusal:
+                        pending.fail_key(monitors[sock], AccessRefused(refusal))
+                    elif any(event == zmq.EVENT_DISCONNECTED for event, _ in events):
                         pending.fail_key(monitors[sock], TransportError(f"connection to {monitors[sock]} lost"))
                     continue
                 for _ in range(1024):
@@ -438,7 +504,7 @@ class _IoThread(IoThreadBase):
                         continue
                     sockets[endpoint] = sock
                     poller.register(sock, zmq.POLLIN)
-                    monitor = sock.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+                    monitor = sock.get_monitor_socket(zmq.EVENT_DISCONNECTED | HANDSHAKE_FAILED)
                     monitors[monitor] = endpoint
                     poller.register(monitor, zmq.POLLIN)
                 try:

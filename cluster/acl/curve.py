@@ -24,7 +24,8 @@ from typing import NamedTuple
 import zmq
 import zmq.auth
 
-CURVE_DIR = "curve"
+from rocketbox.cluster.account_keys import account_key_path, curve_key_dir
+
 CLIENTS_DIR = "clients"
 SERVER_NAME = "server"
 PUBLIC_SUFFIX = ".key"
@@ -47,7 +48,7 @@ class ClientKeys(NamedTuple):
 
 
 def curve_dir(acl_file: str) -> str:
-    return os.path.join(os.path.dirname(os.path.abspath(acl_file)), CURVE_DIR)
+    return curve_key_dir(acl_file)
 
 
 def _write_certificate(path: str, public: bytes, secret: bytes | None) -> None:
@@ -139,7 +140,7 @@ def client_keys_for(acl_file: str, account: str | None = None) -> ClientKeys:
     server = server_key_pair(acl_file)
     if account is None:
         return ClientKeys(server.public, server.public, server.secret)
-    pair = load_key_pair(os.path.join(curve_dir(acl_file), CLIENTS_DIR, account + SECRET_SUFFIX))
+    pair = load_key_pair(account_key_path(account, acl_file))
     return ClientKeys(server.public, pair.public, pair.secret)
 
 
@@ -161,6 +162,32 @@ def use_for_process(keys: ClientKeys | None) -> None:
 def use_cluster_keys(acl_file: str) -> None:
     """This process is one of the cluster's: its client sockets use the cluster's own pair."""
     use_for_process(client_keys_for(acl_file))
+
+
+def effective_client_keys(keys: ClientKeys | None) -> ClientKeys | None:
+    """The keys a client socket made with ``keys`` connects with (``keys``, else the process's)."""
+    return keys or _process_client_keys
+
+
+HOW_TO_CONNECT = ("connect as an account of its ACL file: ClientConfig.for_account(NAME, acl_file=...) in Python, "
+                  "`cluster --account NAME ...` (or ROCKETBOX_ACCOUNT=NAME) on the command line; "
+                  "`cluster acl keygen NAME` makes an account's keys beside the ACL file")
+
+
+def handshake_refusal(endpoint: str, mechanism_mismatch: bool, has_keys: bool) -> str:
+    """Why a door refused this client's ZeroMQ handshake, in words, and what to give instead. A
+    client without keys meets a CURVE door (the server closes at the greeting, which libzmq reports
+    either as a mechanism mismatch or without detail); one with keys meets a plain door (a
+    mismatch) or a CURVE door with another server key."""
+    if not has_keys:
+        return (f"access control refused this client at {endpoint}: that door takes only ZeroMQ CURVE connections "
+                f"(the cluster runs with an ACL file) and this client has no keys; {HOW_TO_CONNECT}")
+    if mechanism_mismatch:
+        return (f"access control is off at {endpoint} (that door takes plain connections) and this client "
+                f"connects with CURVE keys: leave its keys out")
+    return (f"access control refused this client at {endpoint}: its CURVE handshake failed, so the server key it "
+            f"was given is not that door's (keys of another cluster, or read before the cluster's "
+            f"curve/server.key was made); {HOW_TO_CONNECT}")
 
 
 def secure_client(sock: zmq.Socket, keys: ClientKeys | None = None) -> None:

@@ -45,8 +45,10 @@ Several hosts: ``cluster up --role namesrv --host A`` on one, and on each other 
 where the processes bind and the address routes advertise, so it must be reachable from
 the other hosts); ``--slave-id N --master-address B:PORT`` starts a slave of a master elsewhere.
 Such a ``--host`` needs access control (``--acl-file plain_acl.yml``) or ``--insecure``. With access
-control the commands run against a data dir connect with the cluster's own CURVE key (beside the
-ACL file the data dir was started with).
+control, ``cluster --account NAME ...`` (or ``ROCKETBOX_ACCOUNT=NAME``) acts as that account of the ACL
+file (its CURVE pair from ``cluster acl keygen NAME``; NAME may be the path of its ``.key_secret``);
+without it, the commands run against a data dir started with an ACL file connect with the cluster's
+own CURVE key, a superuser past every rule (the key beside the ACL file: whoever can read it is admin).
 """
 
 from __future__ import annotations
@@ -55,13 +57,15 @@ import argparse
 import os
 import sys
 
-from rocketbox.cluster.acl.curve import CurveKeyError, use_cluster_keys
+from rocketbox.cluster.acl.curve import ClientKeys, CurveKeyError, use_cluster_keys, use_for_process
 from rocketbox.cluster.cli import (acl_cmds, admin_cmds, auth_cmds, client_cmds, cluster_cmds, config_cmds,
                                    logs_cmds, mqadmin_cmds, mqadmin_more, tls_cmds, up_config, up_settings)
 from rocketbox.cluster.cli.client_cmds import query_problem
 from rocketbox.cluster.cli.cluster_cmds import role_problem
 from rocketbox.cluster.cli.common import DATA_DIR_DEFAULT
 from rocketbox.cluster.cli.parsing import CommandParser
+from rocketbox.cluster.account_keys import ACL_ACCOUNT_ENV, ACL_FILE_ENV
+from rocketbox.cluster.config import ClientConfig
 from rocketbox.cluster.file_modes import make_private
 
 
@@ -69,6 +73,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = CommandParser(prog="cluster", description="RocketBox: a RocketMQ-style cluster in a box")
     parser.add_argument("--data-dir", default=DATA_DIR_DEFAULT, help=f"default {DATA_DIR_DEFAULT}")
     parser.add_argument("--namesrv", help="NameServer addresses, host:port;host:port")
+    parser.add_argument("--account", dest="act_as", metavar="NAME", default=os.environ.get(ACL_ACCOUNT_ENV) or None,
+                        help=f"act as this account of the cluster's ACL file (its keys from `cluster acl keygen "
+                             f"NAME`, or the path of its .key_secret; default ${ACL_ACCOUNT_ENV}); without it, a "
+                             f"data dir started with an ACL file is used with the cluster's own key (a superuser)")
     sub = parser.add_subparsers(dest="command", required=True)
     for commands in (cluster_cmds, config_cmds, logs_cmds, client_cmds, admin_cmds, mqadmin_cmds, mqadmin_more,
                      acl_cmds, auth_cmds, tls_cmds):
@@ -82,29 +90,38 @@ def _accept_global_options(parser: argparse.ArgumentParser) -> None:
     """--data-dir and --namesrv after the subcommand too (``cluster up --data-dir D``), and after
     a nested one (``cluster topic create T --data-dir D``). SUPPRESS: absent there, the value given
     before the subcommand (or the default) stays."""
-    for flags, help_text in ((("--data-dir",), "as the global --data-dir, given after the subcommand"),
-                             (("--namesrv",), "as the global --namesrv, given after the subcommand")):
-        if not any(flag in parser._option_string_actions for flag in flags):
-            parser.add_argument(*flags, dest=flags[0][2:].replace("-", "_"), default=argparse.SUPPRESS,
-                                help=help_text)
+    for flag, dest in (("--data-dir", "data_dir"), ("--namesrv", "namesrv"), ("--account", "act_as")):
+        if flag not in parser._option_string_actions:
+            parser.add_argument(flag, dest=dest, default=argparse.SUPPRESS,
+                                help=f"as the global {flag}, given after the subcommand")
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             for nested in set(action.choices.values()):
                 _accept_global_options(nested)
 
 
-def _use_cluster_keys(data_dir: str) -> None:
-    """A data dir started with access control: talk to its cluster with the cluster's own key (ACL
-    2.0's beside the data dir's auth/auth.json, else ACL 1.0's beside its plain_acl.yml)."""
+def _use_keys(args) -> str | None:
+    """The keys the command's clients connect with: ``--account``'s pair; else, on a data dir
+    started with access control, the cluster's own (a superuser: past every rule). The problem, if any."""
     try:
-        acl_file = up_settings.access_file(data_dir)
+        acl_file = up_settings.access_file(args.data_dir)
     except (OSError, ValueError):
-        return
-    if acl_file:
+        acl_file = None
+    if args.act_as:
+        try:
+            config = ClientConfig.for_account(args.act_as, acl_file or os.environ.get(ACL_FILE_ENV))
+        except ValueError as exc:
+            args.account_problem = f"--account {args.act_as}: {exc}"
+            # A remoting door (-n host:9876) signs with the account's secretKey instead (common.py).
+            return None if (args.namesrv or os.environ.get("ROCKETBOX_NAMESRV")) else args.account_problem
+        use_for_process(ClientKeys(config.curve_server_key.encode(), config.curve_public_key.encode(),
+                                   config.curve_secret_key.encode()))
+    elif acl_file:
         try:
             use_cluster_keys(acl_file)
         except CurveKeyError as exc:
             print(f"warning: {exc}", file=sys.stderr)
+    return None
 
 
 EXIT_BROKEN_PIPE = 128 + 13   # what a shell reports for a process SIGPIPE ended
@@ -121,10 +138,11 @@ def main(argv=None) -> int:
         problem = query_problem(args)
     elif args.command in ("up", "config"):
         problem = up_config.load(args) or up_settings.resolve(args) or role_problem(args)
+    if not problem:
+        problem = _use_keys(args)
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2
-    _use_cluster_keys(args.data_dir)
     try:
         return args.func(args)
     except KeyboardInterrupt:

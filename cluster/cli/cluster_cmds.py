@@ -13,7 +13,7 @@ import time
 from rocketbox.cluster.cli import broker_roles, setting_sources, up_config, up_settings
 from rocketbox.cluster.cli.busy_ports import busy_port_problem
 from rocketbox.cluster.cli.common import namesrv_env, new_console, print_json, table
-from rocketbox.cluster.cli.up_settings import STORE_PROFILES
+from rocketbox.cluster.cli.up_settings import STORE_PROFILES, SWITCH_OFF
 from rocketbox.cluster.config import (ASYNC_FLUSH, ASYNC_MASTER, BROKER_PORT_DEFAULT, BROKER_REMOTING_PORT_DEFAULT,
                                       METRICS_PORT_DEFAULT, METRICS_PROM,
                                       NAMESRV_PORT_DEFAULT, NAMESRV_REMOTING_PORT_DEFAULT, SYNC_FLUSH, SYNC_MASTER)
@@ -168,6 +168,8 @@ def cmd_up(args) -> int:
     for value, name in ((args.log_max_bytes, LOG_MAX_BYTES_ENV), (args.log_backups, LOG_BACKUPS_ENV)):
         if value is not None:
             os.environ[name] = str(value)
+    for change in getattr(args, "changed_settings", ()):
+        print(f"note: {change}", file=sys.stderr)
     topology = topology_for_role(args)
     exposed = exposure_problem(args.host, topology, args.insecure)
     if exposed:
@@ -362,7 +364,10 @@ def add_shape_arguments(parser) -> None:
                              "credentials (a single-user machine: anyone who reaches 127.0.0.1 is admin)")
     parser.add_argument("--acl-file", help="access control on every door: RocketMQ's plain_acl.yml (accounts, "
                                            "permissions, white addresses; reread when it changes); the ZeroMQ door's "
-                                           "CURVE keys live in curve/ beside it (made if missing)")
+                                           "CURVE keys live in curve/ beside it (made if missing); a data dir made "
+                                           "without it takes it later, and remembers it")
+    parser.add_argument("--no-acl", action="store_true",
+                        help="access control off, for a data dir that was started with --acl-file")
     parser.add_argument("--tls-mode", choices=("disabled", "permissive", "enforcing"),
                         help="TLS on every remoting door and the gRPC proxy (RocketMQ's tls.server.mode): permissive "
                              "serves TLS and plain TCP on one port, enforcing TLS only (default disabled)")
@@ -376,6 +381,9 @@ def add_shape_arguments(parser) -> None:
                         help="dev (default): 64 MiB CommitLog segments, a 42 MB IndexFile; rocketmq: RocketMQ's "
                              "1 GiB and 401 MB, for servers")
     parser.add_argument("--commitlog-file-size-bytes", type=int, help="overrides the profile's segment size")
+    for name, flag in SWITCH_OFF.items():   # a remembered switch can be turned back off at a later up
+        parser.add_argument(flag, dest=name, action="store_const", const=False,
+                            help=f"undo {'--' + name.replace('_', '-')} remembered by the data dir")
 
 
 def add_parsers(sub) -> None:

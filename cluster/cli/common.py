@@ -84,7 +84,27 @@ def client_config(args):
     given = getattr(args, "namesrv", None) or os.environ.get("ROCKETBOX_NAMESRV")
     # A data dir's run state names its native door: only an address the user gave is probed.
     transport = namesrv_transport(addresses) if given else "native"
-    return ClientConfig(namesrv_endpoints=namesrv_endpoints(addresses), transport=transport)
+    if transport == "native" and getattr(args, "account_problem", None):
+        raise ValueError(args.account_problem)
+    return ClientConfig(namesrv_endpoints=namesrv_endpoints(addresses), transport=transport,
+                        **(remoting_credentials(args) if transport == "remoting" else {}))
+
+
+def remoting_credentials(args) -> dict:
+    """On the remoting door ``--account NAME`` signs with NAME's accessKey and secretKey, read from
+    the cluster's ACL file (the data dir's, else $ROCKETBOX_ACL_FILE) as RocketMQ's tools sign."""
+    account = getattr(args, "act_as", None)
+    if not account:
+        return {}
+    from rocketbox.cluster.account_keys import ACL_FILE_ENV
+    from rocketbox.cluster.acl.acl_file import read_acl_file
+    from rocketbox.cluster.cli.up_settings import remembered
+    acl_file = remembered(args.data_dir).get("acl_file") or os.environ.get(ACL_FILE_ENV)
+    entry = read_acl_file(acl_file).accounts.get(account) if acl_file else None
+    if entry is None:
+        raise ValueError(f"--account {account} on the remoting door needs its secretKey: no account {account!r} "
+                         f"in {acl_file or 'any ACL file (give ' + ACL_FILE_ENV + ')'}")
+    return {"access_key": entry.access_key, "secret_key": entry.secret_key}
 
 
 def open_admin(args):

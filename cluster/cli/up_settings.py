@@ -1,6 +1,8 @@
 """What ``cluster up`` was asked, remembered in its data dir so a later ``up`` there starts the
 same cluster, not one rebuilt from defaults: a flag not given takes the value the data dir was made with; a flag given
-with another value is refused in one line naming it, before anything starts.
+with another value replaces it (access control on, off or another ACL file, slaves added, ports, flush and
+replication modes), said on stderr and remembered, unless what is on disk ties it down (segment sizes, role, names:
+``FIXED``), which is refused in one line naming why and the way out, before anything starts.
 
 The store's sizes come in two profiles: ``dev`` (the default, sized for a laptop: 64 MiB CommitLog
 segments and a 42 MB IndexFile) and ``rocketmq`` (RocketMQ's own: 1 GiB segments, a 401 MB
@@ -44,9 +46,6 @@ DEFAULTS = {
 }
 
 
-CONFIG_FILE_FLAGS = ("config", "namesrv_config")
-
-
 def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
@@ -77,20 +76,76 @@ def access_file(data_dir: str) -> str | None:
     return auth_file if os.path.exists(auth_file) else remembered(data_dir).get("acl_file")
 
 
+# What a later ``up`` in the same data dir cannot change, and why: what is on disk was made for it.
+FIXED = {
+    "store_sizes": "its CommitLog segments on disk have that profile's size",
+    "commitlog_file_size_bytes": "its CommitLog segments on disk have that size",
+    "role": "its stores are those of that role",
+    "broker_name": "its broker groups' stores are under those names",
+    "slave_id": "its store is that replica's",
+}
+
+
+# The flag that turns each remembered switch back off (cluster_cmds.add_shape_arguments adds them).
+SWITCH_OFF = {"failover": "--no-failover", "no_auto_create_topic": "--auto-create-topic", "no_remoting": "--remoting",
+              "no_metrics": "--metrics", "no_proxy": "--proxy", "no_console": "--console",
+              "console_trust_loopback": "--no-console-trust-loopback", "insecure": "--no-insecure"}
+
+
+def _shown(name: str, value, given: bool = True) -> str:
+    """A given (or remembered) value as the user would type it ("without --acl-file" for none)."""
+    if value is False and given and name in SWITCH_OFF:
+        return SWITCH_OFF[name]
+    if value is None or value is False:
+        return f"without {_flag(name)}"
+    if value is True:
+        return _flag(name)
+    return f"{_flag(name)} {value}"
+
+
+def _refusal(name: str, saved: dict, given) -> str | None:
+    """Why ``given`` may not replace what the data dir remembers for ``name`` (None: it may)."""
+    was = saved[name]
+    why = FIXED.get(name)
+    if name == "failover" and was and not given:
+        why = "its controller may have made a slave the master (the static roles would put the old master back)"
+    elif name == "slaves" and saved.get("failover") and (given or 0) < (was or 0):
+        why = "the controller counts the replicas left out as members of each group's sync state set"
+    elif name == "brokers" and (given or 0) < (was or 0):
+        why = "the broker groups left out hold messages and offsets the cluster would no longer serve"
+    if why is None:
+        return None
+    return f"the data dir was made {_shown(name, was, given=False)}, and {why}"
+
+
 def resolve(args) -> str | None:
-    """Fill ``args``' remembered flags from the data dir (or the defaults); the conflict, if any."""
+    """Fill ``args``' remembered flags from the data dir (or the defaults); the refusal, if any.
+
+    A flag given with another value than remembered replaces it (and is remembered by ``save``),
+    each such change in ``args.changed_settings`` for ``up`` to say; only what the data dir's
+    contents tie down (``FIXED``: segment sizes, role, names; a failover cluster's replicas; fewer
+    broker groups) is refused, naming why and the two ways out. ``--no-acl`` turns access control
+    off (``acl_file`` None given explicitly)."""
     try:
         saved = remembered(args.data_dir)
     except (OSError, ValueError) as exc:
         return f"cannot read {os.path.join(args.data_dir, SETTINGS_FILE)}: {exc}"
+    no_acl = getattr(args, "no_acl", False)
+    if no_acl and "acl_file" in getattr(args, "given_now", ()):
+        return "--no-acl and --acl-file contradict each other: give one"
+    changed = []
     for name, default in DEFAULTS.items():
-        given = getattr(args, name)
-        # A config file may be added to a data dir made without one: its keys meet the same checks.
-        added_file = name in CONFIG_FILE_FLAGS and saved.get(name) is None
-        if given is not None and name in saved and saved[name] != given and not added_file:
-            return (f"{args.data_dir} was made with {_flag(name)} {saved[name]}, not {given}: "
-                    f"leave the flag out to reuse it, or use another --data-dir")
-        setattr(args, name, given if given is not None else saved.get(name, default))
+        value = None if name == "acl_file" and no_acl else getattr(args, name)
+        explicit = value is not None or (name == "acl_file" and no_acl)
+        if explicit and name in saved and saved[name] != value:
+            now, was = _shown(name, value), _shown(name, saved[name], given=False)
+            refusal = _refusal(name, saved, value)
+            if refusal:
+                return (f"{args.data_dir}: {now} cannot replace what it was made with: {refusal}. "
+                        f"Leave {now.split()[0]} out to keep {was}, or give another --data-dir for a new cluster")
+            changed.append(f"{args.data_dir} was made {was}; now {now} (remembered for the next up)")
+        setattr(args, name, value if explicit else saved.get(name, default))
+    args.changed_settings = changed
     return None
 
 

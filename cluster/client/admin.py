@@ -13,7 +13,7 @@ from rocketbox.cluster.client.routes import normalize_endpoint
 from rocketbox.cluster.config import name_problem
 from rocketbox.cluster.fastjson_format import body_json, loads as fastjson_loads
 from rocketbox.cluster.rocketmq_keys import parse_properties
-from rocketbox.cluster.errors import BrokerError, NoRouteError, raise_for
+from rocketbox.cluster.errors import BrokerError, NoRouteError, raise_for, unreachable_error
 # TOOLS_CONSUMER_GROUP (RocketMQ's MixAll name): the admin reads queues under it and never commits.
 from rocketbox.cluster.protocol import (MASTER_ID, PERM_READ_WRITE, TOOLS_CONSUMER_GROUP, RequestCode, ResponseCode,
                                         dlq_topic, retry_topic)
@@ -51,12 +51,13 @@ class Admin(ClientBase):
     def controller_group(self, broker_name: str) -> dict:
         """A broker group's master, epoch and sync set from the failover controller: the Raft
         leader's view when a NameServer that is leader answers, else the first answer."""
-        first = None
+        first, failures = None, []
         for endpoint in self.cfg.namesrv_endpoints:
             try:
                 response = self.rpc.call(endpoint, Command(RequestCode.CONTROLLER_GET_REPLICA_INFO,
                                                            {"brokerName": broker_name}), self.cfg.request_timeout_ms)
-            except TransportError:
+            except TransportError as exc:
+                failures.append(exc)
                 continue
             raise_for(response, endpoint)
             view = body_json(response.body)
@@ -64,7 +65,7 @@ class Admin(ClientBase):
                 return view
             first = first or view
         if first is None:
-            raise NoRouteError(f"no NameServer answered ({', '.join(self.cfg.namesrv_endpoints)})")
+            raise unreachable_error(self.cfg.namesrv_endpoints, failures)
         return first
 
     def cluster_info(self) -> dict:

@@ -61,7 +61,9 @@ class ClientBase:
         self.clock = clock
         if cfg.transport == "remoting":
             tls = client_context(cfg.tls_trust_cert_path, cfg.tls_verify_server) if cfg.tls_enable else None
-            self.rpc = RemotingRpcClient(cfg.request_timeout_ms, spin_max_s=cfg.sync_call_spin_us / 1e6, tls=tls)
+            credentials = (cfg.access_key, cfg.secret_key) if cfg.access_key else None
+            self.rpc = RemotingRpcClient(cfg.request_timeout_ms, spin_max_s=cfg.sync_call_spin_us / 1e6, tls=tls,
+                                         credentials=credentials)
         else:
             curve = (ClientKeys(cfg.curve_server_key.encode(), cfg.curve_public_key.encode(),
                                 cfg.curve_secret_key.encode()) if cfg.curve_server_key else None)

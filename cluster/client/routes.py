@@ -10,7 +10,7 @@ from typing import Sequence
 
 from rocketbox.cluster.fastjson_format import body_json
 from rocketbox.cluster.config import ClientConfig, namesrv_endpoints
-from rocketbox.cluster.errors import BrokerError, NoRouteError
+from rocketbox.cluster.errors import BrokerError, NoRouteError, unreachable_error
 from rocketbox.cluster.protocol import MASTER_ID, PERM_READ, PERM_WRITE, RequestCode, ResponseCode
 from rocketbox.cluster.message.system_topics import AUTO_CREATE_TOPIC_KEY
 from rocketbox.cluster.client.message import MessageQueue
@@ -95,7 +95,7 @@ class RouteCache:
     def namesrv_call(self, request_factory, timeout_ms: int | None = None) -> Command:
         """Try each NameServer in turn until one answers."""
         endpoints = self.cfg.namesrv_endpoints
-        last_exc: Exception | None = None
+        failures: list[Exception] = []
         for i in range(len(endpoints)):
             endpoint = endpoints[(self._next_namesrv + i) % len(endpoints)]
             try:
@@ -103,8 +103,8 @@ class RouteCache:
                 self._next_namesrv = (self._next_namesrv + i) % len(endpoints)
                 return response
             except TransportError as exc:
-                last_exc = exc
-        raise NoRouteError(f"no NameServer answered ({', '.join(endpoints)}): {last_exc}")
+                failures.append(exc)
+        raise unreachable_error(endpoints, failures)
 
     def fetch(self, topic: str) -> TopicRoute | None:
         response = self.namesrv_call(lambda: Command(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}))

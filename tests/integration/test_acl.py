@@ -7,6 +7,7 @@ the cluster listens on 127.0.0.1 only, so the switch stands in for an address ot
 from __future__ import annotations
 
 import base64
+import dataclasses
 import os
 import time
 import urllib.error
@@ -21,7 +22,8 @@ from rocketbox.cluster import remoting_format as rf
 from rocketbox.cluster.acl.curve import CLIENTS_DIR, curve_dir, make_key_pair
 from rocketbox.cluster.acl.signature import sign_remoting
 from rocketbox.cluster.client.admin import Admin
-from rocketbox.cluster.errors import BrokerError, ClientError, TransportError
+from rocketbox.cluster.config import ClientConfig
+from rocketbox.cluster.errors import AccessDenied, BrokerError, ClientError, TransportError
 from rocketbox.cluster.protocol import RequestCode, ResponseCode
 from rocketbox.cluster.remoting_client import RemotingRpcClient
 from rocketbox.cluster.testing import LocalCluster, pull_until, wait_until
@@ -123,6 +125,44 @@ def test_a_stranger_key_is_refused_and_no_key_gets_no_connection(cluster):
         _send(plain, TOPIC)
 
 
+def test_a_client_without_keys_is_told_at_once_that_access_control_refused_it(cluster):
+    # Before, the door's refused handshake looked like a dead NameServer: "no NameServer answered ...
+    # not reachable" after the whole time-out (here 20 s, so a refusal told at once cannot be a time-out).
+    plain = cluster.client_config(curve_server_key="", curve_public_key="", curve_secret_key="",
+                                  request_timeout_ms=20_000, send_retry_count=0)
+    with pytest.raises(AccessDenied) as refused:
+        _send(plain, TOPIC)
+    said = str(refused.value)
+    assert "access control refused this client" in said and "has no keys" in said, said
+    assert "ClientConfig.for_account(NAME" in said and "cluster --account NAME" in said, said
+    # Keys of another cluster: the CURVE handshake fails on the server key.
+    public, secret = zmq.curve_keypair()
+    other_server, _ = zmq.curve_keypair()
+    foreign = cluster.client_config(curve_server_key=other_server.decode(), curve_public_key=public.decode(),
+                                    curve_secret_key=secret.decode(), request_timeout_ms=20_000, send_retry_count=0)
+    admin = Admin(config=foreign)
+    try:
+        with pytest.raises(AccessDenied, match="the server key it was given is not that door's"):
+            admin.topic_list()
+    finally:
+        admin.shutdown()
+
+
+def test_for_account_loads_an_accounts_keys_by_name_or_by_file(cluster):
+    acl_file = cluster.topology.acl_file
+    by_name = ClientConfig.for_account("producer1", acl_file=acl_file, namesrv_endpoints=cluster.topology.namesrv_endpoints,
+                                       send_retry_count=0)
+    assert _send(by_name, TOPIC, b"by name").status.name == "SEND_OK"
+    with pytest.raises(BrokerError, match="access control refused it: act as an account"):
+        _send(by_name, OTHER)
+    key_file = os.path.join(curve_dir(acl_file), CLIENTS_DIR, "reader01.key_secret")
+    by_file = ClientConfig.for_account(key_file, namesrv_endpoints=cluster.topology.namesrv_endpoints)
+    assert by_file.curve_public_key != by_name.curve_public_key
+    assert by_file.curve_server_key == by_name.curve_server_key == cluster.client_config().curve_server_key
+    with pytest.raises(ValueError, match="`cluster acl keygen nobody` makes them"):
+        ClientConfig.for_account("nobody", acl_file=acl_file)
+
+
 def test_a_changed_file_is_reread(cluster):
     producer1 = cluster.client_config("producer1", send_retry_count=0)
     with pytest.raises(ClientError):
@@ -184,6 +224,30 @@ def test_the_remoting_door_answers_no_permission_with_the_reason(cluster):
         assert allowed.code == ResponseCode.SUCCESS, allowed
     finally:
         client.close()
+
+
+def test_rocketboxs_own_client_on_the_remoting_door_signs_with_an_account_or_is_told_to(cluster):
+    unsigned = ClientConfig(transport="remoting", namesrv_endpoints=(cluster.remoting_namesrv,), send_retry_count=0)
+    with pytest.raises(BrokerError) as refused:
+        _send(unsigned, TOPIC)
+    said = str(_refusal(refused))
+    assert "No accessKey is configured" in said and "access control refused it" in said, said
+    # Signing with an account, as RocketMQ's AclClientRPCHook does: served where the account may send.
+    signed = dataclasses.replace(unsigned, access_key="producer1", secret_key="producer1-secret")
+    assert _send(signed, TOPIC, b"signed over remoting").status.name == "SEND_OK"
+    with pytest.raises(BrokerError) as refused:
+        _send(signed, OTHER)
+    assert "accessKey=producer1 needs PUB" in _refusal(refused).remark
+    reader = PullConsumer("AclReaders", config=dataclasses.replace(unsigned, access_key="reader01",
+                                                                    secret_key="reader01-secret"))
+    try:
+        assert b"signed over remoting" in [m.body for m in pull_until(reader, TOPIC, 1)]
+    finally:
+        reader.shutdown()
+    wrong = dataclasses.replace(signed, secret_key="not-its-secret")
+    with pytest.raises(BrokerError) as refused:
+        _send(wrong, TOPIC)
+    assert "Check signature failed for accessKey=producer1" in _refusal(refused).remark
 
 
 def test_only_a_request_access_control_lets_through_proves_a_remoting_connection(cluster):

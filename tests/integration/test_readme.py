@@ -1,5 +1,5 @@
-"""The README's "Using it" blocks, run in order as written, from a directory outside the checkout,
-as a newcomer runs them: the shell blocks by bash with ``set -e``, the Python blocks by the venv's python, in a
+"""The README's "Using it" blocks (access control among them), then its high-availability blocks,
+run in order as written, from a directory outside the checkout, in one data dir, as a newcomer runs them: the shell blocks by bash with ``set -e``, the Python blocks by the venv's python, in a
 home of their own so ``~/.rocketbox`` is fresh. The README cannot drift from what works."""
 
 from __future__ import annotations
@@ -23,11 +23,23 @@ CHECKOUT = Path(__file__).resolve().parents[2]
 FENCE = re.compile(r"^```(sh|python)\n(.*?)^```$", re.S | re.M)
 
 
-def using_it_blocks() -> list[tuple[str, str]]:
-    """(language, code) of every sh and python block of the README's "Using it" section, in order."""
+def section_blocks(title: str) -> list[tuple[str, str]]:
+    """(language, code) of every sh and python block of one section of the README, in order."""
     text = (CHECKOUT / "README.md").read_text()
-    section = text.split("\n## Using it\n", 1)[1].split("\n## ", 1)[0]
+    section = text.split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
     return FENCE.findall(section)
+
+
+def using_it_blocks() -> list[tuple[str, str]]:
+    return section_blocks("Using it")
+
+
+HIGH_AVAILABILITY = "High availability: slaves and automatic failover"
+
+
+def walked_blocks() -> list[tuple[str, str]]:
+    """What the walk runs: "Using it", then the high-availability section, in the same data dir."""
+    return using_it_blocks() + section_blocks(HIGH_AVAILABILITY)
 
 
 def _port_free(port: int) -> bool:
@@ -44,10 +56,19 @@ def _port_free(port: int) -> bool:
 
 def test_the_readme_blocks_are_the_ones_this_test_runs():
     kinds = [kind for kind, _ in using_it_blocks()]
-    assert kinds == ["sh", "python", "python", "sh", "sh"], kinds
+    assert kinds == ["sh", "python", "python", "sh", "sh", "python", "sh", "sh"], kinds
+    access_control = using_it_blocks()[4][1]
+    assert "--acl-file plain_acl.yml" in access_control and "--account orders-app" in access_control
+    assert "for_account" in using_it_blocks()[5][1]
     assert "cluster down" in using_it_blocks()[-1][1]
+    [(kind, high_availability)] = section_blocks(HIGH_AVAILABILITY)
+    assert kind == "sh" and "--slaves 1" in high_availability and "--failover" in high_availability
+    assert high_availability.rstrip().endswith("cluster down")
 
 
+# The walk starts a cluster five times (plain, access control, broker.conf, master and slave, failover):
+# ~2 min on an idle two-core machine, 4.5 on a loaded one; the script's own limit plus the final down.
+@pytest.mark.timeout(780)
 def test_using_it_runs_as_written_from_outside_the_checkout(tmp_path):
     # The README uses the default ports, as a newcomer would.
     ports = [NAMESRV_PORT_DEFAULT, BROKER_PORT_DEFAULT, BROKER_PORT_DEFAULT + 1, NAMESRV_REMOTING_PORT_DEFAULT,
@@ -61,7 +82,7 @@ def test_using_it_runs_as_written_from_outside_the_checkout(tmp_path):
     home = tmp_path / "home"
     home.mkdir()
     script = ["set -euo pipefail", "trap 'echo \"README line failed: $BASH_COMMAND\" >&2' ERR"]
-    for number, (kind, code) in enumerate(using_it_blocks()):
+    for number, (kind, code) in enumerate(walked_blocks()):
         if kind == "sh":
             script.append(code)
         else:
@@ -82,3 +103,6 @@ def test_using_it_runs_as_written_from_outside_the_checkout(tmp_path):
     consumed = re.search(r"^(\d+) messages consumed$", run.stdout, re.M)
     assert consumed and int(consumed.group(1)) >= 100, run.stdout[-2000:]
     assert "SEND_OK" in run.stdout and run.stdout.rstrip().endswith("cluster stopped")
+    # The access-control block: the account sends, is refused the topic it has no right to, says why.
+    assert "refused, exit 1" in run.stdout
+    assert "accessKey=orders-app needs PUB, has DENY" in run.stderr and "access control refused it" in run.stderr

@@ -93,6 +93,9 @@ def test_a_wrong_secret_and_a_missing_permission_are_refused(cluster, tmp_path):
 def test_an_unsigned_client_passes_once_its_address_is_white(cluster, tmp_path):
     refused = _produce(cluster, tmp_path / "u1", TOPIC, 1)
     assert not sent_ok(refused), refused
+    # What the README says this client sees: its own "No route info" (the NameServer refused it the
+    # route; the reason is in the NameServer's log, within its rate limit).
+    assert any("No route info" in r.get("error", "") for r in refused), refused
     write_acl(cluster.topology.acl_file, white='"127.0.0.*"')
     try:
         def passes() -> bool:
