@@ -4,16 +4,9 @@ Defaults are RocketMQ's where RocketMQ has one (SPEC §1-§4). Each class has
 ``validate()`` which raises ``ValueError`` with a readable reason; processes call
 it at start so a bad setting stops a boot instead of a restart loop.
 
-Native (ZeroMQ) endpoints get their own default ports, away from RocketMQ's 9876
-(NameServer) and 10911 (broker), which stay free for the remoting front doors a
-later issue adds:
-
-| endpoint | default port |
-| --- | --- |
-| NameServer RPC | 9871 (second NameServer 9872, ...) |
-| broker RPC (first broker group) | 10811 (next group +10) |
-| master HA (replication) | its broker port + 1 |
-| slave n of a group | the group's master port + 2n |
+Native (ZeroMQ) endpoints have their own default ports, away from RocketMQ's 9876 and 10911
+(the remoting doors'): NameServer 9871 (then 9872, ...), broker group 10811 (next group +10), a
+master's HA its port + 1, slave n of a group the master's port + 2n.
 """
 
 from __future__ import annotations
