@@ -333,13 +333,18 @@ class BrokerConfig:
     # accessMessageInMemoryMaxRatio (40 % of physical memory, which 0 means here too).
     slave_read_enabled: bool = True
     slave_read_distance_bytes: int = 0
-    # SYNC_MASTER: a send no in-sync slave confirmed within this answers FLUSH_SLAVE_TIMEOUT
-    # (RocketMQ's syncFlushTimeout serves both waits).
+    # SYNC_MASTER: a send no slave confirmed within this answers FLUSH_SLAVE_TIMEOUT (RocketMQ's slaveTimeout).
     sync_replication_timeout_ms: int = 5_000
     # A slave further behind than this is not in sync (RocketMQ's haSlaveFallbehindMax, 256 MiB).
     ha_slave_fall_behind_max_bytes: int = 256 * MIB
     # A slave not heard from for this long is dropped (RocketMQ's haHousekeepingInterval, 20 s).
     ha_slave_expiry_ms: int = 20_000
+    # A controller-mode SYNC_MASTER (broker/sync_state.py; RocketMQ 5's keys and defaults but one: ours
+    # waits for all of the SyncStateSet, so SEND_OK means on every replica that may be elected).
+    min_in_sync_replicas: int = 1
+    all_ack_in_sync_state_set: bool = True
+    in_sync_replicas: int = 1
+    ha_max_time_slave_not_catchup_ms: int = 15_000
     # The master streams CommitLog bytes in chunks of up to this many bytes, with at most
     # ha_window_bytes sent and not yet acknowledged per slave.
     ha_chunk_bytes: int = 1 * MIB
@@ -400,6 +405,7 @@ class BrokerConfig:
                      "wait_time_ms_in_admin_queue", "os_page_cache_busy_timeout_ms", "send_queue_capacity",
                      "native_connection_backlog_max",
                      "sync_replication_timeout_ms", "ha_slave_expiry_ms", "ha_chunk_bytes", "ha_window_bytes",
+                     "min_in_sync_replicas", "in_sync_replicas", "ha_max_time_slave_not_catchup_ms",
                      "remoting_idle_timeout_ms", "remoting_partial_frame_timeout_ms",
                      "slave_sync_interval_ms", "controller_heartbeat_interval_ms", "controller_lease_ms"):
             if getattr(self, name) <= 0:

@@ -46,6 +46,7 @@ BROKER_KEYS: tuple[tuple[str, str, int], ...] = (
     ("transactionCheckMax", "transaction_check_max", 1),
     ("transactionCheckInterval", "transaction_check_interval_ms", 1),
     ("enableControllerMode", "controller_mode", 1),
+    ("haMaxTimeSlaveNotCatchup", "ha_max_time_slave_not_catchup_ms", 1),
     ("registerNameServerPeriod", "register_interval_ms", 1),
     ("serverChannelMaxIdleTimeSeconds", "remoting_idle_timeout_ms", -1000),
     ("metricsExporterType", "metrics_exporter_type", 1),

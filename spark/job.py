@@ -8,6 +8,9 @@
    and runs every check of spark/checker.py on the history and both reads.
 5. Prints the report, writes ``report.json`` and ``latency.png`` under ``--out``.
 
+Every step shows while it runs and says how long it took (spark/phases.py); Spark's own output
+(its start-up warnings, its log, its Python workers') goes to ``--out``/spark.log.
+
 Exits 1 when any anomaly is unexplained (a lost acknowledged message among them).
 
 ``--failover``: the cluster has a slave and automatic failover (controllers in the NameServers,
@@ -43,6 +46,7 @@ PROGRESS_POLL_S = 0.25
 CATCH_UP_TIMEOUT_S = 180.0
 CATCH_UP_STALL_S = 20.0     # committed offsets and queue ends unchanged this long: stop waiting
 LOAD_GROUP = "RocketBoxCheckGroup"
+SPARK_LOG_NAME = "spark.log"   # under --out: the JVM's output and its workers'
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -89,6 +93,8 @@ def main(argv=None) -> int:
         return 0 if run(args, args.namesrv, args.cluster_dir)["verdict_ok"] else 1
     from rocketbox.cluster.testing import LocalCluster
     from rich.console import Console
+
+    from rocketbox.spark.phases import Phases
     with tempfile.TemporaryDirectory(prefix="rocketbox-run-") as tmp:
         started = time.monotonic()
         mode = SYNC_FLUSH if args.flush_mode == "sync" else ASYNC_FLUSH
@@ -100,25 +106,17 @@ def main(argv=None) -> int:
             from rocketbox.cluster.shm import power_cut
             os.environ[power_cut.IMAGE_ENV] = os.path.join(tmp, "durable-image")
             power_cut.start_image(cluster.topology.brokers[0].store.store_dir, os.environ[power_cut.IMAGE_ENV])
-        with cluster:
+        with Phases(Console()).step("cluster start"):
+            cluster.start()
+        try:
             namesrv = cluster.remoting_namesrv if args.transport == "remoting" else cluster.namesrv
             Console().print(f"cluster up in {time.monotonic() - started:.2f} s: NameServer {namesrv} "
                             f"({args.transport} door), flush {args.flush_mode}"
                             + (", a slave, automatic failover" if args.failover else ""))
             return 0 if run(args, namesrv, cluster.data_dir)["verdict_ok"] else 1
-
-
-class _Phases:
-    """Wall time of each step of the run, for the report."""
-
-    def __init__(self):
-        self.seconds: dict[str, float] = {}
-        self._mark = time.monotonic()
-
-    def done(self, name: str) -> None:
-        now = time.monotonic()
-        self.seconds[name] = round(now - self._mark, 2)
-        self._mark = now
+        finally:
+            with Phases(Console()).step("cluster stop"):
+                cluster.stop()
 
 
 def run(args: argparse.Namespace, namesrv: str, cluster_dir: str | None, spark=None) -> dict:
@@ -127,18 +125,21 @@ def run(args: argparse.Namespace, namesrv: str, cluster_dir: str | None, spark=N
     from rich.console import Console
 
     from rocketbox.spark.datasource import register
+    from rocketbox.spark.phases import Phases
     from rocketbox.spark.session import spark_session
 
     console = Console()
-    phases = _Phases()
+    phases = Phases(console)
     out = os.path.abspath(args.out)
     os.makedirs(out, exist_ok=True)
     addresses = tuple(a for a in namesrv.replace(",", ";").split(";") if a)
     own_session = spark is None
     if own_session:
-        spark = spark_session(args.master, app_name="rocketbox-load")
+        spark_log = os.path.join(out, SPARK_LOG_NAME)
+        console.print(f"Spark's own messages (its start-up warnings, its log) go to {spark_log}", highlight=False)
+        with phases.step("spark session", spinner=False):   # the JVM's output moves while it starts
+            spark = spark_session(args.master, app_name="rocketbox-load", log_path=spark_log)
     register(spark)
-    phases.done("spark session")
     try:
         load = _load_and_consume(args, console, spark, addresses, cluster_dir, out, phases)
         result = _check_and_report(args, console, spark, addresses, load, out, phases)
@@ -161,13 +162,13 @@ def _load_and_consume(args, console, spark, addresses, cluster_dir, out, phases)
     topic = f"Load{time.strftime('%Y%m%d%H%M%S')}{os.getpid()}"
     history_path = os.path.join(out, "history.parquet")
     with Admin(config=cfg) as admin:
-        admin.create_topic(topic, args.queues)
         plan = loadgen.LoadPlan(addresses, topic, args.messages, keys=args.keys, tasks=args.tasks,
                                 body_bytes=args.body_bytes, batch=args.batch, rate_msg_s=args.rate,
                                 request_timeout_ms=args.request_timeout_ms, transport=args.transport)
-        group = PushGroup(addresses, topic, LOAD_GROUP, os.path.join(out, "push"), members=args.members,
-                          transport=args.transport).start()
-        phases.done("push group start")
+        with phases.step("push group start"):
+            admin.create_topic(topic, args.queues)
+            group = PushGroup(addresses, topic, LOAD_GROUP, os.path.join(out, "push"), members=args.members,
+                              transport=args.transport).start()
         injector = None
         if args.faults:
             low, high = (float(x) for x in args.fault_interval.split(","))
@@ -175,13 +176,13 @@ def _load_and_consume(args, console, spark, addresses, cluster_dir, out, phases)
                 (FAILOVER_DEFAULT_KINDS if args.failover else DEFAULT_KINDS)
             injector = FaultInjector(cluster_dir, kinds=kinds, interval_s=(low, high), seed=args.seed,
                                      namesrv=";".join(addresses) if args.failover else None)
-        try:
-            # Faults begin with the first stored message: earlier ones would test only an idle broker.
-            load_error = _load_with_progress(console, admin, spark, plan, history_path, LOAD_GROUP,
-                                             on_first_stored=injector.start if injector else None)
-        finally:
-            faults = injector.stop() if injector else []
-        phases.done("load (Spark job)")
+        with phases.step("load (Spark job)", spinner=False):   # its own bars
+            try:
+                # Faults begin with the first stored message: earlier ones would test only an idle broker.
+                load_error = _load_with_progress(console, admin, spark, plan, history_path, LOAD_GROUP,
+                                                 on_first_stored=injector.start if injector else None)
+            finally:
+                faults = injector.stop() if injector else []
         if load_error is not None:
             group.stop()
             raise load_error
@@ -190,17 +191,17 @@ def _load_and_consume(args, console, spark, addresses, cluster_dir, out, phases)
             fault_error = f"{type(injector.error).__name__}: {injector.error}"
             console.print(f"[red]fault injection failed: {fault_error}")
 
-        catch_up = _await_catch_up(admin, topic)
-        if not catch_up["caught_up"]:
-            console.print(f"[yellow]the push group's committed offsets stayed {catch_up['behind']:,} messages "
-                          f"behind the queue ends ({catch_up['stopped']}, {catch_up['waited_s']:.0f} s); "
-                          "what it did not read is reported as lost")
-        exit_codes = group.stop()
-        phases.done("push group catch-up and stop")
+        with phases.step("push group catch-up and stop"):
+            catch_up = _await_catch_up(admin, topic)
+            if not catch_up["caught_up"]:
+                console.print(f"[yellow]the push group's committed offsets stayed {catch_up['behind']:,} messages "
+                              f"behind the queue ends ({catch_up['stopped']}, {catch_up['waited_s']:.0f} s); "
+                              "what it did not read is reported as lost")
+            exit_codes = group.stop()
         replicas = None
         if args.failover and cluster_dir:
-            replicas = compare_replicas(cluster_dir, ";".join(addresses))
-            phases.done("replica comparison")
+            with phases.step("replica comparison"):
+                replicas = compare_replicas(cluster_dir, ";".join(addresses))
     if any(code != 0 for code in exit_codes):
         console.print(f"[red]a push-group member failed: exit codes {exit_codes}")
     return {"topic": topic, "history": history_path, "group": group, "faults": faults, "cluster_dir": cluster_dir,
@@ -215,21 +216,21 @@ def _check_and_report(args, console, spark, addresses, load, out, phases) -> dic
 
     # Cached: every check and every measure scans these again (about a fifth of the check time).
     history = spark.read.parquet(load["history"]).cache()
-    messages = (spark.read.format("rocketbox").option("namesrv", ";".join(addresses))
-                .option("topic", load["topic"]).option("transport", args.transport).load())
     datasource_path = os.path.join(out, "reads-datasource.parquet")
-    datasource_reads(messages).write.mode("overwrite").parquet(datasource_path)
-    phases.done("read back (DataSource)")
+    with phases.step("read back (DataSource)"):
+        messages = (spark.read.format("rocketbox").option("namesrv", ";".join(addresses))
+                    .option("topic", load["topic"]).option("transport", args.transport).load())
+        datasource_reads(messages).write.mode("overwrite").parquet(datasource_path)
     group = load["group"]
     reads = spark.read.parquet(datasource_path).unionByName(spark.read.parquet(group.reads_glob())).cache()
     commits = spark.read.parquet(group.commits_glob()).cache()
     power_cuts = [(e.target, e.start_ns, e.end_ns) for e in load["faults"] if e.kind == POWER]
-    anomalies = checker.check_all(history, reads, commits, readers=["datasource", "push"],
-                                  power_cuts=power_cuts).cache()
-    anomalies.count()
-    phases.done("check")
-    result = report.measures(history, reads, anomalies)
-    phases.done("measures")
+    with phases.step("check"):
+        anomalies = checker.check_all(history, reads, commits, readers=["datasource", "push"],
+                                      power_cuts=power_cuts).cache()
+        anomalies.count()
+    with phases.step("measures"):
+        result = report.measures(history, reads, anomalies)
     result.update(target=_target(args, addresses, load["cluster_dir"]),
                   topic=load["topic"], flush_mode=args.flush_mode, faults=events_as_dicts(load["faults"]),
                   settings=dict(vars(args)), failover_mode=bool(args.failover), fault_error=load["fault_error"],
@@ -240,8 +241,8 @@ def _check_and_report(args, console, spark, addresses, load, out, phases) -> dic
     anomalies.filter("explained is null").limit(1000).toPandas().to_json(
         os.path.join(out, "anomalies.json"), orient="records", indent=1)
     report.print_report(result, console)
-    report.plot(history, reads, result["faults"], os.path.join(out, "latency.png"))
-    phases.done("report and plot")
+    with phases.step("plot"):
+        report.plot(history, reads, result["faults"], os.path.join(out, "latency.png"))
     for frame in (anomalies, history, reads, commits):
         frame.unpersist()
     result["phases_s"] = phases.seconds

@@ -61,7 +61,7 @@ class ControllerClient:
         self.lease_until_s = 0.0
         self.heartbeats_answered = 0
         self._answers: deque = deque(maxlen=64)   # (sent_at_s, view) from the RPC thread
-        self._sync_set = None
+        self._sync_state = None   # a master's SyncStateSet (sync_state.py), reported in every heartbeat
         self._on_role_change = None
 
     @property
@@ -73,7 +73,7 @@ class ControllerClient:
         return int(self.view.get("epoch", 0))
 
     def _request(self, code: RequestCode) -> Command:
-        body = {"syncStateSet": sorted(self._sync_set())} if self._sync_set and self.is_master else {}
+        body = {"syncStateSet": sorted(self._sync_state.local)} if self._sync_state and self.is_master else {}
         return Command(code, {
             "brokerName": self.cfg.broker_name, "brokerId": str(self.replica_id), "brokerAddr": self.cfg.address,
             "haServerAddr": self.cfg.ha_address, "clusterName": self.cfg.cluster_name,
@@ -142,21 +142,10 @@ class ControllerClient:
 
     # ---- running ----
 
-    def serve(self, loop, in_sync_slaves, on_role_change) -> None:
-        """Heartbeat every interval; ``in_sync_slaves()`` is a master's slaves in sync now."""
-        now = time.monotonic()
-        # A restarted master has heard from no slave yet: the sync set it was given stands until a
-        # member has been out of sync for the slave expiry (RocketMQ 5's haMaxTimeSlaveNotCatchup),
-        # so a quick master restart does not leave the group with nobody to elect.
-        self._in_sync_seen = {i: now for i in self.view.get("syncStateSet", []) if i != self.replica_id}
-
-        def sync_set() -> set[int]:
-            moment = time.monotonic()
-            for i in in_sync_slaves():
-                self._in_sync_seen[i] = moment
-            grace_s = self.cfg.ha_slave_expiry_ms / 1000
-            return {self.replica_id} | {i for i, seen in self._in_sync_seen.items() if moment - seen <= grace_s}
-        self._sync_set = sync_set
+    def serve(self, loop, sync_state, on_role_change) -> None:
+        """Heartbeat every interval; ``sync_state``: a master's SyncStateSet (None on a slave), told what
+        the controller holds from each of the leader's answers."""
+        self._sync_state = sync_state
         self._on_role_change = on_role_change
         self.lease_until_s = time.monotonic() + self.cfg.controller_lease_ms / 1000 if self.is_master else 0.0
         interval_s = self.cfg.controller_heartbeat_interval_ms / 1000
@@ -186,6 +175,9 @@ class ControllerClient:
             self.heartbeats_answered += 1
             same_master = view.get("masterId") == self.view.get("masterId") and view.get("epoch") == self.epoch
             if same_master:
+                self.view = view
+                if self._sync_state is not None:
+                    self._sync_state.controller_holds(view.get("syncStateSet", ()))
                 if self.is_master:
                     self.lease_until_s = max(self.lease_until_s, sent_at + self.cfg.controller_lease_ms / 1000)
                 continue

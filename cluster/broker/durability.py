@@ -7,7 +7,8 @@ slave holds them too (``HAServer.await_replica``). Disk and slave are waited for
 after the other: the answer goes when the later is done. As RocketMQ combines the two futures, a
 failed slave wait names the answer even when the disk's timed out too (FLUSH_SLAVE_TIMEOUT 12 or
 SLAVE_NOT_AVAILABLE 11 over FLUSH_DISK_TIMEOUT 10); the write itself stays in the log either way.
-Under ASYNC_FLUSH on an ASYNC_MASTER the answer is returned as it came: no per-write cost.
+Under ASYNC_FLUSH on an ASYNC_MASTER the answer is returned as it came: no per-write cost. In
+controller mode what a SYNC_MASTER waits for is RocketMQ 5's (``sync_state.py``).
 """
 
 from __future__ import annotations
@@ -72,6 +73,11 @@ class DurabilityWait:
         self.flush_timeout_ms = cfg.store.flush_sync_timeout_ms
         # Whether any write waits at all: a caller may skip building what only a wait needs.
         self.waits = self.sync_flush or self.sync_replication
+
+    def refusal(self) -> str | None:
+        """Why a write that waits for the store may not even be stored now, or None: a controller-mode
+        SYNC_MASTER's SyncStateSet below minInSyncReplicas (``sync_state.py``)."""
+        return self.ha.refusal() if self.sync_replication else None
 
     def answer(self, response, end_phys_offset: int, reply: Callable):
         """``response`` to a write whose bytes end at ``end_phys_offset``: returned when it may go now,

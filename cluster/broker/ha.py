@@ -30,7 +30,8 @@ is parked in ``replica_waiters`` (group commit, as FlushWaiters for the disk: ma
 at once, one acknowledgement releases all it covers) until confirm_pos passes its end:
 SEND_OK then, FLUSH_SLAVE_TIMEOUT after ``sync_replication_timeout_ms``, and
 SLAVE_NOT_AVAILABLE at once when no slave is in sync (the message is stored either way,
-as in RocketMQ).
+as in RocketMQ). In controller mode a master keeps a SyncStateSet instead (``sync_state.py``,
+RocketMQ 5): a gone slave leaves it, and the wait is for its members (or ``in_sync_replicas``).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from rocketbox.cluster.acl.zap import HA_DOMAIN
 from rocketbox.cluster.broker.ha_format import (ACK, REPORT, DataHeader, HAFrameError, data_header, parse_data_header,
                                       parse_slave_message, parse_truncate, slave_message, truncate_message)
 from rocketbox.cluster.broker.stats import Rate
+from rocketbox.cluster.broker.sync_state import SyncStateSet, replicated_to
 from rocketbox.cluster.log_limit import RateLimitedLog
 from rocketbox.cluster.shm.epoch_format import replica_keep
 from rocketbox.cluster.broker.waiters import FlushWaiters
@@ -90,7 +92,7 @@ class _AnswersHAStatus:
 
 class SlaveState:
     __slots__ = ("identity", "broker_id", "acked", "sent", "heard_s", "diverged", "rewound_s", "reachable", "addr",
-                 "transfer_from", "transferred", "transfer_rate")
+                 "transfer_from", "transferred", "transfer_rate", "last_transfer_pos", "last_transfer_s")
 
     def __init__(self, identity: bytes, offset: int, now_s: float, addr: str):
         self.identity = identity
@@ -105,13 +107,17 @@ class SlaveState:
         self.diverged = False   # it has bytes this master does not: never streamed to
         self.rewound_s = -1.0   # heard_s when it was last rewound: once per silence, not once a tick
         self.reachable = True   # logged once when it is not
+        # The master's end when it last sent to it, and when: acknowledging that much is catching up.
+        self.last_transfer_pos = offset
+        self.last_transfer_s = now_s
 
 
 class HAServer(_AnswersHAStatus):
     """The master side, on the broker's event loop."""
 
-    def __init__(self, cfg, store, control, epoch: int, epochs):
-        """``epoch``: the epoch this master serves (0 without a controller); ``epochs``: its epoch file."""
+    def __init__(self, cfg, store, control, epoch: int, epochs, sync_state: SyncStateSet | None = None):
+        """``epoch``: the epoch this master serves (0 without a controller); ``epochs``: its epoch file;
+        ``sync_state``: its SyncStateSet in controller mode."""
         self.cfg = cfg
         self.store = store
         self.control = control
@@ -120,7 +126,10 @@ class HAServer(_AnswersHAStatus):
         self.slaves: dict[bytes, SlaveState] = {}
         self.replica_waiters = FlushWaiters()
         self.in_sync = False
-        self.in_sync_ids: set[int] = set()   # broker ids of the slaves in sync (the controller's sync set)
+        self.in_sync_ids: set[int] = set()   # broker ids of the slaves in sync (read-from-slave steering)
+        self.sync_state = sync_state
+        # Controller mode: the end offset up to which a sync write may be answered (sync_state.py).
+        self.replicated_pos = -1
         self.socket = None
 
     def serve(self, loop) -> None:
@@ -163,6 +172,8 @@ class HAServer(_AnswersHAStatus):
                 slave.sent = max(slave.sent, offset)
             slave.heard_s = now
             self._judge(slave, message, write_pos)
+            if self.sync_state is not None and not slave.diverged and slave.broker_id >= 1:
+                self._caught_up(slave, write_pos, now)
         self._update_confirm(now)
         self.pump()
 
@@ -187,6 +198,20 @@ class HAServer(_AnswersHAStatus):
                 send_parts(self.socket, [slave.identity, *truncate_message(keep)], NOBLOCK)
             except zmq.ZMQError:
                 pass   # gone, or its queue is full: its next message asks again
+
+    def _caught_up(self, slave: SlaveState, write_pos: int, now: float) -> None:
+        """RocketMQ 5's AutoSwitchHAConnection: a slave that acknowledged the master's end as of its last
+        transfer has caught up (then); one that did so within the master's epoch joins the SyncStateSet."""
+        if slave.acked >= write_pos:
+            when = now
+        elif slave.acked >= slave.last_transfer_pos:
+            when = slave.last_transfer_s
+        else:
+            return
+        epoch_start = self.epochs.entries[-1].start_offset if self.epochs.entries else 0
+        if self.sync_state.acknowledged(slave.broker_id, slave.acked, when, epoch_start):
+            _limited.info("sync-expand", "slave %s caught up at %d: SyncStateSet now %s",
+                          slave.identity.decode(errors="replace"), slave.acked, sorted(self.sync_state.local))
 
     def pump(self) -> None:
         """Send every slave what it lacks, within its window (once per loop turn, after the writes)."""
@@ -219,6 +244,7 @@ class HAServer(_AnswersHAStatus):
                     break
                 slave.reachable = True
                 slave.sent += len(chunk)
+                slave.last_transfer_pos, slave.last_transfer_s = write_pos, time.monotonic()
                 slave.transferred += len(chunk)
 
     def on_tick(self) -> None:
@@ -234,6 +260,12 @@ class HAServer(_AnswersHAStatus):
                 # Nothing acknowledged for a while: send it again, once (a stopped slave's queue stays bounded).
                 slave.rewound_s = slave.heard_s
                 slave.sent = slave.acked
+        if self.sync_state is not None:
+            gone = self.sync_state.shrink(now)
+            if gone:
+                _limited.warning("sync-shrink", "replicas %s have not caught up for %d ms: SyncStateSet now %s",
+                                 sorted(gone), self.cfg.ha_max_time_slave_not_catchup_ms,
+                                 sorted(self.sync_state.local))
         self._update_confirm(now)
         self.pump()
 
@@ -254,16 +286,33 @@ class HAServer(_AnswersHAStatus):
         self.in_sync_ids = in_sync_ids
         if best >= 0 and best != self.control.confirm_pos:
             self.control.confirm_pos = best
+        if self.sync_state is not None:
+            acks = {s.broker_id: s.acked for s in self.slaves.values() if not s.diverged and s.broker_id >= 1}
+            self.replicated_pos = replicated_to(self.sync_state, acks, self.cfg.all_ack_in_sync_state_set,
+                                                self.cfg.in_sync_replicas)
+            released_to = self.replicated_pos
+        else:
+            released_to = self.control.confirm_pos if self.in_sync else -1
         if len(self.replica_waiters):
-            self.replica_waiters.release(self.control.confirm_pos if self.in_sync else -1, now)
+            self.replica_waiters.release(released_to, now)
+
+    def refusal(self) -> str | None:
+        """Why a sync write may not even be stored now (RocketMQ 5's minInSyncReplicas), or None."""
+        if self.sync_state is None or self.sync_state.size() >= self.cfg.min_in_sync_replicas:
+            return None
+        return (f"in-sync replicas not enough: the SyncStateSet {sorted(self.sync_state.members())} has "
+                f"{self.sync_state.size()} of the {self.cfg.min_in_sync_replicas} minInSyncReplicas")
 
     def await_replica(self, end_phys_offset: int, response, reply):
         """A SYNC_MASTER send's answer: returned when known now, else parked and sent by ``reply``."""
-        if not self.in_sync:
+        if self.sync_state is not None:
+            if end_phys_offset <= self.replicated_pos:
+                return response
+        elif not self.in_sync:
             response.code = ResponseCode.SLAVE_NOT_AVAILABLE
             response.remark = "no slave is in sync with this master"
             return response
-        if end_phys_offset <= self.control.confirm_pos:
+        elif end_phys_offset <= self.control.confirm_pos:
             return response
         timeout_ms = self.cfg.sync_replication_timeout_ms
 
@@ -278,7 +327,10 @@ class HAServer(_AnswersHAStatus):
 
     def info(self) -> dict:
         now = time.monotonic()
+        sync = self.sync_state
         return {"confirmPos": self.control.confirm_pos, "inSync": self.in_sync,
+                "syncStateSet": sorted(sync.local) if sync else None,
+                "controllerSyncStateSet": sorted(sync.confirmed) if sync else None,
                 "parkedReplicaWaiters": len(self.replica_waiters),
                 "slaves": [{"identity": s.identity.decode(errors="replace"), "brokerId": s.broker_id,
                             "ackedPos": s.acked, "sentPos": s.sent, "silentMs": int((now - s.heard_s) * 1000),

@@ -210,6 +210,9 @@ class SendProcessor:
         if len(send.body) > size_max:
             raise ProtocolError(f"the message body is {len(send.body)} bytes, more than the {size_max}-byte limit",
                                 ResponseCode.MESSAGE_ILLEGAL)
+        refused = self.durability.refusal() if send.wait_store else None
+        if refused:
+            raise ProtocolError(refused, ResponseCode.SYSTEM_ERROR)
         topic = send.topic
         queue_id = self._queue_of(send)
         if _PRIORITY_MARK in send.properties_text and not send.batch and not topic.startswith(RETRY_TOPIC_PREFIX):

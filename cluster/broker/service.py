@@ -28,6 +28,7 @@ from rocketbox.cluster.broker.doors import BrokerDoors
 from rocketbox.cluster.broker.durability import DurabilityWait
 from rocketbox.cluster.broker.filtering import ClientConfigCheck, check_heartbeat_subscriptions
 from rocketbox.cluster.broker.ha import HAClient, HAServer
+from rocketbox.cluster.broker.sync_state import SyncStateSet
 from rocketbox.cluster.broker.locks import LockProcessor
 from rocketbox.cluster.broker.message_queries import MessageQueries
 from rocketbox.cluster.broker.metrics import BrokerMetrics
@@ -103,7 +104,7 @@ class BrokerService:
         self.store.read_only = cfg.is_slave
         self.ha = (HAClient(cfg, self.store, self.epoch, self.epochs, self.on_written,
                             on_truncate=self.restart_truncated) if cfg.is_slave
-                   else HAServer(cfg, self.store, self.control, self.epoch, self.epochs))
+                   else HAServer(cfg, self.store, self.control, self.epoch, self.epochs, self._sync_state(cfg)))
         self.topics = TopicConfigManager(store_dir, auto_create_enabled=cfg.auto_create_topic_enabled,
                                          queue_count_default=cfg.topic_queue_count_default)
         if self.controller is not None and not cfg.is_slave:
@@ -187,6 +188,13 @@ class BrokerService:
         through the door it came in by."""
         self.doors.notify(peer, command)
 
+    def _sync_state(self, cfg) -> SyncStateSet | None:
+        """A controller-mode master's SyncStateSet, from the set the controller named it with."""
+        if self.controller is None or cfg.is_slave:
+            return None
+        return SyncStateSet(self.controller.replica_id, self.controller.view.get("syncStateSet", ()),
+                            cfg.ha_max_time_slave_not_catchup_ms / 1000, time.monotonic())
+
     def may_write(self) -> bool:
         """A master writes; with a controller only while its lease holds (controller_client.py)."""
         return not self.cfg.is_slave and (self.controller is None or self.controller.lease_valid())
@@ -220,7 +228,7 @@ class BrokerService:
         loop.call_every(self.cfg.consumer_offset_persist_interval_ms / 1000, self.schedule.persist)
         self.ha.serve(loop)
         if self.controller is not None:
-            self.controller.serve(loop, lambda: self.ha.in_sync_ids, self.on_role_changed)
+            self.controller.serve(loop, getattr(self.ha, "sync_state", None), self.on_role_changed)
         if self.slave_sync is not None:
             self.slave_sync.serve(loop)
         if not self.cfg.is_slave:   # both write messages: a slave only copies its master's

@@ -8,6 +8,7 @@
     cluster status | down
     cluster up -c broker.conf [--namesrv-config namesrv.conf]      (RocketMQ's keys; flags win)
     cluster logs NAME [-n N] [-f]                  (a process's log, followed across rotations)
+    cluster pause NAME | resume NAME               (SIGSTOP / SIGCONT one process: watch a failover)
     cluster acl keygen ACCOUNT | check [--acl-file F]  (an account's CURVE keys; the ACL file read back)
     cluster tls [--host H] [--out DIR]             (a self-signed certificate and key: <data dir>/tls/)
     cluster up --tls-mode permissive|enforcing [--tls-cert F --tls-key F]  (TLS on the remoting doors, proxy)
@@ -59,7 +60,8 @@ import sys
 
 from rocketbox.cluster.acl.curve import ClientKeys, CurveKeyError, use_cluster_keys, use_for_process
 from rocketbox.cluster.cli import (acl_cmds, admin_cmds, auth_cmds, client_cmds, cluster_cmds, config_cmds,
-                                   logs_cmds, mqadmin_cmds, mqadmin_more, tls_cmds, up_config, up_settings)
+                                   logs_cmds, mqadmin_cmds, mqadmin_more, pause_cmds, tls_cmds, up_config,
+                                   up_settings)
 from rocketbox.cluster.cli.client_cmds import query_problem
 from rocketbox.cluster.cli.cluster_cmds import role_problem
 from rocketbox.cluster.cli.common import DATA_DIR_DEFAULT
@@ -78,8 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
                              f"NAME`, or the path of its .key_secret; default ${ACL_ACCOUNT_ENV}); without it, a "
                              f"data dir started with an ACL file is used with the cluster's own key (a superuser)")
     sub = parser.add_subparsers(dest="command", required=True)
-    for commands in (cluster_cmds, config_cmds, logs_cmds, client_cmds, admin_cmds, mqadmin_cmds, mqadmin_more,
-                     acl_cmds, auth_cmds, tls_cmds):
+    for commands in (cluster_cmds, config_cmds, logs_cmds, pause_cmds, client_cmds, admin_cmds, mqadmin_cmds,
+                     mqadmin_more, acl_cmds, auth_cmds, tls_cmds):
         commands.add_parsers(sub)
     for verb in set(sub.choices.values()):
         _accept_global_options(verb)

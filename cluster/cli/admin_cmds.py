@@ -111,6 +111,14 @@ def _raft_state(state) -> str:
     return {0: "follower", 1: "candidate", 2: "leader"}.get(state, str(state))
 
 
+def _names_by_address(data_dir: str) -> dict[str, str]:
+    """broker address -> its process's name (broker-a, broker-a-s1), from the cluster run in ``data_dir``."""
+    from rocketbox.cluster.supervision.run_state import read_state_file
+    state = read_state_file(data_dir) or {}
+    return {child["ready_info"]["address"]: child["name"] for child in state.get("children", [])
+            if child.get("role") == "broker" and (child.get("ready_info") or {}).get("address")}
+
+
 def cmd_controller(args) -> int:
     from rocketbox.cluster.protocol import RequestCode
     from rocketbox.cluster.wire_format import Command
@@ -134,12 +142,20 @@ def cmd_controller(args) -> int:
                              [_controller_row(n) for n in nodes]))
         leader = next((n for n in nodes if n.get("isLeader")), None)
         if leader is not None:
-            # Replica ids (1, 2, ...) name a group's brokers under failover; a route lists its master under 0.
+            # Replica ids (1, 2, ...) name a group's brokers under failover, in `cluster status` too; a
+            # route lists its master under 0. The process names come from this data dir's cluster.
+            names = _names_by_address(args.data_dir)
+
+            def named(replica_id, address) -> str:
+                return f"{replica_id} ({names[address]})" if address in names else str(replica_id)
             console.print(table("broker groups (the leader's view; ids are replica ids)",
-                                 ["group", "master", "master address", "epoch", "in-sync replicas", "replicas"],
-                                 [[g["brokerName"], g["masterId"] or "none", g["masterAddress"] or "-", g["epoch"],
+                                 ["group", "master", "master address", "epoch", "in-sync replicas (SyncStateSet)",
+                                  "replicas"],
+                                 [[g["brokerName"], named(g["masterId"], g["masterAddress"]) if g["masterId"] else
+                                   "none", g["masterAddress"] or "-", g["epoch"],
                                    ", ".join(str(i) for i in g["syncStateSet"]) or "-",
-                                   ", ".join(f"{i}: {a}" for i, a in sorted(g["replicas"].items()))]
+                                   ", ".join(f"{i}: {a}" + (f" ({names[a]})" if a in names else "")
+                                             for i, a in sorted(g["replicas"].items()))]
                                   for g in leader["groups"]]))
     return 0 if any(n.get("isLeader") for n in nodes) else 1
 

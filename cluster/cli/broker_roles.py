@@ -1,6 +1,10 @@
 """``cluster status``' live part: each broker's role (MASTER or SLAVE), broker id, epoch and
 replication lag, asked of the running brokers themselves (GET_BROKER_RUNTIME_INFO with detail).
 
+Under failover the id is the replica id the controller knows the broker by (1, 2, ...: ``cluster
+controller`` prints the same), which stays with the process through every change of role; routes
+still list the master under brokerId 0, RocketMQ's rule. Without failover it is the broker id.
+
 Every broker is asked at once with a short time-out, so a broker that does not answer shows as
 such and status never waits long. Lag is in CommitLog bytes: for a slave, how far its log ends
 behind its master's; for a master, the largest of its connected slaves' distance from its end,
@@ -60,12 +64,16 @@ def broker_rows(state: dict) -> list[dict]:
 
 def _row(name: str, info: dict | None) -> dict:
     if info is None:
-        return {"name": name, "answered": False, "brokerName": None, "brokerId": None, "role": None, "epoch": None,
+        return {"name": name, "answered": False, "brokerName": None, "brokerId": None, "routeBrokerId": None,
+                "replicaId": None, "role": None, "epoch": None,
                 "writePos": None, "confirmPos": None, "lagBytes": None, "masterAddress": None, "address": None}
     ha = info.get("ha") or {}
     slave = info["brokerRole"] == SLAVE
     behind = [info["writePos"] - s["ackedPos"] for s in ha.get("slaves", [])]
-    return {"name": name, "answered": True, "brokerName": info["brokerName"], "brokerId": info["brokerId"],
+    controller = info.get("controller") or {}
+    return {"name": name, "answered": True, "brokerName": info["brokerName"],
+            "brokerId": controller.get("replicaId", info["brokerId"]), "routeBrokerId": info["brokerId"],
+            "replicaId": controller.get("replicaId"),
             "role": "SLAVE" if slave else "MASTER", "epoch": info["epoch"], "writePos": info["writePos"],
             "confirmPos": info["confirmPos"], "lagBytes": None if slave or not behind else max(max(behind), 0),
             "masterAddress": ha.get("masterAddress") if slave else None, "address": info["address"]}
@@ -77,6 +85,12 @@ def _master_of(rows: list[dict], slave: dict) -> dict | None:
     group = [r for r in rows if r["answered"] and r["role"] == "MASTER" and r["brokerName"] == slave["brokerName"]]
     named = [r for r in group if r["address"] == slave["masterAddress"]]
     return (named or group or [None])[0]
+
+
+def table_title(rows: list[dict]) -> str:
+    if any(r["replicaId"] is not None for r in rows):
+        return "brokers: role, replica id (as `cluster controller` names them), epoch, replication lag"
+    return "brokers: role, id, epoch, replication lag"
 
 
 def table_rows(rows: list[dict]) -> list[list]:

@@ -272,7 +272,7 @@ def cmd_status(args) -> int:
                          ENDPOINT_COLUMNS, _endpoint_rows(state)))
     _print_data_dir(console, os.path.abspath(args.data_dir))
     if brokers:
-        console.print(table("brokers: role, id, epoch, replication lag", broker_roles.COLUMNS,
+        console.print(table(broker_roles.table_title(brokers), broker_roles.COLUMNS,
                             broker_roles.table_rows(brokers)))
     return 0 if alive else 1
 

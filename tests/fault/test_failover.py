@@ -86,7 +86,7 @@ def test_stopped_master_is_replaced_fenced_and_rejoins_as_slave(start_cluster):
             assert view["epoch"] > epoch_before and view["syncStateSet"] == [view["masterId"]]
 
             # Clients follow: a send is stored by the new master (only it is in the sync set now,
-            # so a sync master answers SLAVE_NOT_AVAILABLE until the old one is back in sync).
+            # so it answers SEND_OK at once: tests/fault/test_sync_state_set.py).
             def stored_by_new_master():
                 result = _probe_send(producer, acked)
                 return result is not None and result.offset_msg_id.startswith(_offset_msg_id_prefix(cluster, new))

@@ -38,8 +38,9 @@ HIGH_AVAILABILITY = "High availability: slaves and automatic failover"
 
 
 def walked_blocks() -> list[tuple[str, str]]:
-    """What the walk runs: "Using it", then the high-availability section, in the same data dir."""
-    return using_it_blocks() + section_blocks(HIGH_AVAILABILITY)
+    """What the walk runs: "Using it", then the high-availability section's first block, in the same
+    data dir (its failover to watch is tests/integration/test_cli_failover.py's, on free ports)."""
+    return using_it_blocks() + section_blocks(HIGH_AVAILABILITY)[:1]
 
 
 def _port_free(port: int) -> bool:
@@ -61,7 +62,8 @@ def test_the_readme_blocks_are_the_ones_this_test_runs():
     assert "--acl-file plain_acl.yml" in access_control and "--account orders-app" in access_control
     assert "for_account" in using_it_blocks()[5][1]
     assert "cluster down" in using_it_blocks()[-1][1]
-    [(kind, high_availability)] = section_blocks(HIGH_AVAILABILITY)
+    (kind, high_availability), (_, watch) = section_blocks(HIGH_AVAILABILITY)
+    assert "cluster pause broker-a" in watch and "cluster resume broker-a" in watch
     assert kind == "sh" and "--slaves 1" in high_availability and "--failover" in high_availability
     assert high_availability.rstrip().endswith("cluster down")
 
