@@ -1,0 +1,128 @@
+"""Lite topics (RocketMQ 5.5, issue 34 item 3) with the official 5.x Python client
+(rocketmq-python-client 5.1.2, which has LiteSimpleConsumer and LitePushConsumer): a consumer
+subscribes lite topics of a LITE parent topic and receives only those, each message carrying its
+``lite_topic``. The 5.1.2 client's subscribe_lite sends its lite topic as a set of characters
+(``lite_topic_set.extend(str)``), so a subscription is right only after its full sync (every 30 s, or
+``subscribe_lite_all()``, which the tests call); what the client would not send (bad names, quotas, a plain client's sync) goes
+through the generated stub and meets Apache's codes.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tests.grpc.grpc_client import received, run_grpc, sent, statuses
+
+TOPIC = "GrpcLite"
+PLAIN = "GrpcLitePlain"
+
+
+@pytest.fixture(scope="module")
+def topics(grpc_cluster, admin):
+    admin.create_topic(TOPIC, 4, message_type="LITE")
+    admin.create_topic(PLAIN, 2)
+
+
+def _lite_message(topic: str, lite: str, **system) -> dict:
+    properties = {"messageId": "0102FC00000001CAFE000000000000001", "messageType": "LITE",
+                  "bodyEncoding": "IDENTITY", "liteTopic": lite, **system}
+    return {"messages": [{"topic": {"name": topic}, "body": "Ym9keQ==", "systemProperties": properties}]}
+
+
+LITE_SETTINGS = {"settings": {"clientType": "LITE_SIMPLE_CONSUMER", "subscription": {
+    "group": {"name": "GrpcLiteRawCG"}, "subscriptions": [{"topic": {"name": TOPIC}}]}}}
+
+
+def _sync(name: str, lites, action: str = "PARTIAL_ADD", topic: str = TOPIC, client_id: str | None = None) -> dict:
+    step = {"name": name, "rpc": "SyncLiteSubscription", "request": {
+        "action": action, "topic": {"name": topic}, "group": {"name": "GrpcLiteRawCG"}, "liteTopicSet": list(lites)}}
+    if client_id:
+        step["client_id"] = client_id
+    return step
+
+
+@pytest.mark.timeout(180)
+def test_a_lite_simple_consumer_receives_its_lite_topics_only(grpc_cluster, topics, tmp_path):
+    lines = run_grpc("lite", {"endpoint": grpc_cluster.proxy_endpoint, "topic": TOPIC, "group": "GrpcLiteSimpleCG",
+                              "steps": [
+        {"settings": True},
+        {"subscribe": "session-a"},
+        {"subscribe": "session-c"},
+        {"unsubscribe": "session-c"},
+        {"sync_all": True},
+        {"settings": True},
+        {"produce": [{"body": "a1", "lite_topic": "session-a"}, {"body": "b1", "lite_topic": "session-b"},
+                     {"body": "c1", "lite_topic": "session-c"}, {"body": "a2", "lite_topic": "session-a"},
+                     {"body": "plain"}]},
+        {"receive": 2, "max_s": 20},
+        {"receive": 1, "max_s": 3},   # nothing more: session-b and session-c are not subscribed
+    ]}, tmp_path / "lite", timeout_s=150)
+    settings = [line for line in lines if line.get("step") == "settings"]
+    assert settings[0]["quota"] == 1200 and settings[0]["max_size"] == 64, settings
+    assert settings[1]["lite_topics"] == ["session-a"], settings
+    assert all(line["ok"] for line in lines if str(line.get("step", "")).startswith(("subscribe", "unsub"))), lines
+    stored = {line["sent"] for line in sent(lines)}
+    assert stored == {"a1", "b1", "c1", "a2"}, lines
+    plain = next(line for line in lines if line.get("body") == "plain")
+    # The route lists LITE only, so the client itself refuses a plain message (the proxy would too).
+    assert plain["sent"] is None and "queue access type:LITE" in plain["error"], plain
+    got = received(lines)
+    assert [m["body"] for m in got] == ["a1", "a2"], got   # one lite topic keeps its order (one queue)
+    assert {m["lite_topic"] for m in got} == {"session-a"} and {m["type"] for m in got} == {5}, got   # 5: LITE
+    assert [line["got"] for line in lines if line.get("step") == "receive"] == [2, 0], lines
+
+
+@pytest.mark.timeout(180)
+def test_a_lite_push_consumer_consumes_what_it_subscribes(grpc_cluster, topics, tmp_path):
+    lines = run_grpc("lite", {"endpoint": grpc_cluster.proxy_endpoint, "topic": TOPIC, "group": "GrpcLitePushCG",
+                              "push": True, "steps": [
+        {"subscribe": "agent-7"},
+        {"sync_all": True},
+        {"produce": [{"body": f"step-{i}", "lite_topic": "agent-7"} for i in range(3)]
+         + [{"body": "other", "lite_topic": "agent-8"}]},
+        {"receive": 3, "max_s": 40},
+    ]}, tmp_path / "push", timeout_s=150)
+    got = received(lines)
+    assert sorted(m["body"] for m in got) == ["step-0", "step-1", "step-2"], lines
+    assert {m["lite_topic"] for m in got} == {"agent-7"}, got
+
+
+@pytest.mark.timeout(180)
+def test_lite_refusals_carry_apaches_codes(grpc_cluster, topics, admin, tmp_path):
+    log_from = os.path.getsize(os.path.join(grpc_cluster.data_dir, "logs", "proxy.log"))
+    too_many = [f"t{i}" for i in range(1201)]
+    lines = run_grpc("raw", {"endpoint": grpc_cluster.proxy_endpoint, "client_id": "lite@raw", "steps": [
+        {"name": "lite-to-plain", "rpc": "SendMessage", "request": _lite_message(PLAIN, "s1")},
+        {"name": "bad-name", "rpc": "SendMessage", "request": _lite_message(TOPIC, "bad$name")},
+        {"name": "long-name", "rpc": "SendMessage", "request": _lite_message(TOPIC, "x" * 65)},
+        {"name": "lite-and-group", "rpc": "SendMessage", "request": _lite_message(TOPIC, "s1", messageGroup="g")},
+        _sync("not-a-lite-client", ["s1"]),
+        {"name": "lite-settings", "telemetry": [LITE_SETTINGS]},
+        {"name": "heartbeat", "rpc": "Heartbeat",
+         "request": {"clientType": "LITE_SIMPLE_CONSUMER", "group": {"name": "GrpcLiteRawCG"}}},
+        _sync("plain-parent", ["s1"], topic=PLAIN),
+        _sync("bad-lite", ["no spaces"]),
+        _sync("over-quota", too_many, action="COMPLETE_ADD"),
+        _sync("within-quota", too_many[:1200], action="COMPLETE_ADD"),
+        _sync("remove-all", [], action="COMPLETE_REMOVE"),
+    ]}, tmp_path / "raw")
+    assert statuses(lines, "lite-to-plain")[0]["code"] == "MESSAGE_PROPERTY_CONFLICT_WITH_TYPE"
+    for step in ("bad-name", "long-name"):
+        assert statuses(lines, step)[0]["code"] == "ILLEGAL_LITE_TOPIC", (step, lines)
+    assert statuses(lines, "lite-and-group")[0]["code"] == "MESSAGE_PROPERTY_CONFLICT_WITH_TYPE"
+    assert statuses(lines, "not-a-lite-client")[0]["code"] == "UNRECOGNIZED_CLIENT_TYPE"
+    settings = next(line for line in lines if line.get("step") == "lite-settings")
+    subscription = settings["responses"][0]["settings"]["subscription"]
+    assert subscription["liteSubscriptionQuota"] == 1200 and subscription["maxLiteTopicSize"] == 64, settings
+    assert statuses(lines, "heartbeat")[0]["code"] == "OK"
+    assert statuses(lines, "plain-parent")[0]["code"] == "ILLEGAL_TOPIC"
+    assert statuses(lines, "bad-lite")[0]["code"] == "ILLEGAL_LITE_TOPIC"
+    assert statuses(lines, "over-quota")[0]["code"] == "LITE_SUBSCRIPTION_QUOTA_EXCEEDED"
+    assert statuses(lines, "within-quota")[0]["code"] == "OK"
+    assert statuses(lines, "remove-all")[0]["code"] == "OK"
+    assert sum(row["maxOffset"] for row in admin.queue_offsets(PLAIN)) == 0   # nothing stored as another type
+    with open(os.path.join(grpc_cluster.data_dir, "logs", "proxy.log"), errors="replace") as f:
+        f.seek(log_from)
+        assert "Traceback" not in f.read()
