@@ -10,10 +10,12 @@ through the generated stub and meets Apache's codes.
 from __future__ import annotations
 
 import os
+import pathlib
+import subprocess
 
 import pytest
 
-from tests.grpc.grpc_client import received, run_grpc, sent, statuses
+from tests.grpc.grpc_client import GRPC_PYTHON, received, run_grpc, sent, statuses
 
 TOPIC = "GrpcLite"
 PLAIN = "GrpcLitePlain"
@@ -126,3 +128,25 @@ def test_lite_refusals_carry_apaches_codes(grpc_cluster, topics, admin, tmp_path
     with open(os.path.join(grpc_cluster.data_dir, "logs", "proxy.log"), errors="replace") as f:
         f.seek(log_from)
         assert "Traceback" not in f.read()
+
+
+def _readme_lite_block() -> str:
+    import re
+    text = (pathlib.Path(__file__).resolve().parents[2] / "README.md").read_text()
+    blocks = [code for code in re.findall(r"^```python\n(.*?)^```$", text, re.S | re.M) if "LitePushConsumer" in code]
+    assert len(blocks) == 1, "the README shows one Lite consumer example"
+    return blocks[0]
+
+
+@pytest.mark.timeout(180)
+def test_the_readmes_lite_consumer_runs_as_written(grpc_cluster, admin, tmp_path):
+    admin.create_topic("Sessions", 8, message_type="LITE")
+    code = _readme_lite_block().replace("127.0.0.1:8081", grpc_cluster.proxy_endpoint)
+    script = tmp_path / "readme_lite.py"
+    script.write_text(code)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    done = subprocess.run([str(GRPC_PYTHON), str(script)], capture_output=True, text=True, timeout=150,
+                          env={**env, "HOME": str(tmp_path)}, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split("\n")[:2] == ["session-42 hello", "session-42 bye"], done.stdout
+    assert "not for us" not in done.stdout
