@@ -150,3 +150,60 @@ def test_the_readmes_lite_consumer_runs_as_written(grpc_cluster, admin, tmp_path
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.split("\n")[:2] == ["session-42 hello", "session-42 bye"], done.stdout
     assert "not for us" not in done.stdout
+
+
+def _group_member(name: str, group: str) -> dict:
+    return {"name": f"settings-{name}", "client_id": f"{name}@lite", "telemetry": [{"settings": {
+        "clientType": "LITE_SIMPLE_CONSUMER", "subscription": {
+            "group": {"name": group}, "subscriptions": [{"topic": {"name": TOPIC}}]}}}]}
+
+
+def _receive(name: str, group: str, step: str, capture: str | None = None) -> dict:
+    receive = {"name": step, "client_id": f"{name}@lite", "rpc": "ReceiveMessage", "request": {
+        "group": {"name": group}, "messageQueue": {"topic": {"name": TOPIC}},
+        "filterExpression": {"type": "TAG", "expression": "*"}, "batchSize": 16, "invisibleDuration": "30s",
+        "longPollingTimeout": "2s"}}
+    if capture:
+        receive["as"] = capture
+    return receive
+
+
+def _bodies(lines, step: str) -> list[tuple[str, str]]:
+    import base64
+    line = next(line for line in lines if line.get("step") == step)
+    return [(r["message"]["systemProperties"].get("liteTopic"), base64.b64decode(r["message"]["body"]).decode())
+            for r in line["responses"] if "message" in r]
+
+
+@pytest.mark.timeout(180)
+def test_members_of_one_group_each_get_their_own_lite_topics(grpc_cluster, topics, tmp_path):
+    group = "GrpcLiteSharedCG"
+
+    def sync(name, lite):
+        return {"name": f"sync-{name}", "client_id": f"{name}@lite", "rpc": "SyncLiteSubscription", "request": {
+            "action": "PARTIAL_ADD", "topic": {"name": TOPIC}, "group": {"name": group}, "liteTopicSet": [lite]}}
+
+    def send(body, lite):
+        message = _lite_message(TOPIC, lite)
+        message["messages"][0]["body"] = __import__("base64").b64encode(body.encode()).decode()
+        message["messages"][0]["systemProperties"]["messageId"] = f"0102FC00000001CAFE0000000000{len(body):04d}{lite[-1]}"
+        return {"name": f"send-{body}", "rpc": "SendMessage", "request": message}
+
+    lines = run_grpc("raw", {"endpoint": grpc_cluster.proxy_endpoint, "steps": [
+        _group_member("alice", group), _group_member("bob", group),
+        sync("alice", "room-a"), sync("bob", "room-b"),
+        send("for-alice", "room-a"), send("for-bob", "room-b"), send("for-nobody", "room-c"),
+        _receive("alice", group, "alice-1"),
+        _receive("bob", group, "bob-1", capture="bob"),
+        {"name": "bob-ack", "client_id": "bob@lite", "rpc": "AckMessage", "request": {
+            "group": {"name": group}, "topic": {"name": TOPIC}, "entries": [{"receiptHandle": "{bob_handle}"}]}},
+        _receive("alice", group, "alice-2"),
+        _receive("bob", group, "bob-2"),
+    ]}, tmp_path / "raw")
+    for step in ("send-for-alice", "send-for-bob", "send-for-nobody"):
+        assert statuses(lines, step)[0]["code"] == "OK", lines
+    alice = _bodies(lines, "alice-1") + _bodies(lines, "alice-2")
+    bob = _bodies(lines, "bob-1") + _bodies(lines, "bob-2")
+    assert alice == [("room-a", "for-alice")], lines
+    assert bob == [("room-b", "for-bob")], lines   # held for bob by alice's pop, or popped by bob himself
+    assert statuses(lines, "bob-ack")[0]["code"] == "OK"
