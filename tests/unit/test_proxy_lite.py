@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from rocketbox.cluster.clock import ManualClock
 from rocketbox.cluster.message.lite_topics import lite_topic_of, lmq_name, split_lmq_name
 from rocketbox.cluster.proxy import validation
 from rocketbox.cluster.proxy.lite_subscriptions import LiteSubscriptions, notify_unsubscribe
@@ -13,14 +14,6 @@ from rocketbox.cluster.proxy.protos import Code, pb
 from rocketbox.cluster.proxy.status import ProxyError
 
 pytestmark = pytest.mark.timeout(60)
-
-
-class Clock:
-    def __init__(self):
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def test_lite_queue_names_are_apaches():
@@ -83,15 +76,15 @@ def test_subscription_quotas_per_client_and_in_all():
 
 
 def test_lite_topic_quota_counts_live_lite_topics():
-    clock = Clock()
-    subs = LiteSubscriptions(per_client=10, total=100, max_topics=2, clock=clock)
+    clock = ManualClock()
+    subs = LiteSubscriptions(per_client=10, total=100, max_topics=2, clock=clock.monotonic)
     subs.note_send("T", "a")
     subs.note_send("T", "b")
     subs.note_send("T", "a")   # known: a send to it is no new lite topic
     with pytest.raises(ProxyError, match="lite topic quota exceeded 2") as refused:
         subs.note_send("T", "c")
     assert refused.value.code == Code.LITE_TOPIC_QUOTA_EXCEEDED
-    clock.now += 61
+    clock.advance(61)
     subs.note_send("T", "b")
     assert [(t, lite) for t, lite, _ in subs.expire(lambda topic: 60.0)] == [("T", "a")]
     subs.note_send("T", "c")   # room again
@@ -99,16 +92,16 @@ def test_lite_topic_quota_counts_live_lite_topics():
 
 
 def test_an_idle_lite_topic_is_forgotten_with_its_subscriptions():
-    clock = Clock()
-    subs = LiteSubscriptions(per_client=10, total=100, max_topics=100, clock=clock)
+    clock = ManualClock()
+    subs = LiteSubscriptions(per_client=10, total=100, max_topics=100, clock=clock.monotonic)
     subs.sync("c1", pb.PARTIAL_ADD, "G", "T", {"a", "b"})
     subs.sync("c2", pb.PARTIAL_ADD, "H", "T", {"a"})
     subs.note_send("T", "a")
     subs.note_send("T", "b")
     subs.note_send("Forever", "z")
-    clock.now += 30
+    clock.advance(30)
     subs.note_send("T", "b")
-    clock.now += 31
+    clock.advance(31)
     gone = subs.expire(lambda topic: 60.0 if topic == "T" else None)   # "Forever": -1, never
     assert gone == [("T", "a", {"c1", "c2"})]
     assert subs.lite_topics_of("c1") == {"b"} and subs.lite_topics_of("c2") == frozenset()
