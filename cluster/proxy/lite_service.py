@@ -130,7 +130,8 @@ class LiteService:
 
     async def expire(self) -> int:
         """Forgets idle lite topics (their parent's lite.topic.expiration), tells their subscribers,
-        and drops held messages whose handles ran out; the lite topics forgotten."""
+        drops the subscriptions of clients the client table no longer has and held messages whose
+        handles ran out; the lite topics forgotten."""
         idle_s: dict[str, float | None] = {}
         for topic in self.subscriptions.parent_topics():
             try:
@@ -140,6 +141,9 @@ class LiteService:
             except ProxyError:
                 ms = None   # the cluster cannot say now: keep them until it can
             idle_s[topic] = None if ms is None else ms / 1000
+        for client_id in self.subscriptions.client_ids():
+            if self.registry.get(client_id) is None:   # made room for in the client table: gone
+                self.subscriptions.drop_client(client_id)
         gone = self.subscriptions.expire(lambda topic: idle_s.get(topic))
         for _topic, lite, clients in gone:
             for client_id in clients:

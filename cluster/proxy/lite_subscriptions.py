@@ -112,6 +112,9 @@ class LiteSubscriptions:
             for lite in list(binding.lite_topics):
                 self._remove(client_id, binding, lite)
 
+    def client_ids(self) -> list[str]:
+        return list(self._clients)
+
     def lite_topics_of(self, client_id: str) -> frozenset[str]:
         binding = self._clients.get(client_id)
         return frozenset(binding.lite_topics) if binding is not None else frozenset()

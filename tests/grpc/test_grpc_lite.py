@@ -207,3 +207,60 @@ def test_members_of_one_group_each_get_their_own_lite_topics(grpc_cluster, topic
     assert alice == [("room-a", "for-alice")], lines
     assert bob == [("room-b", "for-bob")], lines   # held for bob by alice's pop, or popped by bob himself
     assert statuses(lines, "bob-ack")[0]["code"] == "OK"
+
+
+@pytest.mark.timeout(120)
+def test_an_idle_lite_topic_is_forgotten_and_its_subscribers_told(grpc_cluster, admin):
+    """The proxy's expiry round (lite_service.expire) against the cluster's real topic config: with
+    ``lite.topic.expiration=1`` (minutes) a lite topic without a send for over a minute goes, and the
+    subscriber's Telemetry outbox gets NotifyUnsubscribeLiteCommand. The proxy's clock is a
+    ManualClock, so the minute passes at once."""
+    import asyncio
+
+    from rocketbox.cluster.clock import ManualClock
+    from rocketbox.cluster.protocol import RequestCode
+    from rocketbox.cluster.proxy.brokers import BrokerGateway
+    from rocketbox.cluster.proxy.clients import ClientRegistry
+    from rocketbox.cluster.proxy.lite_service import LiteService
+    from rocketbox.cluster.proxy.lite_subscriptions import LiteSubscriptions
+    from rocketbox.cluster.proxy.protos import pb
+    from rocketbox.cluster.proxy.settings import ProxySettings
+    from rocketbox.cluster.wire_format import Command
+
+    topic = "GrpcLiteIdle"
+    admin.create_topic(topic, 2, message_type="LITE")
+    for endpoint in admin.master_endpoints().values():
+        answer = admin.rpc.call(endpoint, Command(RequestCode.UPDATE_AND_CREATE_TOPIC, {
+            "topic": topic, "readQueueNums": "2", "writeQueueNums": "2", "perm": "6", "topicFilterType": "SINGLE_TAG",
+            "topicSysFlag": "0", "order": "false", "attributes": "+lite.topic.expiration=1"}))
+        assert answer.code == 0, answer.remark
+    clock = ManualClock()
+
+    async def scenario():
+        namesrvs = tuple(f"tcp://{address}" for address in grpc_cluster.namesrv.split(";"))
+        settings = ProxySettings(namesrv_endpoints=namesrvs, metadata_ttl_ms=1)
+        gateway = BrokerGateway(settings)
+        try:
+            registry = ClientRegistry(10, 60_000)
+            lite = LiteService(settings, gateway, registry)
+            lite.subscriptions = LiteSubscriptions(1200, 100, 100, clock=clock.monotonic)
+            client = registry.touch("c1@lite")
+            client.settings = pb.Settings(client_type=pb.LITE_SIMPLE_CONSUMER)
+            client.outbox = asyncio.Queue(8)
+            lite.subscriptions.sync("c1@lite", pb.PARTIAL_ADD, "G", topic, {"s1", "s2"})
+            lite.subscriptions.sync("gone@lite", pb.PARTIAL_ADD, "G", topic, {"s1"})   # not in the client table
+            lite.subscriptions.note_send(topic, "s1")
+            lite.subscriptions.note_send(topic, "s2")
+            assert await lite.expire() == 0
+            assert lite.subscriptions.lite_topics_of("gone@lite") == frozenset()   # its subscriptions went
+            clock.advance(50)
+            lite.subscriptions.note_send(topic, "s2")
+            clock.advance(20)
+            assert await lite.expire() == 1
+            command = client.outbox.get_nowait()
+            assert command.notify_unsubscribe_lite_command.lite_topic == "s1"
+            assert lite.subscriptions.lite_topics_of("c1@lite") == {"s2"} and lite.subscriptions.lite_topic_count == 1
+        finally:
+            gateway.close()
+
+    asyncio.run(scenario())
