@@ -121,6 +121,7 @@ def drain_group(stub, c: int, per_client: int, max_s: float = 600.0) -> dict:
     """Receives (and acks) as group ``c`` until it holds one message of each of its lite topics; counts
     anything else it was handed (a lite topic not its own would be a fault)."""
     client_id, group = f"lite-{c}@scale", f"LiteScaleCG{c}"
+    settle_client(stub, client_id, group)   # its settings again: the proxy forgets a client silent for 2 min
     mine = {lite_name(c * per_client + i) for i in range(per_client)}
     own: set[str] = set()
     foreign = duplicates = receives = 0
@@ -139,7 +140,8 @@ def drain_group(stub, c: int, per_client: int, max_s: float = 600.0) -> dict:
                     foreign += 1
                 elif lite in own:
                     duplicates += 1
-                own.add(lite)
+                else:
+                    own.add(lite)
                 handles.append(response.message.system_properties.receipt_handle)
         if handles:
             stub.AckMessage(service.AckMessageRequest(

@@ -147,6 +147,8 @@ class ConsumerService:
         group = validation.consumer_group(request.group.name)
         topic = validation.topic(request.message_queue.topic.name)
         route = await self.gateway.existing_route(topic)
+        if self.lite is not None and not self.lite.is_lite_client(call.client_id):
+            await self.lite.refuse_plain_receive(topic, route)
         readable = [name for name, data in self.gateway.readable(route) if data["readQueueNums"] > 0]
         if not readable:
             raise ProxyError(Code.FORBIDDEN, f"topic {topic} has no readable queue")

@@ -85,6 +85,15 @@ class LiteService:
                                                  f"{declared or 'undeclared'})")
         return attributes
 
+    async def refuse_plain_receive(self, topic: str, route) -> None:
+        """A LITE topic is read by known Lite consumers only: another receive (a plain consumer, or a
+        client whose settings the proxy no longer has) would be handed every lite topic's messages."""
+        attributes = ((await self.gateway.topic_config(topic, route)) or {}).get("attributes") or {}
+        if topic_attributes.declared_message_type(attributes) == topic_attributes.LITE:
+            raise ProxyError(Code.UNRECOGNIZED_CLIENT_TYPE,
+                             f"topic {topic} is a LITE topic: it is received by LITE_PUSH_CONSUMER and "
+                             f"LITE_SIMPLE_CONSUMER clients whose settings the proxy holds (send them again)")
+
     def client_left(self, client_id: str) -> None:
         self.subscriptions.drop_client(client_id)
 

@@ -264,3 +264,21 @@ def test_an_idle_lite_topic_is_forgotten_and_its_subscribers_told(grpc_cluster, 
             gateway.close()
 
     asyncio.run(scenario())
+
+
+@pytest.mark.timeout(120)
+def test_a_lite_topic_is_not_received_by_a_plain_consumer(grpc_cluster, topics, tmp_path):
+    receive = {"group": {"name": "GrpcLitePlainCG"}, "messageQueue": {"topic": {"name": TOPIC}},
+               "filterExpression": {"type": "TAG", "expression": "*"}, "batchSize": 16, "invisibleDuration": "30s",
+               "longPollingTimeout": "1s"}
+    lines = run_grpc("raw", {"endpoint": grpc_cluster.proxy_endpoint, "steps": [
+        {"name": "send", "rpc": "SendMessage", "request": _lite_message(TOPIC, "room-z")},
+        {"name": "unknown-client", "rpc": "ReceiveMessage", "request": receive},
+        {"name": "simple-settings", "telemetry": [{"settings": {"clientType": "SIMPLE_CONSUMER", "subscription": {
+            "group": {"name": "GrpcLitePlainCG"}, "subscriptions": [{"topic": {"name": TOPIC}}]}}}]},
+        {"name": "simple-client", "rpc": "ReceiveMessage", "request": receive},
+    ]}, tmp_path / "raw")
+    assert statuses(lines, "send")[0]["code"] == "OK"
+    for step in ("unknown-client", "simple-client"):   # never every lite topic's messages
+        status = statuses(lines, step)[0]
+        assert status["code"] == "UNRECOGNIZED_CLIENT_TYPE" and "is a LITE topic" in status["message"], (step, lines)
