@@ -19,12 +19,16 @@ today, so refusing would break every existing user: undeclared means every type 
 
 PRIORITY (RocketMQ 5.4, RIP-80) is a type a topic must declare: an undeclared or MIXED topic does
 not take it (Apache's routes list only the four classic types for MIXED), since only a PRIORITY
-topic's pops serve the higher priorities first (``broker/pop.py``). LITE (RocketMQ 5.5) names what
-a Lite message is, and no topic here takes it: RocketBox serves no Lite topics, so
-``message.type=LITE`` is refused and a Lite message is refused by the type check.
+topic's pops serve the higher priorities first (``broker/pop.py``). LITE (RocketMQ 5.5, RIP-83) is
+declared the same way: a LITE topic takes only Lite messages (a ``lite_topic`` named by
+INNER_MULTI_DISPATCH, ``message/lite_topics.py``) and a Lite message goes only to a LITE topic.
+``lite.topic.expiration`` (Apache's LITE_EXPIRATION_ATTRIBUTE) is a LITE topic's idle time in
+minutes after which a lite topic is forgotten: -1 (the default) never, at most 43,200 (30 days).
 """
 
 from __future__ import annotations
+
+from rocketbox.cluster.message.lite_topics import lite_topic_of
 
 MESSAGE_TYPE_KEY = "message.type"
 
@@ -39,9 +43,11 @@ LITE = "LITE"
 UNSPECIFIED = "UNSPECIFIED"
 # What an undeclared or MIXED topic takes, and what a topic may declare.
 CLASSIC_TYPES = (NORMAL, FIFO, DELAY, TRANSACTION)
-MESSAGE_TYPES = (*CLASSIC_TYPES, MIXED, PRIORITY)
+MESSAGE_TYPES = (*CLASSIC_TYPES, MIXED, PRIORITY, LITE)
 
 KNOWN_VALUES: dict[str, frozenset[str]] = {MESSAGE_TYPE_KEY: frozenset((*MESSAGE_TYPES, UNSPECIFIED))}
+LITE_EXPIRATION_KEY = "lite.topic.expiration"
+LITE_EXPIRATION_MAX_MINUTES = 30 * 24 * 60
 
 # Message properties that make a message's type (RocketMQ's MessageConst names).
 _PROPERTY_TRANSACTION_PREPARED = "TRAN_MSG"
@@ -97,12 +103,13 @@ def apply_modification(current: dict[str, str], changes: dict[str, str], *, crea
             raise AttributeProblem(f"alter duplication key. key: {key}")
         seen.add(key)
         allowed = KNOWN_VALUES.get(key)
-        if allowed is None:
-            raise AttributeProblem(f"unsupported key: {key} (RocketBox's topics know only {MESSAGE_TYPE_KEY})")
+        if allowed is None and key != LITE_EXPIRATION_KEY:
+            raise AttributeProblem(f"unsupported key: {key} (RocketBox's topics know only {MESSAGE_TYPE_KEY} "
+                                   f"and {LITE_EXPIRATION_KEY})")
         if sign == "+":
-            if key == MESSAGE_TYPE_KEY and value == LITE:
-                raise AttributeProblem(f"{key}={value}: RocketBox does not serve Lite topics (RocketMQ 5.5)")
-            if value not in allowed:
+            if key == LITE_EXPIRATION_KEY:
+                _check_lite_expiration(value)
+            elif value not in allowed:
                 raise AttributeProblem(f"{key}={value} is not one of {', '.join(sorted(allowed))}")
             result[key] = value
         elif creating:
@@ -112,6 +119,25 @@ def apply_modification(current: dict[str, str], changes: dict[str, str], *, crea
         else:
             del result[key]
     return result
+
+
+def _check_lite_expiration(value: str) -> None:
+    """RocketMQ's LongRangeAttribute(-1, 30 days in minutes)."""
+    try:
+        minutes = int(value)
+    except ValueError:
+        raise AttributeProblem(f"{LITE_EXPIRATION_KEY}={value} is not a number") from None
+    if not -1 <= minutes <= LITE_EXPIRATION_MAX_MINUTES:
+        raise AttributeProblem(f"{LITE_EXPIRATION_KEY}={value} is out of range [-1, {LITE_EXPIRATION_MAX_MINUTES}]")
+
+
+def lite_expiration_ms(attributes: dict[str, str]) -> int | None:
+    """A LITE topic's idle time before a lite topic of it is forgotten, or None (never)."""
+    try:
+        minutes = int(attributes.get(LITE_EXPIRATION_KEY, "-1"))
+    except ValueError:
+        return None
+    return minutes * 60_000 if minutes > 0 else None
 
 
 def declared_message_type(attributes: dict[str, str]) -> str | None:
@@ -131,6 +157,8 @@ def message_type_of(properties: dict[str, str]) -> str:
     """What a message is, from its properties (RocketMQ's ``TopicMessageType.parseFromMessageProperty``)."""
     if properties.get(_PROPERTY_TRANSACTION_PREPARED) == "true":
         return TRANSACTION
+    if lite_topic_of(properties) is not None:
+        return LITE
     if any(properties.get(name) is not None for name in _DELAY_PROPERTIES):
         return DELAY
     if properties.get(_PROPERTY_SHARDING_KEY) is not None:

@@ -62,6 +62,9 @@ _RESOURCES = {
     "AckMessage": _group_and_topic,
     "ChangeInvisibleDuration": _group_and_topic,
     "ForwardMessageToDeadLetterQueue": _group_and_topic,
+    # A Lite subscription is a subscription: the group and the parent topic SUB (Apache 5.5's
+    # SyncLiteSubscriptionRequest resources).
+    "SyncLiteSubscription": lambda r: {group_resource(r.group.name): SUB, r.topic.name: SUB},
     "Heartbeat": lambda r: {group_resource(r.group.name): SUB} if r.HasField("group") and r.group.name else {},
 }
 

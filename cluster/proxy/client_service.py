@@ -10,10 +10,11 @@ A client opens one Telemetry stream per endpoint and writes its Settings at once
   ``backoff_policy`` (max_attempts = the group's retryMaxTimes + 1, the delay levels as its
   customized back-off) from the subscription group's config.
 The stream stays open: the proxy later pushes ``recover_orphaned_transaction_command`` through it.
+A Lite consumer (RocketMQ 5.5's LITE_PUSH_CONSUMER, LITE_SIMPLE_CONSUMER) is a consumer whose
+settings also carry ``lite_subscription_quota`` and ``max_lite_topic_size`` (lite_service.py).
 A settings command that names no publishing or subscription, or an invalid topic or group, ends
 the stream with INVALID_ARGUMENT, as Apache's proxy ends it; so does one of a client type RocketBox
-does not serve (PULL_CONSUMER, and RocketMQ 5.5's LITE_PUSH_CONSUMER and LITE_SIMPLE_CONSUMER: no
-Lite topics here), which Apache's proxy before 5.5 refuses the same way ("Client type is not
+does not serve (PULL_CONSUMER), which Apache's proxy refuses the same way ("Client type is not
 consumer"), and that client's heartbeats and receives are answered UNRECOGNIZED_CLIENT_TYPE rather
 than served as another type's.
 """
@@ -31,6 +32,7 @@ from rocketbox.cluster.proxy.brokers import BrokerGateway
 from rocketbox.cluster.proxy.calls import Call
 from rocketbox.cluster.proxy.clients import (CONSUMER_TYPES, SERVED_CLIENT_TYPES, ClientRegistry, GrpcClient,
                                              unserved_client_type)
+from rocketbox.cluster.proxy.lite_subscriptions import LITE_CONSUMER_TYPES
 from rocketbox.cluster.proxy.protos import Code, pb, service
 from rocketbox.cluster.proxy.settings import ProxySettings
 from rocketbox.cluster.proxy.status import OK, ProxyError, status
@@ -51,10 +53,12 @@ class StreamEnd(Exception):
 
 
 class ClientService:
-    def __init__(self, settings: ProxySettings, gateway: BrokerGateway, registry: ClientRegistry):
+    def __init__(self, settings: ProxySettings, gateway: BrokerGateway, registry: ClientRegistry,
+                 on_client_left=lambda client_id: None):
         self.settings = settings
         self.gateway = gateway
         self.registry = registry
+        self.on_client_left = on_client_left
 
     # ------------------------------------------------------------ settings
 
@@ -78,6 +82,9 @@ class ClientService:
             subscription.receive_batch_size = self.settings.receive_batch_max
             subscription.long_polling_timeout.CopyFrom(duration(self.settings.long_polling_max_ms))
             subscription.fifo = bool(group.get("consumeMessageOrderly"))
+            if raw.client_type in LITE_CONSUMER_TYPES:
+                subscription.lite_subscription_quota = self.settings.lite_subscription_quota
+                subscription.max_lite_topic_size = self.settings.max_lite_topic_size
             settings.backoff_policy.Clear()
             settings.backoff_policy.max_attempts = int(group.get("retryMaxTimes", RETRY_MAX_TIMES_DEFAULT)) + 1
             settings.backoff_policy.customized_backoff.next.extend(duration(ms) for ms in self.settings.retry_delays_ms)
@@ -180,5 +187,6 @@ class ClientService:
         if client.client_type in CONSUMER_TYPES:
             validation.consumer_group(request.group.name)
         self.registry.remove(call.client_id)
+        self.on_client_left(call.client_id)
         client.push(None)
         return service.NotifyClientTerminationResponse(status=OK)

@@ -19,16 +19,15 @@ from rocketbox.cluster.proxy.status import ProxyError
 
 log = logging.getLogger(__name__)
 
-CONSUMER_TYPES = (pb.PUSH_CONSUMER, pb.SIMPLE_CONSUMER)
+CONSUMER_TYPES = (pb.PUSH_CONSUMER, pb.SIMPLE_CONSUMER, pb.LITE_PUSH_CONSUMER, pb.LITE_SIMPLE_CONSUMER)
 SERVED_CLIENT_TYPES = (pb.PRODUCER, *CONSUMER_TYPES)
 
 
 def unserved_client_type(client_type: int) -> ProxyError:
     """The refusal of a client type RocketBox does not serve (Apache's UNRECOGNIZED_CLIENT_TYPE)."""
     name = pb.ClientType.Name(client_type) if client_type in pb.ClientType.values() else str(client_type)
-    lite = " (Lite topics, RocketMQ 5.5, are not served here)" if "LITE" in name else ""
-    return ProxyError(Code.UNRECOGNIZED_CLIENT_TYPE, f"{name}: RocketBox serves PRODUCER, PUSH_CONSUMER and "
-                                                     f"SIMPLE_CONSUMER clients{lite}")
+    return ProxyError(Code.UNRECOGNIZED_CLIENT_TYPE, f"{name}: RocketBox serves PRODUCER, PUSH_CONSUMER, "
+                                                     f"SIMPLE_CONSUMER and their LITE_ clients")
 
 
 @dataclass(eq=False)

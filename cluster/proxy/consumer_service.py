@@ -9,7 +9,8 @@ response per message, then the delivery timestamp; or a status and the delivery 
 State lives in the broker: a receipt handle says which broker holds the pop and when it expires;
 the proxy refuses a forged or expired one (INVALID_RECEIPT_HANDLE) without asking, and the broker
 refuses one whose pop is over. Messages popped for a receive whose client went away before they
-were written are made visible again at once (Apache's NACK, 1 s).
+were written are made visible again at once (Apache's NACK, 1 s). A Lite consumer's receive takes
+what lite_service.py holds for it first, and keeps only its own lite topics of what it pops.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from rocketbox.cluster.proxy import messages, validation
 from rocketbox.cluster.proxy.brokers import BrokerGateway
 from rocketbox.cluster.proxy.calls import Call
 from rocketbox.cluster.proxy.clients import ClientRegistry, unserved_client_type
+from rocketbox.cluster.proxy.lite_service import LiteService
 from rocketbox.cluster.proxy.protos import Code, pb, service
 from rocketbox.cluster.proxy.renewals import ReceiptRenewals
 from rocketbox.cluster.proxy.settings import ProxySettings
@@ -59,7 +61,9 @@ class Popped:
 
 
 class ConsumerService:
-    def __init__(self, settings: ProxySettings, gateway: BrokerGateway, registry: ClientRegistry):
+    def __init__(self, settings: ProxySettings, gateway: BrokerGateway, registry: ClientRegistry,
+                 lite: LiteService | None = None):
+        self.lite = lite
         self.settings = settings
         self.gateway = gateway
         self.registry = registry
@@ -109,7 +113,7 @@ class ConsumerService:
         try:
             try:
                 topic, group, broker_name = await self._target(call, request)
-                pop = asyncio.ensure_future(self._pop(call, request, topic, group, broker_name))
+                pop = asyncio.ensure_future(self._take(call, request, topic, group, broker_name))
                 try:
                     popped = await asyncio.shield(pop)
                 except asyncio.CancelledError:
@@ -143,11 +147,27 @@ class ConsumerService:
         group = validation.consumer_group(request.group.name)
         topic = validation.topic(request.message_queue.topic.name)
         route = await self.gateway.existing_route(topic)
+        if self.lite is not None and not self.lite.is_lite_client(call.client_id):
+            await self.lite.refuse_plain_receive(topic, route)
         readable = [name for name, data in self.gateway.readable(route) if data["readQueueNums"] > 0]
         if not readable:
             raise ProxyError(Code.FORBIDDEN, f"topic {topic} has no readable queue")
         asked = request.message_queue.broker.name
         return topic, group, asked if asked in readable else readable[0]
+
+    async def _take(self, call: Call, request, topic: str, group: str, broker_name: str) -> list[Popped]:
+        lite = self.lite
+        if lite is None or not lite.is_lite_client(call.client_id):
+            return await self._pop(call, request, topic, group, broker_name)
+        held = lite.take_held(call.client_id, group, topic, min(max(request.batch_size, 1),
+                                                                  self.settings.receive_batch_max))
+        if held:
+            return held
+        found = lite.sort(call.client_id, group, topic, await self._pop(call, request, topic, group, broker_name))
+        for item in found.unwanted:   # a lite topic nobody in the group subscribes
+            asyncio.ensure_future(self._ack_quietly(group, topic, item.handle))
+        self._nack_soon(found.overflow, group, topic)
+        return found.mine
 
     async def _pop(self, call: Call, request, topic: str, group: str, broker_name: str) -> list[Popped]:
         polling = self.polling_ms(call, request)

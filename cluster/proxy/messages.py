@@ -20,6 +20,7 @@ from rocketbox.cluster.proxy.settings import ProxySettings
 from rocketbox.cluster.proxy.status import ProxyError
 from rocketbox.cluster.shm import commitlog_format as fmt
 from rocketbox.cluster.message.ids import unpack_host
+from rocketbox.cluster.message.lite_topics import PROPERTY_INNER_MULTI_DISPATCH, lite_topic_of, lmq_name
 from rocketbox.cluster.message.properties import (SYSTEM_PROPERTIES, PROPERTY_KEYS, PROPERTY_PRIORITY, PROPERTY_TAGS,
                                                   PROPERTY_TIMER_DELAY_SEC, PROPERTY_TIMER_DELIVER_MS,
                                                   PROPERTY_TRAN_MSG, PROPERTY_UNIQ_KEY, properties_text)
@@ -62,9 +63,11 @@ class Outgoing:
     """One gRPC message made ready for SEND_MESSAGE_V2."""
 
     __slots__ = ("message_id", "body", "properties", "sys_flag", "born_ms", "reconsume_times", "type_name",
-                 "message_group")
+                 "message_group", "lite_topic")
 
-    def __init__(self, message_id, body, properties, sys_flag, born_ms, reconsume_times, type_name, message_group):
+    def __init__(self, message_id, body, properties, sys_flag, born_ms, reconsume_times, type_name, message_group,
+                 lite_topic=""):
+        self.lite_topic = lite_topic
         self.message_id = message_id
         self.body = body
         self.properties = properties
@@ -146,10 +149,19 @@ def outgoing(message, settings: ProxySettings, now_ms: int, peer_host: str = "")
         # The store's limit, less the room a half message's PGROUP (its topic) takes.
         raise ProxyError(Code.MESSAGE_PROPERTIES_TOO_LARGE, "the message's properties do not fit a record")
     kind = topic_attributes.message_type_of(properties)
-    if system.lite_topic or system.message_type == pb.LITE:
-        kind = topic_attributes.LITE   # no topic here takes it: refused, never stored as another type
+    lite = ""
+    if system.HasField("lite_topic") or system.message_type == pb.LITE:
+        if kind != topic_attributes.NORMAL:
+            # The 5.x clients refuse it: a lite topic with a message group, a delivery time, a priority
+            # or a transaction. Never stored as one of them.
+            raise ProxyError(Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
+                             f"a Lite message cannot also be {kind} (lite_topic with a message group, delivery "
+                             f"time, priority or transaction)")
+        lite = validation.lite_topic(system.lite_topic, settings.max_lite_topic_size)
+        properties[PROPERTY_INNER_MULTI_DISPATCH] = lmq_name(message.topic.name, lite)
+        kind = topic_attributes.LITE
     return Outgoing(message_id, bytes(body), properties, sys_flag, born_ms, max(0, system.delivery_attempt),
-                    kind, group)
+                    kind, group, lite)
 
 
 def has_bad_id_characters(text: str) -> bool:
@@ -215,6 +227,9 @@ def incoming(record: fmt.Record, *, receipt_handle: str | None = None, delivery_
         system.delivery_timestamp.CopyFrom(timestamp(int(deliver)))
     if props.get(PROPERTY_SHARDING_KEY):
         system.message_group = props[PROPERTY_SHARDING_KEY]
+    lite = lite_topic_of(props)
+    if lite is not None:
+        system.lite_topic = lite
     priority = props.get(PROPERTY_PRIORITY)
     if priority is not None and priority.isdigit() and int(priority) <= INT32_MAX:
         system.priority = int(priority)

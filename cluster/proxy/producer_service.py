@@ -10,6 +10,10 @@ SEND_MESSAGE_V2 on a broker master the proxy picks.
   before it; broker/schedule.py); the entry carries the broker's recall handle, which RecallMessage
   takes back (``recall_message``; the broker's recallMessageEnable, broker/recall.py). TRANSACTION: a half message (TRAN_MSG, PGROUP = the topic,
   sysFlag PREPARED) whose entry carries its transaction id (transactions.py).
+- LITE (RocketMQ 5.5): only to a LITE topic; ``lite_topic`` is kept as INNER_MULTI_DISPATCH
+  (``message/lite_topics.py``) and picks the queue as a message group does, so one lite topic's
+  messages stay in order on one queue; a new lite topic past the proxy's lite topic quota is
+  LITE_TOPIC_QUOTA_EXCEEDED (lite_subscriptions.py).
 """
 
 from __future__ import annotations
@@ -46,7 +50,8 @@ def fifo_queue_index(message_group: str, queue_count: int) -> int:
 
 class ProducerService:
     def __init__(self, settings: ProxySettings, gateway: BrokerGateway, registry: ClientRegistry,
-                 transactions: TransactionRelay):
+                 transactions: TransactionRelay, note_lite_send=lambda topic, lite: None):
+        self.note_lite_send = note_lite_send
         self.settings = settings
         self.gateway = gateway
         self.registry = registry
@@ -68,8 +73,11 @@ class ProducerService:
                   for queue_id in range(data["writeQueueNums"])]
         if not queues:
             raise ProxyError(Code.FORBIDDEN, f"topic {topic} has no writable queue")
-        group = outgoing[0].message_group if len(outgoing) == 1 else ""
+        group = (outgoing[0].message_group or outgoing[0].lite_topic) if len(outgoing) == 1 else ""
         index = fifo_queue_index(group, len(queues)) if group else next(self._round_robin) % len(queues)
+        for out in outgoing:
+            if out.lite_topic:
+                self.note_lite_send(topic, out.lite_topic)
         broker_name, queue_id = queues[index]
         entries = [await self._store(topic, broker_name, queue_id, out) for out in outgoing]
         if any(out.type_name == topic_attributes.TRANSACTION for out in outgoing):
@@ -87,10 +95,9 @@ class ProducerService:
         declared = topic_attributes.declared_message_type((config or {}).get("attributes") or {})
         accepted = topic_attributes.accepted_types(declared)
         if type_name not in accepted:
-            why = " (RocketBox does not serve Lite topics, RocketMQ 5.5)" if type_name == topic_attributes.LITE else ""
             raise ProxyError(Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
                              f"TopicMessageType validate failed, the expected type is "
-                             f"{declared or ' or '.join(accepted)}, but actual type is {type_name}{why}")
+                             f"{declared or ' or '.join(accepted)}, but actual type is {type_name}")
 
     async def recall_message(self, call: Call, request: service.RecallMessageRequest) -> service.RecallMessageResponse:
         """RecallMessage (RocketMQ 5.3.2's RecallMessageActivity and ProducerProcessor.recallMessage): the

@@ -7,7 +7,7 @@ Every RPC goes through one guard: the caller must name itself (``x-mq-client-id`
 (``ProxyError``) is answered in the response's status; anything unexpected is answered
 INTERNAL_SERVER_ERROR and logged (rate-limited), and the proxy serves on. An RPC of
 ``service.proto`` RocketBox does not serve (PullMessage and the offset RPCs, which Apache's proxy
-does not serve either; SyncLiteSubscription: Lite topics) is refused as Apache's grpc-java stub
+does not serve either) is refused as Apache's grpc-java stub
 refuses what its proxy does not override: gRPC UNIMPLEMENTED, "Method <service>/<name> is
 unimplemented" (``refuse_unserved_rpcs``), never grpcio's NotImplementedError and its traceback.
 Bounds: RPCs in flight (``max_concurrent_rpcs``: every open stream counts; beyond
@@ -33,6 +33,7 @@ from rocketbox.cluster.proxy.calls import call_of
 from rocketbox.cluster.proxy.client_service import ClientService, StreamEnd
 from rocketbox.cluster.proxy.clients import ClientRegistry
 from rocketbox.cluster.proxy.consumer_service import ConsumerService
+from rocketbox.cluster.proxy.lite_service import LiteService
 from rocketbox.cluster.proxy.producer_service import ProducerService
 from rocketbox.cluster.proxy.protos import Code, service, service_grpc
 from rocketbox.cluster.proxy.routes import RouteService
@@ -44,6 +45,8 @@ log = logging.getLogger(__name__)
 _limited = RateLimitedLog(log)
 
 HOUSEKEEPING_S = 5.0
+# Idle lite topics are looked for every 6 housekeeping rounds (30 s; their idle times are minutes).
+LITE_EXPIRY_ROUNDS = 6
 # gRPC's own loggers: it logs each request it cannot even decode with a traceback.
 GRPC_LOGGERS = ("grpc._cython.cygrpc", "grpc.aio._server", "grpc._server")
 
@@ -104,10 +107,12 @@ class MessagingService(service_grpc.MessagingServiceServicer):
         self.gateway = BrokerGateway(settings)
         self.registry = ClientRegistry(settings.max_clients, settings.client_expiry_ms)
         self.transactions = TransactionRelay(settings, self.gateway, self.registry, loop)
-        self.clients = ClientService(settings, self.gateway, self.registry)
+        self.lite = LiteService(settings, self.gateway, self.registry)
+        self.clients = ClientService(settings, self.gateway, self.registry, on_client_left=self.lite.client_left)
         self.routes = RouteService(settings, self.gateway)
-        self.producers = ProducerService(settings, self.gateway, self.registry, self.transactions)
-        self.consumers = ConsumerService(settings, self.gateway, self.registry)
+        self.producers = ProducerService(settings, self.gateway, self.registry, self.transactions,
+                                         note_lite_send=self.lite.subscriptions.note_send)
+        self.consumers = ConsumerService(settings, self.gateway, self.registry, self.lite)
         # Access control (proxy/access.py): every RPC's authorization header, when the cluster has an ACL file.
         self.access = ProxyAccess(settings.acl_file, settings.signed_time_skew_s) if settings.acl_file else None
         self.refused = self.failed = 0
@@ -167,6 +172,10 @@ class MessagingService(service_grpc.MessagingServiceServicer):
         return await self._unary("ForwardMessageToDeadLetterQueue", self.consumers.forward_to_dead_letter_queue,
                                  request, context, service.ForwardMessageToDeadLetterQueueResponse)
 
+    async def SyncLiteSubscription(self, request, context):
+        return await self._unary("SyncLiteSubscription", self.lite.sync_lite_subscription, request, context,
+                                 service.SyncLiteSubscriptionResponse)
+
     async def ReceiveMessage(self, request, context):
         try:
             call = call_of(context)
@@ -203,9 +212,17 @@ class MessagingService(service_grpc.MessagingServiceServicer):
     # ------------------------------------------------------------ background
 
     async def housekeeping_forever(self) -> None:
+        rounds = 0
         while True:
             await asyncio.sleep(HOUSEKEEPING_S)
-            self.registry.expire()
+            for client_id in self.registry.expire():
+                self.lite.client_left(client_id)
+            rounds += 1
+            if rounds % LITE_EXPIRY_ROUNDS == 0:
+                try:
+                    await self.lite.expire()
+                except Exception:   # the next round tries again; the loop must not die
+                    _limited.warning("lite-expire", "lite topic expiry failed: %s", traceback.format_exc(limit=4))
 
 
 # How a refused Telemetry stream ends (the unary RPCs answer a status in their response instead).

@@ -69,6 +69,15 @@ class ProxySettings:
     tls_server_key_path: str = ""
     # A signed request's x-mq-date-time must lie this close to the proxy's clock (proxy/access.py).
     signed_time_skew_s: float = 900.0
+    # Lite topics (RocketMQ 5.5; proxy/lite_*.py): a lite topic's name at most this many bytes (Apache's
+    # maxLiteTopicSize), lite topics one client subscribes (answered as lite_subscription_quota), lite
+    # subscriptions in all (Apache's broker maxLiteSubscriptionCount), lite topics alive at once, and
+    # popped messages held for another member of their group.
+    max_lite_topic_size: int = 64
+    lite_subscription_quota: int = 1_200
+    max_lite_subscriptions: int = 100_000
+    max_lite_topics: int = 100_000
+    lite_held_max: int = 10_000
 
     def validate(self) -> None:
         if not 0 < self.port < 65536:
@@ -79,7 +88,8 @@ class ProxySettings:
         positive = ("request_timeout_ms", "max_body_size", "long_polling_max_ms", "invisible_max_ms",
                     "default_invisible_ms", "receive_batch_max", "route_ttl_ms", "metadata_ttl_ms",
                     "broker_heartbeat_interval_ms", "client_expiry_ms", "max_clients", "max_concurrent_rpcs",
-                    "max_request_bytes", "telemetry_outbox", "signed_time_skew_s")
+                    "max_request_bytes", "telemetry_outbox", "signed_time_skew_s", "max_lite_topic_size",
+                    "lite_subscription_quota", "max_lite_subscriptions", "max_lite_topics", "lite_held_max")
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")

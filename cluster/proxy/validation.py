@@ -66,6 +66,19 @@ def message_group(text: str, max_bytes: int) -> str:
     return text
 
 
+def lite_topic(text: str, max_bytes: int) -> str:
+    """Apache 5.5's GrpcValidator.validateLiteTopic: not blank, at most ``max_bytes`` UTF-8 bytes,
+    only ASCII letters, digits, '-' and '_' (so '$', the lite queue name's separator, never occurs)."""
+    if not text.strip():
+        raise ProxyError(Code.ILLEGAL_LITE_TOPIC, "lite topic cannot be the char sequence of whitespace")
+    if len(text.encode()) > max_bytes:
+        raise ProxyError(Code.ILLEGAL_LITE_TOPIC, f"lite topic exceed the max size {max_bytes}")
+    if not all(c.isascii() and (c.isalnum() or c in "-_") for c in text):
+        raise ProxyError(Code.ILLEGAL_LITE_TOPIC,
+                         "lite topic can only contain alphanumeric characters, hyphens(-), and underscores(_)")
+    return text
+
+
 def user_properties(properties, max_count: int) -> int:
     """Checks each user property; the bytes they take (counted against the properties limit)."""
     if len(properties) > max_count:

@@ -67,7 +67,8 @@ def received_line(message, **extra) -> dict:
             "keys": sorted(message.keys or []), "properties": dict(message.properties or {}),
             "topic": message.topic, "attempt": message.delivery_attempt, "group": message.message_group,
             "delivery_ms": message.delivery_timestamp, "born_ms": message.born_timestamp, "at": time.time(),
-            "corrupted": message.corrupted, "priority": message.priority, "type": message.message_type, **extra}
+            "corrupted": message.corrupted, "priority": message.priority, "type": message.message_type,
+            "lite_topic": message.lite_topic, **extra}
 
 
 # ---------------------------------------------------------------- producers
@@ -371,33 +372,90 @@ def idle_streams(spec: dict) -> None:
 
 
 def lite(spec: dict) -> None:
-    """What RocketMQ 5.5's Lite clients meet: a LiteSimpleConsumer started, subscribing a lite topic and
-    receiving, then a LitePushConsumer started; each outcome (or error) one line."""
-    from rocketmq import LitePushConsumer, MessageListener
+    """RocketMQ 5.5's Lite clients: a LiteSimpleConsumer (or with ``"push": true`` a LitePushConsumer)
+    bound to ``topic`` runs ``steps``: ``{"subscribe": lite}``, ``{"unsubscribe": lite}``, ``{"sync_all": true}``,
+    ``{"produce": [message specs]}`` (a Producer of the topic sends them), ``{"receive": n, "max_s": s}``
+    (receive and ack until n messages, or consumed by the push listener), ``{"settings": true}`` (the
+    quota and size the proxy granted); each outcome (or error) one line."""
+    from rocketmq import LitePushConsumer, MessageListener, Producer
     from rocketmq.v5.consumer.simple.lite_simple_consumer import LiteSimpleConsumer
-
-    def attempt(what, action):
-        try:
-            result = action()
-            emit(step=what, ok=True, result=repr(result)[:200])
-        except Exception as exc:
-            emit(step=what, ok=False, **error_line(exc))
-
-    emit(started=True)
-    simple_consumer = LiteSimpleConsumer(spec["topic"], configuration(spec), spec["group"], await_duration=1)
-    attempt("simple-startup", simple_consumer.startup)
-    attempt("simple-subscribe", lambda: simple_consumer.subscribe_lite("lite-1"))
-    time.sleep(spec.get("settle_s", 1))   # its settings went out on the Telemetry stream
-    attempt("simple-receive", lambda: simple_consumer.receive(4, 5))
-    attempt("simple-shutdown", simple_consumer.shutdown)
+    consumed: list = []
 
     class Listener(MessageListener):
         def consume(self, message):
-            emit(consumed=received_line(message))
+            consumed.append(message.message_id)
+            emit(received=received_line(message))
+            from rocketmq import ConsumeResult
+            return ConsumeResult.SUCCESS
 
-    push_consumer = LitePushConsumer(configuration(spec), spec["group"], spec["topic"], Listener())
-    attempt("push-startup", push_consumer.startup)
-    attempt("push-shutdown", push_consumer.shutdown)
+    if spec.get("push"):
+        consumer = LitePushConsumer(configuration(spec), spec["group"], spec["topic"], Listener())
+    else:
+        consumer = LiteSimpleConsumer(spec["topic"], configuration(spec), spec["group"],
+                                      await_duration=spec.get("await_s", 2))
+    try:
+        consumer.startup()
+    except Exception as exc:
+        emit(started=False, **error_line(exc))
+        return
+    # The 5.1.2 LiteSimpleConsumer's startup does not wait for the proxy's settings (its push sibling
+    # does): until they come its lite quota is 0 and subscribe_lite refuses. Wait as a user must.
+    settled = consumer._init_settings_event.wait(10)
+    emit(started=True, settings=settled)
+    producer = None
+    try:
+        for step in spec["steps"]:
+            if "subscribe" in step or "unsubscribe" in step:
+                name = "subscribe" if "subscribe" in step else "unsubscribe"
+                try:
+                    getattr(consumer, f"{name}_lite")(step[name])
+                    emit(step=f"{name}:{step[name]}", ok=True)
+                except Exception as exc:
+                    emit(step=f"{name}:{step[name]}", ok=False, **error_line(exc))
+            elif "sync_all" in step:
+                # 5.1.2's subscribe_lite sends its lite topic as a character set (lite_topic_set.extend(str)):
+                # the server then holds "s", "e", ... until the full sync (COMPLETE_ADD of the names the
+                # client kept), every 30 s or at once through subscribe_lite_all.
+                consumer.subscribe_lite_all()
+                emit(step="sync_all", ok=True)
+            elif "settings" in step:
+                manager = consumer._LiteSimpleConsumer__subscription_manager if not spec.get("push") \
+                    else consumer._LitePushConsumer__subscription_manager
+                emit(step="settings", quota=manager.lite_subscription_quota, max_size=manager.max_lite_topic_size,
+                     lite_topics=sorted(manager.lite_topics))
+            elif "produce" in step:
+                if producer is None:
+                    producer = Producer(configuration(spec), (spec["topic"],))
+                    producer.startup()
+                for item in step["produce"]:
+                    try:
+                        receipt = producer.send(message_of(item, spec["topic"]))
+                        emit(sent=item["body"], message_id=receipt.message_id, lite_topic=item.get("lite_topic"))
+                    except Exception as exc:
+                        emit(sent=None, body=item["body"], **error_line(exc))
+            elif "receive" in step:
+                deadline = time.time() + step.get("max_s", 20)
+                got = 0
+                while got < step["receive"] and time.time() < deadline:
+                    if spec.get("push"):
+                        got = len(consumed)
+                        time.sleep(0.1)
+                        continue
+                    try:
+                        messages = consumer.receive(16, 10)
+                    except Exception as exc:
+                        emit(receive_error=True, **error_line(exc))
+                        time.sleep(0.2)
+                        continue
+                    for message in messages:
+                        got += 1
+                        emit(received=received_line(message))
+                        consumer.ack(message)
+                emit(step="receive", got=got)
+    finally:
+        if producer is not None:
+            producer.shutdown()
+        consumer.shutdown()
 
 
 COMMANDS = {"produce": produce, "transaction": transaction, "simple": simple, "push": push, "raw": raw,

@@ -39,8 +39,9 @@ def test_message_types_from_cli_to_master_and_slave(start_cluster):
     created = run_cli("topic", "create", "FifoOrders", "--queues", "2", "--message-type", "FIFO", *namesrv)
     assert "message type FIFO" in created.stdout
     run_cli("topic", "create", "Plain", *namesrv)
-    refused = run_cli("topic", "create", "Odd", "--message-type", "LITE", *namesrv, check=False)
-    assert refused.returncode == 2 and "invalid choice: 'LITE'" in refused.stderr
+    assert "message type LITE" in run_cli("topic", "create", "Sessions", "--message-type", "LITE", *namesrv).stdout
+    refused = run_cli("topic", "create", "Odd", "--message-type", "lite", *namesrv, check=False)
+    assert refused.returncode == 2 and "invalid choice: 'lite'" in refused.stderr
 
     with Admin(config=client_config(cluster)) as admin:
         answer = _topic_config(admin.rpc, master_endpoint, "FifoOrders")
@@ -89,12 +90,16 @@ def test_message_types_from_cli_to_master_and_slave(start_cluster):
         assert json.loads(_topic_config(remoting, door, "Plain").body)["attributes"] == {"message.type": "DELAY"}
         assert _update_topic(remoting, door, "Plain", attributes="-message.type").code == ResponseCode.SUCCESS
         assert json.loads(_topic_config(remoting, door, "Plain").body)["attributes"] == {}
-        # RocketMQ 5.4's PRIORITY is taken; 5.5's LITE refused with the reason (no Lite topics here).
+        # RocketMQ 5.4's PRIORITY is taken; 5.5's LITE too, with its lite topics' idle time (minutes).
         assert _update_topic(remoting, door, "Urgent", attributes="+message.type=PRIORITY").code == \
             ResponseCode.SUCCESS
         assert json.loads(_topic_config(remoting, door, "Urgent").body)["attributes"] == {"message.type": "PRIORITY"}
-        lite = _update_topic(remoting, door, "Chats", attributes="+message.type=LITE")
-        assert lite.code == ResponseCode.SYSTEM_ERROR and "does not serve Lite topics" in lite.remark, lite.remark
+        lite = _update_topic(remoting, door, "Chats", attributes="+message.type=LITE,+lite.topic.expiration=60")
+        assert lite.code == ResponseCode.SUCCESS, lite.remark
+        assert json.loads(_topic_config(remoting, door, "Chats").body)["attributes"] == \
+            {"message.type": "LITE", "lite.topic.expiration": "60"}
+        too_long = _update_topic(remoting, door, "Chats", attributes="+lite.topic.expiration=43201")
+        assert too_long.code == ResponseCode.SYSTEM_ERROR and "out of range" in too_long.remark, too_long.remark
     finally:
         remoting.close()
 

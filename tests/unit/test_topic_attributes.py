@@ -11,7 +11,8 @@ import pytest
 from rocketbox.cluster.broker.topics import TopicConfig, TopicConfigManager
 from rocketbox.cluster.shm import paths
 from rocketbox.cluster.topic_attributes import (AttributeProblem, accepted_types, apply_modification,
-                                                format_modification, message_type_of, parse_modification)
+                                                format_modification, lite_expiration_ms, message_type_of,
+                                                parse_modification)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -70,7 +71,8 @@ def test_update_keeps_unmentioned_changes_and_deletes():
     ({"+color": "red"}, "unsupported key: color"),
     ({"+queue.type": "BatchCQ"}, "unsupported key: queue.type"),
     ({"+message.type": "fifo"}, "message.type=fifo is not one of"),
-    ({"+message.type": "LITE"}, "message.type=LITE: RocketBox does not serve Lite topics"),
+    ({"+lite.topic.expiration": "43201"}, "out of range"),
+    ({"+lite.topic.expiration": "soon"}, "is not a number"),
     ({"+message-type": "FIFO"}, "key format is wrong"),
     ({"+message.type": "FIFO", "-message.type": ""}, "alter duplication key"),
 ])
@@ -80,8 +82,17 @@ def test_bad_changes_are_refused_with_the_reason(changes, reason):
 
 
 def test_every_rocketmq_value_is_taken():
-    for value in ("NORMAL", "FIFO", "DELAY", "TRANSACTION", "MIXED", "UNSPECIFIED", "PRIORITY"):
+    for value in ("NORMAL", "FIFO", "DELAY", "TRANSACTION", "MIXED", "UNSPECIFIED", "PRIORITY", "LITE"):
         assert apply_modification({}, {"+message.type": value}, creating=True) == {"message.type": value}
+
+
+def test_a_lite_topic_declares_its_expiration_in_minutes():
+    changes = {"+message.type": "LITE", "+lite.topic.expiration": "30"}
+    attributes = apply_modification({}, changes, creating=True)
+    assert attributes == {"message.type": "LITE", "lite.topic.expiration": "30"}
+    assert lite_expiration_ms(attributes) == 30 * 60_000
+    assert lite_expiration_ms({"message.type": "LITE"}) is None            # -1, Apache's default: never
+    assert lite_expiration_ms({"lite.topic.expiration": "-1"}) is None
 
 
 def test_message_type_and_what_a_topic_takes():
@@ -93,6 +104,7 @@ def test_message_type_and_what_a_topic_takes():
     assert accepted_types("MIXED") == every
     assert accepted_types("DELAY") == ("DELAY",)
     assert accepted_types("PRIORITY") == ("PRIORITY",)   # only a declared PRIORITY topic takes them
+    assert accepted_types("LITE") == ("LITE",)           # and only a LITE topic takes Lite messages
     assert accepted_types("bogus") == ()
 
 
@@ -110,6 +122,8 @@ def test_message_type_and_what_a_topic_takes():
     ({"_SYS_MSG_PRIORITY_": "3"}, "PRIORITY"),
     ({"_SYS_MSG_PRIORITY_": "3", "__SHARDINGKEY": "g"}, "FIFO"),   # Apache's order: FIFO before PRIORITY
     ({"_SYS_MSG_PRIORITY_": "3", "TIMER_DELIVER_MS": "1"}, "DELAY"),
+    ({"INNER_MULTI_DISPATCH": "%LMQ%$parent$session-1"}, "LITE"),
+    ({"INNER_MULTI_DISPATCH": "%LMQ%plain-lmq"}, "NORMAL"),        # an LMQ that is not a lite topic
 ])
 def test_message_type_of_properties(properties, kind):
     assert message_type_of(properties) == kind
