@@ -25,7 +25,7 @@ MODULE_LINES_MAX = 600
 _LAYERS_BY_PATH: list[tuple[str, ...]] = [
     ("cluster.message", "cluster._native", "cluster.clock", "cluster.fault_proxy", "cluster.file_modes", "cluster.format_errors",
      "cluster.log_limit", "cluster.loop_stalls", "cluster.spin_wait", "cluster.zmq_frames"),
-    ("cluster.account_keys", "cluster.config", "cluster.rocketmq_keys", "cluster.rocketmq_defaults", "cluster.config_file"),
+    ("cluster.account_keys", "cluster.setting_texts", "cluster.config", "cluster.rocketmq_keys", "cluster.rocketmq_defaults", "cluster.config_file"),
     ("cluster.wire_format", "cluster.remoting_format", "cluster.fastjson_format", "cluster.mq_version"),
     ("cluster.shm", "cluster.json_files", "cluster.live_settings"),
     ("cluster.supervision",),
