@@ -159,6 +159,7 @@ class RemotingServer:
         self.connections_refused = 0
         self.connections_timed_out = 0
         self.connections_slow_reader = 0
+        self.socket_writes = 0
         self.backlog = DoorBacklog(self._epoll.fileno(), wait_bounds, name) if wait_bounds is not None else None
         self._polled_at = time.monotonic()   # the previous readiness pass: every connection not behind was empty then
         self._unproven_bytes_left = UNPROVEN_BYTES_PER_PASS
@@ -373,6 +374,7 @@ class RemotingServer:
 
     def _send_some(self, conn: _Connection, data) -> int | None:
         """Bytes of ``data`` the socket took now (0 when full); None when the connection broke."""
+        self.socket_writes += 1
         try:
             return conn.sock.send(data)
         except (BlockingIOError, InterruptedError):
@@ -436,7 +438,8 @@ class RemotingServer:
         return {"address": self.address, "connections": len(self._connections),
                 "requestsServed": self.requests_served, "malformedFrames": self.malformed_frames,
                 "connectionsRefused": self.connections_refused, "connectionsTimedOut": self.connections_timed_out,
-                "connectionsSlowReader": self.connections_slow_reader, **self.admission.info()}
+                "connectionsSlowReader": self.connections_slow_reader, "socketWrites": self.socket_writes,
+                **self.admission.info()}
 
     def _close_places(self, places: list[Place]) -> None:
         """Close the connections ``remoting_admission`` dropped (their places are gone already)."""
