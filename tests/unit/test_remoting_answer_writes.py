@@ -16,8 +16,8 @@ from rocketbox.cluster.protocol import RequestCode, ResponseCode
 from rocketbox.cluster.remoting_format import FrameDecoder, decode_frame_payload, encode_frame
 from rocketbox.cluster.remoting_transport import CORKED_FRAMES_MAX, RemotingServer
 from rocketbox.cluster.wire_format import Command
+from tests.unit.test_remoting_arrival_stamps import DEADLINE_S, _serve_until
 
-DEADLINE_S = 10
 BIG_BODY = b"b" * (300 * 1024)
 
 
@@ -41,13 +41,6 @@ def door():
     yield server, client, later
     client.close()
     server.close()
-
-
-def _serve_until(server, condition) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while not condition():
-        assert time.monotonic() < deadline, "the door did not get there in time"
-        server.on_events()
 
 
 def _send_in_one_read(server, client, frames: list[bytes]) -> None:
