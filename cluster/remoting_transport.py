@@ -5,8 +5,10 @@ mqadmin): frames from ``remoting_format``, requests to the same handler table as
 door (``request_dispatch``). Knows sockets, frames and time-outs; nothing of topics.
 
 One ``epoll`` set holds the listening socket and every connection; the event loop polls only its
-descriptor, so thousands of idle connections cost nothing per turn. A reply is written at once
-(what the socket does not take waits for EPOLLOUT). Bounds: who keeps a place and how many bytes
+descriptor, so thousands of idle connections cost nothing per turn. The answers to the requests of
+one read leave together, up to 16 frames or 256 KiB a write (a client with many in flight gets
+them for one system call, not one each); an answer given later (a flush wait, a long poll) is
+written at once. What the socket does not take waits for EPOLLOUT. Bounds: who keeps a place and how many bytes
 unfinished frames hold is ``remoting_admission`` (connections that have not proven themselves
 with a request are dropped first, and within seconds); ``output_bytes_max`` unsent bytes per
 connection (a client that does not read is disconnected), frames up to ``frame_bytes_max`` (a
@@ -54,6 +56,9 @@ RECV_ROUNDS_MAX = 16
 # in the middle of a frame this many bytes a pass in all: a flood of half frames costs each turn of
 # the loop about a millisecond, and the clients' requests wait for no more.
 UNPROVEN_BYTES_PER_PASS = 1 << 20
+# Answers held back to leave in one write with those after them, at most: past either they go at once.
+CORKED_FRAMES_MAX = 16
+CORKED_BYTES_MAX = 256 * 1024
 ACCEPTS_PER_EVENT_MAX = 64
 EVENTS_PER_TURN_MAX = 512
 # When the process is out of descriptors, stop accepting this long instead of spinning on EMFILE.
@@ -68,7 +73,7 @@ _STAMP_SPACE = socket.CMSG_SPACE(_TIMESPEC.size)
 
 class _Connection:
     __slots__ = ("sock", "fd", "peer", "host", "port", "decoder", "out", "out_bytes", "last_active", "partial_since",
-                 "serialize_type", "closed", "behind_since", "place")
+                 "serialize_type", "closed", "behind_since", "place", "corked", "corked_bytes")
 
     def __init__(self, sock: socket.socket, peer: bytes, host: str, frame_bytes_max: int, now: float, port: int = 0):
         self.sock = sock
@@ -86,6 +91,9 @@ class _Connection:
         # Set while bytes are left unread (its reads ran out of rounds): when it was last empty.
         self.behind_since: float | None = None
         self.place: Place | None = None
+        # While the requests of one read are served: their answers, written together after them.
+        self.corked: list | None = None
+        self.corked_bytes = 0
 
 
 class TcpReply(Reply):
@@ -151,6 +159,7 @@ class RemotingServer:
         self.connections_refused = 0
         self.connections_timed_out = 0
         self.connections_slow_reader = 0
+        self.socket_writes = 0
         self.backlog = DoorBacklog(self._epoll.fileno(), wait_bounds, name) if wait_bounds is not None else None
         self._polled_at = time.monotonic()   # the previous readiness pass: every connection not behind was empty then
         self._unproven_bytes_left = UNPROVEN_BYTES_PER_PASS
@@ -266,10 +275,9 @@ class RemotingServer:
                 payloads = conn.decoder.feed(data)
             except BadFrameLength as exc:
                 # The frames that arrived whole before the bad length word are answered first.
-                for payload in exc.frames:
-                    self._serve(conn, payload, arrived)
-                    if conn.closed:
-                        return True
+                self._serve_all(conn, exc.frames, arrived)
+                if conn.closed:
+                    return True
                 self.malformed_frames += 1
                 if exc.zeromq_greeting:   # a wrong door, not an attack: said plainly, below warning
                     _limited.info(f"zmtp:{self.name}", "%s: closed the connection from %s: a ZeroMQ greeting, "
@@ -277,8 +285,8 @@ class RemotingServer:
                                   "at the remoting port)", self.name, conn.host)
                 self.close_connection(conn, f"unusable frame: {exc}", quiet=exc.zeromq_greeting)
                 return True
-            for payload in payloads:
-                self._serve(conn, payload, arrived)
+            if payloads:
+                self._serve_all(conn, payloads, arrived)
                 if conn.closed:
                     return True
             self._close_places(self.admission.holding(conn.place, conn.decoder.buffered_bytes, bool(payloads)))
@@ -293,6 +301,23 @@ class RemotingServer:
         elif conn.partial_since is None:
             conn.partial_since = conn.last_active
         return emptied
+
+    def _serve_all(self, conn: _Connection, payloads: list, since: float) -> None:
+        """Serve the requests of one read; the answers ready by the end leave in one write (a client
+        with many requests in flight gets them for one system call, not one each)."""
+        conn.corked = []
+        try:
+            for payload in payloads:
+                self._serve(conn, payload, since)
+                if conn.closed:
+                    return
+        finally:
+            self._uncork(conn)
+
+    def _uncork(self, conn: _Connection) -> None:
+        frames, conn.corked, conn.corked_bytes = conn.corked, None, 0
+        if frames:
+            self.write(conn, frames[0] if len(frames) == 1 else b"".join(frames))
 
     def _serve(self, conn: _Connection, payload: bytes, since: float) -> None:
         """``since``: when the request arrived, or a moment before it (fast_failure.py)."""
@@ -327,6 +352,16 @@ class RemotingServer:
     def write(self, conn: _Connection, frame: bytes) -> None:
         if conn.closed:
             return
+        corked = conn.corked
+        if corked is not None:
+            corked.append(frame)
+            conn.corked_bytes += len(frame)
+            # The first answers do not wait for many more: the client works on them meanwhile; big
+            # answers (pulls) go on without waiting for the rest.
+            if len(corked) >= CORKED_FRAMES_MAX or conn.corked_bytes >= CORKED_BYTES_MAX:
+                self._uncork(conn)
+                conn.corked = []
+            return
         if conn.out:
             self._queue(conn, memoryview(frame))
             return
@@ -339,6 +374,7 @@ class RemotingServer:
 
     def _send_some(self, conn: _Connection, data) -> int | None:
         """Bytes of ``data`` the socket took now (0 when full); None when the connection broke."""
+        self.socket_writes += 1
         try:
             return conn.sock.send(data)
         except (BlockingIOError, InterruptedError):
@@ -402,7 +438,8 @@ class RemotingServer:
         return {"address": self.address, "connections": len(self._connections),
                 "requestsServed": self.requests_served, "malformedFrames": self.malformed_frames,
                 "connectionsRefused": self.connections_refused, "connectionsTimedOut": self.connections_timed_out,
-                "connectionsSlowReader": self.connections_slow_reader, **self.admission.info()}
+                "connectionsSlowReader": self.connections_slow_reader, "socketWrites": self.socket_writes,
+                **self.admission.info()}
 
     def _close_places(self, places: list[Place]) -> None:
         """Close the connections ``remoting_admission`` dropped (their places are gone already)."""
