@@ -20,81 +20,75 @@ import sys
 
 
 def servicer(port: int, threaded: bool):
-    import grpc
     from rocketmq.grpc_protocol import definition_pb2 as pb, service_pb2 as service, service_pb2_grpc
 
     ok = pb.Status(code=pb.Code.OK, message="OK")
     endpoints = pb.Endpoints(scheme=pb.IPv4, addresses=[pb.Address(host="127.0.0.1", port=port)])
     broker = pb.Broker(name="floor", id=0, endpoints=endpoints)
 
+    def route(request):
+        queues = [pb.MessageQueue(topic=request.topic, id=i, permission=pb.READ_WRITE, broker=broker,
+                                  accept_message_types=[pb.NORMAL, pb.FIFO, pb.DELAY, pb.TRANSACTION])
+                  for i in range(4)]
+        return service.QueryRouteResponse(status=ok, message_queues=queues)
+
+    def sent(request):
+        entries = [service.SendResultEntry(status=ok, message_id=m.system_properties.message_id, offset=0)
+                   for m in request.messages]
+        return service.SendMessageResponse(status=ok, entries=entries)
+
+    def settings_answer(command):
+        """The client's settings back, a body limit filled (None: not a settings command)."""
+        if not command.HasField("settings"):
+            return None
+        settings = pb.Settings()
+        settings.CopyFrom(command.settings)
+        if settings.HasField("publishing"):
+            settings.publishing.max_body_size = 4 * 1024 * 1024
+            settings.publishing.validate_message_type = True
+        return service.TelemetryCommand(status=ok, settings=settings)
+
     class Floor(service_pb2_grpc.MessagingServiceServicer):
         async def QueryRoute(self, request, context):
-            queues = [pb.MessageQueue(topic=request.topic, id=i, permission=pb.READ_WRITE, broker=broker,
-                                      accept_message_types=[pb.NORMAL, pb.FIFO, pb.DELAY, pb.TRANSACTION])
-                      for i in range(4)]
-            return service.QueryRouteResponse(status=ok, message_queues=queues)
+            return route(request)
 
         async def Heartbeat(self, request, context):
             return service.HeartbeatResponse(status=ok)
 
         async def SendMessage(self, request, context):
-            entries = [service.SendResultEntry(status=ok, message_id=m.system_properties.message_id, offset=0)
-                       for m in request.messages]
-            return service.SendMessageResponse(status=ok, entries=entries)
+            return sent(request)
 
         async def Telemetry(self, request_iterator, context):
             async for command in request_iterator:
-                if command.HasField("settings"):
-                    settings = pb.Settings()
-                    settings.CopyFrom(command.settings)
-                    if settings.HasField("publishing"):
-                        settings.publishing.max_body_size = 4 * 1024 * 1024
-                        settings.publishing.validate_message_type = True
-                    yield service.TelemetryCommand(status=ok, settings=settings)
+                answer = settings_answer(command)
+                if answer is not None:
+                    yield answer
 
         async def NotifyClientTermination(self, request, context):
             return service.NotifyClientTerminationResponse(status=ok)
 
-    if not threaded:
-        return Floor()
-
     class ThreadedFloor(service_pb2_grpc.MessagingServiceServicer):
-        """Floor's answers from plain functions (the synchronous server calls them on its pool)."""
+        """The same answers from plain functions (the synchronous server calls them on its pool)."""
 
         def QueryRoute(self, request, context):
-            return _run(Floor.QueryRoute(self, request, context))
+            return route(request)
 
         def Heartbeat(self, request, context):
             return service.HeartbeatResponse(status=ok)
 
         def SendMessage(self, request, context):
-            entries = [service.SendResultEntry(status=ok, message_id=m.system_properties.message_id, offset=0)
-                       for m in request.messages]
-            return service.SendMessageResponse(status=ok, entries=entries)
+            return sent(request)
 
         def Telemetry(self, request_iterator, context):
             for command in request_iterator:
-                if command.HasField("settings"):
-                    settings = pb.Settings()
-                    settings.CopyFrom(command.settings)
-                    if settings.HasField("publishing"):
-                        settings.publishing.max_body_size = 4 * 1024 * 1024
-                        settings.publishing.validate_message_type = True
-                    yield service.TelemetryCommand(status=ok, settings=settings)
+                answer = settings_answer(command)
+                if answer is not None:
+                    yield answer
 
         def NotifyClientTermination(self, request, context):
             return service.NotifyClientTerminationResponse(status=ok)
 
-    return ThreadedFloor()
-
-
-def _run(coroutine):
-    """The value of a coroutine that never awaits."""
-    try:
-        coroutine.send(None)
-    except StopIteration as done:
-        return done.value
-    raise RuntimeError("the coroutine awaited")
+    return ThreadedFloor() if threaded else Floor()
 
 
 def _ready() -> None:
