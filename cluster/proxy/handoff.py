@@ -1,12 +1,11 @@
-"""The proxy's broker requests handed between its asyncio loop and the RpcClient's I/O thread in
-batches, not one by one.
+"""The answers to the proxy's broker requests handed from the RpcClient's I/O thread to the asyncio
+loop in batches, not one by one.
 
-One by one, every request cost a write to the I/O thread's wake pipe (the thread empties its queue
-and sleeps between two requests of the loop) and every answer a write to the loop's self-pipe
-(``asyncio.wrap_future``'s ``call_soon_threadsafe``): two wake-ups and two GIL hand-offs a message at
-64 sends in flight. Here the requests of one loop turn go to the I/O thread together (one wake), and
-the answers the I/O thread settles while the loop has not yet run are delivered in one loop callback
-(perf/RESULTS.md, "The gRPC door at full speed").
+One by one (``asyncio.wrap_future``), every answer cost a ``call_soon_threadsafe``: a write to the
+loop's self-pipe and a wake-up of the loop, with a GIL hand-off, per message. Here the answers the
+I/O thread settles while the loop has not yet run are delivered in one loop callback (2.2 answers a
+wake-up in the proxy at 2 clients x 64 sends in flight; perf/RESULTS.md, "The gRPC door at full
+speed").
 """
 
 from __future__ import annotations
@@ -25,8 +24,6 @@ class BatchedCalls:
     def __init__(self, rpc: RpcClient):
         self.rpc = rpc
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._outgoing: collections.deque = collections.deque()   # (endpoint, request, timeout, waiter)
-        self._send_scheduled = False
         self._answered: collections.deque = collections.deque()   # (concurrent future, waiter)
         self._delivery_scheduled = False
 
@@ -36,22 +33,12 @@ class BatchedCalls:
         if loop is None:
             loop = self._loop = asyncio.get_running_loop()
         waiter = loop.create_future()
-        self._outgoing.append((endpoint, request, timeout_ms, waiter))
-        if not self._send_scheduled:
-            self._send_scheduled = True
-            loop.call_soon(self._send)
+        # Submitted at once: the I/O thread's own wake flag already spares the pipe write while it
+        # has not drained its queue (deferring to the end of the loop turn gathered 1.1 request a
+        # batch in the proxy: its RPCs' handlers run in turns of their own).
+        self.rpc.call_async(endpoint, request, timeout_ms,
+                            on_done=lambda answer: self._answer(answer, waiter))
         return waiter
-
-    def _send(self) -> None:
-        """On the loop: every request of this turn to the I/O thread (its pipe written once)."""
-        self._send_scheduled = False
-        outgoing = self._outgoing
-        while outgoing:
-            endpoint, request, timeout_ms, waiter = outgoing.popleft()
-            if waiter.cancelled():
-                continue
-            self.rpc.call_async(endpoint, request, timeout_ms,
-                                on_done=lambda answer, waiter=waiter: self._answer(answer, waiter))
 
     def _answer(self, answer: Future, waiter: asyncio.Future) -> None:
         """On the I/O thread: queue the answer; wake the loop only when no delivery is pending.

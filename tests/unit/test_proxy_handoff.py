@@ -1,4 +1,4 @@
-"""The proxy's batched hand-off of broker requests (proxy/handoff.py) against a real ZeroMQ server:
+"""The proxy's batched hand-off of broker answers (proxy/handoff.py) against a real ZeroMQ server:
 every answer reaches its own caller, answers settled together cost the loop one wake-up, time-outs
 and cancelled callers behave."""
 
@@ -60,7 +60,6 @@ def test_answers_settled_together_wake_the_loop_once(echo_server, calls):
 
     async def scenario():
         waiters = [calls.call(echo_server, Command(ECHO, {}, b"x")) for _ in range(50)]
-        await asyncio.sleep(0)   # the loop turn that hands the 50 requests to the I/O thread
         # The loop is kept busy (not yielding) until the I/O thread has settled every answer.
         deadline = time.monotonic() + 20
         while len(calls._answered) < 50 and time.monotonic() < deadline:
