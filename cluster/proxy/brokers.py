@@ -1,5 +1,5 @@
 """The proxy's way to the cluster: NameServers and broker masters over the native (ZeroMQ) door,
-through the client library's RpcClient, awaited from the proxy's asyncio loop (requests and answers
+through the client library's RpcClient, awaited from the proxy's asyncio loop (answers
 handed over in batches: handoff.py).
 
 Everything the proxy learns from them is cached with a time-to-live and a size bound (a flood of
