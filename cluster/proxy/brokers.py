@@ -1,5 +1,6 @@
 """The proxy's way to the cluster: NameServers and broker masters over the native (ZeroMQ) door,
-through the client library's RpcClient, awaited from the proxy's asyncio loop.
+through the client library's RpcClient, awaited from the proxy's asyncio loop (answers
+handed over in batches: handoff.py).
 
 Everything the proxy learns from them is cached with a time-to-live and a size bound (a flood of
 requests naming random topics must not grow the proxy): topic routes (``route_ttl_ms``, RocketMQ's
@@ -18,6 +19,7 @@ import time
 
 from rocketbox.cluster.client.routes import TopicRoute, normalize_endpoint
 from rocketbox.cluster.protocol import MASTER_ID, PERM_READ, PERM_WRITE, RequestCode, ResponseCode
+from rocketbox.cluster.proxy.handoff import BatchedCalls
 from rocketbox.cluster.proxy.protos import Code
 from rocketbox.cluster.proxy.settings import ProxySettings
 from rocketbox.cluster.proxy.status import ProxyError, broker_refusal, code_of_transport
@@ -61,6 +63,7 @@ class BrokerGateway:
     def __init__(self, settings: ProxySettings):
         self.settings = settings
         self.rpc = RpcClient(settings.request_timeout_ms)
+        self._calls = BatchedCalls(self.rpc)
         self._routes = TtlCache()
         self._topic_configs = TtlCache()
         self._group_tables = TtlCache()
@@ -72,7 +75,7 @@ class BrokerGateway:
 
     async def call(self, endpoint: str, request: Command, timeout_ms: int | None = None) -> Command:
         """One request; TransportError when the peer does not answer within ``timeout_ms``."""
-        return await asyncio.wrap_future(self.rpc.call_async(endpoint, request, timeout_ms))
+        return await self._calls.call(endpoint, request, timeout_ms)
 
     async def namesrv(self, factory) -> Command:
         """Ask each NameServer in turn until one answers."""

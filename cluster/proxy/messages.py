@@ -62,24 +62,22 @@ def timestamp(ms: int) -> Timestamp:
 class Outgoing:
     """One gRPC message made ready for SEND_MESSAGE_V2."""
 
-    __slots__ = ("message_id", "body", "properties", "sys_flag", "born_ms", "reconsume_times", "type_name",
-                 "message_group", "lite_topic")
+    __slots__ = ("message_id", "body", "properties", "properties_text", "sys_flag", "born_ms", "reconsume_times",
+                 "type_name", "message_group", "lite_topic")
 
     def __init__(self, message_id, body, properties, sys_flag, born_ms, reconsume_times, type_name, message_group,
-                 lite_topic=""):
+                 lite_topic="", text: str | None = None):
         self.lite_topic = lite_topic
         self.message_id = message_id
         self.body = body
         self.properties = properties
+        # Built once: the size check and SEND_MESSAGE_V2's header both need it.
+        self.properties_text = properties_text(properties.items()) if text is None else text
         self.sys_flag = sys_flag
         self.born_ms = born_ms
         self.reconsume_times = reconsume_times
         self.type_name = type_name
         self.message_group = message_group
-
-    @property
-    def properties_text(self) -> str:
-        return properties_text(self.properties.items())
 
 
 def outgoing(message, settings: ProxySettings, now_ms: int, peer_host: str = "") -> Outgoing:
@@ -145,7 +143,8 @@ def outgoing(message, settings: ProxySettings, now_ms: int, peer_host: str = "")
         properties[PROPERTY_BORN_HOST] = born_host
     born_ms = millis(system.born_timestamp) if system.HasField("born_timestamp") else now_ms
     properties[PROPERTY_BORN_TIMESTAMP] = str(born_ms)
-    if len(properties_text(properties.items()).encode()) > fmt.PROPERTIES_LENGTH_MAX - 256:
+    text = properties_text(properties.items())
+    if len(text.encode()) > fmt.PROPERTIES_LENGTH_MAX - 256:
         # The store's limit, less the room a half message's PGROUP (its topic) takes.
         raise ProxyError(Code.MESSAGE_PROPERTIES_TOO_LARGE, "the message's properties do not fit a record")
     kind = topic_attributes.message_type_of(properties)
@@ -161,7 +160,7 @@ def outgoing(message, settings: ProxySettings, now_ms: int, peer_host: str = "")
         properties[PROPERTY_INNER_MULTI_DISPATCH] = lmq_name(message.topic.name, lite)
         kind = topic_attributes.LITE
     return Outgoing(message_id, bytes(body), properties, sys_flag, born_ms, max(0, system.delivery_attempt),
-                    kind, group, lite)
+                    kind, group, lite, None if lite else text)   # a Lite message's properties grew since
 
 
 def has_bad_id_characters(text: str) -> bool:

@@ -3,6 +3,8 @@ each refusal is a ``ProxyError`` with the code Apache's proxy gives for it."""
 
 from __future__ import annotations
 
+import re
+
 from rocketbox.cluster.config import name_problem
 from rocketbox.cluster.message.properties import SYSTEM_PROPERTIES
 from rocketbox.cluster.message.system_topics import is_system_topic
@@ -11,10 +13,15 @@ from rocketbox.cluster.proxy.protos import Code
 from rocketbox.cluster.proxy.status import ProxyError
 
 
+# Java's CharMatcher.javaIsoControl: U+0000..U+001F and U+007F..U+009F. Searched by the regex engine:
+# a generator over the characters cost ten times as much, on every message id of every send.
+_CONTROL_CHARACTER = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
 def has_control_character(text: str) -> bool:
-    """Java's CharMatcher.javaIsoControl: U+0000..U+001F and U+007F..U+009F (they also separate
-    the stored properties text, so one would corrupt the record's properties)."""
-    return any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in text)
+    """Java's CharMatcher.javaIsoControl (they also separate the stored properties text, so one
+    would corrupt the record's properties)."""
+    return _CONTROL_CHARACTER.search(text) is not None
 
 
 def topic(name: str) -> str:
