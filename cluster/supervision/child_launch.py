@@ -51,44 +51,46 @@ def launch(child: _Child, supervisor_pid: int, fork_roles: bool = False) -> int:
             f"{time.strftime('%Y-%m-%d %H:%M:%S')}: {' '.join(command)}\n".encode()
         )
         log_file.flush()
-        if fork_roles and child.spec.module:
-            return _fork(child, supervisor_pid, attempt, log_file.fileno(), ready_reader, ready_writer)
         try:
-            proc = subprocess.Popen(
-                command,
-                stdin=subprocess.DEVNULL,
-                stdout=log_file,
-                stderr=log_file,
-                env=child_environment(child, ready_writer, supervisor_pid),
-                cwd=child.spec.cwd,
-                pass_fds=(ready_writer,),
-                # Own process group: a terminal's Ctrl-C reaches only the
-                # supervisor, which then stops children in order; SIGKILL
-                # of a straggler also takes any helper it spawned.
-                process_group=0,
-                preexec_fn=before_exec,
-            )
-        except (OSError, subprocess.SubprocessError) as exc:
+            proc = (_fork(child, supervisor_pid, log_file.fileno(), ready_writer) if fork_roles and child.spec.module
+                    else _execute(child, command, supervisor_pid, log_file, ready_writer, before_exec))
+        except LaunchFailed:
             os.close(ready_reader)
             os.close(ready_writer)
-            raise LaunchFailed(f"cannot execute {command[0]!r}: {exc}") from None
+            raise
     os.close(ready_writer)
     child.spawned(proc, attempt)
     return ready_reader
 
 
-def _fork(child: _Child, supervisor_pid: int, attempt: int, log_fd: int, ready_reader: int, ready_writer: int) -> int:
+def _execute(child: _Child, command: list[str], supervisor_pid: int, log_file, ready_writer: int,
+             before_exec) -> subprocess.Popen:
     try:
-        proc = role_fork.fork_role(child.spec.module, list(child.spec.args),
+        return subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=log_file,
+            env=child_environment(child, ready_writer, supervisor_pid),
+            cwd=child.spec.cwd,
+            pass_fds=(ready_writer,),
+            # Own process group: a terminal's Ctrl-C reaches only the
+            # supervisor, which then stops children in order; SIGKILL
+            # of a straggler also takes any helper it spawned.
+            process_group=0,
+            preexec_fn=before_exec,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise LaunchFailed(f"cannot execute {command[0]!r}: {exc}") from None
+
+
+def _fork(child: _Child, supervisor_pid: int, log_fd: int, ready_writer: int) -> role_fork.ForkedRole:
+    try:
+        return role_fork.fork_role(child.spec.module, list(child.spec.args),
                                    child_environment(child, ready_writer, supervisor_pid), child.spec.cwd,
                                    log_fd, ready_writer, supervisor_pid)
     except Exception as exc:   # the fork (OSError) or the role's module failing to import
-        os.close(ready_reader)
-        os.close(ready_writer)
         raise LaunchFailed(f"cannot start {child.spec.module!r}: {exc}") from None
-    os.close(ready_writer)
-    child.spawned(proc, attempt)
-    return ready_reader
 
 
 def read_ready_line(child: _Child) -> tuple[bool, dict | None, str | None]:
