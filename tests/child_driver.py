@@ -64,6 +64,10 @@ class DriverProcess:
             if predicate(lines):
                 return lines
             if self.process.poll() is not None and not self._reader.is_alive():
+                # Its last lines may have been read after the snapshot above: judge them too.
+                lines = self.snapshot()
+                if predicate(lines):
+                    return lines
                 break
             time.sleep(0.05)
         self.kill()

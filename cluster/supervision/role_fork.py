@@ -95,6 +95,9 @@ def _run_as_child(module, args, env, cwd, log_fd, ready_writer, supervisor_pid, 
         traceback.print_exc()
         return 1
     sys.argv = [module, *args]
+    # Run afresh as __main__ (its imports stay the preloaded ones): runpy warns of, and would share,
+    # the module object the supervisor imported.
+    sys.modules.pop(module, None)
     try:
         runpy.run_module(module, run_name="__main__", alter_sys=True)
         code = 0

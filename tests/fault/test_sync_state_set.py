@@ -109,14 +109,24 @@ def test_min_in_sync_replicas_refuses_unstored_what_the_set_cannot_hold(start_cl
     cluster, admin, master, slave = _cluster(start_cluster, min_in_sync_replicas=2)
     master_id = _replica_id(cluster, master)
     wait_until(lambda: len(_sync_set(admin)) == 2, DEADLINE_S, interval_s=0.1, what="both replicas in sync")
+    address = cluster.replica_configs(GROUP)[master].address
+
+    def masters_view(expected: list[int]) -> bool:
+        # Both sets as the master holds them: its own and the controller's it last heard (which is
+        # [master] alone from the election until the master's next heartbeat is answered).
+        ha = (broker_runtime_info(address) or {}).get("ha", {})
+        return sorted(ha.get("syncStateSet") or ()) == expected and \
+            sorted(ha.get("controllerSyncStateSet") or ()) == expected
+
+    wait_until(lambda: masters_view(sorted([master_id, _replica_id(cluster, slave)])), DEADLINE_S, interval_s=0.1,
+               what="the master counting both replicas, as the controller does")
     with _producer(cluster, "SyncSetMin") as producer:
         assert producer.send(Message(TOPIC, b"both")).status == SendStatus.SEND_OK
         cluster.kill(slave, signal.SIGSTOP)
         try:
-            address = cluster.replica_configs(GROUP)[master].address
             # Until the master has heard the controller take the change it still counts two.
-            wait_until(lambda: (broker_runtime_info(address) or {}).get("ha", {}).get("controllerSyncStateSet")
-                       == [master_id], DEADLINE_S, interval_s=0.1, what="the master told the set shrunk")
+            wait_until(lambda: masters_view([master_id]), DEADLINE_S, interval_s=0.1,
+                       what="the master told the set shrunk")
             end_before = broker_runtime_info(address)["writePos"]
             with pytest.raises(BrokerError) as refused:
                 producer.send(Message(TOPIC, b"refused"))
