@@ -65,6 +65,9 @@ class AclGuard:
         if key and key == self.cluster_public:
             return None
         account = self.acl.curve_accounts.get(key.encode()) if key else None
+        if key and account is None and self.acl.reload_if_changed():
+            # A key made a moment ago (`cluster acl keygen` then a send): the watch may not have run yet.
+            account = self.acl.curve_accounts.get(key.encode())
         missing = (f"the CURVE key {key} is no account's (curve/clients/<accessKey>.key)" if key
                    else "the connection has no CURVE key")
         return Caller(address, account, None, missing)
