@@ -8,7 +8,7 @@ AUTH_* admin codes carry), so a body read from the wire and a stored record are 
  "acls": [{"subject": "User:alice",
            "policies": [{"policyType": "Custom",
                          "entries": [{"resource": "Topic:orders", "actions": ["Pub", "Sub"],
-                                      "sourceIps": ["127.0.0.1", "10.0.0.0/8"], "decision": "Allow"}]}]}]}
+                                      "sourceIps": ["127.0.0.1", "192.168.1.0/24"], "decision": "Allow"}]}]}]}
 ```
 
 A resource is ``*`` (any), ``Type:name`` (LITERAL), ``Type:prefix*`` (PREFIXED) or ``Type:*`` (ANY of

@@ -120,6 +120,7 @@ def load(file):
 def install() -> None:
     """PySyncObj's modules look these four up on ``pysyncobj.pickle`` at each call; its journal took
     its own ``loads``/``dumps`` (the journal's meta file) at import."""
+    # These replace pickle: from here on PySyncObj reads a peer's bytes as tagged JSON, never a pickle.
     pysyncobj.pickle.dumps = dumps
     pysyncobj.pickle.loads = loads
     pysyncobj.pickle.dump = dump

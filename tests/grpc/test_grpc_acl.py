@@ -45,6 +45,11 @@ def cluster(tmp_path_factory):
         yield started
 
 
+def _receive_three(cluster, home, topic: str, group: str, credentials: dict) -> list[dict]:
+    return run_grpc("simple", {"endpoint": cluster.proxy_endpoint, "group": group, "topic": topic, "expect": 3,
+                               "max_s": 60, **credentials}, home)
+
+
 def _produce(cluster, home, topic: str, **credentials) -> list[dict]:
     return run_grpc("produce", {"endpoint": cluster.proxy_endpoint, "topic": topic, "request_timeout_s": 5,
                                 "messages": [{"body": f"{topic}-{i}"} for i in range(3)], **credentials}, home)
@@ -53,14 +58,18 @@ def _produce(cluster, home, topic: str, **credentials) -> list[dict]:
 def test_an_account_with_credentials_sends_and_receives(cluster, tmp_path):
     credentials = {"access_key": "grpcuser", "secret_key": SECRET}
     assert len(sent(_produce(cluster, tmp_path / "p", TOPIC, **credentials))) == 3
-    lines = run_grpc("simple", {"endpoint": cluster.proxy_endpoint, "group": GROUP, "topic": TOPIC, "expect": 3,
-                                "max_s": 60, **credentials}, tmp_path / "c")
+    lines = _receive_three(cluster, tmp_path / "c", TOPIC, GROUP, credentials)
     assert sorted(r["body"] for r in received(lines)) == [f"{TOPIC}-{i}" for i in range(3)]
 
 
-def _send(topic: str) -> dict:
-    properties = {"messageId": "0102FC00000001ACL0000000000000001", "messageType": "NORMAL", "bodyEncoding": "IDENTITY"}
+def send_request(topic: str, message_id: str) -> dict:
+    """A SendMessage request of one small NORMAL message (the raw driver's form)."""
+    properties = {"messageId": message_id, "messageType": "NORMAL", "bodyEncoding": "IDENTITY"}
     return {"messages": [{"topic": {"name": topic}, "body": "Ym9keQ==", "systemProperties": properties}]}
+
+
+def _send(topic: str) -> dict:
+    return send_request(topic, "0102FC00000001ACL0000000000000001")
 
 
 def test_missing_or_wrong_credentials_and_missing_permissions_are_refused(cluster, tmp_path):

@@ -9,11 +9,11 @@ import json
 
 import pytest
 
-from rocketbox.cluster.client.admin import Admin
 from rocketbox.cluster.testing import LocalCluster, wait_until
+from tests.acl2_users import create_users_and_acls
 from tests.cli_helpers import run_cli
 from tests.grpc.grpc_client import received, require_grpc_client, run_grpc, sent, statuses
-from tests.grpc.test_grpc_acl import _produce
+from tests.grpc.test_grpc_acl import _produce, _receive_three, send_request
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -25,16 +25,8 @@ AUTH = {"authentication_enabled": True, "authorization_enabled": True}
 def cluster(tmp_path_factory):
     require_grpc_client()
     with LocalCluster(str(tmp_path_factory.mktemp("grpc-acl2")), proxy=True, broker_overrides=AUTH) as started:
-        admin = Admin(config=started.client_config())
-        for topic in (TOPIC, CLOSED):
-            admin.create_topic(topic, 2)
-        admin.shutdown()
-        for args in (("createUser", "-u", "grpcuser", "-p", "grpcuser-secret"),
-                     ("createAcl", "-s", "User:grpcuser", "-r", f"Topic:{TOPIC},Group:{GROUP}", "-a", "Pub,Sub",
-                      "-d", "Allow"),
-                     ("createAcl", "-s", "User:grpcuser", "-r", f"Topic:{CLOSED}", "-a", "All", "-d", "Deny"),
-                     ("createUser", "-u", "grpcbob", "-p", "grpcbob-secret")):
-            run_cli(*args, data_dir=started.data_dir, namesrv=started.namesrv)
+        create_users_and_acls(started, topic=TOPIC, closed=CLOSED, group=GROUP, user=("grpcuser", "grpcuser-secret"),
+                              unpermitted=("-u", "grpcbob", "-p", "grpcbob-secret"))
         wait_until(lambda: _proxy_knows(started, tmp_path_factory.mktemp("grpc-acl2-wait")), 30, interval_s=0.2,
                    what="the proxy rereading the users (once a second)")
         yield started
@@ -51,14 +43,12 @@ def _proxy_knows(cluster, home) -> bool:
 def test_a_user_made_with_the_cli_sends_and_receives(cluster, tmp_path):
     credentials = {"access_key": "grpcuser", "secret_key": "grpcuser-secret"}
     assert len(sent(_produce(cluster, tmp_path / "p", TOPIC, **credentials))) == 3
-    lines = run_grpc("simple", {"endpoint": cluster.proxy_endpoint, "group": GROUP, "topic": TOPIC, "expect": 3,
-                                "max_s": 60, **credentials}, tmp_path / "c")
+    lines = _receive_three(cluster, tmp_path / "c", TOPIC, GROUP, credentials)
     assert sorted(r["body"] for r in received(lines)) == [f"{TOPIC}-{i}" for i in range(3)]
 
 
 def _send(topic: str) -> dict:
-    properties = {"messageId": "0102FC00000001ACL0000000000000002", "messageType": "NORMAL", "bodyEncoding": "IDENTITY"}
-    return {"messages": [{"topic": {"name": topic}, "body": "Ym9keQ==", "systemProperties": properties}]}
+    return send_request(topic, "0102FC00000001ACL0000000000000002")
 
 
 def test_refusals_carry_apaches_statuses_and_reasons(cluster, tmp_path):

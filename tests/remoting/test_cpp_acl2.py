@@ -17,6 +17,7 @@ from rocketbox.cluster.protocol import RequestCode, ResponseCode
 from rocketbox.cluster.remoting_client import RemotingRpcClient
 from rocketbox.cluster.testing import LocalCluster, wait_until
 from rocketbox.cluster.wire_format import Command
+from tests.acl2_users import create_users_and_acls
 from tests.cli_helpers import run_cli
 from tests.remoting.cpp_client import require_cpp_client, run_cpp, sent_ok
 from tests.remoting.test_cpp_acl import _logs
@@ -36,16 +37,8 @@ def _cpp_client():
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     with LocalCluster(str(tmp_path_factory.mktemp("cpp-acl2")), slaves=1, broker_overrides=AUTH) as started:
-        admin = Admin(config=started.client_config())
-        for topic in (TOPIC, CLOSED):
-            admin.create_topic(topic, 2)
-        admin.shutdown()
-        for args in (("createUser", "-u", "alice", "-p", "alice-secret"),
-                     ("createAcl", "-s", "User:alice", "-r", f"Topic:{TOPIC},Group:{GROUP}", "-a", "Pub,Sub",
-                      "-d", "Allow"),
-                     ("createAcl", "-s", "User:alice", "-r", f"Topic:{CLOSED}", "-a", "All", "-d", "Deny"),
-                     ("createUser", "-u", "bob", "-p", "bob-secret", "-t", "Normal")):
-            cli(started, *args)
+        create_users_and_acls(started, topic=TOPIC, closed=CLOSED, group=GROUP, user=("alice", "alice-secret"),
+                              unpermitted=("-u", "bob", "-p", "bob-secret", "-t", "Normal"))
         wait_until(lambda: _namesrv_knows(started, "bob", "bob-secret"), 30, interval_s=0.2,
                    what="the NameServer rereading the users (once a second)")
         yield started
