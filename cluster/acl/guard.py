@@ -18,6 +18,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import logging
+import time
 
 from rocketbox.cluster.acl import zap
 from rocketbox.cluster.acl.acl_file import AclFile
@@ -34,6 +35,9 @@ log = logging.getLogger(__name__)
 _limited = RateLimitedLog(log)
 
 
+UNKNOWN_KEY_REREAD_S = 0.2
+
+
 class AclGuard:
     def __init__(self, acl: AclFile, server_name: str, server_pair: KeyPair | None):
         self.acl = acl
@@ -42,6 +46,7 @@ class AclGuard:
         self.cluster_public = server_pair.public.decode() if server_pair else None
         # (door, kind) -> refusals since start (GET_BROKER_METRICS and GET_NAMESRV_METRICS report them)
         self.refusals: collections.Counter = collections.Counter()
+        self._unknown_key_reread_s = 0.0   # when an unknown key last made us look at the files
 
     @classmethod
     def from_file(cls, acl_file: str, server_name: str) -> "AclGuard":
@@ -65,12 +70,21 @@ class AclGuard:
         if key and key == self.cluster_public:
             return None
         account = self.acl.curve_accounts.get(key.encode()) if key else None
-        if key and account is None and self.acl.reload_if_changed():
+        if key and account is None and self._may_reread_for_unknown_key() and self.acl.reload_if_changed():
             # A key made a moment ago (`cluster acl keygen` then a send): the watch may not have run yet.
             account = self.acl.curve_accounts.get(key.encode())
         missing = (f"the CURVE key {key} is no account's (curve/clients/<accessKey>.key)" if key
                    else "the connection has no CURVE key")
         return Caller(address, account, None, missing)
+
+    def _may_reread_for_unknown_key(self) -> bool:
+        # At most every UNKNOWN_KEY_REREAD_S: a client repeating an unknown key must not make every
+        # request stat the ACL file and the key directory.
+        now = time.monotonic()
+        if now - self._unknown_key_reread_s < UNKNOWN_KEY_REREAD_S:
+            return False
+        self._unknown_key_reread_s = now
+        return True
 
     def check(self, request: Command) -> Refusal | None:
         caller = self.caller_of(request)
