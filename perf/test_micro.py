@@ -463,7 +463,9 @@ def _write_reput_records(cfg: StoreConfig, control) -> int:
 
 
 def test_reput_dispatch(benchmark, request, tmp_path):
-    """``ReputService.step(4096)`` until 50,000 pre-written records are dispatched (the reput worker).
+    """``ReputService.step(4096)`` with the whole dispatch (ConsumeQueue and IndexFile, as recovery runs
+    it; at run time the broker writes the first, the reput worker the second) until 50,000
+    pre-written records are dispatched.
 
     Records: 100-byte bodies, TAGS + UNIQ_KEY (+ KEYS on every 10th), batches of 256 over 4
     queues. Steady state: the same ReputService each round (its files stay mapped), the
@@ -480,7 +482,7 @@ def test_reput_dispatch(benchmark, request, tmp_path):
     ~108k records/s, on the same machine.
     """
     from rocketbox.cluster.shm.control import ControlBlock
-    from rocketbox.cluster.shm.reput import ReputService
+    from rocketbox.cluster.shm.reput import Dispatcher, ReputService
     from rocketbox.perf.conftest import quick_mode
 
     cfg = StoreConfig(store_dir=str(tmp_path / "store"), commitlog_file_size_bytes=64 * 1024 * 1024,
@@ -488,7 +490,9 @@ def test_reput_dispatch(benchmark, request, tmp_path):
     os.makedirs(cfg.store_dir, exist_ok=True)
     control = ControlBlock(control_path(cfg.store_dir))
     end = _write_reput_records(cfg, control)
+    control.queued_pos = end
     service = ReputService(cfg, control)
+    service.dispatcher = Dispatcher(service.cqs, service.index)
 
     def reset():
         control.dispatched_pos = 0

@@ -85,8 +85,9 @@ class InProcessBroker:
         return reply
 
     def dispatch(self) -> None:
-        """Run the reput worker until it has nothing left (under sync flush, after a flush: it
-        dispatches only flushed records)."""
+        """What follows the broker's writes: their ConsumeQueue entries (as its loop turn ends), a
+        flush under sync flush (consumers read flushed records only), the reput worker's IndexFile."""
+        self.service.store.write_queue_entries()
         if self.service.durable_reads:
             self.flush.step()
         while self.reput.step(1000).count:

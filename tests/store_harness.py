@@ -57,7 +57,8 @@ class Harness:
         self.flush = FlushService(cfg, self.control)
 
     def dispatch_all(self) -> None:
-        if self.reput.durable_reads:   # sync flush: only flushed records are dispatched
+        self.store.write_queue_entries()   # the broker's, after its appends
+        if self.reput.durable_reads:   # sync flush: only flushed records are readable and indexed
             self.flush.step()
         while self.reput.step(1000).count:
             pass

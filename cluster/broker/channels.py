@@ -7,8 +7,8 @@ name is derived from the store directory so two brokers on one machine never col
 | channel | bound by | sent to by | carries |
 | --- | --- | --- | --- |
 | flush | flush worker | broker | sync flush: "bytes were written" (a send may wait): flush now |
-| reput | reput worker | broker, flush worker under sync flush | "new bytes were written" (sync flush: "flushed"): dispatch now |
-| notify | broker | flush, reput workers | "flushed_pos / dispatched_pos moved" (+ queues touched) |
+| reput | reput worker | broker, flush worker under sync flush | "new bytes were written" (sync flush: "flushed"): index now |
+| notify | broker | flush worker | "flushed_pos moved" |
 
 The messages are wake-ups only: positions themselves are read from the shared control block,
 where each cursor has one writer. A datagram wakes the receiving thread itself: one wake-up,
@@ -26,10 +26,7 @@ import socket
 import time
 
 FLUSHED = b"F"
-DISPATCHED = b"D"
 WAKE = b"W"
-# A DISPATCHED notify whose queue list would not fit one datagram: every parked pull looks again.
-ALL_QUEUES = b"*"
 
 # Datagrams stay well under the default socket buffer (net.core.wmem_default, 208 KiB).
 DATAGRAM_BYTES_MAX = 64 * 1024
@@ -142,34 +139,3 @@ class Sender:
 
     def close(self) -> None:
         self.sock.close()
-
-
-def dispatched(queues) -> bytes:
-    """A DISPATCHED notify naming the queues a dispatch step touched, as "topic\\x00qid\\n"
-    lines (topic names have no NUL); ALL_QUEUES when they would not fit one datagram."""
-    payload = DISPATCHED + b"".join(f"{topic}\x00{qid}\n".encode() for topic, qid in queues)
-    return payload if len(payload) <= DATAGRAM_BYTES_MAX else DISPATCHED + ALL_QUEUES
-
-
-def merge(older: bytes, newer: bytes) -> bytes:
-    """Two notifies as one (the older could not be sent): a DISPATCHED keeps both queue lists."""
-    if older[:1] != DISPATCHED:
-        return newer if newer[:1] == DISPATCHED else older
-    if newer[:1] != DISPATCHED:
-        return older
-    if older[1:] == ALL_QUEUES or newer[1:] == ALL_QUEUES or len(older) + len(newer) > DATAGRAM_BYTES_MAX:
-        return DISPATCHED + ALL_QUEUES
-    return older + newer[1:]
-
-
-def decode_touched(payload: bytes) -> list[tuple[str, int]] | None:
-    """The queues of a DISPATCHED notify; None: all of them."""
-    body = payload[1:]
-    if body == ALL_QUEUES:
-        return None
-    out = []
-    for line in body.split(b"\n"):
-        if line:
-            topic, _, qid = line.partition(b"\x00")
-            out.append((topic.decode(), int(qid)))
-    return out

@@ -53,7 +53,7 @@ from rocketbox.cluster.broker.subscription_groups import SubscriptionGroupManage
 from rocketbox.cluster.config import SYNC_FLUSH
 from rocketbox.cluster.broker.topic_requests import TopicRequests
 from rocketbox.cluster.broker.topics import TopicConfig, TopicConfigManager
-from rocketbox.cluster.broker.waiters import FlushWaiters, PullWaiters
+from rocketbox.cluster.broker.waiters import FlushWaiters, PullWaiters, UnflushedQueues
 from rocketbox.cluster.clock import SYSTEM_CLOCK, Clock
 from rocketbox.cluster.log_limit import RateLimitedLog
 from rocketbox.cluster.refusals import BROKER_REFUSALS, refusal_handlers
@@ -70,10 +70,11 @@ log = logging.getLogger(__name__)
 _limited = RateLimitedLog(log)
 
 
-# The reput worker is woken at once after writes, but at most once a millisecond (RocketMQ's
-# ReputMessageService looks every 1 ms): a wake per send made the dispatch compete with every sync
-# send for the CPU (measured: p50 241 us with it, 154 us with the reput stopped, on 2 cores), and
-# longer intervals made each dispatch's interference longer (p99 310 us at 1 ms, 500+ at 10 ms).
+# The reput worker (it builds the IndexFile; no consumer waits for it) is woken after writes, at
+# most once a millisecond (RocketMQ's ReputMessageService looks every 1 ms): a wake per send made it
+# compete with every sync send for the CPU (measured: p50 241 us with it, 154 us with the reput
+# stopped, on 2 cores), and longer intervals made each step's interference longer (p99 310 us at
+# 1 ms, 500+ at 10 ms, when it also wrote the ConsumeQueue).
 REPUT_WAKE_INTERVAL_S = 0.001
 # A slave under sync flush flushes what it copied at most this often (RocketMQ's GroupCommitService
 # looks every 10 ms when no send waits): a flush per replicated write competed on the cores with the
@@ -155,10 +156,11 @@ class BrokerService:
         self.doors: BrokerDoors | None = None
         self.role_changed = False
         self._written_since_wake = False
-        self.durable_reads = cfg.store.flush_mode == SYNC_FLUSH   # see shm/reput.py
+        self.durable_reads = cfg.store.flush_mode == SYNC_FLUSH   # see shm/queue_writer.py
+        self.unflushed_queues = UnflushedQueues()
         self._channels: list = []   # the wake channels to the workers, once serving
         self.offset_requests = OffsetRequests(ctx, self.controller)
-        self.topic_requests = TopicRequests(ctx, self.control, self._wake_dispatch)
+        self.topic_requests = TopicRequests(ctx, self.control)
         self.queries = MessageQueries(self.store)
         self.client_config_check = ClientConfigCheck(cfg)
         metrics = self.metrics = BrokerMetrics(ctx, self.sender, self.puller, self.send_back, self.transactions)
@@ -213,8 +215,9 @@ class BrokerService:
         self.flush_wake = channels.Sender(channels.flush_wake(store_dir))
         self.reput_wake = channels.Sender(channels.reput_wake(store_dir))
         self._channels = [self.notify_receiver, self.flush_wake, self.reput_wake]
-        # Dispatch after writes: under sync flush through the flush worker (durable reads), else
-        # the reput worker directly; coalesced, see REPUT_WAKE_INTERVAL_S and SLAVE_FLUSH_INTERVAL_S.
+        # After writes: under sync flush the flush worker (consumers read flushed records only; it
+        # wakes the reput after), else the reput; coalesced, see REPUT_WAKE_INTERVAL_S and
+        # SLAVE_FLUSH_INTERVAL_S.
         self._dispatch_wake = (
             channels.CoalescedWake(self.flush_wake, SLAVE_FLUSH_INTERVAL_S if self.cfg.is_slave else 0.0,
                                    loop.call_at) if self.durable_reads
@@ -244,52 +247,49 @@ class BrokerService:
         self._written_since_wake = True
 
     def after_batch(self) -> None:
-        """Once per loop turn: one wake for all sends of the turn (batching across processes)."""
-        touched = self.store.recent.take_touched()
-        if touched and len(self.pull_waiters):
-            # Answered from the newest writes (shm/recent_writes.py), before the reput has run.
-            self.pull_waiters.wake(touched)
+        """Once per loop turn: the ConsumeQueue entries of the turn's writes and the parked pulls
+        they answer, then one wake for each worker (batching across processes)."""
+        touched = self.store.write_queue_entries()
+        if touched:
+            if self.durable_reads:
+                self.unflushed_queues.written(touched, self.control.write_pos)
+            elif len(self.pull_waiters):
+                self.pull_waiters.wake(touched)
         if self.flush_waiters.parked_since_wake:
             # A send waits for the disk: the flush worker at once (it wakes the reput after).
             self.flush_waiters.parked_since_wake = 0
             self._written_since_wake = False
             self.flush_wake.send()
         elif self._written_since_wake:
-            # Under sync flush the reput dispatches flushed records only: every write wants a flush,
-            # parked or not (RocketMQ's GroupCommitService is woken for a send that does not wait
-            # too). A parked pull is a consumer waiting for exactly this data: no coalescing then
-            # (measured: the 1 ms cap alone held end-to-end throughput to one pull per ~3 ms per queue).
+            # Under sync flush every write wants a flush, parked or not (RocketMQ's GroupCommitService
+            # is woken for a send that does not wait too): consumers read flushed records only, and
+            # a parked pull is a consumer waiting for exactly this data, so no coalescing then
+            # (measured: a 1 ms cap alone held end-to-end throughput to one pull per ~3 ms per queue).
             self._written_since_wake = False
-            self._dispatch_wake.wake(urgent=bool(len(self.pull_waiters)))
-        if len(self.flush_waiters):
-            self.flush_waiters.release(self.control.flushed_pos)
-
-    def _wake_dispatch(self) -> None:
-        """Get every record written so far dispatched (under sync flush: flushed first)."""
-        if self.durable_reads:
-            self.flush_wake.send()
-        self.reput_wake.send()
+            self._dispatch_wake.wake(urgent=self.durable_reads and bool(len(self.pull_waiters)))
+        self._flushed()
 
     def on_notify(self) -> None:
-        touched: set | None = set()
-        for payload in self.notify_receiver.drain():
-            if payload[:1] == channels.DISPATCHED and touched is not None:
-                queues = channels.decode_touched(payload)
-                touched = None if queues is None else touched | set(queues)
-        if touched is None:
-            self.pull_waiters.wake_all()
-        elif touched:
-            self.pull_waiters.wake(touched)
+        self.notify_receiver.drain()   # "flushed_pos moved": read from the control block
+        self._flushed()
+
+    def _flushed(self) -> None:
+        """Answer what the flush has reached: sends waiting for it, and under sync flush the pulls
+        parked on queues whose entries it made readable."""
+        flushed_pos = self.control.flushed_pos
         if len(self.flush_waiters):
-            self.flush_waiters.release(self.control.flushed_pos)
+            self.flush_waiters.release(flushed_pos)
+        if self.durable_reads:
+            readable = self.unflushed_queues.flushed(flushed_pos)
+            if readable and len(self.pull_waiters):
+                self.pull_waiters.wake(readable)
 
     def on_tick(self) -> None:
         self.control.heartbeat("broker", self.clock.now_ms())
         if self.controller is not None and not self.cfg.is_slave:
             # Timers that write (schedule, transaction checks, send-back) stop with the lease too.
             self.store.read_only = not self.controller.lease_valid()
-        if len(self.flush_waiters):
-            self.flush_waiters.release(self.control.flushed_pos)
+        self._flushed()
         self.pull_waiters.expire()
 
     def expire_clients(self) -> None:

@@ -5,7 +5,6 @@ RocketMQ 5's proxy reads it)."""
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import asdict
 
 from rocketbox.cluster.broker.context import BrokerContext
@@ -20,12 +19,9 @@ from rocketbox.cluster.wire_format import Command
 log = logging.getLogger(__name__)
 _limited = RateLimitedLog(log)
 
-DELETE_DISPATCH_WAIT_S = 2.0
-
 
 class TopicRequests:
-    def __init__(self, ctx: BrokerContext, control, wake_reput):
-        """``wake_reput()`` hurries dispatch."""
+    def __init__(self, ctx: BrokerContext, control):
         self.cfg = ctx.cfg
         self.store = ctx.store
         self.control = control
@@ -33,7 +29,6 @@ class TopicRequests:
         self.offsets = ctx.offsets
         # Publishes the topic table to the NameServers.
         self.register_with_namesrvs = ctx.publish_topics
-        self.wake_reput = wake_reput
 
     @answers_refusals
     def on_update_topic(self, request: Command, reply=None) -> Command:
@@ -104,23 +99,12 @@ class TopicRequests:
         return request.response(ResponseCode.SUCCESS, remark=f"{len(unused)} unused topics cleaned")
 
     def _delete(self, topic: str) -> None:
-        if not self._await_dispatch_caught_up(DELETE_DISPATCH_WAIT_S):
-            # Undispatched records of the topic would land in the files of a re-created one.
-            raise ProtocolError(f"dispatch is behind the CommitLog; delete {topic} again shortly",
+        if not self.store.queue_entries_caught_up():
+            # Entries not written yet would land in the files of a re-created topic.
+            raise ProtocolError(f"ConsumeQueue entries are behind the CommitLog; delete {topic} again shortly",
                                 ResponseCode.SYSTEM_BUSY)
         self.topics.delete(topic)
         self.store.delete_topic(topic)
         self.control.topics_epoch = self.control.topics_epoch + 1
         self.offsets.drop_topic(topic)
         _limited.info("topic-deleted", "topic %s deleted", topic)
-
-    def _await_dispatch_caught_up(self, timeout_s: float) -> bool:
-        """Wait (briefly, blocking this loop: an admin operation) until reput has every record."""
-        deadline = time.monotonic() + timeout_s
-        target = self.control.write_pos
-        while self.control.dispatched_pos < target:
-            if time.monotonic() >= deadline:
-                return False
-            self.wake_reput()
-            time.sleep(0.001)
-        return True

@@ -132,3 +132,31 @@ class PullWaiters:
                 self._by_queue[key] = keep
             else:
                 del self._by_queue[key]
+
+
+# Turns with writes remembered at most while the flush is behind (older ones merge): bounds the
+# memory of a stalled disk, at the cost of waking a few pulls early (they look and park again).
+UNFLUSHED_TURNS_MAX = 64
+
+
+class UnflushedQueues:
+    """Under sync flush a queue's new entries are readable once the flush passed their records:
+    the queues each loop turn wrote, kept with the log's end then, until ``flushed_pos`` gets there."""
+
+    def __init__(self):
+        self._turns: collections.deque = collections.deque()   # (end_phys_offset, queues) in log order
+
+    def written(self, queues: set, end: int) -> None:
+        turns = self._turns
+        if len(turns) >= UNFLUSHED_TURNS_MAX:
+            _, older = turns.pop()
+            queues = queues | older
+        turns.append((end, queues))
+
+    def flushed(self, flushed_pos: int) -> set:
+        """The queues whose entries the flush made readable since the last call."""
+        turns = self._turns
+        readable: set = set()
+        while turns and turns[0][0] <= flushed_pos:
+            readable |= turns.popleft()[1]
+        return readable

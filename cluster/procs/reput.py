@@ -1,7 +1,7 @@
-"""Reput (dispatch) worker: builds ConsumeQueue and IndexFile entries from new records.
+"""Reput (dispatch) worker: builds IndexFile entries from new records (shm/reput.py).
 
-Woken by the broker after writes; pings the broker with the queues it touched so
-long-polling pulls on them are answered at once.
+Woken by the broker after writes (under sync flush by the flush worker too). No consumer waits for
+it (the broker writes the ConsumeQueue entries itself), so it tells the broker nothing.
 """
 
 from __future__ import annotations
@@ -22,24 +22,22 @@ log = logging.getLogger("reput")
 
 
 class ReputStep:
-    """Catch up within a bounded number of service steps, then report the touched queues once."""
+    """Catch up within a bounded number of service steps."""
 
     def __init__(self):
         self.problem_logged_s = 0.0
 
-    def __call__(self, service: ReputService, cfg):
-        touched = set()
+    def __call__(self, service: ReputService, cfg) -> None:
         for _ in range(64):
             report = service.step(DISPATCH_RECORDS_PER_STEP)
-            touched |= report.touched
             if report.problem and time.monotonic() - self.problem_logged_s >= PROBLEM_LOG_INTERVAL_S:
-                # Dispatch is stuck (a full disk for a new ConsumeQueue file, an unreadable record):
-                # consumers see nothing new until it clears, so say so, once a while.
+                # Indexing is stuck (a full disk for a new IndexFile, an unreadable record): queries
+                # by key miss what follows, and the checkpoint cannot move past it; say so, once a while.
                 self.problem_logged_s = time.monotonic()
                 log.error("dispatch stopped at %d: %s", report.dispatched_pos, report.problem)
             if report.count < DISPATCH_RECORDS_PER_STEP:
                 break
-        return channels.dispatched(touched) if touched else None
+        return None
 
 
 def main(argv=None) -> int:

@@ -105,10 +105,9 @@ class WorkerLoop:
                 next_due = time.monotonic() + self.interval_s
 
     def _send_notify(self, payload: bytes | None) -> None:
-        """Tell the broker; what its full queue refuses is merged into the next notify, so a
-        parked pull is never left waiting for a dispatch it was not told of."""
-        if self._unsent is not None:
-            payload = self._unsent if payload is None else channels.merge(self._unsent, payload)
+        """Tell the broker; what its full queue refuses is offered again, so a send or a pull waiting
+        for the flush is never left waiting for a move it was not told of."""
+        payload = payload or self._unsent
         self._unsent = None if self.notify.send(payload) else payload
 
     def close(self) -> None:

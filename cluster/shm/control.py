@@ -70,6 +70,7 @@ class ControlBlock:
     commitlog_min_pos = _slot_property("commitlog_min_pos")
     delete_requests = _slot_property("delete_requests")
     config_version = _slot_property("config_version")
+    queued_pos = _slot_property("queued_pos")
 
     def get(self, name: str) -> int:
         return self._slots.load(SLOTS[name])

@@ -8,7 +8,7 @@ that wrote it; ``control.py`` maps it and says how the cursors are published).
 | 0 | magic | creator | ``MAGIC``: file format and version |
 | 1 | write_pos | broker | end of the bytes appended to the CommitLog (whole batches only) |
 | 2 | flushed_pos | flush worker | CommitLog bytes below this are msynced |
-| 3 | dispatched_pos | reput worker | records below this are in ConsumeQueue/IndexFile, visible to consumers |
+| 3 | dispatched_pos | reput worker | records below this are in ConsumeQueue and IndexFile (what the checkpoint may claim) |
 | 4 | confirm_pos | broker (a master's HA server) | highest offset an in-sync slave acknowledged |
 | 5 | heartbeat_broker_ms | broker | wall-clock ms of its last loop |
 | 6 | heartbeat_flush_ms | flush worker | |
@@ -18,6 +18,7 @@ that wrote it; ``control.py`` maps it and says how the cursors are published).
 | 10 | commitlog_min_pos | allocate worker (retention; recovery at boot) | the CommitLog's first byte kept: segments below it are deleted or about to be |
 | 11 | delete_requests | broker | deleteExpiredCommitLog requests received: the retention worker runs when it grows |
 | 12 | config_version | broker | bumped when updateBrokerConfig changed the settings kept in ``config/brokerConfig.json`` |
+| 13 | queued_pos | broker | records below this have their ConsumeQueue entries (written by the broker after its appends); the reput indexes up to it |
 
 Pure: no I/O.
 """
@@ -44,6 +45,7 @@ SLOTS = {
     "commitlog_min_pos": 10,
     "delete_requests": 11,
     "config_version": 12,
+    "queued_pos": 13,
 }
 ROLES = ("broker", "flush", "reput", "allocate")   # the processes that beat a heartbeat slot
 

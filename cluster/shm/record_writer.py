@@ -11,8 +11,8 @@ Python encoder (``commitlog_format.encode``/``encode_batch``) is the tests' orac
 tests hold the C bytes to it. A slave's only write is ``append_replicated``: its master's bytes
 verbatim, never encoded here.
 
-After the bytes are in place the writer publishes them: the queue's next offset, ``write_pos``,
-and the runs of records a parked pull may read before the reput indexes them (``recent_writes.py``).
+After the bytes are in place the writer publishes them: the queue's next offset and ``write_pos``;
+their ConsumeQueue entries follow within the loop turn, or before any read (``queue_writer.py``).
 Outcomes are values (``PutResult`` with a ``PutMessageStatus``, RocketMQ's names); a put never
 raises for bad input.
 """
@@ -26,7 +26,7 @@ from array import array
 from typing import NamedTuple, Sequence
 
 from rocketbox.cluster import _native
-from rocketbox.cluster.config import SYNC_FLUSH, StoreConfig
+from rocketbox.cluster.config import StoreConfig
 from rocketbox.cluster.message.ids import offset_msg_id
 from rocketbox.cluster.message.properties import encode_properties
 from rocketbox.cluster.message.sysflags import (SYSFLAG_TRANSACTION_MASK, SYSFLAG_TRANSACTION_PREPARED,
@@ -35,7 +35,6 @@ from rocketbox.cluster.shm import commitlog_format as fmt
 from rocketbox.cluster.shm import record_crc_promise
 from rocketbox.cluster.shm.commitlog import AppendStatus, CommitLog
 from rocketbox.cluster.shm.control import ControlBlock
-from rocketbox.cluster.shm.recent_writes import RecentWrites
 
 # Sysflags of records that never enter a ConsumeQueue: they store queue offset 0 and take no number.
 _NOT_NUMBERED = (SYSFLAG_TRANSACTION_PREPARED, SYSFLAG_TRANSACTION_ROLLBACK)
@@ -115,20 +114,16 @@ class RecordWriter:
     """See the module docstring. ``next_offsets`` ((topic, queue id) -> the next queue offset) is
     the store's table, shared: the writer advances it, the store reads and resets it."""
 
-    def __init__(self, cfg: StoreConfig, control: ControlBlock, commitlog: CommitLog, recent: RecentWrites,
+    def __init__(self, cfg: StoreConfig, control: ControlBlock, commitlog: CommitLog,
                  next_offsets: dict[tuple[str, int], int], store_host: bytes):
         self.cfg = cfg
         self.control = control
         self.commitlog = commitlog
-        self.recent = recent
         self.next_offsets = next_offsets
         self.store_host = store_host
         self.ready = False   # recovered, and not closed
         # A slave's store: only replicated bytes are appended (append_replicated), never messages.
         self.read_only = False
-        # Parked pulls are answered from the newest writes before the reput indexed them; not under
-        # sync flush, whose consumers read flushed records only.
-        self.serve_recent = cfg.flush_mode != SYNC_FLUSH
         # Seal every record with the whole-record CRC property (RocketMQ's enabledAppendPropCRC).
         self.record_crc = cfg.record_crc_enabled
         # Whether the store promises, durably, that its records carry it (record_crc_promise.py).
@@ -187,9 +182,9 @@ class RecordWriter:
             return _append_refused(outcome.status)
         phys = outcome.phys_offset
         if len(sizes) == 1:   # a single send
-            return self._published(key, queue_offset, next_offset, 1, phys, sizes, 0, offset_msg_id(store_host, phys))
+            return self._published(key, queue_offset, next_offset, 1, phys, offset_msg_id(store_host, phys))
         ends = array("q", itertools.accumulate(sizes))
-        return self._published(key, queue_offset, next_offset, len(sizes), phys, ends, 0,
+        return self._published(key, queue_offset, next_offset, len(sizes), phys,
                                _native.offset_msg_ids(store_host, phys, ends, 0))
 
     def _new_topic(self, topic: str) -> bytes | None:
@@ -234,18 +229,15 @@ class RecordWriter:
         pos0 = record_ends[-1] - total
         first = outcome.phys_offset
         # One C call for all ids: formatting 256 of them in Python was a third of the broker's time.
-        return self._published(key, queue_offset, queue_offset + count, count, first, record_ends, pos0,
+        return self._published(key, queue_offset, queue_offset + count, count, first,
                                _native.offset_msg_ids(self.store_host, first, record_ends, pos0))
 
     def _published(self, key: tuple[str, int], queue_offset: int, next_queue_offset: int, count: int, phys: int,
-                   record_ends, pos0: int, msg_ids_text: str) -> PutResult:
-        """``count`` records written from ``phys`` on (record i ends at ``phys + record_ends[i] - pos0``):
-        made visible to readers and remembered for parked pulls."""
+                   msg_ids_text: str) -> PutResult:
+        """``count`` records written from ``phys`` on: published to the other processes."""
         self.next_offsets[key] = next_queue_offset
         end = self.commitlog.write_pos
         self.control.write_pos = end  # publish: the bytes are in place
-        if self.serve_recent and next_queue_offset - queue_offset == count:   # every record has a queue offset
-            self.recent.add(key, queue_offset, count, phys, record_ends, pos0, self.control.dispatched_pos)
         return PutResult(PutMessageStatus.PUT_OK, phys, queue_offset, count, end, msg_ids_text)
 
     def append_replicated(self, phys_offset: int, data) -> bool:

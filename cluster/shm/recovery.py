@@ -23,7 +23,7 @@ Runs in the broker process at start, before the flush, reput and allocate worker
    beyond its queue's entries reveals missing files: that queue is rebuilt too.
    Rebuilt queues are rescanned from the first segment; a rebuilt queue whose first records
    retention deleted is padded to its first record left (``ConsumeQueue.pad_before``).
-6. Flush everything, set write_pos = flushed_pos = dispatched_pos = end, write the
+6. Flush everything, set write_pos = flushed_pos = dispatched_pos = queued_pos = end, write the
    checkpoint, and create ``abort`` (removed on a clean shutdown).
 """
 
@@ -233,6 +233,7 @@ def recover(store_dir: str, commitlog: CommitLog, cqs: ConsumeQueueSet, index: I
     control.write_pos = end
     control.flushed_pos = end
     control.dispatched_pos = end
+    control.queued_pos = end
     # Segments below the first one left are gone, and a deletion a crash cut short goes on from it.
     control.commitlog_min_pos = min(first, end)
     now_ms = int(time.time() * 1000)

@@ -1,12 +1,15 @@
-"""The reput (dispatch) service: CommitLog records -> ConsumeQueue + IndexFile entries.
+"""Dispatch: CommitLog records -> ConsumeQueue and IndexFile entries (``Dispatcher``), and the
+reput worker's service (``ReputService``), which builds the IndexFile.
 
-Runs in the reput worker process (``step`` in a loop) and, synchronously, in recovery.
-It reads records from ``control.dispatched_pos`` up to ``control.write_pos`` (the
-broker publishes write_pos only after the bytes are written), writes their entries,
-then publishes the new dispatched_pos: only then do consumers see them. Under sync flush it
-reads only up to ``control.flushed_pos``: a consumer never sees a record a power cut could still
-take (it would read a message that then vanishes, and commit offsets past the queue's new end);
-the flush worker wakes it when that position moves.
+One route from a write to its readers: the broker writes a record's ConsumeQueue entry itself,
+once per loop turn after its appends (``shm/queue_writer.py``, a ``Dispatcher`` with
+``build_index=False``) and publishes ``control.queued_pos``; its reads take entries below the
+visible end (``write_pos``, under sync flush ``flushed_pos``). The reput worker builds only the
+IndexFile (queries by key, not consumers), from ``control.dispatched_pos`` up to ``queued_pos``
+(under sync flush also ``flushed_pos``: an index never names a record a power cut could still
+take), and publishes ``dispatched_pos``: below it, both kinds of entry are written, which is what
+the flush worker's checkpoint claims. Recovery runs both at once (``Dispatcher`` as built).
+Decided by measurement (docs/ARCHITECTURE.md, "The path of one message").
 
 Per record (RocketMQ's CommitLogDispatcherBuildConsumeQueue / BuildIndex):
 - ConsumeQueue entry (phys, size, tag hash of TAGS), except for transaction
@@ -32,6 +35,7 @@ through ``dispatch`` (Python), in its place. The bytes written are the same as
 
 from __future__ import annotations
 
+import sys
 import time
 from typing import NamedTuple
 
@@ -63,6 +67,26 @@ _COL_TOPIC_POS, _COL_TOPIC_LEN = native.COL_TOPIC_POS, native.COL_TOPIC_LEN
 _INDEX_DONE, _INDEX_NEW_FILE = native.INDEX_DONE, native.INDEX_NEW_FILE
 
 
+# A byte's low bit: 1 where a row's flags (their low byte, little-endian first) say DISPATCH_PYTHON.
+_LOW_BIT = bytes(b & native.DISPATCH_PYTHON for b in range(256))
+_LITTLE_ENDIAN = sys.byteorder == "little"
+
+
+def _python_rows(batch, n: int) -> list[int]:
+    """The rows of the last ``extract`` flagged for Python (rare: text that is not valid UTF-8),
+    found without a Python step a row."""
+    columns = native.DISPATCH_COLUMNS
+    flags = batch.info[native.DCOL_FLAGS:n * columns:columns].tobytes()
+    low = flags[::8] if _LITTLE_ENDIAN else flags[7::8]
+    marks = low.translate(_LOW_BIT)
+    found = []
+    row = marks.find(1)
+    while row >= 0:
+        found.append(row)
+        row = marks.find(1, row + 1)
+    return found
+
+
 class ReputReport(NamedTuple):
     dispatched_pos: int
     touched: frozenset  # {(topic, queue_id)} that got ConsumeQueue entries
@@ -84,10 +108,15 @@ def index_keys(topic: str, props: dict[str, str]) -> list[str]:
 class Dispatcher:
     """The per-record work, shared by ReputService and recovery."""
 
-    def __init__(self, cqs: ConsumeQueueSet, index: IndexService, *, native_rows: int = DISPATCH_ROWS,
-                 use_native: bool = True, delay_levels_ms: tuple[int, ...] | None = None):
+    def __init__(self, cqs: ConsumeQueueSet, index: IndexService | None, *, native_rows: int = DISPATCH_ROWS,
+                 use_native: bool = True, delay_levels_ms: tuple[int, ...] | None = None,
+                 build_cq: bool = True, build_index: bool = True):
+        """``build_cq`` / ``build_index``: which entries this dispatcher writes (the broker writes the
+        ConsumeQueue's, the reput worker the IndexFile's, recovery both)."""
         self.cqs = cqs
         self.index = index
+        self.build_cq = build_cq
+        self.build_index = build_index and index is not None
         self.delay_levels_ms = delay_levels_ms or parse_levels(DELAY_LEVELS_DEFAULT)
         self._batch = native.DispatchBatch(native_rows) if use_native else None
         self._topics: dict[bytes, str] = {}  # topic bytes -> str, for the ConsumeQueue runs
@@ -95,6 +124,8 @@ class Dispatcher:
     def dispatch(self, phys: int, rec: fmt.Record, *, build_cq: bool = True,
                  build_index: bool = True) -> tuple[str, int] | None:
         """Write the entries of one record; returns its (topic, queue_id) if it got a CQ entry."""
+        build_cq = build_cq and self.build_cq
+        build_index = build_index and self.build_index
         tran = rec.sys_flag & SYSFLAG_TRANSACTION_MASK
         props = decode_properties(rec.properties_raw) if rec.properties_raw else {}
         if build_index and tran != SYSFLAG_TRANSACTION_ROLLBACK:
@@ -185,8 +216,11 @@ class Dispatcher:
         done = n
         problem = None
         python_rows: list[tuple[int, int, fmt.Record]] = []
+        if not self.build_index:
+            python_rows = [(row, seg_start + pos, fmt.decode_at(mm, pos, check_crc=False))
+                           for row in _python_rows(batch, n) for pos in (rows[row * _SCAN_COLUMNS + _COL_POS],)]
         index = self.index
-        i = 0
+        i = n if index is None or not self.build_index else 0
         while i < n:
             stop, i = index.put_rows(batch, i, n, seg_start)
             if stop == _INDEX_DONE:
@@ -204,6 +238,8 @@ class Dispatcher:
                 problem = str(e)
                 done = i
                 break
+        if not self.build_cq:
+            return done, problem
         runs = batch.runs
         cqs = self.cqs
         topics = self._topics
@@ -288,17 +324,22 @@ class ReputService:
         self.cfg = cfg
         self.control = control
         self.commitlog, self.cqs, self.index = open_store_files(cfg, commitlog, cqs, index)
-        self.dispatcher = Dispatcher(self.cqs, self.index, delay_levels_ms=parse_levels(cfg.message_delay_levels))
+        # The IndexFile only: the broker writes the ConsumeQueue entries (shm/queue_writer.py).
+        self.dispatcher = Dispatcher(self.cqs, self.index, delay_levels_ms=parse_levels(cfg.message_delay_levels),
+                                     build_cq=False)
         self._vanished_checked_ms = 0
         self._topics_epoch = control.topics_epoch
         self._floor = FloorWatch(control, self.commitlog, self.cqs)
         self.durable_reads = cfg.flush_mode == SYNC_FLUSH
 
     def step(self, max_records: int = 1024) -> ReputReport:
-        """Dispatch up to ``max_records`` new records and publish dispatched_pos."""
+        """Index up to ``max_records`` new records and publish dispatched_pos."""
         now_ms = int(time.time() * 1000)   # the worker's loop beats the heartbeat after each step
         # The limit first: a topic deleted before any record below it bumped topics_epoch first.
-        limit = self.control.flushed_pos if self.durable_reads else self.control.write_pos
+        # Never past the ConsumeQueue entries (the checkpoint claims both below dispatched_pos).
+        limit = self.control.queued_pos
+        if self.durable_reads:
+            limit = min(limit, self.control.flushed_pos)
         topics_epoch = self.control.topics_epoch
         if topics_epoch != self._topics_epoch or now_ms - self._vanished_checked_ms >= VANISHED_CHECK_INTERVAL_MS:
             # A deleted topic's files must not keep receiving entries through old mappings.

@@ -2,9 +2,10 @@
 
 Lives in the broker process, which is the only writer of CommitLog records and of
 ``control.write_pos``: every record goes through ``put_messages``, the one put
-(``record_writer.py``). ConsumeQueue and IndexFile files are written by the reput
-worker and only read here; a message is visible to ``get_messages`` once the reput
-worker's ``dispatched_pos`` has passed it.
+(``record_writer.py``). Their ConsumeQueue entries are written here too, after the appends
+(``queue_writer.py``: once a loop turn, and before any read of a queue); IndexFile files are
+written by the reput worker and only read here. A message is visible to ``get_messages`` once its
+entry is written and, under sync flush, its record flushed (``visible_end``).
 
 Outcomes are values: ``put_messages`` and ``get_messages`` return a status enum
 (RocketMQ's PutMessageStatus / GetMessageStatus names) and never raise for bad input.
@@ -16,7 +17,7 @@ import enum
 import os
 from typing import NamedTuple, Sequence
 
-from rocketbox.cluster.config import StoreConfig, parse_levels
+from rocketbox.cluster.config import SYNC_FLUSH, StoreConfig, parse_levels
 from rocketbox.cluster import _native  # required: boundary scans run in C (no silent Python twin)
 from rocketbox.cluster.shm import commitlog_format as fmt
 from rocketbox.cluster.message.ids import pack_host
@@ -27,7 +28,7 @@ from rocketbox.cluster.shm.control import ControlBlock
 from rocketbox.cluster.shm.indexfile import IndexService
 from rocketbox.cluster.shm.indexfile_format import index_key
 from rocketbox.cluster.shm import durable, record_crc_promise
-from rocketbox.cluster.shm.recent_writes import RecentWrites
+from rocketbox.cluster.shm.queue_writer import QueueWriter
 from rocketbox.cluster.shm.record_writer import (BatchBody, MessageToStore, PutMessageStatus, PutResult,
                                                  RecordWriter, copy_of_record)
 from rocketbox.cluster.shm.recovery import RecoveryReport, abort_path, recover
@@ -80,14 +81,14 @@ class MessageStore:
         self.cqs = ConsumeQueueSet(cfg)
         self.index = IndexService(cfg)
         self._next_offsets: dict[tuple[str, int], int] = {}
-        # Parked pulls are answered from the newest writes before the reput indexed them
-        # (recent_writes.py); not under sync flush, whose consumers read flushed records only.
-        self.recent = RecentWrites()
         self._floor = FloorWatch(control, self.commitlog, self.cqs)
         self._boundary_scan = native_scan_batch()
         # The one writer of records (and of write_pos); it shares the next-offset table.
-        self.writer = RecordWriter(cfg, control, self.commitlog, self.recent, self._next_offsets, store_host)
-        self._serve_recent = self.writer.serve_recent
+        self.writer = RecordWriter(cfg, control, self.commitlog, self._next_offsets, store_host)
+        # ... and of their ConsumeQueue entries, the one route to a consumer.
+        self.queues = QueueWriter(cfg, control, self.commitlog, self.cqs)
+        # Under sync flush consumers read flushed records only (a power cut cannot take them back).
+        self.durable_reads = cfg.flush_mode == SYNC_FLUSH
 
     @property
     def read_only(self) -> bool:
@@ -113,6 +114,7 @@ class MessageStore:
         self._next_offsets.update({(cq.topic, cq.queue_id): cq.max_offset() for cq in self.cqs.queues()})
         for cq in self.cqs.queues():
             cq.forget_cache()
+        self.queues.start_at(report.end_phys)
         writer.ready = True
         return report
 
@@ -171,6 +173,23 @@ class MessageStore:
         """A slave appends its master's bytes verbatim (``RecordWriter.append_replicated``)."""
         return self.writer.append_replicated(phys_offset, data)
 
+    # ---- the way to readers (queue_writer.py) ----
+
+    def write_queue_entries(self) -> set[tuple[str, int]]:
+        """The ConsumeQueue entries of every record appended so far; returns the queues that got
+        entries since the last call (visible now, or under sync flush once flushed)."""
+        self.queues.catch_up()
+        return self.queues.take_touched()
+
+    def queue_entries_caught_up(self) -> bool:
+        """Write the entries of every record appended so far; False if some could not be (disk)."""
+        self.queues.catch_up()
+        return self.queues.queued_pos >= self.commitlog.write_pos
+
+    def visible_end(self) -> int:
+        """CommitLog position below which a queue's entries may be read."""
+        return self.control.flushed_pos if self.durable_reads else self.queues.queued_pos
+
     # ---- reading ----
 
     def get_messages(self, topic: str, queue_id: int, offset: int, max_count: int,
@@ -178,26 +197,18 @@ class MessageStore:
                      joined: bool = False) -> GetResult:
         """Records of one queue from queue offset ``offset`` (see GetMessageStatus).
 
-        ``next_begin_offset`` follows rocketmq-protocol.md §5.4. Only entries the reput
-        worker has published (phys + size <= dispatched_pos) count, and with ``joined`` (a pull's
-        read) the newest writes past them (``_get_recent``).
+        ``next_begin_offset`` follows rocketmq-protocol.md §5.4. Only entries of records below
+        ``visible_end`` count. ``joined`` (a pull's read): the records come as one payload.
         """
+        self.queues.catch_up()
         cq = self.cqs.get(topic, queue_id)
         if cq is None:
-            recent = self._get_recent(topic, queue_id, offset, max_count, max_bytes, tag_hashes, 0) \
-                if joined and self._serve_recent else None
-            if recent is not None:
-                return recent
             status = (GetMessageStatus.NO_MESSAGE_IN_QUEUE if (topic, queue_id) in self._next_offsets
                       else GetMessageStatus.NO_MATCHED_LOGIC_QUEUE)
             return GetResult(status, _EMPTY, 0, 0, 0)
         floor = self.commitlog_floor()  # first: a moved floor resets what refresh_max remembers
-        max_offset = cq.refresh_max(self.control.dispatched_pos)
+        max_offset = cq.refresh_max(self.visible_end())
         min_offset = cq.min_offset(floor)
-        if offset >= max_offset and joined and self._serve_recent:
-            recent = self._get_recent(topic, queue_id, offset, max_count, max_bytes, tag_hashes, min_offset)
-            if recent is not None:
-                return recent
         if max_offset == 0:
             return GetResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, _EMPTY, 0, min_offset, max_offset)
         if offset < min_offset:
@@ -257,23 +268,6 @@ class MessageStore:
         status = GetMessageStatus.FOUND if count else GetMessageStatus.NO_MATCHED_MESSAGE
         return GetResult(status, _EMPTY, next_begin, min_offset, max_offset, b"".join(chunks), count)
 
-    def _get_recent(self, topic: str, queue_id: int, offset: int, max_count: int, max_bytes: int,
-                    tag_hashes, min_offset: int) -> GetResult | None:
-        """Records past the ConsumeQueue's end from the newest writes (recent_writes.py): FOUND, or
-        OFFSET_OVERFLOW_ONE for an offset the writes reached but cannot serve yet (a consumer they
-        served is ahead of the ConsumeQueue, not past the queue); None: ask the ConsumeQueue."""
-        key = (topic, queue_id)
-        end = self.recent.end_offset(key)
-        if not end or offset > end:
-            return None
-        if tag_hashes is None and offset < end:
-            chunks, count = self.recent.select(key, offset, max_count, max_bytes, self.control.write_pos)
-            raws = [self.commitlog.read(phys, size) for phys, size in chunks]
-            if count and None not in raws:
-                return GetResult(GetMessageStatus.FOUND, _EMPTY, offset + count, min_offset, end,
-                                 b"".join(raws), count)
-        return GetResult(GetMessageStatus.OFFSET_OVERFLOW_ONE, _EMPTY, offset, min_offset, end)
-
     def commitlog_floor(self) -> int:
         """The CommitLog's min offset (``retention.py``): bytes below it are deleted or about to be."""
         return self._floor.floor()
@@ -284,16 +278,14 @@ class MessageStore:
 
     def max_offset(self, topic: str, queue_id: int) -> int:
         """Queue offset just past the last entry visible to consumers."""
+        self.queues.catch_up()
         cq = self.cqs.get(topic, queue_id)
         self.commitlog_floor()
-        return cq.refresh_max(self.control.dispatched_pos) if cq is not None else 0
+        return cq.refresh_max(self.visible_end()) if cq is not None else 0
 
     def readable_end(self, topic: str, queue_id: int) -> int:
-        """Queue offset past the last entry a pull may have served: with the newest writes a pull
-        reads before they are dispatched (``_get_recent``), not behind ``max_offset``. A consumer
-        may commit up to it."""
-        end = self.max_offset(topic, queue_id)
-        return max(end, self.recent.end_offset((topic, queue_id))) if self._serve_recent else end
+        """Queue offset past the last entry a pull may have served: a consumer may commit up to it."""
+        return self.max_offset(topic, queue_id)
 
     def queue_next_offset(self, topic: str, queue_id: int) -> int:
         """Queue offset the next put gets (written, maybe not yet visible)."""
@@ -301,11 +293,12 @@ class MessageStore:
 
     def queue_entries(self, topic: str, queue_id: int, offset: int, max_count: int) -> list[tuple[int, int, int, int]]:
         """Visible ConsumeQueue entries from ``offset``: (queue offset, phys, size, tag field)."""
+        self.queues.catch_up()
         cq = self.cqs.get(topic, queue_id)
         if cq is None:
             return []
         floor = self.commitlog_floor()
-        visible = cq.refresh_max(self.control.dispatched_pos)
+        visible = cq.refresh_max(self.visible_end())
         offset = max(offset, cq.min_offset(floor))
         count = min(max_count, visible - offset)
         if count <= 0:
@@ -359,7 +352,8 @@ class MessageStore:
         """Remove the topic's ConsumeQueues (CommitLog records stay); returns queues removed."""
         for key in [k for k in self._next_offsets if k[0] == topic]:
             del self._next_offsets[key]
-        self.recent.forget_topic(topic)
+        self.queues.catch_up()   # its entries written now: none may come after its files are gone
+        self.queues.forget_topic(topic)
         return self.cqs.delete_topic(topic)
 
     def topics_and_queues(self) -> dict[str, list[int]]:

@@ -16,8 +16,11 @@ from rocketbox.cluster.message.properties import encode_properties
 from rocketbox.cluster.message.sysflags import (SYSFLAG_MULTI_TAGS, SYSFLAG_TRANSACTION_COMMIT,
                                                 SYSFLAG_TRANSACTION_PREPARED, SYSFLAG_TRANSACTION_ROLLBACK)
 from rocketbox.cluster.message.tags import java_string_hash, tag_hash_code
+from rocketbox.cluster.shm.commitlog import CommitLog
+from rocketbox.cluster.shm.consumequeue import ConsumeQueueSet
 from rocketbox.cluster.shm.control import ControlBlock
 from rocketbox.cluster.shm.indexfile_format import key_hash
+from rocketbox.cluster.shm.queue_writer import QueueWriter
 from rocketbox.cluster.shm.reput import Dispatcher, ReputService
 from rocketbox.cluster.shm.store import MessageStore, MessageToStore
 from tests.store_harness import BORN_HOST, STORE_HOST, message, tiny_config
@@ -99,6 +102,7 @@ def _fill_store(store_dir, cfg_overrides, seed: int, batches: int) -> int:
         result = store.put_messages(topic, rng.randrange(3), _messages(rng, rng.randrange(1, 40)))
         assert result.status.name == "PUT_OK", result
     end = control.write_pos
+    control.queued_pos = end   # as if the broker had written the ConsumeQueue: the services below redo it
     store.close()
     control.close()
     return end
@@ -155,6 +159,38 @@ def test_native_dispatch_writes_the_same_files_as_python(tmp_path, seed, overrid
         assert native_files == python_files, sub
     if "index_entry_count_max" in overrides:
         assert len(os.listdir(os.path.join(a, "index"))) > 2  # rolled over several index files
+
+
+@pytest.mark.parametrize("seed,native_rows", [(5, 4096), (6, 7)])
+def test_the_brokers_queue_entries_and_the_reputs_index_are_the_whole_dispatch(tmp_path, seed, native_rows):
+    """The route at run time (the broker's QueueWriter: ConsumeQueue only, then the reput worker:
+    IndexFile only, up to queued_pos) writes the files one whole dispatch (recovery's) writes."""
+    a, b = str(tmp_path / "split"), str(tmp_path / "whole")
+    overrides = {"consumequeue_entries_per_file": 5}
+    end = _fill_store(a, overrides, seed, batches=40)
+    shutil.copytree(a, b)
+    cfg = tiny_config(a, **overrides)
+    control = ControlBlock(os.path.join(a, "control"))
+    control.queued_pos = 0
+    reput = ReputService(cfg, control)
+    assert reput.step(4096).count == 0   # nothing has ConsumeQueue entries yet: nothing to index
+    commitlog = CommitLog(cfg)
+    commitlog.set_write_pos(end)   # the broker's own log knows its end
+    queues = QueueWriter(cfg, control, commitlog, ConsumeQueueSet(cfg))
+    queues.dispatcher = Dispatcher(queues.dispatcher.cqs, None, native_rows=native_rows, build_index=False)
+    queues.catch_up()
+    assert control.queued_pos == queues.queued_pos == end and queues.take_touched()
+    assert not os.listdir(os.path.join(a, "index"))
+    while reput.step(100).count:
+        pass
+    assert control.dispatched_pos == end
+    reput.close()
+    commitlog.close()
+    control.close()
+    _dispatch(b, overrides, use_native=False, native_rows=4096, steps=[4096])
+    for sub in ("consumequeue", "index"):
+        split_files, whole_files = _files(os.path.join(a, sub)), _files(os.path.join(b, sub))
+        assert split_files and split_files == whole_files, sub
 
 
 def test_native_dispatch_resumes_after_a_partial_python_index(tmp_path):

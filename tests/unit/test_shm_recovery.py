@@ -235,7 +235,7 @@ def _reput_worker(store_dir: str) -> None:
     cfg = tiny_config(store_dir)
     control = ControlBlock(os.path.join(store_dir, "control"))
     service = ReputService(cfg, control)
-    while control.dispatched_pos < control.write_pos:
+    while control.dispatched_pos < control.queued_pos:
         service.step(100)
     service.close()
     control.close()
@@ -245,9 +245,10 @@ def test_reput_in_another_process(tmp_path):
     h = Harness(tiny_config(tmp_path))
     for i in range(150):
         h.store.put_messages("P", i % 4, [message(b"x%d" % i + b"-" * 500, keys=f"k{i}")])
-    # Written, not dispatched: the broker knows the queue, no ConsumeQueue file exists yet.
-    assert h.store.get_messages("P", 1, 0, 100, 1 << 30).status is G.NO_MESSAGE_IN_QUEUE
+    # Not indexed yet: a read has the broker write the ConsumeQueue entries; the index waits.
     assert not os.path.exists(os.path.join(tmp_path, "consumequeue", "P"))
+    assert h.store.get_messages("P", 1, 0, 100, 1 << 30).status is G.FOUND
+    assert h.store.query_by_key("P", "k149", 10, 0, 1 << 62) == []
     worker = multiprocessing.get_context("spawn").Process(target=_reput_worker, args=(str(tmp_path),))
     worker.start()
     worker.join(30)

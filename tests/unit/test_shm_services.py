@@ -31,19 +31,22 @@ def test_flush_publishes_flushed_pos_and_checkpoint(tmp_path):
     h.close()
 
 
-def test_reput_report_tags_and_blanks(tmp_path):
+def test_queue_entries_then_the_index_across_blanks(tmp_path):
     h = Harness(tiny_config(tmp_path))
     big = b"b" * 20_000
     for i in range(6):  # three fit in a segment: crosses an end-of-file blank
         h.store.put_messages("T", i % 2, [message(big, tags="TagA")])
     h.store.put_messages("U", 5, [message(b"small")])
+    assert h.reput.step(100).count == 0   # the reput indexes behind the broker's ConsumeQueue entries
+    assert h.store.write_queue_entries() == {("T", 0), ("T", 1), ("U", 5)}
+    assert h.control.queued_pos == h.control.write_pos and h.store.write_queue_entries() == set()
     report = h.reput.step(4)
-    assert report.count == 4 and report.touched == frozenset({("T", 0), ("T", 1)})
+    assert report.count == 4 and report.touched == frozenset()   # it writes no ConsumeQueue entry
     report = h.reput.step(100)
-    assert report.count == 3 and ("U", 5) in report.touched and report.problem is None
+    assert report.count == 3 and report.problem is None
     assert report.dispatched_pos == h.control.dispatched_pos == h.control.write_pos
     assert h.reput.step(100).count == 0
-    cq = h.reput.cqs.get("T", 1)
+    cq = h.store.cqs.get("T", 1)
     phys, size, tag = cq.get(2)
     assert tag == tag_hash_code("TagA") and size == fmt.record_size(len(big), 1, len(
         fmt.stored_properties(encode_properties({"TAGS": "TagA"}), record_crc=True)))
@@ -51,7 +54,7 @@ def test_reput_report_tags_and_blanks(tmp_path):
     h.close()
 
 
-def test_reput_reports_corruption_without_moving(tmp_path):
+def test_corruption_stops_the_queue_entries_and_the_index_there(tmp_path, caplog):
     h = Harness(tiny_config(tmp_path))
     r = h.store.put_messages("T", 0, [message(b"ok"), message(b"bad")])
     second = r.phys_offset + fmt.record_size(2, 1, fmt.RECORD_CRC_SIZE)
@@ -59,8 +62,16 @@ def test_reput_reports_corruption_without_moving(tmp_path):
     with open(seg, "r+b") as f:
         f.seek(second + fmt.OFF_MAGIC)
         f.write(b"\0\0\0\1")
+    assert h.store.write_queue_entries() == {("T", 0)}
+    assert h.control.queued_pos == second and "ConsumeQueue entries stopped at" in caplog.text
+    assert h.store.max_offset("T", 0) == 1   # the record before it is readable
     report = h.reput.step(10)
-    assert report.count == 1 and report.dispatched_pos == second and "cannot read" in report.problem
+    assert report.count == 1 and report.dispatched_pos == second
+    assert h.reput.step(10).count == 0
+    # The reput reports what it cannot read itself (a queue writer that went on would not protect it).
+    h.control.queued_pos = h.control.write_pos
+    report = h.reput.step(10)
+    assert report.count == 0 and report.dispatched_pos == second and "cannot read" in report.problem
     h.close()
 
 

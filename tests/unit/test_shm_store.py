@@ -4,6 +4,7 @@ import errno
 
 import pytest
 
+from rocketbox.cluster.config import SYNC_FLUSH
 from rocketbox.cluster.shm import commitlog_format as fmt
 from rocketbox.cluster.message.ids import offset_msg_id
 from rocketbox.cluster.message.properties import (PROPERTY_CRC32, PROPERTY_DELAY, PROPERTY_REAL_QID,
@@ -41,14 +42,27 @@ def test_put_assigns_offsets_and_ids(h):
     assert h.store.queue_next_offset("T", 1) == 4
 
 
-def test_messages_are_visible_only_after_dispatch(h):
+def test_a_written_message_is_readable_at_once_without_the_workers(h):
+    """Async flush: one route, the broker's own ConsumeQueue entries; neither worker runs."""
     h.store.put_messages("T", 0, [message(b"a")])
-    assert h.store.get_messages("T", 0, 0, 10, 1 << 20).status is G.NO_MESSAGE_IN_QUEUE
-    assert h.store.max_offset("T", 0) == 0
-    h.dispatch_all()
-    got = h.store.get_messages("T", 0, 0, 10, 1 << 20)
-    assert got.status is G.FOUND and bodies(got) == [b"a"] and got.next_begin_offset == 1
-    assert h.store.max_offset("T", 0) == 1
+    got = h.store.get_messages("T", 0, 0, 10, 1 << 20, joined=True)
+    assert got.status is G.FOUND and got.message_count == 1 and got.next_begin_offset == 1
+    assert h.store.max_offset("T", 0) == h.store.readable_end("T", 0) == 1
+    assert h.control.dispatched_pos == 0 and h.control.flushed_pos == 0
+
+
+def test_under_sync_flush_a_message_is_readable_once_flushed(tmp_path):
+    h = Harness(tiny_config(tmp_path, flush_mode=SYNC_FLUSH))
+    try:
+        h.store.put_messages("T", 0, [message(b"a")])
+        assert h.store.get_messages("T", 0, 0, 10, 1 << 20).status is G.NO_MESSAGE_IN_QUEUE
+        assert h.store.max_offset("T", 0) == 0 and h.control.queued_pos == h.control.write_pos
+        h.flush.step()
+        got = h.store.get_messages("T", 0, 0, 10, 1 << 20)
+        assert got.status is G.FOUND and bodies(got) == [b"a"] and got.next_begin_offset == 1
+        assert h.store.max_offset("T", 0) == 1 and h.control.dispatched_pos == 0
+    finally:
+        h.close()
 
 
 def test_get_statuses_and_next_begin_offsets(h):

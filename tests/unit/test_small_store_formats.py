@@ -38,7 +38,7 @@ def test_control_block_slot_positions():
         "magic": 0, "write_pos": 8, "flushed_pos": 16, "dispatched_pos": 24, "confirm_pos": 32,
         "heartbeat_broker_ms": 40, "heartbeat_flush_ms": 48, "heartbeat_reput_ms": 56,
         "heartbeat_allocate_ms": 64, "topics_epoch": 72, "commitlog_min_pos": 80, "delete_requests": 88,
-        "config_version": 96}
+        "config_version": 96, "queued_pos": 104}
     assert [control_format.heartbeat_offset(role) for role in control_format.ROLES] == [40, 48, 56, 64]
     with pytest.raises(ValueError):
         control_format.heartbeat_offset("namesrv")
