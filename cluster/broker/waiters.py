@@ -114,9 +114,6 @@ class PullWaiters:
                     self._by_queue.setdefault(key, []).extend(keep)
                     self._count += len(keep)
 
-    def wake_all(self) -> None:
-        self.wake(list(self._by_queue))
-
     def expire(self, now_s: float | None = None) -> None:
         now_s = time.monotonic() if now_s is None else now_s
         for key in list(self._by_queue):
