@@ -57,16 +57,10 @@ def scenario_e2e_latency(s: Settings, report: Report, tmp: str) -> None:
                 lat, rate = paced_e2e_run(namesrv, client_config(namesrv, transport="remoting"),
                                           f"Paced{mode}{threads}x{run}", f"BenchPacedGroup{mode}{threads}x{run}", mode,
                                           total, duration_s, transport="remoting", consume_threads=threads)
-                stats["p50"].append(percentile(lat, 0.5))
-                stats["p99"].append(percentile(lat, 0.99))
-                stats["p999"].append(percentile(lat, 0.999))
-                stats["rate"].append(rate)
+                _count_run(stats, lat, rate)
             note = (f"remoting door; PushConsumer with {threads or 'no'} consume threads; target rate "
                     f"{PACED_RATE_MSG_S:,} msg/s for {duration_s:.0f} s; first 5% skipped")
-            report.add(Row("e2e_latency", f"rate achieved, {label}", "msg/s", stats["rate"],
-                           (">=", PACED_RATE_MSG_S * 0.99), note=note + "; met within 1%"))
-            for key, name in (("p50", "p50"), ("p99", "p99"), ("p999", "p99.9")):
-                report.add(Row("e2e_latency", f"receive - send {name}, {label}", "us", stats[key], note=note))
+            _add_paced_rows(report, label, stats, note)
         # The consumer as the peers' consumers read (a loop in one thread on one stream, Redis's
         # XREADGROUP BLOCK): a PullConsumer long-polling a one-queue topic, no hand-off to a pool.
         _pull_loop_rows(s, report, cluster, total, duration_s, "")
@@ -76,21 +70,30 @@ def scenario_e2e_latency(s: Settings, report: Report, tmp: str) -> None:
 
 
 def _pull_loop_rows(s: Settings, report: Report, cluster, total: int, duration_s: float, label: str) -> None:
-    stats = {"p50": [], "p99": [], "rate": []}
+    stats = {"p50": [], "p99": [], "p999": [], "rate": []}
     for run in range(s.runs):
         namesrv = cluster.remoting_namesrv
         lat, rate = paced_pull_e2e_run(namesrv, client_config(namesrv, transport="remoting"), f"PacedPull{run}",
                                        f"BenchPullLoopGroup{run}", total, duration_s)
-        stats["p50"].append(percentile(lat, 0.5))
-        stats["p99"].append(percentile(lat, 0.99))
-        stats["rate"].append(rate)
+        _count_run(stats, lat, rate)
     note = (f"remoting door; a PullConsumer long-polling a 1-queue topic in one thread; producer batch per due "
             f"tick at {PACED_RATE_MSG_S:,} msg/s for {duration_s:.0f} s; first 5% skipped")
-    report.add(Row("e2e_latency", f"rate achieved, pull loop, 1 queue{label}", "msg/s", stats["rate"],
+    _add_paced_rows(report, f"pull loop, 1 queue{label}", stats, note, (("p50", "p50"), ("p99", "p99")))
+
+
+def _count_run(stats: dict, latencies: list[float], rate: float) -> None:
+    stats["p50"].append(percentile(latencies, 0.5))
+    stats["p99"].append(percentile(latencies, 0.99))
+    stats["p999"].append(percentile(latencies, 0.999))
+    stats["rate"].append(rate)
+
+
+def _add_paced_rows(report: Report, label: str, stats: dict, note: str,
+                    names=(("p50", "p50"), ("p99", "p99"), ("p999", "p99.9"))) -> None:
+    report.add(Row("e2e_latency", f"rate achieved, {label}", "msg/s", stats["rate"],
                    (">=", PACED_RATE_MSG_S * 0.99), note=note + "; met within 1%"))
-    for key in ("p50", "p99"):
-        report.add(Row("e2e_latency", f"receive - send {key}, pull loop, 1 queue{label}", "us", stats[key],
-                       note=note))
+    for key, name in names:
+        report.add(Row("e2e_latency", f"receive - send {name}, {label}", "us", stats[key], note=note))
 
 
 def paced_e2e_run(namesrv: str, cfg, topic: str, group: str, mode: str, total: int, duration_s: float,
