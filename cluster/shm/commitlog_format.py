@@ -37,6 +37,11 @@ def decode_segment_at(buf, pos: int, limit: int | None = None, *, check_crc: boo
     """What a CommitLog segment holds at ``buf[pos:]``, reading no further than ``limit``: ``EndOfFile``
     for the blank, else what ``record_format.decode_at`` reads there (``Record``, ``Incomplete``,
     ``Corrupt``)."""
+    item = record_format.decode_at(buf, pos, limit, check_crc=check_crc)
+    if type(item) is not record_format.Corrupt:
+        return item
+    # Read as a record, a blank is refused for its magic: records are many and a blank ends a file,
+    # so a record costs no second look.
     end = len(buf) if limit is None else min(limit, len(buf))
     if end - pos >= BLANK_HEAD.size:
         total_size, magic = BLANK_HEAD.unpack_from(buf, pos)
@@ -44,7 +49,7 @@ def decode_segment_at(buf, pos: int, limit: int | None = None, *, check_crc: boo
             if total_size < BLANK_SIZE_MIN:
                 return record_format.Corrupt(f"blank of size {total_size}")
             return EndOfFile(total_size)
-    return record_format.decode_at(buf, pos, limit, check_crc=check_crc)
+    return item
 
 
 def looks_torn(rec: record_format.Record) -> bool:
