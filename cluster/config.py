@@ -92,7 +92,7 @@ class StoreConfig:
     # mlock the current CommitLog segment (RocketMQ's warmMapedFileEnable + mlock).
     mlock_enabled: bool = False
     # Every record the broker writes ends with RocketMQ's whole-record CRC property (its
-    # enabledAppendPropCRC; "__CRC32#", shm/commitlog_format.py), which recovery verifies: a power
+    # enabledAppendPropCRC; "__CRC32#", message/record_format.py), which recovery verifies: a power
     # cut that garbles a record's topic, properties or header is then seen, not only one in its
     # body. On by default here (RocketMQ's default is false): the durability promise needs it.
     record_crc_enabled: bool = True

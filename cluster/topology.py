@@ -36,7 +36,7 @@ from rocketbox.cluster.controller.secret import default_secret_path, make_secret
 from rocketbox.cluster.file_modes import exposure
 from rocketbox.cluster.metrics.settings import BrokerTarget, ExporterSettings, NamesrvTarget
 from rocketbox.cluster.proxy.settings import ProxySettings
-from rocketbox.cluster.shm import commitlog_format
+from rocketbox.cluster.message import record_format
 from rocketbox.cluster.shm.control_format import heartbeat_offset
 from rocketbox.cluster.shm.paths import control_path
 from rocketbox.cluster.supervision.child_table import ChildSpec
@@ -318,8 +318,8 @@ def proxy_settings(host: str, port: int, namesrv_endpoints: tuple[str, ...],
     so that a body the proxy takes is never refused by a store."""
     settings = ProxySettings(host=host, port=port, namesrv_endpoints=tuple(namesrv_endpoints))
     if brokers:
-        record_room = commitlog_format.FIXED_SIZE + commitlog_format.TOPIC_LENGTH_MAX + \
-            commitlog_format.PROPERTIES_LENGTH_MAX
+        record_room = record_format.FIXED_SIZE + record_format.TOPIC_LENGTH_MAX + \
+            record_format.PROPERTIES_LENGTH_MAX
         settings = dataclasses.replace(
             settings, max_body_size=min(b.store.message_size_bytes_max for b in brokers) - record_room,
             retry_delays_ms=tuple(parse_levels(brokers[0].store.message_delay_levels)))

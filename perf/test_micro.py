@@ -24,10 +24,10 @@ import pytest
 from rocketbox.cluster import _native as native
 from rocketbox.cluster.config import StoreConfig
 from rocketbox.cluster.protocol import RequestCode, ResponseCode, send_fields_short
-from rocketbox.cluster.shm import batch_format
+from rocketbox.cluster.message import batch_format
 from rocketbox.cluster.message.ids import pack_host
 from rocketbox.cluster.message.properties import encode_properties
-from rocketbox.cluster.shm import commitlog_format as clf
+from rocketbox.cluster.message import record_format
 from rocketbox.cluster.shm.consumequeue import ConsumeQueue
 from rocketbox.cluster.shm.indexfile import IndexService
 from rocketbox.cluster.shm.indexfile_format import index_key
@@ -55,7 +55,7 @@ def _properties(i: int) -> bytes:
 BODIES = [bytes([65 + i % 26]) * BODY_BYTES for i in range(MESSAGES)]
 PROPS = [_properties(i) for i in range(MESSAGES)]
 BATCH_BODY = batch_format.encode_items((0, b, p) for b, p in zip(BODIES, PROPS))
-RECORD_BYTES = sum(clf.record_size(len(b), len(TOPIC), len(p)) for b, p in zip(BODIES, PROPS))
+RECORD_BYTES = sum(record_format.record_size(len(b), len(TOPIC), len(p)) for b, p in zip(BODIES, PROPS))
 
 
 def _encoded_records() -> bytes:
@@ -70,7 +70,7 @@ RECORDS = _encoded_records()
 # ---------------------------------------------------------------- record encode
 
 def test_encode_into_python(bench):
-    """100 x 100-byte records with ``commitlog_format.encode_into``, one call per record.
+    """100 x 100-byte records with ``record_format.encode_into``, one call per record.
 
     Expected ~100-300 us per 100 (1-3 us a record: a 15-field ``HEAD.pack_into`` ~0.5-1 us,
     crc32 ~0.1 us, four slice assignments and the 16-keyword-argument call ~0.5-1 us), so
@@ -82,7 +82,7 @@ def test_encode_into_python(bench):
     def run():
         pos = 0
         for i in range(MESSAGES):
-            pos += clf.encode_into(buf, pos, queue_id=0, flag=0, queue_offset=i, phys_offset=pos, sys_flag=0,
+            pos += record_format.encode_into(buf, pos, queue_id=0, flag=0, queue_offset=i, phys_offset=pos, sys_flag=0,
                                    born_timestamp_ms=STORE_TS_MS, born_host=BORN_HOST,
                                    store_timestamp_ms=STORE_TS_MS, store_host=STORE_HOST, reconsume_times=0,
                                    prepared_transaction_offset=0, body=BODIES[i], topic=TOPIC,
@@ -104,17 +104,17 @@ class _Item:
 
 
 def test_encode_batch_python_join(bench):
-    """100 x 100-byte records with ``commitlog_format.encode_batch`` (one ``HEAD.pack`` + 5 appends a record, one join).
+    """100 x 100-byte records with ``record_format.encode_batch`` (one ``HEAD.pack`` + 5 appends a record, one join).
 
     Expected ~50-150 us per 100 (0.5-1.5 us a record: attribute loads, one pack ~0.3-0.6 us,
     crc32, five list appends; the final join copies 26 KB in ~2 us): ~1-2M records/s
     on a core, two to three times ``encode_into``.
     """
     items = [_Item(b, p) for b, p in zip(BODIES, PROPS)]
-    sizes = clf.batch_record_sizes(len(TOPIC), items)
+    sizes = record_format.batch_record_sizes(len(TOPIC), items)
 
     def run():
-        return clf.encode_batch(items, sizes, topic=TOPIC, queue_id=0, queue_offset_first=0, phys_offset_first=0,
+        return record_format.encode_batch(items, sizes, topic=TOPIC, queue_id=0, queue_offset_first=0, phys_offset_first=0,
                                 store_timestamp_ms=STORE_TS_MS, store_host=STORE_HOST)
 
     data, next_queue_offset = bench(run)
@@ -156,8 +156,8 @@ def test_encode_batch_native_sealed(bench):
                                    STORE_TS_MS, STORE_HOST, record_crc=True)
 
     written, count, ends = bench(run)
-    assert (written, count) == (sealed_bytes, MESSAGES) == (RECORD_BYTES + MESSAGES * clf.RECORD_CRC_SIZE, MESSAGES)
-    assert all(type(r) is clf.Record for r in clf.iter_records(bytes(dst), check_crc=True))
+    assert (written, count) == (sealed_bytes, MESSAGES) == (RECORD_BYTES + MESSAGES * record_format.RECORD_CRC_SIZE, MESSAGES)
+    assert all(type(r) is record_format.Record for r in record_format.iter_records(bytes(dst), check_crc=True))
 
 
 def test_decode_items_python(bench):
@@ -174,7 +174,7 @@ def test_decode_items_python(bench):
 # ---------------------------------------------------------------- record decode
 
 def test_decode_at_python(bench):
-    """100 records with ``commitlog_format.decode_at`` and CRC check, one call per record.
+    """100 records with ``record_format.decode_at`` and CRC check, one call per record.
 
     Expected ~150-400 us per 100 (1.5-4 us a record: two unpacks, three bytes copies, a
     UTF-8 decode, crc32, a 16-field NamedTuple): the client's per-message decode cost
@@ -183,7 +183,7 @@ def test_decode_at_python(bench):
     def run():
         pos = n = 0
         while pos < len(RECORDS):
-            rec = clf.decode_at(RECORDS, pos)
+            rec = record_format.decode_at(RECORDS, pos)
             pos += rec.total_size
             n += 1
         return n
@@ -192,13 +192,13 @@ def test_decode_at_python(bench):
 
 
 def test_iter_records_python(bench):
-    """``commitlog_format.iter_records`` over a 100-record pull body (no CRC), as the client decodes a pull.
+    """``record_format.iter_records`` over a 100-record pull body (no CRC), as the client decodes a pull.
 
     Expected ~150-350 us per 100: ``decode_at`` without crc32, plus a generator step
     and an isinstance a record.
     """
     def run():
-        return sum(1 for _ in clf.iter_records(RECORDS))
+        return sum(1 for _ in record_format.iter_records(RECORDS))
 
     assert bench(run) == MESSAGES
 

@@ -14,8 +14,8 @@ and ``_check`` turns every negative return code into an exception.
 | ``preheat_read`` | touch every page of a segment before the first append or read needs it, in one call |
 | ``U64Slots`` | cursors published between processes through a shared mmap need acquire/release ordering |
 | ``crc32`` / ``body_crc`` | zlib-compatible CRC-32 usable inside the C loops below |
-| ``measure_batch`` / ``encode_batch`` | a batch body to CommitLog records in one pass, sealed with the whole-record CRC property when asked (``record_crc.c``; twin: ``cluster.shm.batch_format``) |
-| ``record_size`` / ``encode_record`` | any other record the broker writes (sends, retries, delayed and transaction records, pop checkpoints and acks) straight into the mapped segment, a call a record (twin and oracle: ``commitlog_format.encode_batch``) |
+| ``measure_batch`` / ``encode_batch`` | a batch body to CommitLog records in one pass, sealed with the whole-record CRC property when asked (``record_crc.c``; twin: ``cluster.message.batch_format``) |
+| ``record_size`` / ``encode_record`` | any other record the broker writes (sends, retries, delayed and transaction records, pop checkpoints and acks) straight into the mapped segment, a call a record (twin and oracle: ``record_format.encode_batch``) |
 | ``scan_records`` | the reput worker and recovery walk records without decoding each one in Python |
 | ``DispatchBatch`` (scan, extract, index_put, cq_put) | the reput worker's whole per-record work (properties, Java key hashes, IndexFile and ConsumeQueue entries) in a few calls a batch |
 
@@ -197,7 +197,7 @@ def encode_batch(dst, dst_pos: int, batch_body, topic: bytes, queue_id: int,
     All or nothing: ``MalformedBatch`` or ``DestinationTooSmall`` (roll to the next
     file) before any byte is written. Returns ``(bytes_written, count, record_ends)``,
     ``record_ends[i]`` being the position in ``dst`` just after record i. The same
-    contract and bytes as ``cluster.shm.batch_format.encode_batch``.
+    contract and bytes as ``cluster.message.batch_format.encode_batch``.
     """
     for name, host in (("born_host", born_host), ("store_host", store_host)):
         if len(host) != HOST_BYTES:
@@ -222,7 +222,7 @@ def encode_batch(dst, dst_pos: int, batch_body, topic: bytes, queue_id: int,
 
 
 def record_size(body_len: int, properties: bytes, topic_len: int, record_crc: bool) -> int:
-    """The size of one record (its properties stored as ``commitlog_format.stored_properties`` makes
+    """The size of one record (its properties stored as ``record_format.stored_properties`` makes
     them); ``MalformedBatch`` for a NUL in the properties or a record too large for its fields,
     ValueError for a topic over 127 bytes. Positional arguments: a call a record the broker writes."""
     size = lib.rb_record_size(body_len, properties, len(properties), topic_len, record_crc)
@@ -233,7 +233,7 @@ def encode_record(dst, dst_pos: int, size: int, body: bytes, properties: bytes, 
                   reconsume_times: int, queue_id: int, queue_offset: int, phys_offset: int, sys_flag: int,
                   born_timestamp_ms: int, born_host: bytes, store_timestamp_ms: int, store_host: bytes,
                   prepared_transaction_offset: int, record_crc: bool) -> None:
-    """Write one record, ``size`` bytes, at ``dst[dst_pos:]``: the bytes ``commitlog_format.encode_batch``
+    """Write one record, ``size`` bytes, at ``dst[dst_pos:]``: the bytes ``record_format.encode_batch``
     makes for it (a transaction PREPARED or ROLLBACK sysFlag stores queue offset 0), in one C call.
     Every record the broker writes but a batch body's items goes through here (arguments by position
     on that path: keywords cost a tenth of the call).
@@ -311,7 +311,7 @@ class ScanResult(NamedTuple):
 
 def delivered_records(payload) -> bytes:
     """``payload``'s records (whole, back to back) as consumers get them: without the whole-record CRC
-    property (``commitlog_format.delivered_records``, the Python twin); ValueError for anything else."""
+    property (``record_format.delivered_records``, the Python twin); ValueError for anything else."""
     out = bytearray(len(payload))
     with _readable(payload) as src, _writable(out) as dst:
         written = lib.rb_delivered_records(src, len(src), dst, len(dst))
@@ -323,7 +323,7 @@ def delivered_records(payload) -> bytes:
 
 def scan_records(buffer, start: int, end: int, *, max_rows: int = 1024,
                  check_crc: bool = False) -> ScanResult:
-    """Walk the records of ``buffer[start:end]`` as ``commitlog_format.decode_at`` would.
+    """Walk the records of ``buffer[start:end]`` as ``shm/commitlog_format.decode_segment_at`` would.
 
     The reput worker scans without ``check_crc`` (the broker wrote the bytes);
     recovery scans with it.
@@ -393,7 +393,7 @@ def offset_msg_ids(store_host: bytes, phys_first: int, record_ends, pos0: int) -
     """The comma-joined offset message ids of the records ``encode_batch`` just wrote.
 
     ``record_ends`` and ``pos0`` (where record 0 starts in the same buffer) place each
-    record; the ids equal ``commitlog_format.offset_msg_id`` of each record's phys offset.
+    record; the ids equal ``message/ids.offset_msg_id`` of each record's phys offset.
     """
     if len(store_host) != HOST_BYTES:
         raise ValueError(f"store_host must be {HOST_BYTES} bytes, got {len(store_host)}")

@@ -270,7 +270,7 @@ struct span {
 };
 
 /* The TAGS, UNIQ_KEY and KEYS values of name \1 value \2 pairs, as
- * commitlog_format.decode_properties reads them: a pair without \1 has an
+ * message/properties.decode_properties reads them: a pair without \1 has an
  * empty value, empty pairs are skipped, a later pair of the same name wins.
  * (\1, \2 and the ASCII names never occur inside a multi-byte UTF-8
  * sequence, valid or not, so matching bytes equals matching decoded text.) */

@@ -1,5 +1,5 @@
 /* The whole-record CRC property: what record_crc.h declares. It calls crc32.c only; the encoder
- * (record_write.c) and the scan (helper.c) call it. The Python twin is cluster/shm/commitlog_format.py. */
+ * (record_write.c) and the scan (helper.c) call it. The Python twin is cluster/message/record_format.py. */
 #define _GNU_SOURCE
 #include "record_crc.h"
 #include "bytes.h"

@@ -3,7 +3,7 @@
  * checkpoint, ack and done records) is written here, by write_record; the store's one put
  * (cluster/shm/record_writer.py) calls rb_record_size and rb_encode_record for messages, and
  * rb_measure_batch and rb_encode_batch for a batch body. The Python oracle the golden tests hold it
- * to, byte for byte, is cluster/shm/commitlog_format.py (encode, encode_batch). Calls record_crc.c
+ * to, byte for byte, is cluster/message/record_format.py (encode, encode_batch). Calls record_crc.c
  * and crc32.c only. */
 #define _GNU_SOURCE
 #include "helper.h"
@@ -57,7 +57,7 @@ static int parse_item(const uint8_t *batch, size_t batch_len, size_t pos, struct
     return RB_OK;
 }
 
-/* The record's properties: the item's, as commitlog_format.stored_properties makes them. */
+/* The record's properties: the item's, as record_format.stored_properties makes them. */
 static int64_t record_properties_bytes(const struct batch_item *item, int record_crc)
 {
     return stored_properties_len(item->properties, item->properties_len, record_crc);
@@ -183,7 +183,7 @@ int64_t rb_record_size(int64_t body_len, const char *properties, int64_t propert
 }
 
 /* A transaction PREPARED or ROLLBACK record never enters a ConsumeQueue: it stores queue offset 0
- * (RocketMQ's CommitLog.doAppend), as commitlog_format.encode_batch writes it. */
+ * (RocketMQ's CommitLog.doAppend), as record_format.encode_batch writes it. */
 static int takes_no_queue_offset(int32_t sys_flag)
 {
     int32_t transaction = sys_flag & SYSFLAG_TRANSACTION_MASK;

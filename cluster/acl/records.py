@@ -65,7 +65,7 @@ def require(request: Command, needed: dict[str, int]) -> None:
 
 def require_record(request: Command, record, perm: int = SUB) -> None:
     """AccessDenied when the request's caller may not read (SUB) or end (PUB) ``record`` (a
-    commitlog_format.Record)."""
+    record_format.Record)."""
     if request.access is not None:
         request.access.require(record_resources(record.topic, record.properties, perm))
 

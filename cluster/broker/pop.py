@@ -35,7 +35,7 @@ from rocketbox.cluster.filter.expressions import parse_tags, tag_hashes_of
 from rocketbox.cluster.log_limit import RateLimitedLog
 from rocketbox.cluster.protocol import (PERM_READ, ProtocolError, ResponseCode, answers_refusals, field_int, field_str,
                                         pop_retry_topic, require_name)
-from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.message import record_format as fmt
 from rocketbox.cluster.message.properties import PROPERTY_TAGS
 from rocketbox.cluster.topic_attributes import PRIORITY
 from rocketbox.cluster.wire_format import Command

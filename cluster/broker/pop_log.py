@@ -20,7 +20,7 @@ from rocketbox.cluster.broker.pop_format import (REVIVE_GROUP, TAG_ACK, TAG_CK, 
                                                  encode_done, revive_topic)
 from rocketbox.cluster.broker.pop_state import Pending, PopState, Redelivery
 from rocketbox.cluster.protocol import ProtocolError, ResponseCode, pop_retry_topic
-from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.message import record_format as fmt
 from rocketbox.cluster.message.ids import pack_host
 from rocketbox.cluster.message.properties import PROPERTY_TAGS, encode_properties
 from rocketbox.cluster.shm.store import MessageToStore, PutMessageStatus, PutResult

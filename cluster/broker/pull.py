@@ -18,7 +18,7 @@ from rocketbox.cluster.filter.expressions import tag_hashes_of
 from rocketbox.cluster.config import name_problem
 from rocketbox.cluster.protocol import (PERM_READ, PULL_FLAG_COMMIT_OFFSET, PULL_FLAG_SUBSCRIPTION, PULL_FLAG_SUSPEND,
                                         ResponseCode, answers_refusals, field_int, field_str)
-from rocketbox.cluster.shm.commitlog_format import phys_offset_at
+from rocketbox.cluster.message.record_format import phys_offset_at
 from rocketbox.cluster.shm.store import GetMessageStatus as GetStatus
 from rocketbox.cluster.wire_format import Command
 

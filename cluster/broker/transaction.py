@@ -38,7 +38,7 @@ from rocketbox.cluster.broker.offsets import ConsumerOffsetManager
 from rocketbox.cluster.log_limit import RateLimitedLog
 from rocketbox.cluster.protocol import ProtocolError, RequestCode, ResponseCode, answers_refusals, field_int
 from rocketbox.cluster.message.system_topics import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
-from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.message import record_format as fmt
 from rocketbox.cluster.message.properties import (PROPERTY_DELAY, PROPERTY_PGROUP, PROPERTY_REAL_QID,
                                                   PROPERTY_REAL_TOPIC, PROPERTY_UNIQ_KEY,
                                                   encode_properties)

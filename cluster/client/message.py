@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from rocketbox.cluster import _native
 from rocketbox.cluster.protocol import MessageQueue  # noqa: F401 (the client's public name for it)
 from rocketbox.cluster.protocol import RETRY_TOPIC_PREFIX
-from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.message import record_format as fmt
 from rocketbox.cluster.message.ids import offset_msg_id, unique_id, unique_id_prefix
 from rocketbox.cluster.message.properties import (PROPERTY_DELAY, PROPERTY_KEYS, PROPERTY_RETRY_TOPIC, PROPERTY_TAGS,
                                                   PROPERTY_TIMER_DELIVER_MS, PROPERTY_UNIQ_KEY)

@@ -36,7 +36,7 @@ from rocketbox.cluster.config import ClientConfig, name_problem
 from rocketbox.cluster.errors import BrokerError, BrokerUnreachable, ClientError, MessageInvalid, NoRouteError
 from rocketbox.cluster.protocol import RequestCode, ResponseCode, SEND_V2_LONG_NAMES
 from rocketbox.cluster.message.system_topics import AUTO_CREATE_TOPIC_KEY
-from rocketbox.cluster.shm import batch_format
+from rocketbox.cluster.message import batch_format
 from rocketbox.cluster.message.properties import PROPERTY_UNIQ_KEY, encode_properties, properties_text
 from rocketbox.cluster.message.sysflags import SYSFLAG_COMPRESSED
 from rocketbox.cluster.wire_format import Command

@@ -1,5 +1,8 @@
 """A message's vocabulary: what its properties are called and how they are written, its ids, its
-sysFlag bits, the tag hash and the system topics. Pure and below every other package of ours (it
-imports nothing of ours): the store, the broker, the clients, the proxy and the console all speak
-it; none of them owns it. Byte layouts on disk stay in ``shm/`` (the CommitLog record in
-``shm/commitlog_format.py``, which imports this vocabulary)."""
+sysFlag bits, the tag hash, the system topics, and its bytes: the record as stored and delivered
+(``record_format.py``) and the batch body a producer sends (``batch_format.py``). Pure and below
+every other package of ours (it imports nothing of ours but the byte helpers its layouts are
+written with, ``cluster/field_tables.py`` and ``cluster/format_errors.py``): the store, the broker,
+the clients, the proxy and the console all speak it; none of them owns it. What only the store's
+files hold stays in ``shm/`` (the CommitLog's end-of-file blank in ``shm/commitlog_format.py``, the
+ConsumeQueue, the IndexFile), which imports this package."""

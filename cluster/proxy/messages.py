@@ -18,7 +18,7 @@ from rocketbox.cluster.proxy import validation
 from rocketbox.cluster.proxy.protos import Code, pb
 from rocketbox.cluster.proxy.settings import ProxySettings
 from rocketbox.cluster.proxy.status import ProxyError
-from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.message import record_format as fmt
 from rocketbox.cluster.message.ids import unpack_host
 from rocketbox.cluster.message.lite_topics import PROPERTY_INNER_MULTI_DISPATCH, lite_topic_of, lmq_name
 from rocketbox.cluster.message.properties import (SYSTEM_PROPERTIES, PROPERTY_KEYS, PROPERTY_PRIORITY, PROPERTY_TAGS,

@@ -2,14 +2,17 @@
 on-disk layouts. JSON state beside it lives in ``json_files.py`` and ``live_settings.py``, its test
 harness in ``tests/store_harness.py``.
 
+The message record itself and the batch body a producer sends are not the store's: the client and
+the proxy read them too (``cluster/message/record_format.py``, ``batch_format.py``, as RocketMQ's
+MessageDecoder lives in ``common``); the store imports them.
+
 Map (pure layouts first; nothing here opens a socket):
 
 | module | what |
 | --- | --- |
-| commitlog_format | the CommitLog record: encode/decode, batches, properties, offset msg ids |
+| commitlog_format | a segment besides its records: the end-of-file blank, a position read, torn records |
 | consumequeue_format | the 20-byte ConsumeQueue entry, Java String.hashCode, tag hash |
 | indexfile_format | IndexFile header, slots, entries, key hash |
-| batch_format | the client's batch body (items before they become records) |
 | mapped_file | preallocated (fallocate), atomically created, mmap'ed fixed-size files |
 | commitlog | segments, append with roll-over, read/walk, flush, truncate |
 | consumequeue | one queue's entry files; the set of all queues |

@@ -25,7 +25,9 @@ import time
 from typing import Callable, Iterator, NamedTuple
 
 from rocketbox.cluster.config import SYNC_FLUSH, StoreConfig
-from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.message import record_format as fmt
+from rocketbox.cluster.shm.commitlog_format import (BLANK_SIZE_MIN, EndOfFile, decode_segment_at,
+                                                   encode_blank_into)
 from rocketbox.cluster.shm import paths
 from rocketbox.cluster.shm.mapped_file import MappedFile, MappedFileCreateError, create_file
 from rocketbox.cluster.shm import durable
@@ -149,7 +151,7 @@ class CommitLog:
         they do not fit. Nothing changes unless the outcome is OK.
         """
         file_size = self.file_size_bytes
-        if size <= 0 or size + fmt.BLANK_SIZE_MIN > file_size:
+        if size <= 0 or size + BLANK_SIZE_MIN > file_size:
             return AppendOutcome(AppendStatus.MESSAGE_TOO_LARGE, -1)
         if not self.disk_has_room():
             return AppendOutcome(AppendStatus.DISK_FULL, -1)
@@ -157,12 +159,12 @@ class CommitLog:
         pos = phys % file_size
         try:
             seg = self._segments.get(phys - pos) or self.ensure_segment(phys - pos)
-            if pos + size + fmt.BLANK_SIZE_MIN > file_size:
+            if pos + size + BLANK_SIZE_MIN > file_size:
                 # Create the next segment before writing the blank, so a failure
                 # leaves the current one untouched and the send can be retried.
                 next_start = phys - pos + file_size
                 next_seg = self.ensure_segment(next_start)
-                fmt.encode_blank_into(seg.mm, pos, file_size - pos)
+                encode_blank_into(seg.mm, pos, file_size - pos)
                 if self.cfg.mlock_enabled:
                     # Only the segment being written stays pinned: locked memory does not grow with the log.
                     next_seg.mlock()
@@ -231,8 +233,8 @@ class CommitLog:
         pos = phys_offset % self.file_size_bytes
         limit = self.file_size_bytes if limit_phys is None else min(
             self.file_size_bytes, pos + max(limit_phys - phys_offset, 0))
-        item = fmt.decode_at(seg.mm, pos, limit, check_crc=check_crc)
-        if type(item) is fmt.EndOfFile and item.total_size != self.file_size_bytes - pos:
+        item = decode_segment_at(seg.mm, pos, limit, check_crc=check_crc)
+        if type(item) is EndOfFile and item.total_size != self.file_size_bytes - pos:
             return fmt.Corrupt(f"blank of {item.total_size} bytes at {phys_offset} does not end the file")
         return item
 
@@ -250,7 +252,7 @@ class CommitLog:
             item = self.decode_at(phys, check_crc=check_crc, limit_phys=limit)
             yield phys, item
             kind = type(item)
-            if kind is fmt.Record or kind is fmt.EndOfFile:
+            if kind is fmt.Record or kind is EndOfFile:
                 phys += item.total_size
             else:
                 return

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import struct
 
-from rocketbox.cluster.shm.field_tables import offsets_of, struct_of
+from rocketbox.cluster.field_tables import offsets_of, struct_of
 
 # The native helper's CQ_* constants are generated from this table.
 ENTRY_FIELDS = (("PHYS", "q"), ("SIZE", "i"), ("TAG", "q"))

@@ -33,7 +33,7 @@ import struct
 from typing import NamedTuple
 
 from rocketbox.cluster.message.tags import java_string_hash
-from rocketbox.cluster.shm.field_tables import struct_of
+from rocketbox.cluster.field_tables import struct_of
 
 # The native helper's IX_* constants are generated from these tables.
 HEADER_FIELDS = (("BEGIN_TS", "q"), ("END_TS", "q"), ("BEGIN_PHYS", "q"), ("END_PHYS", "q"),

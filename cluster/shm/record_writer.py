@@ -7,7 +7,7 @@ a pop's checkpoint, ack and done records, a revive's copies, a reply) or one ``B
 producer's batch as it came off the wire). Either way the C helper encodes the records straight
 into the mapped segment (``_native.encode_record``, a call a record; ``_native.encode_batch``, a
 call a batch), after it measured and checked them, so nothing is written for a refused put. The
-Python encoder (``commitlog_format.encode``/``encode_batch``) is the tests' oracle: the golden
+Python encoder (``record_format.encode``/``encode_batch``) is the tests' oracle: the golden
 tests hold the C bytes to it. A slave's only write is ``append_replicated``: its master's bytes
 verbatim, never encoded here.
 
@@ -31,7 +31,7 @@ from rocketbox.cluster.message.ids import offset_msg_id
 from rocketbox.cluster.message.properties import encode_properties
 from rocketbox.cluster.message.sysflags import (SYSFLAG_TRANSACTION_MASK, SYSFLAG_TRANSACTION_PREPARED,
                                                 SYSFLAG_TRANSACTION_ROLLBACK)
-from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.message import record_format as fmt
 from rocketbox.cluster.shm import record_crc_promise
 from rocketbox.cluster.shm.commitlog import AppendStatus, CommitLog
 from rocketbox.cluster.shm.control import ControlBlock
@@ -56,7 +56,7 @@ class MessageToStore(NamedTuple):
     body: bytes  # as sent (compressed when sys_flag says so)
     flag: int
     # Already encoded (message.properties.encode_properties); the store drops a "__CRC32#" pair and
-    # appends its own CRC property (commitlog_format.stored_properties).
+    # appends its own CRC property (record_format.stored_properties).
     properties: bytes
     sys_flag: int
     born_timestamp_ms: int

@@ -36,7 +36,8 @@ from dataclasses import dataclass, field
 from rocketbox.cluster.shm import checkpoint
 from rocketbox.cluster.message.sysflags import (SYSFLAG_TRANSACTION_MASK, SYSFLAG_TRANSACTION_PREPARED,
                                                 SYSFLAG_TRANSACTION_ROLLBACK)
-from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.message import record_format as fmt
+from rocketbox.cluster.shm.commitlog_format import EndOfFile, looks_torn, unusable_topic
 from rocketbox.cluster.shm.commitlog import CommitLog
 from rocketbox.cluster.shm.consumequeue import ConsumeQueue, ConsumeQueueSet
 from rocketbox.cluster.shm.consumequeue_format import ENTRY_SIZE
@@ -85,18 +86,18 @@ def find_end(commitlog: CommitLog, start: int, durable_until: int = 0,
             if item.phys_offset != phys:
                 reason = f"record at {phys} says it is at {item.phys_offset}"
                 break
-            if phys + item.total_size > durable_until and fmt.looks_torn(item):
+            if phys + item.total_size > durable_until and looks_torn(item):
                 reason = f"record at {phys} ends in zeros: a torn write"
                 break
             if record_crc_from is not None and phys >= record_crc_from and \
                     fmt.stored_record_crc(item.properties_raw) is None:
                 reason = f"record at {phys} lacks the CRC property every record from {record_crc_from} has"
                 break
-            if fmt.unusable_topic(item.topic):
+            if unusable_topic(item.topic):
                 reason = f"record at {phys} has a topic no broker writes: {item.topic[:40]!r}"
                 break
             verified += 1
-        elif kind is fmt.EndOfFile:
+        elif kind is EndOfFile:
             pass
         else:
             reason = "incomplete" if kind is fmt.Incomplete else item.reason

@@ -41,12 +41,13 @@ from typing import NamedTuple
 
 from rocketbox.cluster import _native as native  # required; use_native=False (a record at a time) is the tests' oracle
 from rocketbox.cluster.config import DELAY_LEVELS_DEFAULT, SYNC_FLUSH, StoreConfig, parse_levels
-from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.message import record_format as fmt
 from rocketbox.cluster.message.properties import (PROPERTY_KEYS, PROPERTY_TAGS,
                                                   PROPERTY_UNIQ_KEY, decode_properties)
 from rocketbox.cluster.message.sysflags import (SYSFLAG_TRANSACTION_MASK, SYSFLAG_TRANSACTION_PREPARED,
                                                 SYSFLAG_TRANSACTION_ROLLBACK)
 from rocketbox.cluster.shm.commitlog import CommitLog
+from rocketbox.cluster.shm.commitlog_format import EndOfFile
 from rocketbox.cluster.shm.consumequeue import ConsumeQueueSet
 from rocketbox.cluster.message.tags import tag_hash_code
 from rocketbox.cluster.shm.control import ControlBlock
@@ -184,7 +185,7 @@ class Dispatcher:
             # A blank, or something the scan would not read: decode_at has the last word.
             item = commitlog.decode_at(pos, check_crc=False, limit_phys=limit)
             kind = type(item)
-            if kind is fmt.EndOfFile:
+            if kind is EndOfFile:
                 pos += item.total_size
                 continue
             if kind is not fmt.Record:
@@ -298,7 +299,7 @@ class Dispatcher:
         problem = None
         for phys, item in commitlog.walk(start, limit):
             kind = type(item)
-            if kind is fmt.EndOfFile:
+            if kind is EndOfFile:
                 pos = phys + item.total_size
                 continue
             if kind is not fmt.Record:

@@ -19,7 +19,7 @@ from typing import NamedTuple, Sequence
 
 from rocketbox.cluster.config import SYNC_FLUSH, StoreConfig, parse_levels
 from rocketbox.cluster import _native  # required: boundary scans run in C (no silent Python twin)
-from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.message import record_format as fmt
 from rocketbox.cluster.message.ids import pack_host
 from rocketbox.cluster.message.properties import PROPERTY_KEYS, PROPERTY_UNIQ_KEY
 from rocketbox.cluster.shm.commitlog import CommitLog

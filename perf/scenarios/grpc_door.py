@@ -24,7 +24,7 @@ import time
 import psutil
 
 from rocketbox.cluster.protocol import RequestCode, ResponseCode
-from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.message import record_format as fmt
 from rocketbox.cluster.testing import LocalCluster
 from rocketbox.cluster.topology import free_ports
 from rocketbox.cluster.wire_format import Command

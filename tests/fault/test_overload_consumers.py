@@ -19,7 +19,7 @@ from rocketbox.cluster import Admin, Message, Producer, PullConsumer, PushConsum
 from rocketbox.cluster.client import broker_api
 from rocketbox.cluster.protocol import RequestCode, ResponseCode
 from rocketbox.cluster.client.message import MessageQueue, SendStatus
-from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.message import record_format as fmt
 from rocketbox.cluster.message.properties import PROPERTY_UNIQ_KEY
 from rocketbox.cluster.testing import wait_until
 from rocketbox.cluster.wire_format import Command

@@ -20,7 +20,7 @@ import pytest
 
 from rocketbox.cluster import Admin, Message, Producer
 from rocketbox.cluster.protocol import RequestCode, ResponseCode
-from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.message import record_format as fmt
 from rocketbox.cluster.message.properties import PROPERTY_UNIQ_KEY
 from rocketbox.cluster.testing import wait_until
 from rocketbox.cluster.wire_format import Command

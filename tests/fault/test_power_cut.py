@@ -25,7 +25,7 @@ import time
 
 import pytest
 
-from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.message import record_format as fmt
 from rocketbox.cluster.message.properties import PROPERTY_UNIQ_KEY
 from rocketbox.cluster.shm import power_cut
 from tests.fault.power_writer import QUEUES, TOPIC, writer_config

@@ -18,15 +18,15 @@ import atheris
 # Only the parsers are instrumented (the package's __init__ loads the whole client, which is not fuzzed).
 PARSERS = ["rocketbox.cluster.fastjson_format", "rocketbox.cluster.remoting_format", "rocketbox.cluster.wire_format",
            "rocketbox.cluster.topic_attributes", "rocketbox.cluster.acl.addresses", "rocketbox.cluster.filter",
-           "rocketbox.cluster.shm.batch_format", "rocketbox.cluster.shm.commitlog_format"]
+           "rocketbox.cluster.message.batch_format", "rocketbox.cluster.message.record_format"]
 with atheris.instrument_imports(include=PARSERS):
     from rocketbox.cluster import fastjson_format as fj
     from rocketbox.cluster import remoting_format as rf
     from rocketbox.cluster import topic_attributes as ta
     from rocketbox.cluster.acl.addresses import AclFormatError, address_matcher
     from rocketbox.cluster.filter.sql92 import SqlParseError, compile_sql
-    from rocketbox.cluster.shm import batch_format
-    from rocketbox.cluster.shm import commitlog_format as fmt
+    from rocketbox.cluster.message import batch_format
+    from rocketbox.cluster.message import record_format as fmt
     from rocketbox.cluster.wire_format import FrameError, decode_header, encode_header
 
 from rocketbox.cluster import _native as native   # noqa: E402  (C: not instrumented)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from hypothesis import strategies as st
 
 from rocketbox.cluster.protocol import RequestCode
-from rocketbox.cluster.shm import batch_format
+from rocketbox.cluster.message import batch_format
 from rocketbox.cluster.message.properties import properties_text
 from rocketbox.cluster.wire_format import Command
 from tests.fuzz.strategies import json_scalars, json_text, shaped_object

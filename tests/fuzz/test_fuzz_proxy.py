@@ -19,7 +19,7 @@ from rocketbox.cluster.proxy.consumer_service import ConsumerService, _millis
 from rocketbox.cluster.proxy.protos import pb, service
 from rocketbox.cluster.proxy.settings import ProxySettings
 from rocketbox.cluster.proxy.status import ProxyError
-from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.message import record_format as fmt
 from rocketbox.cluster.message.properties import decode_properties
 from tests.fuzz.budget import run_hypothesis
 from tests.store_harness import BORN_HOST, STORE_HOST

@@ -14,7 +14,8 @@ import tempfile
 import pytest
 from hypothesis import strategies as st
 
-from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.message import record_format as fmt
+from rocketbox.cluster.shm.commitlog_format import EndOfFile
 from rocketbox.cluster.shm.paths import checkpoint_path
 from tests.fuzz.budget import run_hypothesis
 from tests.store_harness import Harness, message, tiny_config
@@ -104,7 +105,7 @@ def _check_recovered(cfg, first_damaged: int, write_end: int, damaged: list) -> 
             (harness.report, first_damaged, write_end)
         log = harness.store.commitlog
         for phys, item in log.walk(log.min_offset(), end, check_crc=True):
-            assert type(item) in (fmt.Record, fmt.EndOfFile), (phys, item, harness.report)
+            assert type(item) in (fmt.Record, EndOfFile), (phys, item, harness.report)
             assert type(item) is not fmt.Record or item.phys_offset == phys
         harness.dispatch_all()
         for topic in TOPICS:

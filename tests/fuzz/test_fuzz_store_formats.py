@@ -15,11 +15,12 @@ from hypothesis import strategies as st
 
 from rocketbox.cluster import _native as native
 from rocketbox.cluster.format_errors import DestinationTooSmall, MalformedBatch
-from rocketbox.cluster.shm import batch_format
+from rocketbox.cluster.message import batch_format
 from rocketbox.cluster.message.properties import decode_properties, encode_properties
 from rocketbox.cluster.message.sysflags import (SYSFLAG_MULTI_TAGS, SYSFLAG_TRANSACTION_COMMIT,
                                                 SYSFLAG_TRANSACTION_PREPARED, SYSFLAG_TRANSACTION_ROLLBACK)
-from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.message import record_format as fmt
+from rocketbox.cluster.shm import commitlog_format
 from rocketbox.cluster.shm.control import ControlBlock
 from rocketbox.cluster.shm.reput import Dispatcher, ReputService
 from rocketbox.cluster.shm.store import MessageStore, MessageToStore
@@ -118,7 +119,7 @@ _records = st.builds(
         "store_host": st.binary(min_size=8, max_size=8), "reconsume_times": _i32,
         "prepared_transaction_offset": _i64, "body": st.binary(max_size=40), "topic": st.binary(max_size=12),
         "properties": properties_bytes}))
-_blank = st.integers(0, 64).map(lambda n: fmt.BLANK_HEAD.pack(8 + n, fmt.BLANK_MAGIC_SIGNED) + bytes(n))
+_blank = st.integers(0, 64).map(lambda n: commitlog_format.BLANK_HEAD.pack(8 + n, commitlog_format.BLANK_MAGIC_SIGNED) + bytes(n))
 _logs = st.lists(st.one_of(_records, _records, _blank), max_size=5).map(b"".join)
 
 
@@ -127,18 +128,18 @@ def _python_walk(buf: bytes, start: int, end: int, check_crc: bool):
     while True:
         if pos == end:
             return rows, pos, native.SCAN_END
-        item = fmt.decode_at(buf, pos, end, check_crc=check_crc)
+        item = commitlog_format.decode_segment_at(buf, pos, end, check_crc=check_crc)
         if type(item) is fmt.Record:
             rows.append((pos, item))
             pos += item.total_size
             continue
-        stop = {fmt.EndOfFile: native.SCAN_BLANK, fmt.Incomplete: native.SCAN_INCOMPLETE,
+        stop = {commitlog_format.EndOfFile: native.SCAN_BLANK, fmt.Incomplete: native.SCAN_INCOMPLETE,
                 fmt.Corrupt: native.SCAN_CORRUPT}[type(item)]
         return rows, pos, stop
 
 
 def _check_scan(value) -> None:
-    """decode_at walks a log as the native scan does: the same records, fields and stop."""
+    """decode_segment_at walks a log as the native scan does: the same records, fields and stop."""
     buf, start, cut, check_crc = value
     start = min(start, len(buf))
     end = max(start, len(buf) - cut)

@@ -24,7 +24,7 @@ from rocketbox.cluster.client.transaction import LocalTransactionState, Transact
 from rocketbox.cluster.errors import ClientError
 from rocketbox.cluster.protocol import RequestCode, ResponseCode
 from rocketbox.cluster.remoting_client import RemotingRpcClient
-from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.message import record_format as fmt
 from rocketbox.cluster.message.ids import parse_offset_msg_id
 from rocketbox.cluster.testing import LocalCluster, read_topic, wait_until
 from rocketbox.cluster.wire_format import Command

@@ -7,7 +7,7 @@ import zmq
 from rocketbox.cluster import Admin, Message, MessageInvalid, Producer, PullConsumer
 from rocketbox.cluster.errors import BrokerError
 from rocketbox.cluster.protocol import RequestCode, ResponseCode
-from rocketbox.cluster.shm import batch_format
+from rocketbox.cluster.message import batch_format
 from rocketbox.cluster.wire_format import Command, decode_header, to_frames
 from rocketbox.cluster.zmq_transport import RpcClient
 from tests.conftest import client_config

@@ -38,7 +38,7 @@ def test_the_wheel_installs_one_top_level_name(wheel):
     tops = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}
     assert tops == {"rocketbox"}
     assert declared == ["rocketbox"]
-    for expected in ("rocketbox/cluster/broker/send.py", "rocketbox/cluster/shm/commitlog_format.py",
+    for expected in ("rocketbox/cluster/broker/send.py", "rocketbox/cluster/message/record_format.py",
                      "rocketbox/spark/datasource.py", "rocketbox/perf/runner.py",
                      # the console's package data
                      "rocketbox/cluster/console/templates/base.html", "rocketbox/cluster/console/static/console.js"):
@@ -61,10 +61,10 @@ def test_the_installed_package_imports_from_the_wheel_alone(wheel, tmp_path):
         "import sys, importlib.util\n"
         f"sys.path[:0] = [{str(target)!r}]\n"
         "from rocketbox.cluster import _native\n"
-        "from rocketbox.cluster.shm import commitlog_format\n"
+        "from rocketbox.cluster.message import record_format\n"
         "import rocketbox.cluster\n"
         "print(rocketbox.cluster.__file__)\n"
-        "print(_native.lib.__class__.__name__, commitlog_format.__name__)\n"
+        "print(_native.lib.__class__.__name__, record_format.__name__)\n"
         "print([name for name in ('cluster', 'spark', 'perf') if importlib.util.find_spec(name)])\n"
     )
     # -S: no site-packages (so no editable install of the checkout); cffi's backend is added by hand.
@@ -74,5 +74,5 @@ def test_the_installed_package_imports_from_the_wheel_alone(wheel, tmp_path):
     assert proc.returncode == 0, proc.stderr
     file_line, native_line, bare_line = proc.stdout.splitlines()
     assert file_line.startswith(str(target / "rocketbox" / "cluster"))
-    assert native_line.endswith("rocketbox.cluster.shm.commitlog_format")
+    assert native_line.endswith("rocketbox.cluster.message.record_format")
     assert bare_line == "[]"

@@ -12,8 +12,9 @@ import pytest
 
 from rocketbox.cluster import Admin, ConsumeStatus, Message, Producer, PullConsumer, PushConsumer
 from rocketbox.cluster.client.transaction import LocalTransactionState, TransactionProducer
-from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.message import record_format as fmt
 from rocketbox.cluster.shm.commitlog import CommitLog
+from rocketbox.cluster.shm.commitlog_format import EndOfFile
 from rocketbox.cluster.testing import read_topic, wait_until
 from tests.conftest import client_config
 
@@ -84,7 +85,7 @@ def test_every_record_a_broker_writes_is_sealed_and_consumers_never_see_the_prop
             if type(item) is fmt.Record:
                 assert fmt.stored_record_crc(item.properties_raw) is not None, item
                 topics.add(item.topic)
-            elif type(item) is not fmt.EndOfFile:
+            elif type(item) is not EndOfFile:
                 end = item
     finally:
         commitlog.close()

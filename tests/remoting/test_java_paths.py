@@ -24,7 +24,7 @@ from rocketbox.cluster.client import broker_api
 from rocketbox.cluster.client.message import decode_messages
 from rocketbox.cluster.protocol import PULL_FLAG_SUBSCRIPTION, PULL_FLAG_SUSPEND, RequestCode, ResponseCode
 from rocketbox.cluster.remoting_client import RemotingRpcClient
-from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.message import record_format as fmt
 from rocketbox.cluster.message.ids import unpack_host
 from rocketbox.cluster.message.properties import decode_properties, properties_text
 from rocketbox.cluster.testing import LocalCluster, read_topic, wait_until

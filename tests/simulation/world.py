@@ -24,7 +24,7 @@ from rocketbox.cluster.config import ASYNC_FLUSH, SYNC_FLUSH
 from rocketbox.cluster.message.ids import parse_offset_msg_id
 from rocketbox.cluster.message.properties import PROPERTY_UNIQ_KEY
 from rocketbox.cluster.protocol import PULL_FLAG_SUBSCRIPTION, RequestCode, ResponseCode
-from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.message import record_format as fmt
 from rocketbox.cluster.wire_format import Command
 from tests.faulty_disk import FaultyDisk
 from tests.in_process import InProcessBroker, send_request

@@ -12,7 +12,7 @@ from rocketbox.cluster.acl.permissions import PUB, SUB
 from rocketbox.cluster.acl.records import readable_records, real_topic, record_resources, require_record
 from rocketbox.cluster.acl.signature import sign_remoting
 from rocketbox.cluster.protocol import AccessDenied, RequestCode, ResponseCode, answers_refusals
-from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.message import record_format as fmt
 from rocketbox.cluster.message.properties import properties_text
 from rocketbox.cluster.wire_format import DOOR_REMOTING, Command
 

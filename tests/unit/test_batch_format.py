@@ -1,4 +1,4 @@
-"""The batch body format (cluster/shm/batch_format.py): golden bytes, round trips, refusals."""
+"""The batch body format (cluster/message/batch_format.py): golden bytes, round trips, refusals."""
 
 import struct
 import zlib
@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rocketbox.cluster.shm import batch_format as bf
+from rocketbox.cluster.message import batch_format as bf
 from rocketbox.cluster.message.ids import pack_host
-from rocketbox.cluster.shm import commitlog_format as clf
+from rocketbox.cluster.message import record_format
 
 HOST = pack_host("10.0.0.1", 10911)
 
@@ -41,7 +41,7 @@ def test_items_round_trip(items):
 def test_measure_is_the_sum_of_record_sizes(items, topic_len, record_crc):
     count, total = bf.measure_batch(bf.encode_items(items), topic_len, record_crc=record_crc)
     assert count == len(items)
-    assert total == sum(clf.record_size(len(body), topic_len, len(clf.stored_properties(props, record_crc)))
+    assert total == sum(record_format.record_size(len(body), topic_len, len(record_format.stored_properties(props, record_crc)))
                         for _, body, props in items)
 
 
@@ -88,8 +88,8 @@ def test_encode_batch_writes_records_decode_at_reads():
     batch = bf.encode_items([(5, b"one", b"TAGS\x01a\x02"), (6, b"two!", b"")])
     dst = bytearray(500)
     written, count, ends = bf.encode_batch(dst, 3, batch, b"TopicA", 2, 40, 1000, 0, 111, HOST, 222, HOST)
-    first = clf.decode_at(dst, 3)
-    second = clf.decode_at(dst, ends[0])
+    first = record_format.decode_at(dst, 3)
+    second = record_format.decode_at(dst, ends[0])
     assert (count, list(ends)) == (2, [3 + first.total_size, 3 + written])
     assert written == first.total_size + second.total_size
     assert (first.body, first.flag, first.queue_offset, first.phys_offset, first.topic) == (b"one", 5, 40, 1000, "TopicA")
@@ -107,17 +107,17 @@ def test_encode_batch_seals_each_record_with_the_whole_record_crc():
     written, count, ends = bf.encode_batch(dst, 0, batch, b"TopicA", 2, 40, 1000, 0, 111, HOST, 222, HOST,
                                            record_crc=True)
     starts = [0, *ends[:-1]]
-    records = [clf.decode_at(dst, start, check_crc=True) for start in starts]
-    assert [r.properties_raw[:-clf.RECORD_CRC_SIZE] for r in records] == [b"TAGS\x01a\x02", b"K\x01v\x02", b""]
+    records = [record_format.decode_at(dst, start, check_crc=True) for start in starts]
+    assert [r.properties_raw[:-record_format.RECORD_CRC_SIZE] for r in records] == [b"TAGS\x01a\x02", b"K\x01v\x02", b""]
     for start, end, record in zip(starts, ends, records):
         crc = zlib.crc32(dst[start:end - 20]) & 0x7FFFFFFF
         assert dst[end - 20:end] == b"__CRC32#\x01" + str(crc).zfill(10)[::-1].encode() + b"\x02"
-        assert clf.stored_record_crc(record.properties_raw) == crc
+        assert record_format.stored_record_crc(record.properties_raw) == crc
     assert written == ends[-1] and count == 3
 
 
 def test_stored_properties_past_the_int16_limit_are_refused():
-    room = clf.PROPERTIES_LENGTH_MAX - clf.RECORD_CRC_SIZE
+    room = record_format.PROPERTIES_LENGTH_MAX - record_format.RECORD_CRC_SIZE
     fits, too_long = b"K\x01" + b"v" * (room - 3) + b"\x02", b"K\x01" + b"v" * (room - 2) + b"\x02"
     assert bf.measure_batch(bf.encode_items([(0, b"", fits)]), 1, record_crc=True)[0] == 1
     assert bf.measure_batch(bf.encode_items([(0, b"", too_long)]), 1)[0] == 1
@@ -138,7 +138,7 @@ def test_encode_batch_is_all_or_nothing():
 
 
 def test_shared_properties_encoding_equals_the_general_one():
-    from rocketbox.cluster.shm.batch_format import encode_items, encode_items_sharing_properties
+    from rocketbox.cluster.message.batch_format import encode_items, encode_items_sharing_properties
     bodies = [b"a", b"bb" * 100, bytes(range(256))]
     ids = [b"%032X" % i for i in range(3)]
     shared = b"TAGS\x01TagA\x02"

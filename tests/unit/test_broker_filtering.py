@@ -8,7 +8,7 @@ from rocketbox.cluster.broker.filtering import check_heartbeat_subscriptions, se
 from rocketbox.cluster.filter.expressions import tag_hashes_of
 from rocketbox.cluster.filter.sql92 import compile_sql
 from rocketbox.cluster.protocol import ProtocolError, ResponseCode
-from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.message import record_format as fmt
 from rocketbox.cluster.message.ids import pack_host
 from rocketbox.cluster.message.properties import encode_properties
 from rocketbox.cluster.message.tags import java_string_hash

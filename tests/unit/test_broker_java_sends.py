@@ -10,7 +10,7 @@ import zlib
 
 from rocketbox.cluster.clock import ManualClock
 from rocketbox.cluster.protocol import PULL_FLAG_SUBSCRIPTION, RequestCode, ResponseCode
-from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.message import record_format as fmt
 from rocketbox.cluster.message.ids import parse_offset_msg_id
 from rocketbox.cluster.wire_format import Command
 from tests.in_process import InProcessBroker

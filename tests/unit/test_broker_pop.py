@@ -11,7 +11,7 @@ import pytest
 from rocketbox.cluster import receipt_handle
 from rocketbox.cluster.broker.subscription_groups import SubscriptionGroupConfig
 from rocketbox.cluster.protocol import RequestCode, ResponseCode, dlq_topic, pop_retry_topic
-from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.message import record_format as fmt
 from rocketbox.cluster.message.properties import PROPERTY_RETRY_TOPIC, PROPERTY_UNIQ_KEY
 from rocketbox.cluster.wire_format import Command
 from tests.in_process import InProcessBroker, send_request

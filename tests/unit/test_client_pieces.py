@@ -71,7 +71,7 @@ def test_received_messages_decode_lazily_but_completely():
     import zlib as _zlib
 
     from rocketbox.cluster.client.message import decode_messages
-    from rocketbox.cluster.shm import commitlog_format as fmt
+    from rocketbox.cluster.message import record_format as fmt
 
     def record(phys, body, props, sys_flag=0):
         return fmt.encode(queue_id=2, flag=5, queue_offset=phys // 1000, phys_offset=phys, sys_flag=sys_flag,
@@ -94,7 +94,7 @@ def test_received_messages_decode_lazily_but_completely():
 
 def test_a_body_flagged_compressed_that_does_not_inflate_is_delivered_as_stored():
     from rocketbox.cluster.client.message import decode_messages
-    from rocketbox.cluster.shm import commitlog_format as fmt
+    from rocketbox.cluster.message import record_format as fmt
     raw = fmt.encode(queue_id=0, flag=0, queue_offset=0, phys_offset=0, sys_flag=SYSFLAG_COMPRESSED,
                      born_timestamp_ms=1, born_host=bytes(8), store_timestamp_ms=2, store_host=bytes(8),
                      reconsume_times=0, prepared_transaction_offset=0, body=b"not zlib", topic=b"T",

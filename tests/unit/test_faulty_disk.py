@@ -10,7 +10,7 @@ import random
 import pytest
 
 from rocketbox.cluster.clock import ManualClock
-from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.message import record_format as fmt
 from rocketbox.cluster.shm import durable
 from rocketbox.cluster.shm.store import PutMessageStatus
 from tests.faulty_disk import FaultyDisk

@@ -1,5 +1,5 @@
-"""The native helper against the Python paths: zlib.crc32, cluster.shm.batch_format,
-commitlog_format.encode_into / decode_at; and its memory calls on a real mmap file."""
+"""The native helper against the Python paths: zlib.crc32, cluster.message.batch_format,
+record_format.encode_into / decode_at, commitlog_format.decode_segment_at; and its memory calls on a real mmap file."""
 
 import errno
 import mmap
@@ -14,9 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rocketbox.cluster import _native
-from rocketbox.cluster.shm import batch_format as bf
+from rocketbox.cluster.message import batch_format as bf
 from rocketbox.cluster.message.ids import offset_msg_id, pack_host
-from rocketbox.cluster.shm import commitlog_format as clf
+from rocketbox.cluster.message import record_format
+from rocketbox.cluster.shm import commitlog_format
 from rocketbox.cluster.shm.store import MessageToStore as Single
 
 HOST_A = pack_host("10.0.0.1", 10911)
@@ -65,7 +66,7 @@ def test_crc_matches_zlib_for_every_length_and_alignment():
 @given(st.binary(max_size=4096), st.integers(0, 2**32 - 1))
 def test_crc_matches_zlib(data, value):
     assert _native.crc32(data, value) == zlib.crc32(data, value)
-    assert _native.body_crc(data) == clf.body_crc(data)
+    assert _native.body_crc(data) == record_format.body_crc(data)
 
 
 def test_crc_of_a_large_buffer_and_chained():
@@ -77,16 +78,16 @@ def test_crc_of_a_large_buffer_and_chained():
 # ---- batch -> records ----
 
 def encode_record_by_record(dst, dst_pos, batch, f, record_crc=False):
-    """The reference: each item through commitlog_format.encode_into, one after another."""
+    """The reference: each item through record_format.encode_into, one after another."""
     pos = dst_pos
     for i, item in enumerate(bf.decode_items(batch)):
-        pos += clf.encode_into(
+        pos += record_format.encode_into(
             dst, pos, queue_id=f["queue_id"], flag=item.flag, queue_offset=f["queue_offset_first"] + i,
             phys_offset=f["phys_offset_first"] + pos - dst_pos, sys_flag=f["sys_flag"],
             born_timestamp_ms=f["born_timestamp_ms"], born_host=f["born_host"],
             store_timestamp_ms=f["store_timestamp_ms"], store_host=f["store_host"], reconsume_times=0,
             prepared_transaction_offset=0, body=item.body, topic=f["topic"],
-            properties=clf.stored_properties(item.properties, record_crc), record_crc=record_crc)
+            properties=record_format.stored_properties(item.properties, record_crc), record_crc=record_crc)
     return pos - dst_pos
 
 
@@ -114,13 +115,13 @@ def test_encode_batch_is_byte_identical_to_python(items, fields, dst_pos, record
 
     pos = dst_pos
     for i, end in enumerate(ends):
-        record = clf.decode_at(native_dst, pos, check_crc=True)
-        assert isinstance(record, clf.Record)
-        stored = clf.stored_properties(items[i][2], record_crc)
-        kept = len(stored) - clf.RECORD_CRC_SIZE * record_crc
+        record = record_format.decode_at(native_dst, pos, check_crc=True)
+        assert isinstance(record, record_format.Record)
+        stored = record_format.stored_properties(items[i][2], record_crc)
+        kept = len(stored) - record_format.RECORD_CRC_SIZE * record_crc
         assert (record.flag, record.body, record.properties_raw[:kept]) == (items[i][0], items[i][1], stored[:kept])
-        crc = zlib.crc32(native_dst[pos:end - clf.RECORD_CRC_SIZE]) & 0x7FFFFFFF if record_crc else None
-        assert clf.stored_record_crc(record.properties_raw) == crc
+        crc = zlib.crc32(native_dst[pos:end - record_format.RECORD_CRC_SIZE]) & 0x7FFFFFFF if record_crc else None
+        assert record_format.stored_record_crc(record.properties_raw) == crc
         assert pos + record.total_size == end
         pos = end
 
@@ -190,9 +191,9 @@ single_fields = st.fixed_dictionaries({
 def encode_single_in_python(body, properties, f, record_crc):
     message = Single(body, f["flag"], properties, f["sys_flag"], f["born_timestamp_ms"], f["born_host"],
                      f["reconsume_times"], f.get("prepared_transaction_offset", 0))
-    stored = [clf.stored_properties(properties, record_crc)]
-    sizes = clf.batch_record_sizes(len(f["topic"]), [message], stored)
-    data, _ = clf.encode_batch([message], sizes, topic=f["topic"], queue_id=f["queue_id"],
+    stored = [record_format.stored_properties(properties, record_crc)]
+    sizes = record_format.batch_record_sizes(len(f["topic"]), [message], stored)
+    data, _ = record_format.encode_batch([message], sizes, topic=f["topic"], queue_id=f["queue_id"],
                                queue_offset_first=f["queue_offset"], phys_offset_first=f["phys_offset"],
                                store_timestamp_ms=f["store_timestamp_ms"], store_host=f["store_host"],
                                record_crc=record_crc, properties=stored)
@@ -219,7 +220,7 @@ def test_encode_record_is_byte_identical_to_python(body, properties, fields, dst
     call_encode_record(dst, dst_pos, len(expected), body, properties, fields, record_crc)
     assert dst[dst_pos:dst_pos + len(expected)] == expected
     assert dst[:dst_pos] == bytes(dst_pos) and dst[dst_pos + len(expected):] == bytes(5)
-    record = clf.decode_at(dst, dst_pos, check_crc=True)
+    record = record_format.decode_at(dst, dst_pos, check_crc=True)
     assert (record.flag, record.reconsume_times, record.body) == (fields["flag"], fields["reconsume_times"], body)
 
 
@@ -299,21 +300,21 @@ def test_empty_batch_writes_nothing():
 # ---- scanning ----
 
 def python_scan(buf, start, end, check_crc=False, max_rows=1024):
-    """The reference: walk with commitlog_format.decode_at, stop as scan_records does."""
+    """The reference: walk with commitlog_format.decode_segment_at, stop as scan_records does."""
     rows, pos = [], start
     while True:
         if pos == end:
             return rows, pos, _native.SCAN_END
         if len(rows) == max_rows:
             return rows, pos, _native.SCAN_LIMIT
-        record = clf.decode_at(buf, pos, end, check_crc=check_crc)
-        if isinstance(record, clf.EndOfFile):
+        record = commitlog_format.decode_segment_at(buf, pos, end, check_crc=check_crc)
+        if isinstance(record, commitlog_format.EndOfFile):
             return rows, pos, _native.SCAN_BLANK
-        if isinstance(record, clf.Incomplete):
+        if isinstance(record, record_format.Incomplete):
             return rows, pos, _native.SCAN_INCOMPLETE
-        if isinstance(record, clf.Corrupt):
+        if isinstance(record, record_format.Corrupt):
             return rows, pos, _native.SCAN_CORRUPT
-        body_pos = pos + clf.HEAD_SIZE
+        body_pos = pos + record_format.HEAD_SIZE
         topic_len = buf[body_pos + len(record.body)]  # record.topic is decoded text
         topic_pos = body_pos + len(record.body) + 1
         rows.append(_native.ScannedRecord(
@@ -348,8 +349,8 @@ def test_scan_agrees_with_decode_at(items, fields, record_crc):
     for row, (_, body, properties) in zip(rows, items):
         assert buf[row.body_pos:row.body_pos + row.body_len] == body
         assert buf[row.topic_pos:row.topic_pos + row.topic_len] == fields["topic"]
-        stored = clf.stored_properties(properties, record_crc)
-        kept = len(stored) - clf.RECORD_CRC_SIZE * record_crc
+        stored = record_format.stored_properties(properties, record_crc)
+        kept = len(stored) - record_format.RECORD_CRC_SIZE * record_crc
         assert buf[row.properties_pos:row.properties_pos + row.properties_len][:kept] == stored[:kept]
 
 
@@ -365,7 +366,7 @@ def test_scan_stops_at_the_limit_blank_and_tail():
     assert (len(rows), stop) == (2, _native.SCAN_LIMIT)
     assert native_scan(buf, next_pos, len(buf)) == python_scan(buf, next_pos, len(buf))
     assert native_scan(buf, 0, len(buf))[1:] == (total, _native.SCAN_INCOMPLETE)  # zeros after the tail
-    clf.encode_blank_into(buf, total, len(buf) - total)
+    commitlog_format.encode_blank_into(buf, total, len(buf) - total)
     assert native_scan(buf, 0, len(buf))[1:] == (total, _native.SCAN_BLANK)
     assert native_scan(buf, 0, len(buf), max_rows=0) == ([], 0, _native.SCAN_LIMIT)
 
@@ -548,7 +549,7 @@ def test_offset_msg_ids_match_the_format_module():
 def test_encode_items_shared_matches_the_python_encoder():
     from array import array
 
-    from rocketbox.cluster.shm.batch_format import encode_items_sharing_properties
+    from rocketbox.cluster.message.batch_format import encode_items_sharing_properties
     bodies = [b"a", b"bb" * 300, bytes(range(256)), b"z"]
     prefix = b"7F0000010ABC12345678"
     body, ids = _native.encode_items_shared(3, b"".join(bodies), array("q", map(len, bodies)),

@@ -11,7 +11,7 @@ import struct
 import pytest
 
 from rocketbox.cluster import _native as native
-from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.message import record_format as fmt
 from rocketbox.cluster.message.properties import encode_properties
 from rocketbox.cluster.message.sysflags import (SYSFLAG_MULTI_TAGS, SYSFLAG_TRANSACTION_COMMIT,
                                                 SYSFLAG_TRANSACTION_PREPARED, SYSFLAG_TRANSACTION_ROLLBACK)

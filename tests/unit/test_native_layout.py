@@ -3,8 +3,8 @@ the helper uses (cluster/_native/helper.h) must equal the Python constant of the
 so a change on one side alone fails here instead of corrupting records."""
 
 from rocketbox.cluster._native import _rocketbox_native
-from rocketbox.cluster.shm import (batch_format, commitlog_format as clf, consumequeue_format as cqf,
-                                   indexfile_format as ixf)
+from rocketbox.cluster.message import batch_format, record_format
+from rocketbox.cluster.shm import commitlog_format, consumequeue_format as cqf, indexfile_format as ixf
 from rocketbox.cluster.message.properties import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
 from rocketbox.cluster.message.sysflags import (SYSFLAG_TRANSACTION_MASK, SYSFLAG_TRANSACTION_PREPARED,
                                                 SYSFLAG_TRANSACTION_ROLLBACK)
@@ -24,7 +24,7 @@ def _field_offsets(fmt: str) -> list[int]:
 
 
 def test_record_layout():
-    head = _field_offsets(clf.HEAD.format)
+    head = _field_offsets(record_format.HEAD.format)
     # TOTALSIZE MAGIC BODYCRC QUEUEID FLAG QUEUEOFFSET PHYSICALOFFSET SYSFLAG BORNTIMESTAMP BORNHOST
     # STORETIMESTAMP STOREHOST RECONSUMETIMES PREPAREDOFFSET BODYLEN
     c_offsets = [lib.OFF_TOTALSIZE, lib.OFF_MAGIC, lib.OFF_BODYCRC, lib.OFF_QUEUEID, lib.OFF_FLAG,
@@ -34,13 +34,14 @@ def test_record_layout():
     assert c_offsets == head
     assert (lib.OFF_TOTALSIZE, lib.OFF_MAGIC, lib.OFF_BODYCRC, lib.OFF_QUEUEID, lib.OFF_QUEUEOFFSET,
             lib.OFF_PHYSICALOFFSET, lib.OFF_SYSFLAG, lib.OFF_STORETIMESTAMP) == (
-        clf.OFF_TOTALSIZE, clf.OFF_MAGIC, clf.OFF_BODYCRC, clf.OFF_QUEUEID, clf.OFF_QUEUEOFFSET,
-        clf.OFF_PHYSICALOFFSET, clf.OFF_SYSFLAG, clf.OFF_STORETIMESTAMP)
-    assert lib.RECORD_HEAD_BYTES == clf.HEAD_SIZE
-    assert lib.RECORD_FIXED_BYTES == clf.FIXED_SIZE
-    assert lib.BLANK_BYTES_MIN == clf.BLANK_SIZE_MIN
-    assert lib.TOPIC_BYTES_MAX == clf.TOPIC_LENGTH_MAX
-    assert (lib.rb_record_magic(0), lib.rb_record_magic(1)) == (clf.MAGIC, clf.BLANK_MAGIC)
+        record_format.OFF_TOTALSIZE, record_format.OFF_MAGIC, record_format.OFF_BODYCRC, record_format.OFF_QUEUEID,
+        record_format.OFF_QUEUEOFFSET, record_format.OFF_PHYSICALOFFSET, record_format.OFF_SYSFLAG,
+        record_format.OFF_STORETIMESTAMP)
+    assert lib.RECORD_HEAD_BYTES == record_format.HEAD_SIZE
+    assert lib.RECORD_FIXED_BYTES == record_format.FIXED_SIZE
+    assert lib.BLANK_BYTES_MIN == commitlog_format.BLANK_SIZE_MIN
+    assert lib.TOPIC_BYTES_MAX == record_format.TOPIC_LENGTH_MAX
+    assert (lib.rb_record_magic(0), lib.rb_record_magic(1)) == (record_format.MAGIC, commitlog_format.BLANK_MAGIC)
 
 
 def test_record_codes():

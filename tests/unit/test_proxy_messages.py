@@ -15,7 +15,7 @@ from rocketbox.cluster.proxy.routes import queue_permissions
 from rocketbox.cluster.proxy.settings import ProxySettings
 from rocketbox.cluster.proxy.status import ProxyError, code_of_broker
 from rocketbox.cluster.proxy.transactions import parse_transaction_id, transaction_id
-from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.message import record_format as fmt
 from rocketbox.cluster.message.ids import pack_host
 from rocketbox.cluster.message.properties import decode_properties, encode_properties
 from rocketbox.cluster.message.sysflags import SYSFLAG_COMPRESSED, SYSFLAG_TRANSACTION_PREPARED

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.message import record_format as fmt
 from rocketbox.cluster.shm import record_crc_promise
 from rocketbox.cluster.shm.paths import record_crc_promise_path
 from tests.store_harness import Harness, message, tiny_config

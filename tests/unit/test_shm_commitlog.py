@@ -4,9 +4,10 @@ import pytest
 
 from rocketbox.cluster.config import ASYNC_FLUSH, SYNC_FLUSH
 from rocketbox.cluster.shm import commitlog as commitlog_module
-from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.message import record_format as fmt
 from rocketbox.cluster.shm import mapped_file
 from rocketbox.cluster.shm.commitlog import AppendStatus, CommitLog
+from rocketbox.cluster.shm.commitlog_format import BLANK_SIZE_MIN, EndOfFile
 from tests.conftest import mapping_vm_flags
 from tests.store_harness import STORE_HOST, tiny_config
 
@@ -48,12 +49,12 @@ def test_roll_over_writes_a_blank_and_iteration_crosses_it(tmp_path):
     body = b"x" * 10_000
     size = fmt.record_size(len(body), 1, 0)
     outcomes = [append_record(cl, body) for _ in range(8)]
-    per_file = (SEG - fmt.BLANK_SIZE_MIN) // size  # 6 fit with room for the blank
+    per_file = (SEG - BLANK_SIZE_MIN) // size  # 6 fit with room for the blank
     assert outcomes[per_file].phys_offset == SEG
     blank_pos = per_file * size
-    assert cl.decode_at(blank_pos) == fmt.EndOfFile(SEG - blank_pos)
+    assert cl.decode_at(blank_pos) == EndOfFile(SEG - blank_pos)
     walked = list(cl.walk(0, cl.write_pos))
-    assert [type(item) for _, item in walked].count(fmt.EndOfFile) == 1
+    assert [type(item) for _, item in walked].count(EndOfFile) == 1
     assert [p for p, _ in cl.iter_from(0, cl.write_pos)] == [o.phys_offset for o in outcomes]
     assert cl.segment_starts() == [0, SEG]
     cl.close()
@@ -116,7 +117,7 @@ def test_truncate_after_zeroes_tail_and_deletes_later_segments(tmp_path):
     cut = outcomes[3].phys_offset  # the second record of the second segment
     zeroed, deleted = cl.truncate_after(cut)
     # The cut record and the end-of-file blank header after it.
-    assert zeroed == fmt.record_size(len(body), 1, 0) + fmt.BLANK_SIZE_MIN
+    assert zeroed == fmt.record_size(len(body), 1, 0) + BLANK_SIZE_MIN
     assert deleted == 1
     assert cl.segment_starts() == [0, SEG]
     assert type(cl.decode_at(cut)) is fmt.Incomplete

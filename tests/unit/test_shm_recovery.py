@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.message import record_format as fmt
 from rocketbox.cluster.shm.control import ControlBlock
 from rocketbox.cluster.shm.reput import ReputService
 from rocketbox.cluster.shm.store import GetMessageStatus as G, PutMessageStatus as P

@@ -5,7 +5,7 @@ import os
 
 from rocketbox.cluster.shm import checkpoint
 from rocketbox.cluster.message.properties import encode_properties
-from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.message import record_format as fmt
 from rocketbox.cluster.shm import mapped_file
 from rocketbox.cluster.shm.allocate import AllocateService
 from rocketbox.cluster.message.tags import tag_hash_code

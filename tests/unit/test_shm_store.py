@@ -5,7 +5,7 @@ import errno
 import pytest
 
 from rocketbox.cluster.config import SYNC_FLUSH
-from rocketbox.cluster.shm import commitlog_format as fmt
+from rocketbox.cluster.message import record_format as fmt
 from rocketbox.cluster.message.ids import offset_msg_id
 from rocketbox.cluster.message.properties import (PROPERTY_CRC32, PROPERTY_DELAY, PROPERTY_REAL_QID,
                                                   PROPERTY_REAL_TOPIC, PROPERTY_TAGS, encode_properties)
@@ -193,7 +193,7 @@ def test_disk_full_then_resumes(h, monkeypatch):
 
 
 def test_a_batch_body_put_matches_its_messages_put(h):
-    from rocketbox.cluster.shm import batch_format
+    from rocketbox.cluster.message import batch_format
     items = [(i, b"body-%d" % i, encode_properties({"KEYS": f"k{i}"})) for i in range(5)]
     r = h.store.put_messages("T", 2, BatchBody(batch_format.encode_items(items), 0, 7, STORE_HOST))
     assert r.status is P.PUT_OK and r.count == 5 and r.queue_offset == 0
@@ -266,7 +266,7 @@ def _record_kinds(i: int) -> tuple[str, int, list]:
 
 @pytest.mark.parametrize("record_crc", [True, False])
 def test_every_record_the_store_writes_is_the_python_oracles_bytes(tmp_path, monkeypatch, record_crc):
-    """The one put encodes in C (record_writer.py); commitlog_format.encode_batch is the oracle. Every
+    """The one put encodes in C (record_writer.py); record_format.encode_batch is the oracle. Every
     kind of record, one at a time and many at once, across segment rolls: the CommitLog holds the
     oracle's bytes, and a refused put (too large, properties over 32767 bytes, a NUL) writes nothing."""
     from rocketbox.cluster.shm import record_writer

@@ -1,6 +1,7 @@
 """The batch body: RocketMQ's encoding of many messages in one send, the only place that knows it.
 
-Pure: no I/O, stdlib and commitlog_format only. The producer builds a batch
+Pure: no I/O; beside the stdlib it reads only the record's layout (``record_format``), the
+properties' text and the format errors. The producer builds a batch
 with ``encode_items``; the broker turns it into CommitLog records, in C with
 ``cluster._native.encode_batch`` or here with its twin ``encode_batch`` (the
 parity tests keep the two byte-identical).
@@ -20,7 +21,7 @@ Item i of a batch sent to one queue becomes a record with QUEUEOFFSET =
 ``queue_offset_first + i`` and PHYSICALOFFSET = ``phys_offset_first`` + the
 bytes of the records before it; RECONSUMETIMES and PREPARED TRANSACTION
 OFFSET are 0. A record stores the item's properties as
-``commitlog_format.stored_properties`` makes them (any ``__CRC32#`` pair dropped; with
+``record_format.stored_properties`` makes them (any ``__CRC32#`` pair dropped; with
 ``record_crc`` the whole-record CRC property appended and sealed). An item whose sizes do
 not add up, or whose stored properties would pass 32767 bytes, makes the whole batch
 ``MalformedBatch``; a batch whose records do not fit before ``dst_limit`` is
@@ -35,8 +36,8 @@ from array import array
 from typing import Iterable, NamedTuple
 
 from rocketbox.cluster.format_errors import DestinationTooSmall, MalformedBatch
-from rocketbox.cluster.shm import commitlog_format as clf
-from rocketbox.cluster.shm.field_tables import struct_of
+from rocketbox.cluster.field_tables import struct_of
+from rocketbox.cluster.message import record_format
 from rocketbox.cluster.message.properties import PROPERTY_SEPARATOR, PROPERTY_UNIQ_KEY, property_mark
 
 # The item's fields before its body (the native helper's ITEM_OFF_* are generated from them).
@@ -61,8 +62,8 @@ def encode_items(items: Iterable[tuple[int, bytes, bytes]]) -> bytes:
     """A batch body from ``(flag, body, properties_bytes)`` items; magic and CRC are 0, as clients send."""
     out = bytearray()
     for flag, body, properties in items:
-        if len(properties) > clf.PROPERTIES_LENGTH_MAX:
-            raise ValueError(f"properties are {len(properties)} bytes, more than {clf.PROPERTIES_LENGTH_MAX}")
+        if len(properties) > record_format.PROPERTIES_LENGTH_MAX:
+            raise ValueError(f"properties are {len(properties)} bytes, more than {record_format.PROPERTIES_LENGTH_MAX}")
         out += ITEM_HEAD.pack(item_size(len(body), len(properties)), 0, 0, flag, len(body))
         out += body
         out += PROPERTIES_LENGTH.pack(len(properties))
@@ -83,8 +84,8 @@ def encode_items_sharing_properties(flag: int, bodies: list, shared_properties: 
     prefix = shared_properties + property_mark(PROPERTY_UNIQ_KEY).encode()
     id_len = len(uniq_ids[0])
     properties_len = len(prefix) + id_len + 1
-    if properties_len > clf.PROPERTIES_LENGTH_MAX:
-        raise ValueError(f"properties are {properties_len} bytes, more than {clf.PROPERTIES_LENGTH_MAX}")
+    if properties_len > record_format.PROPERTIES_LENGTH_MAX:
+        raise ValueError(f"properties are {properties_len} bytes, more than {record_format.PROPERTIES_LENGTH_MAX}")
     if any(len(i) != id_len for i in uniq_ids):
         raise ValueError("every UNIQ_KEY of a shared-properties batch must have the same length")
     between = PROPERTIES_LENGTH.pack(properties_len) + prefix
@@ -137,13 +138,14 @@ def decode_items(batch) -> list[BatchItem]:
 
 def measure_batch(batch, topic_len: int, *, record_crc: bool = False) -> tuple[int, int]:
     """(item count, bytes the records will take) for a topic of ``topic_len`` bytes."""
-    if not 0 <= topic_len <= clf.TOPIC_LENGTH_MAX:
-        raise ValueError(f"topic is {topic_len} bytes, more than {clf.TOPIC_LENGTH_MAX}")
-    stored = [(len(item.body), len(clf.stored_properties(item.properties, record_crc)))
+    if not 0 <= topic_len <= record_format.TOPIC_LENGTH_MAX:
+        raise ValueError(f"topic is {topic_len} bytes, more than {record_format.TOPIC_LENGTH_MAX}")
+    stored = [(len(item.body), len(record_format.stored_properties(item.properties, record_crc)))
               for item in decode_items(batch)]
-    if any(properties_len > clf.PROPERTIES_LENGTH_MAX for _, properties_len in stored):
-        raise MalformedBatch(f"an item's stored properties would be more than {clf.PROPERTIES_LENGTH_MAX} bytes")
-    sizes = [clf.record_size(body_len, topic_len, properties_len) for body_len, properties_len in stored]
+    properties_max = record_format.PROPERTIES_LENGTH_MAX
+    if any(properties_len > properties_max for _, properties_len in stored):
+        raise MalformedBatch(f"an item's stored properties would be more than {properties_max} bytes")
+    sizes = [record_format.record_size(body_len, topic_len, properties_len) for body_len, properties_len in stored]
     if any(size > RECORD_SIZE_MAX for size in sizes):
         raise MalformedBatch(f"a record would be more than {RECORD_SIZE_MAX} bytes")
     return len(sizes), sum(sizes)
@@ -170,12 +172,12 @@ def encode_batch(dst, dst_pos: int, batch, topic: bytes, queue_id: int, queue_of
     record_ends = array("q")
     pos = dst_pos
     for i, item in enumerate(decode_items(batch)):
-        pos += clf.encode_into(
+        pos += record_format.encode_into(
             dst, pos, queue_id=queue_id, flag=item.flag, queue_offset=queue_offset_first + i,
             phys_offset=phys_offset_first + (pos - dst_pos), sys_flag=sys_flag,
             born_timestamp_ms=born_timestamp_ms, born_host=born_host,
             store_timestamp_ms=store_timestamp_ms, store_host=store_host, reconsume_times=0,
             prepared_transaction_offset=0, body=item.body, topic=topic,
-            properties=clf.stored_properties(item.properties, record_crc), record_crc=record_crc)
+            properties=record_format.stored_properties(item.properties, record_crc), record_crc=record_crc)
         record_ends.append(pos)
     return total, len(record_ends), record_ends
