@@ -165,5 +165,6 @@ def door_markdown(doors: dict) -> str:
     lines = ["| " + " | ".join(door_header()) + " |",
              "| --- | --- | " + " | ".join("---:" for _ in DOOR_MEASURES) + " | --- |"]
     lines += ["| " + " | ".join(row) + " |" for row in door_rows(doors)]
+    notes = [f"{entry['label']}: {entry['about']}." for entry in doors.values() if entry.get("about")]
     ratio = remoting_vs_apache(doors)
-    return "\n".join(lines + ([f"\n{ratio}"] if ratio else []))
+    return "\n".join(lines + ([""] if notes or ratio else []) + notes + ([ratio] if ratio else []))

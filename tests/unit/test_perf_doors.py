@@ -60,7 +60,9 @@ def test_remoting_over_apache_says_which_way_is_better():
     assert "sync send p50 1.50x (lower is better)" in line
     assert "produce 0.45x (higher is better)" in line
     assert "drain" not in line   # ours has no drain figure: no ratio
-    assert door_markdown(doors).endswith(line)
+    doors[APACHE]["about"] = "Apache RocketMQ from /x, one ASYNC_MASTER broker"
+    text = door_markdown(doors)
+    assert text.endswith(f"\nApache RocketMQ, remoting: Apache RocketMQ from /x, one ASYNC_MASTER broker.\n{line}")
 
 
 def test_cpp_results_fold_into_the_row_and_a_short_drain_raises():
