@@ -24,6 +24,7 @@ import subprocess
 import traceback
 
 from rocketbox.perf.door_table import (APACHE, CPP_ASYNC_IN_FLIGHT, GRPC, NATIVE, NODE_IN_FLIGHT, NODE_RECEIVE_BATCH,
+                                       NODE_RUN_S_MAX,
                                        REMOTING, add_cpp_result, add_node_result, cpp_client_missing, door_counts,
                                        door_entry, native_values, node_client_missing)
 from rocketbox.perf.harness import Settings
@@ -70,7 +71,7 @@ def run_node_rows(entry: dict, cluster, s: Settings) -> None:
         topic = f"DoorGrpc{run}"
         create_topic(config, topic)
         spec = {"endpoint": cluster.proxy_endpoint, "topic": topic, "body_bytes": 100, "warmup": 50,
-                "max_s": s.measure_s_max, "window": NODE_IN_FLIGHT, "group": f"DoorGrpcGroup{run}",
+                "max_s": NODE_RUN_S_MAX, "window": NODE_IN_FLIGHT, "group": f"DoorGrpcGroup{run}",
                 "batch": NODE_RECEIVE_BATCH}
         received_expected = None
         for mode, count in (("sync", counts["sync"]), ("async", counts["produce"]), ("receive", None)):

@@ -33,6 +33,7 @@ NODE_RECEIVE_BATCH = 32
 # broker at ~10 %): 5k sends ran at 2.5k msg/s, 20k at 0.9k, 100k at 0.27k (RESULTS.md, "A row per door").
 CPP_PRODUCE_MAX = 10_000
 NODE_COUNT_MAX = 10_000   # the gRPC door runs at hundreds to thousands of msg/s today
+NODE_RUN_S_MAX = 120.0    # a Node client's run stops here (at 250 msg/s on a loaded machine, 1,100 take 5-15 s)
 
 
 @dataclass(frozen=True)
