@@ -15,7 +15,9 @@ the same counts (``--messages``, ``--runs``, ``--producer-threads``, ``--paced-s
 
 The peers (perf/peers: Redis Streams, NATS JetStream) are started on free 127.0.0.1 ports in
 the run's temporary directory and stopped after; one not installed (``make peers``) is
-reported as such and ours is measured alone. Output: one rich table with "ours / best peer",
+reported as such and ours is measured alone. A second table has a row per door, each through a
+client of its own protocol, with Apache RocketMQ beside the remoting row (perf/door_table.py,
+perf/door_rows.py). Output: one rich table with "ours / best peer", the door table,
 ``perf/compare.json``, the plot ``perf/compare.png``; a full run written to the default JSON
 also rewrites the comparison table of perf/RESULTS.md (perf/results_md.py).
 """
