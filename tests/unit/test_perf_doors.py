@@ -138,3 +138,16 @@ def test_apache_broker_runs_async_on_loopback_with_its_store_in_the_run_director
     assert conf["namesrvAddr"] == "127.0.0.1:20876" and conf["brokerIP1"] == "127.0.0.1"
     assert (conf["listenPort"], conf["haListenPort"]) == ("20911", "20912")
     assert conf["storePathRootDir"].startswith("/tmp/run/apache/")
+
+
+def test_peers_option_selects_apache_apart_from_the_first_tables_peers():
+    from rocketbox.perf.compare import selected_peers
+    peers, apache = selected_peers(None)
+    assert [p.name for p in peers] == ["redis_streams", "nats_jetstream"] and apache.name == "apache_rocketmq"
+    peers, apache = selected_peers("apache_rocketmq")
+    assert peers == [] and apache.name == "apache_rocketmq"
+    peers, apache = selected_peers("redis_streams,nats_jetstream")
+    assert len(peers) == 2 and apache is None
+    assert selected_peers("none") == ([], None)
+    with pytest.raises(ValueError, match="choose from redis_streams, nats_jetstream, apache_rocketmq"):
+        selected_peers("kafka")
