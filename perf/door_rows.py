@@ -41,7 +41,10 @@ def _last_json_line(argv: list[str], env: dict, what: str) -> dict:
     out = subprocess.run(argv, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S, env=env)
     lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
     if out.returncode != 0 or not lines:
-        raise RuntimeError(f"{what} exited {out.returncode}: {(out.stderr or out.stdout).strip()[-600:]}")
+        # the error's own lines, not its stack ("    at ..." in Node, "  File ..." in Python)
+        said = [line.strip() for line in (out.stderr or out.stdout).splitlines()
+                if line.strip() and not line.startswith(("    at ", "  File ", "    "))]
+        raise RuntimeError(f"{what} exited {out.returncode}: {' / '.join(said)[-600:]}")
     return json.loads(lines[-1])
 
 

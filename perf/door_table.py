@@ -125,6 +125,8 @@ def add_node_result(entry: dict, mode: str, result: dict, expected: int) -> None
         entry["failed_sends"] += result.get("failed", 0)
     elif result["count"] < expected:
         raise RuntimeError(f"received {result['count']} of {expected}")
+    else:
+        entry["failed_acks"] = entry.get("failed_acks", 0) + result.get("failed_acks", 0)
     key = "produce" if mode == "async" else "drain"
     values.setdefault(key, []).append(result["count"] / max(result["elapsed_s"], 1e-9))
 
@@ -143,11 +145,13 @@ def door_rows(doors: dict) -> list[list[str]]:
     for entry in doors.values():
         if entry["status"] != "measured":
             rows.append([entry["label"], entry["client"], *[entry["status"]] * len(DOOR_MEASURES),
-                         entry["reason"]])
+                         " ".join(entry["reason"].split())])   # one line: a cell of a markdown table
             continue
         note = entry["note"]
         if entry.get("failed_sends"):
             note += f"; {entry['failed_sends']} failed sends"
+        if entry.get("failed_acks"):
+            note += f"; {entry['failed_acks']} failed acks"
         rows.append([entry["label"], entry["client"],
                      *[_cell(entry["values"].get(key), unit) for key, _, unit in DOOR_MEASURES], note])
     return rows

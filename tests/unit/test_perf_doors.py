@@ -49,6 +49,8 @@ def test_a_skipped_row_says_why_in_place_of_its_figures():
     assert skipped[-1] == "RocketMQ's C++ client is not installed"
     assert failed[2:2 + len(DOOR_MEASURES)] == ["failed"] * len(DOOR_MEASURES)
     assert failed[-1].startswith("RuntimeError")
+    doors[APACHE]["reason"] = "RuntimeError: exited 1:\n  one\n  two"
+    assert door_rows(doors)[1][-1] == "RuntimeError: exited 1: one two"
     assert remoting_vs_apache(doors) == ""
     assert door_markdown(doors).count("\n") == 3   # header, rule, two rows; no ratio line
 
@@ -85,9 +87,10 @@ def test_node_results_fold_into_the_row_and_a_short_run_raises():
     entry = door_entry(GRPC)
     add_node_result(entry, "sync", {"latencies_us": [float(i) for i in range(1, 101)]}, 100)
     add_node_result(entry, "async", {"count": 990, "failed": 10, "elapsed_s": 2.0}, 1000)
-    add_node_result(entry, "receive", {"count": 1100, "elapsed_s": 0.5}, 1100)
+    add_node_result(entry, "receive", {"count": 1100, "failed_acks": 2, "elapsed_s": 0.5}, 1100)
     assert entry["values"] == {"sync_p50": [51.0], "sync_p99": [100.0], "produce": [495.0], "drain": [2200.0]}
-    assert entry["failed_sends"] == 10
+    assert entry["failed_sends"] == 10 and entry["failed_acks"] == 2
+    assert door_rows({GRPC: entry})[0][-1].endswith("; 10 failed sends; 2 failed acks")
     with pytest.raises(RuntimeError, match="99 of 100 sync sends"):
         add_node_result(entry, "sync", {"latencies_us": [1.0] * 99}, 100)
     with pytest.raises(RuntimeError, match="received 10 of 1100"):
