@@ -14,7 +14,7 @@ INSTALL_INPUTS := setup.py pyproject.toml MANIFEST.in constraints.txt \
 	cluster/shm/indexfile_format.py cluster/shm/consumequeue_format.py cluster/field_tables.py \
 	cluster/message/properties.py cluster/message/sysflags.py
 
-.PHONY: venv install real-clients browser console-screenshots test run bench peers bench-compare clean distclean
+.PHONY: venv install real-clients node-client browser console-screenshots test run bench peers bench-compare clean distclean
 
 venv: $(VENV_PYTHON)
 
@@ -93,6 +93,20 @@ peers: install
 	$(VENV_PYTHON) -m pip install -c constraints.txt -e '.[test,peers]'
 	touch $(INSTALL_STAMP)
 
+# RocketMQ 5's official Node.js client (npm rocketmq-client-nodejs), the gRPC door's row of
+# `--compare` (perf/grpc_node_bench.js), into .node/ (ignored by git); never installed at test or bench
+# time. The comparison skips that row, saying why, when node or this client is missing.
+NODE_DIR := .node
+NODE_CLIENT_VERSION := 1.0.8
+NODE_STAMP := $(NODE_DIR)/.installed-$(NODE_CLIENT_VERSION)
+node-client: $(NODE_STAMP)
+
+$(NODE_STAMP):
+	@command -v npm >/dev/null 2>&1 || { echo "make node-client: npm is not on PATH (Node.js >= 16 with npm is needed)" >&2; exit 1; }
+	mkdir -p $(NODE_DIR)
+	npm install --prefix $(NODE_DIR) --no-audit --no-fund --save-exact 'rocketmq-client-nodejs@$(NODE_CLIENT_VERSION)'
+	touch $@
+
 bench-compare: install
 	$(VENV_PYTHON) -m rocketbox.perf --compare
 
@@ -103,4 +117,4 @@ clean:
 	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -exec rm -rf {} +
 
 distclean: clean
-	rm -rf $(VENV) $(RMQ4_VENV) $(RMQ5_VENV)
+	rm -rf $(VENV) $(RMQ4_VENV) $(RMQ5_VENV) $(NODE_DIR)

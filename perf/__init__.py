@@ -15,7 +15,11 @@ Map:
     compare.py      ``python -m rocketbox.perf --compare``: ours against Redis Streams and NATS
                     JetStream (peers/, ``make peers``), the same measures in one run, a
                     table with "ours / best peer", perf/compare.json and compare.png
-                    (compare_table.py; results_md.py rewrites RESULTS.md's tables)
+                    (compare_table.py; results_md.py rewrites RESULTS.md's tables); then a
+                    row per door (door_table.py, door_rows.py): remoting through RocketMQ's
+                    C++ client (remoting_cpp_bench.py), gRPC through its Node.js client
+                    (grpc_node_bench.js, ``make node-client``), Apache RocketMQ
+                    (peers/apache_rocketmq.py) through the same C++ client
     peers/          one module a peer (start/stop its server on 127.0.0.1, its client's
                     best batching) and the measures run on each (base.py)
     raw_sender.py, offered_load.py, disk_throttle.py
@@ -28,6 +32,7 @@ Map:
                     mode, a bare round trip between two processes
     RESULTS.md      the latest full run and where the time goes
 
-Everything binds 127.0.0.1 only; every loop is bounded in count and in time.
+Everything binds 127.0.0.1 only (Apache RocketMQ 4.9.8 itself cannot be told to; it is only
+ever connected to on 127.0.0.1); every loop is bounded in count and in time.
 The test suite keeps all of this from rotting through tests/test_perf_quick.py.
 """

@@ -15,7 +15,9 @@ the same counts (``--messages``, ``--runs``, ``--producer-threads``, ``--paced-s
 
 The peers (perf/peers: Redis Streams, NATS JetStream) are started on free 127.0.0.1 ports in
 the run's temporary directory and stopped after; one not installed (``make peers``) is
-reported as such and ours is measured alone. Output: one rich table with "ours / best peer",
+reported as such and ours is measured alone. A second table has a row per door, each through a
+client of its own protocol, with Apache RocketMQ beside the remoting row (perf/door_table.py,
+perf/door_rows.py). Output: one rich table with "ours / best peer", the door table,
 ``perf/compare.json``, the plot ``perf/compare.png``; a full run written to the default JSON
 also rewrites the comparison table of perf/RESULTS.md (perf/results_md.py).
 """
@@ -30,6 +32,8 @@ import time
 import traceback
 
 from rocketbox.perf.compare_table import MEASURES, OURS, OURS_LABEL, OURS_SCENARIOS, header, markdown, median_or_none, table_rows
+from rocketbox.perf.door_rows import measure_doors
+from rocketbox.perf.door_table import door_header, door_markdown, door_rows, remoting_vs_apache
 from rocketbox.perf.harness import PACED_RATE_MSG_S, Settings
 from rocketbox.perf.report import PERF_DIR, Report, command_line, format_value, git_commit, machine_info
 from rocketbox.perf.scenarios import RUNNERS
@@ -51,6 +55,21 @@ def print_table(result: dict, title: str) -> None:
             console.print(f"[yellow]{system['label']}: {system['status']}, {system['reason']}[/yellow]")
     for error in result["errors"]:
         console.print(f"[red]{error['system']} failed:[/red] {error['error']}")
+
+
+def print_door_table(doors: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    table = Table(title="A row per door: each door through a client of its own protocol (perf/door_table.py)")
+    for i, name in enumerate(door_header()):
+        table.add_column(name, justify="left" if i < 2 or i == len(door_header()) - 1 else "right")
+    for row in door_rows(doors):
+        table.add_row(*row)
+    console = Console(width=180)
+    console.print(table)
+    ratio = remoting_vs_apache(doors)
+    if ratio:
+        console.print(ratio)
 
 
 def plot(result: dict, path: str) -> None:
@@ -102,21 +121,24 @@ def measure_ours(s: Settings, tmp: str, errors: list) -> dict[str, list[float]]:
     return {m.key: rows[m.ours_row] for m in MEASURES if m.ours_row in rows}
 
 
-def selected_peers(spec: str | None) -> list:
-    from rocketbox.perf.peers import PEERS
+def selected_peers(spec: str | None) -> tuple[list, object | None]:
+    """(the peers of the first table, the Apache RocketMQ peer of the door table or None) that ``--peers`` names."""
+    from rocketbox.perf.peers import DOOR_PEERS, PEERS
     if spec is None or spec.strip() in ("", "all"):
-        return [cls() for cls in PEERS.values()]
-    names = [n.strip() for n in spec.split(",") if n.strip() and n.strip() != "none"]
-    unknown = [n for n in names if n not in PEERS]
+        names = [*PEERS, *DOOR_PEERS]
+    else:
+        names = [n.strip() for n in spec.split(",") if n.strip() and n.strip() != "none"]
+    unknown = [n for n in names if n not in PEERS and n not in DOOR_PEERS]
     if unknown:
-        raise ValueError(f"unknown peer(s) {unknown}; choose from {', '.join(PEERS)} or none")
-    return [PEERS[n]() for n in names]
+        raise ValueError(f"unknown peer(s) {unknown}; choose from {', '.join([*PEERS, *DOOR_PEERS])} or none")
+    door_peers = [DOOR_PEERS[n]() for n in names if n in DOOR_PEERS]
+    return [PEERS[n]() for n in names if n in PEERS], (door_peers[0] if door_peers else None)
 
 
 def run_compare(args, argv=None) -> int:
     from rocketbox.perf.peers.base import measure
     try:
-        peers = selected_peers(args.peers)
+        peers, apache_peer = selected_peers(args.peers)
     except ValueError as exc:
         print(exc, file=sys.stderr)
         return 2
@@ -156,6 +178,9 @@ def run_compare(args, argv=None) -> int:
                 systems[peer.name]["reason"] = f"{type(exc).__name__}: {exc}"
                 errors.append({"system": peer.name, "error": f"{type(exc).__name__}: {exc}"})
             timings[peer.name] = round(time.monotonic() - t0, 1)
+        t0 = time.monotonic()
+        doors = measure_doors(s, tmp, systems[OURS]["values"], apache_peer, errors)
+        timings["doors"] = round(time.monotonic() - t0, 1)
     info["loadavg_at_end"] = os.getloadavg()
     result = {
         "title": (f"RocketBox vs peers ({'quick' if s.quick else 'full'}, median of {s.runs} run(s), "
@@ -167,10 +192,12 @@ def run_compare(args, argv=None) -> int:
                      "producer_threads": s.producer_threads, "paced_rate_msg_s": PACED_RATE_MSG_S,
                      "paced_s": s.paced_s, "latency_sends": s.latency_sends()},
         "measures": [{"key": m.key, "label": m.label, "unit": m.unit, "better": m.better} for m in MEASURES],
-        "systems": systems, "system_seconds": timings, "errors": errors,
+        "systems": systems, "doors": doors, "system_seconds": timings, "errors": errors,
     }
     result["markdown"] = markdown(result)
+    result["doors_markdown"] = door_markdown(doors)
     print_table(result, result["title"])
+    print_door_table(doors)
     with open(json_path, "w") as f:
         json.dump(result, f, indent=2, default=str)
     plot(result, plot_path)

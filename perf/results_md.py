@@ -73,6 +73,8 @@ def render_compare(result: dict) -> str:
         f"average at start {machine['loadavg_at_start'][0]:.1f}." + (f" {about}." if about else ""),
         "",
         markdown(result),
+        *(["", "A row per door, each through a client of its own protocol (perf/door_table.py):", "",
+            result["doors_markdown"]] if result.get("doors_markdown") else []),
     ])
 
 

@@ -26,7 +26,9 @@ Scenarios (``--only a,b``):
 | grpc | RocketMQ 5's gRPC door (the proxy, driven by the official 5.x client from .venv-rocketmq5) beside the native and remoting doors: sync send p50/p99, produce, consume (SimpleConsumer receive + ack; the native pop), the proxy's CPU per message beside a bare grpc.aio servicer's | (reported) |
 
 ``--compare`` (perf/compare.py) runs the first variant of produce, consume, e2e, latency and
-e2e_latency and the same measures on Redis Streams and NATS JetStream (perf/peers).
+e2e_latency and the same measures on Redis Streams and NATS JetStream (perf/peers), then a row per door
+(perf/door_rows.py): native, remoting through RocketMQ's C++ client, gRPC through its Node.js client,
+and Apache RocketMQ through the same C++ client where it is built.
 
 Back-of-envelope (2 cores, CPython): the broker is one Python thread. A batch of 256
 costs it ~1 us a message of Python (batch decode, a store object, msg ids) plus a
@@ -87,9 +89,10 @@ def parse_args(argv=None):
     parser.add_argument("--keep-logs", default=None,
                         help="failover: copy the cluster's logs/ into this directory before it is removed")
     parser.add_argument("--compare", action="store_true",
-                        help="RocketBox against Redis Streams and NATS JetStream (perf/compare.py; `make peers`)")
+                        help="RocketBox against Redis Streams and NATS JetStream, and a row per door beside "
+                             "Apache RocketMQ (perf/compare.py; `make peers`, `make real-clients node-client`)")
     parser.add_argument("--peers", default=None,
-                        help="with --compare (implies it): comma-separated peers of redis_streams, nats_jetstream, "
+                        help="with --compare (implies it): comma-separated peers of redis_streams, nats_jetstream, apache_rocketmq, "
                              "or none (default: all)")
     parser.add_argument("--plot", default=None, help="with --compare: the plot (default perf/compare.png)")
     args = parser.parse_args(argv)
