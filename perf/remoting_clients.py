@@ -91,7 +91,7 @@ def _rounds(args, counts: dict, classes: str, env: dict, namesrv: str, broker: i
                                      capture_output=True, text=True, timeout=RUN_TIMEOUT_S, env=env)
             except subprocess.TimeoutExpired as exc:
                 print(json.dumps({"mode": mode, "round": run, "error": f"no result in {RUN_TIMEOUT_S} s",
-                                  "stdout": str(exc.stdout)[-300:]}), flush=True)
+                                  "stdout": str(exc.stdout)[-300:], "stderr": str(exc.stderr)[-1500:]}), flush=True)
                 continue
             lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
             if not lines:

@@ -11,7 +11,16 @@ import org.apache.rocketmq.common.message.*;
 import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 
 public class RemotingBench {
-    public static void main(String[] a) throws Exception {
+    public static void main(String[] a) {
+        try {
+            run(a);
+        } catch (Throwable t) {   // the clients' threads would keep the JVM up: out, with the reason
+            t.printStackTrace();
+            System.exit(1);
+        }
+    }
+
+    static void run(String[] a) throws Exception {
         String mode = a[0], ns = a[1], topic = a[2]; int n = Integer.parseInt(a[3]);
         byte[] body = new byte[100]; Arrays.fill(body, (byte) 'x');
         if (mode.equals("push")) {
