@@ -40,7 +40,7 @@ from rocketbox.cluster.protocol import ResponseCode
 from rocketbox.cluster.remoting_admission import Admission, AdmissionLimits, Place
 from rocketbox.cluster.remoting_format import (FRAME_BYTES_MAX_DEFAULT, SERIALIZE_JSON, BadFrameLength, FrameDecoder,
                                                decode_frame_payload, encode_frame)
-from rocketbox.cluster.request_dispatch import Handler, PendingCalls, dispatch
+from rocketbox.cluster.request_dispatch import Handler, PendingCalls, ReadPass, dispatch
 from rocketbox.cluster.wire_format import (DOOR_REMOTING, FLAG_ONEWAY, FLAG_RESPONSE, Command, FrameError,
                                            next_opaque)
 from rocketbox.cluster.zmq_transport import Reply
@@ -304,14 +304,19 @@ class RemotingServer:
 
     def _serve_all(self, conn: _Connection, payloads: list, since: float) -> None:
         """Serve the requests of one read; the answers ready by the end leave in one write (a client
-        with many requests in flight gets them for one system call, not one each)."""
+        with many requests in flight gets them for one system call, not one each). Several requests
+        share a ``ReadPass``: what their handlers deferred (one append for all the sends) runs
+        before the write."""
         conn.corked = []
+        read_pass = ReadPass() if len(payloads) > 1 else None
         try:
             for payload in payloads:
-                self._serve(conn, payload, since)
+                self._serve(conn, payload, since, read_pass)
                 if conn.closed:
                     return
         finally:
+            if read_pass is not None:
+                read_pass.finish()
             self._uncork(conn)
 
     def _uncork(self, conn: _Connection) -> None:
@@ -319,7 +324,7 @@ class RemotingServer:
         if frames:
             self.write(conn, frames[0] if len(frames) == 1 else b"".join(frames))
 
-    def _serve(self, conn: _Connection, payload: bytes, since: float) -> None:
+    def _serve(self, conn: _Connection, payload: bytes, since: float, read_pass: ReadPass | None = None) -> None:
         """``since``: when the request arrived, or a moment before it (fast_failure.py)."""
         try:
             request, serialize_type = decode_frame_payload(payload)
@@ -337,6 +342,7 @@ class RemotingServer:
         request.peer_address = conn.host
         request.peer_port = conn.port
         request.door = DOOR_REMOTING
+        request.read_pass = read_pass
         reply = TcpReply(self, conn, request.opaque, request.is_oneway, serialize_type)
         busy = self.backlog.refusal(request, since) if self.backlog is not None else None
         if busy is not None:

@@ -41,6 +41,30 @@ def dispatch(handlers: dict[int, Handler], request: Command, reply, server_name:
         reply(response)
 
 
+class ReadPass:
+    """The requests of one read of one connection, served one after another: a handler may defer
+    work to the end of the pass (one append for all its sends), which runs before their answers
+    are written together. Each deferred piece runs once however many requests asked for it, and
+    answers its own requests."""
+
+    __slots__ = ("_deferred",)
+
+    def __init__(self):
+        self._deferred: dict[object, Callable[[], None]] = {}
+
+    def defer(self, key, run: Callable[[], None]) -> None:
+        """``run()`` once at the pass's end (``key``: who asked; a second ask adds nothing)."""
+        self._deferred.setdefault(key, run)
+
+    def finish(self) -> None:
+        deferred, self._deferred = self._deferred, {}
+        for run in deferred.values():
+            try:
+                run()
+            except Exception:   # the piece answers its requests even so; the next still runs
+                _limited.error("read-pass", "work deferred to the end of a read failed", exc_info=True)
+
+
 class PendingCalls:
     """Requests sent on connections and waiting for their answers, by opaque: a client's calls to its
     servers, and a server's calls to its clients (GET_CONSUMER_RUNNING_INFO relayed to a consumer).

@@ -89,6 +89,9 @@ class Command:
     # Set when access control let the request through (acl/guard.py): with access control, what
     # proves a remoting connection (remoting_admission.py). Never on the wire.
     access_granted: bool = False
+    # The read this request came in with others (``request_dispatch.ReadPass``): a handler may
+    # defer work to the pass's end, before the answers are written. None when it came alone.
+    read_pass: object = None
 
     @property
     def is_response(self) -> bool:

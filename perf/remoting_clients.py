@@ -1,7 +1,9 @@
 """RocketMQ's own clients against RocketBox's remoting door (issue 33 item 1): a ``LocalCluster``
 with its defaults, a topic of 4 queues, then per round and mode one client process:
 ``sync`` (one thread of sync sends, 100 B), ``async`` (64 in flight), ``push`` (a topic filled with
-async sends, then drained by a push consumer). One JSON line a run, with the broker's CPU a message
+async sends, then drained by a push consumer), ``e2e`` (Java: a steady ``--rate`` of sync sends, send to
+consume p50/p99 and failed sends). ``--namesrv`` points it at another broker (Apache RocketMQ's) instead.
+One JSON line a run, with the broker's CPU a message
 (it busy-polls: an upper bound). The Java client is ``tests/java/programs/RemotingBench.java``
 against Apache's client jars (``/work/apache/client.classpath``, see tests/java/apache.py); the C++
 client is ``remoting_cpp_bench.py`` in ``.venv-rocketmq4``.
@@ -27,7 +29,7 @@ CPP_PYTHON = REPO / ".venv-rocketmq4" / "bin" / "python"
 CPP_BENCH = pathlib.Path(__file__).with_name("remoting_cpp_bench.py")
 JAVA_SOURCE = REPO / "tests" / "java" / "programs" / "RemotingBench.java"
 APACHE_CLIENT_CLASSPATH = pathlib.Path("/work/apache/client.classpath")
-MESSAGES = {"sync": 2000, "async": 20000, "push": 30000}
+MESSAGES = {"sync": 2000, "async": 20000, "push": 30000, "e2e": 30000}
 RUN_TIMEOUT_S = 300
 
 
@@ -50,6 +52,10 @@ def main() -> None:
     parser.add_argument("--modes", default="sync,async,push")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--messages", type=json.loads, default={}, help='e.g. {"sync": 1000}')
+    parser.add_argument("--rate", type=int, default=2000, help="the e2e mode's steady sends a second (Java)")
+    parser.add_argument("--namesrv", help="another broker's NameServer (e.g. Apache RocketMQ's), its topics "
+                                          "auto-created; without it a LocalCluster is started")
+    parser.add_argument("--broker-pid", type=int, help="with --namesrv: the broker process whose CPU to count")
     args = parser.parse_args()
     counts = {**MESSAGES, **args.messages}
     with tempfile.TemporaryDirectory(prefix="remoting-clients-") as tmp:
@@ -58,28 +64,44 @@ def main() -> None:
             subprocess.run(["javac", "-nowarn", "-d", classes, "-cp", APACHE_CLIENT_CLASSPATH.read_text().strip(),
                             str(JAVA_SOURCE)], check=True)
         env = {**os.environ, "HOME": tmp}   # the C++ client writes its logs under $HOME
+        if args.namesrv:
+            _rounds(args, counts, classes, env, args.namesrv, args.broker_pid)
+            return
         with LocalCluster(os.path.join(tmp, "cluster")) as cluster:
             with Admin(config=cluster.client_config()) as admin:
                 admin.create_topic("Bench", 4)
-            namesrv, broker = cluster.remoting_namesrv, cluster.pid("broker-a")
-            for run in range(args.rounds):
-                for mode in args.modes.split(","):
-                    count, topic = counts[mode], "Bench"
-                    if mode == "push":
-                        topic = f"Drain{run}"
-                        subprocess.run(_client_command(args.client, classes, "async", namesrv, topic, str(count)),
-                                       capture_output=True, timeout=RUN_TIMEOUT_S, env=env)
-                    cpu_before = _cpu_s(broker)
-                    out = subprocess.run(_client_command(args.client, classes, mode, namesrv, topic, str(count)),
-                                         capture_output=True, text=True, timeout=RUN_TIMEOUT_S, env=env)
-                    lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
-                    if not lines:
-                        print(json.dumps({"mode": mode, "error": out.stderr[-500:]}), flush=True)
-                        continue
-                    result = json.loads(lines[-1])
-                    result.update(client=args.client, round=run,
-                                  broker_cpu_us_per_msg=round((_cpu_s(broker) - cpu_before) / count * 1e6, 1))
-                    print(json.dumps(result), flush=True)
+            _rounds(args, counts, classes, env, cluster.remoting_namesrv, cluster.pid("broker-a"))
+
+
+def _rounds(args, counts: dict, classes: str, env: dict, namesrv: str, broker: int | None) -> None:
+    tag = os.getpid()   # fresh topics a run: an external broker keeps its store
+    for run in range(args.rounds):
+        for mode in args.modes.split(","):
+            count, topic, extra = counts[mode], "Bench", ()
+            if mode == "push":
+                topic = f"Drain{tag}x{run}"
+                filled = subprocess.run(_client_command(args.client, classes, "async", namesrv, topic, str(count)),
+                                        capture_output=True, text=True, timeout=RUN_TIMEOUT_S, env=env)
+                print(json.dumps({"mode": "push-fill", "out": filled.stdout.strip()[-300:]}), flush=True)
+            elif mode == "e2e":
+                topic, extra = f"E2e{tag}x{run}", (str(args.rate),)
+            cpu_before = _cpu_s(broker) if broker else 0.0
+            try:
+                out = subprocess.run(_client_command(args.client, classes, mode, namesrv, topic, str(count), *extra),
+                                     capture_output=True, text=True, timeout=RUN_TIMEOUT_S, env=env)
+            except subprocess.TimeoutExpired as exc:
+                print(json.dumps({"mode": mode, "round": run, "error": f"no result in {RUN_TIMEOUT_S} s",
+                                  "stdout": str(exc.stdout)[-300:], "stderr": str(exc.stderr)[-1500:]}), flush=True)
+                continue
+            lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
+            if not lines:
+                print(json.dumps({"mode": mode, "error": out.stderr[-500:]}), flush=True)
+                continue
+            result = json.loads(lines[-1])
+            result.update(client=args.client, round=run)
+            if broker:
+                result["broker_cpu_us_per_msg"] = round((_cpu_s(broker) - cpu_before) / count * 1e6, 1)
+            print(json.dumps(result), flush=True)
 
 
 if __name__ == "__main__":

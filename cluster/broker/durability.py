@@ -97,6 +97,16 @@ class DurabilityWait:
                 both.replicated(replica)
         return None
 
+    def answer_together(self, answers: list, end_phys_offset: int) -> None:
+        """Each ``(response, reply)`` of ``answers``, writes that all end by ``end_phys_offset``, after
+        one wait for them all (a read's sends, ``send.py``): a time-out's code and remark on every one."""
+        def all_done(outcome: Outcome) -> None:
+            for response, reply in answers:
+                if outcome.code != ResponseCode.SUCCESS:
+                    response.code, response.remark = outcome.code, outcome.remark
+                reply(response)
+        self.then(end_phys_offset, all_done)
+
     def then(self, end_phys_offset: int, on_done: Callable[[Outcome], None]) -> None:
         """Call ``on_done(outcome)`` once the bytes up to ``end_phys_offset`` are as durable as a client's
         write would be (at once when nothing waits)."""

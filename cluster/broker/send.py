@@ -178,6 +178,29 @@ def _queue_count(text: str | None, default: int) -> int:
         raise ProtocolError(f"the header field 'defaultTopicQueueNums' is not an integer: {text!r}") from None
 
 
+@dataclass(slots=True)
+class _DeferredSend:
+    """A send checked and routed, its put left to the end of its read (``SendProcessor._store_deferred``)."""
+    request: Command
+    reply: object
+    topic: str
+    queue_id: int
+    store_topic: str
+    store_queue: int
+    message: MessageToStore
+    message_type: str
+    wait_store: bool
+
+
+def _by_queue(deferred: list) -> list[list[int]]:
+    """The indexes of ``deferred`` grouped by where they are stored (and how they are counted), each
+    group in arrival order."""
+    groups: dict[tuple, list[int]] = {}
+    for index, one in enumerate(deferred):
+        groups.setdefault((one.store_topic, one.store_queue, one.topic, one.message_type), []).append(index)
+    return list(groups.values())
+
+
 class SendProcessor:
     def __init__(self, ctx: BrokerContext, schedule, transactions):
         self.cfg = ctx.cfg
@@ -197,6 +220,7 @@ class SendProcessor:
         self.messages_stored = 0
         self.traffic_in = InTraffic()   # per topic and message type (metrics)
         self.cluster_mark = property_mark(PROPERTY_CLUSTER, ctx.cfg.cluster_name)
+        self._deferred: list[_DeferredSend] = []   # sends of the current read, stored at its end
 
     @answers_refusals
     def on_send(self, request: Command, reply) -> Command | None:
@@ -218,6 +242,7 @@ class SendProcessor:
         if _PRIORITY_MARK in send.properties_text and not send.batch and not topic.startswith(RETRY_TOPIC_PREFIX):
             queue_id = self._priority_queue(send, queue_id)
         if send.batch:
+            self._store_deferred()
             result = self.store.put_messages(topic, queue_id, BatchBody(send.body, send.sys_flag, send.born_timestamp_ms,
                                                                         send.born_host))
             if result.status == PutStatus.MESSAGE_ILLEGAL:
@@ -228,6 +253,14 @@ class SendProcessor:
             message = MessageToStore(body=send.body, flag=send.flag, properties=properties, sys_flag=sys_flag,
                                      born_timestamp_ms=send.born_timestamp_ms, born_host=send.born_host,
                                      reconsume_times=send.reconsume_times)
+            if request.read_pass is not None and not send.half and store_topic != SCHEDULE_TOPIC:
+                # Stored with the read's other sends at its end (_store_deferred): one put a queue.
+                if not self._deferred:
+                    request.read_pass.defer(self, self._store_deferred)
+                self._deferred.append(_DeferredSend(request, reply, topic, queue_id, store_topic, store_queue,
+                                                    message, message_type, send.wait_store))
+                return None
+            self._store_deferred()   # the read's earlier sends first: a queue keeps their order
             result = self.store.put_messages(store_topic, store_queue, (message,))
             if store_topic not in (topic, HALF_TOPIC) and result.status == PutStatus.PUT_OK:
                 result = result._replace(queue_offset=-1)   # its place in the topic is known on delivery
@@ -250,6 +283,60 @@ class SendProcessor:
         if not send.wait_store:
             return response
         return self.durability.answer(response, result.end_phys_offset, reply)
+
+    def _store_deferred(self) -> None:
+        """The sends a read deferred (``on_send``), checked and routed each: one put for the sends
+        of each queue, in their order, then their answers after one durability wait. A put the
+        store refuses is tried again one message at a time, so each send gets its own answer."""
+        deferred, self._deferred = self._deferred, []
+        if not deferred:
+            return
+        answers: list = [None] * len(deferred)
+        end = -1
+        try:
+            for indexes in _by_queue(deferred):
+                for index, result in zip(indexes, self._put_together([deferred[i] for i in indexes])):
+                    one = deferred[index]
+                    if result.status != PutStatus.PUT_OK:
+                        answers[index] = self._refused(one.request, one.topic, result.status)
+                        continue
+                    end = max(end, result.end_phys_offset)
+                    answers[index] = one.request.response(ResponseCode.SUCCESS, {
+                        "msgId": result.msg_ids_text, "queueId": str(one.queue_id),
+                        "queueOffset": str(result.queue_offset if one.store_topic == one.topic else -1)})
+        except Exception as exc:   # a bug here must not leave a client waiting for its answer
+            _limited.error("deferred-sends", "storing the sends of a read failed", exc_info=True)
+            for index, one in enumerate(deferred):
+                if answers[index] is None:
+                    answers[index] = one.request.response(ResponseCode.SYSTEM_ERROR,
+                                                          remark=f"{type(exc).__name__}: {exc}")
+        if end >= 0:
+            self.on_written()
+        waiting = []
+        for one, response in zip(deferred, answers):
+            if response.code == ResponseCode.SUCCESS and one.wait_store and self.durability.waits:
+                waiting.append((response, one.reply))
+            else:
+                one.reply(response)
+        if waiting:
+            self.durability.answer_together(waiting, end)
+
+    def _put_together(self, group: list) -> list:
+        """One put for ``group`` (sends to one queue): a result for each send, in order."""
+        first = group[0]
+        result = self.store.put_messages(first.store_topic, first.store_queue, tuple(one.message for one in group))
+        if result.status == PutStatus.PUT_OK:
+            self.messages_stored += len(group)
+            self.traffic_in.add(first.topic, first.message_type, len(group),
+                                result.end_phys_offset - result.phys_offset)
+            if len(group) == 1:
+                return [result]
+            ids = result.msg_ids_text.split(",")
+            return [result._replace(queue_offset=result.queue_offset + i, count=1, msg_ids_text=ids[i])
+                    for i in range(len(group))]
+        if len(group) == 1:
+            return [result]
+        return [one_result for one in group for one_result in self._put_together([one])]
 
     # ------------------------------------------------------------ the steps
 
