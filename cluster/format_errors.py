@@ -1,7 +1,7 @@
 """Errors of the byte formats, raised alike by the Python format modules and the C helper.
 
 They live below both (``cluster/_native`` maps the helper's error codes to them, and
-``cluster/shm/batch_format.py`` raises them itself), so neither has to import the other.
+``cluster/message/batch_format.py`` raises them itself), so neither has to import the other.
 """
 
 

@@ -19,7 +19,7 @@ from rocketbox.cluster.message.properties import properties_text
 from rocketbox.cluster.protocol import RequestCode, ResponseCode
 from rocketbox.cluster.remoting_format import encode_frame
 from rocketbox.cluster.remoting_transport import RemotingServer
-from rocketbox.cluster.shm.batch_format import encode_items
+from rocketbox.cluster.message.batch_format import encode_items
 from rocketbox.cluster.wire_format import Command
 from tests.store_harness import tiny_config
 from tests.unit.test_remoting_answer_writes import _answers, _send_in_one_read
