@@ -160,7 +160,7 @@ class BrokerService:
         self.unflushed_queues = UnflushedQueues()
         self._channels: list = []   # the wake channels to the workers, once serving
         self.offset_requests = OffsetRequests(ctx, self.controller)
-        self.topic_requests = TopicRequests(ctx, self.control)
+        self.topic_requests = TopicRequests(ctx)
         self.queries = MessageQueries(self.store)
         self.client_config_check = ClientConfigCheck(cfg)
         metrics = self.metrics = BrokerMetrics(ctx, self.sender, self.puller, self.send_back, self.transactions)

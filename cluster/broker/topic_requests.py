@@ -21,10 +21,9 @@ _limited = RateLimitedLog(log)
 
 
 class TopicRequests:
-    def __init__(self, ctx: BrokerContext, control):
+    def __init__(self, ctx: BrokerContext):
         self.cfg = ctx.cfg
         self.store = ctx.store
-        self.control = control
         self.topics = ctx.topics
         self.offsets = ctx.offsets
         # Publishes the topic table to the NameServers.
@@ -105,6 +104,5 @@ class TopicRequests:
                                 ResponseCode.SYSTEM_BUSY)
         self.topics.delete(topic)
         self.store.delete_topic(topic)
-        self.control.topics_epoch = self.control.topics_epoch + 1
         self.offsets.drop_topic(topic)
         _limited.info("topic-deleted", "topic %s deleted", topic)

@@ -14,7 +14,7 @@ that wrote it; ``control.py`` maps it and says how the cursors are published).
 | 6 | heartbeat_flush_ms | flush worker | |
 | 7 | heartbeat_reput_ms | reput worker | |
 | 8 | heartbeat_allocate_ms | allocate worker | |
-| 9 | topics_epoch | broker | bumped when a topic's ConsumeQueue files are deleted: reput drops its mappings |
+| 9 | topics_epoch | nobody | unused since the broker writes the ConsumeQueue itself (the reput no longer maps its files); kept so the slots keep their places |
 | 10 | commitlog_min_pos | allocate worker (retention; recovery at boot) | the CommitLog's first byte kept: segments below it are deleted or about to be |
 | 11 | delete_requests | broker | deleteExpiredCommitLog requests received: the retention worker runs when it grows |
 | 12 | config_version | broker | bumped when updateBrokerConfig changed the settings kept in ``config/brokerConfig.json`` |

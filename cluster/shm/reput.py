@@ -36,7 +36,6 @@ through ``dispatch`` (Python), in its place. The bytes written are the same as
 from __future__ import annotations
 
 import sys
-import time
 from typing import NamedTuple
 
 from rocketbox.cluster import _native as native  # required; use_native=False (a record at a time) is the tests' oracle
@@ -58,7 +57,6 @@ from rocketbox.cluster.shm.mapped_file import MappedFileCreateError
 from rocketbox.cluster.shm.schedule_format import deliver_time_ms, level_of_queue, parked_due_ms
 from rocketbox.cluster.message.system_topics import SCHEDULE_TOPIC
 
-VANISHED_CHECK_INTERVAL_MS = 1000
 DISPATCH_ROWS = 4096  # records scanned and dispatched per batch of C calls
 _TOPIC_CACHE_MAX = 4096
 _SCAN_COLUMNS, _COL_POS = native.SCAN_COLUMNS, native.COL_POS
@@ -328,25 +326,15 @@ class ReputService:
         # The IndexFile only: the broker writes the ConsumeQueue entries (shm/queue_writer.py).
         self.dispatcher = Dispatcher(self.cqs, self.index, delay_levels_ms=parse_levels(cfg.message_delay_levels),
                                      build_cq=False)
-        self._vanished_checked_ms = 0
-        self._topics_epoch = control.topics_epoch
         self._floor = FloorWatch(control, self.commitlog, self.cqs)
         self.durable_reads = cfg.flush_mode == SYNC_FLUSH
 
     def step(self, max_records: int = 1024) -> ReputReport:
         """Index up to ``max_records`` new records and publish dispatched_pos."""
-        now_ms = int(time.time() * 1000)   # the worker's loop beats the heartbeat after each step
-        # The limit first: a topic deleted before any record below it bumped topics_epoch first.
         # Never past the ConsumeQueue entries (the checkpoint claims both below dispatched_pos).
         limit = self.control.queued_pos
         if self.durable_reads:
             limit = min(limit, self.control.flushed_pos)
-        topics_epoch = self.control.topics_epoch
-        if topics_epoch != self._topics_epoch or now_ms - self._vanished_checked_ms >= VANISHED_CHECK_INTERVAL_MS:
-            # A deleted topic's files must not keep receiving entries through old mappings.
-            self._topics_epoch = topics_epoch
-            self._vanished_checked_ms = now_ms
-            self.cqs.drop_vanished()
         self._floor.floor()
         start = self.control.dispatched_pos
         if start >= limit:
