@@ -14,7 +14,7 @@ from rocketbox.cluster.config import SYNC_FLUSH
 from rocketbox.cluster.testing import LocalCluster
 from rocketbox.perf import disk_throttle
 from tests.grpc.grpc_client import GrpcClient, statuses
-from tests.overload_gate import sends_under_overload
+from tests.overload_gate import BROKER_OVERRIDES, sends_under_overload
 
 SENDS = 30
 
@@ -30,7 +30,8 @@ def test_sends_to_an_overloaded_broker_are_answered_too_many_requests_with_the_r
     why = disk_throttle.unavailable()
     if why:
         pytest.skip(f"the broker cannot be given a slow disk here: {why}")
-    cluster = LocalCluster(str(tmp_path / "cluster"), proxy=True, flush_mode=SYNC_FLUSH).start()
+    cluster = LocalCluster(str(tmp_path / "cluster"), proxy=True, flush_mode=SYNC_FLUSH,
+                           broker_overrides=BROKER_OVERRIDES).start()
     try:
         with Admin(cluster.namesrv) as admin:
             admin.create_topic("GrpcOverload", 2)

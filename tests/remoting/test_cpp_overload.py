@@ -15,7 +15,7 @@ from rocketbox.cluster.client.admin import Admin
 from rocketbox.cluster.config import SYNC_FLUSH
 from rocketbox.cluster.testing import LocalCluster
 from rocketbox.perf import disk_throttle
-from tests.overload_gate import sends_under_overload
+from tests.overload_gate import BROKER_OVERRIDES, sends_under_overload
 from tests.remoting.cpp_client import CppClient, require_cpp_client
 
 # The client is let go only once the broker refuses, so a few hundred sends meet the overload; each
@@ -29,7 +29,8 @@ def test_the_cpp_client_gets_system_busy_with_the_reason_from_an_overloaded_brok
     why = disk_throttle.unavailable()
     if why:
         pytest.skip(f"the broker cannot be given a slow disk here: {why}")
-    cluster = LocalCluster(str(tmp_path / "cluster"), flush_mode=SYNC_FLUSH).start()
+    cluster = LocalCluster(str(tmp_path / "cluster"), flush_mode=SYNC_FLUSH,
+                           broker_overrides=BROKER_OVERRIDES).start()
     try:
         with Admin(cluster.namesrv) as admin:
             admin.create_topic("CppOverload", 2)
