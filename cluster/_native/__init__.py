@@ -418,10 +418,13 @@ class DispatchBatch:
     Use: ``scan`` a file's records, ``extract``, then ``index_put`` and ``cq_put``.
     """
 
-    def __init__(self, rows_max: int = 4096):
+    def __init__(self, rows_max: int = 4096, wants: int = lib.RB_DISPATCH_CQ | lib.RB_DISPATCH_INDEX):
+        """``wants``: the entries the caller writes (``DISPATCH_CQ``, ``DISPATCH_INDEX``); ``extract``
+        skips the other's work (the broker's queue writer hashes no keys, the reput no tags)."""
         if rows_max <= 0:
             raise ValueError(f"rows_max must be > 0, got {rows_max}")
         self.rows_max = rows_max
+        self.wants = wants
         self.count = 0  # rows filled by the last scan / extract
         self.rows = _zeros(SCAN_COLUMNS * rows_max)
         self.info = _zeros(DISPATCH_COLUMNS * rows_max)
@@ -456,7 +459,7 @@ class DispatchBatch:
             raise ValueError(f"count {n} is not in [0, {self.rows_max}]")
         out = self._out
         with _readable(buffer) as buf:
-            _check(lib.rb_dispatch_extract(buf, len(buf), self._rows, n, self._info, self._keys,
+            _check(lib.rb_dispatch_extract(buf, len(buf), self._rows, n, self.wants, self._info, self._keys,
                                            len(self.key_hashes), self._runs, self._next_in_run, out, out + 1),
                    "dispatch_extract")
         self.count = out[1]

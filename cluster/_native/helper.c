@@ -301,8 +301,8 @@ static void find_properties(const uint8_t *p, int64_t len, struct span *tags, st
 }
 
 /* One row's info and key hashes; -1 when key_hashes has no room left. */
-static int extract_row(const uint8_t *buf, const int64_t *row, int64_t *info, uint32_t *key_hashes,
-                       int64_t key_hashes_max, int64_t *key_n)
+static int extract_row(const uint8_t *buf, const int64_t *row, int64_t wants, int64_t *info,
+                       uint32_t *key_hashes, int64_t key_hashes_max, int64_t *key_n)
 {
     int64_t tran = row[RB_COL_SYS_FLAG] & SYSFLAG_TRANSACTION_MASK;
     int64_t flags = 0, tag_hash = 0, first = *key_n, n = first;
@@ -310,6 +310,7 @@ static int extract_row(const uint8_t *buf, const int64_t *row, int64_t *info, ui
         flags |= RB_DISPATCH_INDEX;
     if (tran != SYSFLAG_TRANSACTION_ROLLBACK && tran != SYSFLAG_TRANSACTION_PREPARED)
         flags |= RB_DISPATCH_CQ;
+    flags &= wants;
     struct span tags, uniq, keys;
     find_properties(buf + row[RB_COL_PROPERTIES_POS], row[RB_COL_PROPERTIES_LEN], &tags, &uniq, &keys);
     if ((flags & RB_DISPATCH_CQ) && tags.len > 0) {
@@ -383,11 +384,11 @@ static int same_queue(const uint8_t *buf, const int64_t *a, const int64_t *b)
 }
 
 int rb_dispatch_extract(const uint8_t *buf, size_t buf_len, const int64_t *rows, int64_t row_count,
-                        int64_t *info, uint32_t *key_hashes, int64_t key_hashes_max,
+                        int64_t wants, int64_t *info, uint32_t *key_hashes, int64_t key_hashes_max,
                         int64_t *runs, int64_t *next_in_run, int64_t *run_count_out, int64_t *rows_done_out)
 {
     int64_t key_n = 0, run_count = 0, open_from = 0, i;
-    if (row_count < 0 || key_hashes_max < 0)
+    if (row_count < 0 || key_hashes_max < 0 || (wants & ~(int64_t)(RB_DISPATCH_CQ | RB_DISPATCH_INDEX)) != 0)
         return RB_E_ARGUMENT;
     for (i = 0; i < row_count; i++) {
         const int64_t *row = rows + i * RB_SCAN_COLUMNS;
@@ -395,7 +396,7 @@ int rb_dispatch_extract(const uint8_t *buf, size_t buf_len, const int64_t *rows,
         int rc = check_row(buf_len, row);
         if (rc != RB_OK)
             return rc;
-        if (extract_row(buf, row, row_info, key_hashes, key_hashes_max, &key_n) != 0)
+        if (extract_row(buf, row, wants, row_info, key_hashes, key_hashes_max, &key_n) != 0)
             break;
         int64_t flags = row_info[RB_DCOL_FLAGS];
         next_in_run[i] = -1;

@@ -223,9 +223,12 @@ int64_t rb_offset_msg_ids(const uint8_t *store_host, int64_t phys_first, const i
  * queues): next_in_run[row] is the run's next row after it, -1 after its last.
  * A Python row ends every run open before it. runs needs room for 3 * row_count,
  * next_in_run for row_count. Stops early (*rows_done_out < row_count) when
- * key_hashes is full. */
+ * key_hashes is full. wants (RB_DISPATCH_CQ and/or RB_DISPATCH_INDEX) says which
+ * entries the caller writes: the other's work is skipped and its flag never set
+ * (the broker's queue writer hashes no keys, the reput worker no tags and builds
+ * no runs). */
 int rb_dispatch_extract(const uint8_t *buf, size_t buf_len, const int64_t *rows, int64_t row_count,
-                        int64_t *info, uint32_t *key_hashes, int64_t key_hashes_max,
+                        int64_t wants, int64_t *info, uint32_t *key_hashes, int64_t key_hashes_max,
                         int64_t *runs, int64_t *next_in_run, int64_t *run_count_out, int64_t *rows_done_out);
 
 /* Why rb_index_put_rows stopped at *stop_row_out: */

@@ -117,7 +117,8 @@ class Dispatcher:
         self.build_cq = build_cq
         self.build_index = build_index and index is not None
         self.delay_levels_ms = delay_levels_ms or parse_levels(DELAY_LEVELS_DEFAULT)
-        self._batch = native.DispatchBatch(native_rows) if use_native else None
+        wants = (native.DISPATCH_CQ if build_cq else 0) | (native.DISPATCH_INDEX if self.build_index else 0)
+        self._batch = native.DispatchBatch(native_rows, wants) if use_native else None
         self._topics: dict[bytes, str] = {}  # topic bytes -> str, for the ConsumeQueue runs
 
     def dispatch(self, phys: int, rec: fmt.Record, *, build_cq: bool = True,

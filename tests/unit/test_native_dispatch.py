@@ -250,6 +250,34 @@ def test_extract_columns_and_runs():
     assert list(batch.key_hashes[first:first + 3]) == [key_hash("U#u"), key_hash("U#k1"), key_hash("U#k2")]
 
 
+def test_extract_does_only_the_work_of_the_entries_its_caller_writes():
+    """The broker's queue writer wants ConsumeQueue entries only: no key is hashed, a key that is
+    not valid UTF-8 sends no row to Python. The reput worker wants IndexFile entries only: no tag
+    is hashed, no run is built, a tag that is not valid UTF-8 sends no row to Python."""
+    props = encode_properties({"TAGS": "A", "UNIQ_KEY": "u", "KEYS": "k1"})
+    buf = _encoded([(b"T", props, 0, 0, 0), (b"T", props, 0, 0, 1),
+                    (b"T", b"KEYS\x01\xff\x02", 0, 0, 2), (b"T", b"TAGS\x01\xff\x02", 0, 0, 3)])
+    queues = native.DispatchBatch(8, native.DISPATCH_CQ)
+    queues.scan(buf, 0, len(buf))
+    run_count = queues.extract(buf)
+    info = [queues.info[i * native.DISPATCH_COLUMNS:(i + 1) * native.DISPATCH_COLUMNS] for i in range(4)]
+    assert [row[native.DCOL_FLAGS] for row in info] == [native.DISPATCH_CQ] * 3 + [
+        native.DISPATCH_CQ | native.DISPATCH_PYTHON]
+    assert [row[native.DCOL_KEY_COUNT] for row in info] == [0] * 4
+    assert info[0][native.DCOL_TAG_HASH] == tag_hash_code("A")
+    assert list(queues.runs[:3 * run_count]) == [0, 3, 2]
+    index = native.DispatchBatch(8, native.DISPATCH_INDEX)
+    index.scan(buf, 0, len(buf))
+    assert index.extract(buf) == 0
+    info = [index.info[i * native.DISPATCH_COLUMNS:(i + 1) * native.DISPATCH_COLUMNS] for i in range(4)]
+    assert [row[native.DCOL_FLAGS] for row in info] == [native.DISPATCH_INDEX] * 2 + [
+        native.DISPATCH_INDEX | native.DISPATCH_PYTHON, native.DISPATCH_INDEX]
+    assert [row[native.DCOL_TAG_HASH] for row in info] == [0] * 4
+    assert [row[native.DCOL_KEY_COUNT] for row in info] == [2, 2, 0, 0]
+    with pytest.raises(ValueError):
+        native.DispatchBatch(8, 8).extract(buf)
+
+
 def test_key_hash_of_min_int_is_zero():
     """Java's abs(Integer.MIN_VALUE) stays negative; RocketMQ stores 0. Build a key hashing there."""
     target = 1 << 31  # -2^31 as an unsigned 32-bit value
