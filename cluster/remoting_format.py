@@ -105,6 +105,21 @@ def decode_json_header(raw: bytes | memoryview) -> Command:
         header = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise FrameError(f"header is not JSON: {exc}") from None
+    try:   # as RocketMQ's clients write a request: every field there, extFields all strings, no remark
+        code, opaque, flag, version = header["code"], header["opaque"], header["flag"], header["version"]
+        language, fields = _LANGUAGE_ORDINAL[header["language"]], header["extFields"]
+        if type(code) is type(opaque) is type(flag) is type(version) is int and type(fields) is dict \
+                and header.get("remark") is None and _INT32[0] <= code <= _INT32[1] \
+                and _INT32[0] <= opaque <= _INT32[1] and _INT32[0] <= flag <= _INT32[1] \
+                and _INT32[0] <= version <= _INT32[1]:
+            "".join(fields.values())   # TypeError unless every value is a str
+            return Command(code, fields, b"", opaque, flag, "", language, version)
+    except (KeyError, TypeError):   # the checks below say what is wrong, or read what is unusual
+        pass
+    return _decode_json_object(header)
+
+
+def _decode_json_object(header) -> Command:
     if not isinstance(header, dict):
         raise FrameError(f"header is a JSON {type(header).__name__}, not an object")
     ext = header.get("extFields") or {}

@@ -13,9 +13,12 @@ from __future__ import annotations
 import functools
 import itertools
 import logging
+import os
 import time
 from dataclasses import dataclass
+from operator import itemgetter
 
+from rocketbox.cluster.config import name_problem
 from rocketbox.cluster.log_limit import RateLimitedLog
 from rocketbox.cluster.protocol import (DLQ_TOPIC_PREFIX, PERM_WRITE, RETRY_TOPIC_PREFIX, ProtocolError, RequestCode,
                                         ResponseCode, SEND_FIELDS, SEND_V2_LONG_NAMES, answers_refusals, field_int,
@@ -29,7 +32,8 @@ from rocketbox.cluster.message import recall_handle
 from rocketbox.cluster.message.properties import (PROPERTY_CLUSTER, PROPERTY_DELAY, PROPERTY_PRIORITY,
                                                   PROPERTY_SEPARATOR, PROPERTY_TIMER_OUT_MS,
                                                   PROPERTY_TRAN_MSG, PROPERTY_UNIQ_KEY, PROPERTY_WAIT,
-                                                  decode_properties, encode_properties, property_mark)
+                                                  decode_properties, encode_properties, property_mark,
+                                                  split_property)
 from rocketbox.cluster.shm.schedule_format import TIMER_PROPERTIES, is_timed
 from rocketbox.cluster.message.sysflags import (SYSFLAG_COMPRESSED, SYSFLAG_COMPRESSION_TYPE_MASK, SYSFLAG_MULTI_TAGS,
                                                 SYSFLAG_TRANSACTION_MASK, SYSFLAG_TRANSACTION_PREPARED)
@@ -82,6 +86,7 @@ def stored_send_properties(properties_text: str, cluster_mark: str, drop_wait: b
 
 _DELAY_MARK = property_mark(PROPERTY_DELAY)
 _TIMER_MARKS = tuple(property_mark(name) for name in TIMER_PROPERTIES)
+_TIMER_MARKS_PREFIX = os.path.commonprefix(_TIMER_MARKS)   # none of them without it
 _HALF_MARK = property_mark(PROPERTY_TRAN_MSG, "true")
 _WAIT_MARK = property_mark(PROPERTY_WAIT)
 _WAIT_PAIR_START = PROPERTY_SEPARATOR + _WAIT_MARK
@@ -115,9 +120,68 @@ class SendRequest:
     reconsume_max: int | None   # the client's maxReconsumeTimes (a send to a retry topic)
     wait_store: bool            # WAIT=false asks not to wait for the store (RocketMQ's waitStoreMsgOK)
     default_queue_text: str | None   # defaultTopicQueueNums, read only when the topic is made
+    stored_text: str | None = None   # the properties as stored but CLUSTER (WAIT cut), when already known
 
 
 def parse(request: Command, now_ms) -> SendRequest:
+    """The header of a send, typed and checked (``_parse_checked``); a plain single send, the usual
+    one, in the fewest steps (``_parse_plain``), which leaves anything else to the checked path."""
+    try:
+        send = _parse_plain(request, now_ms)
+    except (KeyError, ValueError):   # a field missing or not an integer: the checked path says which
+        send = None
+    return send if send is not None else _parse_checked(request, now_ms)
+
+
+# The fields a plain send must carry for ``_parse_plain``, by request code: topic, queueId, sysFlag,
+# bornTimestamp, flag, properties, reconsumeTimes (the Java and C++ clients send them all).
+_PLAIN_FIELDS = {code: itemgetter(*(keys[name] for name in ("topic", "queueId", "sysFlag", "bornTimestamp", "flag",
+                                                            "properties", "reconsumeTimes")))
+                 for code, keys in ((RequestCode.SEND_MESSAGE_V2, SEND_V2_LONG_NAMES),
+                                    (RequestCode.SEND_MESSAGE, {name: name for name in SEND_FIELDS}))}
+_INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
+
+
+@functools.lru_cache(maxsize=4096)
+def _plain_topic(topic: str) -> bool:
+    """Whether a send to ``topic`` passes ``_parse_checked``'s topic checks (the few topics a broker
+    is sent to are checked once)."""
+    return name_problem("topic", topic) is None and topic != AUTO_CREATE_TOPIC_KEY and not is_not_sendable_topic(topic)
+
+
+def _parse_plain(request: Command, now_ms) -> SendRequest | None:
+    """What ``_parse_checked`` makes of a plain single send (not a batch, half, delayed or priority
+    message; every field there and an integer where one is read; the properties text plain, see
+    ``split_property``), with WAIT cut from the text; None for anything else. The wire's numbers
+    are read with int() as ``field_int`` reads them."""
+    required = _PLAIN_FIELDS.get(request.code)
+    if required is None:
+        return None
+    fields = request.fields
+    topic, queue_text, sys_flag, born_ts, flag, text, reconsume_times = required(fields)
+    keys = _KEYS_OF_CODE.get(request.code, _LONG_KEYS)
+    batch = fields.get(keys["batch"])
+    if (batch and batch.lower() in ("true", "1")) or not _plain_topic(topic) or _HALF_MARK in text \
+            or _DELAY_MARK in text or _TIMER_MARKS_PREFIX in text or _PRIORITY_MARK in text or "\x00" in text:
+        return None
+    sys_flag, born_ts, flag, reconsume_times = int(sys_flag), int(born_ts), int(flag), int(reconsume_times)
+    if sys_flag & ~SEND_SYSFLAG_ALLOWED or not (0 <= born_ts < 1 << 62 and _INT32_MIN <= flag <= _INT32_MAX
+                                                and 0 <= reconsume_times <= _INT32_MAX):
+        return None
+    wait_store, stored_text = True, None
+    if _WAIT_MARK in text:
+        cut = split_property(text, PROPERTY_WAIT)
+        if cut is None:
+            return None
+        wait_store, stored_text = cut[0] != "false", cut[1]
+    reconsume_max = fields.get(keys["maxReconsumeTimes"])
+    return SendRequest(topic, int(queue_text), request.body, sys_flag, born_ts,
+                       _born_host(request.peer_address, request.peer_port), text, None, False, False, False, flag,
+                       reconsume_times, int(reconsume_max) if reconsume_max else None, wait_store,
+                       fields.get(keys["defaultTopicQueueNums"]), stored_text)
+
+
+def _parse_checked(request: Command, now_ms) -> SendRequest:
     """The header of a send, typed and checked: ProtocolError (MESSAGE_ILLEGAL, NO_PERMISSION) for what
     no broker state could make right. ``now_ms()``: the born time when the client sent none."""
     keys = _KEYS_OF_CODE.get(request.code, _LONG_KEYS)
@@ -398,7 +462,8 @@ class SendProcessor:
             return self._park(send, queue_id)
         if topic.startswith(RETRY_TOPIC_PREFIX):
             topic, queue_id = self._retry_or_dead_letter(send, topic, queue_id)
-        text = stored_send_properties(send.properties_text, self.cluster_mark, True, props)
+        text = send.stored_text + self.cluster_mark if send.stored_text is not None else \
+            stored_send_properties(send.properties_text, self.cluster_mark, True, props)
         message_type = "fifo" if _SHARDING_KEY_MARK in send.properties_text else \
             "priority" if _PRIORITY_MARK in send.properties_text else "normal"
         return topic, queue_id, text.encode(), send.sys_flag, message_type
