@@ -265,6 +265,14 @@ def _by_queue(deferred: list) -> list[list[int]]:
     return list(groups.values())
 
 
+def _stored(send: _DeferredSend, msg_id: str, queue_offset: int) -> Command:
+    """SEND_OK for a deferred send stored at ``queue_offset`` of its store queue (its place in its
+    own topic, unknown until delivery when it went elsewhere: -1)."""
+    return send.request.response(ResponseCode.SUCCESS, {
+        "msgId": msg_id, "queueId": str(send.queue_id),
+        "queueOffset": str(queue_offset if send.store_topic == send.topic else -1)})
+
+
 class SendProcessor:
     def __init__(self, ctx: BrokerContext, schedule, transactions):
         self.cfg = ctx.cfg
@@ -359,15 +367,21 @@ class SendProcessor:
         end = -1
         try:
             for indexes in _by_queue(deferred):
-                for index, result in zip(indexes, self._put_together([deferred[i] for i in indexes])):
-                    one = deferred[index]
+                group = [deferred[i] for i in indexes]
+                result = self._put_together(group)
+                if result.status == PutStatus.PUT_OK:   # the group's records follow each other in its queue
+                    end = max(end, result.end_phys_offset)
+                    ids = result.msg_ids_text.split(",") if len(group) > 1 else (result.msg_ids_text,)
+                    for k, index in enumerate(indexes):
+                        answers[index] = _stored(group[k], ids[k], result.queue_offset + k)
+                    continue
+                for index, one in zip(indexes, group):   # refused together: each alone, for its own answer
+                    result = self._put_together([one]) if len(group) > 1 else result
                     if result.status != PutStatus.PUT_OK:
                         answers[index] = self._refused(one.request, one.topic, result.status)
                         continue
                     end = max(end, result.end_phys_offset)
-                    answers[index] = one.request.response(ResponseCode.SUCCESS, {
-                        "msgId": result.msg_ids_text, "queueId": str(one.queue_id),
-                        "queueOffset": str(result.queue_offset if one.store_topic == one.topic else -1)})
+                    answers[index] = _stored(one, result.msg_ids_text, result.queue_offset)
         except Exception as exc:   # a bug here must not leave a client waiting for its answer
             _limited.error("deferred-sends", "storing the sends of a read failed", exc_info=True)
             for index, one in enumerate(deferred):
@@ -385,22 +399,15 @@ class SendProcessor:
         if waiting:
             self.durability.answer_together(waiting, end)
 
-    def _put_together(self, group: list) -> list:
-        """One put for ``group`` (sends to one queue): a result for each send, in order."""
+    def _put_together(self, group: list):
+        """One put for ``group`` (sends to one queue), counted when stored: its ``PutResult``."""
         first = group[0]
         result = self.store.put_messages(first.store_topic, first.store_queue, tuple(one.message for one in group))
         if result.status == PutStatus.PUT_OK:
             self.messages_stored += len(group)
             self.traffic_in.add(first.topic, first.message_type, len(group),
                                 result.end_phys_offset - result.phys_offset)
-            if len(group) == 1:
-                return [result]
-            ids = result.msg_ids_text.split(",")
-            return [result._replace(queue_offset=result.queue_offset + i, count=1, msg_ids_text=ids[i])
-                    for i in range(len(group))]
-        if len(group) == 1:
-            return [result]
-        return [one_result for one in group for one_result in self._put_together([one])]
+        return result
 
     # ------------------------------------------------------------ the steps
 
