@@ -46,10 +46,13 @@ _INT32 = (-(1 << 31), (1 << 31) - 1)
 
 def encode_json_header(cmd: Command) -> bytes:
     fields = cmd.fields
+    try:   # every value a string already (the usual case) is one C call to find out
+        "".join(fields.values())
+    except TypeError:
+        fields = {key: str(value) for key, value in fields.items()}
     header = {
         "code": cmd.code,
-        # Every value a string already (the usual case) is one C call to find out.
-        "extFields": fields if _all_str(fields) else {key: str(value) for key, value in fields.items()},
+        "extFields": fields,
         "flag": cmd.flag,
         "language": LANGUAGES[cmd.language] if 0 <= cmd.language < len(LANGUAGES) else "OTHER",
         "opaque": cmd.opaque,

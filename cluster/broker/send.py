@@ -133,10 +133,12 @@ def parse(request: Command, now_ms) -> SendRequest:
     return send if send is not None else _parse_checked(request, now_ms)
 
 
-# The fields a plain send must carry for ``_parse_plain``, by request code: topic, queueId, sysFlag,
-# bornTimestamp, flag, properties, reconsumeTimes (the Java and C++ clients send them all).
-_PLAIN_FIELDS = {code: itemgetter(*(keys[name] for name in ("topic", "queueId", "sysFlag", "bornTimestamp", "flag",
-                                                            "properties", "reconsumeTimes")))
+# For ``_parse_plain``, by request code: the fields a plain send must carry (topic, queueId, sysFlag,
+# bornTimestamp, flag, properties, reconsumeTimes: the Java and C++ clients send them all), and the
+# keys of those it may leave out (batch, maxReconsumeTimes, defaultTopicQueueNums).
+_PLAIN_FIELDS = {code: (itemgetter(*(keys[name] for name in ("topic", "queueId", "sysFlag", "bornTimestamp", "flag",
+                                                             "properties", "reconsumeTimes"))),
+                        keys["batch"], keys["maxReconsumeTimes"], keys["defaultTopicQueueNums"])
                  for code, keys in ((RequestCode.SEND_MESSAGE_V2, SEND_V2_LONG_NAMES),
                                     (RequestCode.SEND_MESSAGE, {name: name for name in SEND_FIELDS}))}
 _INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
@@ -154,13 +156,13 @@ def _parse_plain(request: Command, now_ms) -> SendRequest | None:
     message; every field there and an integer where one is read; the properties text plain, see
     ``split_property``), with WAIT cut from the text; None for anything else. The wire's numbers
     are read with int() as ``field_int`` reads them."""
-    required = _PLAIN_FIELDS.get(request.code)
-    if required is None:
+    plain_fields = _PLAIN_FIELDS.get(request.code)
+    if plain_fields is None:
         return None
+    required, batch_key, reconsume_max_key, queue_count_key = plain_fields
     fields = request.fields
     topic, queue_text, sys_flag, born_ts, flag, text, reconsume_times = required(fields)
-    keys = _KEYS_OF_CODE.get(request.code, _LONG_KEYS)
-    batch = fields.get(keys["batch"])
+    batch = fields.get(batch_key)
     if (batch and batch.lower() in ("true", "1")) or not _plain_topic(topic) or _HALF_MARK in text \
             or _DELAY_MARK in text or _TIMER_MARKS_PREFIX in text or _PRIORITY_MARK in text or "\x00" in text:
         return None
@@ -174,11 +176,11 @@ def _parse_plain(request: Command, now_ms) -> SendRequest | None:
         if cut is None:
             return None
         wait_store, stored_text = cut[0] != "false", cut[1]
-    reconsume_max = fields.get(keys["maxReconsumeTimes"])
+    reconsume_max = fields.get(reconsume_max_key)
     return SendRequest(topic, int(queue_text), request.body, sys_flag, born_ts,
                        _born_host(request.peer_address, request.peer_port), text, None, False, False, False, flag,
                        reconsume_times, int(reconsume_max) if reconsume_max else None, wait_store,
-                       fields.get(keys["defaultTopicQueueNums"]), stored_text)
+                       fields.get(queue_count_key), stored_text)
 
 
 def _parse_checked(request: Command, now_ms) -> SendRequest:
