@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from operator import itemgetter
 
-from rocketbox.cluster.config import name_problem
+from rocketbox.cluster.config import NAME_LENGTH_MAX, name_problem
 from rocketbox.cluster.log_limit import RateLimitedLog
 from rocketbox.cluster.protocol import (DLQ_TOPIC_PREFIX, PERM_WRITE, RETRY_TOPIC_PREFIX, ProtocolError, RequestCode,
                                         ResponseCode, SEND_FIELDS, SEND_V2_LONG_NAMES, answers_refusals, field_int,
@@ -147,7 +147,7 @@ _INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
 @functools.lru_cache(maxsize=4096)
 def _plain_topic(topic: str) -> bool:
     """Whether a send to ``topic`` passes ``_parse_checked``'s topic checks (the few topics a broker
-    is sent to are checked once)."""
+    is sent to are checked once; the caller keeps names past the longest valid one out of the cache)."""
     return name_problem("topic", topic) is None and topic != AUTO_CREATE_TOPIC_KEY and not is_not_sendable_topic(topic)
 
 
@@ -163,8 +163,9 @@ def _parse_plain(request: Command, now_ms) -> SendRequest | None:
     fields = request.fields
     topic, queue_text, sys_flag, born_ts, flag, text, reconsume_times = required(fields)
     batch = fields.get(batch_key)
-    if (batch and batch.lower() in ("true", "1")) or not _plain_topic(topic) or _HALF_MARK in text \
-            or _DELAY_MARK in text or _TIMER_MARKS_PREFIX in text or _PRIORITY_MARK in text or "\x00" in text:
+    if (batch and batch.lower() in ("true", "1")) or len(topic) > NAME_LENGTH_MAX or not _plain_topic(topic) \
+            or _HALF_MARK in text or _DELAY_MARK in text or _TIMER_MARKS_PREFIX in text or _PRIORITY_MARK in text \
+            or "\x00" in text:
         return None
     sys_flag, born_ts, flag, reconsume_times = int(sys_flag), int(born_ts), int(flag), int(reconsume_times)
     if sys_flag & ~SEND_SYSFLAG_ALLOWED or not (0 <= born_ts < 1 << 62 and _INT32_MIN <= flag <= _INT32_MAX
