@@ -83,7 +83,6 @@ def decode_properties(raw: bytes | memoryview) -> dict[str, str]:
     return out
 
 
-
 def split_property(text: str, name: str) -> tuple[str | None, str] | None:
     """``(value, the rest)`` of a plain properties text, as RocketMQ's clients write one (every pair
     ``name \x01 value``, no pair empty, no name twice; the last \x02 optional): ``name``'s value
