@@ -46,10 +46,13 @@ _INT32 = (-(1 << 31), (1 << 31) - 1)
 
 def encode_json_header(cmd: Command) -> bytes:
     fields = cmd.fields
+    try:   # every value a string already (the usual case) is one C call to find out
+        "".join(fields.values())
+    except TypeError:
+        fields = {key: str(value) for key, value in fields.items()}
     header = {
         "code": cmd.code,
-        # Every value a string already (the usual case) is one C call to find out.
-        "extFields": fields if _all_str(fields) else {key: str(value) for key, value in fields.items()},
+        "extFields": fields,
         "flag": cmd.flag,
         "language": LANGUAGES[cmd.language] if 0 <= cmd.language < len(LANGUAGES) else "OTHER",
         "opaque": cmd.opaque,
@@ -105,6 +108,21 @@ def decode_json_header(raw: bytes | memoryview) -> Command:
         header = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise FrameError(f"header is not JSON: {exc}") from None
+    try:   # as RocketMQ's clients write a request: every field there, extFields all strings, no remark
+        code, opaque, flag, version = header["code"], header["opaque"], header["flag"], header["version"]
+        language, fields = _LANGUAGE_ORDINAL[header["language"]], header["extFields"]
+        if type(code) is type(opaque) is type(flag) is type(version) is int and type(fields) is dict \
+                and header.get("remark") is None and _INT32[0] <= code <= _INT32[1] \
+                and _INT32[0] <= opaque <= _INT32[1] and _INT32[0] <= flag <= _INT32[1] \
+                and _INT32[0] <= version <= _INT32[1]:
+            "".join(fields.values())   # TypeError unless every value is a str
+            return Command(code, fields, b"", opaque, flag, "", language, version)
+    except (KeyError, TypeError):   # the checks below say what is wrong, or read what is unusual
+        pass
+    return _decode_json_object(header)
+
+
+def _decode_json_object(header) -> Command:
     if not isinstance(header, dict):
         raise FrameError(f"header is a JSON {type(header).__name__}, not an object")
     ext = header.get("extFields") or {}

@@ -15,7 +15,7 @@ and ``_check`` turns every negative return code into an exception.
 | ``U64Slots`` | cursors published between processes through a shared mmap need acquire/release ordering |
 | ``crc32`` / ``body_crc`` | zlib-compatible CRC-32 usable inside the C loops below |
 | ``measure_batch`` / ``encode_batch`` | a batch body to CommitLog records in one pass, sealed with the whole-record CRC property when asked (``record_crc.c``; twin: ``cluster.message.batch_format``) |
-| ``record_size`` / ``encode_record`` | any other record the broker writes (sends, retries, delayed and transaction records, pop checkpoints and acks) straight into the mapped segment, a call a record (twin and oracle: ``record_format.encode_batch``) |
+| ``record_size`` / ``encode_record`` | any other record the broker writes (sends, retries, delayed and transaction records, pop checkpoints and acks) straight into the mapped segment, a call a record (twin and oracle: ``record_format.encode_batch``); ``encode_record_into`` the same into a buffer ``writable`` exported once for a put's records |
 | ``scan_records`` | the reput worker and recovery walk records without decoding each one in Python |
 | ``DispatchBatch`` (scan, extract, index_put, cq_put) | the reput worker's whole per-record work (properties, Java key hashes, IndexFile and ConsumeQueue entries) in a few calls a batch |
 
@@ -43,8 +43,8 @@ from rocketbox.cluster.format_errors import DestinationTooSmall, MalformedBatch
 
 __all__ = [
     "DestinationTooSmall", "DispatchBatch", "MalformedBatch", "ScanResult", "ScannedRecord",
-    "U64Slots", "body_crc", "crc32", "encode_batch", "encode_record", "measure_batch", "mlock", "msync_range",
-    "munlock", "record_size",
+    "U64Slots", "body_crc", "crc32", "encode_batch", "encode_record", "encode_record_into", "measure_batch", "mlock",
+    "msync_range", "munlock", "record_size", "writable",
     "encode_items_shared", "offset_msg_ids", "preheat_read", "scan_records",
 ]
 
@@ -241,14 +241,30 @@ def encode_record(dst, dst_pos: int, size: int, body: bytes, properties: bytes, 
     ``size`` is the record's size as the caller reserved it (``record_size``): nothing is written
     unless the record is exactly that (ValueError). Bytes args only (cffi passes them without a copy);
     ``MalformedBatch`` for a NUL in the properties or fields too large."""
+    with _writable(dst) as out:
+        encode_record_into(out, dst_pos, size, body, properties, topic, flag, reconsume_times, queue_id, queue_offset,
+                           phys_offset, sys_flag, born_timestamp_ms, born_host, store_timestamp_ms, store_host,
+                           prepared_transaction_offset, record_crc)
+
+
+def writable(buffer):
+    """``buffer`` exported for several ``encode_record_into`` calls: ``with writable(segment) as out``."""
+    return _writable(buffer)
+
+
+def encode_record_into(out, dst_pos: int, size: int, body: bytes, properties: bytes, topic: bytes, flag: int,
+                       reconsume_times: int, queue_id: int, queue_offset: int, phys_offset: int, sys_flag: int,
+                       born_timestamp_ms: int, born_host: bytes, store_timestamp_ms: int, store_host: bytes,
+                       prepared_transaction_offset: int, record_crc: bool) -> None:
+    """``encode_record`` into a buffer already exported (``writable``): the records of one put
+    share one export instead of one each."""
     if len(born_host) != HOST_BYTES or len(store_host) != HOST_BYTES:
         raise ValueError(f"born_host and store_host must be {HOST_BYTES} bytes (IPv4 + port)")
-    with _writable(dst) as out:
-        _check(lib.rb_encode_record(
-            out, len(out), dst_pos, size, body, len(body), properties, len(properties), topic,
-            len(topic), flag, reconsume_times, queue_id, queue_offset, phys_offset, sys_flag,
-            born_timestamp_ms, born_host, store_timestamp_ms, store_host, prepared_transaction_offset,
-            record_crc), "encode_record")
+    _check(lib.rb_encode_record(
+        out, len(out), dst_pos, size, body, len(body), properties, len(properties), topic,
+        len(topic), flag, reconsume_times, queue_id, queue_offset, phys_offset, sys_flag,
+        born_timestamp_ms, born_host, store_timestamp_ms, store_host, prepared_transaction_offset,
+        record_crc), "encode_record")
 
 
 # ---- scanning ----

@@ -13,9 +13,12 @@ from __future__ import annotations
 import functools
 import itertools
 import logging
+import os
 import time
 from dataclasses import dataclass
+from operator import itemgetter
 
+from rocketbox.cluster.config import NAME_LENGTH_MAX, name_problem
 from rocketbox.cluster.log_limit import RateLimitedLog
 from rocketbox.cluster.protocol import (DLQ_TOPIC_PREFIX, PERM_WRITE, RETRY_TOPIC_PREFIX, ProtocolError, RequestCode,
                                         ResponseCode, SEND_FIELDS, SEND_V2_LONG_NAMES, answers_refusals, field_int,
@@ -29,7 +32,8 @@ from rocketbox.cluster.message import recall_handle
 from rocketbox.cluster.message.properties import (PROPERTY_CLUSTER, PROPERTY_DELAY, PROPERTY_PRIORITY,
                                                   PROPERTY_SEPARATOR, PROPERTY_TIMER_OUT_MS,
                                                   PROPERTY_TRAN_MSG, PROPERTY_UNIQ_KEY, PROPERTY_WAIT,
-                                                  decode_properties, encode_properties, property_mark)
+                                                  decode_properties, encode_properties, property_mark,
+                                                  split_property)
 from rocketbox.cluster.shm.schedule_format import TIMER_PROPERTIES, is_timed
 from rocketbox.cluster.message.sysflags import (SYSFLAG_COMPRESSED, SYSFLAG_COMPRESSION_TYPE_MASK, SYSFLAG_MULTI_TAGS,
                                                 SYSFLAG_TRANSACTION_MASK, SYSFLAG_TRANSACTION_PREPARED)
@@ -82,6 +86,7 @@ def stored_send_properties(properties_text: str, cluster_mark: str, drop_wait: b
 
 _DELAY_MARK = property_mark(PROPERTY_DELAY)
 _TIMER_MARKS = tuple(property_mark(name) for name in TIMER_PROPERTIES)
+_TIMER_MARKS_PREFIX = os.path.commonprefix(_TIMER_MARKS)   # none of them without it
 _HALF_MARK = property_mark(PROPERTY_TRAN_MSG, "true")
 _WAIT_MARK = property_mark(PROPERTY_WAIT)
 _WAIT_PAIR_START = PROPERTY_SEPARATOR + _WAIT_MARK
@@ -115,9 +120,71 @@ class SendRequest:
     reconsume_max: int | None   # the client's maxReconsumeTimes (a send to a retry topic)
     wait_store: bool            # WAIT=false asks not to wait for the store (RocketMQ's waitStoreMsgOK)
     default_queue_text: str | None   # defaultTopicQueueNums, read only when the topic is made
+    stored_text: str | None = None   # the properties as stored but CLUSTER (WAIT cut), when already known
 
 
 def parse(request: Command, now_ms) -> SendRequest:
+    """The header of a send, typed and checked (``_parse_checked``); a plain single send, the usual
+    one, in the fewest steps (``_parse_plain``), which leaves anything else to the checked path."""
+    try:
+        send = _parse_plain(request, now_ms)
+    except (KeyError, ValueError):   # a field missing or not an integer: the checked path says which
+        send = None
+    return send if send is not None else _parse_checked(request, now_ms)
+
+
+# For ``_parse_plain``, by request code: the fields a plain send must carry (topic, queueId, sysFlag,
+# bornTimestamp, flag, properties, reconsumeTimes: the Java and C++ clients send them all), and the
+# keys of those it may leave out (batch, maxReconsumeTimes, defaultTopicQueueNums).
+_PLAIN_FIELDS = {code: (itemgetter(*(keys[name] for name in ("topic", "queueId", "sysFlag", "bornTimestamp", "flag",
+                                                             "properties", "reconsumeTimes"))),
+                        keys["batch"], keys["maxReconsumeTimes"], keys["defaultTopicQueueNums"])
+                 for code, keys in ((RequestCode.SEND_MESSAGE_V2, SEND_V2_LONG_NAMES),
+                                    (RequestCode.SEND_MESSAGE, {name: name for name in SEND_FIELDS}))}
+_INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
+
+
+@functools.lru_cache(maxsize=4096)
+def _plain_topic(topic: str) -> bool:
+    """Whether a send to ``topic`` passes ``_parse_checked``'s topic checks (the few topics a broker
+    is sent to are checked once; the caller keeps names past the longest valid one out of the cache)."""
+    return name_problem("topic", topic) is None and topic != AUTO_CREATE_TOPIC_KEY and not is_not_sendable_topic(topic)
+
+
+def _parse_plain(request: Command, now_ms) -> SendRequest | None:
+    """What ``_parse_checked`` makes of a plain single send (not a batch, half, delayed or priority
+    message; every field there and an integer where one is read; the properties text plain, see
+    ``split_property``), with WAIT cut from the text; None for anything else. The wire's numbers
+    are read with int() as ``field_int`` reads them."""
+    plain_fields = _PLAIN_FIELDS.get(request.code)
+    if plain_fields is None:
+        return None
+    required, batch_key, reconsume_max_key, queue_count_key = plain_fields
+    fields = request.fields
+    topic, queue_text, sys_flag, born_ts, flag, text, reconsume_times = required(fields)
+    batch = fields.get(batch_key)
+    if (batch and batch.lower() in ("true", "1")) or len(topic) > NAME_LENGTH_MAX or not _plain_topic(topic) \
+            or _HALF_MARK in text or _DELAY_MARK in text or _TIMER_MARKS_PREFIX in text or _PRIORITY_MARK in text \
+            or "\x00" in text:
+        return None
+    sys_flag, born_ts, flag, reconsume_times = int(sys_flag), int(born_ts), int(flag), int(reconsume_times)
+    if sys_flag & ~SEND_SYSFLAG_ALLOWED or not (0 <= born_ts < 1 << 62 and _INT32_MIN <= flag <= _INT32_MAX
+                                                and 0 <= reconsume_times <= _INT32_MAX):
+        return None
+    wait_store, stored_text = True, None
+    if _WAIT_MARK in text:
+        cut = split_property(text, PROPERTY_WAIT)
+        if cut is None:
+            return None
+        wait_store, stored_text = cut[0] != "false", cut[1]
+    reconsume_max = fields.get(reconsume_max_key)
+    return SendRequest(topic, int(queue_text), request.body, sys_flag, born_ts,
+                       _born_host(request.peer_address, request.peer_port), text, None, False, False, False, flag,
+                       reconsume_times, int(reconsume_max) if reconsume_max else None, wait_store,
+                       fields.get(queue_count_key), stored_text)
+
+
+def _parse_checked(request: Command, now_ms) -> SendRequest:
     """The header of a send, typed and checked: ProtocolError (MESSAGE_ILLEGAL, NO_PERMISSION) for what
     no broker state could make right. ``now_ms()``: the born time when the client sent none."""
     keys = _KEYS_OF_CODE.get(request.code, _LONG_KEYS)
@@ -199,6 +266,14 @@ def _by_queue(deferred: list) -> list[list[int]]:
     for index, one in enumerate(deferred):
         groups.setdefault((one.store_topic, one.store_queue, one.topic, one.message_type), []).append(index)
     return list(groups.values())
+
+
+def _stored(send: _DeferredSend, msg_id: str, queue_offset: int) -> Command:
+    """SEND_OK for a deferred send stored at ``queue_offset`` of its store queue (its place in its
+    own topic, unknown until delivery when it went elsewhere: -1)."""
+    return send.request.response(ResponseCode.SUCCESS, {
+        "msgId": msg_id, "queueId": str(send.queue_id),
+        "queueOffset": str(queue_offset if send.store_topic == send.topic else -1)})
 
 
 class SendProcessor:
@@ -295,15 +370,21 @@ class SendProcessor:
         end = -1
         try:
             for indexes in _by_queue(deferred):
-                for index, result in zip(indexes, self._put_together([deferred[i] for i in indexes])):
-                    one = deferred[index]
+                group = [deferred[i] for i in indexes]
+                result = self._put_together(group)
+                if result.status == PutStatus.PUT_OK:   # the group's records follow each other in its queue
+                    end = max(end, result.end_phys_offset)
+                    ids = result.msg_ids_text.split(",") if len(group) > 1 else (result.msg_ids_text,)
+                    for k, index in enumerate(indexes):
+                        answers[index] = _stored(group[k], ids[k], result.queue_offset + k)
+                    continue
+                for index, one in zip(indexes, group):   # refused together: each alone, for its own answer
+                    result = self._put_together([one]) if len(group) > 1 else result
                     if result.status != PutStatus.PUT_OK:
                         answers[index] = self._refused(one.request, one.topic, result.status)
                         continue
                     end = max(end, result.end_phys_offset)
-                    answers[index] = one.request.response(ResponseCode.SUCCESS, {
-                        "msgId": result.msg_ids_text, "queueId": str(one.queue_id),
-                        "queueOffset": str(result.queue_offset if one.store_topic == one.topic else -1)})
+                    answers[index] = _stored(one, result.msg_ids_text, result.queue_offset)
         except Exception as exc:   # a bug here must not leave a client waiting for its answer
             _limited.error("deferred-sends", "storing the sends of a read failed", exc_info=True)
             for index, one in enumerate(deferred):
@@ -321,22 +402,15 @@ class SendProcessor:
         if waiting:
             self.durability.answer_together(waiting, end)
 
-    def _put_together(self, group: list) -> list:
-        """One put for ``group`` (sends to one queue): a result for each send, in order."""
+    def _put_together(self, group: list):
+        """One put for ``group`` (sends to one queue), counted when stored: its ``PutResult``."""
         first = group[0]
         result = self.store.put_messages(first.store_topic, first.store_queue, tuple(one.message for one in group))
         if result.status == PutStatus.PUT_OK:
             self.messages_stored += len(group)
             self.traffic_in.add(first.topic, first.message_type, len(group),
                                 result.end_phys_offset - result.phys_offset)
-            if len(group) == 1:
-                return [result]
-            ids = result.msg_ids_text.split(",")
-            return [result._replace(queue_offset=result.queue_offset + i, count=1, msg_ids_text=ids[i])
-                    for i in range(len(group))]
-        if len(group) == 1:
-            return [result]
-        return [one_result for one in group for one_result in self._put_together([one])]
+        return result
 
     # ------------------------------------------------------------ the steps
 
@@ -398,7 +472,8 @@ class SendProcessor:
             return self._park(send, queue_id)
         if topic.startswith(RETRY_TOPIC_PREFIX):
             topic, queue_id = self._retry_or_dead_letter(send, topic, queue_id)
-        text = stored_send_properties(send.properties_text, self.cluster_mark, True, props)
+        text = send.stored_text + self.cluster_mark if send.stored_text is not None else \
+            stored_send_properties(send.properties_text, self.cluster_mark, True, props)
         message_type = "fifo" if _SHARDING_KEY_MARK in send.properties_text else \
             "priority" if _PRIORITY_MARK in send.properties_text else "normal"
         return topic, queue_id, text.encode(), send.sys_flag, message_type

@@ -81,3 +81,27 @@ def decode_properties(raw: bytes | memoryview) -> dict[str, str]:
             name, _, value = pair.partition(NAME_VALUE_SEPARATOR)
             out[name] = value
     return out
+
+
+def split_property(text: str, name: str) -> tuple[str | None, str] | None:
+    """``(value, the rest)`` of a plain properties text, as RocketMQ's clients write one (every pair
+    ``name \x01 value``, no pair empty, no name twice; the last \x02 optional): ``name``'s value
+    (None without it) and the text without its pair, \x02-closed, both exactly what
+    ``decode_properties`` reads and ``encode_properties`` writes back once ``name`` is dropped. None
+    when the text is not plain (decoding and encoding would change more than that pair). A send's
+    WAIT leaves so in one pass over the pairs, without a dict written back (half the time)."""
+    pairs = text.split(PROPERTY_SEPARATOR)
+    if not pairs[-1]:
+        pairs.pop()
+    names, value, kept = set(), None, []
+    for pair in pairs:
+        pair_name, separator, pair_value = pair.partition(NAME_VALUE_SEPARATOR)
+        if not separator or pair_name in names:
+            return None
+        names.add(pair_name)
+        if pair_name == name:
+            value = pair_value
+        else:
+            kept.append(pair)
+    kept.append("")
+    return value, PROPERTY_SEPARATOR.join(kept) if len(kept) > 1 else ""

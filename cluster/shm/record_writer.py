@@ -5,8 +5,8 @@ Lives in the broker process, the only writer of CommitLog records and of ``contr
 dead letter, a delayed message parked and delivered, a transaction's half, commit and op records,
 a pop's checkpoint, ack and done records, a revive's copies, a reply) or one ``BatchBody`` (a
 producer's batch as it came off the wire). Either way the C helper encodes the records straight
-into the mapped segment (``_native.encode_record``, a call a record; ``_native.encode_batch``, a
-call a batch), after it measured and checked them, so nothing is written for a refused put. The
+into the mapped segment (``_native.encode_record_into``, a call a record, the segment exported
+once a put; ``_native.encode_batch``, a call a batch), after it measured and checked them, so nothing is written for a refused put. The
 Python encoder (``record_format.encode``/``encode_batch``) is the tests' oracle: the golden
 tests hold the C bytes to it. A slave's only write is ``append_replicated``: its master's bytes
 verbatim, never encoded here.
@@ -158,20 +158,21 @@ class RecordWriter:
         queue_offset = self.next_offsets.get(key, 0)
         store_ts = _now_ms()
         store_host = self.store_host
-        encode = _native.encode_record
+        encode = _native.encode_record_into
         next_offset = queue_offset
 
         def fill(buf, pos: int, phys: int) -> None:
             nonlocal next_offset
             offset = queue_offset
-            for m, size in zip(records, sizes):
-                sys_flag = m.sys_flag
-                encode(buf, pos, size, m.body, m.properties, topic_bytes, m.flag, m.reconsume_times, queue_id,
-                       offset, phys, sys_flag, m.born_timestamp_ms, m.born_host, store_ts, store_host,
-                       m.prepared_transaction_offset, record_crc)
-                offset += sys_flag & SYSFLAG_TRANSACTION_MASK not in _NOT_NUMBERED
-                pos += size
-                phys += size
+            with _native.writable(buf) as out:   # one export for the put's records
+                for m, size in zip(records, sizes):
+                    sys_flag = m.sys_flag
+                    encode(out, pos, size, m.body, m.properties, topic_bytes, m.flag, m.reconsume_times, queue_id,
+                           offset, phys, sys_flag, m.born_timestamp_ms, m.born_host, store_ts, store_host,
+                           m.prepared_transaction_offset, record_crc)
+                    offset += sys_flag & SYSFLAG_TRANSACTION_MASK not in _NOT_NUMBERED
+                    pos += size
+                    phys += size
             next_offset = offset
 
         try:   # the helper checks every field of a record before it writes a byte of it; nothing is published

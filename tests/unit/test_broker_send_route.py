@@ -31,7 +31,8 @@ def test_parse_decodes_the_properties_only_for_a_route_that_reads_them():
     half = parse(_send_command("T", b"b", sys_flag=4, TRAN_MSG="true", PGROUP="PG"), lambda: 0)
     assert half.half and half.properties == {"UNIQ_KEY": b"b".hex(), "TRAN_MSG": "true", "PGROUP": "PG"}
     no_wait = parse(_send_command("T", b"c", WAIT="false"), lambda: 0)
-    assert not no_wait.wait_store and no_wait.properties["WAIT"] == "false"
+    assert not no_wait.wait_store and no_wait.properties is None   # WAIT read and cut on the text
+    assert no_wait.stored_text == properties_text([("UNIQ_KEY", b"c".hex())])
 
 
 def test_a_send_to_a_retry_topic_past_the_groups_maximum_goes_to_its_dead_letter_topic(tmp_path):

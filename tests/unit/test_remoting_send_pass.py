@@ -98,6 +98,23 @@ def test_the_sends_of_one_read_take_one_put_a_queue_and_each_keeps_its_own_answe
     assert service.sender.messages_stored == 6
 
 
+def test_a_queue_whose_put_is_refused_stores_its_sends_one_by_one_each_with_its_own_answer(broker):
+    """Properties past the record's 2-byte length pass the send's checks but not the store's: the
+    queue's one put is refused whole, then each of its sends is put alone, in order."""
+    service, server, client, puts = broker
+    unstorable = encode_frame(Command(RequestCode.SEND_MESSAGE_V2, {
+        "a": "PG", "b": TOPIC, "c": "TBW102", "d": "2", "e": "0", "f": "0", "g": "1", "h": "0",
+        "i": properties_text([("UNIQ_KEY", "u2"), ("KEYS", "k" * 40_000)]), "j": "0"}, b"a-bad", opaque=2))
+    frames = [_send(1, 0, b"a0"), unstorable, _send(3, 1, b"b0"), _send(4, 0, b"a1")]
+    _send_in_one_read(server, client, frames)
+    answers = {a.opaque: a for a in _answers(server, client, len(frames))}
+    assert answers[2].code == ResponseCode.MESSAGE_ILLEGAL and "MESSAGE_ILLEGAL" in answers[2].remark
+    assert [(answers[n].code, answers[n].fields["queueId"], answers[n].fields["queueOffset"]) for n in (1, 4, 3)] == \
+        [(ResponseCode.SUCCESS, "0", "0"), (ResponseCode.SUCCESS, "0", "1"), (ResponseCode.SUCCESS, "1", "0")]
+    assert sorted(puts) == [(TOPIC, 0)] * 4 + [(TOPIC, 1)]   # queue 0: together, then one by one
+    assert _recent(service, 0) == [b"a0", b"a1"] and service.sender.messages_stored == 3
+
+
 def test_a_batch_in_the_middle_of_a_read_is_stored_after_the_sends_before_it(broker):
     service, server, client, puts = broker
     frames = [_send(1, 0, b"s0"), _batch(2, 0, [b"m0", b"m1"]), _send(3, 0, b"s1")]
