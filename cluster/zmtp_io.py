@@ -32,7 +32,7 @@ ANSWER_FRAME_BYTES_MAX = 1024 * 1024 * 1024
 
 
 class DirectIoThread(IoThreadBase):
-    THREAD_NAME = "zmtp-io"
+    THREAD_NAME = "rpc-io"   # the native client's I/O thread, whichever way it speaks ZMTP
 
     def _run(self) -> None:
         selector = selectors.DefaultSelector()
