@@ -87,11 +87,10 @@ class ZmtpConnection:
             try:
                 self._read_some(deadline, HandshakeTimeout)
             except ConnectionLost:
-                if len(self._reader) >= len(zf.SIGNATURE):
-                    # libzmq sends its signature, reads our mechanism and closes when it is not its
-                    # own, before the rest of its greeting: as libzmq's client reads it, a mismatch.
-                    raise MechanismRefused(b"") from None
-                raise
+                # A door whose mechanism is not ours (CURVE) closes at our greeting, before the rest
+                # of its own (at most its 10-byte signature came): libzmq's client reports a close
+                # during the handshake as a failed handshake too (zmq_transport._refusal_of).
+                raise MechanismRefused(b"") from None
             greeting = self._reader.take(zf.GREETING_BYTES)
         _version, mechanism = zf.parse_greeting(greeting)
         if mechanism != zf.NULL_MECHANISM:

@@ -32,8 +32,9 @@ from contextlib import ExitStack
 from rocketbox.cluster import ClientConfig, Message, Producer, PullConsumer, PushConsumer
 from rocketbox.cluster.config import namesrv_endpoints
 from rocketbox.cluster.testing import LocalCluster, wait_until
-from rocketbox.perf.harness import (PACED_RATE_MSG_S, ChildProcess, Pacer, Tally, client_config, create_topic,
-                                    message_body, serve_parent)
+from rocketbox.perf.harness import (PACED_RATE_MSG_S, ChildProcess, Tally, client_config, create_topic, message_body,
+                                    serve_parent)
+from rocketbox.perf.peers.base import paced_batches
 from rocketbox.perf.report import percentile
 
 BODY_BYTES = 100
@@ -163,14 +164,7 @@ def _redis_paced_child(conn, port: int, stream: str, total: int, duration_s: flo
 
 def _paced(send, total: int, duration_s: float, per_send: int) -> dict:
     """``send(bodies)`` of stamped bodies as they fall due at 10k msg/s, ``per_send`` at most a call."""
-    pacer = Pacer(total, PACED_RATE_MSG_S, duration_s * 3)
-    while not pacer.done():
-        bodies = pacer.take(per_send, BODY_BYTES)
-        if bodies:
-            send(bodies)
-        else:
-            time.sleep(pacer.wait_s())
-    return {"sent": pacer.sent, "elapsed_s": pacer.elapsed_s()}
+    return paced_batches(send, total, PACED_RATE_MSG_S, duration_s * 3, per_send)
 
 
 def _child_result(target, args: tuple, name: str, time_s_max: float) -> dict:
