@@ -194,7 +194,7 @@ def rocketbox_e2e(namesrvs: dict, variant: Variant, topic: str, group: str, dura
     cfg = _config(namesrvs, variant)
     create_topic(cfg, topic, 1)
     total = int(PACED_RATE_MSG_S * duration_s)
-    tally = Tally(total + 1, stamped=True)
+    tally = Tally(total, stamped=True)
     stop = threading.Event()
     with ExitStack() as stack:
         if variant.consumer == "pull":
@@ -210,7 +210,7 @@ def rocketbox_e2e(namesrvs: dict, variant: Variant, topic: str, group: str, dura
             wait_until(lambda: consumer.assigned_queues(), 30, what="the queue assigned")
         result = _child_result(_rocketbox_paced_child, (cfg, topic, total, duration_s, variant.batch_per_tick),
                                "public-api-paced", duration_s * 3)
-        tally.retarget(result["sent"] + 1)
+        tally.retarget(result["sent"])
         tally.reached.wait(30)
     return tally.steady_latencies(total)
 
@@ -236,7 +236,7 @@ def _start_pull_loop(stack: ExitStack, cfg: ClientConfig, topic: str, group: str
 def redis_e2e(port: int, stream: str, duration_s: float) -> list[float]:
     import redis
     total = int(PACED_RATE_MSG_S * duration_s)
-    tally = Tally(total + 1, stamped=True)
+    tally = Tally(total, stamped=True)
     stop = threading.Event()
     client = redis.Redis(host="127.0.0.1", port=port)
     client.xadd(stream, {b"b": b"start"})
@@ -254,7 +254,7 @@ def redis_e2e(port: int, stream: str, duration_s: float) -> list[float]:
     try:
         result = _child_result(_redis_paced_child, (port, stream, total, duration_s), "redis-paced",
                                duration_s * 3)
-        tally.retarget(result["sent"] + 1)
+        tally.retarget(result["sent"])
         tally.reached.wait(30)
     finally:
         stop.set()
