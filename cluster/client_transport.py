@@ -15,7 +15,7 @@ from typing import Callable
 from rocketbox.cluster.protocol import ResponseCode
 from rocketbox.cluster.request_dispatch import PendingCalls
 from rocketbox.cluster.spin_wait import SpinWait
-from rocketbox.cluster.wire_format import Command, next_opaque
+from rocketbox.cluster.wire_format import Command, FrameError, from_frames, next_opaque
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +101,22 @@ class ClientTransport:
         self._closed = True
         if self._io is not None and self._io.pid == os.getpid():
             self._io.stop()
+
+
+# A server's "are you still connected?" to a client (zmq_transport.RpcServer.reachable): one empty
+# frame, which the client drops unread.
+PROBE_FRAMES = [b""]
+
+
+def decode_response(frames) -> Command | None:
+    """A native door's message to a client as a Command; None for a probe or a malformed one (logged)."""
+    if frames == PROBE_FRAMES:
+        return None
+    try:
+        return from_frames(frames)
+    except FrameError as exc:
+        log.warning("dropped a malformed response: %s", exc)
+        return None
 
 
 def serve_server_request(handlers: dict, request: Command) -> Command | None:

@@ -462,6 +462,10 @@ class ClientConfig:
     # taking, at most this long, before it sleeps for it (cluster/spin_wait.py): waking a sleeping
     # thread costs more than a local broker's answer on a small VM. 0: always sleep.
     sync_call_spin_us: int = 1_000
+    # Native door without CURVE keys: the client speaks ZeroMQ's wire protocol (ZMTP) on its own TCP
+    # sockets (zmtp_calls.py) instead of through libzmq, whose I/O thread costs a thread wake-up each
+    # way (perf/RESULTS.md, "The native door as a user meets it"). False: through libzmq.
+    native_direct: bool = True
     # Latency fault tolerance (SPEC §2; RocketMQ's sendLatencyFaultEnable, off by default): a broker
     # whose send took >= send_latency_max_ms[i] is avoided for send_not_available_duration_ms[i]; a
     # failed send counts as send_isolation_latency_ms (client/fault_tolerance.py).

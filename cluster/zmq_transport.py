@@ -24,8 +24,8 @@ import zmq
 
 from rocketbox.cluster.acl.curve import (ClientKeys, KeyPair, effective_client_keys, handshake_refusal, secure_client,
                                          secure_server)
-from rocketbox.cluster.client_transport import (AccessRefused, ClientTransport, IoThreadBase, RequestTimeout,
-                                                TransportError)
+from rocketbox.cluster.client_transport import (PROBE_FRAMES, AccessRefused, ClientTransport, IoThreadBase,
+                                                RequestTimeout, TransportError, decode_response)
 from rocketbox.cluster.event_loop import EventLoop
 from rocketbox.cluster.fast_failure import DoorBacklog
 from rocketbox.cluster.loop_stalls import empty_as_of
@@ -33,6 +33,9 @@ from rocketbox.cluster.log_limit import RateLimitedLog
 from rocketbox.cluster.protocol import ResponseCode
 from rocketbox.cluster.request_dispatch import Handler, PendingCalls, dispatch, settle
 from rocketbox.cluster.zmq_frames import NOBLOCK, readable, recv_parts, send_parts
+from rocketbox.cluster.zmtp_calls import DirectCalls
+from rocketbox.cluster.zmtp_client import tcp_address
+from rocketbox.cluster.zmtp_io import DirectIoThread
 from rocketbox.cluster.wire_format import (FLAG_ONEWAY, FLAG_RESPONSE, Command, FrameError, from_frames,
                                            next_opaque, to_frames)
 
@@ -287,11 +290,18 @@ class RpcServer:
 class RpcClient(ClientTransport):
     """Requests to many endpoints over ZeroMQ; thread-safe and fork-safe."""
 
-    def __init__(self, default_timeout_ms: int = 3000, curve: ClientKeys | None = None, spin_max_s: float = 0.0):
+    def __init__(self, default_timeout_ms: int = 3000, curve: ClientKeys | None = None, spin_max_s: float = 0.0,
+                 direct_sync: bool = False):
+        """``direct_sync``: without CURVE keys, sync calls to a ``tcp://`` door speak ZMTP on the calling
+        thread's own socket (zmtp_calls.py) and asynchronous ones on the I/O thread's (zmtp_io.py), with
+        no libzmq I/O thread on their way: two thread wake-ups fewer a round trip."""
         super().__init__(default_timeout_ms, spin_max_s)
         self.curve = curve   # None: the process's keys, if any (acl/curve.py)
+        self.direct_sync = direct_sync
 
-    def _new_io_thread(self) -> "_IoThread":
+    def _new_io_thread(self) -> IoThreadBase:
+        if self.direct_sync and effective_client_keys(self.curve) is None:
+            return DirectIoThread(self.server_request_handlers)
         return _IoThread(self.server_request_handlers, self.curve)
 
     def _thread_monitors(self) -> dict:
@@ -359,6 +369,10 @@ class RpcClient(ClientTransport):
     def call(self, endpoint: str, request: Command, timeout_ms: int | None = None) -> Command:
         """Send and wait for the answer; RequestTimeout when none comes in time."""
         timeout_ms, deadline = self._begin_call(request, timeout_ms)
+        if self.direct_sync and effective_client_keys(self.curve) is None:
+            address = tcp_address(endpoint)
+            if address is not None:
+                return self._direct.call(endpoint, address, request, timeout_ms, deadline)
         sock = self._thread_socket(endpoint)
         frames = to_frames(request)
         try:
@@ -376,7 +390,7 @@ class RpcClient(ClientTransport):
                 raise RequestTimeout(f"no answer from {endpoint} to request code {request.code} "
                                      f"within {timeout_ms} ms")
             ready = None
-            response = _decode_response(recv_parts(sock))
+            response = decode_response(recv_parts(sock))
             if response is not None and response.opaque == request.opaque:
                 self.spin.answered(time.monotonic() - sent_at)
                 return response
@@ -384,6 +398,11 @@ class RpcClient(ClientTransport):
     def oneway(self, endpoint: str, request: Command) -> None:
         request.opaque = next_opaque()
         request.flag |= FLAG_ONEWAY
+        if self.direct_sync and effective_client_keys(self.curve) is None:
+            address = tcp_address(endpoint)
+            if address is not None:
+                self._direct.oneway(endpoint, address, request)
+                return
         sock = self._thread_socket(endpoint)
         sock.setsockopt(zmq.SNDTIMEO, 0)
         try:
@@ -391,25 +410,15 @@ class RpcClient(ClientTransport):
         except zmq.Again:
             pass  # one-way means best effort
 
+    @property
+    def _direct(self) -> "DirectCalls":
+        return DirectCalls(self._thread_table("zmtp"), self.spin)
+
     def close(self) -> None:
         self._stop_io_thread()
         for endpoint in list(self._thread_connections()):
             self._drop_thread_socket(endpoint)
-
-
-# A server's "are you still connected?" to a client (RpcServer.reachable): one empty frame,
-# which the client drops unread.
-PROBE_FRAMES = [b""]
-
-
-def _decode_response(frames) -> Command | None:
-    if frames == PROBE_FRAMES:
-        return None
-    try:
-        return from_frames(frames)
-    except FrameError as exc:
-        log.warning("dropped a malformed response: %s", exc)
-        return None
+        self._direct.close_all()
 
 
 def _monitor_events(monitor: zmq.Socket) -> list[tuple[int, int]]:
@@ -479,7 +488,7 @@ class _IoThread(IoThreadBase):
                 for _ in range(1024):
                     if not readable(sock):
                         break
-                    response = _decode_response(recv_parts(sock))
+                    response = decode_response(recv_parts(sock))
                     if response is None:
                         continue
                     if not response.is_response:

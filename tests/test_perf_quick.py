@@ -152,3 +152,23 @@ def test_compare_ratio_says_which_way_is_better():
     systems["rocketbox"]["values"]["e2e_pull_p50"] = [300.0]
     systems["a"]["values"]["e2e_p50"] = [100.0]
     assert ratio_to_best_peer(by_key["e2e_pull_p50"], systems) == (3.0, "A")
+
+
+@pytest.mark.timeout(300)
+def test_public_api_latency_runs_every_variant_against_redis_or_says_why(tmp_path):
+    """``python -m rocketbox.perf.public_api_latency`` (issue 33 item 4) in small counts: every variant
+    measured, Redis beside them when installed, the table and the JSON written."""
+    out = tmp_path / "figures.json"
+    variants = perf_module("public_api_latency")
+    proc = subprocess.run([sys.executable, "-m", "rocketbox.perf.public_api_latency", "--rounds", "1", "--sends", "50",
+                           "--paced-seconds", "0.5", "--sends-variants", ",".join(variants.SENDS_VARIANTS),
+                           "--e2e-variants", "default,libzmq,pull", "--json", str(out)],
+                          cwd=REPO, capture_output=True, text=True, timeout=280)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    rows = json.loads(out.read_text())
+    expected = {f"sends {name}" for name in variants.SENDS_VARIANTS} | {"e2e default", "e2e libzmq", "e2e pull"}
+    assert expected <= set(rows)
+    assert all(run["count"] > 0 and run["p50"] > 0 for runs in rows.values() for run in runs)
+    if "Redis Streams not measured" not in proc.stdout:
+        assert {"sends redis", "e2e redis"} <= set(rows)
+    assert "| sync send | default |" in proc.stdout

@@ -67,7 +67,9 @@ class ClientBase:
         else:
             curve = (ClientKeys(cfg.curve_server_key.encode(), cfg.curve_public_key.encode(),
                                 cfg.curve_secret_key.encode()) if cfg.curve_server_key else None)
-            self.rpc = RpcClient(cfg.request_timeout_ms, curve=curve, spin_max_s=cfg.sync_call_spin_us / 1e6)
+            # Sync calls on the thread's own ZMTP socket (zmtp_calls.py): no libzmq I/O thread on their way.
+            self.rpc = RpcClient(cfg.request_timeout_ms, curve=curve, spin_max_s=cfg.sync_call_spin_us / 1e6,
+                                 direct_sync=cfg.native_direct)
         self.routes = RouteCache(self.rpc, cfg)
         self._closed = False
         self._client_pid = os.getpid()

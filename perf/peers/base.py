@@ -265,11 +265,11 @@ def measure(peer: Peer, s: Settings, tmp: str) -> dict[str, list[float]]:
     return dict(values)
 
 
-def paced_batches(client_send, total: int, rate: int, time_s_max: float) -> dict:
-    """A blocking paced producer: ``client_send(bodies)`` for each tick's due bodies (``BATCH_SIZE`` at most)."""
+def paced_batches(client_send, total: int, rate: int, time_s_max: float, per_call: int = BATCH_SIZE) -> dict:
+    """A blocking paced producer: ``client_send(bodies)`` for each tick's due bodies (``per_call`` at most)."""
     pacer = Pacer(total, rate, time_s_max)
     while not pacer.done():
-        bodies = pacer.take(BATCH_SIZE, BODY_BYTES)
+        bodies = pacer.take(per_call, BODY_BYTES)
         if bodies:
             client_send(bodies)
         else:
