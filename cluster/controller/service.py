@@ -30,8 +30,13 @@ from rocketbox.cluster.wire_format import Command
 log = logging.getLogger(__name__)
 
 PROPOSAL_RETRY_S = 1.0
-# A group's first master is chosen this long after its first replica registers.
+# A group's first master is chosen this long after its first replica registers...
 FIRST_ELECTION_WAIT_S = 1.0
+# ...and, while replica 1 (the broker configured as master, brokerId 0) is not registered and alive,
+# at most this long: a first start elects the configured master whichever process registered first
+# (on a busy machine the configured slave's heartbeat came first by over a second, and was elected).
+CONFIGURED_MASTER_ID = 1
+FIRST_MASTER_WAIT_MAX_S = 10.0
 
 
 class ControllerService:
@@ -112,9 +117,15 @@ class ControllerService:
     def _consider(self, group: GroupState, now: float) -> None:
         if group.epoch and now - self.started_s < self.timeout_s:
             return   # not up long enough to know who is alive (a group that never had a master has nobody to lose)
-        if not group.epoch and now - self.first_heard_s.get(group.broker_name, now) < FIRST_ELECTION_WAIT_S:
-            return   # replicas started together have all registered: the first master is the lowest id
         live = self.live.get(group.broker_name, {})
+        if not group.epoch:
+            waited = now - self.first_heard_s.get(group.broker_name, now)
+            if waited < FIRST_ELECTION_WAIT_S:
+                return   # replicas started together have all registered: the first master is the lowest id
+            configured = live.get(CONFIGURED_MASTER_ID)
+            if waited < FIRST_MASTER_WAIT_MAX_S and (group.replica(CONFIGURED_MASTER_ID) is None or configured is None
+                                                     or now - configured.heard_s > self.timeout_s):
+                return
         chosen = choose_master(group, live, now, self.timeout_s)
         if chosen is None:
             master = live.get(group.master_id)

@@ -67,9 +67,11 @@ def _check_sql(value) -> None:
         return
     assert selector.matches(props) in (True, False)
     result = sql92.evaluate(selector.ast, props)
-    negated = compile_sql(f"NOT ({text})")
+    # Each copy ends its line: a text may end in a "--" comment (SQL92 and ActiveMQ's selector
+    # grammar), which would swallow the closing parenthesis after it.
+    negated = compile_sql(f"NOT ({text}\n)")
     assert sql92.evaluate(negated.ast, props) == (None if result is None else not result)
-    both = compile_sql(f"({text}) AND ({text}) OR ({text})")
+    both = compile_sql(f"({text}\n) AND ({text}\n) OR ({text}\n)")
     assert sql92.evaluate(both.ast, props) == _kleene_or(_kleene_and(result, result), result)
 
 
