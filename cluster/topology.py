@@ -331,8 +331,15 @@ def proxy_settings(host: str, port: int, namesrv_endpoints: tuple[str, ...],
 # A broker process silent this long is hung: the supervisor kills and restarts it. Generous,
 # because a flush worker's msync of a large dirty range can legitimately take seconds.
 HEARTBEAT_TIMEOUT_S_DEFAULT = 30.0
-# First-boot waves (ChildSpec.start_order): each starts once the ones before it are ready.
+# First-boot waves (ChildSpec.start_order): each starts once the ones before it are ready. The doors of
+# their own (proxy, console, metrics exporter) need nothing to boot and nothing waits for them: they
+# start with the NameServers, not awaited.
 START_NAMESRVS, START_MASTERS, START_SLAVES, START_WORKERS = range(4)
+# What the supervisor imports before it forks a server role (role_fork.py): what every one of them
+# imports, so its pages are shared; each imports its own modules after the fork, so no role forked
+# later carries another's (RSS counts every page a child shares with the supervisor in that child).
+# The broker's workers are forked with their own modules imported (three of a group share them).
+SERVER_PRELOAD = ("rocketbox.cluster.procs.runner", "rocketbox.cluster.zmq_transport")
 # Ready within: a child's imports and listeners (seconds on a loaded two-core machine, with a
 # cluster's children starting side by side); a broker's recovery of its store; a door's imports.
 READY_TIMEOUT_S = 30.0
@@ -348,20 +355,22 @@ def _heartbeat(cfg, role: str, timeout_s: float) -> dict:
 def child_specs(topology: Topology, *, restart_backoff_initial_s: float = 0.1,
                 heartbeat_timeout_s: float = HEARTBEAT_TIMEOUT_S_DEFAULT) -> list[ChildSpec]:
     """The supervisor's table. On first boot each start order waits for the ones before it and starts
-    side by side (``start_gate.py``): the NameServers; the masters, the proxy and the console; the
+    side by side (``start_gate.py``): the NameServers, with the proxy, console and metrics exporter
+    beside them (they ask the cluster only when asked, so nothing waits for them); the masters; the
     slaves (after their masters, as the controller names the first replica master); every group's
-    workers (after its broker recovered the store) and the metrics exporter (it reads the brokers')."""
+    workers (after its broker recovered the store)."""
     specs = []
     common = {"backoff_initial_s": restart_backoff_initial_s, "ready_timeout_s": READY_TIMEOUT_S}
     for i, ns in enumerate(topology.namesrvs):
         specs.append(ChildSpec(name=namesrv_name(i), module="rocketbox.cluster.procs.namesrv",
                                args=("--config-json", to_json(ns)), role="namesrv", start_order=START_NAMESRVS,
-                               **common))
+                               preload=SERVER_PRELOAD, **common))
     for cfg in topology.brokers + topology.slaves:
         config_json = to_json(cfg)
         group = group_name(cfg)
         specs.append(ChildSpec(name=group, module="rocketbox.cluster.procs.broker",
                                args=("--config-json", config_json), role="broker", group=group, leader=True,
+                               preload=SERVER_PRELOAD,
                                start_order=START_SLAVES if cfg.is_slave else START_MASTERS,
                                **{**common, "ready_timeout_s": BROKER_READY_TIMEOUT_S},
                                **_heartbeat(cfg, "broker", heartbeat_timeout_s)))
@@ -374,7 +383,7 @@ def child_specs(topology: Topology, *, restart_backoff_initial_s: float = 0.1,
     if exporter is not None:
         specs.append(ChildSpec(name="metrics", module="rocketbox.cluster.procs.metrics",
                                args=("--config-json", exporter.to_json()), role="metrics",
-                               start_order=START_WORKERS, **common))
+                               start_order=START_NAMESRVS, awaited=False, preload=SERVER_PRELOAD, **common))
     if topology.proxy is not None:
         # Beside the masters: it needs nothing to boot (it asks the NameServers when clients ask it).
         # HOME: the rocketmq 5 client package the proxy imports for its protos opens its log at
@@ -382,13 +391,15 @@ def child_specs(topology: Topology, *, restart_backoff_initial_s: float = 0.1,
         # in <data dir>/logs/ beside the processes' logs, not in the user's home.
         specs.append(ChildSpec(name="proxy", module="rocketbox.cluster.procs.proxy",
                                args=("--config-json", topology.proxy.to_json()), role="proxy",
-                               start_order=START_MASTERS, env={"HOME": topology.data_dir},
+                               start_order=START_NAMESRVS, awaited=False, preload=SERVER_PRELOAD,
+                               env={"HOME": topology.data_dir},
                                **{**common, "ready_timeout_s": DOOR_READY_TIMEOUT_S}))
     if topology.console is not None:
         # So does the console: it asks the NameServers and brokers only when a page is opened.
         specs.append(ChildSpec(name="console", module="rocketbox.cluster.procs.console",
                                args=("--config-json", topology.console.to_json()), role="console",
-                               start_order=START_MASTERS, **{**common, "ready_timeout_s": DOOR_READY_TIMEOUT_S}))
+                               start_order=START_NAMESRVS, awaited=False, preload=SERVER_PRELOAD,
+                               **{**common, "ready_timeout_s": DOOR_READY_TIMEOUT_S}))
     return specs
 
 

@@ -114,3 +114,32 @@ def test_first_boot_starts_each_start_order_side_by_side_once_the_one_before_is_
     assert not may_start(workers, table, [workers], first_boot=True, now=1.0)  # after both are ready
     master.state = proxy.state = A.RUNNING
     assert may_start(workers, table, [workers], first_boot=True, now=1.0)
+
+
+def test_a_door_not_awaited_starts_with_the_first_wave_and_holds_no_later_one_back():
+    """The proxy, console and metrics exporter need nothing to boot and nothing needs them: a cluster
+    is ready as soon as its slowest door is, not after the doors' imports and then the workers'."""
+    def alone(name: str, order: int, state: ChildState, awaited: bool = True) -> _Child:
+        child = _Child(ChildSpec(name=name, argv=["true"], start_order=order, awaited=awaited), 0, "/dev/null")
+        child.state, child.restart_due = state, 0.0
+        return child
+
+    namesrv, proxy, master, flush = (alone("namesrv", 0, A.STARTING), alone("proxy", 0, A.PENDING, awaited=False),
+                                     alone("broker-a", 1, A.PENDING), alone("flush", 2, A.PENDING))
+    table = [namesrv, proxy, master, flush]
+    assert may_start(proxy, table, [proxy], first_boot=True, now=1.0)          # beside the NameServer
+    proxy.state = A.STARTING
+    assert not may_start(master, table, [master], first_boot=True, now=1.0)   # the NameServer still first
+    namesrv.state = A.RUNNING
+    assert may_start(master, table, [master], first_boot=True, now=1.0)       # the proxy still booting
+    master.state = A.RUNNING
+    assert may_start(flush, table, [flush], first_boot=True, now=1.0)
+
+
+def test_preload_names_what_the_supervisor_imports_before_the_fork():
+    spec = ChildSpec(name="broker-a", module="m.broker", preload=["m.base"])
+    assert spec.modules_before_fork == ("m.base",)
+    assert ChildSpec.from_dict(spec.to_dict()) == spec
+    assert ChildSpec(name="flush", module="m.flush").modules_before_fork == ("m.flush",)
+    with pytest.raises(ValueError, match="preload goes with module"):
+        ChildSpec(name="x", argv=["true"], preload=["m.base"]).validate()
