@@ -23,10 +23,7 @@ import random
 import socket
 from dataclasses import dataclass
 
-from rocketbox.cluster.acl.acl_file import read_acl_file, secret_exposures
-from rocketbox.cluster.acl.auth_migration import migrate_plain_acl
-from rocketbox.cluster.acl.auth_store import AUTH_FILE_NAME, ensure as ensure_auth_file, is_auth_file
-from rocketbox.cluster.acl.curve import server_key_pair
+from rocketbox.cluster.account_keys import AUTH_FILE_NAME
 from rocketbox.cluster.config import (ASYNC_FLUSH, BROKER_PORT_DEFAULT, BROKER_PORT_STEP, BROKER_REMOTING_PORT_DEFAULT,
                                       METRICS_PROM, NAMESRV_PORT_DEFAULT, NAMESRV_REMOTING_PORT_DEFAULT, SLAVE,
                                       TLS_DISABLED, BrokerConfig, NamesrvConfig, StoreConfig, check_tls,
@@ -385,10 +382,10 @@ def child_specs(topology: Topology, *, restart_backoff_initial_s: float = 0.1,
                                args=("--config-json", exporter.to_json()), role="metrics",
                                start_order=START_NAMESRVS, awaited=False, preload=SERVER_PRELOAD, **common))
     if topology.proxy is not None:
-        # Beside the masters: it needs nothing to boot (it asks the NameServers when clients ask it).
-        # HOME: the rocketmq 5 client package the proxy imports for its protos opens its log at
-        # ~/logs/rocketmq_python/rocketmq_client.log on import; with the data dir as HOME it lands
-        # in <data dir>/logs/ beside the processes' logs, not in the user's home.
+        # It needs nothing to boot (it asks the NameServers when clients ask it).
+        # HOME: the rocketmq 5 client package whose generated protos the proxy loads opens its log at
+        # ~/logs/rocketmq_python/rocketmq_client.log if its __init__ runs (proxy/protos.py defers it);
+        # should it, with the data dir as HOME the log lands in <data dir>/logs/, not in the user's home.
         specs.append(ChildSpec(name="proxy", module="rocketbox.cluster.procs.proxy",
                                args=("--config-json", topology.proxy.to_json()), role="proxy",
                                start_order=START_NAMESRVS, awaited=False, preload=SERVER_PRELOAD,
@@ -500,22 +497,31 @@ def remote_master_slave(data_dir: str, *, broker_name: str, broker_id: int, host
 def prepare_access_control(topology: Topology) -> None:
     """Before a cluster with access control starts: its ACL file must read (AclFormatError, a
     ValueError, with the reason), and the cluster's CURVE key pair is made next to it if missing."""
-    if topology.acl_file and is_auth_file(topology.acl_file):
+    if not topology.acl_file:
+        return
+    # Here, not at the top: a cluster without access control never loads the ACL modules (YAML, CURVE).
+    from rocketbox.cluster.acl.acl_file import read_acl_file
+    from rocketbox.cluster.acl.auth_migration import migrate_plain_acl
+    from rocketbox.cluster.acl.auth_store import ensure as ensure_auth_file, is_auth_file
+    from rocketbox.cluster.acl.curve import server_key_pair
+    if is_auth_file(topology.acl_file):
         first = (topology.brokers + topology.slaves + (None,))[0]
         migrated = migrate_plain_acl(topology.auth_migrate_from) if topology.auth_migrate_from else []
         ensure_auth_file(topology.acl_file, first.cluster_name if first else "",
                          first.init_authentication_user if first else "",
                          first.inner_client_authentication_credentials if first else "", migrated)
-    if topology.acl_file:
-        read_acl_file(topology.acl_file)
-        server_key_pair(topology.acl_file, create=True)
+    read_acl_file(topology.acl_file)
+    server_key_pair(topology.acl_file, create=True)
 
 
 def exposed_secrets(topology: Topology) -> list[str]:
     """A warning for each secret of the cluster other local users may read or change (``cluster up``
     prints them; each process that reads one logs it): the ACL file and its CURVE secret keys, the TLS
     key, the controller secret."""
-    found = secret_exposures(topology.acl_file) if topology.acl_file else []
+    found = []
+    if topology.acl_file:
+        from rocketbox.cluster.acl.acl_file import secret_exposures
+        found = secret_exposures(topology.acl_file)
     others = {(cfg.tls_server_key_path, "the TLS key") for cfg in (*topology.namesrvs, *topology.brokers)
               if cfg.tls_server_key_path}
     others |= {(n.controller_secret_file, "the controller secret") for n in topology.namesrvs if n.controller_address}
