@@ -27,6 +27,25 @@ from rocketbox.cluster.testing import LocalCluster
 from rocketbox.cluster.topology import free_ports
 
 CLI_TIMEOUT_S = 120
+# What a role imports after its fork: its entry point and, for the doors, the server its build() imports.
+ROLE_MODULES = {
+    "namesrv": ("rocketbox.cluster.procs.namesrv",), "broker": ("rocketbox.cluster.procs.broker",),
+    "flush": ("rocketbox.cluster.procs.flush",), "reput": ("rocketbox.cluster.procs.reput",),
+    "allocate": ("rocketbox.cluster.procs.allocate",), "metrics": ("rocketbox.cluster.procs.metrics",),
+    "proxy": ("rocketbox.cluster.procs.proxy", "rocketbox.cluster.proxy.server", "rocketbox.cluster.proxy.settings"),
+    "console": ("rocketbox.cluster.procs.console", "rocketbox.cluster.console.server",
+                "rocketbox.cluster.console.settings"),
+}
+_IMPORT_COST = """
+import importlib, resource, sys
+def rss(): return int(open("/proc/self/statm").read().split()[1]) * 4096 / 2**20
+def cpu(): r = resource.getrusage(resource.RUSAGE_SELF); return r.ru_utime + r.ru_stime
+r0, c0 = rss(), cpu()
+for m in sys.argv[1].split(","): importlib.import_module(m)
+r1, c1 = rss(), cpu()
+for m in sys.argv[2:]: importlib.import_module(m)
+print((c1 - c0) * 1000, r1 - r0, (cpu() - c1) * 1000, rss() - r1)
+"""
 
 
 def _role(process: psutil.Process) -> str:
@@ -131,12 +150,36 @@ def table(runs: list[dict]) -> list[str]:
     return lines
 
 
+def import_costs(repeats: int = 3) -> list[str]:
+    """CPU ms and resident MB of each role's own imports in a fresh interpreter, after the base the
+    supervisor forks server roles with (topology.SERVER_PRELOAD); medians of ``repeats``."""
+    import sys
+    from rocketbox.cluster.topology import SERVER_PRELOAD
+    base = ",".join(SERVER_PRELOAD)
+    lines = [f"{'role':<10} {'own CPU ms':>10} {'own MB':>7}   (the base: {base})"]
+    base_costs = []
+    for role, modules in ROLE_MODULES.items():
+        runs = [[float(x) for x in subprocess.run([sys.executable, "-c", _IMPORT_COST, base, *modules],
+                                                  capture_output=True, text=True, check=True,
+                                                  timeout=CLI_TIMEOUT_S).stdout.split()]
+                for _ in range(repeats)]
+        base_costs += runs
+        lines.append(f"{role:<10} {statistics.median(r[2] for r in runs):10.0f} {statistics.median(r[3] for r in runs):7.1f}")
+    lines.append(f"{'base':<10} {statistics.median(r[0] for r in base_costs):10.0f} "
+                 f"{statistics.median(r[1] for r in base_costs):7.1f}")
+    return lines
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m rocketbox.perf.start_roles", description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--idle-s", type=float, default=3.0)
     parser.add_argument("--only", choices=("local", "cli"), help="one of the two kinds (default both)")
+    parser.add_argument("--imports", action="store_true", help="only each role's own imports: CPU and memory")
     options = parser.parse_args(argv)
+    if options.imports:
+        print("\n".join(import_costs()))
+        return 0
     kinds = [options.only] if options.only else ["local", "cli"]
     results = {kind: [] for kind in kinds}
     with tempfile.TemporaryDirectory(prefix="start-roles-") as tmp:
