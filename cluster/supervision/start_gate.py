@@ -41,3 +41,16 @@ def may_start(child: _Child, children: Sequence[_Child], members: Sequence[_Chil
 
 def _leader_running(members: Sequence[_Child]) -> bool:
     return any(m.spec.leader and m.state == ChildState.RUNNING for m in members)
+
+
+def next_in_line(child: _Child, children: Sequence[_Child]) -> bool:
+    """On first boot, whether ``child`` belongs to the wave after the one booting now: every awaited
+    child of a lower start order has been started. The supervisor imports what such a child is forked
+    with while that wave boots, not earlier: an import holds its loop (one module a turn), and a
+    readiness line of the booting wave waits in its pipe meanwhile."""
+    for other in children:
+        if other.spec.start_order >= child.spec.start_order:
+            break
+        if other.spec.awaited and other.state == ChildState.PENDING:
+            return False
+    return True

@@ -12,7 +12,7 @@ from rocketbox.cluster.supervision.event_wait import BLOCKED_CHILD_RECHECK_S, wa
 from rocketbox.cluster.supervision.exit_policy import ExitAction, exit_action
 from rocketbox.cluster.supervision.lifecycle import EXIT_BOOT_ERROR, EXIT_ROLE_CHANGED
 from rocketbox.cluster.supervision.run_state import SupervisorState
-from rocketbox.cluster.supervision.start_gate import may_start
+from rocketbox.cluster.supervision.start_gate import may_start, next_in_line
 
 A = ChildState
 S = SupervisorState
@@ -143,3 +143,20 @@ def test_preload_names_what_the_supervisor_imports_before_the_fork():
     assert ChildSpec(name="flush", module="m.flush").modules_before_fork == ("m.flush",)
     with pytest.raises(ValueError, match="preload goes with module"):
         ChildSpec(name="x", argv=["true"], preload=["m.base"]).validate()
+
+
+def test_what_the_next_wave_is_forked_with_is_imported_while_the_wave_before_it_boots_not_earlier():
+    """An import holds the supervisor's loop: made while the NameServer boots, it delayed the moment
+    the NameServer's readiness was read, and with it every later wave."""
+    def alone(name: str, order: int, state: ChildState, awaited: bool = True) -> _Child:
+        child = _Child(ChildSpec(name=name, argv=["true"], start_order=order, awaited=awaited), 0, "/dev/null")
+        child.state, child.restart_due = state, 0.0
+        return child
+
+    namesrv, metrics, master, flush = (alone("namesrv", 0, A.STARTING), alone("metrics", 0, A.STARTING, awaited=False),
+                                       alone("broker-a", 1, A.PENDING), alone("flush", 2, A.PENDING))
+    table = [namesrv, metrics, master, flush]
+    assert next_in_line(master, table)           # the NameServer boots: the masters are next
+    assert not next_in_line(flush, table)        # the workers two waves ahead
+    master.state = A.STARTING
+    assert next_in_line(flush, table)            # the masters boot (the metrics exporter holds none back)
