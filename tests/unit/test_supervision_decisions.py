@@ -97,14 +97,16 @@ def test_the_loop_sleeps_while_a_due_child_waits_for_another():
                          now=10.0) == pytest.approx(0.5)
 
 
-def test_first_boot_starts_each_start_order_side_by_side_once_the_one_before_is_ready():
-    def alone(name: str, order: int, state: ChildState) -> _Child:
-        child = _Child(ChildSpec(name=name, argv=["true"], start_order=order), 0, "/dev/null")
-        child.state, child.restart_due = state, 0.0
-        return child
+def _alone(name: str, order: int, state: ChildState, awaited: bool = True) -> _Child:
+    """A child in a group of its own, due to start."""
+    child = _Child(ChildSpec(name=name, argv=["true"], start_order=order, awaited=awaited), 0, "/dev/null")
+    child.state, child.restart_due = state, 0.0
+    return child
 
-    namesrv, master, proxy, workers = (alone("namesrv", 0, A.STARTING), alone("broker-a", 1, A.PENDING),
-                                       alone("proxy", 1, A.PENDING), alone("flush", 2, A.PENDING))
+
+def test_first_boot_starts_each_start_order_side_by_side_once_the_one_before_is_ready():
+    namesrv, master, proxy, workers = (_alone("namesrv", 0, A.STARTING), _alone("broker-a", 1, A.PENDING),
+                                       _alone("proxy", 1, A.PENDING), _alone("flush", 2, A.PENDING))
     table = [namesrv, master, proxy, workers]
     assert not may_start(master, table, [master], first_boot=True, now=1.0)   # the NameServer first
     namesrv.state = A.RUNNING
@@ -119,13 +121,8 @@ def test_first_boot_starts_each_start_order_side_by_side_once_the_one_before_is_
 def test_a_door_not_awaited_starts_with_the_first_wave_and_holds_no_later_one_back():
     """The proxy, console and metrics exporter need nothing to boot and nothing needs them: a cluster
     is ready as soon as its slowest door is, not after the doors' imports and then the workers'."""
-    def alone(name: str, order: int, state: ChildState, awaited: bool = True) -> _Child:
-        child = _Child(ChildSpec(name=name, argv=["true"], start_order=order, awaited=awaited), 0, "/dev/null")
-        child.state, child.restart_due = state, 0.0
-        return child
-
-    namesrv, proxy, master, flush = (alone("namesrv", 0, A.STARTING), alone("proxy", 0, A.PENDING, awaited=False),
-                                     alone("broker-a", 1, A.PENDING), alone("flush", 2, A.PENDING))
+    namesrv, proxy, master, flush = (_alone("namesrv", 0, A.STARTING), _alone("proxy", 0, A.PENDING, awaited=False),
+                                     _alone("broker-a", 1, A.PENDING), _alone("flush", 2, A.PENDING))
     table = [namesrv, proxy, master, flush]
     assert may_start(proxy, table, [proxy], first_boot=True, now=1.0)          # beside the NameServer
     proxy.state = A.STARTING
@@ -148,13 +145,8 @@ def test_preload_names_what_the_supervisor_imports_before_the_fork():
 def test_what_the_next_wave_is_forked_with_is_imported_while_the_wave_before_it_boots_not_earlier():
     """An import holds the supervisor's loop: made while the NameServer boots, it delayed the moment
     the NameServer's readiness was read, and with it every later wave."""
-    def alone(name: str, order: int, state: ChildState, awaited: bool = True) -> _Child:
-        child = _Child(ChildSpec(name=name, argv=["true"], start_order=order, awaited=awaited), 0, "/dev/null")
-        child.state, child.restart_due = state, 0.0
-        return child
-
-    namesrv, metrics, master, flush = (alone("namesrv", 0, A.STARTING), alone("metrics", 0, A.STARTING, awaited=False),
-                                       alone("broker-a", 1, A.PENDING), alone("flush", 2, A.PENDING))
+    namesrv, metrics, master, flush = (_alone("namesrv", 0, A.STARTING), _alone("metrics", 0, A.STARTING, awaited=False),
+                                       _alone("broker-a", 1, A.PENDING), _alone("flush", 2, A.PENDING))
     table = [namesrv, metrics, master, flush]
     assert next_in_line(master, table)           # the NameServer boots: the masters are next
     assert not next_in_line(flush, table)        # the workers two waves ahead
