@@ -8,6 +8,9 @@ from __future__ import annotations
 import os
 
 ACL_ACCOUNT_ENV = "ROCKETBOX_ACCOUNT"
+# ACL 2.0's users and ACLs (acl/auth_store.py): the file's name is here so that finding it (the CLI, the
+# topology) loads none of the ACL modules.
+AUTH_FILE_NAME = "auth.json"
 ACL_FILE_ENV = "ROCKETBOX_ACL_FILE"
 SECRET_SUFFIX = ".key_secret"
 

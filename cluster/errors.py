@@ -12,8 +12,8 @@
 from __future__ import annotations
 
 from rocketbox.cluster.protocol import ResponseCode
-from rocketbox.cluster.client_transport import AccessRefused
-from rocketbox.cluster.zmq_transport import RequestTimeout, TransportError
+# Where they are defined (not zmq_transport, which re-exports them): naming an error loads no ZeroMQ.
+from rocketbox.cluster.client_transport import AccessRefused, RequestTimeout, TransportError
 
 
 class ClientError(Exception):

@@ -23,10 +23,7 @@ import random
 import socket
 from dataclasses import dataclass
 
-from rocketbox.cluster.acl.acl_file import read_acl_file, secret_exposures
-from rocketbox.cluster.acl.auth_migration import migrate_plain_acl
-from rocketbox.cluster.acl.auth_store import AUTH_FILE_NAME, ensure as ensure_auth_file, is_auth_file
-from rocketbox.cluster.acl.curve import server_key_pair
+from rocketbox.cluster.account_keys import AUTH_FILE_NAME
 from rocketbox.cluster.config import (ASYNC_FLUSH, BROKER_PORT_DEFAULT, BROKER_PORT_STEP, BROKER_REMOTING_PORT_DEFAULT,
                                       METRICS_PROM, NAMESRV_PORT_DEFAULT, NAMESRV_REMOTING_PORT_DEFAULT, SLAVE,
                                       TLS_DISABLED, BrokerConfig, NamesrvConfig, StoreConfig, check_tls,
@@ -331,8 +328,15 @@ def proxy_settings(host: str, port: int, namesrv_endpoints: tuple[str, ...],
 # A broker process silent this long is hung: the supervisor kills and restarts it. Generous,
 # because a flush worker's msync of a large dirty range can legitimately take seconds.
 HEARTBEAT_TIMEOUT_S_DEFAULT = 30.0
-# First-boot waves (ChildSpec.start_order): each starts once the ones before it are ready.
+# First-boot waves (ChildSpec.start_order): each starts once the ones before it are ready. The doors of
+# their own (proxy, console, metrics exporter) need nothing to boot and nothing waits for them: they
+# start with the NameServers, not awaited.
 START_NAMESRVS, START_MASTERS, START_SLAVES, START_WORKERS = range(4)
+# What the supervisor imports before it forks a server role (role_fork.py): what every one of them
+# imports, so its pages are shared; each imports its own modules after the fork, so no role forked
+# later carries another's (RSS counts every page a child shares with the supervisor in that child).
+# The broker's workers are forked with their own modules imported (three of a group share them).
+SERVER_PRELOAD = ("rocketbox.cluster.procs.runner", "rocketbox.cluster.zmq_transport")
 # Ready within: a child's imports and listeners (seconds on a loaded two-core machine, with a
 # cluster's children starting side by side); a broker's recovery of its store; a door's imports.
 READY_TIMEOUT_S = 30.0
@@ -348,20 +352,22 @@ def _heartbeat(cfg, role: str, timeout_s: float) -> dict:
 def child_specs(topology: Topology, *, restart_backoff_initial_s: float = 0.1,
                 heartbeat_timeout_s: float = HEARTBEAT_TIMEOUT_S_DEFAULT) -> list[ChildSpec]:
     """The supervisor's table. On first boot each start order waits for the ones before it and starts
-    side by side (``start_gate.py``): the NameServers; the masters, the proxy and the console; the
+    side by side (``start_gate.py``): the NameServers, with the proxy, console and metrics exporter
+    beside them (they ask the cluster only when asked, so nothing waits for them); the masters; the
     slaves (after their masters, as the controller names the first replica master); every group's
-    workers (after its broker recovered the store) and the metrics exporter (it reads the brokers')."""
+    workers (after its broker recovered the store)."""
     specs = []
     common = {"backoff_initial_s": restart_backoff_initial_s, "ready_timeout_s": READY_TIMEOUT_S}
     for i, ns in enumerate(topology.namesrvs):
         specs.append(ChildSpec(name=namesrv_name(i), module="rocketbox.cluster.procs.namesrv",
                                args=("--config-json", to_json(ns)), role="namesrv", start_order=START_NAMESRVS,
-                               **common))
+                               preload=SERVER_PRELOAD, **common))
     for cfg in topology.brokers + topology.slaves:
         config_json = to_json(cfg)
         group = group_name(cfg)
         specs.append(ChildSpec(name=group, module="rocketbox.cluster.procs.broker",
                                args=("--config-json", config_json), role="broker", group=group, leader=True,
+                               preload=SERVER_PRELOAD,
                                start_order=START_SLAVES if cfg.is_slave else START_MASTERS,
                                **{**common, "ready_timeout_s": BROKER_READY_TIMEOUT_S},
                                **_heartbeat(cfg, "broker", heartbeat_timeout_s)))
@@ -374,21 +380,23 @@ def child_specs(topology: Topology, *, restart_backoff_initial_s: float = 0.1,
     if exporter is not None:
         specs.append(ChildSpec(name="metrics", module="rocketbox.cluster.procs.metrics",
                                args=("--config-json", exporter.to_json()), role="metrics",
-                               start_order=START_WORKERS, **common))
+                               start_order=START_NAMESRVS, awaited=False, preload=SERVER_PRELOAD, **common))
     if topology.proxy is not None:
-        # Beside the masters: it needs nothing to boot (it asks the NameServers when clients ask it).
-        # HOME: the rocketmq 5 client package the proxy imports for its protos opens its log at
-        # ~/logs/rocketmq_python/rocketmq_client.log on import; with the data dir as HOME it lands
-        # in <data dir>/logs/ beside the processes' logs, not in the user's home.
+        # It needs nothing to boot (it asks the NameServers when clients ask it).
+        # HOME: the rocketmq 5 client package whose generated protos the proxy loads opens its log at
+        # ~/logs/rocketmq_python/rocketmq_client.log if its __init__ runs (proxy/protos.py defers it);
+        # should it, with the data dir as HOME the log lands in <data dir>/logs/, not in the user's home.
         specs.append(ChildSpec(name="proxy", module="rocketbox.cluster.procs.proxy",
                                args=("--config-json", topology.proxy.to_json()), role="proxy",
-                               start_order=START_MASTERS, env={"HOME": topology.data_dir},
+                               start_order=START_NAMESRVS, awaited=False, preload=SERVER_PRELOAD,
+                               env={"HOME": topology.data_dir},
                                **{**common, "ready_timeout_s": DOOR_READY_TIMEOUT_S}))
     if topology.console is not None:
         # So does the console: it asks the NameServers and brokers only when a page is opened.
         specs.append(ChildSpec(name="console", module="rocketbox.cluster.procs.console",
                                args=("--config-json", topology.console.to_json()), role="console",
-                               start_order=START_MASTERS, **{**common, "ready_timeout_s": DOOR_READY_TIMEOUT_S}))
+                               start_order=START_NAMESRVS, awaited=False, preload=SERVER_PRELOAD,
+                               **{**common, "ready_timeout_s": DOOR_READY_TIMEOUT_S}))
     return specs
 
 
@@ -489,22 +497,31 @@ def remote_master_slave(data_dir: str, *, broker_name: str, broker_id: int, host
 def prepare_access_control(topology: Topology) -> None:
     """Before a cluster with access control starts: its ACL file must read (AclFormatError, a
     ValueError, with the reason), and the cluster's CURVE key pair is made next to it if missing."""
-    if topology.acl_file and is_auth_file(topology.acl_file):
+    if not topology.acl_file:
+        return
+    # Here, not at the top: a cluster without access control never loads the ACL modules (YAML, CURVE).
+    from rocketbox.cluster.acl.acl_file import read_acl_file
+    from rocketbox.cluster.acl.auth_migration import migrate_plain_acl
+    from rocketbox.cluster.acl.auth_store import ensure as ensure_auth_file, is_auth_file
+    from rocketbox.cluster.acl.curve import server_key_pair
+    if is_auth_file(topology.acl_file):
         first = (topology.brokers + topology.slaves + (None,))[0]
         migrated = migrate_plain_acl(topology.auth_migrate_from) if topology.auth_migrate_from else []
         ensure_auth_file(topology.acl_file, first.cluster_name if first else "",
                          first.init_authentication_user if first else "",
                          first.inner_client_authentication_credentials if first else "", migrated)
-    if topology.acl_file:
-        read_acl_file(topology.acl_file)
-        server_key_pair(topology.acl_file, create=True)
+    read_acl_file(topology.acl_file)
+    server_key_pair(topology.acl_file, create=True)
 
 
 def exposed_secrets(topology: Topology) -> list[str]:
     """A warning for each secret of the cluster other local users may read or change (``cluster up``
     prints them; each process that reads one logs it): the ACL file and its CURVE secret keys, the TLS
     key, the controller secret."""
-    found = secret_exposures(topology.acl_file) if topology.acl_file else []
+    found = []
+    if topology.acl_file:
+        from rocketbox.cluster.acl.acl_file import secret_exposures
+        found = secret_exposures(topology.acl_file)
     others = {(cfg.tls_server_key_path, "the TLS key") for cfg in (*topology.namesrvs, *topology.brokers)
               if cfg.tls_server_key_path}
     others |= {(n.controller_secret_file, "the controller secret") for n in topology.namesrvs if n.controller_address}

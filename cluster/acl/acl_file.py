@@ -13,8 +13,6 @@ import glob
 import logging
 import os
 
-import yaml
-
 from rocketbox.cluster.acl.addresses import AclFormatError
 from rocketbox.cluster.acl.curve import CLIENTS_DIR, SECRET_SUFFIX, CurveKeyError, account_keys, curve_dir, \
     keys_fingerprint
@@ -30,6 +28,7 @@ RELOAD_INTERVAL_S = 1.0
 
 def read_yaml(path: str):
     """A plain_acl.yml's YAML document; AclFormatError with the reason (and the path)."""
+    import yaml   # here: every process imports this module, only one with a plain_acl.yml parses YAML
     try:
         with open(path, "rb") as f:
             text = f.read()

@@ -21,8 +21,6 @@ from rocketbox.cluster.acl.addresses import AclFormatError
 from rocketbox.cluster.acl.auth_model import ENABLE, SUPER, AuthError, AuthStore
 from rocketbox.cluster.shm.durable import atomic_write
 
-AUTH_FILE_NAME = "auth.json"
-
 
 def is_auth_file(path: str) -> bool:
     """Whether an access file is ACL 2.0's store (JSON) rather than a plain_acl.yml."""

@@ -23,8 +23,7 @@ import logging
 import os
 import time
 
-import yaml
-
+from rocketbox.cluster.acl.acl_file import read_yaml
 from rocketbox.cluster.acl.addresses import AclFormatError
 from rocketbox.cluster.acl.auth_store import is_auth_file
 from rocketbox.cluster.acl.model import KEY_LENGTH_MIN, parse_acl
@@ -67,8 +66,7 @@ class AclAdmin:
         self.path = "" if is_auth_file(path) else path   # an ACL 2.0 cluster has no plain_acl.yml to edit
 
     def _load(self) -> dict:
-        with open(self.path, "rb") as f:
-            data = yaml.safe_load(f.read()) or {}
+        data = read_yaml(self.path) or {}   # AclFormatError for what is not YAML, or unreadable
         if not isinstance(data, dict):
             raise AclFormatError("the file is not a mapping of globalWhiteRemoteAddresses and accounts")
         return data
@@ -84,8 +82,9 @@ class AclAdmin:
             version = _data_version(data, self.path)
             data["dataVersion"] = [{"counter": version["counter"] + 1, "timestamp": int(time.time() * 1000)}]
             parse_acl(data)   # the whole file as every process will read it
-        except (AclFormatError, OSError, yaml.YAMLError) as exc:
+        except (AclFormatError, OSError) as exc:
             raise ProtocolError(f"{what} refused: {exc}", failed_code) from None
+        import yaml   # here, not at the top: a broker without a plain_acl.yml never loads it
         atomic_write(self.path, yaml.safe_dump(data, sort_keys=False, allow_unicode=True).encode())
         log.info("ACL file %s: %s", self.path, what)
 
@@ -157,7 +156,7 @@ class AclAdmin:
             raise ProtocolError(ACL_OFF)
         try:
             version = _data_version(self._load(), self.path)
-        except (AclFormatError, OSError, yaml.YAMLError) as exc:
+        except (AclFormatError, OSError) as exc:
             raise ProtocolError(f"the ACL file {self.path} cannot be read: {exc}") from None
         cfg = self.cfg
         return request.response(ResponseCode.SUCCESS, {

@@ -58,7 +58,6 @@ import argparse
 import os
 import sys
 
-from rocketbox.cluster.acl.curve import ClientKeys, CurveKeyError, use_cluster_keys, use_for_process
 from rocketbox.cluster.cli import (acl_cmds, admin_cmds, auth_cmds, client_cmds, cluster_cmds, config_cmds,
                                    logs_cmds, mqadmin_cmds, mqadmin_more, pause_cmds, tls_cmds, up_config,
                                    up_settings)
@@ -109,6 +108,9 @@ def _use_keys(args) -> str | None:
         acl_file = up_settings.access_file(args.data_dir)
     except (OSError, ValueError):
         acl_file = None
+    if not (args.act_as or acl_file):
+        return None   # no access control: the CURVE modules stay unloaded (`cluster up` starts sooner)
+    from rocketbox.cluster.acl.curve import ClientKeys, CurveKeyError, use_cluster_keys, use_for_process
     if args.act_as:
         try:
             config = ClientConfig.for_account(args.act_as, acl_file or os.environ.get(ACL_FILE_ENV))

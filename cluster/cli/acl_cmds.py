@@ -12,10 +12,6 @@ from __future__ import annotations
 import os
 import sys
 
-from rocketbox.cluster.acl.auth_model import AuthStore
-from rocketbox.cluster.acl.acl_file import read_acl_file, secret_exposures
-from rocketbox.cluster.acl.curve import CLIENTS_DIR, account_keys, curve_dir, make_key_pair, server_key_pair
-from rocketbox.cluster.acl.permissions import describe
 from rocketbox.cluster.cli import up_settings
 from rocketbox.cluster.cli.common import print_json
 
@@ -34,7 +30,13 @@ def _acl_file(args) -> str | None:
     return path
 
 
+# The ACL modules (YAML, CURVE) are imported by these commands only: every other command of the CLI,
+# `cluster up` first, starts without them.
+
 def cmd_keygen(args) -> int:
+    from rocketbox.cluster.acl.acl_file import read_acl_file
+    from rocketbox.cluster.acl.auth_model import AuthStore
+    from rocketbox.cluster.acl.curve import CLIENTS_DIR, curve_dir, make_key_pair, server_key_pair
     acl_file = _acl_file(args)
     if not acl_file:
         return 2
@@ -52,6 +54,10 @@ def cmd_keygen(args) -> int:
 
 
 def cmd_check(args) -> int:
+    from rocketbox.cluster.acl.acl_file import read_acl_file, secret_exposures
+    from rocketbox.cluster.acl.auth_model import AuthStore
+    from rocketbox.cluster.acl.curve import account_keys
+    from rocketbox.cluster.acl.permissions import describe
     acl_file = _acl_file(args)
     if not acl_file:
         return 2

@@ -19,13 +19,13 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from rocketbox.cluster.config import SLAVE
 from rocketbox.cluster.protocol import RequestCode
 from rocketbox.cluster.wire_format import Command
-from rocketbox.cluster.zmq_transport import RpcClient, TransportError
+from rocketbox.cluster.client_transport import TransportError
 
 ASK_TIMEOUT_MS = 1000
 COLUMNS = ["name", "broker", "id", "role", "epoch", "write pos", "lag (bytes)", "answer"]
 
 
-def _ask_all(client: RpcClient, endpoints) -> dict[str, dict | None]:
+def _ask_all(client, endpoints) -> dict[str, dict | None]:
     """endpoint -> its runtime info, or None when it did not answer in time (asked in parallel)."""
     futures = {e: client.call_async(e, Command(RequestCode.GET_BROKER_RUNTIME_INFO, {"detail": "true"}), ASK_TIMEOUT_MS)
                for e in dict.fromkeys(endpoints)}
@@ -43,6 +43,7 @@ def broker_rows(state: dict) -> list[dict]:
     live fields None) for one that is not running or did not answer."""
     brokers = [(child["name"], child.get("state"), (child.get("ready_info") or {}).get("endpoint"))
                for child in state.get("children", []) if child.get("role") == "broker"]
+    from rocketbox.cluster.zmq_transport import RpcClient   # status asks; `cluster up` loads no ZeroMQ
     client = RpcClient(default_timeout_ms=ASK_TIMEOUT_MS)
     try:
         infos = _ask_all(client, [endpoint for _name, run, endpoint in brokers if run == "running" and endpoint])

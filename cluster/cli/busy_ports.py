@@ -6,8 +6,6 @@ from __future__ import annotations
 import os
 import socket
 
-import psutil
-
 
 def planned_ports(topology, exporter) -> list[tuple[str, str, str, int]]:
     """(process, what, host, port) of every listening socket the topology's processes will open."""
@@ -41,6 +39,7 @@ def _in_use(host: str, port: int) -> bool:
 
 def _holder(port: int) -> str:
     """Who listens on ``port``: our process with its cluster's data dir, another one, or unknown."""
+    import psutil   # here: only a busy port needs it, and `cluster up` starts sooner without it
     try:
         pids = {c.pid for c in psutil.net_connections(kind="tcp")
                 if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port and c.pid}

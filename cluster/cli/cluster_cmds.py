@@ -21,7 +21,6 @@ from rocketbox.cluster.console.settings import CONSOLE_PORT_DEFAULT
 from rocketbox.cluster.procs.runner import (LOG_BACKUPS_DEFAULT, LOG_BACKUPS_ENV, LOG_MAX_BYTES_DEFAULT,
                                              LOG_MAX_BYTES_ENV)
 from rocketbox.cluster.proxy.settings import PROXY_PORT_DEFAULT
-from rocketbox.cluster.supervision.arbiter import Supervisor
 from rocketbox.cluster.supervision.detach import spawn_detached
 from rocketbox.cluster.supervision.errors import SupervisorError
 from rocketbox.cluster.supervision.lifecycle import python_module_command
@@ -191,23 +190,26 @@ def cmd_up(args) -> int:
         print(f"note: {note}", file=sys.stderr)
     specs = child_specs(topology)
     up_settings.save(args)
-    console = new_console()
     started = time.monotonic()
     if args.detach:
         specs_path = os.path.join(topology.data_dir, "children.json")
         with open(specs_path, "w") as f:
             json.dump([s.to_dict() for s in specs], f)
+        consoles = []   # the banner's library (rich) loads while the cluster boots, not before it
         try:
             pid = spawn_detached(python_module_command("rocketbox.cluster.procs.supervisor", "--data-dir",
                                                         topology.data_dir, "--specs", specs_path), topology.data_dir,
-                                 ready_timeout_s=args.ready_timeout_s)
+                                 ready_timeout_s=args.ready_timeout_s,
+                                 while_booting=lambda: consoles.append(new_console()))
         except SupervisorError as exc:
-            console.print(f"[red]cluster failed to start:[/red] {exc}")
+            (consoles or [new_console()])[0].print(f"[red]cluster failed to start:[/red] {exc}")
             return 1
         state = read_state_file(topology.data_dir) or {}
-        _print_up_banner(console, state, time.monotonic() - started, pid, topology.data_dir,
-                         _topology_namesrv_env(topology))
+        _print_up_banner((consoles or [new_console()])[0], state, time.monotonic() - started, pid,
+                         topology.data_dir, _topology_namesrv_env(topology))
         return 0
+    from rocketbox.cluster.supervision.arbiter import Supervisor
+    console = new_console()
     supervisor = Supervisor(specs, topology.data_dir)
     set_title(supervisor_title(topology.data_dir))   # this process is the supervisor from here on
     try:

@@ -15,7 +15,7 @@ import glob
 import json
 import os
 
-from rocketbox.cluster.acl.auth_store import AUTH_FILE_NAME
+from rocketbox.cluster.account_keys import AUTH_FILE_NAME
 from rocketbox.cluster.config import (BROKER_PORT_DEFAULT, BROKER_REMOTING_PORT_DEFAULT, METRICS_PORT_DEFAULT,
                                       NAMESRV_PORT_DEFAULT, NAMESRV_REMOTING_PORT_DEFAULT)
 from rocketbox.cluster.file_modes import private_dir

@@ -26,13 +26,16 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import hashlib
 import json
 import os
-import random
-import shutil
 import signal
-import uuid
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import random
+
+# hashlib (OpenSSL: ~4 MB resident), shutil, uuid and random are imported where the emulation uses
+# them: every process of a cluster imports this module (durable.py), almost none ever images.
 
 IMAGE_ENV = "ROCKETBOX_DURABLE_IMAGE"
 STOP_AT_ENV = "ROCKETBOX_POWER_CUT_AT"
@@ -71,6 +74,7 @@ def _file_key(path: str, *, make: bool) -> str | None:
     if not make:
         return None
     try:
+        import uuid
         os.setxattr(path, _XATTR, uuid.uuid4().hex.encode(), os.XATTR_CREATE)
     except FileExistsError:
         pass   # another process named it first
@@ -162,11 +166,13 @@ def _record_dir(image: str, root: str, path: str) -> None:
 
 
 def _manifest_path(image: str, relative: str) -> str:
+    import hashlib
     return os.path.join(image, "dirs", hashlib.sha1(relative.encode()).hexdigest())
 
 
 def start_image(root: str, image: str) -> None:
     """Begin a durable image of ``root``: everything in it now counts as durable."""
+    import shutil
     root = os.path.abspath(root)
     shutil.rmtree(image, ignore_errors=True)
     os.makedirs(os.path.join(image, "inodes"))
@@ -202,6 +208,7 @@ def cut(root: str, image: str, rng: random.Random, weights=(0.4, 0.4, 0.2)) -> C
     """Rewrite ``root`` as the disk holds it after a power cut (every process using it is dead),
     then start a fresh image of the result. ``weights``: the odds of an unsynced page keeping its
     old bytes, its new bytes, or turning to garbage."""
+    import shutil
     root = os.path.abspath(root)
     staging = root + ".power-cut"
     shutil.rmtree(staging, ignore_errors=True)

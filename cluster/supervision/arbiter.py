@@ -30,7 +30,7 @@ from rocketbox.cluster.supervision.run_state import (LOGS_DIR_NAME, STATE_FILE_N
                                                      acquire_data_dir_lock, write_state_file)
 from rocketbox.cluster.supervision.role_fork import ForkedRole
 from rocketbox.cluster.supervision.signal_inbox import STOP_SIGNALS, SignalInbox
-from rocketbox.cluster.supervision.start_gate import may_start
+from rocketbox.cluster.supervision.start_gate import may_start, next_in_line
 
 # After SIGKILL a process can still take a moment to be reaped (or hang in D state).
 KILL_REAP_TIMEOUT_S = 5.0
@@ -272,15 +272,18 @@ class Supervisor:
                 self._spawn(child)
 
     def _preload_a_pending_role(self) -> None:
-        """While a wave boots, import the module of a child still waiting its turn (one a turn, so
-        the loop keeps answering): its fork then starts at once."""
+        """While a wave boots, import what a child of the next wave is forked with (one module a
+        turn, so the loop keeps answering): its fork then starts at once."""
         for child in self._children:
-            if child.state == ChildState.PENDING and child.spec.module and not role_fork.imported(child.spec.module):
-                try:
-                    role_fork.preload(child.spec.module)
-                except Exception as exc:   # its fork will fail with the reason and be reported there
-                    self.log.debug("preloading %s: %s", child.spec.module, exc)
-                return
+            if child.state != ChildState.PENDING or not child.spec.module or not next_in_line(child, self._children):
+                continue
+            for module in child.spec.modules_before_fork:
+                if not role_fork.imported(module):
+                    try:
+                        role_fork.preload(module)
+                    except Exception as exc:   # its fork will fail with the reason and be reported there
+                        self.log.debug("preloading %s: %s", module, exc)
+                    return
 
     def _spawn(self, child: _Child) -> None:
         try:

@@ -88,7 +88,7 @@ def _fork(child: _Child, supervisor_pid: int, log_fd: int, ready_writer: int) ->
     try:
         return role_fork.fork_role(child.spec.module, list(child.spec.args),
                                    child_environment(child, ready_writer, supervisor_pid), child.spec.cwd,
-                                   log_fd, ready_writer, supervisor_pid)
+                                   log_fd, ready_writer, supervisor_pid, child.spec.modules_before_fork)
     except Exception as exc:   # the fork (OSError) or the role's module failing to import
         raise LaunchFailed(f"cannot start {child.spec.module!r}: {exc}") from None
 

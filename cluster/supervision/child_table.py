@@ -37,7 +37,13 @@ class ChildSpec:
     ``python -P -m module *args`` with the supervisor's own Python (lifecycle.python_module_command).
     ``group`` names a fate-sharing group (default: the child alone); its
     ``leader`` must come first in the group's start order. Children start in
-    ``(start_order, position in the table)`` order.
+    ``(start_order, position in the table)`` order; on first boot a later start order waits for
+    the earlier ones to be ready, except for children that are not ``awaited`` (a door that
+    nothing else needs to boot: it starts with its wave and holds none back).
+
+    ``preload`` (forked roles, ``role_fork.py``): the modules the supervisor imports before it
+    forks this child, shared by every child forked after; the child imports its own ``module``
+    after the fork, so no later child carries that module's pages. None: ``module`` itself.
     """
 
     name: str
@@ -49,6 +55,8 @@ class ChildSpec:
     role: str = ""
     leader: bool = False
     start_order: int = 0
+    awaited: bool = True
+    preload: tuple[str, ...] | None = None
     ready: ReadyCheck = ReadyCheck.NOTIFY
     ready_timeout_s: float = 10.0
     restart: RestartPolicy = RestartPolicy.ALWAYS
@@ -70,6 +78,8 @@ class ChildSpec:
         # Accept lists (JSON, call sites) but keep the frozen record immutable.
         object.__setattr__(self, "argv", tuple(self.argv))
         object.__setattr__(self, "args", tuple(self.args))
+        if self.preload is not None:
+            object.__setattr__(self, "preload", tuple(self.preload))
         object.__setattr__(self, "env", dict(self.env))
         object.__setattr__(self, "ready", ReadyCheck(self.ready))
         object.__setattr__(self, "restart", RestartPolicy(self.restart))
@@ -77,6 +87,11 @@ class ChildSpec:
     @property
     def group_name(self) -> str:
         return self.group or self.name
+
+    @property
+    def modules_before_fork(self) -> tuple[str, ...]:
+        """What the supervisor imports before forking this child (a module role only)."""
+        return (self.module,) if self.preload is None else self.preload
 
     def command(self) -> list[str]:
         if self.module:
@@ -88,6 +103,8 @@ class ChildSpec:
             raise ValueError(f"child name {self.name!r} must match {CHILD_NAME_PATTERN.pattern}")
         if bool(self.argv) == bool(self.module):
             raise ValueError(f"child {self.name}: give exactly one of argv and module")
+        if self.preload is not None and not self.module:
+            raise ValueError(f"child {self.name}: preload goes with module")
         if self.args and not self.module:
             raise ValueError(f"child {self.name}: args go with module; put them in argv")
         for label in ("ready_timeout_s", "stop_timeout_s", "backoff_initial_s", "backoff_max_s"):
@@ -102,6 +119,7 @@ class ChildSpec:
     def to_dict(self) -> dict:
         raw = dataclasses.asdict(self)
         raw["argv"], raw["args"] = list(self.argv), list(self.args)
+        raw["preload"] = None if self.preload is None else list(self.preload)
         raw["ready"], raw["restart"] = str(self.ready), str(self.restart)
         return raw
 

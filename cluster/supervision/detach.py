@@ -6,7 +6,7 @@ import os
 import select
 import signal
 import time
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from rocketbox.cluster.supervision import lifecycle
 from rocketbox.cluster.supervision.children import describe_exit, read_log_tail
@@ -15,7 +15,7 @@ from rocketbox.cluster.supervision.run_state import LOGS_DIR_NAME, SUPERVISOR_LO
 
 
 def spawn_detached(argv: Sequence[str], data_dir: str, ready_timeout_s: float = 30.0,
-                   env: Mapping[str, str] | None = None) -> int:
+                   env: Mapping[str, str] | None = None, while_booting: Callable[[], None] | None = None) -> int:
     """Start a supervisor process in its own session and wait until it is ready.
 
     ``argv`` runs a supervisor (e.g. ``[sys.executable, "-m",
@@ -31,7 +31,8 @@ def spawn_detached(argv: Sequence[str], data_dir: str, ready_timeout_s: float = 
     tail; a supervisor still running at the deadline is sent SIGTERM first (it
     then stops whatever it started). The caller is the new process's parent; a
     caller that lives on should ``os.waitpid`` it after it exits (``cluster up
-    --detach`` simply exits and lets init adopt it).
+    --detach`` simply exits and lets init adopt it). ``while_booting`` runs once the
+    supervisor is spawned, before the wait: the caller's own preparation overlaps its boot.
     """
     data_dir = os.path.abspath(data_dir)
     logs_dir = os.path.join(data_dir, LOGS_DIR_NAME)
@@ -73,6 +74,8 @@ def spawn_detached(argv: Sequence[str], data_dir: str, ready_timeout_s: float = 
         return state.get("supervisor_pid") == pid and state.get("state") == SupervisorState.READY
 
     deadline = time.monotonic() + ready_timeout_s
+    if while_booting is not None:
+        while_booting()
     line = bytearray()
     pipe_open = True
     try:

@@ -66,9 +66,11 @@ def preload(module: str) -> None:
 
 
 def fork_role(module: str, args: list[str], env: dict[str, str], cwd: str | None, log_fd: int,
-              ready_writer: int, supervisor_pid: int) -> ForkedRole:
-    """Fork a child that runs ``python -m module *args`` as a fresh interpreter would."""
-    preload(module)
+              ready_writer: int, supervisor_pid: int, before_fork: tuple[str, ...] | None = None) -> ForkedRole:
+    """Fork a child that runs ``python -m module *args`` as a fresh interpreter would, after importing
+    ``before_fork`` (default: ``module``) here; what the child imports itself is its own."""
+    for shared in (module,) if before_fork is None else before_fork:
+        preload(shared)
     # Blocked across the fork: a stop signal meant for the child waits for its default handler,
     # never runs the supervisor's.
     previous_mask = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS_RESET)

@@ -16,7 +16,7 @@ def may_start(child: _Child, children: Sequence[_Child], members: Sequence[_Chil
     On first boot a child waits for every child of a lower ``start_order`` to be ready: children of
     one start order (the brokers; their workers; ...) start side by side, a cluster's imports and
     recoveries spread over the cores instead of queueing on one; a group's members together once
-    their leader is ready. After that only the group matters: its leader starts alone, since
+    their leader is ready; a child that is not ``awaited`` holds back no later order. After that only the group matters: its leader starts alone, since
     recovering the group's shared store needs no worker running, and a member waits for those
     before it."""
     if child.restart_due is None or now < child.restart_due:
@@ -25,7 +25,7 @@ def may_start(child: _Child, children: Sequence[_Child], members: Sequence[_Chil
         for other in children:
             if other.spec.start_order >= child.spec.start_order:
                 break
-            if other.state != ChildState.RUNNING:
+            if other.spec.awaited and other.state != ChildState.RUNNING:
                 return False
         if not child.spec.leader and _leader_running(members):
             return True   # a group's workers share nothing but the store their leader recovered
@@ -41,3 +41,16 @@ def may_start(child: _Child, children: Sequence[_Child], members: Sequence[_Chil
 
 def _leader_running(members: Sequence[_Child]) -> bool:
     return any(m.spec.leader and m.state == ChildState.RUNNING for m in members)
+
+
+def next_in_line(child: _Child, children: Sequence[_Child]) -> bool:
+    """On first boot, whether ``child`` belongs to the wave after the one booting now: every awaited
+    child of a lower start order has been started. The supervisor imports what such a child is forked
+    with while that wave boots, not earlier: an import holds its loop (one module a turn), and a
+    readiness line of the booting wave waits in its pipe meanwhile."""
+    for other in children:
+        if other.spec.start_order >= child.spec.start_order:
+            break
+        if other.spec.awaited and other.state == ChildState.PENDING:
+            return False
+    return True

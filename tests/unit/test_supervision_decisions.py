@@ -12,7 +12,7 @@ from rocketbox.cluster.supervision.event_wait import BLOCKED_CHILD_RECHECK_S, wa
 from rocketbox.cluster.supervision.exit_policy import ExitAction, exit_action
 from rocketbox.cluster.supervision.lifecycle import EXIT_BOOT_ERROR, EXIT_ROLE_CHANGED
 from rocketbox.cluster.supervision.run_state import SupervisorState
-from rocketbox.cluster.supervision.start_gate import may_start
+from rocketbox.cluster.supervision.start_gate import may_start, next_in_line
 
 A = ChildState
 S = SupervisorState
@@ -97,14 +97,16 @@ def test_the_loop_sleeps_while_a_due_child_waits_for_another():
                          now=10.0) == pytest.approx(0.5)
 
 
-def test_first_boot_starts_each_start_order_side_by_side_once_the_one_before_is_ready():
-    def alone(name: str, order: int, state: ChildState) -> _Child:
-        child = _Child(ChildSpec(name=name, argv=["true"], start_order=order), 0, "/dev/null")
-        child.state, child.restart_due = state, 0.0
-        return child
+def _alone(name: str, order: int, state: ChildState, awaited: bool = True) -> _Child:
+    """A child in a group of its own, due to start."""
+    child = _Child(ChildSpec(name=name, argv=["true"], start_order=order, awaited=awaited), 0, "/dev/null")
+    child.state, child.restart_due = state, 0.0
+    return child
 
-    namesrv, master, proxy, workers = (alone("namesrv", 0, A.STARTING), alone("broker-a", 1, A.PENDING),
-                                       alone("proxy", 1, A.PENDING), alone("flush", 2, A.PENDING))
+
+def test_first_boot_starts_each_start_order_side_by_side_once_the_one_before_is_ready():
+    namesrv, master, proxy, workers = (_alone("namesrv", 0, A.STARTING), _alone("broker-a", 1, A.PENDING),
+                                       _alone("proxy", 1, A.PENDING), _alone("flush", 2, A.PENDING))
     table = [namesrv, master, proxy, workers]
     assert not may_start(master, table, [master], first_boot=True, now=1.0)   # the NameServer first
     namesrv.state = A.RUNNING
@@ -114,3 +116,39 @@ def test_first_boot_starts_each_start_order_side_by_side_once_the_one_before_is_
     assert not may_start(workers, table, [workers], first_boot=True, now=1.0)  # after both are ready
     master.state = proxy.state = A.RUNNING
     assert may_start(workers, table, [workers], first_boot=True, now=1.0)
+
+
+def test_a_door_not_awaited_starts_with_the_first_wave_and_holds_no_later_one_back():
+    """The proxy, console and metrics exporter need nothing to boot and nothing needs them: a cluster
+    is ready as soon as its slowest door is, not after the doors' imports and then the workers'."""
+    namesrv, proxy, master, flush = (_alone("namesrv", 0, A.STARTING), _alone("proxy", 0, A.PENDING, awaited=False),
+                                     _alone("broker-a", 1, A.PENDING), _alone("flush", 2, A.PENDING))
+    table = [namesrv, proxy, master, flush]
+    assert may_start(proxy, table, [proxy], first_boot=True, now=1.0)          # beside the NameServer
+    proxy.state = A.STARTING
+    assert not may_start(master, table, [master], first_boot=True, now=1.0)   # the NameServer still first
+    namesrv.state = A.RUNNING
+    assert may_start(master, table, [master], first_boot=True, now=1.0)       # the proxy still booting
+    master.state = A.RUNNING
+    assert may_start(flush, table, [flush], first_boot=True, now=1.0)
+
+
+def test_preload_names_what_the_supervisor_imports_before_the_fork():
+    spec = ChildSpec(name="broker-a", module="m.broker", preload=["m.base"])
+    assert spec.modules_before_fork == ("m.base",)
+    assert ChildSpec.from_dict(spec.to_dict()) == spec
+    assert ChildSpec(name="flush", module="m.flush").modules_before_fork == ("m.flush",)
+    with pytest.raises(ValueError, match="preload goes with module"):
+        ChildSpec(name="x", argv=["true"], preload=["m.base"]).validate()
+
+
+def test_what_the_next_wave_is_forked_with_is_imported_while_the_wave_before_it_boots_not_earlier():
+    """An import holds the supervisor's loop: made while the NameServer boots, it delayed the moment
+    the NameServer's readiness was read, and with it every later wave."""
+    namesrv, metrics, master, flush = (_alone("namesrv", 0, A.STARTING), _alone("metrics", 0, A.STARTING, awaited=False),
+                                       _alone("broker-a", 1, A.PENDING), _alone("flush", 2, A.PENDING))
+    table = [namesrv, metrics, master, flush]
+    assert next_in_line(master, table)           # the NameServer boots: the masters are next
+    assert not next_in_line(flush, table)        # the workers two waves ahead
+    master.state = A.STARTING
+    assert next_in_line(flush, table)            # the masters boot (the metrics exporter holds none back)

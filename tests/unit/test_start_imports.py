@@ -1,0 +1,56 @@
+"""What each process loads at start, checked in a fresh interpreter: the libraries a role or the
+``cluster up`` command does not use unless configured for it stay unloaded (each costs start-up
+CPU and resident memory in every process that loads it: perf/RESULTS.md "Start and footprint").
+Deterministic: it reads ``sys.modules``, it times nothing."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+TIMEOUT_S = 60
+
+
+def loaded_after(code: str) -> set[str]:
+    """The modules a fresh interpreter holds after running ``code``."""
+    program = f"{code}\nimport json, sys\nprint(json.dumps(sorted(sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=TIMEOUT_S)
+    assert done.returncode == 0, done.stderr
+    return set(json.loads(done.stdout.splitlines()[-1]))
+
+
+def _roots(modules: set[str]) -> set[str]:
+    return {m.split(".")[0] for m in modules}
+
+
+@pytest.mark.parametrize("role, never", [
+    # The controller (Raft, Fernet), plain_acl.yml's YAML and TLS load only when configured.
+    ("namesrv", {"pysyncobj", "cryptography", "yaml", "ssl"}),
+    ("broker", {"yaml", "pysyncobj", "grpc", "google", "uvicorn", "starlette", "prometheus_client"}),
+])
+def test_a_role_loads_only_what_it_serves_with(role, never):
+    loaded = _roots(loaded_after(f"import rocketbox.cluster.procs.{role}"))
+    assert not never & loaded, f"{role} loads {sorted(never & loaded)}"
+
+
+def test_the_proxy_loads_the_generated_protocol_without_the_rocketmq_client():
+    """rocketmq-python-client's package __init__ loads its whole client (OpenTelemetry): three
+    quarters of the proxy's imports. Deferred, it still runs when a test's code asks for the client."""
+    loaded = loaded_after("import rocketbox.cluster.proxy.server")
+    assert "rocketmq.grpc_protocol.service_pb2_grpc" in loaded
+    assert not {"opentelemetry", "rocketmq.v5"} & (loaded | _roots(loaded))
+    later = loaded_after("import sys\nimport rocketbox.cluster.proxy.protos\nimport rocketmq\n"
+                         "from rocketmq import Producer\n"
+                         "assert rocketmq.grpc_protocol is sys.modules['rocketmq.grpc_protocol']\n"
+                         "assert rocketmq.TransactionResolution is not None")
+    assert "rocketmq.v5.producer" in later
+
+
+def test_the_cluster_command_starts_without_the_libraries_of_other_commands():
+    """`cluster up` parses every subcommand; ZeroMQ, YAML, psutil and rich load only for the commands
+    (and the moment: the banner once the supervisor is booting) that use them."""
+    loaded = _roots(loaded_after("from rocketbox.cluster.cli import build_parser\nbuild_parser()"))
+    assert not {"zmq", "yaml", "psutil", "rich", "cryptography"} & loaded
