@@ -75,13 +75,13 @@ class _Connection:
     __slots__ = ("sock", "fd", "peer", "host", "port", "decoder", "out", "out_bytes", "last_active", "partial_since",
                  "serialize_type", "closed", "behind_since", "place", "corked", "corked_bytes")
 
-    def __init__(self, sock: socket.socket, peer: bytes, host: str, frame_bytes_max: int, now: float, port: int = 0):
+    def __init__(self, sock: socket.socket, peer: bytes, host: str, decoder, now: float, port: int = 0):
         self.sock = sock
         self.fd = sock.fileno()
         self.peer = peer
         self.host = host
         self.port = port
-        self.decoder = FrameDecoder(frame_bytes_max)
+        self.decoder = decoder
         self.out: collections.deque = collections.deque()
         self.out_bytes = 0
         self.last_active = now
@@ -112,10 +112,18 @@ class TcpReply(Reply):
         place = self._conn.place
         place.unanswered -= 1
         place.last_active = time.monotonic()
-        self._server.write(self._conn, encode_frame(response, self._serialize_type))
+        self._server.write(self._conn, self._server.encode(response, self._serialize_type))
 
 
 class RemotingServer:
+    """The door's connections, bounds and answers; its framing (RocketMQ's) is in the methods a
+    subclass replaces to serve another protocol on the same machinery (``zmtp_door.ZmtpServer``):
+    ``new_decoder``, ``decode``, ``encode``, ``opened``, ``after_feed``, ``stream_errors``."""
+
+    peer_prefix = TCP_PEER_PREFIX
+    door = DOOR_REMOTING
+    stream_errors: tuple = (BadFrameLength,)
+
     def __init__(self, host: str, port: int, handlers: dict[int, Handler], *, name: str,
                  frame_bytes_max: int = FRAME_BYTES_MAX_DEFAULT, limits: AdmissionLimits = AdmissionLimits(),
                  authenticated_only: bool = False, idle_timeout_s: float = 120.0,
@@ -218,7 +226,7 @@ class RemotingServer:
                     self._pause_accepting()
                 return
             now = time.monotonic()
-            peer = TCP_PEER_PREFIX + str(self._serial + 1).encode()
+            peer = self.peer_prefix + str(self._serial + 1).encode()
             place, taken = self.admission.admit(peer, host, now)
             self._close_places(taken)
             if place is None:
@@ -232,12 +240,13 @@ class RemotingServer:
             if self.tls is not None:
                 sock = self.tls.wrap(sock)   # plain or TLS, decided on its first byte
             self._serial += 1
-            conn = _Connection(sock, peer, host, self.frame_bytes_max, now, port)
+            conn = _Connection(sock, peer, host, self.new_decoder(), now, port)
             conn.place = place
             self._connections[conn.fd] = conn
             self._by_peer[conn.peer] = conn
             conn.behind_since = since
             self._epoll.register(conn.fd, _READ)
+            self.opened(conn)
 
     def _pause_accepting(self) -> None:
         fd = self.listener.fileno()
@@ -273,13 +282,14 @@ class RemotingServer:
             self.admission.active(conn.place, conn.last_active)
             try:
                 payloads = conn.decoder.feed(data)
-            except BadFrameLength as exc:
-                # The frames that arrived whole before the bad length word are answered first.
-                self._serve_all(conn, exc.frames, arrived)
+                self.after_feed(conn)
+            except self.stream_errors as exc:
+                # The frames that arrived whole before the fault are answered first.
+                self._serve_all(conn, _whole_before(exc), arrived)
                 if conn.closed:
                     return True
                 self.malformed_frames += 1
-                if exc.zeromq_greeting:   # a wrong door, not an attack: said plainly, below warning
+                if getattr(exc, "zeromq_greeting", False):   # a wrong door, not an attack: said plainly, below warning
                     _limited.info(f"zmtp:{self.name}", "%s: closed the connection from %s: a ZeroMQ greeting, "
                                   "not a RocketMQ frame (a RocketBox native client, or cluster's door probe, "
                                   "at the remoting port)", self.name, conn.host)
@@ -327,12 +337,12 @@ class RemotingServer:
     def _serve(self, conn: _Connection, payload: bytes, since: float, read_pass: ReadPass | None = None) -> None:
         """``since``: when the request arrived, or a moment before it (fast_failure.py)."""
         try:
-            request, serialize_type = decode_frame_payload(payload)
+            request, serialize_type = self.decode(payload)
         except FrameError as exc:
             self.malformed_frames += 1
             _limited.warning(f"malformed:{self.name}", "%s: malformed frame from %s: %s", self.name, conn.host, exc)
-            self.write(conn, encode_frame(Command(ResponseCode.SYSTEM_ERROR, {}, b"", 0, FLAG_RESPONSE,
-                                                  f"malformed frame: {exc}"), conn.serialize_type))
+            self.write(conn, self.encode(Command(ResponseCode.SYSTEM_ERROR, {}, b"", 0, FLAG_RESPONSE,
+                                                 f"malformed frame: {exc}"), conn.serialize_type))
             return
         conn.serialize_type = serialize_type
         if request.is_response:
@@ -341,7 +351,7 @@ class RemotingServer:
         self.requests_served += 1
         request.peer_address = conn.host
         request.peer_port = conn.port
-        request.door = DOOR_REMOTING
+        request.door = self.door
         request.read_pass = read_pass
         reply = TcpReply(self, conn, request.opaque, request.is_oneway, serialize_type)
         busy = self.backlog.refusal(request, since) if self.backlog is not None else None
@@ -352,6 +362,27 @@ class RemotingServer:
         if not conn.place.proven and (request.access_granted if self.authenticated_only else
                                       request.code in self.handlers):
             self.admission.prove(conn.place)
+
+    # ------------------------------------------------------------ the protocol
+
+    def new_decoder(self):
+        """A new connection's reader: ``feed(bytes)`` gives whole frames, ``buffered_bytes`` the rest."""
+        return FrameDecoder(self.frame_bytes_max)
+
+    @staticmethod
+    def decode(payload) -> tuple[Command, int]:
+        """(request, serialize type to answer in) of one whole frame; FrameError when it is malformed."""
+        return decode_frame_payload(payload)
+
+    @staticmethod
+    def encode(cmd: Command, serialize_type: int) -> bytes:
+        return encode_frame(cmd, serialize_type)
+
+    def opened(self, conn: _Connection) -> None:
+        """A connection was accepted (RocketMQ's protocol: the client speaks first)."""
+
+    def after_feed(self, conn: _Connection) -> None:
+        """Bytes were fed to the connection's reader (the protocol may owe the peer some now)."""
 
     # ------------------------------------------------------------ writing
 
@@ -418,7 +449,7 @@ class RemotingServer:
             return
         cmd.flag |= FLAG_ONEWAY
         cmd.opaque = next_opaque()
-        self.write(conn, encode_frame(cmd, conn.serialize_type))
+        self.write(conn, self.encode(cmd, conn.serialize_type))
 
     def call_peer(self, peer: bytes, cmd: Command, on_answer, timeout_s: float) -> None:
         """A request to the client on connection ``peer`` whose answer (or an exception: no answer
@@ -429,14 +460,14 @@ class RemotingServer:
             return
         cmd.opaque = next_opaque()
         self.peer_calls.add(cmd.opaque, peer, time.monotonic() + timeout_s, on_answer)
-        self.write(conn, encode_frame(cmd, conn.serialize_type))
+        self.write(conn, self.encode(cmd, conn.serialize_type))
 
     def reachable(self, peer: bytes) -> bool:
         return peer in self._by_peer
 
-    @staticmethod
-    def owns(peer) -> bool:
-        return isinstance(peer, bytes) and peer.startswith(TCP_PEER_PREFIX)
+    @classmethod
+    def owns(cls, peer) -> bool:
+        return isinstance(peer, bytes) and peer.startswith(cls.peer_prefix)
 
     # ------------------------------------------------------------ closing
 
@@ -496,6 +527,11 @@ class RemotingServer:
             self.close_connection(conn, None)
         self.listener.close()
         self._epoll.close()
+
+
+def _whole_before(exc: Exception) -> list:
+    """The frames (or messages) one read completed before its stream went bad."""
+    return getattr(exc, "frames", None) or getattr(exc, "messages", None) or []
 
 
 def _reads_shaped(conn: _Connection) -> bool:

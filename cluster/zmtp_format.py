@@ -1,6 +1,7 @@
-"""The bytes of ZeroMQ's wire protocol (ZMTP 3.1, RFC 37) that a client with the NULL mechanism
-speaks: the greeting, the READY handshake command, message frames and the PING/PONG heartbeat.
-Pure: no I/O (zmtp_client.py owns the sockets).
+"""The bytes of ZeroMQ's wire protocol (ZMTP 3.1, RFC 37) with the NULL mechanism, both sides: the
+greeting, the READY handshake command, message frames and the PING/PONG heartbeat, and
+``ServerSession``, a ROUTER door's reading of one connection. Pure: no I/O (zmtp_client.py owns
+the client's sockets, zmtp_door.py the broker's).
 
 Why speak it ourselves: a libzmq socket hands every message to libzmq's own I/O thread, a thread
 wake-up each way on top of the caller's; on a small VM that is most of one sync call's time
@@ -36,6 +37,15 @@ _PROPERTY_SIZE = struct.Struct(">I")
 
 class ZmtpError(Exception):
     """The peer's bytes are not ZMTP 3.x as this client speaks it."""
+
+
+class ZmtpStreamError(ZmtpError):
+    """A connection's stream cannot be read on: the door closes it. ``messages``: those the same
+    ``feed`` completed before the fault, still owed their answers."""
+
+    def __init__(self, reason: str, messages: list | None = None):
+        super().__init__(reason)
+        self.messages = messages or []
 
 
 def greeting(mechanism: bytes = NULL_MECHANISM, as_server: bool = False) -> bytes:
@@ -109,6 +119,14 @@ def error_reason(body: bytes) -> str:
     return body[1:1 + body[0]].decode(errors="replace") if body else ""
 
 
+def ping(ttl_deciseconds: int = 0, context: bytes = b"") -> bytes:
+    """A heartbeat: the time-to-live the peer may wait for the next one (0: none said), and a
+    context of up to 16 bytes the PONG carries back."""
+    if len(context) > PING_CONTEXT_MAX:
+        raise ZmtpError("a PING context over 16 bytes")
+    return command(b"PING", ttl_deciseconds.to_bytes(2, "big") + context)
+
+
 def pong(ping_body: bytes) -> bytes:
     """The answer to a PING: its context (after the 2-byte time-to-live) sent back."""
     if len(ping_body) < 2 or len(ping_body) - 2 > PING_CONTEXT_MAX:
@@ -137,6 +155,9 @@ class FrameReader:
         del self._buffer[:count]
         return data
 
+    def peek_byte(self) -> int:
+        return self._buffer[0]
+
     def next_frame(self) -> tuple[int, bytes] | None:
         """The next whole frame, or None until more bytes come; ZmtpError past the size bound."""
         buffer = self._buffer
@@ -160,3 +181,107 @@ class FrameReader:
         data = bytes(buffer[start:end])
         del buffer[:end]
         return flags, data
+
+
+# The socket types a ROUTER talks to (libzmq's compatibility table); RocketBox's clients are DEALERs.
+ROUTER_PEERS = frozenset((b"DEALER", b"REQ", b"ROUTER"))
+# Parts of one message a door takes: ours have two (header, body); a third is answered as malformed
+# (wire_format), a run of MORE frames past this closes the connection.
+MESSAGE_PARTS_MAX = 16
+
+_AWAIT_GREETING, _AWAIT_READY, _OPEN = range(3)
+
+
+class ServerSession:
+    """One connection to a ROUTER door with the NULL mechanism, as the door reads it: the peer's
+    greeting (a ZMTP 3.x one naming NULL: a CURVE client or any other stream is refused at once),
+    its READY (a socket type a ROUTER talks to), then messages, each a list of its parts. What the
+    door owes the peer besides its answers (READY, PONG) collects in ``outgoing``; the door's own
+    greeting, ``opening()``, goes first, at accept, as libzmq's does."""
+
+    def __init__(self, frame_bytes_max: int):
+        self._reader = FrameReader(frame_bytes_max)
+        self._state = _AWAIT_GREETING
+        self._parts: list[bytes] = []
+        self._parts_bytes = 0
+        self.outgoing = bytearray()
+        self.peer_socket_type = b""
+
+    @staticmethod
+    def opening() -> bytes:
+        return greeting(NULL_MECHANISM, as_server=True)
+
+    @property
+    def buffered_bytes(self) -> int:
+        """Bytes held for messages not yet whole (frames cut short and the parts before them)."""
+        return len(self._reader) + self._parts_bytes
+
+    @property
+    def open(self) -> bool:
+        """The handshake is done: what follows are messages."""
+        return self._state == _OPEN
+
+    def take_outgoing(self) -> bytes:
+        data, self.outgoing = bytes(self.outgoing), bytearray()
+        return data
+
+    def feed(self, data: bytes) -> list[list[bytes]]:
+        """The messages ``data`` completes; ZmtpStreamError when the stream cannot be read on."""
+        reader = self._reader
+        reader.feed(data)
+        messages: list[list[bytes]] = []
+        try:
+            if self._state == _AWAIT_GREETING and not self._greeted():
+                return messages
+            while True:
+                got = reader.next_frame()
+                if got is None:
+                    return messages
+                flags, body = got
+                if flags & FLAG_COMMAND:
+                    self._command(body)
+                elif self._state != _OPEN:
+                    raise ZmtpError("a message before the READY handshake")
+                elif flags & FLAG_MORE:
+                    if len(self._parts) + 1 >= MESSAGE_PARTS_MAX:
+                        raise ZmtpError(f"a message of more than {MESSAGE_PARTS_MAX} parts")
+                    self._parts.append(body)
+                    self._parts_bytes += len(body)
+                else:
+                    self._parts.append(body)
+                    messages.append(self._parts)
+                    self._parts, self._parts_bytes = [], 0
+        except ZmtpError as exc:
+            raise ZmtpStreamError(str(exc), messages) from None
+
+    def _greeted(self) -> bool:
+        reader = self._reader
+        if len(reader) and reader.peek_byte() != 0xFF:
+            raise ZmtpError("not a ZMTP greeting (its first byte is not 0xFF): not a ZeroMQ peer")
+        raw = reader.take(GREETING_BYTES)
+        if raw is None:
+            return False
+        _version, mechanism = parse_greeting(raw)
+        if mechanism != NULL_MECHANISM:
+            raise ZmtpError(f"the peer's security mechanism is {mechanism.decode(errors='replace')!r}; this door "
+                            "takes only NULL (access control is off: connect without CURVE keys)")
+        self._state = _AWAIT_READY
+        return True
+
+    def _command(self, body: bytes) -> None:
+        name, properties = parse_command(body)
+        if name == b"PING":
+            self.outgoing += pong(properties)
+        elif name == b"READY" and self._state == _AWAIT_READY:
+            socket_type = parse_properties(properties).get(b"Socket-Type", b"")
+            if socket_type not in ROUTER_PEERS:
+                raise ZmtpError(f"a {socket_type.decode(errors='replace')!r} socket cannot talk to this door "
+                                "(a ROUTER)")
+            self.peer_socket_type = socket_type
+            self.outgoing += ready(b"ROUTER")
+            self._state = _OPEN
+        elif name == b"ERROR":
+            raise ZmtpError(f"the peer gave up: {error_reason(properties)}")
+        elif self._state != _OPEN:
+            raise ZmtpError(f"{name.decode(errors='replace')!r} where READY was due")
+        # After the handshake other commands (PONG, SUBSCRIBE ...) mean nothing to a ROUTER.

@@ -1,4 +1,7 @@
-"""A broker's doors: the ZeroMQ RpcServer always, RocketMQ's remoting TCP server when configured.
+"""A broker's doors: the native (ZeroMQ) door always, RocketMQ's remoting TCP server when configured.
+
+The native door is served by the loop itself (``zmtp_door.ZmtpServer``, no libzmq I/O thread) unless
+it speaks CURVE (access control on), which libzmq's ROUTER serves (``zmq_transport.RpcServer``).
 
 Both feed the broker's one handler table. A connected client is reached (``notify``) and probed
 (``reachable``) through the door its requests came in by; a TCP peer key says which.
@@ -16,6 +19,7 @@ from rocketbox.cluster.remoting_transport import RemotingServer
 from rocketbox.cluster.tls import ServerTls
 from rocketbox.cluster.wire_format import HEADER_BYTES_MAX, Command
 from rocketbox.cluster.zmq_transport import EventLoop, RpcServer
+from rocketbox.cluster.zmtp_door import ZmtpServer
 
 
 class BrokerDoors:
@@ -27,11 +31,17 @@ class BrokerDoors:
         frame_bytes_max = cfg.store.message_size_bytes_max + HEADER_BYTES_MAX
         # Under overload a request that waited too long is answered SYSTEM_BUSY (fast_failure.py).
         bounds = WaitBounds.of_broker(cfg) if cfg.broker_fast_failure_enabled else None
-        self.native = RpcServer(cfg.endpoint, handlers, name=f"broker {cfg.broker_name}",
-                                frame_bytes_max=frame_bytes_max, curve=curve, wait_bounds=bounds,
-                                rcvhwm=cfg.native_connection_backlog_max)
-        self.native.attach(loop)
-        self.native.watch_disconnects(loop, on_peer_gone)
+        name = f"broker {cfg.broker_name}"
+        if ZmtpServer.applies_to(cfg.endpoint, curve):
+            self.native: RpcServer | ZmtpServer = ZmtpServer(
+                cfg.endpoint, handlers, name=name, frame_bytes_max=frame_bytes_max, limits=AdmissionLimits.of(cfg),
+                wait_bounds=bounds, on_disconnect=lambda peer: on_peer_gone())
+            self.native.attach(loop)
+        else:
+            self.native = RpcServer(cfg.endpoint, handlers, name=name, frame_bytes_max=frame_bytes_max, curve=curve,
+                                    wait_bounds=bounds, rcvhwm=cfg.native_connection_backlog_max)
+            self.native.attach(loop)
+            self.native.watch_disconnects(loop, on_peer_gone)
         self.remoting: RemotingServer | None = None
         if cfg.remoting_port:
             self.remoting = RemotingServer(
