@@ -42,6 +42,7 @@ class ZmtpServer(RemotingServer):
     peer_prefix = ZMTP_PEER_PREFIX
     door = DOOR_NATIVE
     stream_errors = (ZmtpError,)
+    tells_peer_port = False   # as through libzmq, which gives a peer's address only: born hosts keep port 0
 
     def __init__(self, endpoint: str, handlers: dict[int, Handler], *, name: str, frame_bytes_max: int,
                  limits: AdmissionLimits = AdmissionLimits(), wait_bounds=None,

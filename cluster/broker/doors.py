@@ -67,8 +67,11 @@ class BrokerDoors:
 
     def info(self) -> dict:
         """Counters of both doors (runtime info)."""
-        info = {"native": {"requestsServed": self.native.requests_served,
-                           "malformedFrames": self.native.malformed_frames}}
+        if isinstance(self.native, ZmtpServer):   # served by the loop: its connections, bounds, writes
+            info = {"native": {**self.native.info(), "servedBy": "loop"}}
+        else:
+            info = {"native": {"requestsServed": self.native.requests_served,
+                               "malformedFrames": self.native.malformed_frames, "servedBy": "libzmq"}}
         if self.remoting is not None:
             info["remoting"] = self.remoting.info()
         for door, server in (("native", self.native), ("remoting", self.remoting)):
