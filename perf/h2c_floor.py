@@ -29,6 +29,7 @@ import asyncio
 import ctypes
 import json
 import os
+import signal
 import socket
 import statistics
 import struct
@@ -39,13 +40,14 @@ import time
 
 import psutil
 
+from rocketbox.perf.proxy_cost import CLIENT_ID, cpu_s
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 C_SOURCE = os.path.join(REPO, "perf", "h2c_floor.c")
 GRPC_PYTHON = os.path.join(REPO, ".venv-rocketmq5", "bin", "python")
 AIO_FLOOR = os.path.join(REPO, "perf", "grpc_floor.py")
 SEND_PATH = "/apache.rocketmq.v2.MessagingService/SendMessage"
 SERVERS = ("aio", "h2c-proto", "h2c-fixed", "h2c-proxy")
-CLIENT_ID = "perf-host@4242@1@h2cfloor"
 RECORD_HEAD = struct.Struct(">IHI")
 ANSWER_HEAD = struct.Struct(">II")
 READY_TIMEOUT_S = 60
@@ -103,6 +105,8 @@ class Connection:
             self.close()
             return
         if count:
+            self.server.reads_with_requests += 1
+            self.server.requests += count
             size = ctypes.c_size_t()
             pointer = lib.h2_batch(self.conn, ctypes.byref(size))
             for stream, path, message in requests_of(ctypes.string_at(pointer, size.value)):
@@ -144,6 +148,7 @@ class FrontEnd:
     def __init__(self, lib: ctypes.CDLL, loop: asyncio.AbstractEventLoop, port: int, answer):
         self.lib, self.loop, self.answer_of = lib, loop, answer
         self.window_waits = 0
+        self.reads_with_requests = self.requests = 0   # how many requests one read brings: what a batch could hold
         self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.listener.bind(("127.0.0.1", port))
@@ -192,29 +197,16 @@ def fixed_answer():
     return lambda path, message: fixed
 
 
-class ProxyContext:
-    """What the proxy's handlers read from a call (perf/proxy_cost.py's CallContext, fixed deadline)."""
-
-    def invocation_metadata(self):
-        return (("x-mq-client-id", CLIENT_ID),)
-
-    def peer(self) -> str:
-        return "ipv4:127.0.0.1:40000"
-
-    def time_remaining(self) -> float:
-        return 10.0
-
-
 def proxy_answer(loop, settings_json: str):
     from rocketbox.cluster.proxy.protos import service
     from rocketbox.cluster.proxy.server import MessagingService
     from rocketbox.cluster.proxy.settings import ProxySettings
+    from rocketbox.perf.proxy_cost import CallContext
     servicer = MessagingService(ProxySettings.from_json(settings_json), loop)
-    context = ProxyContext()
     parse = service.SendMessageRequest.FromString
 
     async def send(message: bytes) -> bytes:
-        return (await servicer.SendMessage(parse(message), context)).SerializeToString()
+        return (await servicer.SendMessage(parse(message), CallContext(10.0))).SerializeToString()
     return lambda path, message: send(message)
 
 
@@ -224,7 +216,13 @@ def serve(kind: str, port: int, settings_json: str) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         lib = build_library(tmp)
     answer = {"h2c-proto": bare_answer, "h2c-fixed": fixed_answer}.get(kind)
-    FrontEnd(lib, loop, port, answer() if answer else proxy_answer(loop, settings_json))
+    front = FrontEnd(lib, loop, port, answer() if answer else proxy_answer(loop, settings_json))
+
+    def stop() -> None:
+        print(json.dumps({"requests": front.requests, "reads_with_requests": front.reads_with_requests,
+                          "window_waits": front.window_waits}), flush=True)
+        loop.stop()
+    loop.add_signal_handler(signal.SIGTERM, stop)
     print("ready", flush=True)
     loop.run_forever()
 
@@ -250,7 +248,7 @@ async def load(port: int, calls: int, window: int, topic: str) -> dict:
     failed = 0
     async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
         send = channel.unary_unary(SEND_PATH)
-        metadata = (("x-mq-client-id", CLIENT_ID),)
+        metadata = (("x-mq-client-id", CLIENT_ID),)   # the proxy refuses a call without it
         first = service.SendMessageResponse.FromString(await send(request, metadata=metadata, timeout=10))
         if first.status.code != pb.Code.OK:
             raise RuntimeError(f"the server answered {first.status}")
@@ -297,11 +295,6 @@ def start_server(kind: str, settings_json: str) -> tuple[subprocess.Popen, int]:
     return child, port
 
 
-def cpu_s(process: psutil.Process) -> float:
-    times = process.cpu_times()
-    return times.user + times.system
-
-
 def measure(kind: str, args, settings_json: str, topic: str) -> dict:
     server, port = start_server(kind, settings_json)
     try:
@@ -320,10 +313,14 @@ def measure(kind: str, args, settings_json: str, topic: str) -> dict:
                 raise RuntimeError(f"client against {kind} exited {client.returncode}")
             results.append(json.loads(out.strip().splitlines()[-1]))
         count = sum(r["count"] for r in results)
+        server.terminate()
+        stats = json.loads(server.stdout.readline() or "{}") if kind != "aio" else {}
+        per_read = stats.get("requests", 0) / max(stats.get("reads_with_requests", 0), 1)
         return {"server": kind, "calls": count, "failed": sum(r["failed"] for r in results),
                 "rate": round(sum(r["count"] / r["elapsed_s"] for r in results)),
                 "server_cpu_us": round((cpu_s(process) - before) / count * 1e6, 1),
-                "p50_us": round(statistics.median(r["p50_us"] for r in results))}
+                "p50_us": round(statistics.median(r["p50_us"] for r in results)),
+                **({"requests_a_read": round(per_read, 1), "window_waits": stats.get("window_waits")} if stats else {})}
     finally:
         server.kill()
         server.wait()

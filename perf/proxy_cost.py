@@ -161,6 +161,8 @@ async def run(cluster: LocalCluster, args) -> None:
             requests = send_request_bytes(topic, args.count)
             sent = await measured(send_phase(servicer, requests, args.window), broker)
             print(json.dumps({"round": round_, "phase": "send", "window": args.window, **sent}), flush=True)
+            if args.no_receive:
+                continue
             got = await measured(receive_phase(servicer, topic, group, args.count + 200, args.receivers), broker)
             print(json.dumps({"round": round_, "phase": "receive+ack", "receivers": args.receivers, **got}),
                   flush=True)
@@ -174,6 +176,7 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=64, help="SendMessage calls in flight")
     parser.add_argument("--receivers", type=int, default=2, help="ReceiveMessage loops")
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--no-receive", action="store_true", help="sends only (to profile them alone)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, LocalCluster(tmp, metrics=False, remoting=False) as cluster:
         print(json.dumps({"pid": os.getpid()}), flush=True)
