@@ -40,6 +40,7 @@ import time
 
 import psutil
 
+from rocketbox.perf.grpc_load import CLIENT_TIMEOUT_S, last_json_lines
 from rocketbox.perf.proxy_cost import CLIENT_ID, cpu_s
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -51,7 +52,6 @@ SERVERS = ("aio", "h2c-proto", "h2c-fixed", "h2c-proxy")
 RECORD_HEAD = struct.Struct(">IHI")
 ANSWER_HEAD = struct.Struct(">II")
 READY_TIMEOUT_S = 60
-CLIENT_TIMEOUT_S = 300
 
 
 # ---------------------------------------------------------------- the C front end
@@ -306,12 +306,7 @@ def measure(kind: str, args, settings_json: str, topic: str) -> dict:
         clients = [subprocess.Popen([sys.executable, "-m", "rocketbox.perf.h2c_floor", "client", str(port),
                                      str(args.calls), str(args.window), topic], stdout=subprocess.PIPE, text=True)
                    for _ in range(args.clients)]
-        results = []
-        for client in clients:
-            out, _ = client.communicate(timeout=CLIENT_TIMEOUT_S)
-            if client.returncode != 0:
-                raise RuntimeError(f"client against {kind} exited {client.returncode}")
-            results.append(json.loads(out.strip().splitlines()[-1]))
+        results = last_json_lines(clients, f"client against {kind}")
         count = sum(r["count"] for r in results)
         server.terminate()
         stats = json.loads(server.stdout.readline() or "{}") if kind != "aio" else {}
