@@ -89,13 +89,19 @@ class ClientTransport:
         """A future resolved with the response Command, or with a TransportError. ``on_done(future)``
         is attached before the request goes out, so the I/O thread that resolves the future runs it
         (attached afterwards, a quick answer would run it at once on the calling thread)."""
-        timeout_ms = self.default_timeout_ms if timeout_ms is None else timeout_ms
-        request.opaque = next_opaque()
         future: Future = Future()
         if on_done is not None:
             future.add_done_callback(on_done)
-        self._io_thread().submit(endpoint, request, future, time.monotonic() + timeout_ms / 1000)
+        self.call_into(endpoint, request, future, timeout_ms)
         return future
+
+    def call_into(self, endpoint: str, request: Command, outcome, timeout_ms: int | None = None) -> None:
+        """``request`` sent; the I/O thread settles ``outcome`` (anything with ``done()``,
+        ``set_result(response)`` and ``set_exception(error)``, which it calls once, on its own thread):
+        a caller with its own hand-off spares a concurrent Future's lock and condition a call."""
+        timeout_ms = self.default_timeout_ms if timeout_ms is None else timeout_ms
+        request.opaque = next_opaque()
+        self._io_thread().submit(endpoint, request, outcome, time.monotonic() + timeout_ms / 1000)
 
     def _stop_io_thread(self) -> None:
         self._closed = True

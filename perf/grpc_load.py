@@ -34,17 +34,23 @@ def cpu_s(process: psutil.Process) -> float:
     return times.user + times.system
 
 
+def last_json_lines(children: list[subprocess.Popen], what: str) -> list[dict]:
+    """Each child's last stdout line as JSON, once it exited; RuntimeError naming ``what`` if one failed."""
+    results = []
+    for child in children:
+        out, err = child.communicate(timeout=CLIENT_TIMEOUT_S)
+        if child.returncode != 0:
+            raise RuntimeError(f"{what} exited {child.returncode}: {(err or '').strip()[-600:]}")
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    return results
+
+
 def run_clients(server: psutil.Process, mode: str, specs: list[dict]) -> dict:
     """Every spec in a client process at once: the clients' summed count and rate, the server's CPU a message."""
     before = cpu_s(server)
     children = [subprocess.Popen([GRPC_PYTHON, BENCH, mode, json.dumps(spec)], stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE, text=True) for spec in specs]
-    results = []
-    for child in children:
-        out, err = child.communicate(timeout=CLIENT_TIMEOUT_S)
-        if child.returncode != 0:
-            raise RuntimeError(f"grpc_bench {mode} exited {child.returncode}: {err.strip()[-600:]}")
-        results.append(json.loads(out.strip().splitlines()[-1]))
+    results = last_json_lines(children, f"grpc_bench {mode}")
     count = sum(r["count"] for r in results)
     return {"count": count, "rate": round(sum(r["count"] / max(r["elapsed_s"], 1e-9) for r in results)),
             "server_cpu_us": round((cpu_s(server) - before) / max(count, 1) * 1e6)}

@@ -12,10 +12,32 @@ from __future__ import annotations
 
 import asyncio
 import collections
-from concurrent.futures import Future
 
 from rocketbox.cluster.wire_format import Command
 from rocketbox.cluster.zmq_transport import RpcClient
+
+
+class _Outcome:
+    """What the I/O thread settles for one call (``ClientTransport.call_into``): the response or the
+    error goes straight into the queue of answers, no concurrent Future (whose lock, condition and
+    callback list cost ~8% of the proxy's send path: perf/RESULTS.md, "The gRPC door: the floor of a
+    C front end and the proxy's own cost")."""
+
+    __slots__ = ("calls", "waiter", "settled")
+
+    def __init__(self, calls: "BatchedCalls", waiter: asyncio.Future):
+        self.calls, self.waiter, self.settled = calls, waiter, False
+
+    def done(self) -> bool:
+        return self.settled
+
+    def set_result(self, response: Command) -> None:
+        self.settled = True
+        self.calls._answer(response, None, self.waiter)
+
+    def set_exception(self, error: BaseException) -> None:
+        self.settled = True
+        self.calls._answer(None, error, self.waiter)
 
 
 class BatchedCalls:
@@ -24,7 +46,7 @@ class BatchedCalls:
     def __init__(self, rpc: RpcClient):
         self.rpc = rpc
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._answered: collections.deque = collections.deque()   # (concurrent future, waiter)
+        self._answered: collections.deque = collections.deque()   # (response, error, waiter)
         self._delivery_scheduled = False
 
     def call(self, endpoint: str, request: Command, timeout_ms: int | None = None) -> asyncio.Future:
@@ -36,15 +58,14 @@ class BatchedCalls:
         # Submitted at once: the I/O thread's own wake flag already spares the pipe write while it
         # has not drained its queue (deferring to the end of the loop turn gathered 1.1 request a
         # batch in the proxy: its RPCs' handlers run in turns of their own).
-        self.rpc.call_async(endpoint, request, timeout_ms,
-                            on_done=lambda answer: self._answer(answer, waiter))
+        self.rpc.call_into(endpoint, request, _Outcome(self, waiter), timeout_ms)
         return waiter
 
-    def _answer(self, answer: Future, waiter: asyncio.Future) -> None:
+    def _answer(self, response: Command | None, error: BaseException | None, waiter: asyncio.Future) -> None:
         """On the I/O thread: queue the answer; wake the loop only when no delivery is pending.
         The loop clears the flag before it drains the queue, so an answer queued after the clear
         schedules a delivery of its own and none is stranded."""
-        self._answered.append((answer, waiter))
+        self._answered.append((response, error, waiter))
         if not self._delivery_scheduled:
             self._delivery_scheduled = True
             try:
@@ -57,11 +78,10 @@ class BatchedCalls:
         self._delivery_scheduled = False
         answered = self._answered
         while answered:
-            answer, waiter = answered.popleft()
+            response, error, waiter = answered.popleft()
             if waiter.done():   # its caller was cancelled (a client that left)
                 continue
-            error = answer.exception()
             if error is not None:
                 waiter.set_exception(error)
             else:
-                waiter.set_result(answer.result())
+                waiter.set_result(response)

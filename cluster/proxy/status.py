@@ -26,8 +26,19 @@ class ProxyError(Exception):
         self.message = message
 
 
+# A code's plain status, made once: building a pb.Status was ~2% of a SendMessage's time in the
+# proxy (perf/RESULTS.md, "The gRPC door: the floor of a C front end and the proxy's own cost").
+# Shared, so never changed in place: every response takes a copy of what it is given.
+_PLAIN: dict[int, pb.Status] = {}
+
+
 def status(code: int, message: str | None = None) -> pb.Status:
-    return pb.Status(code=code, message=message if message is not None else Code.Name(code))
+    if message is None:
+        plain = _PLAIN.get(code)
+        if plain is None:
+            plain = _PLAIN[code] = pb.Status(code=code, message=Code.Name(code))
+        return plain
+    return pb.Status(code=code, message=message)
 
 
 OK = status(Code.OK)
