@@ -1,0 +1,740 @@
+/* The remoting door's send lane (cluster/broker/send_lane.py): the plain sends of one read, read,
+ * stored and answered in a few calls instead of ~25 Python steps a send.
+ *
+ * rb_lane_scan reads a read's frames (remoting_format.py's layout, JSON headers as RocketMQ's
+ * clients write them) and, for each SEND_MESSAGE_V2 / SEND_MESSAGE that broker/send.py's
+ * _parse_plain would take, its fields and the properties as _route stores them (WAIT cut as
+ * message/properties.split_property cuts it, CLUSTER appended). It accepts a strict subset of what
+ * the Python path accepts, and only where the Python path would store exactly these bytes: every
+ * doubt (an escape beyond ASCII, a number where a string belongs, an odd property text, a mark of a
+ * half, delayed, timed, priority or FIFO message) declines the read, which the Python path then
+ * serves whole. rb_lane_route picks the queues (the broker's round robin) and groups the sends by
+ * queue in order of first arrival, as send._by_queue does; rb_lane_encode writes one group's records
+ * with rb_encode_record; rb_lane_answers writes every send's answer frame, as
+ * remoting_format.encode_frame writes SEND_OK's. tests/unit/test_send_lane.py holds all four to the
+ * Python path, byte for byte. */
+#define _GNU_SOURCE
+#include "helper.h"
+#include "bytes.h"
+#include "ranges.h"
+
+#include <string.h>
+#include <strings.h>
+
+enum lane_field {
+    F_TOPIC, F_QUEUE_ID, F_SYS_FLAG, F_BORN_TIMESTAMP, F_FLAG, F_PROPERTIES, F_RECONSUME_TIMES, F_BATCH,
+    F_MAX_RECONSUME_TIMES, F_COUNT
+};
+
+#define LANE_DECLINE (-1)
+#define PAIRS_MAX 64
+#define INT_DIGITS_MAX 18
+#define REQUEST_SEND_MESSAGE 10
+#define REQUEST_SEND_MESSAGE_V2 310
+#define FLAG_RESPONSE_OR_ONEWAY 3
+
+struct span {
+    const uint8_t *at;
+    int64_t len;
+};
+
+struct cursor {
+    const uint8_t *p;
+    const uint8_t *end;
+};
+
+static void skip_ws(struct cursor *c)
+{
+    while (c->p < c->end && (*c->p == ' ' || *c->p == '\t' || *c->p == '\n' || *c->p == '\r'))
+        c->p++;
+}
+
+static int hex_digit(uint8_t ch)
+{
+    if (ch >= '0' && ch <= '9')
+        return ch - '0';
+    if (ch >= 'a' && ch <= 'f')
+        return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F')
+        return ch - 'A' + 10;
+    return -1;
+}
+
+/* The length of the valid UTF-8 sequence (2-4 bytes) at p, or 0 (overlong, surrogate, past U+10FFFF,
+ * cut short): orjson refuses a document with one. */
+static int utf8_sequence(const uint8_t *p, const uint8_t *end)
+{
+    uint8_t b0 = p[0];
+    int n;
+    uint8_t lo = 0x80, hi = 0xBF;
+    if (b0 >= 0xC2 && b0 <= 0xDF)
+        n = 2;
+    else if (b0 >= 0xE0 && b0 <= 0xEF) {
+        n = 3;
+        if (b0 == 0xE0)
+            lo = 0xA0;
+        else if (b0 == 0xED)
+            hi = 0x9F;
+    } else if (b0 >= 0xF0 && b0 <= 0xF4) {
+        n = 4;
+        if (b0 == 0xF0)
+            lo = 0x90;
+        else if (b0 == 0xF4)
+            hi = 0x8F;
+    } else
+        return 0;
+    if (end - p < n || p[1] < lo || p[1] > hi)
+        return 0;
+    for (int i = 2; i < n; i++)
+        if (p[i] < 0x80 || p[i] > 0xBF)
+            return 0;
+    return n;
+}
+
+/* A JSON string at c->p (its opening quote), decoded into out (NULL: only checked); returns its
+ * decoded length, or LANE_DECLINE for what the lane does not read (an escape of a character past
+ * ASCII, a raw control character, bad UTF-8). Decoded never longer than the raw text. */
+static int64_t json_string(struct cursor *c, uint8_t *out)
+{
+    if (c->p >= c->end || *c->p != '"')
+        return LANE_DECLINE;
+    const uint8_t *p = c->p + 1, *end = c->end;
+    int64_t n = 0;
+    while (p < end) {
+        uint8_t ch = *p;
+        if (ch == '"') {
+            c->p = p + 1;
+            return n;
+        }
+        if (ch < 0x20)
+            return LANE_DECLINE;
+        if (ch == '\\') {
+            if (end - p < 2)
+                return LANE_DECLINE;
+            uint8_t e = p[1], v;
+            switch (e) {
+            case '"': v = '"'; break;
+            case '\\': v = '\\'; break;
+            case '/': v = '/'; break;
+            case 'b': v = '\b'; break;
+            case 'f': v = '\f'; break;
+            case 'n': v = '\n'; break;
+            case 'r': v = '\r'; break;
+            case 't': v = '\t'; break;
+            case 'u': {
+                if (end - p < 6)
+                    return LANE_DECLINE;
+                int code = 0;
+                for (int i = 2; i < 6; i++) {
+                    int d = hex_digit(p[i]);
+                    if (d < 0)
+                        return LANE_DECLINE;
+                    code = code << 4 | d;
+                }
+                if (code >= 0x80)
+                    return LANE_DECLINE;
+                v = (uint8_t)code;
+                p += 4;
+                break;
+            }
+            default:
+                return LANE_DECLINE;
+            }
+            if (out)
+                out[n] = v;
+            n++;
+            p += 2;
+            continue;
+        }
+        if (ch >= 0x80) {
+            int len = utf8_sequence(p, end);
+            if (len == 0)
+                return LANE_DECLINE;
+            if (out)
+                memcpy(out + n, p, (size_t)len);
+            n += len;
+            p += len;
+            continue;
+        }
+        if (out)
+            out[n] = ch;
+        n++;
+        p++;
+    }
+    return LANE_DECLINE;
+}
+
+/* A JSON integer literal (no fraction or exponent) in int32; 0 on success. */
+static int json_int32(struct cursor *c, int64_t *value)
+{
+    const uint8_t *p = c->p, *end = c->end;
+    int negative = 0;
+    if (p < end && *p == '-') {
+        negative = 1;
+        p++;
+    }
+    const uint8_t *digits = p;
+    int64_t v = 0;
+    while (p < end && *p >= '0' && *p <= '9' && p - digits <= 10)
+        v = v * 10 + (*p++ - '0');
+    if (p == digits || p - digits > 10 || (p - digits > 1 && *digits == '0'))
+        return LANE_DECLINE;
+    if (p < end && (*p == '.' || *p == 'e' || *p == 'E'))
+        return LANE_DECLINE;
+    v = negative ? -v : v;
+    if (v < INT32_MIN || v > INT32_MAX)
+        return LANE_DECLINE;
+    *value = v;
+    c->p = p;
+    return 0;
+}
+
+static int literal(struct cursor *c, const char *word)
+{
+    size_t n = strlen(word);
+    if ((size_t)(c->end - c->p) < n || memcmp(c->p, word, n) != 0)
+        return LANE_DECLINE;
+    c->p += n;
+    return 0;
+}
+
+/* A key without escapes: its raw bytes. */
+static int key_span(struct cursor *c, struct span *key)
+{
+    if (c->p >= c->end || *c->p != '"')
+        return LANE_DECLINE;
+    const uint8_t *start = c->p + 1, *q = start;
+    while (q < c->end && *q != '"' && *q != '\\' && *q >= 0x20 && *q < 0x80)
+        q++;
+    if (q >= c->end || *q != '"')
+        return LANE_DECLINE;
+    key->at = start;
+    key->len = q - start;
+    c->p = q + 1;
+    skip_ws(c);
+    if (c->p >= c->end || *c->p != ':')
+        return LANE_DECLINE;
+    c->p++;
+    skip_ws(c);
+    return 0;
+}
+
+static int key_is(const struct span *key, const char *name)
+{
+    size_t n = strlen(name);
+    return (size_t)key->len == n && memcmp(key->at, name, n) == 0;
+}
+
+/* After a member: ',' (1, another follows) or the closing '}' (0). */
+static int next_member(struct cursor *c)
+{
+    skip_ws(c);
+    if (c->p < c->end && *c->p == ',') {
+        c->p++;
+        skip_ws(c);
+        return 1;
+    }
+    if (c->p < c->end && *c->p == '}') {
+        c->p++;
+        return 0;
+    }
+    return LANE_DECLINE;
+}
+
+/* A scalar value of a header key the lane does not read: a string, an integer, true, false or null. */
+static int skip_scalar(struct cursor *c)
+{
+    if (c->p >= c->end)
+        return LANE_DECLINE;
+    uint8_t ch = *c->p;
+    if (ch == '"')
+        return json_string(c, NULL) < 0 ? LANE_DECLINE : 0;
+    if (ch == '-' || (ch >= '0' && ch <= '9')) {
+        int64_t ignored;
+        return json_int32(c, &ignored);
+    }
+    if (literal(c, "true") == 0 || literal(c, "false") == 0 || literal(c, "null") == 0)
+        return 0;
+    return LANE_DECLINE;
+}
+
+/* The send field a key names, by the code's table (9 NUL-terminated names in lane_field order), or -1. */
+static int field_of(const struct span *key, const struct span *names)
+{
+    for (int f = 0; f < F_COUNT; f++)
+        if (names[f].len == key->len && memcmp(names[f].at, key->at, (size_t)key->len) == 0)
+            return f;
+    return -1;
+}
+
+/* extFields: every value a string; the fields the lane reads left as raw spans (the last of a
+ * name twice, as orjson keeps it). */
+static int ext_fields(struct cursor *c, const struct span *names, struct span *raw)
+{
+    if (c->p >= c->end || *c->p != '{')
+        return LANE_DECLINE;
+    c->p++;
+    skip_ws(c);
+    if (c->p < c->end && *c->p == '}') {
+        c->p++;
+        return 0;
+    }
+    for (;;) {
+        struct span key;
+        if (key_span(c, &key) != 0)
+            return LANE_DECLINE;
+        const uint8_t *value_start = c->p;
+        if (json_string(c, NULL) < 0)
+            return LANE_DECLINE;
+        int f = field_of(&key, names);
+        if (f >= 0) {
+            if (raw[f].at != NULL)   /* a field twice */
+                return LANE_DECLINE;
+            raw[f].at = value_start;
+            raw[f].len = c->p - value_start;
+        }
+        int more = next_member(c);
+        if (more < 0)
+            return LANE_DECLINE;
+        if (!more)
+            return 0;
+    }
+}
+
+struct header {
+    int64_t code, opaque, flag, version;
+    int seen;        /* bits: code, opaque, flag, version, language, extFields */
+    int remark;      /* a remark that is not null */
+};
+
+/* The header object; the send fields' raw spans (by the code's table, known only once "code" is
+ * read: both tables' spans are kept). */
+static int json_header(const uint8_t *at, int64_t len, const struct span *v2_names, const struct span *v1_names,
+                       struct header *h, struct span *raw_v2, struct span *raw_v1)
+{
+    struct cursor c = {at, at + len};
+    skip_ws(&c);
+    if (c.p >= c.end || *c.p != '{')
+        return LANE_DECLINE;
+    c.p++;
+    skip_ws(&c);
+    if (c.p < c.end && *c.p == '}')
+        return LANE_DECLINE;
+    for (;;) {
+        struct span key;
+        if (key_span(&c, &key) != 0)
+            return LANE_DECLINE;
+        int rc = 0;
+        int bit = key_is(&key, "code") ? 1 : key_is(&key, "opaque") ? 2 : key_is(&key, "flag") ? 4 :
+                  key_is(&key, "version") ? 8 : key_is(&key, "language") ? 16 : key_is(&key, "extFields") ? 32 :
+                  key_is(&key, "remark") ? 64 : 0;
+        if (h->seen & bit)   /* a key twice: which one a JSON reader keeps is not the lane's to guess */
+            return LANE_DECLINE;
+        h->seen |= bit;
+        if (bit == 1) {
+            rc = json_int32(&c, &h->code);
+        } else if (bit == 2) {
+            rc = json_int32(&c, &h->opaque);
+        } else if (bit == 4) {
+            rc = json_int32(&c, &h->flag);
+        } else if (bit == 8) {
+            rc = json_int32(&c, &h->version);
+        } else if (bit == 16) {
+            rc = json_string(&c, NULL) < 0 ? LANE_DECLINE : 0;
+        } else if (bit == 32) {
+            /* Read against both tables: the code may come after it. */
+            const uint8_t *start = c.p;
+            rc = ext_fields(&c, v2_names, raw_v2);
+            if (rc == 0) {
+                struct cursor again = {start, c.end};
+                rc = ext_fields(&again, v1_names, raw_v1);
+            }
+        } else if (bit == 64) {
+            h->remark = literal(&c, "null") != 0;
+            if (h->remark)
+                rc = skip_scalar(&c);
+        } else {
+            rc = skip_scalar(&c);
+        }
+        if (rc != 0)
+            return LANE_DECLINE;
+        int more = next_member(&c);
+        if (more < 0)
+            return LANE_DECLINE;
+        if (!more)
+            break;
+    }
+    skip_ws(&c);
+    return c.p == c.end && (h->seen & 63) == 63 && !h->remark ? 0 : LANE_DECLINE;
+}
+
+/* An integer as Python's int() reads the lane's subset of texts: -?[0-9]{1,18}. */
+static int text_int(const uint8_t *at, int64_t len, int64_t *value)
+{
+    int64_t i = 0, v = 0;
+    int negative = 0;
+    if (len > 0 && at[0] == '-') {
+        negative = 1;
+        i = 1;
+    }
+    if (len - i < 1 || len - i > INT_DIGITS_MAX)
+        return LANE_DECLINE;
+    for (; i < len; i++) {
+        if (at[i] < '0' || at[i] > '9')
+            return LANE_DECLINE;
+        v = v * 10 + (at[i] - '0');
+    }
+    *value = negative ? -v : v;
+    return 0;
+}
+
+/* A field's text decoded into tmp (at most raw length bytes): its length or LANE_DECLINE. */
+static int64_t field_text(const struct span *raw, uint8_t *tmp)
+{
+    struct cursor c = {raw->at, raw->at + raw->len};
+    return json_string(&c, tmp);
+}
+
+static int field_int(const struct span *raw, uint8_t *tmp, int64_t *value)
+{
+    if (raw->at == NULL)
+        return LANE_DECLINE;
+    int64_t n = field_text(raw, tmp);
+    return n < 0 ? LANE_DECLINE : text_int(tmp, n, value);
+}
+
+/* The properties text at text (n bytes) rewritten in place as a plain send stores it before CLUSTER:
+ * split_property's cut of WAIT when "WAIT\x01" occurs (NULL when the text is not plain), else
+ * stored_send_properties' (a closing \x02 added). text has room for one byte more. Returns the new
+ * length or LANE_DECLINE. */
+static int64_t stored_text(uint8_t *text, int64_t n)
+{
+    static const uint8_t wait_mark[] = {'W', 'A', 'I', 'T', PROPERTY_NAME_VALUE_SEPARATOR};
+    if (memmem(text, (size_t)n, wait_mark, sizeof wait_mark) == NULL) {
+        if (n > 0 && text[n - 1] != PROPERTY_SEPARATOR)
+            text[n++] = PROPERTY_SEPARATOR;
+        return n;
+    }
+    struct span names[PAIRS_MAX];   /* the kept pairs' names, where they stand once moved */
+    int pairs = 0, wait_seen = 0;
+    int64_t out = 0, pos = 0;
+    int64_t end = n > 0 && text[n - 1] == PROPERTY_SEPARATOR ? n - 1 : n;
+    if (n == 0)
+        return 0;
+    /* text.split(\x02) with one trailing empty piece dropped: end marks where the pieces stop. */
+    for (;;) {
+        const uint8_t *sep = memchr(text + pos, PROPERTY_SEPARATOR, (size_t)(end - pos));
+        int64_t pair_end = sep ? sep - text : end;
+        int64_t pair_len = pair_end - pos;
+        const uint8_t *eq = memchr(text + pos, PROPERTY_NAME_VALUE_SEPARATOR, (size_t)pair_len);
+        if (eq == NULL || pairs == PAIRS_MAX - 1)
+            return LANE_DECLINE;
+        int64_t name_len = eq - (text + pos);
+        if (name_len == 4 && memcmp(text + pos, "WAIT", 4) == 0) {
+            if (wait_seen)
+                return LANE_DECLINE;
+            wait_seen = 1;
+        } else {
+            for (int k = 0; k < pairs; k++)
+                if (names[k].len == name_len && memcmp(names[k].at, text + pos, (size_t)name_len) == 0)
+                    return LANE_DECLINE;
+            /* Kept pairs move left, never over a kept name nor the pairs still to read. */
+            memmove(text + out, text + pos, (size_t)pair_len);
+            names[pairs].at = text + out;
+            names[pairs].len = name_len;
+            pairs++;
+            out += pair_len;
+            text[out++] = PROPERTY_SEPARATOR;
+        }
+        if (sep == NULL)
+            break;
+        pos = pair_end + 1;
+    }
+    return out;
+}
+
+static int has_mark(const uint8_t *text, int64_t n, const struct span *marks, int mark_count)
+{
+    for (int k = 0; k < mark_count; k++)
+        if (memmem(text, (size_t)n, marks[k].at, (size_t)marks[k].len) != NULL)
+            return 1;
+    return 0;
+}
+
+/* NUL-terminated names back to back into spans; returns how many, at most max. */
+static int names_of(const uint8_t *buf, size_t len, struct span *out, int max)
+{
+    int count = 0;
+    size_t pos = 0;
+    while (pos < len && count < max) {
+        const uint8_t *nul = memchr(buf + pos, 0, len - pos);
+        if (nul == NULL)
+            break;
+        out[count].at = buf + pos;
+        out[count].len = nul - (buf + pos);
+        count++;
+        pos = (size_t)(nul - buf) + 1;
+    }
+    return count;
+}
+
+#define MARKS_MAX 16
+
+/* One frame's payload (without its length word): 0 and *send filled when the lane takes it. */
+static int scan_frame(const uint8_t *payload, int64_t len, const struct span *v2_names,
+                      const struct span *v1_names, const struct span *marks, int mark_count,
+                      const uint8_t *cluster_mark, int64_t cluster_mark_len, int64_t size_max,
+                      int64_t header_max, int64_t sys_flag_allowed, int32_t record_crc, uint8_t *scratch,
+                      int64_t *scratch_pos,
+                      int64_t scratch_len, struct rb_lane_send *send)
+{
+    if (len < 4)
+        return LANE_DECLINE;
+    uint32_t word = get_be32(payload);
+    int64_t header_len = word & 0xFFFFFF;
+    if ((word >> 24) != 0 || header_len > len - 4 || header_len > header_max)
+        return LANE_DECLINE;
+    struct header h = {0};
+    struct span raw_v2[F_COUNT] = {{0}}, raw_v1[F_COUNT] = {{0}};
+    if (json_header(payload + 4, header_len, v2_names, v1_names, &h, raw_v2, raw_v1) != 0)
+        return LANE_DECLINE;
+    if (h.flag & FLAG_RESPONSE_OR_ONEWAY)
+        return LANE_DECLINE;
+    const struct span *raw = h.code == REQUEST_SEND_MESSAGE_V2 ? raw_v2 :
+                             h.code == REQUEST_SEND_MESSAGE ? raw_v1 : NULL;
+    if (raw == NULL)
+        return LANE_DECLINE;
+    for (int f = 0; f <= F_RECONSUME_TIMES; f++)
+        if (raw[f].at == NULL)
+            return LANE_DECLINE;
+    /* Room for the decoded texts: each no longer than its raw span, plus a \x02 and CLUSTER. */
+    int64_t pos = *scratch_pos;
+    if (scratch_len - pos < header_len + 1 + cluster_mark_len)
+        return RB_E_DEST_TOO_SMALL;
+    uint8_t *tmp = scratch + pos;
+    if (raw[F_BATCH].at != NULL) {
+        int64_t n = field_text(&raw[F_BATCH], tmp);
+        if (n < 0 || (n == 1 && tmp[0] == '1') || (n == 4 && strncasecmp((char *)tmp, "true", 4) == 0))
+            return LANE_DECLINE;
+    }
+    int64_t queue_id, sys_flag, born, flag, reconsume, ignored;
+    if (field_int(&raw[F_QUEUE_ID], tmp, &queue_id) || field_int(&raw[F_SYS_FLAG], tmp, &sys_flag)
+            || field_int(&raw[F_BORN_TIMESTAMP], tmp, &born) || field_int(&raw[F_FLAG], tmp, &flag)
+            || field_int(&raw[F_RECONSUME_TIMES], tmp, &reconsume))
+        return LANE_DECLINE;
+    if (raw[F_MAX_RECONSUME_TIMES].at != NULL) {   /* int() of it unless empty, as _parse_plain reads it */
+        int64_t n = field_text(&raw[F_MAX_RECONSUME_TIMES], tmp);
+        if (n < 0 || (n > 0 && text_int(tmp, n, &ignored) != 0))
+            return LANE_DECLINE;
+    }
+    if ((sys_flag & ~sys_flag_allowed) || born < 0 || born >= (int64_t)1 << 62
+            || flag < INT32_MIN || flag > INT32_MAX || reconsume < 0 || reconsume > INT32_MAX)
+        return LANE_DECLINE;
+    int64_t topic_len = field_text(&raw[F_TOPIC], tmp);
+    if (topic_len <= 0 || topic_len > TOPIC_BYTES_MAX)
+        return LANE_DECLINE;
+    send->topic_pos = pos;
+    pos += topic_len;
+    uint8_t *props = scratch + pos;
+    int64_t props_len = field_text(&raw[F_PROPERTIES], props);
+    if (props_len < 0 || memchr(props, 0, (size_t)props_len) != NULL || has_mark(props, props_len, marks, mark_count))
+        return LANE_DECLINE;
+    props_len = stored_text(props, props_len);
+    if (props_len < 0)
+        return LANE_DECLINE;
+    memcpy(props + props_len, cluster_mark, (size_t)cluster_mark_len);
+    props_len += cluster_mark_len;
+    int64_t body_len = len - 4 - header_len;
+    int64_t size = rb_record_size(body_len, (const char *)props, props_len, topic_len, record_crc);
+    if (size < 0 || body_len > size_max || size > size_max)
+        return LANE_DECLINE;
+    send->opaque = h.opaque;
+    send->code = h.code;
+    send->topic_len = topic_len;
+    send->body_pos = 4 + header_len;   /* from the payload's start: the caller adds where it starts */
+    send->body_len = body_len;
+    send->props_pos = pos;
+    send->props_len = props_len;
+    send->queue_id = queue_id;
+    send->sys_flag = sys_flag;
+    send->born_timestamp_ms = born;
+    send->flag = flag;
+    send->reconsume_times = reconsume;
+    send->record_size = size;
+    *scratch_pos = pos + props_len;
+    return 0;
+}
+
+int64_t rb_lane_scan(const uint8_t *blob, size_t blob_len, const int64_t *ends, int64_t count,
+                     const uint8_t *v2_keys, size_t v2_keys_len, const uint8_t *v1_keys, size_t v1_keys_len,
+                     const uint8_t *marks, size_t marks_len, const uint8_t *cluster_mark, size_t cluster_mark_len,
+                     int64_t size_max, int64_t header_max, int64_t sys_flag_allowed, int32_t record_crc,
+                     uint8_t *scratch, size_t scratch_len, struct rb_lane_send *sends,
+                     int64_t *topic_firsts, int64_t *counts_out)
+{
+    struct span v2_names[F_COUNT], v1_names[F_COUNT], mark_spans[MARKS_MAX];
+    if (names_of(v2_keys, v2_keys_len, v2_names, F_COUNT) != F_COUNT
+            || names_of(v1_keys, v1_keys_len, v1_names, F_COUNT) != F_COUNT)
+        return RB_E_ARGUMENT;
+    int mark_count = names_of(marks, marks_len, mark_spans, MARKS_MAX);
+    int64_t start = 0, scratch_pos = 0, topics = 0;
+    counts_out[1] = counts_out[2] = 0;
+    for (int64_t i = 0; i < count; i++) {
+        int64_t end = ends[i];
+        if (check_range(blob_len, start, end) != RB_OK)
+            return RB_E_RANGE;
+        struct rb_lane_send *send = &sends[i];
+        int rc = scan_frame(blob + start, end - start, v2_names, v1_names, mark_spans, mark_count, cluster_mark,
+                            (int64_t)cluster_mark_len, size_max, header_max, sys_flag_allowed, record_crc, scratch, &scratch_pos,
+                            (int64_t)scratch_len, send);
+        if (rc == RB_E_DEST_TOO_SMALL)
+            return rc;
+        if (rc != 0)
+            return i;
+        send->body_pos += start;
+        counts_out[send->code == REQUEST_SEND_MESSAGE_V2 ? 1 : 2]++;
+        send->topic_slot = -1;
+        for (int64_t k = 0; k < topics; k++) {
+            const struct rb_lane_send *first = &sends[topic_firsts[k]];
+            if (first->topic_len == send->topic_len
+                    && memcmp(scratch + first->topic_pos, scratch + send->topic_pos, (size_t)send->topic_len) == 0) {
+                send->topic_slot = k;
+                break;
+            }
+        }
+        if (send->topic_slot < 0) {
+            send->topic_slot = topics;
+            topic_firsts[topics++] = i;
+        }
+        start = end;
+    }
+    counts_out[0] = topics;
+    return count;
+}
+
+int64_t rb_lane_route(struct rb_lane_send *sends, int64_t count, const int64_t *queue_counts,
+                      int64_t round_robin_next, int64_t *groups, int64_t *group_count_out)
+{
+    int64_t picked = 0, group_count = 0;
+    for (int64_t i = 0; i < count; i++) {
+        struct rb_lane_send *send = &sends[i];
+        int64_t queues = queue_counts[send->topic_slot];
+        if (queues <= 0 || send->queue_id >= queues)
+            return RB_E_LANE_DECLINED;
+        if (send->queue_id < 0)
+            send->queue_id = (round_robin_next + picked++) % queues;
+    }
+    for (int64_t i = 0; i < count; i++) {
+        struct rb_lane_send *send = &sends[i];
+        int64_t g = 0;
+        while (g < group_count && !(groups[g * 4] == send->topic_slot && groups[g * 4 + 1] == send->queue_id))
+            g++;
+        if (g == group_count) {
+            groups[g * 4] = send->topic_slot;
+            groups[g * 4 + 1] = send->queue_id;
+            groups[g * 4 + 2] = 0;
+            groups[g * 4 + 3] = 0;
+            group_count++;
+        }
+        send->group = g;
+        groups[g * 4 + 2]++;
+        groups[g * 4 + 3] += send->record_size;
+    }
+    *group_count_out = group_count;
+    return picked;
+}
+
+int64_t rb_lane_encode(uint8_t *dst, size_t dst_len, int64_t dst_pos, int64_t phys_first,
+                       const uint8_t *blob, size_t blob_len, const uint8_t *scratch, size_t scratch_len,
+                       struct rb_lane_send *sends, int64_t count, int64_t group, int64_t queue_offset_first,
+                       const uint8_t *born_host, const uint8_t *store_host, int64_t store_timestamp_ms,
+                       int32_t record_crc)
+{
+    int64_t pos = dst_pos, queue_offset = queue_offset_first;
+    for (int64_t i = 0; i < count; i++) {
+        struct rb_lane_send *send = &sends[i];
+        if (send->group != group)
+            continue;
+        if (check_span(blob_len, send->body_pos, send->body_len) != RB_OK
+                || check_span(scratch_len, send->props_pos, send->props_len) != RB_OK
+                || check_span(scratch_len, send->topic_pos, send->topic_len) != RB_OK)
+            return RB_E_RANGE;
+        int64_t phys = phys_first + (pos - dst_pos);
+        int64_t written = rb_encode_record(
+            dst, dst_len, pos, send->record_size, (const char *)blob + send->body_pos, send->body_len,
+            (const char *)scratch + send->props_pos, send->props_len, (const char *)scratch + send->topic_pos,
+            send->topic_len, (int32_t)send->flag, (int32_t)send->reconsume_times, (int32_t)send->queue_id,
+            queue_offset, phys, (int32_t)send->sys_flag, send->born_timestamp_ms, (const char *)born_host,
+            store_timestamp_ms, (const char *)store_host, 0, record_crc);
+        if (written < 0)
+            return written;
+        send->phys_offset = phys;
+        send->queue_offset = queue_offset++;
+        pos += written;
+    }
+    return pos - dst_pos;
+}
+
+static const char HEX_DIGITS[] = "0123456789ABCDEF";
+
+static uint8_t *put_text(uint8_t *p, const char *text)
+{
+    size_t n = strlen(text);
+    memcpy(p, text, n);
+    return p + n;
+}
+
+static uint8_t *put_decimal(uint8_t *p, int64_t v)
+{
+    char digits[24];
+    int n = 0;
+    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    do {
+        digits[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        *p++ = '-';
+    while (n)
+        *p++ = (uint8_t)digits[--n];
+    return p;
+}
+
+int64_t rb_lane_answers(uint8_t *out, size_t out_len, const struct rb_lane_send *sends, int64_t count,
+                        const uint8_t *store_host, const uint8_t *language, size_t language_len, int64_t version)
+{
+    uint8_t *p = out, *end = out + out_len;
+    if (language_len > 32)
+        return RB_E_ARGUMENT;
+    for (int64_t i = 0; i < count; i++) {
+        const struct rb_lane_send *send = &sends[i];
+        if (end - p < RB_LANE_ANSWER_BYTES_MAX)
+            return RB_E_DEST_TOO_SMALL;
+        uint8_t *frame = p;
+        p += 8;
+        p = put_text(p, "{\"code\":0,\"extFields\":{\"msgId\":\"");
+        uint8_t id[16];
+        memcpy(id, store_host, 8);
+        put_be64(id + 8, (uint64_t)send->phys_offset);
+        for (int k = 0; k < 16; k++) {
+            *p++ = (uint8_t)HEX_DIGITS[id[k] >> 4];
+            *p++ = (uint8_t)HEX_DIGITS[id[k] & 15];
+        }
+        p = put_text(p, "\",\"queueId\":\"");
+        p = put_decimal(p, send->queue_id);
+        p = put_text(p, "\",\"queueOffset\":\"");
+        p = put_decimal(p, send->queue_offset);
+        p = put_text(p, "\"},\"flag\":1,\"language\":\"");
+        memcpy(p, language, language_len);
+        p += language_len;
+        p = put_text(p, "\",\"opaque\":");
+        p = put_decimal(p, send->opaque);
+        p = put_text(p, ",\"remark\":null,\"serializeTypeCurrentRPC\":\"JSON\",\"version\":");
+        p = put_decimal(p, version);
+        p = put_text(p, "}");
+        int64_t header_len = p - frame - 8;
+        put_be32(frame, (uint32_t)(header_len + 4));
+        put_be32(frame + 4, (uint32_t)header_len);   /* serialize type JSON (0) in the top byte */
+    }
+    return p - out;
+}
