@@ -26,6 +26,7 @@ from rocketbox.cluster.log_limit import RateLimitedLog
 from rocketbox.cluster.protocol import PERM_WRITE, RETRY_TOPIC_PREFIX, SEND_V2_LONG_NAMES, RequestCode, ResponseCode
 from rocketbox.cluster.broker import send
 from rocketbox.cluster.remoting_format import LANGUAGES, encode_frame
+from rocketbox.cluster.shm.commitlog_format import BLANK_SIZE_MIN
 from rocketbox.cluster.shm.store import PutMessageStatus as PutStatus
 from rocketbox.cluster.wire_format import DOOR_REMOTING, HEADER_BYTES_MAX, Command
 
@@ -52,6 +53,8 @@ class SendLane:
             sender.cluster_mark, sender.cfg.store.message_size_bytes_max, HEADER_BYTES_MAX,
             send.SEND_SYSFLAG_ALLOWED, LANGUAGES[_ANSWER.language], _ANSWER.version)
         self.reads_taken = 0
+        # The largest append a segment takes (commitlog.append refuses more, whatever the disk).
+        self._group_bytes_max = self.store.commitlog.file_size_bytes - BLANK_SIZE_MIN
 
     def serve_read(self, payloads: list, peer_address: str, peer_port: int) -> bytes | None:
         """The answers (frames back to back) to the read ``payloads`` (frames without their length
@@ -78,6 +81,8 @@ class SendLane:
         if routed is None:
             return None
         picked, groups = routed
+        if max(group[3] for group in groups) > self._group_bytes_max:
+            return None   # the Python path stores such a queue's sends one by one (its put is refused whole)
         sender.round_robin_next += picked
         self.reads_taken += 1
         try:
