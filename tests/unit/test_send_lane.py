@@ -21,7 +21,7 @@ import pytest
 
 from rocketbox.cluster.broker.boot import boot
 from rocketbox.cluster.broker.service import BrokerService
-from rocketbox.cluster.config import SYNC_FLUSH, BrokerConfig
+from rocketbox.cluster.config import ASYNC_FLUSH, SYNC_FLUSH, BrokerConfig
 from rocketbox.cluster.message.batch_format import encode_items
 from rocketbox.cluster.message.properties import properties_text
 from rocketbox.cluster.protocol import SEND_V2_LONG_NAMES, RequestCode
@@ -249,18 +249,16 @@ def test_the_lane_stores_and_answers_every_read_as_the_python_path(sides, seed):
 
 
 def test_a_broker_that_waits_for_durability_leaves_every_read_to_the_python_path(tmp_path):
-    """Under sync flush each send's answer waits for the flush (durability.py): the lane takes nothing."""
-    service = BrokerService(boot(BrokerConfig(store=tiny_config(tmp_path / "sync", flush_mode=SYNC_FLUSH))))
-    try:
-        for topic, queues in TOPICS.items():
-            service.topics.create_on_send(topic, queues)
-        rng = random.Random(3)
-        frames = FrameDecoder(1 << 24).feed(b"".join(_plain(rng, opaque, clean=True) for opaque in range(8)))
-        assert service.send_lane.serve_read(frames, "127.0.0.1", 4000) is None
-        assert service.sender.messages_stored == 0
-        service.durability.waits = False   # the same read, were nothing to wait for: taken
-
-        assert service.send_lane.serve_read(frames, "127.0.0.1", 4000) is not None
-        assert service.sender.messages_stored == 8
-    finally:
-        service.shutdown()
+    """Under sync flush each send's answer waits for the flush (durability.py): the lane takes nothing;
+    the same read to a broker under async flush, it takes."""
+    rng = random.Random(3)
+    frames = FrameDecoder(1 << 24).feed(b"".join(_plain(rng, opaque, clean=True) for opaque in range(8)))
+    for flush_mode, taken in ((SYNC_FLUSH, False), (ASYNC_FLUSH, True)):
+        service = BrokerService(boot(BrokerConfig(store=tiny_config(tmp_path / flush_mode, flush_mode=flush_mode))))
+        try:
+            for topic, queues in TOPICS.items():
+                service.topics.create_on_send(topic, queues)
+            assert (service.send_lane.serve_read(frames, "127.0.0.1", 4000) is not None) == taken
+            assert service.sender.messages_stored == (8 if taken else 0)
+        finally:
+            service.shutdown()
