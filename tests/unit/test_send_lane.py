@@ -169,8 +169,8 @@ def _reads(seed: int) -> list[list[bytes]]:
 
 
 class _Side:
-    def __init__(self, tmp_path, name: str, lane: bool, client_port: int):
-        self.service = BrokerService(boot(BrokerConfig(store=tiny_config(tmp_path / name))))
+    def __init__(self, tmp_path, name: str, lane: bool, client_port: int, **store):
+        self.service = BrokerService(boot(BrokerConfig(store=tiny_config(tmp_path / name, **store))))
         for topic, queues in TOPICS.items():
             self.service.topics.create_on_send(topic, queues)
         self.lane = self.service.send_lane
@@ -214,14 +214,15 @@ class _Side:
 
 
 @pytest.fixture
-def sides(tmp_path, monkeypatch):
+def sides(tmp_path, monkeypatch, request):
     # Both stores stamp every record with the same store time: the only field the two could not share.
     monkeypatch.setattr(record_writer, "_now_ms", lambda: 1_760_000_000_000)
     probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     probe.bind(("127.0.0.1", 0))
     port = probe.getsockname()[1]
-    made = [_Side(tmp_path, "python", False, port), _Side(tmp_path, "lane", True, port)]
+    store = getattr(request, "param", {})
+    made = [_Side(tmp_path, "python", False, port, **store), _Side(tmp_path, "lane", True, port, **store)]
     probe.close()
     yield made
     for side in made:
@@ -246,6 +247,16 @@ def test_the_lane_stores_and_answers_every_read_as_the_python_path(sides, seed):
     # Not by default: the lane took most reads, and left the rest.
     assert READS * 0.35 < lane.lane.reads_taken < READS * 0.9, lane.lane.reads_taken
     assert python.lane.reads_taken == 0
+
+
+@pytest.mark.parametrize("sides", [{"disk_free_bytes_min": 1 << 62}], indirect=True)
+def test_a_full_disk_refuses_the_lane_s_sends_as_it_refuses_the_python_path_s(sides):
+    """Every append refused (DISK_FULL): each send answered as ``SendProcessor._refused`` answers it."""
+    python, lane = sides
+    for frames in _reads(4)[:40]:
+        assert lane.serve(frames) == python.serve(frames)
+    assert lane.lane.reads_taken > 5
+    assert lane.service.sender.messages_stored == python.service.sender.messages_stored == 0
 
 
 def test_a_broker_that_waits_for_durability_leaves_every_read_to_the_python_path(tmp_path):
