@@ -273,3 +273,23 @@ def test_a_broker_that_waits_for_durability_leaves_every_read_to_the_python_path
             assert service.sender.messages_stored == (8 if taken else 0)
         finally:
             service.shutdown()
+
+
+def test_the_lane_s_answer_frames_are_remoting_format_s(tmp_path):
+    """Golden: every SEND_OK the C writes equals ``encode_frame`` of the Python path's response, at
+    the ends of each field's range."""
+    service = BrokerService(boot(BrokerConfig(store=tiny_config(tmp_path / "golden"))))
+    try:
+        codec, store_host = service.send_lane.codec, service.store.store_host
+        cases = [(opaque, queue_id, phys, offset) for opaque in (0, 1, -1, 2**31 - 1, -2**31)
+                 for queue_id in (0, 7, 2**31 - 1) for phys in (0, 0x1F, 2**63 - 1) for offset in (0, 9, 2**62)]
+        codec.count = len(cases)
+        codec._grow(len(cases), 0)
+        for send, (opaque, queue_id, phys, offset) in zip(codec.sends, cases):
+            send.opaque, send.queue_id, send.phys_offset, send.queue_offset = opaque, queue_id, phys, offset
+        expected = b"".join(encode_frame(Command(RequestCode.SEND_MESSAGE_V2, {}, b"", opaque=opaque).response(
+            0, {"msgId": (store_host + phys.to_bytes(8, "big")).hex().upper(), "queueId": str(queue_id),
+                "queueOffset": str(offset)})) for opaque, queue_id, phys, offset in cases)
+        assert codec.answers(store_host) == expected
+    finally:
+        service.shutdown()
