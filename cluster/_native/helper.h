@@ -268,6 +268,7 @@ int64_t rb_cq_put_rows(uint8_t *buf, size_t buf_len, int64_t pos,
  * topic and the properties as stored, CLUSTER included). */
 struct rb_lane_send {
     int64_t code, opaque;
+    int64_t serialize_type;           /* the header's: 0 JSON, 1 ROCKETMQ (binary); its answer's too */
     int64_t topic_pos, topic_len;     /* scratch */
     int64_t topic_slot;               /* which of the read's distinct topics */
     int64_t body_pos, body_len;       /* blob */
@@ -285,7 +286,7 @@ enum rb_lane_limits {
 };
 
 /* The frames blob[ends[i-1], ends[i]) (payloads without their length words; ends[-1] is 0): for each
- * plain send (JSON header; SEND_MESSAGE_V2 read by the 9 NUL-terminated names of v2_keys, SEND_MESSAGE
+ * plain send (JSON or binary header; SEND_MESSAGE_V2 read by the 9 NUL-terminated names of v2_keys, SEND_MESSAGE
  * by v1_keys', in the order topic, queueId, sysFlag, bornTimestamp, flag, properties, reconsumeTimes,
  * batch, maxReconsumeTimes; none of the NUL-terminated marks in its properties) sends[i] and its
  * topic's slot; topic_firsts[k] is the first send of distinct topic k; counts_out: the distinct topics,
@@ -314,9 +315,11 @@ int64_t rb_lane_encode(uint8_t *dst, size_t dst_len, int64_t dst_pos, int64_t ph
                        const uint8_t *born_host, const uint8_t *store_host, int64_t store_timestamp_ms,
                        int32_t record_crc);
 
-/* Every send's SEND_OK frame (JSON; msgId, queueId, queueOffset; the response's language name and
- * version), back to back into out (RB_LANE_ANSWER_BYTES_MAX a send). Returns the bytes written. */
+/* Every send's SEND_OK frame in its request's serialize type (msgId, queueId, queueOffset; the
+ * response's language, by name in JSON and by ordinal in binary, and version), back to back into out
+ * (RB_LANE_ANSWER_BYTES_MAX a send). Returns the bytes written. */
 int64_t rb_lane_answers(uint8_t *out, size_t out_len, const struct rb_lane_send *sends, int64_t count,
-                        const uint8_t *store_host, const uint8_t *language, size_t language_len, int64_t version);
+                        const uint8_t *store_host, const uint8_t *language, size_t language_len,
+                        int64_t language_ordinal, int64_t version);
 
 #endif

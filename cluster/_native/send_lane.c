@@ -32,6 +32,8 @@ enum lane_field {
 #define REQUEST_SEND_MESSAGE 10
 #define REQUEST_SEND_MESSAGE_V2 310
 #define FLAG_RESPONSE_OR_ONEWAY 3
+#define SERIALIZE_JSON 0
+#define SERIALIZE_ROCKETMQ 1
 
 struct span {
     const uint8_t *at;
@@ -368,6 +370,68 @@ static int json_header(const uint8_t *at, int64_t len, const struct span *v2_nam
     return c.p == c.end && (h->seen & 63) == 63 && !h->remark ? 0 : LANE_DECLINE;
 }
 
+static int valid_utf8(const uint8_t *at, int64_t len)
+{
+    const uint8_t *p = at, *end = at + len;
+    while (p < end) {
+        if (*p < 0x80) {
+            p++;
+            continue;
+        }
+        int n = utf8_sequence(p, end);
+        if (n == 0)
+            return 0;
+        p += n;
+    }
+    return 1;
+}
+
+#define BINARY_FIXED_BYTES 13   /* code 2, language 1, version 2, opaque 4, flag 4 (wire_format's ROCKETMQ layout) */
+
+/* A binary (ROCKETMQ) header, as wire_format.decode_header(rocketmq_layout=True) reads one: the send
+ * fields' raw bytes (every text valid UTF-8, as Python's decode needs it). */
+static int binary_header(const uint8_t *at, int64_t len, const struct span *v2_names, const struct span *v1_names,
+                         struct header *h, struct span *raw_v2, struct span *raw_v1)
+{
+    if (len < BINARY_FIXED_BYTES + 8)
+        return LANE_DECLINE;
+    h->code = (int16_t)get_be16(at);
+    h->version = (int16_t)get_be16(at + 3);
+    h->opaque = (int32_t)get_be32(at + 5);
+    h->flag = (int32_t)get_be32(at + 9);
+    int64_t p = BINARY_FIXED_BYTES;
+    int64_t remark_len = (int32_t)get_be32(at + p);
+    p += 4;
+    if (remark_len < 0 || p + remark_len + 4 > len || !valid_utf8(at + p, remark_len))
+        return LANE_DECLINE;
+    p += remark_len;
+    int64_t ext_len = (int32_t)get_be32(at + p);
+    p += 4;
+    if (ext_len < 0 || p + ext_len != len)
+        return LANE_DECLINE;
+    while (p < len) {
+        if (p + 2 > len)
+            return LANE_DECLINE;
+        struct span key = {at + p + 2, get_be16(at + p)};
+        p += 2 + key.len;
+        if (p + 4 > len || !valid_utf8(key.at, key.len))
+            return LANE_DECLINE;
+        int64_t value_len = (int32_t)get_be32(at + p);
+        p += 4;
+        if (value_len < 0 || p + value_len > len || !valid_utf8(at + p, value_len))
+            return LANE_DECLINE;
+        int f2 = field_of(&key, v2_names), f1 = field_of(&key, v1_names);
+        if ((f2 >= 0 && raw_v2[f2].at != NULL) || (f1 >= 0 && raw_v1[f1].at != NULL))
+            return LANE_DECLINE;   /* a field twice */
+        if (f2 >= 0)
+            raw_v2[f2] = (struct span){at + p, value_len};
+        if (f1 >= 0)
+            raw_v1[f1] = (struct span){at + p, value_len};
+        p += value_len;
+    }
+    return 0;
+}
+
 /* An integer as Python's int() reads the lane's subset of texts: -?[0-9]{1,18}. */
 static int text_int(const uint8_t *at, int64_t len, int64_t *value)
 {
@@ -389,17 +453,21 @@ static int text_int(const uint8_t *at, int64_t len, int64_t *value)
 }
 
 /* A field's text decoded into tmp (at most raw length bytes): its length or LANE_DECLINE. */
-static int64_t field_text(const struct span *raw, uint8_t *tmp)
+static int64_t field_text(const struct span *raw, uint8_t *tmp, int binary)
 {
+    if (binary) {   /* checked as UTF-8 already */
+        memcpy(tmp, raw->at, (size_t)raw->len);
+        return raw->len;
+    }
     struct cursor c = {raw->at, raw->at + raw->len};
     return json_string(&c, tmp);
 }
 
-static int field_int(const struct span *raw, uint8_t *tmp, int64_t *value)
+static int field_int(const struct span *raw, uint8_t *tmp, int binary, int64_t *value)
 {
     if (raw->at == NULL)
         return LANE_DECLINE;
-    int64_t n = field_text(raw, tmp);
+    int64_t n = field_text(raw, tmp, binary);
     return n < 0 ? LANE_DECLINE : text_int(tmp, n, value);
 }
 
@@ -492,11 +560,12 @@ static int scan_frame(const uint8_t *payload, int64_t len, const struct span *v2
         return LANE_DECLINE;
     uint32_t word = get_be32(payload);
     int64_t header_len = word & 0xFFFFFF;
-    if ((word >> 24) != 0 || header_len > len - 4 || header_len > header_max)
+    int binary = (word >> 24) == SERIALIZE_ROCKETMQ;
+    if (((word >> 24) != SERIALIZE_JSON && !binary) || header_len > len - 4 || header_len > header_max)
         return LANE_DECLINE;
     struct header h = {0};
     struct span raw_v2[F_COUNT] = {{0}}, raw_v1[F_COUNT] = {{0}};
-    if (json_header(payload + 4, header_len, v2_names, v1_names, &h, raw_v2, raw_v1) != 0)
+    if ((binary ? binary_header : json_header)(payload + 4, header_len, v2_names, v1_names, &h, raw_v2, raw_v1) != 0)
         return LANE_DECLINE;
     if (h.flag & FLAG_RESPONSE_OR_ONEWAY)
         return LANE_DECLINE;
@@ -513,30 +582,30 @@ static int scan_frame(const uint8_t *payload, int64_t len, const struct span *v2
         return RB_E_DEST_TOO_SMALL;
     uint8_t *tmp = scratch + pos;
     if (raw[F_BATCH].at != NULL) {
-        int64_t n = field_text(&raw[F_BATCH], tmp);
+        int64_t n = field_text(&raw[F_BATCH], tmp, binary);
         if (n < 0 || (n == 1 && tmp[0] == '1') || (n == 4 && strncasecmp((char *)tmp, "true", 4) == 0))
             return LANE_DECLINE;
     }
     int64_t queue_id, sys_flag, born, flag, reconsume, ignored;
-    if (field_int(&raw[F_QUEUE_ID], tmp, &queue_id) || field_int(&raw[F_SYS_FLAG], tmp, &sys_flag)
-            || field_int(&raw[F_BORN_TIMESTAMP], tmp, &born) || field_int(&raw[F_FLAG], tmp, &flag)
-            || field_int(&raw[F_RECONSUME_TIMES], tmp, &reconsume))
+    if (field_int(&raw[F_QUEUE_ID], tmp, binary, &queue_id) || field_int(&raw[F_SYS_FLAG], tmp, binary, &sys_flag)
+            || field_int(&raw[F_BORN_TIMESTAMP], tmp, binary, &born) || field_int(&raw[F_FLAG], tmp, binary, &flag)
+            || field_int(&raw[F_RECONSUME_TIMES], tmp, binary, &reconsume))
         return LANE_DECLINE;
     if (raw[F_MAX_RECONSUME_TIMES].at != NULL) {   /* int() of it unless empty, as _parse_plain reads it */
-        int64_t n = field_text(&raw[F_MAX_RECONSUME_TIMES], tmp);
+        int64_t n = field_text(&raw[F_MAX_RECONSUME_TIMES], tmp, binary);
         if (n < 0 || (n > 0 && text_int(tmp, n, &ignored) != 0))
             return LANE_DECLINE;
     }
     if ((sys_flag & ~sys_flag_allowed) || born < 0 || born >= (int64_t)1 << 62
             || flag < INT32_MIN || flag > INT32_MAX || reconsume < 0 || reconsume > INT32_MAX)
         return LANE_DECLINE;
-    int64_t topic_len = field_text(&raw[F_TOPIC], tmp);
+    int64_t topic_len = field_text(&raw[F_TOPIC], tmp, binary);
     if (topic_len <= 0 || topic_len > TOPIC_BYTES_MAX)
         return LANE_DECLINE;
     send->topic_pos = pos;
     pos += topic_len;
     uint8_t *props = scratch + pos;
-    int64_t props_len = field_text(&raw[F_PROPERTIES], props);
+    int64_t props_len = field_text(&raw[F_PROPERTIES], props, binary);
     if (props_len < 0 || memchr(props, 0, (size_t)props_len) != NULL || has_mark(props, props_len, marks, mark_count))
         return LANE_DECLINE;
     props_len = stored_text(props, props_len);
@@ -549,6 +618,7 @@ static int scan_frame(const uint8_t *payload, int64_t len, const struct span *v2
     if (size < 0 || body_len > size_max || size > size_max)
         return LANE_DECLINE;
     send->opaque = h.opaque;
+    send->serialize_type = binary ? SERIALIZE_ROCKETMQ : SERIALIZE_JSON;
     send->code = h.code;
     send->topic_len = topic_len;
     send->body_pos = 4 + header_len;   /* from the payload's start: the caller adds where it starts */
@@ -700,8 +770,57 @@ static uint8_t *put_decimal(uint8_t *p, int64_t v)
     return p;
 }
 
+/* The offset message id: store host and phys offset, 32 upper-case hex digits (message/ids.py). */
+static uint8_t *put_msg_id(uint8_t *p, const uint8_t *store_host, int64_t phys_offset)
+{
+    uint8_t id[16];
+    memcpy(id, store_host, 8);
+    put_be64(id + 8, (uint64_t)phys_offset);
+    for (int k = 0; k < 16; k++) {
+        *p++ = (uint8_t)HEX_DIGITS[id[k] >> 4];
+        *p++ = (uint8_t)HEX_DIGITS[id[k] & 15];
+    }
+    return p;
+}
+
+/* One extFields entry of a binary header: key length 2, key, value length 4, value. */
+static uint8_t *put_binary_field(uint8_t *p, const char *key, const uint8_t *value, int64_t value_len)
+{
+    size_t key_len = strlen(key);
+    put_be16(p, (uint16_t)key_len);
+    memcpy(p + 2, key, key_len);
+    p += 2 + key_len;
+    put_be32(p, (uint32_t)value_len);
+    memcpy(p + 4, value, (size_t)value_len);
+    return p + 4 + value_len;
+}
+
+/* SEND_OK's binary header (wire_format.encode_header with rocketmq_layout): the fixed fields, no
+ * remark, then msgId, queueId, queueOffset. */
+static uint8_t *binary_answer(uint8_t *p, const struct rb_lane_send *send, const uint8_t *store_host,
+                              int64_t language_ordinal, int64_t version)
+{
+    uint8_t text[24];
+    put_be16(p, 0);
+    p[2] = (uint8_t)language_ordinal;
+    put_be16(p + 3, (uint16_t)version);
+    put_be32(p + 5, (uint32_t)send->opaque);
+    put_be32(p + 9, 1);   /* the response flag */
+    put_be32(p + 13, 0);  /* no remark */
+    uint8_t *ext_len_at = p + 17, *ext = p + 21;
+    uint8_t *q = ext;
+    uint8_t id[32];
+    put_msg_id(id, store_host, send->phys_offset);
+    q = put_binary_field(q, "msgId", id, 32);
+    q = put_binary_field(q, "queueId", text, put_decimal(text, send->queue_id) - text);
+    q = put_binary_field(q, "queueOffset", text, put_decimal(text, send->queue_offset) - text);
+    put_be32(ext_len_at, (uint32_t)(q - ext));
+    return q;
+}
+
 int64_t rb_lane_answers(uint8_t *out, size_t out_len, const struct rb_lane_send *sends, int64_t count,
-                        const uint8_t *store_host, const uint8_t *language, size_t language_len, int64_t version)
+                        const uint8_t *store_host, const uint8_t *language, size_t language_len,
+                        int64_t language_ordinal, int64_t version)
 {
     uint8_t *p = out, *end = out + out_len;
     if (language_len > 32)
@@ -712,14 +831,15 @@ int64_t rb_lane_answers(uint8_t *out, size_t out_len, const struct rb_lane_send 
             return RB_E_DEST_TOO_SMALL;
         uint8_t *frame = p;
         p += 8;
-        p = put_text(p, "{\"code\":0,\"extFields\":{\"msgId\":\"");
-        uint8_t id[16];
-        memcpy(id, store_host, 8);
-        put_be64(id + 8, (uint64_t)send->phys_offset);
-        for (int k = 0; k < 16; k++) {
-            *p++ = (uint8_t)HEX_DIGITS[id[k] >> 4];
-            *p++ = (uint8_t)HEX_DIGITS[id[k] & 15];
+        if (send->serialize_type == SERIALIZE_ROCKETMQ) {
+            p = binary_answer(p, send, store_host, language_ordinal, version);
+            int64_t header_len = p - frame - 8;
+            put_be32(frame, (uint32_t)(header_len + 4));
+            put_be32(frame + 4, (uint32_t)(SERIALIZE_ROCKETMQ << 24 | header_len));
+            continue;
         }
+        p = put_text(p, "{\"code\":0,\"extFields\":{\"msgId\":\"");
+        p = put_msg_id(p, store_host, send->phys_offset);
         p = put_text(p, "\",\"queueId\":\"");
         p = put_decimal(p, send->queue_id);
         p = put_text(p, "\",\"queueOffset\":\"");

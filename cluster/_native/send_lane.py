@@ -29,13 +29,13 @@ class LaneCodec:
     for that read; the next ``scan`` starts another."""
 
     def __init__(self, v2_keys, v1_keys, marks, cluster_mark: str, size_max: int, header_max: int,
-                 sys_flag_allowed: int, language: str, version: int):
+                 sys_flag_allowed: int, language: str, language_ordinal: int, version: int):
         self._v2_keys = _names(v2_keys)
         self._v1_keys = _names(v1_keys)
         self._marks = _names(marks)
         self._cluster_mark = _held(cluster_mark.encode())
         self._size_max, self._header_max, self._sys_flag_allowed = size_max, header_max, sys_flag_allowed
-        self._language, self._version = _held(language.encode()), version
+        self._language, self._language_ordinal, self._version = _held(language.encode()), language_ordinal, version
         self._capacity = 0
         self._scratch_capacity = 0
         self._grow(64, 1 << 16)
@@ -105,7 +105,8 @@ class LaneCodec:
         out = self._answers
         with _writable(out) as buf, _readable(store_host) as host:
             size = _check(lib.rb_lane_answers(buf, len(out), self.sends, self.count, host, self._language,
-                                              len(self._language), self._version), "lane_answers")
+                                              len(self._language), self._language_ordinal, self._version),
+                          "lane_answers")
         return bytes(out[:size])
 
     def places(self) -> list[tuple[int, int, int]]:

@@ -3,7 +3,8 @@
 its header as RocketMQ's clients write one) to a topic this broker takes writes for, they are read,
 stored (one append a queue, as ``SendProcessor._store_deferred`` stores a read's sends) and answered
 in a few native calls (``_native/send_lane.py``) and a few Python steps per topic and per queue, not
-per send. Anything else, a refusal of any kind included, leaves the whole read to the Python path
+per send. Either header serialization (JSON, ROCKETMQ's binary); the answers in the request's.
+Anything else, a refusal of any kind included, leaves the whole read to the Python path
 (``None``, nothing done), which answers each request as before.
 
 Taken only where the Python path would do exactly this: no access control (the door is given the
@@ -51,7 +52,7 @@ class SendLane:
         self.codec = LaneCodec(
             (SEND_V2_LONG_NAMES[name] for name in _LANE_FIELDS), _LANE_FIELDS, _LANE_MARKS,
             sender.cluster_mark, sender.cfg.store.message_size_bytes_max, HEADER_BYTES_MAX,
-            send.SEND_SYSFLAG_ALLOWED, LANGUAGES[_ANSWER.language], _ANSWER.version)
+            send.SEND_SYSFLAG_ALLOWED, LANGUAGES[_ANSWER.language], _ANSWER.language, _ANSWER.version)
         self.reads_taken = 0
         # The largest append a segment takes (commitlog.append refuses more, whatever the disk).
         self._group_bytes_max = self.store.commitlog.file_size_bytes - BLANK_SIZE_MIN
@@ -91,7 +92,8 @@ class SendLane:
             _limited.error("send-lane", "storing the sends of a read failed", exc_info=True)
             sends = self.codec.sends
             return b"".join(encode_frame(Command(0, {}, b"", opaque=sends[i].opaque).response(
-                ResponseCode.SYSTEM_ERROR, remark=f"{type(exc).__name__}: {exc}")) for i in range(self.codec.count))
+                ResponseCode.SYSTEM_ERROR, remark=f"{type(exc).__name__}: {exc}"), sends[i].serialize_type)
+                for i in range(self.codec.count))
         if self.rpc_latency is not None:   # each send timed as the handler table times it, to its answer
             elapsed_s = time.perf_counter() - started
             for code, count in ((RequestCode.SEND_MESSAGE_V2, codec.v2_sends), (RequestCode.SEND_MESSAGE, codec.v1_sends)):
@@ -129,7 +131,7 @@ class SendLane:
             else:
                 request = Command(RequestCode.SEND_MESSAGE_V2, {}, b"", opaque=sends[i].opaque)
                 topic = topics[groups[sends[i].group][0]]
-                frames.append(encode_frame(self.sender._refused(request, topic, status)))
+                frames.append(encode_frame(self.sender._refused(request, topic, status), sends[i].serialize_type))
             at = end
         return b"".join(frames)
 

@@ -2,8 +2,8 @@
 two brokers in process, each its own handler table and store behind a real remoting door, one with
 the lane and one without, are sent the same reads over real sockets from the same client port (a
 record stores its sender's port). Reads mix plain sends (SEND_MESSAGE_V2 and SEND_MESSAGE, JSON
-headers as the Java client and orjson write them, with spaces, escapes and keys reordered, binary
-headers; properties with WAIT first, in the middle, last or absent, unicode, empty values, odd
+headers as the Java client and orjson write them, with spaces, escapes and keys reordered, and
+binary (ROCKETMQ) headers; properties with WAIT first, in the middle, last or absent, unicode, empty values, odd
 texts) with what the lane must leave to the Python path (batches, half, delayed, timed, priority and
 FIFO messages, retry and unknown topics, bad names and fields, oversized bodies, queues a topic
 lacks, other request codes, a broken header). Every answer frame and every CommitLog byte must be
@@ -105,7 +105,11 @@ def _plain(rng: random.Random, opaque: int, clean: bool) -> bytes:
     else:
         code = RequestCode.SEND_MESSAGE_V2
         fields = {SEND_V2_LONG_NAMES[name]: value for name, value in fields.items()}
-    style = rng.choice(["java", "java", "java", "remark", "reordered", "spaces", "escapes"] + ([] if clean else ["ascii"]))
+    style = rng.choice(["java", "java", "java", "remark", "reordered", "spaces", "escapes", "binary"]
+                       + ([] if clean else ["ascii"]))
+    if style == "binary":   # ROCKETMQ's binary header, a remark sometimes
+        return encode_frame(Command(code, fields, body, opaque=opaque, remark=rng.choice(["", "r", "é"])),
+                            SERIALIZE_ROCKETMQ)
     return _frame(_header(code, fields, opaque, style), body)
 
 
@@ -142,8 +146,9 @@ def _not_plain(rng: random.Random, opaque: int) -> bytes:
         body = b"y" * (40 * 1024)    # over the 32 KiB limit
     elif kind == 12:
         fields["flag"] = "1e3"
-    elif kind == 13:   # a binary (ROCKETMQ) header
-        return encode_frame(Command(RequestCode.SEND_MESSAGE, fields, body, opaque=opaque), SERIALIZE_ROCKETMQ)
+    elif kind == 13:   # a binary (ROCKETMQ) header whose topic is not UTF-8
+        frame = encode_frame(Command(RequestCode.SEND_MESSAGE, fields, body, opaque=opaque), SERIALIZE_ROCKETMQ)
+        return frame.replace(b"LaneA", b"Lane\xff")
     elif kind == 14:   # the C++ client's numbers
         return _frame(orjson.dumps({"code": 10, "extFields": {**fields, "queueId": 1, "sysFlag": 0},
                                     "flag": 0, "language": "CPP", "opaque": opaque, "version": 1}), body)
