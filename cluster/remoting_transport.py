@@ -338,7 +338,7 @@ class RemotingServer:
         if answers is None:
             return False
         self.requests_served += len(payloads)
-        conn.serialize_type = SERIALIZE_JSON
+        conn.serialize_type = payloads[-1][0]   # the last request's (its word's top byte), as _serve keeps it
         conn.place.last_active = time.monotonic()
         if not conn.place.proven:
             self.admission.prove(conn.place)

@@ -206,6 +206,9 @@ class _Side:
         _serve_until(self.server, answered)
         return bytes(answers)
 
+    def connection(self):
+        return next(iter(self.server._connections.values()))
+
     def commitlog(self) -> bytes:
         store = self.service.store
         end, size = store.control.write_pos, store.commitlog.file_size_bytes
@@ -241,6 +244,8 @@ def test_the_lane_stores_and_answers_every_read_as_the_python_path(sides, seed):
         expected = python.serve(frames)
         got = lane.serve(frames)
         assert got == expected, f"read {number} answered differently"
+        # What the broker's own requests to the client are written in: the last request's serialize type.
+        assert lane.connection().serialize_type == python.connection().serialize_type
     assert lane.commitlog() == python.commitlog()
     assert lane.service.sender.messages_stored == python.service.sender.messages_stored
     assert lane.service.sender.traffic_in.snapshot() == python.service.sender.traffic_in.snapshot()
