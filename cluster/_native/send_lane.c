@@ -1,17 +1,18 @@
 /* The remoting door's send lane (cluster/broker/send_lane.py): the plain sends of one read, read,
  * stored and answered in a few calls instead of ~25 Python steps a send.
  *
- * rb_lane_scan reads a read's frames (remoting_format.py's layout; their headers by lane_header.c) and, for each SEND_MESSAGE_V2 / SEND_MESSAGE that broker/send.py's
- * _parse_plain would take, its fields and the properties as _route stores them (WAIT cut as
- * message/properties.split_property cuts it, CLUSTER appended). It accepts a strict subset of what
- * the Python path accepts, and only where the Python path would store exactly these bytes: every
- * doubt (an escape beyond ASCII, a number where a string belongs, an odd property text, a mark of a
- * half, delayed, timed, priority or FIFO message) declines the read, which the Python path then
- * serves whole. rb_lane_route picks the queues (the broker's round robin) and groups the sends by
- * queue in order of first arrival, as send._by_queue does; rb_lane_encode writes one group's records
- * with rb_encode_record; rb_lane_answers writes every send's answer frame, as
- * remoting_format.encode_frame writes SEND_OK's. tests/unit/test_send_lane.py holds all four to the
- * Python path, byte for byte. */
+ * rb_lane_scan reads a read's frames (remoting_format.py's layout; their headers by lane_header.c)
+ * and, for each SEND_MESSAGE_V2 / SEND_MESSAGE that broker/send.py's _parse_plain would take, its
+ * fields and the properties as _route stores them (WAIT cut as message/properties.split_property
+ * cuts it, CLUSTER appended). It accepts a strict subset of what the Python path accepts, and only
+ * where the Python path would store exactly these bytes: every doubt (an escape beyond ASCII, a
+ * number where a string belongs, an odd property text, a mark of a half, delayed, timed, priority or
+ * FIFO message) declines the read, which the Python path then serves whole. rb_lane_route picks the
+ * queues (the broker's round robin) and groups the sends by queue in order of first arrival, as
+ * send._by_queue does; rb_lane_encode writes one group's records with rb_encode_record;
+ * rb_lane_answers writes every send's answer frame, as remoting_format.encode_frame writes SEND_OK's
+ * (JSON, or wire_format's binary layout). tests/unit/test_send_lane.py holds all four to the Python
+ * path, byte for byte. */
 #define _GNU_SOURCE
 #include "helper.h"
 #include "bytes.h"
@@ -149,7 +150,9 @@ static int scan_frame(const uint8_t *payload, int64_t len, const struct span *v2
         return LANE_DECLINE;
     struct lane_header h = {0};
     struct span raw_v2[F_COUNT] = {{0}}, raw_v1[F_COUNT] = {{0}};
-    if ((binary ? lane_binary_header : lane_json_header)(payload + 4, header_len, v2_names, v1_names, &h, raw_v2, raw_v1) != 0)
+    int (*read_header)(const uint8_t *, int64_t, const struct span *, const struct span *, struct lane_header *,
+                       struct span *, struct span *) = binary ? lane_binary_header : lane_json_header;
+    if (read_header(payload + 4, header_len, v2_names, v1_names, &h, raw_v2, raw_v1) != 0)
         return LANE_DECLINE;
     if (h.flag & FLAG_RESPONSE_OR_ONEWAY)
         return LANE_DECLINE;
@@ -239,7 +242,8 @@ int64_t rb_lane_scan(const uint8_t *blob, size_t blob_len, const int64_t *ends, 
             return RB_E_RANGE;
         struct rb_lane_send *send = &sends[i];
         int rc = scan_frame(blob + start, end - start, v2_names, v1_names, mark_spans, mark_count, cluster_mark,
-                            (int64_t)cluster_mark_len, size_max, header_max, sys_flag_allowed, record_crc, scratch, &scratch_pos,
+                            (int64_t)cluster_mark_len, size_max, header_max, sys_flag_allowed, record_crc, scratch,
+                            &scratch_pos,
                             (int64_t)scratch_len, send);
         if (rc == RB_E_DEST_TOO_SMALL)
             return rc;

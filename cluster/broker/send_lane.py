@@ -11,7 +11,8 @@ Taken only where the Python path would do exactly this: no access control (the d
 lane only then), no durability wait (async flush, no sync replication), no send waiting for the
 flush, a writable master. The broker's send counters (``messages_stored``, ``traffic_in``), the
 request timing (``rocketmq_rpc_latency``: each send from the read's start to its answer) and
-``on_written`` are kept as the Python path keeps them. ``tests/unit/test_send_lane.py`` holds it to the Python path byte for byte.
+``on_written`` are kept as the Python path keeps them. ``tests/unit/test_send_lane.py`` holds it to
+the Python path byte for byte.
 """
 
 from __future__ import annotations
@@ -96,7 +97,8 @@ class SendLane:
                 for i in range(self.codec.count))
         if self.rpc_latency is not None:   # each send timed as the handler table times it, to its answer
             elapsed_s = time.perf_counter() - started
-            for code, count in ((RequestCode.SEND_MESSAGE_V2, codec.v2_sends), (RequestCode.SEND_MESSAGE, codec.v1_sends)):
+            for code, count in ((RequestCode.SEND_MESSAGE_V2, codec.v2_sends),
+                                (RequestCode.SEND_MESSAGE, codec.v1_sends)):
                 if count:
                     self.rpc_latency.record(DOOR_REMOTING, code, ResponseCode.SUCCESS, False, elapsed_s, count)
         return answers
