@@ -100,6 +100,14 @@ class DoorBacklog:
         self.drained_at = checked_at
         self.read = 0
 
+    def unhurried(self, since: float, count: int) -> bool:
+        """Whether ``count`` requests that arrived after ``since`` waited less than the shortest bound (none
+        may be refused), counted as read (``refusal``) when so."""
+        if time.monotonic() - since >= self._shortest_s:
+            return False
+        self.read += count
+        return True
+
     def late(self, since: float, now: float) -> bool:
         """Whether a request that arrived after ``since`` may have waited longer than the shortest bound."""
         return now - since >= self._shortest_s

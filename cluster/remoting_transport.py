@@ -132,12 +132,17 @@ class RemotingServer:
                  frame_bytes_max: int = FRAME_BYTES_MAX_DEFAULT, limits: AdmissionLimits = AdmissionLimits(),
                  authenticated_only: bool = False, idle_timeout_s: float = 120.0,
                  partial_frame_timeout_s: float = 30.0, output_bytes_max: int = 64 * 1024 * 1024,
-                 on_disconnect: Callable[[bytes], None] | None = None, wait_bounds=None, tls=None):
+                 on_disconnect: Callable[[bytes], None] | None = None, wait_bounds=None, tls=None,
+                 read_lane: Callable[[list, str, int], bytes | None] | None = None):
         """``wait_bounds`` (``fast_failure.WaitBounds``): answer SYSTEM_BUSY to requests that waited longer;
+        ``read_lane(payloads, peer address, peer port)``: a handler's fast path for a read of several
+        requests (the broker's plain sends, ``broker/send_lane.py``), which serves them all and returns
+        their answers, or returns None having done nothing (each request is then served as usual);
         ``authenticated_only`` (access control is on): only a request the guard let through proves a
         connection (``remoting_admission``). ``tls`` (``tls.ServerTls``): every connection's I/O goes
         through its TLS stream."""
         self.tls = tls
+        self.read_lane = read_lane
         self.name = name
         self.handlers = handlers
         self.frame_bytes_max = frame_bytes_max
@@ -322,6 +327,8 @@ class RemotingServer:
         with many requests in flight gets them for one system call, not one each). Several requests
         share a ``ReadPass``: what their handlers deferred (one append for all the sends) runs
         before the write."""
+        if self.read_lane is not None and len(payloads) > 1 and self._lane(conn, payloads, since):
+            return
         conn.corked = []
         read_pass = ReadPass() if len(payloads) > 1 else None
         try:
@@ -333,6 +340,25 @@ class RemotingServer:
             if read_pass is not None:
                 read_pass.finish()
             self._uncork(conn)
+
+    def _lane(self, conn: _Connection, payloads: list, since: float) -> bool:
+        """Whether ``read_lane`` served the read (its answers written in one write)."""
+        if self.backlog is not None and not self.backlog.unhurried(since, len(payloads)):
+            return False   # some may have waited past a bound: each is served, or refused, as usual
+        try:
+            answers = self.read_lane(payloads, conn.host, conn.port)
+        except Exception:   # a bug in the fast path: it stores nothing before it is sure, so serve as usual
+            _limited.error(f"lane:{self.name}", "%s: the read lane failed", self.name, exc_info=True)
+            return False
+        if answers is None:
+            return False
+        self.requests_served += len(payloads)
+        conn.serialize_type = payloads[-1][0]   # the last request's (its word's top byte), as _serve keeps it
+        conn.place.last_active = time.monotonic()
+        if not conn.place.proven:
+            self.admission.prove(conn.place)
+        self.write(conn, answers)
+        return True
 
     def _uncork(self, conn: _Connection) -> None:
         frames, conn.corked, conn.corked_bytes = conn.corked, None, 0

@@ -4,7 +4,7 @@ writes 64 SEND_MESSAGE_V2 frames of 100 B at a time, as the Java client's async 
 flight, and reads their 64 answers. Counted: the process CPU of the door's passes (frame decode,
 handler, store, answer encode and write), no workers and no client. One JSON line.
 
-    python -m rocketbox.perf.remoting_send_pass [ROUNDS]
+    python -m rocketbox.perf.remoting_send_pass [ROUNDS] [--no-lane]
 
 Run it with another checkout's ``cluster/`` first on ``PYTHONPATH`` to compare two versions.
 """
@@ -40,19 +40,26 @@ def _send_frame(opaque: int) -> bytes:
 
 
 def main() -> None:
-    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 300
+    args = [arg for arg in sys.argv[1:] if arg != "--no-lane"]
+    no_lane = "--no-lane" in sys.argv[1:]
+    rounds = int(args[0]) if args else 300
     with tempfile.TemporaryDirectory(prefix="send-pass-") as tmp:
         store = StoreConfig(store_dir=f"{tmp}/store", commitlog_file_size_bytes=256 << 20, preheat_enabled=False,
                             disk_free_bytes_min=0)
         service = BrokerService(boot(BrokerConfig(store=store)))
         service.topics.create_on_send("Bench", 4)
-        server = RemotingServer("127.0.0.1", 0, service.handlers, name="send-pass")
+        # The send lane as the broker's door gets it (issue 33 item 1); a checkout without it, or
+        # ``--no-lane``, serves every send through the handler table.
+        lane = getattr(service, "send_lane", None)
+        server = RemotingServer("127.0.0.1", 0, service.handlers, name="send-pass",
+                                **({"read_lane": lane.serve_read} if lane is not None and not no_lane else {}))
         host, port = server.address.split(":")
         client = socket.create_connection((host, int(port)))
         client.setblocking(False)
         try:
             cpu_s, sent = _run(server, client, rounds)
             print(json.dumps({"sends": sent, "stored": service.sender.messages_stored,
+                              "lane_reads": lane.reads_taken if lane is not None else None,
                               "server_cpu_us_a_send": round(cpu_s / sent * 1e6, 1)}))
         finally:
             client.close()

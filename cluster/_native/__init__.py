@@ -2,7 +2,7 @@
 
 The contract is declared in ``helper.h`` (return codes, byte orders, the scan row layout; the
 layouts' constants in ``layouts.h``, generated at build time from the Python format tables),
-implemented in ``helper.c``, ``record_write.c`` (the one record encoder), ``record_crc.c`` and
+implemented in ``helper.c``, ``record_write.c`` (the one record encoder), ``send_lane.c`` and ``lane_header.c``, ``record_crc.c`` and
 ``crc32.c`` (each file calls only those after it) and built by cffi (``build.py``) when the
 package is installed. This module wraps each C function: Python buffers
 (mmap objects, bytes, bytearray, memoryview) go in, Python values come out,
@@ -18,6 +18,7 @@ and ``_check`` turns every negative return code into an exception.
 | ``record_size`` / ``encode_record`` | any other record the broker writes (sends, retries, delayed and transaction records, pop checkpoints and acks) straight into the mapped segment, a call a record (twin and oracle: ``record_format.encode_batch``); ``encode_record_into`` the same into a buffer ``writable`` exported once for a put's records |
 | ``scan_records`` | the reput worker and recovery walk records without decoding each one in Python |
 | ``DispatchBatch`` (scan, extract, index_put, cq_put) | the reput worker's whole per-record work (properties, Java key hashes, IndexFile and ConsumeQueue entries) in a few calls a batch |
+| ``send_lane.LaneCodec`` (its own module) | the remoting door's read of plain sends: frames scanned, queues picked, records encoded and answers written in a few calls a read, not ~25 Python steps a send (``send_lane.c``, ``lane_header.c``; twin and oracle: the broker's Python send path) |
 
 Every buffer is held only for the duration of a call, so ``mmap.close()``
 never meets a ``BufferError`` because of this module.

@@ -46,7 +46,8 @@ enum rb_status {
     RB_E_RANGE = -10001,           /* [start, end) not inside the buffer */
     RB_E_ARGUMENT = -10003,        /* topic longer than 127 bytes, page size not a power of two */
     RB_E_BATCH_MALFORMED = -10004, /* batch item sizes do not add up */
-    RB_E_DEST_TOO_SMALL = -10005   /* the records do not fit: roll to the next file */
+    RB_E_DEST_TOO_SMALL = -10005,  /* the records do not fit: roll to the next file */
+    RB_E_LANE_DECLINED = -10006    /* the send lane does not take the read: the Python path serves it */
 };
 
 /* ---- memory: page-aligned in here, so callers pass byte positions ---- */
@@ -259,5 +260,66 @@ int rb_index_put_rows(uint8_t *buf, size_t buf_len, int64_t slot_count, int64_t 
 int64_t rb_cq_put_rows(uint8_t *buf, size_t buf_len, int64_t pos,
                        const int64_t *rows, const int64_t *info, const int64_t *next_in_run, int64_t row_count,
                        int64_t row_first, int64_t count, int64_t phys_base, int64_t *next_row_out);
+
+/* ---- the remoting door's send lane (send_lane.c; cluster/_native/send_lane.py) ----
+ *
+ * The plain sends of one read, as broker/send.py's Python path would store and answer them. Every
+ * position is a byte position in the read's blob (bodies) or in the caller's scratch buffer (the
+ * topic and the properties as stored, CLUSTER included). */
+struct rb_lane_send {
+    int64_t code, opaque;
+    int64_t serialize_type;           /* the header's: 0 JSON, 1 ROCKETMQ (binary); its answer's too */
+    int64_t topic_pos, topic_len;     /* scratch */
+    int64_t topic_slot;               /* which of the read's distinct topics */
+    int64_t body_pos, body_len;       /* blob */
+    int64_t props_pos, props_len;     /* scratch */
+    int64_t queue_id;                 /* as sent (-1: the broker picks); after rb_lane_route, the queue */
+    int64_t sys_flag, born_timestamp_ms, flag, reconsume_times;
+    int64_t record_size;
+    int64_t group;                    /* rb_lane_route: its queue's group */
+    int64_t phys_offset, queue_offset;   /* rb_lane_encode: where it was stored */
+};
+
+enum rb_lane_limits {
+    RB_LANE_ANSWER_BYTES_MAX = 320,   /* one SEND_OK frame, at most */
+    RB_LANE_GROUP_COLUMNS = 4         /* a group: topic slot, queue id, sends, record bytes */
+};
+
+/* The frames blob[ends[i-1], ends[i]) (payloads without their length words; ends[-1] is 0): for each
+ * plain send (JSON or binary header; SEND_MESSAGE_V2 read by the 9 NUL-terminated names of v2_keys, SEND_MESSAGE
+ * by v1_keys', in the order topic, queueId, sysFlag, bornTimestamp, flag, properties, reconsumeTimes,
+ * batch, maxReconsumeTimes; none of the NUL-terminated marks in its properties) sends[i] and its
+ * topic's slot; topic_firsts[k] is the first send of distinct topic k; counts_out: the distinct topics,
+ * the SEND_MESSAGE_V2 sends, the SEND_MESSAGE sends. scratch needs blob_len +
+ * count * (1 + cluster_mark_len) bytes. Returns count when the lane takes every frame, else the
+ * index of the first it does not; or an error. */
+int64_t rb_lane_scan(const uint8_t *blob, size_t blob_len, const int64_t *ends, int64_t count,
+                     const uint8_t *v2_keys, size_t v2_keys_len, const uint8_t *v1_keys, size_t v1_keys_len,
+                     const uint8_t *marks, size_t marks_len, const uint8_t *cluster_mark, size_t cluster_mark_len,
+                     int64_t size_max, int64_t header_max, int64_t sys_flag_allowed, int32_t record_crc,
+                     uint8_t *scratch, size_t scratch_len, struct rb_lane_send *sends,
+                     int64_t *topic_firsts, int64_t *counts_out);
+
+/* Each send's queue (queue_counts[topic slot] write queues; -1 takes round_robin_next, +1 each) and
+ * group: groups (RB_LANE_GROUP_COLUMNS a group, count rows of room) in order of first arrival.
+ * Returns how many queues it picked, or RB_E_LANE_DECLINED (a queue the topic lacks, or none). */
+int64_t rb_lane_route(struct rb_lane_send *sends, int64_t count, const int64_t *queue_counts,
+                      int64_t round_robin_next, int64_t *groups, int64_t *group_count_out);
+
+/* The records of group's sends, in arrival order, at dst[dst_pos, ...) (rb_encode_record's records;
+ * the group's record bytes reserved), the first at phys_first and queue_offset_first. Returns the
+ * bytes written. */
+int64_t rb_lane_encode(uint8_t *dst, size_t dst_len, int64_t dst_pos, int64_t phys_first,
+                       const uint8_t *blob, size_t blob_len, const uint8_t *scratch, size_t scratch_len,
+                       struct rb_lane_send *sends, int64_t count, int64_t group, int64_t queue_offset_first,
+                       const uint8_t *born_host, const uint8_t *store_host, int64_t store_timestamp_ms,
+                       int32_t record_crc);
+
+/* Every send's SEND_OK frame in its request's serialize type (msgId, queueId, queueOffset; the
+ * response's language, by name in JSON and by ordinal in binary, and version), back to back into out
+ * (RB_LANE_ANSWER_BYTES_MAX a send). Returns the bytes written. */
+int64_t rb_lane_answers(uint8_t *out, size_t out_len, const struct rb_lane_send *sends, int64_t count,
+                        const uint8_t *store_host, const uint8_t *language, size_t language_len,
+                        int64_t language_ordinal, int64_t version);
 
 #endif

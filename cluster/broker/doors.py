@@ -24,9 +24,10 @@ from rocketbox.cluster.zmtp_door import ZmtpServer
 
 class BrokerDoors:
     def __init__(self, cfg: BrokerConfig, handlers: dict, loop: EventLoop, on_peer_gone: Callable[[], None],
-                 curve: KeyPair | None = None):
+                 curve: KeyPair | None = None, read_lane=None):
         """Open and attach both doors. ``on_peer_gone()`` runs when a connection closed (which
-        peer, ZeroMQ does not say: ask ``reachable``). ``curve``: the native door serves CURVE."""
+        peer, ZeroMQ does not say: ask ``reachable``). ``curve``: the native door serves CURVE. ``read_lane``:
+        the send handler's fast path for a remoting read (``RemotingServer``)."""
         # The largest legitimate frame is a batch body at the size limit; headers are far smaller.
         frame_bytes_max = cfg.store.message_size_bytes_max + HEADER_BYTES_MAX
         # Under overload a request that waited too long is answered SYSTEM_BUSY (fast_failure.py).
@@ -49,7 +50,8 @@ class BrokerDoors:
                 frame_bytes_max=frame_bytes_max, limits=AdmissionLimits.of(cfg), authenticated_only=cfg.acl_enable,
                 idle_timeout_s=cfg.remoting_idle_timeout_ms / 1000,
                 partial_frame_timeout_s=cfg.remoting_partial_frame_timeout_ms / 1000,
-                on_disconnect=lambda peer: on_peer_gone(), wait_bounds=bounds, tls=ServerTls.of(cfg))
+                on_disconnect=lambda peer: on_peer_gone(), wait_bounds=bounds, tls=ServerTls.of(cfg),
+                read_lane=read_lane)
             self.remoting.attach(loop)
 
     def _door_of(self, peer):

@@ -65,15 +65,17 @@ class RpcLatency:
     def __init__(self):
         self.rows: dict[tuple[str, int, int, bool], list] = {}
 
-    def record(self, door: str, request_code: int, response_code: int, long_polling: bool, elapsed_s: float) -> None:
+    def record(self, door: str, request_code: int, response_code: int, long_polling: bool, elapsed_s: float,
+               count: int = 1) -> None:
+        """``count`` requests answered after ``elapsed_s`` each (the sends of one read: ``broker/send_lane.py``)."""
         key = (door, request_code, response_code, long_polling)
         row = self.rows.get(key)
         if row is None:
             row = self.rows[key] = [0, 0.0] + [0] * (len(RPC_LATENCY_BUCKETS_MS) + 1)
         elapsed_ms = elapsed_s * 1000
-        row[0] += 1
-        row[1] += elapsed_ms
-        row[2 + bisect_left(RPC_LATENCY_BUCKETS_MS, elapsed_ms)] += 1
+        row[0] += count
+        row[1] += elapsed_ms * count
+        row[2 + bisect_left(RPC_LATENCY_BUCKETS_MS, elapsed_ms)] += count
 
     def snapshot(self) -> list[dict]:
         return [{"protocol": PROTOCOL_OF_DOOR.get(door, PROTOCOL_NATIVE),

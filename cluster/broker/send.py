@@ -11,7 +11,6 @@ durability wait (``durability.py``).
 from __future__ import annotations
 
 import functools
-import itertools
 import logging
 import os
 import time
@@ -291,7 +290,7 @@ class SendProcessor:
         self.on_written = ctx.on_written
         self.publish_topics = ctx.publish_topics
         self.ensure_system_topic = ctx.ensure_system_topic
-        self._round_robin = itertools.count()
+        self.round_robin_next = 0   # the queue of the next send that leaves the choice to the broker
         self.messages_stored = 0
         self.traffic_in = InTraffic()   # per topic and message type (metrics)
         self.cluster_mark = property_mark(PROPERTY_CLUSTER, ctx.cfg.cluster_name)
@@ -441,7 +440,8 @@ class SendProcessor:
             raise ProtocolError(f"queue {queue_id} does not exist: topic {topic} has "
                                 f"{topic_cfg.writeQueueNums} write queues", ResponseCode.MESSAGE_ILLEGAL)
         if queue_id < 0:  # the client left the choice to the broker
-            queue_id = next(self._round_robin) % topic_cfg.writeQueueNums
+            queue_id = self.round_robin_next % topic_cfg.writeQueueNums
+            self.round_robin_next += 1
         return queue_id
 
     def _priority_queue(self, send: SendRequest, queue_id: int) -> int:

@@ -32,6 +32,7 @@ from rocketbox.cluster.broker.sync_state import SyncStateSet
 from rocketbox.cluster.broker.locks import LockProcessor
 from rocketbox.cluster.broker.message_queries import MessageQueries
 from rocketbox.cluster.broker.metrics import BrokerMetrics
+from rocketbox.cluster.broker.send_lane import SendLane
 from rocketbox.cluster.broker.offset_requests import OffsetRequests
 from rocketbox.cluster.broker.offsets import ConsumerOffsetManager
 from rocketbox.cluster.broker.pop import PopProcessor
@@ -173,6 +174,8 @@ class BrokerService:
         if self.acl is not None:
             self.handlers = self.acl.wrap(self.handlers)
             metrics.acl_refusals = self.acl.refusal_counts
+        # The send handler's fast path for a remoting read of plain sends (not under access control).
+        self.send_lane = SendLane(self.sender, metrics.rpc_latency)
 
     def on_role_changed(self) -> None:
         # The process entry point turns this into its restart-me exit code (also after a truncation).
@@ -209,7 +212,8 @@ class BrokerService:
         if self.acl is not None:
             self.acl.start(loop)
         self.doors = BrokerDoors(self.cfg, self.handlers, loop, self.on_peer_disconnected,
-                                 self.acl.server_pair if self.acl is not None else None)
+                                 self.acl.server_pair if self.acl is not None else None,
+                                 read_lane=self.send_lane.serve_read if self.acl is None else None)
         self.notify_receiver = channels.Receiver(channels.broker_notify(store_dir))
         loop.add_reader(self.notify_receiver.fileno(), self.on_notify)
         self.flush_wake = channels.Sender(channels.flush_wake(store_dir))
