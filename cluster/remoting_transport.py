@@ -29,8 +29,6 @@ import errno
 import logging
 import select
 import socket
-import struct
-import sys
 import time
 from typing import Callable
 
@@ -40,6 +38,7 @@ from rocketbox.cluster.protocol import ResponseCode
 from rocketbox.cluster.remoting_admission import Admission, AdmissionLimits, Place
 from rocketbox.cluster.remoting_format import (FRAME_BYTES_MAX_DEFAULT, SERIALIZE_JSON, BadFrameLength, FrameDecoder,
                                                decode_frame_payload, encode_frame)
+from rocketbox.cluster.arrival_stamps import STAMP_SPACE, arrived_at, enable_arrival_stamps
 from rocketbox.cluster.request_dispatch import Handler, PendingCalls, ReadPass, dispatch
 from rocketbox.cluster.supervision.lifecycle import preload_libc
 from rocketbox.cluster.wire_format import (DOOR_REMOTING, FLAG_ONEWAY, FLAG_RESPONSE, Command, FrameError,
@@ -67,11 +66,6 @@ TRIM_AFTER_BYTES = 1 << 20
 # When the process is out of descriptors, stop accepting this long instead of spinning on EMFILE.
 ACCEPT_PAUSE_S = 0.1
 _READ = select.EPOLLIN | select.EPOLLRDHUP
-# Linux's kernel receive stamps (Python does not name the option): each read then says when its
-# newest segment arrived, so fast failure knows a request's wait instead of estimating it.
-SO_TIMESTAMPNS = 35 if sys.platform == "linux" else None
-_TIMESPEC = struct.Struct("@qq")
-_STAMP_SPACE = socket.CMSG_SPACE(_TIMESPEC.size)
 
 
 class _Connection:
@@ -162,7 +156,7 @@ class RemotingServer:
         self.listener.listen(1024)
         self.listener.setblocking(False)
         # Accepted connections inherit the option.
-        self.arrival_stamps = wait_bounds is not None and _enable_arrival_stamps(self.listener)
+        self.arrival_stamps = wait_bounds is not None and enable_arrival_stamps(self.listener)
         self.address = f"{host}:{self.listener.getsockname()[1]}"
         self._epoll = select.epoll()
         self._epoll.register(self.listener.fileno(), select.EPOLLIN)
@@ -274,8 +268,8 @@ class RemotingServer:
                 # while the estimate is below every bound, a recv does (recvmsg and reading its stamp
                 # cost ~0.8 us a read more).
                 if stamps and self.backlog.late(since, time.monotonic()):
-                    data, ancillary, _flags, _address = conn.sock.recvmsg(RECV_BYTES, _STAMP_SPACE)
-                    arrived = _arrived(ancillary, since)
+                    data, ancillary, _flags, _address = conn.sock.recvmsg(RECV_BYTES, STAMP_SPACE)
+                    arrived = arrived_at(ancillary, since)
                 else:
                     data = conn.sock.recv(RECV_BYTES)
             except (BlockingIOError, InterruptedError):
@@ -584,27 +578,3 @@ def _reads_shaped(conn: _Connection) -> bool:
     """A stranger's reads are held to one an event and a share of each pass; not through TLS, whose
     stream may hold decrypted bytes epoll cannot see (they would wait for a readiness never reported)."""
     return not conn.place.proven and not getattr(conn.sock, "encrypted", False)
-
-
-def _enable_arrival_stamps(listener: socket.socket) -> bool:
-    if SO_TIMESTAMPNS is None:
-        return False
-    try:
-        listener.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-    except OSError:
-        return False
-    return True
-
-
-def _arrived(ancillary, estimate: float) -> float:
-    """The monotonic time at which the newest segment of a read arrived (the kernel's receive
-    stamp, on the real-time clock): every request the read completes had arrived by then, so it
-    waited at least until now. Without a stamp, ``estimate`` (a moment before they arrived): the
-    kernel turns stamping on in a deferred work item once the first socket asks, so the first
-    reads after a start can come unstamped."""
-    for level, kind, raw in ancillary:
-        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(raw) >= _TIMESPEC.size:
-            seconds, nanoseconds = _TIMESPEC.unpack_from(raw)
-            # Never before the estimate: a step of the real-time clock must not age a request.
-            return max(estimate, seconds + nanoseconds * 1e-9 - time.time() + time.monotonic())
-    return estimate

@@ -13,7 +13,8 @@ import pytest
 from rocketbox.cluster.fast_failure import WaitBounds
 from rocketbox.cluster.protocol import RequestCode, ResponseCode
 from rocketbox.cluster.remoting_format import FrameDecoder, decode_frame_payload, encode_frame
-from rocketbox.cluster.remoting_transport import SO_TIMESTAMPNS, RemotingServer
+from rocketbox.cluster.arrival_stamps import SO_TIMESTAMPNS
+from rocketbox.cluster.remoting_transport import RemotingServer
 from rocketbox.cluster.wire_format import Command
 
 BOUNDS = WaitBounds(send=200, pull=5000, ack=5000, heartbeat=5000, transaction=5000, admin=5000)

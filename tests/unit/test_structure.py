@@ -32,7 +32,7 @@ _LAYERS_BY_PATH: list[tuple[str, ...]] = [
     ("cluster.supervision",),
     ("cluster.protocol", "cluster.request_dispatch", "cluster.event_loop", "cluster.fast_failure", "cluster.tls",
      "cluster.client_transport", "cluster.zmq_transport", "cluster.zmtp_client", "cluster.zmtp_calls",
-     "cluster.zmtp_io", "cluster.remoting_admission",
+     "cluster.zmtp_io", "cluster.remoting_admission", "cluster.arrival_stamps",
      "cluster.remoting_transport", "cluster.zmtp_door", "cluster.http_door",
      "cluster.acl", "cluster.remoting_client", "cluster.filter", "cluster.receipt_handle",
      "cluster.topic_attributes", "cluster.refusals"),
