@@ -77,6 +77,7 @@ def fork_role(module: str, args: list[str], env: dict[str, str], cwd: str | None
     the child outlives this process, in a session of its own (``supervisor_pid`` is not used)."""
     for shared in (module,) if before_fork is None else before_fork:
         preload(shared)
+    lifecycle.release_free_heap()
     # Blocked across the fork: a stop signal meant for the child waits for its default handler,
     # never runs the supervisor's.
     previous_mask = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS_RESET)
