@@ -81,12 +81,13 @@ def test_cluster_up_detach_forks_its_supervisor_into_a_session_of_its_own(tmp_pa
     a session of its own, outlives the command, holds none of its descriptors but its log, and it and
     its roles carry their titles."""
     from rocketbox.cluster.topology import free_ports
+    from rocketbox.perf.start_roles import PORT_FLAGS
     data_dir = tmp_path / "data"
     env = dict(os.environ, **{FORK_ROLES_ENV: "1" if forked else "0"})
     base = lifecycle.python_module_command("rocketbox.cluster.cli", "--data-dir", str(data_dir))
-    namesrv_port, broker_port = free_ports(2)
-    up = subprocess.run(base + ["up", "--detach", "--no-proxy", "--no-console", "--no-metrics", "--namesrv-port",
-                                str(namesrv_port), "--broker-port", str(broker_port)],
+    # Every port free: RocketMQ's default remoting ports may be another cluster's on this machine.
+    ports = [arg for flag, port in zip(PORT_FLAGS, free_ports(len(PORT_FLAGS))) for arg in (flag, str(port))]
+    up = subprocess.run(base + ["up", "--detach", "--no-proxy", "--no-console", "--no-metrics", *ports],
                         capture_output=True, text=True, env=env, timeout=DEADLINE_S * 2, stdin=subprocess.DEVNULL)
     assert up.returncode == 0, up.stderr
     pid = read_state_file(str(data_dir))["supervisor_pid"]
