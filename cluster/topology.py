@@ -29,7 +29,6 @@ from rocketbox.cluster.config import (ASYNC_FLUSH, BROKER_PORT_DEFAULT, BROKER_P
                                       TLS_DISABLED, BrokerConfig, NamesrvConfig, StoreConfig, check_tls,
                                       namesrv_endpoints, parse_levels, to_json)
 from rocketbox.cluster.console.settings import ConsoleSettings, loopback_problem
-from rocketbox.cluster.controller.secret import default_secret_path, make_secret
 from rocketbox.cluster.file_modes import exposure
 from rocketbox.cluster.metrics.settings import BrokerTarget, ExporterSettings, NamesrvTarget
 from rocketbox.cluster.proxy.settings import ProxySettings
@@ -220,6 +219,7 @@ def build_topology(data_dir: str, *, namesrv_count: int = 1, broker_count: int =
     if failover:
         controller_ports = controller_ports or [p + CONTROLLER_PORT_OFFSET for p in namesrv_ports[:namesrv_count]]
         raft = [f"{host}:{p}" for p in controller_ports]
+        from rocketbox.cluster.controller.secret import default_secret_path   # hmac, hashlib: failover only
         secret_file = os.path.abspath(controller_secret_file) if controller_secret_file else \
             default_secret_path(data_dir, acl_file)
         namesrvs = tuple(dataclasses.replace(n, controller_address=raft[i],
@@ -531,7 +531,10 @@ def exposed_secrets(topology: Topology) -> list[str]:
 def prepare_controller_secret(topology: Topology) -> None:
     """Before a cluster with failover starts: its controller secret is made if missing (kept if
     there: every host of a cluster must use the same one)."""
-    for path in sorted({n.controller_secret_file for n in topology.namesrvs if n.controller_address}):
+    paths = sorted({n.controller_secret_file for n in topology.namesrvs if n.controller_address})
+    if paths:
+        from rocketbox.cluster.controller.secret import make_secret
+    for path in paths:
         make_secret(path)
 
 

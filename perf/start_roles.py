@@ -27,6 +27,8 @@ from rocketbox.cluster.testing import LocalCluster
 from rocketbox.cluster.topology import free_ports
 
 CLI_TIMEOUT_S = 120
+PORT_FLAGS = ("--namesrv-port", "--broker-port", "--namesrv-remoting-port", "--broker-remoting-port", "--proxy-port",
+              "--console-port", "--metrics-port")
 # What a role imports after its fork: its entry point and, for the doors, the server its build() imports.
 ROLE_MODULES = {
     "namesrv": ("rocketbox.cluster.procs.namesrv",), "broker": ("rocketbox.cluster.procs.broker",),
@@ -88,6 +90,16 @@ def timeline_ms(state: dict) -> dict[str, tuple[float, float]]:
             for c in state["children"] if c.get("ready_at")}
 
 
+def phases_ms(state: dict, launched: float, wall_s: float) -> dict[str, float]:
+    """The command's critical path, ms after it was launched (time.time() on both sides): the
+    supervisor's start(), its first role started, its last role ready, the command returned."""
+    children = state["children"]
+    return {"supervisor start()": (state["started_at"] - launched) * 1000,
+            "first role started": (min(c["started_at"] for c in children) - launched) * 1000,
+            "last role ready": (max(c["ready_at"] for c in children) - launched) * 1000,
+            "command returned": wall_s * 1000}
+
+
 def one_local(tmp: str, idle_s: float) -> dict:
     cluster = LocalCluster(os.path.join(tmp, "local"))
     t0 = time.perf_counter()
@@ -104,12 +116,13 @@ def one_local(tmp: str, idle_s: float) -> dict:
 
 def one_cli(tmp: str, idle_s: float) -> dict:
     data_dir = os.path.join(tmp, "cli")
-    namesrv_port, broker_port = free_ports(2)
+    # Every door on a free port: RocketMQ's defaults (9876, 10911, 8081, ...) may be another cluster's.
+    flags = [arg for flag, port in zip(PORT_FLAGS, free_ports(len(PORT_FLAGS))) for arg in (flag, str(port))]
     base = python_module_command("rocketbox.cluster.cli", "--data-dir", data_dir)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    launched = time.time()
     t0 = time.perf_counter()
-    up = subprocess.run(base + ["up", "--detach", "--namesrv-port", str(namesrv_port), "--broker-port",
-                                str(broker_port), "--ready-timeout-s", "60"],
+    up = subprocess.run(base + ["up", "--detach", *flags, "--ready-timeout-s", "60"],
                         capture_output=True, text=True, timeout=CLI_TIMEOUT_S, stdin=subprocess.DEVNULL)
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -121,7 +134,7 @@ def one_cli(tmp: str, idle_s: float) -> dict:
         cpu["cli"] = (after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime) * 1000
         time.sleep(idle_s)
         return {"wall_s": wall, "timeline": timeline_ms(state), "cpu": cpu,
-                "memory": memory_mb(state["supervisor_pid"])}
+                "memory": memory_mb(state["supervisor_pid"]), "phases": phases_ms(state, launched, wall)}
     finally:
         subprocess.run(base + ["down"], capture_output=True, timeout=CLI_TIMEOUT_S, stdin=subprocess.DEVNULL)
 
@@ -143,6 +156,8 @@ def table(runs: list[dict]) -> list[str]:
     totals = [(sum(run["cpu"].values()), *[sum(m[i] for m in run["memory"].values()) for i in range(3)])
               for run in runs]
     walls = [run["wall_s"] for run in runs]
+    for phase in runs[0].get("phases", {}):
+        lines.append(f"{phase + ' (ms after launch)':<36} median {med(run['phases'][phase] for run in runs):7.0f}")
     lines.append(f"{'total':<20} {'':>9} {'':>12} {med([t[0] for t in totals]):7.0f} "
                  f"{med([t[1] for t in totals]):7.1f} {med([t[2] for t in totals]):7.1f} {med([t[3] for t in totals]):7.1f}")
     lines.append(f"wall until ready: median {med(walls):.2f} s, min {min(walls):.2f} s, max {max(walls):.2f} s "

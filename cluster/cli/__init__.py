@@ -55,22 +55,64 @@ own CURVE key, a superuser past every rule (the key beside the ACL file: whoever
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 
-from rocketbox.cluster.cli import (acl_cmds, admin_cmds, auth_cmds, client_cmds, cluster_cmds, config_cmds,
-                                   logs_cmds, mqadmin_cmds, mqadmin_more, pause_cmds, tls_cmds, up_config,
-                                   up_settings)
-from rocketbox.cluster.cli.client_cmds import query_problem
-from rocketbox.cluster.cli.cluster_cmds import role_problem
+from rocketbox.cluster.account_keys import ACL_ACCOUNT_ENV, ACL_FILE_ENV
 from rocketbox.cluster.cli.common import DATA_DIR_DEFAULT
 from rocketbox.cluster.cli.parsing import CommandParser
-from rocketbox.cluster.account_keys import ACL_ACCOUNT_ENV, ACL_FILE_ENV
-from rocketbox.cluster.config import ClientConfig
 from rocketbox.cluster.file_modes import make_private
 
+# The verbs of each commands module, in the order the full parser (``cluster --help``) lists them.
+# A command line that names one builds only its module's parsers and imports only what that module
+# does (``cluster up`` starts sooner: perf/RESULTS.md "The cluster command's critical path");
+# tests/unit/test_cli_options.py checks this table against what each module's add_parsers adds.
+COMMAND_VERBS = {
+    "cluster_cmds": ("up", "status", "down"),
+    "config_cmds": ("config",),
+    "logs_cmds": ("logs",),
+    "pause_cmds": ("pause", "resume"),
+    "client_cmds": ("topic", "send", "consume", "query"),
+    "admin_cmds": ("dlq", "group", "controller"),
+    "mqadmin_cmds": ("clusterList", "brokerStatus", "topicStatus", "consumerProgress", "consumerConnection",
+                     "consumerStatus", "updateSubGroup", "deleteSubGroup", "getBrokerConfig", "updateBrokerConfig",
+                     "deleteExpiredCommitLog", "statsAll", "haStatus"),
+    "mqadmin_more": ("updateKvConfig", "deleteKvConfig", "updateOrderConf", "getNamesrvConfig",
+                     "updateNamesrvConfig", "wipeWritePerm", "addWritePerm", "producerConnection", "producer",
+                     "brokerConsumeStats", "cleanExpiredCQ", "cleanUnusedTopic", "cloneGroupOffset", "queryCq",
+                     "consumeMessageDirectly"),
+    "acl_cmds": ("acl",),
+    "auth_cmds": ("createUser", "updateUser", "deleteUser", "getUser", "listUser", "createAcl", "updateAcl",
+                  "deleteAcl", "getAcl", "listAcl"),
+    "tls_cmds": ("tls",),
+}
+_MODULE_OF_VERB = {verb: module for module, verbs in COMMAND_VERBS.items() for verb in verbs}
+# The options the top-level parser takes before a verb, each with a value.
+_GLOBAL_OPTIONS = ("--data-dir", "--namesrv", "--account")
 
-def build_parser() -> argparse.ArgumentParser:
+
+def given_verb(argv) -> str | None:
+    """The verb of a command line, or None when it cannot be told without the full parser (no verb,
+    an unknown one, --help, an option argparse would take as an abbreviation): then every verb's
+    parser is built, as argparse needs for its help and its errors."""
+    words = list(argv)
+    index = 0
+    while index < len(words):
+        word = words[index]
+        if word in _GLOBAL_OPTIONS:
+            index += 2
+        elif word.split("=", 1)[0] in _GLOBAL_OPTIONS and "=" in word:
+            index += 1
+        elif word.startswith("-"):
+            return None
+        else:
+            return word if word in _MODULE_OF_VERB else None
+    return None
+
+
+def build_parser(verb: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every verb, or only of ``verb``'s module (``given_verb``)."""
     parser = CommandParser(prog="cluster", description="RocketBox: a RocketMQ-style cluster in a box")
     parser.add_argument("--data-dir", default=DATA_DIR_DEFAULT, help=f"default {DATA_DIR_DEFAULT}")
     parser.add_argument("--namesrv", help="NameServer addresses, host:port;host:port")
@@ -79,9 +121,8 @@ def build_parser() -> argparse.ArgumentParser:
                              f"NAME`, or the path of its .key_secret; default ${ACL_ACCOUNT_ENV}); without it, a "
                              f"data dir started with an ACL file is used with the cluster's own key (a superuser)")
     sub = parser.add_subparsers(dest="command", required=True)
-    for commands in (cluster_cmds, config_cmds, logs_cmds, pause_cmds, client_cmds, admin_cmds, mqadmin_cmds,
-                     mqadmin_more, acl_cmds, auth_cmds, tls_cmds):
-        commands.add_parsers(sub)
+    for module in (COMMAND_VERBS if verb is None else (_MODULE_OF_VERB[verb],)):
+        importlib.import_module(f"rocketbox.cluster.cli.{module}").add_parsers(sub)
     for verb in set(sub.choices.values()):
         _accept_global_options(verb)
     return parser
@@ -104,6 +145,7 @@ def _accept_global_options(parser: argparse.ArgumentParser) -> None:
 def _use_keys(args) -> str | None:
     """The keys the command's clients connect with: ``--account``'s pair; else, on a data dir
     started with access control, the cluster's own (a superuser: past every rule). The problem, if any."""
+    from rocketbox.cluster.cli import up_settings
     try:
         acl_file = up_settings.access_file(args.data_dir)
     except (OSError, ValueError):
@@ -111,6 +153,7 @@ def _use_keys(args) -> str | None:
     if not (args.act_as or acl_file):
         return None   # no access control: the CURVE modules stay unloaded (`cluster up` starts sooner)
     from rocketbox.cluster.acl.curve import ClientKeys, CurveKeyError, use_cluster_keys, use_for_process
+    from rocketbox.cluster.config import ClientConfig
     if args.act_as:
         try:
             config = ClientConfig.for_account(args.act_as, acl_file or os.environ.get(ACL_FILE_ENV))
@@ -133,14 +176,17 @@ EXIT_BROKEN_PIPE = 128 + 13   # what a shell reports for a process SIGPIPE ended
 
 def main(argv=None) -> int:
     make_private()   # the data dir it makes, and what an in-process supervisor starts (file_modes.py)
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(given_verb(argv)).parse_args(argv)
     problem = None
     if args.command == "topic" and args.action != "list" and not args.topic:
         problem = "a topic name is needed"
     elif args.command == "query":
+        from rocketbox.cluster.cli.client_cmds import query_problem
         problem = query_problem(args)
     elif args.command in ("up", "config"):
+        from rocketbox.cluster.cli import up_config, up_settings
+        from rocketbox.cluster.cli.cluster_cmds import role_problem
         problem = up_config.load(args) or up_settings.resolve(args) or role_problem(args)
     if not problem:
         problem = _use_keys(args)

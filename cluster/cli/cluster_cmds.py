@@ -10,7 +10,7 @@ import signal
 import sys
 import time
 
-from rocketbox.cluster.cli import broker_roles, setting_sources, up_config, up_settings
+from rocketbox.cluster.cli import setting_sources, up_config, up_settings
 from rocketbox.cluster.cli.busy_ports import busy_port_problem
 from rocketbox.cluster.cli.common import namesrv_env, new_console, print_json, table
 from rocketbox.cluster.cli.up_settings import STORE_PROFILES, SWITCH_OFF
@@ -53,10 +53,10 @@ def _topology_from_args(args):
 def tls_arguments(args) -> dict:
     """build_topology's TLS arguments from --tls-mode/--tls-cert/--tls-key; the pair ``cluster tls``
     made in the data dir when no file is named."""
-    from rocketbox.cluster.tls import CERT_FILE, KEY_FILE, tls_directory
     mode = args.tls_mode or ""
     cert, key = args.tls_cert or "", args.tls_key or ""
     if mode and mode != "disabled" and not (cert or key):
+        from rocketbox.cluster.tls import CERT_FILE, KEY_FILE, tls_directory   # ssl: only when TLS is asked for
         cert = os.path.join(tls_directory(args.data_dir), CERT_FILE)
         key = os.path.join(tls_directory(args.data_dir), KEY_FILE)
     return {"tls_mode": mode, "tls_cert": cert, "tls_key": key}
@@ -200,7 +200,8 @@ def cmd_up(args) -> int:
             pid = spawn_detached(python_module_command("rocketbox.cluster.procs.supervisor", "--data-dir",
                                                         topology.data_dir, "--specs", specs_path), topology.data_dir,
                                  ready_timeout_s=args.ready_timeout_s,
-                                 while_booting=lambda: consoles.append(new_console()))
+                                 while_booting=lambda: consoles.append(_banner_console()),
+                                 fork_module="rocketbox.cluster.procs.supervisor")
         except SupervisorError as exc:
             (consoles or [new_console()])[0].print(f"[red]cluster failed to start:[/red] {exc}")
             return 1
@@ -231,6 +232,18 @@ def cmd_up(args) -> int:
         code = 0 if not supervisor.halt_reason else 1
     console.print(f"cluster stopped{': ' + supervisor.halt_reason if supervisor.halt_reason else ''}")
     return code
+
+
+def _banner_console():
+    """The console the banner is printed on, with rich's first rendering (its lazy imports, style and
+    width caches: ~50 ms) done on a banner-shaped throwaway while the supervisor boots, not after."""
+    console = new_console()
+    with console.capture():
+        console.print(table("RocketBox is up", ENDPOINT_COLUMNS, [["broker-a", "broker", "1", "running",
+                                                                   "tcp://127.0.0.1:1", "127.0.0.1:1", "0"]]))
+        _print_data_dir(console, "/")
+        console.print("export ROCKETBOX_NAMESRV='127.0.0.1:1'")
+    return console
 
 
 def _print_up_banner(console, state: dict, ready_s: float, supervisor_pid: int, data_dir: str,
@@ -264,6 +277,7 @@ def cmd_status(args) -> int:
     pid = state.get("supervisor_pid")
     alive = _pid_alive(pid)
     # Children die with their supervisor: without it there is no broker to ask.
+    from rocketbox.cluster.cli import broker_roles   # the wire protocol's modules: status only
     brokers = broker_roles.broker_rows(state) if alive else []
     if args.json:
         print_json({**state, "supervisor_alive": alive, "brokers": brokers})   # data_dir is in the state

@@ -106,6 +106,14 @@ def preload_libc() -> ctypes.CDLL | None:
     return _libc
 
 
+def release_free_heap() -> None:
+    """Give the C heap's free pages back to the kernel (glibc's malloc_trim): before a fork, so that
+    the child does not start with (and count in its RSS) the pages of what this process has freed."""
+    libc = preload_libc()
+    if libc is not None and hasattr(libc, "malloc_trim"):
+        libc.malloc_trim(0)
+
+
 def set_parent_death_signal(signum: int = signal.SIGTERM) -> bool:
     """Ask the kernel to send ``signum`` when our parent thread dies (Linux only).
 

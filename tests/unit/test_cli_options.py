@@ -135,3 +135,31 @@ def test_a_mistyped_flag_gets_the_subcommands_usage_and_the_closest_flag(capsys,
     assert err.startswith(usage), err
     assert err.splitlines()[-1].endswith(hint), err
     assert "clusterList" not in err   # not the top-level list of every verb
+
+
+def test_the_verb_table_names_what_each_commands_module_adds():
+    """``cluster VERB`` builds only VERB's module's parsers (COMMAND_VERBS): a verb missing from the
+    table, or listed under the wrong module, would be refused or parsed by another module's flags."""
+    import importlib
+    from rocketbox.cluster.cli import COMMAND_VERBS
+    for module, verbs in COMMAND_VERBS.items():
+        sub = argparse.ArgumentParser().add_subparsers()
+        importlib.import_module(f"rocketbox.cluster.cli.{module}").add_parsers(sub)
+        assert tuple(sub.choices) == verbs, module
+    choices = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)][0].choices
+    assert list(choices) == [verb for verbs in COMMAND_VERBS.values() for verb in verbs]
+
+
+@pytest.mark.parametrize("argv, verb", [
+    (["up", "--detach"], "up"),
+    (["--data-dir", "/d", "--namesrv=a:1", "topic", "create", "T"], "topic"),
+    (["--account", "up", "status"], "status"),   # a global option's value is no verb
+    (["--help"], None), (["--data", "/d", "up"], None),   # argparse's abbreviation: the full parser
+    (["upp"], None), ([], None),
+])
+def test_a_command_line_builds_only_its_verbs_parser(argv, verb):
+    from rocketbox.cluster.cli import given_verb
+    assert given_verb(argv) == verb
+    if verb is not None:   # the one-verb parser reads the line as the full one does
+        assert vars(build_parser(verb).parse_args(argv)).keys() - {"func"} == \
+            vars(build_parser().parse_args(argv)).keys() - {"func"}

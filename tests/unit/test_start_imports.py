@@ -50,7 +50,32 @@ def test_the_proxy_loads_the_generated_protocol_without_the_rocketmq_client():
 
 
 def test_the_cluster_command_starts_without_the_libraries_of_other_commands():
-    """`cluster up` parses every subcommand; ZeroMQ, YAML, psutil and rich load only for the commands
-    (and the moment: the banner once the supervisor is booting) that use them."""
+    """Even the full parser (``cluster --help``) loads no ZeroMQ, YAML, psutil or rich: they load only
+    for the commands (and the moment: the banner once the supervisor is booting) that use them."""
     loaded = _roots(loaded_after("from rocketbox.cluster.cli import build_parser\nbuild_parser()"))
     assert not {"zmq", "yaml", "psutil", "rich", "cryptography"} & loaded
+
+
+UP_UNTIL_SPAWN = """
+from rocketbox.cluster.cli import build_parser, given_verb, up_config, up_settings
+argv = ["--data-dir", "/nonexistent/rocketbox-test", "up", "--detach"]
+args = build_parser(given_verb(argv)).parse_args(argv)
+from rocketbox.cluster.cli.cluster_cmds import role_problem, topology_for_role
+assert not (up_config.load(args) or up_settings.resolve(args) or role_problem(args))
+from rocketbox.cluster.topology import child_specs, prepare_controller_secret
+topology = topology_for_role(args)
+prepare_controller_secret(topology)
+child_specs(topology)
+"""
+
+
+def test_cluster_up_builds_only_its_own_parser_and_loads_no_tls_or_wire_protocol():
+    """What ``cluster up`` runs before it spawns the supervisor (its critical path) loads no other
+    verb's module, and neither TLS (ssl), the controller's secret (hmac) nor the wire protocol unless
+    configured (perf/RESULTS.md "The cluster command's critical path")."""
+    loaded = loaded_after(UP_UNTIL_SPAWN)
+    other_verbs = {f"rocketbox.cluster.cli.{m}" for m in ("client_cmds", "admin_cmds", "mqadmin_cmds",
+                                                             "mqadmin_more", "acl_cmds", "auth_cmds", "tls_cmds",
+                                                             "config_cmds", "logs_cmds", "pause_cmds")}
+    assert not other_verbs & loaded, sorted(other_verbs & loaded)
+    assert not {"ssl", "hmac", "rocketbox.cluster.protocol", "rocketbox.cluster.cli.broker_roles"} & loaded
