@@ -40,7 +40,7 @@ from rocketbox.cluster.remoting_format import (FRAME_BYTES_MAX_DEFAULT, SERIALIZ
                                                decode_frame_payload, encode_frame)
 from rocketbox.cluster.arrival_stamps import STAMP_SPACE, arrived_at, enable_arrival_stamps
 from rocketbox.cluster.request_dispatch import Handler, PendingCalls, ReadPass, dispatch
-from rocketbox.cluster.supervision.lifecycle import preload_libc
+from rocketbox.cluster.supervision.lifecycle import release_free_heap
 from rocketbox.cluster.wire_format import (DOOR_REMOTING, FLAG_ONEWAY, FLAG_RESPONSE, Command, FrameError,
                                            next_opaque)
 from rocketbox.cluster.zmq_transport import Reply
@@ -61,7 +61,9 @@ CORKED_FRAMES_MAX = 16
 CORKED_BYTES_MAX = 256 * 1024
 ACCEPTS_PER_EVENT_MAX = 64
 EVENTS_PER_TURN_MAX = 512
-# A closed connection that held this much of unfinished frames has the heap trimmed (``_trim_heap``).
+# A closed connection that held this much of unfinished frames has the heap trimmed (a buffer grown piece by piece lives on the
+# heap once glibc raised its mmap threshold: a flood of half frames kept ~90 MB after its connections closed,
+# tests/integration/test_native_flood.py).
 TRIM_AFTER_BYTES = 1 << 20
 # When the process is out of descriptors, stop accepting this long instead of spinning on EMFILE.
 ACCEPT_PAUSE_S = 0.1
@@ -514,7 +516,7 @@ class RemotingServer:
     def close_stale(self) -> None:
         if self._trim_due:
             self._trim_due = False
-            _trim_heap()
+            release_free_heap()
         now = time.monotonic()
         self.peer_calls.expire(now, lambda _peer: TimeoutError("the client did not answer in time"))
         late = self.admission.overdue(now)
@@ -556,17 +558,6 @@ class RemotingServer:
             self.close_connection(conn, None)
         self.listener.close()
         self._epoll.close()
-
-
-def _trim_heap() -> None:
-    """Give the pages of freed frame buffers back to the system (glibc's malloc_trim). A buffer that
-    grew to megabytes piece by piece lives on the heap once glibc has raised its mmap threshold, and
-    freeing it leaves the pages with the process: a flood of half frames kept its ~90 MB after every
-    connection was closed (tests/integration/test_native_flood.py)."""
-    libc = preload_libc()
-    trim = getattr(libc, "malloc_trim", None)
-    if trim is not None:
-        trim(0)
 
 
 def _whole_before(exc: Exception) -> list:

@@ -108,7 +108,8 @@ def preload_libc() -> ctypes.CDLL | None:
 
 def release_free_heap() -> None:
     """Give the C heap's free pages back to the kernel (glibc's malloc_trim): before a fork, so that
-    the child does not start with (and count in its RSS) the pages of what this process has freed."""
+    the child does not start with (and count in its RSS) the pages of what this process has freed;
+    and after a door closed a connection that held megabytes of unfinished frames."""
     libc = preload_libc()
     if libc is not None and hasattr(libc, "malloc_trim"):
         libc.malloc_trim(0)
