@@ -131,7 +131,7 @@ class RemotingServer:
                  on_disconnect: Callable[[bytes], None] | None = None, wait_bounds=None, tls=None,
                  read_lane: Callable[[list, str, int], bytes | None] | None = None):
         """``wait_bounds`` (``fast_failure.WaitBounds``): answer SYSTEM_BUSY to requests that waited longer;
-        ``read_lane(payloads, peer address, peer port)``: a handler's fast path for a read of several
+        ``read_lane(payloads, peer address, peer port)``: a handler's fast path for a read of one or more
         requests (the broker's plain sends, ``broker/send_lane.py``), which serves them all and returns
         their answers, or returns None having done nothing (each request is then served as usual);
         ``authenticated_only`` (access control is on): only a request the guard let through proves a
@@ -323,7 +323,7 @@ class RemotingServer:
         with many requests in flight gets them for one system call, not one each). Several requests
         share a ``ReadPass``: what their handlers deferred (one append for all the sends) runs
         before the write."""
-        if self.read_lane is not None and len(payloads) > 1 and self._lane(conn, payloads, since):
+        if self.read_lane is not None and self._lane(conn, payloads, since):
             return
         conn.corked = []
         read_pass = ReadPass() if len(payloads) > 1 else None

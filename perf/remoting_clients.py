@@ -3,8 +3,9 @@ with its defaults, a topic of 4 queues, then per round and mode one client proce
 ``sync`` (one thread of sync sends, 100 B), ``async`` (64 in flight), ``push`` (a topic filled with
 async sends, then drained by a push consumer), ``e2e`` (Java: a steady ``--rate`` of sync sends, send to
 consume p50/p99 and failed sends). ``--namesrv`` points it at another broker (Apache RocketMQ's) instead.
-One JSON line a run, with the broker's CPU a message
-(it busy-polls: an upper bound). The Java client is ``tests/java/programs/RemotingBench.java``
+One JSON line a run, with the broker's CPU a message (it busy-polls: an upper bound); ``--threads``
+adds, for a ``LocalCluster``, each busy thread of the broker and its workers: CPU, voluntary and
+involuntary context switches a message. The Java client is ``tests/java/programs/RemotingBench.java``
 against Apache's client jars (``/work/apache/client.classpath``, see tests/java/apache.py); the C++
 client is ``remoting_cpp_bench.py`` in ``.venv-rocketmq4``.
 
@@ -38,6 +39,35 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _thread_stats(pids: list[int]) -> dict:
+    """(CPU s, voluntary, involuntary context switches) of every thread of ``pids``, by (title, thread id)."""
+    stats = {}
+    for pid in pids:
+        try:
+            title = pathlib.Path(f"/proc/{pid}/cmdline").read_text().replace("\0", " ").strip()
+            for task in pathlib.Path(f"/proc/{pid}/task").iterdir():
+                fields = (task / "stat").read_text().rpartition(")")[2].split()
+                switches = dict(line.split(":") for line in (task / "status").read_text().splitlines()
+                                if "ctxt_switches" in line)
+                stats[(title, int(task.name))] = ((int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"),
+                                                  int(switches["voluntary_ctxt_switches"]),
+                                                  int(switches["nonvoluntary_ctxt_switches"]))
+        except (OSError, ValueError, KeyError):
+            continue   # a thread or process that ended meanwhile
+    return stats
+
+
+def _per_message(before: dict, after: dict, count: int) -> list[dict]:
+    rows = []
+    for key, (cpu_s, voluntary, involuntary) in after.items():
+        was = before.get(key, (0.0, 0, 0))
+        if cpu_s - was[0] > 0:
+            rows.append({"thread": f"{key[0][:40]} ({key[1]})", "cpu_us": round((cpu_s - was[0]) / count * 1e6, 1),
+                         "voluntary": round((voluntary - was[1]) / count, 2),
+                         "involuntary": round((involuntary - was[2]) / count, 2)})
+    return sorted(rows, key=lambda row: -row["cpu_us"])
+
+
 def _client_command(client: str, classes: str, *args: str) -> list[str]:
     if client == "java":
         classpath = classes + ":" + APACHE_CLIENT_CLASSPATH.read_text().strip()
@@ -56,6 +86,8 @@ def main() -> None:
     parser.add_argument("--namesrv", help="another broker's NameServer (e.g. Apache RocketMQ's), its topics "
                                           "auto-created; without it a LocalCluster is started")
     parser.add_argument("--broker-pid", type=int, help="with --namesrv: the broker process whose CPU to count")
+    parser.add_argument("--threads", action="store_true", help="each busy thread of the LocalCluster's broker and "
+                                                               "its workers: CPU and context switches a message")
     args = parser.parse_args()
     counts = {**MESSAGES, **args.messages}
     with tempfile.TemporaryDirectory(prefix="remoting-clients-") as tmp:
@@ -70,10 +102,13 @@ def main() -> None:
         with LocalCluster(os.path.join(tmp, "cluster")) as cluster:
             with Admin(config=cluster.client_config()) as admin:
                 admin.create_topic("Bench", 4)
-            _rounds(args, counts, classes, env, cluster.remoting_namesrv, cluster.pid("broker-a"))
+            workers = [child["pid"] for child in cluster.state().get("children", [])
+                       if child["name"].startswith("broker-a") and child.get("pid")] if args.threads else []
+            _rounds(args, counts, classes, env, cluster.remoting_namesrv, cluster.pid("broker-a"), workers)
 
 
-def _rounds(args, counts: dict, classes: str, env: dict, namesrv: str, broker: int | None) -> None:
+def _rounds(args, counts: dict, classes: str, env: dict, namesrv: str, broker: int | None,
+            threads_of: list[int] = ()) -> None:
     tag = os.getpid()   # fresh topics a run: an external broker keeps its store
     for run in range(args.rounds):
         for mode in args.modes.split(","):
@@ -86,6 +121,7 @@ def _rounds(args, counts: dict, classes: str, env: dict, namesrv: str, broker: i
             elif mode == "e2e":
                 topic, extra = f"E2e{tag}x{run}", (str(args.rate),)
             cpu_before = _cpu_s(broker) if broker else 0.0
+            threads_before = _thread_stats(threads_of)
             try:
                 out = subprocess.run(_client_command(args.client, classes, mode, namesrv, topic, str(count), *extra),
                                      capture_output=True, text=True, timeout=RUN_TIMEOUT_S, env=env)
@@ -101,6 +137,8 @@ def _rounds(args, counts: dict, classes: str, env: dict, namesrv: str, broker: i
             result.update(client=args.client, round=run)
             if broker:
                 result["broker_cpu_us_per_msg"] = round((_cpu_s(broker) - cpu_before) / count * 1e6, 1)
+            if threads_of:
+                result["threads"] = _per_message(threads_before, _thread_stats(threads_of), count)
             print(json.dumps(result), flush=True)
 
 

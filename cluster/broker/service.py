@@ -72,11 +72,14 @@ _limited = RateLimitedLog(log)
 
 
 # The reput worker (it builds the IndexFile; no consumer waits for it) is woken after writes, at
-# most once a millisecond (RocketMQ's ReputMessageService looks every 1 ms): a wake per send made it
-# compete with every sync send for the CPU (measured: p50 241 us with it, 154 us with the reput
-# stopped, on 2 cores), and longer intervals made each step's interference longer (p99 310 us at
-# 1 ms, 500+ at 10 ms, when it also wrote the ConsumeQueue).
-REPUT_WAKE_INTERVAL_S = 0.001
+# most once every 10 ms. A wake per send made it compete with every sync send for the CPU
+# (measured: p50 241 us with it, 154 us with the reput stopped, on 2 cores). At 1 ms (RocketMQ's
+# ReputMessageService looks every 1 ms) a sync sender's every message woke it: 110-130 us of its CPU
+# a message under the Java client's sync sends; at 10 ms 40-50 us (issue 33, perf/RESULTS.md "sync
+# row"). Longer steps interfered more only while it also wrote the ConsumeQueue (p99 310 us at 1 ms,
+# 500+ at 10 ms then); the broker writes those entries itself now, and only a query by key waits for
+# the index (RocketMQ's is asynchronous too).
+REPUT_WAKE_INTERVAL_S = 0.01
 # A slave under sync flush flushes what it copied at most this often (RocketMQ's GroupCommitService
 # looks every 10 ms when no send waits): a flush per replicated write competed on the cores with the
 # master's own flush and answer (sync flush + sync replication, one send at a time: p50 1.03 ->

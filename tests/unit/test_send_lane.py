@@ -165,7 +165,7 @@ def _reads(seed: int) -> list[list[bytes]]:
     for _ in range(READS):
         frames = []
         kind = rng.random()   # a read of sends the lane takes, of any plain sends, or mixed with others
-        for _ in range(rng.randrange(2, 18)):
+        for _ in range(rng.randrange(1, 18)):
             opaque += 1
             frames.append(_not_plain(rng, opaque) if kind < 0.3 and rng.random() < 0.3 else
                           _plain(rng, opaque, clean=kind > 0.6))
@@ -257,6 +257,16 @@ def test_the_lane_stores_and_answers_every_read_as_the_python_path(sides, seed):
     # Not by default: the lane took most reads, and left the rest.
     assert READS * 0.35 < lane.lane.reads_taken < READS * 0.9, lane.lane.reads_taken
     assert python.lane.reads_taken == 0
+
+
+def test_a_read_of_one_send_a_sync_sender_s_takes_the_lane(sides):
+    python, lane = sides
+    rng = random.Random(7)
+    for opaque in range(1, 6):
+        frame = _plain(rng, opaque, clean=True)
+        assert lane.serve([frame]) == python.serve([frame])
+    assert lane.lane.reads_taken == 5
+    assert lane.commitlog() == python.commitlog()
 
 
 @pytest.mark.parametrize("sides", [{"disk_free_bytes_min": 1 << 62}], indirect=True)
