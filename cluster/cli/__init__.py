@@ -142,6 +142,12 @@ def _accept_global_options(parser: argparse.ArgumentParser) -> None:
                 _accept_global_options(nested)
 
 
+# Verbs that connect to no door. They set no client keys: ``up --detach`` forks the supervisor from
+# this process, and it and every role it forks would start with them (a role without access
+# control then meets its plain NameServer with CURVE, and its registration fails).
+VERBS_OF_NO_CLIENT = frozenset({"up", "config"})
+
+
 def _use_keys(args) -> str | None:
     """The keys the command's clients connect with: ``--account``'s pair; else, on a data dir
     started with access control, the cluster's own (a superuser: past every rule). The problem, if any."""
@@ -188,7 +194,7 @@ def main(argv=None) -> int:
         from rocketbox.cluster.cli import up_config, up_settings
         from rocketbox.cluster.cli.cluster_cmds import role_problem
         problem = up_config.load(args) or up_settings.resolve(args) or role_problem(args)
-    if not problem:
+    if not problem and args.command not in VERBS_OF_NO_CLIENT:
         problem = _use_keys(args)
     if problem:
         print(f"error: {problem}", file=sys.stderr)
