@@ -208,6 +208,7 @@ def cmd_up(args) -> int:
         state = read_state_file(topology.data_dir) or {}
         _print_up_banner((consoles or [new_console()])[0], state, time.monotonic() - started, pid,
                          topology.data_dir, _topology_namesrv_env(topology))
+        args.nothing_to_tidy = True   # the program leaves without tearing its interpreter down (cli.run)
         return 0
     from rocketbox.cluster.supervision.arbiter import Supervisor
     console = new_console()
