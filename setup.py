@@ -77,7 +77,7 @@ setup(
         "peers": ["redis[hiredis]", "nats-py"],
     },
     # pytest11: the pytest plugin (cluster/pytest_plugin/), so an application's own tests get real clusters.
-    entry_points={"console_scripts": ["cluster = rocketbox.cluster.cli:main"],
+    entry_points={"console_scripts": ["cluster = rocketbox.cluster.cli:run"],
                   "pytest11": ["rocketbox = rocketbox.cluster.pytest_plugin"]},
     # The console's page templates, script and style sheet.
     package_data={"rocketbox.cluster.console": ["templates/*.html", "static/*.js", "static/*.css"]},

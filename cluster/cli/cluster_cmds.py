@@ -200,13 +200,15 @@ def cmd_up(args) -> int:
             pid = spawn_detached(python_module_command("rocketbox.cluster.procs.supervisor", "--data-dir",
                                                         topology.data_dir, "--specs", specs_path), topology.data_dir,
                                  ready_timeout_s=args.ready_timeout_s,
-                                 while_booting=lambda: consoles.append(_banner_console()))
+                                 while_booting=lambda: consoles.append(_banner_console()),
+                                 fork_module="rocketbox.cluster.procs.supervisor")
         except SupervisorError as exc:
             (consoles or [new_console()])[0].print(f"[red]cluster failed to start:[/red] {exc}")
             return 1
         state = read_state_file(topology.data_dir) or {}
         _print_up_banner((consoles or [new_console()])[0], state, time.monotonic() - started, pid,
                          topology.data_dir, _topology_namesrv_env(topology))
+        args.nothing_to_tidy = True   # the program leaves without tearing its interpreter down (cli.run)
         return 0
     from rocketbox.cluster.supervision.arbiter import Supervisor
     console = new_console()

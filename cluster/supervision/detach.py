@@ -8,14 +8,15 @@ import signal
 import time
 from typing import Callable, Mapping, Sequence
 
-from rocketbox.cluster.supervision import lifecycle
+from rocketbox.cluster.supervision import lifecycle, role_fork
 from rocketbox.cluster.supervision.children import describe_exit, read_log_tail
 from rocketbox.cluster.supervision.errors import SupervisorError
 from rocketbox.cluster.supervision.run_state import LOGS_DIR_NAME, SUPERVISOR_LOG_NAME, SupervisorState, read_state_file
 
 
 def spawn_detached(argv: Sequence[str], data_dir: str, ready_timeout_s: float = 30.0,
-                   env: Mapping[str, str] | None = None, while_booting: Callable[[], None] | None = None) -> int:
+                   env: Mapping[str, str] | None = None, while_booting: Callable[[], None] | None = None,
+                   fork_module: str | None = None) -> int:
     """Start a supervisor process in its own session and wait until it is ready.
 
     ``argv`` runs a supervisor (e.g. ``[sys.executable, "-m",
@@ -33,6 +34,11 @@ def spawn_detached(argv: Sequence[str], data_dir: str, ready_timeout_s: float = 
     caller that lives on should ``os.waitpid`` it after it exits (``cluster up
     --detach`` simply exits and lets init adopt it). ``while_booting`` runs once the
     supervisor is spawned, before the wait: the caller's own preparation overlaps its boot.
+
+    ``fork_module``: ``argv`` is ``python -m fork_module ...`` (``lifecycle.python_module_command``),
+    and unless ``ROCKETBOX_FORK_ROLES=0`` it runs in a child forked from this process without an exec
+    (``role_fork.fork_role(detached=True)``): it starts with this process's interpreter and imports.
+    The caller must be single-threaded.
     """
     data_dir = os.path.abspath(data_dir)
     logs_dir = os.path.join(data_dir, LOGS_DIR_NAME)
@@ -44,19 +50,26 @@ def spawn_detached(argv: Sequence[str], data_dir: str, ready_timeout_s: float = 
     log_fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
         log_offset = os.lseek(log_fd, 0, os.SEEK_END)
+        forked = fork_module is not None and role_fork.fork_roles_enabled()
+        os.write(log_fd, f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} rocketbox: starting the supervisor "
+                         f"({'forked from' if forked else 'executed by'} pid {os.getpid()})\n".encode())
         child_env[lifecycle.READY_FD_ENV] = str(ready_writer)
         # posix_spawn rather than Popen: no Popen object left to warn or reap behind
         # the caller's back. Only the ready pipe is made inheritable; every other fd
         # of ours is close-on-exec (PEP 446).
         os.set_inheritable(ready_writer, True)
-        pid = os.posix_spawnp(
-            argv[0], list(argv), child_env, setsid=True,
-            file_actions=[
+        if forked:
+            import setproctitle
+            setproctitle.getproctitle()   # its setup finds argv's memory by sys.argv, which the child replaces
+            args = list(argv)[list(argv).index(fork_module) + 1:]
+            pid = role_fork.fork_role(fork_module, args, child_env, None, log_fd, ready_writer, None,
+                                      detached=True).pid
+        else:
+            pid = os.posix_spawnp(argv[0], list(argv), child_env, setsid=True, file_actions=[
                 (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
                 (os.POSIX_SPAWN_DUP2, log_fd, 1),
                 (os.POSIX_SPAWN_DUP2, log_fd, 2),
-            ],
-        )
+            ])
     except OSError:
         os.close(ready_reader)
         raise

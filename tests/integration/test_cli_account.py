@@ -9,6 +9,7 @@ import os
 
 import pytest
 
+from rocketbox.cluster.supervision.role_fork import FORK_ROLES_ENV
 from tests.cli_helpers import PORT_FLAGS_COUNT, port_flags, run_cli, up_on_free_ports
 
 pytestmark = pytest.mark.timeout(300)
@@ -83,5 +84,37 @@ def test_access_control_is_turned_on_and_off_later_and_an_account_acts_as_itself
         plain = run_cli("send", "Orders", "open again", data_dir=str(tmp_path / "elsewhere"),
                         namesrv=f"127.0.0.1:{ports[0]}", check=False, env=env)
         assert plain.returncode == 0, plain.stderr
+    finally:
+        cli("down")
+
+
+@pytest.mark.parametrize("fork_roles", ["1", "0"], ids=["forked", "executed"])
+def test_up_without_access_control_after_it_gives_the_cluster_no_keys_of_the_command(tmp_path, fork_roles):
+    """``up --no-acl`` on a data dir last started with an ACL file: the command reads that file's keys for
+    the verbs that connect, and ``up`` connects nowhere, so it takes none. ``up --detach`` forks the
+    supervisor from the command (``ROCKETBOX_FORK_ROLES=0``: executes it), and the supervisor forks the
+    roles: keys the command held would be theirs, and a broker with CURVE keys fails its registration at
+    the plain NameServer, so a send reads "No route info of this topic"."""
+    data_dir = str(tmp_path / "walk")
+    acl_file = tmp_path / "plain_acl.yml"
+    acl_file.write_text(ACL)
+    acl_file.chmod(0o600)
+    env = {k: v for k, v in os.environ.items() if k not in ("ROCKETBOX_NAMESRV", "ROCKETBOX_ACCOUNT")}
+    env[FORK_ROLES_ENV] = fork_roles
+
+    def cli(*args):
+        return run_cli(*args, data_dir=data_dir, check=False, env=env)
+
+    ports, _ = up_on_free_ports(PORT_FLAGS_COUNT, lambda p: ("up", "--detach", "--acl-file", str(acl_file),
+                                                             *port_flags(p)), data_dir=data_dir, env=env)
+    try:
+        assert cli("down").returncode == 0
+        off = cli("up", "--detach", "--no-acl")
+        assert off.returncode == 0, off.stderr
+        plain = run_cli("send", "Orders", "plain", data_dir=str(tmp_path / "elsewhere"),
+                        namesrv=f"127.0.0.1:{ports[0]}", check=False, env=env)
+        assert plain.returncode == 0 and "SEND_OK" in plain.stdout, plain.stderr
+        broker_log = (tmp_path / "walk" / "logs" / "broker-a.log").read_text()
+        assert "registration with NameServer" not in broker_log, broker_log
     finally:
         cli("down")

@@ -47,7 +47,7 @@ def test_the_wheel_installs_one_top_level_name(wheel):
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     with zipfile.ZipFile(wheel) as archive:
         declared_entry_points = archive.read(entry_points).decode()
-    assert "cluster = rocketbox.cluster.cli:main" in declared_entry_points
+    assert "cluster = rocketbox.cluster.cli:run" in declared_entry_points
     assert "[pytest11]\nrocketbox = rocketbox.cluster.pytest_plugin" in declared_entry_points   # the pytest plugin
 
 

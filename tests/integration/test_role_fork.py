@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
@@ -72,3 +73,66 @@ def test_a_role_finds_what_an_exec_gave_it(tmp_path, forked):
     assert (tmp_path / "report.json.exit").read_text() == "atexit ran\n"
     said = (tmp_path / "supervisor.out").read_text()
     assert ("started role (pid %d, forked)" % found["pid"] in said) == forked, said
+
+
+@pytest.mark.parametrize("forked", [True, False], ids=["forked", "executed"])
+def test_cluster_up_detach_forks_its_supervisor_into_a_session_of_its_own(tmp_path, forked):
+    """``cluster up --detach`` forks the supervisor from the command (no fresh interpreter: perf/RESULTS.md
+    "The cluster command's critical path"); ``ROCKETBOX_FORK_ROLES=0`` executes it. Either way it leads
+    a session of its own, outlives the command, holds none of its descriptors but its log, and it and
+    its roles carry their titles."""
+    from rocketbox.cluster.topology import free_ports
+    from rocketbox.perf.start_roles import PORT_FLAGS
+    data_dir = tmp_path / "data"
+    env = dict(os.environ, **{FORK_ROLES_ENV: "1" if forked else "0"})
+    base = lifecycle.python_module_command("rocketbox.cluster.cli", "--data-dir", str(data_dir))
+    # Every port free: RocketMQ's default remoting ports may be another cluster's on this machine.
+    ports = [arg for flag, port in zip(PORT_FLAGS, free_ports(len(PORT_FLAGS))) for arg in (flag, str(port))]
+    up = subprocess.run(base + ["up", "--detach", "--no-proxy", "--no-console", "--no-metrics", *ports],
+                        capture_output=True, text=True, env=env, timeout=DEADLINE_S * 2, stdin=subprocess.DEVNULL)
+    assert up.returncode == 0, up.stderr
+    pid = read_state_file(str(data_dir))["supervisor_pid"]
+    try:
+        assert os.getsid(pid) == pid
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            assert f.read().rstrip(b"\0") == f"rocketbox: supervisor {data_dir}".encode()
+        children = subprocess.run(["ps", "--ppid", str(pid), "-o", "args="], capture_output=True, text=True,
+                                  timeout=DEADLINE_S).stdout.split("\n")
+        assert {"rocketbox: namesrv-0", "rocketbox: broker-a", "rocketbox: broker-a flush"} <= set(children)
+        held = {os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")}
+        assert str(data_dir / "logs" / "supervisor.log") in held
+        assert not any(target.startswith("socket:") for target in held), held
+        said = (data_dir / "logs" / "supervisor.log").read_text()
+        assert f"starting the supervisor ({'forked from' if forked else 'executed by'} pid" in said, said
+    finally:
+        down = subprocess.run(base + ["down"], capture_output=True, text=True, timeout=DEADLINE_S * 2,
+                              stdin=subprocess.DEVNULL)
+    assert down.returncode == 0, down.stderr
+    wait_until(lambda: not os.path.exists(f"/proc/{pid}"), "the supervisor's exit")
+
+
+def test_cluster_up_detach_leaves_without_tearing_its_interpreter_down(tmp_path):
+    """The ``cluster`` program (``cli.run``) ends ``up --detach`` with ``os._exit`` once its banner is
+    flushed: freeing the command's objects one by one (70-130 ms) was on its critical path, and the
+    cluster runs on in its own session. A verb that may leave something to tidy (``down``) exits as
+    an interpreter does, its exit handlers run."""
+    from rocketbox.cluster.topology import free_ports
+    program = ("import atexit, sys\n"
+               "atexit.register(lambda: print('torn down', file=sys.stderr, flush=True))\n"
+               "from rocketbox.cluster.cli import run\n"
+               "run()\n")
+    data_dir = tmp_path / "data"
+    base = [sys.executable, "-c", program, "--data-dir", str(data_dir)]
+    namesrv_port, broker_port = free_ports(2)
+    up = subprocess.run(base + ["up", "--detach", "--no-proxy", "--no-console", "--no-metrics", "--no-remoting",
+                                "--namesrv-port", str(namesrv_port), "--broker-port", str(broker_port)],
+                        capture_output=True, text=True, timeout=DEADLINE_S * 2, stdin=subprocess.DEVNULL)
+    pid = (read_state_file(str(data_dir)) or {}).get("supervisor_pid")
+    down = subprocess.run(base + ["down"], capture_output=True, text=True, timeout=DEADLINE_S * 2,
+                          stdin=subprocess.DEVNULL)
+    assert up.returncode == 0, up.stderr
+    assert "RocketBox is up" in up.stdout and f"export ROCKETBOX_NAMESRV='127.0.0.1:{namesrv_port}'" in up.stdout
+    assert "torn down" not in up.stderr, up.stderr
+    assert down.returncode == 0 and "torn down" in down.stderr, down.stderr
+    if pid:
+        wait_until(lambda: not os.path.exists(f"/proc/{pid}"), "the supervisor's exit")
