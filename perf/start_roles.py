@@ -33,10 +33,11 @@ PORT_FLAGS = ("--namesrv-port", "--broker-port", "--namesrv-remoting-port", "--b
 ROLE_MODULES = {
     "namesrv": ("rocketbox.cluster.procs.namesrv",), "broker": ("rocketbox.cluster.procs.broker",),
     "flush": ("rocketbox.cluster.procs.flush",), "reput": ("rocketbox.cluster.procs.reput",),
-    "allocate": ("rocketbox.cluster.procs.allocate",), "metrics": ("rocketbox.cluster.procs.metrics",),
+    "allocate": ("rocketbox.cluster.procs.allocate",),
     "proxy": ("rocketbox.cluster.procs.proxy", "rocketbox.cluster.proxy.server", "rocketbox.cluster.proxy.settings"),
-    "console": ("rocketbox.cluster.procs.console", "rocketbox.cluster.console.server",
-                "rocketbox.cluster.console.settings"),
+    # The console and the metrics endpoint: one process (procs/web.py), each door's modules after the fork.
+    "web": ("rocketbox.cluster.procs.web", "rocketbox.cluster.console.server", "rocketbox.cluster.console.settings",
+            "rocketbox.cluster.metrics.exporter", "rocketbox.cluster.metrics.settings"),
 }
 _IMPORT_COST = """
 import importlib, resource, sys

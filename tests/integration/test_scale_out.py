@@ -109,7 +109,7 @@ def test_namesrv_and_broker_group_started_apart(tmp_path):
         assert f"export ROCKETBOX_NAMESRV='{namesrv}'" in up.stdout
         # Each broker host exports its own brokers' metrics.
         assert sorted(_children(master_dir)) == ["broker-b", "broker-b-allocate", "broker-b-flush", "broker-b-reput",
-                                                 "metrics"]
+                                                 "web"]
         _cli(slave_dir, "--namesrv", namesrv, "up", "--role", "broker", "--broker-name", "broker-b",
              "--slave-id", "1", "--master-address", f"127.0.0.1:{master_port}", "--broker-port", str(slave_port),
              "--broker-remoting-port", str(slave_remoting), "--no-metrics", *SMALL_SEGMENTS, "--detach")
