@@ -39,7 +39,8 @@ from rocketbox.cluster.shm.paths import control_path
 from rocketbox.cluster.supervision.child_table import ChildSpec
 from rocketbox.cluster.supervision.run_state import STATE_FILE_NAME
 
-BROKER_WORKER_ROLES = ("flush", "reput", "allocate")
+# Worker processes of a broker group; the allocate worker runs on a thread of the reput process.
+BROKER_WORKER_ROLES = ("flush", "reput")
 # A NameServer's controller (Raft) node listens on its port + this, unless told otherwise.
 CONTROLLER_PORT_OFFSET = 50
 

@@ -1,13 +1,20 @@
-"""The loop shared by the broker's worker processes (flush, reput, allocate).
+"""The loop shared by the broker's workers (flush, reput, allocate).
 
 Each worker blocks on its wake socket with a time-out, runs one bounded step of its
-service, publishes its heartbeat, and pings the broker when its cursor moved.
+service, publishes its heartbeat, and pings the broker when its cursor moved. A worker may run
+on a thread of another worker's process (``BesideWorker``: allocate in the reput process), with its
+own loop, services, heartbeat slot and nice: one interpreter less (~20 MB RSS, perf/RESULTS.md
+"Start and footprint").
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import threading
 import time
+from dataclasses import dataclass
+from typing import Callable
 
 import zmq
 
@@ -17,17 +24,40 @@ from rocketbox.cluster.shm.paths import control_path
 
 # How soon a notify the broker could not take yet is offered again.
 UNSENT_RETRY_MS = 1
+# A worker on a thread beside another is given this long to finish its step at a stop (within the
+# supervisor's stop_timeout_s, 5 s, after which it kills the process).
+BESIDE_JOIN_S = 3.0
+# The process's exit code when a worker on a thread beside the main one failed: the supervisor
+# restarts the process, both workers with it.
+EXIT_BESIDE_FAILED = 1
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class BesideWorker:
+    """A worker run on a thread of another worker's process: ``make_service(cfg, control)``,
+    ``step(service, cfg)``, ``on_exit(service)`` as ``run_worker``'s; ``nice``: the thread's own
+    (Linux sets niceness per thread), so work ahead of need yields the cores as its process did."""
+    role: str
+    make_service: Callable
+    step: Callable
+    interval_s: float
+    on_exit: Callable | None = None
+    nice: int | None = None
 
 
 def run_worker(role: str, argv, *, make_service, step, wake_endpoint=None, interval_s,
-               on_exit=None, wakes_after_move=None) -> int:
+               on_exit=None, wakes_after_move=None, beside: tuple[BesideWorker, ...] = ()) -> int:
     """A worker role's whole entry point: its store config from argv, its service, its loop.
 
     ``make_service(cfg, control)`` builds the service; ``step(service, cfg)`` runs one bounded
     turn and returns the notify for the broker, or None. ``wake_endpoint(cfg)`` and
     ``interval_s(cfg)`` may depend on the config; ``on_exit(service)`` runs at a clean stop.
     ``wakes_after_move(cfg)``: the wake endpoints of workers to wake, besides the broker, whenever
-    this one's cursor moved.
+    this one's cursor moved. ``beside``: workers run on threads of this process; the process's
+    heartbeat (this role's slot, which the supervisor watches) is its most silent loop's, so a
+    hung thread gets the process restarted as its own process would have been; a thread that
+    fails ends the process (``EXIT_BESIDE_FAILED``).
     """
     from rocketbox.cluster.config import broker_config_from_json
     from rocketbox.cluster.procs.runner import run_role
@@ -40,14 +70,42 @@ def run_worker(role: str, argv, *, make_service, step, wake_endpoint=None, inter
                           wakes_after_move(cfg) if wakes_after_move else ())
         service = make_service(cfg, loop.control)
         loop.step = lambda: step(service, cfg)
+        threads = [start_beside(spec, cfg, loop) for spec in beside]
 
         def stop():
+            for side_loop, thread, side_service, spec in threads:
+                side_loop.stopping = True
+                thread.join(BESIDE_JOIN_S)
+                if not thread.is_alive():   # else still in its step: the process's exit ends it
+                    if spec.on_exit is not None:
+                        spec.on_exit(side_service)
+                    side_loop.close()
             if on_exit is not None:
                 on_exit(service)
             loop.close()
         return loop, {"role": role}, stop
 
     return run_role(role, argv, build)
+
+
+def start_beside(spec: BesideWorker, cfg, main_loop: "WorkerLoop"):
+    side_loop = WorkerLoop(spec.role, cfg.store_dir, None, spec.interval_s, None)
+    side_service = spec.make_service(cfg, side_loop.control)
+    side_loop.step = lambda: spec.step(side_service, cfg)
+    main_loop.watched.append(side_loop)
+
+    def run():
+        try:
+            if spec.nice is not None:   # this thread only; raising one's own niceness needs no privilege
+                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), spec.nice)
+            side_loop.run()
+        except BaseException:
+            log.exception("the %s worker failed: the process exits for the supervisor to restart it", spec.role)
+            main_loop.exit_code = EXIT_BESIDE_FAILED
+            main_loop.stopping = True
+    thread = threading.Thread(target=run, name=spec.role, daemon=True)
+    thread.start()
+    return side_loop, thread, side_service, spec
 
 
 class WorkerLoop:
@@ -57,6 +115,10 @@ class WorkerLoop:
                  wakes_after_move=()):
         self.role = role
         self.stopping = False
+        self.exit_code = 0
+        # Loops on threads beside this one: this role's heartbeat is the oldest of their last turns and its own.
+        self.watched: list[WorkerLoop] = []
+        self.last_turn_ms = int(time.time() * 1000)
         self.interval_s = interval_s
         self.step = step
         self.control = ControlBlock(control_path(store_dir))
@@ -95,7 +157,8 @@ class WorkerLoop:
                     self._send_notify(None)
                 continue
             payload = self.step()
-            self.control.heartbeat(self.role, int(time.time() * 1000))
+            self.last_turn_ms = int(time.time() * 1000)
+            self.control.heartbeat(self.role, min([self.last_turn_ms] + [w.last_turn_ms for w in self.watched]))
             if payload is not None or self._unsent is not None:
                 self._send_notify(payload)
             if payload is not None:

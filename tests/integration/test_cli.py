@@ -42,7 +42,7 @@ def test_cli_round_trip(tmp_path):
         assert f"export ROCKETBOX_NAMESRV='127.0.0.1:{namesrv_port}'" in up.stdout
         status = json.loads(_cli(data_dir, "status", "--json", env=env).stdout)
         roles = sorted(c["role"] for c in status["children"])
-        assert roles == ["allocate", "broker", "flush", "namesrv", "reput", "web"]
+        assert roles == ["broker", "flush", "namesrv", "reput", "web"]   # allocate: a thread of reput
         assert all(c["state"] == "running" for c in status["children"])
         _cli(data_dir, "topic", "create", "CliTopic", "--queues", "2", env=env)
         assert {"topic": "CliTopic"} in json_lines(_cli(data_dir, "topic", "list", "--json", env=env))
@@ -93,7 +93,7 @@ def test_cli_up_with_slaves(tmp_path):
         names = sorted(c["name"] for c in status["children"])
         groups = ["broker-a", "broker-a-s1", "broker-b", "broker-b-s1"]
         assert names == sorted(["namesrv-0", "web"] + groups + [f"{g}-{r}" for g in groups
-                                                                    for r in ("flush", "reput", "allocate")])
+                                                                    for r in ("flush", "reput")])
         assert all(c["state"] == "running" and c["pid"] for c in status["children"])
         _cli(data_dir, "topic", "create", "CliTopic", "--queues", "2", env=env)
         sent = json_lines(_cli(data_dir, "send", "CliTopic", "replicated", "--json", env=env))
