@@ -2,12 +2,13 @@
 
 The cluster's two HTTP doors in one process (one per cluster, or host): the web console
 (``cluster/console/``) and the Prometheus endpoint (``cluster/metrics/``), each given as its own
-settings' JSON text, or null when it does not run (``topology.web_config_json``). One process instead of two saves the ~25 MB an
-interpreter with the shared base costs (perf/RESULTS.md "Start and footprint"). Each door keeps its
-own listener, bound where its settings say, its own access rules and bounds (``http_door.py``), and
-its own uvicorn thread and event loop: a slow console page never holds a scrape. The main loop
-waits for the stop signal and samples the brokers for the console's charts. A taken port or a
-refused address of either fails the boot (the supervisor reports it); a death restarts both."""
+settings' JSON text, or null when it does not run (``topology.web_config_json``). One process
+instead of two saves ~29 MB RSS (perf/RESULTS.md "One web process, the allocate worker on a
+thread"). Each door keeps its own listener, bound where its settings say, its own access rules and
+bounds (``http_door.py``), and its own uvicorn thread and event loop: a slow console page never
+holds a scrape. The main loop waits for the stop signal and samples the brokers for the console's
+charts. A taken port or a refused address of either fails the boot (the supervisor reports it); a
+death restarts both."""
 
 from __future__ import annotations
 

@@ -4,12 +4,13 @@ Each worker blocks on its wake socket with a time-out, runs one bounded step of 
 service, publishes its heartbeat, and pings the broker when its cursor moved. A worker may run
 on a thread of another worker's process (``BesideWorker``: allocate in the reput process), with its
 own loop, services, heartbeat slot and nice: one interpreter less (~20 MB RSS, perf/RESULTS.md
-"Start and footprint").
+"One web process, the allocate worker on a thread").
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
 import threading
 import time
@@ -70,16 +71,11 @@ def run_worker(role: str, argv, *, make_service, step, wake_endpoint=None, inter
                           wakes_after_move(cfg) if wakes_after_move else ())
         service = make_service(cfg, loop.control)
         loop.step = lambda: step(service, cfg)
-        threads = [start_beside(spec, cfg, loop) for spec in beside]
+        threads = [BesideThread(spec, cfg, loop) for spec in beside]
 
         def stop():
-            for side_loop, thread, side_service, spec in threads:
-                side_loop.stopping = True
-                thread.join(BESIDE_JOIN_S)
-                if not thread.is_alive():   # else still in its step: the process's exit ends it
-                    if spec.on_exit is not None:
-                        spec.on_exit(side_service)
-                    side_loop.close()
+            for side in threads:
+                side.stop(BESIDE_JOIN_S)
             if on_exit is not None:
                 on_exit(service)
             loop.close()
@@ -88,24 +84,44 @@ def run_worker(role: str, argv, *, make_service, step, wake_endpoint=None, inter
     return run_role(role, argv, build)
 
 
-def start_beside(spec: BesideWorker, cfg, main_loop: "WorkerLoop"):
-    side_loop = WorkerLoop(spec.role, cfg.store_dir, None, spec.interval_s, None)
-    side_service = spec.make_service(cfg, side_loop.control)
-    side_loop.step = lambda: spec.step(side_service, cfg)
-    main_loop.watched.append(side_loop)
+class BesideThread:
+    """A ``BesideWorker``'s loop on its thread. Its loop sleeps on a pipe of its own (a loop with
+    nothing to poll would not wait), which ``stop`` writes to."""
 
-    def run():
+    def __init__(self, spec: BesideWorker, cfg, main_loop: "WorkerLoop"):
+        self.spec = spec
+        self.loop = WorkerLoop(spec.role, cfg.store_dir, None, spec.interval_s, None)
+        self.service = spec.make_service(cfg, self.loop.control)
+        self.loop.step = lambda: spec.step(self.service, cfg)
+        self._stop_read, self._stop_write = os.pipe()
+        os.set_blocking(self._stop_read, False)
+        self.loop.watch_stop_fd(self._stop_read)
+        main_loop.watched.append(self.loop)
+        self._main_loop = main_loop
+        self.thread = threading.Thread(target=self._run, name=spec.role, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
         try:
-            if spec.nice is not None:   # this thread only; raising one's own niceness needs no privilege
-                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), spec.nice)
-            side_loop.run()
+            if self.spec.nice is not None:   # this thread only; raising one's own niceness needs no privilege
+                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), self.spec.nice)
+            self.loop.run()
         except BaseException:
-            log.exception("the %s worker failed: the process exits for the supervisor to restart it", spec.role)
-            main_loop.exit_code = EXIT_BESIDE_FAILED
-            main_loop.stopping = True
-    thread = threading.Thread(target=run, name=spec.role, daemon=True)
-    thread.start()
-    return side_loop, thread, side_service, spec
+            log.exception("the %s worker failed: the process exits for the supervisor to restart it", self.spec.role)
+            self._main_loop.exit_code = EXIT_BESIDE_FAILED
+            self._main_loop.stopping = True
+
+    def stop(self, join_s: float) -> None:
+        self.loop.stopping = True
+        os.write(self._stop_write, b"\0")
+        self.thread.join(join_s)
+        if self.thread.is_alive():
+            return   # still in its step: the process's exit ends it
+        if self.spec.on_exit is not None:
+            self.spec.on_exit(self.service)
+        self.loop.close()
+        os.close(self._stop_read)
+        os.close(self._stop_write)
 
 
 class WorkerLoop:
@@ -138,7 +154,8 @@ class WorkerLoop:
     def run(self) -> None:
         next_due = 0.0
         while not self.stopping:
-            timeout_ms = max(0, int((next_due - time.monotonic()) * 1000))
+            # Rounded up: rounded down, the last millisecond before a step was spent in polls of 0 ms.
+            timeout_ms = max(0, math.ceil((next_due - time.monotonic()) * 1000))
             if self._unsent is not None:
                 timeout_ms = min(timeout_ms, UNSENT_RETRY_MS)
             woken = False
