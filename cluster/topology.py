@@ -403,9 +403,10 @@ def child_specs(topology: Topology, *, restart_backoff_initial_s: float = 0.1,
 
 
 def web_config_json(console_json: str | None, metrics_json: str | None) -> str:
-    """The web process's config (procs/web.py): each door's settings as their own JSON text, None
-    for a door that does not run."""
-    return json.dumps({"console": console_json, "metrics": metrics_json}, sort_keys=True)
+    """The web process's config (procs/web.py): an object of each door's settings (their to_json's
+    object), null for a door that does not run."""
+    return json.dumps({"console": json.loads(console_json) if console_json else None,
+                       "metrics": json.loads(metrics_json) if metrics_json else None}, sort_keys=True)
 
 
 def exporter_settings(topology: Topology) -> ExporterSettings | None:

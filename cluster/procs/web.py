@@ -2,7 +2,7 @@
 
 The cluster's two HTTP doors in one process (one per cluster, or host): the web console
 (``cluster/console/``) and the Prometheus endpoint (``cluster/metrics/``), each given as its own
-settings' JSON text, or null when it does not run (``topology.web_config_json``). One process
+settings' JSON object, or null when it does not run (``topology.web_config_json``). One process
 instead of two saves ~29 MB RSS (perf/RESULTS.md "One web process, the allocate worker on a
 thread"). Each door keeps its own listener, bound where its settings say, its own access rules and
 bounds (``http_door.py``), and its own uvicorn thread and event loop: a slow console page never
@@ -22,18 +22,18 @@ from rocketbox.cluster.zmq_transport import EventLoop
 log = logging.getLogger("web")
 
 
-def _serve_metrics(metrics_json: str):
+def _serve_metrics(metrics: dict):
     from rocketbox.cluster.metrics.exporter import MetricsExporter   # only where the endpoint runs
     from rocketbox.cluster.metrics.settings import ExporterSettings
-    settings = ExporterSettings.from_json(metrics_json)
+    settings = ExporterSettings.from_json(json.dumps(metrics))
     settings.validate()
     return start_server(settings, MetricsExporter)
 
 
-def _serve_console(console_json: str):
+def _serve_console(console: dict):
     from rocketbox.cluster.console.server import ConsoleServer   # the web libraries: only with a console
     from rocketbox.cluster.console.settings import ConsoleSettings
-    return start_server(ConsoleSettings.from_json(console_json), ConsoleServer)
+    return start_server(ConsoleSettings.from_json(json.dumps(console)), ConsoleServer)
 
 
 def build(config_json_text: str):
