@@ -43,6 +43,12 @@ def _beside(step, cfg, loop: WorkerLoop, interval_s: float = 0.01) -> BesideThre
                                      interval_s=interval_s), cfg, loop)
 
 
+def _stop(side: BesideThread, loop: WorkerLoop) -> None:
+    side.stop(10)
+    assert not side.thread.is_alive()
+    loop.close()
+
+
 def test_the_thread_sleeps_between_its_steps_and_stops_when_told(tmp_path):
     """Its loop has no wake socket: without a descriptor to wait on, a poll returned at once and the
     thread spun (a third of a core per reput process, seen in a benchmark)."""
@@ -55,9 +61,7 @@ def test_the_thread_sleeps_between_its_steps_and_stops_when_told(tmp_path):
     side.loop.poller.poll = lambda timeout_ms: polls.append(timeout_ms) or real_poll(timeout_ms)
     wait_until(lambda: len(steps) >= 4, 30, interval_s=0.05, what="four steps of the thread")
     assert len(polls) <= 2 * len(steps) + 2, (len(polls), len(steps))
-    side.stop(10)
-    assert not side.thread.is_alive()
-    loop.close()
+    _stop(side, loop)
 
 
 def test_a_hung_thread_holds_the_process_heartbeat_back_and_a_released_one_lets_it_go(tmp_path):
@@ -81,9 +85,7 @@ def test_a_hung_thread_holds_the_process_heartbeat_back_and_a_released_one_lets_
     loop.stopping, steps.until = False, lambda: side.loop.last_turn_ms > stalled_at and steps.turns >= 100
     loop.run()
     assert loop.control.heartbeat_ms("reput") > stalled_at
-    side.stop(10)
-    assert not side.thread.is_alive()
-    loop.close()
+    _stop(side, loop)
 
 
 def test_a_failing_thread_ends_the_process_loop_with_a_restart_code(tmp_path):
