@@ -217,16 +217,19 @@ _OWED = {HEAD: "send a whole request head", BODY: "send the request's body", DRA
 
 class _UvicornWarnings(logging.Filter):
     """uvicorn warns once per malformed request ("Invalid HTTP request received."): through the rate
-    limit, so a flood of junk does not become a flood of log lines."""
+    limit, so a flood of junk does not become a flood of log lines; named by the door whose thread
+    wrote it (one process serves the console and the metrics endpoint, each on its own thread)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.levelno != logging.WARNING:
             return True
-        _limited.warning(f"uvicorn:{record.msg}", "uvicorn: %s", record.getMessage())
+        door = record.threadName.removesuffix(_THREAD_SUFFIX)
+        _limited.warning(f"uvicorn:{door}:{record.msg}", "%s: uvicorn: %s", door, record.getMessage())
         return False
 
 
 _UVICORN_WARNINGS = _UvicornWarnings()
+_THREAD_SUFFIX = "-http"
 
 
 class HttpDoor:
@@ -264,7 +267,7 @@ class HttpDoor:
                                 timeout_keep_alive=self.limits.idle_timeout_s,
                                 h11_max_incomplete_event_size=self.limits.head_bytes_max)
         self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]}, name=f"{self.name}-http",
+        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]}, name=f"{self.name}{_THREAD_SUFFIX}",
                                         daemon=True)
         self._thread.start()
         deadline = time.monotonic() + START_TIMEOUT_S

@@ -158,10 +158,10 @@ class LocalCluster:
         """``slaves`` per broker group (children ``broker-a-s1``, ...; broker/ha.py); ``failover``:
         controllers in the NameServers elect each group's master (cluster/controller/);
         ``remoting``: every process also serves RocketMQ's remoting protocol (on free ports too);
-        ``metrics``: the Prometheus exporter runs (child ``metrics``, on a free port: ``metrics_url``);
+        ``metrics``: the Prometheus exporter runs (in child ``web``, on a free port: ``metrics_url``);
         ``proxy``: the gRPC proxy runs (child ``proxy``, on a free port: ``proxy_endpoint``), off by
         default: it loads the gRPC client package, which most tests do not need; ``proxy_overrides``:
-        ProxySettings fields; ``console``: the web console runs (child ``console``, on a free port:
+        ProxySettings fields; ``console``: the web console runs (in child ``web``, on a free port:
         ``console_url``), off by default: it loads the web libraries, which most tests do not need;
         ``acl_file``: access control on every door with this plain_acl.yml (its CURVE key pair made at
         start; ``client_config`` gives a client the keys; the console asks for an admin's credentials),

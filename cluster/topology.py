@@ -18,6 +18,7 @@ the HA connection (broker/ha.py).
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import random
 import socket
@@ -38,7 +39,8 @@ from rocketbox.cluster.shm.paths import control_path
 from rocketbox.cluster.supervision.child_table import ChildSpec
 from rocketbox.cluster.supervision.run_state import STATE_FILE_NAME
 
-BROKER_WORKER_ROLES = ("flush", "reput", "allocate")
+# Worker processes of a broker group; the allocate worker runs on a thread of the reput process.
+BROKER_WORKER_ROLES = ("flush", "reput")
 # A NameServer's controller (Raft) node listens on its port + this, unless told otherwise.
 CONTROLLER_PORT_OFFSET = 50
 
@@ -342,6 +344,8 @@ SERVER_PRELOAD = ("rocketbox.cluster.procs.runner", "rocketbox.cluster.zmq_trans
 READY_TIMEOUT_S = 30.0
 BROKER_READY_TIMEOUT_S = 120.0
 DOOR_READY_TIMEOUT_S = 60.0
+# The child that serves the console and the metrics endpoint (procs/web.py).
+WEB_CHILD = "web"
 
 
 def _heartbeat(cfg, role: str, timeout_s: float) -> dict:
@@ -376,11 +380,6 @@ def child_specs(topology: Topology, *, restart_backoff_initial_s: float = 0.1,
                                    args=("--config-json", config_json), role=role, group=group,
                                    start_order=START_WORKERS, **common,
                                    **_heartbeat(cfg, role, heartbeat_timeout_s)))
-    exporter = exporter_settings(topology)
-    if exporter is not None:
-        specs.append(ChildSpec(name="metrics", module="rocketbox.cluster.procs.metrics",
-                               args=("--config-json", exporter.to_json()), role="metrics",
-                               start_order=START_NAMESRVS, awaited=False, preload=SERVER_PRELOAD, **common))
     if topology.proxy is not None:
         # It needs nothing to boot (it asks the NameServers when clients ask it).
         # HOME: the rocketmq 5 client package whose generated protos the proxy loads opens its log at
@@ -391,13 +390,23 @@ def child_specs(topology: Topology, *, restart_backoff_initial_s: float = 0.1,
                                start_order=START_NAMESRVS, awaited=False, preload=SERVER_PRELOAD,
                                env={"HOME": topology.data_dir},
                                **{**common, "ready_timeout_s": DOOR_READY_TIMEOUT_S}))
-    if topology.console is not None:
-        # So does the console: it asks the NameServers and brokers only when a page is opened.
-        specs.append(ChildSpec(name="console", module="rocketbox.cluster.procs.console",
-                               args=("--config-json", topology.console.to_json()), role="console",
-                               start_order=START_NAMESRVS, awaited=False, preload=SERVER_PRELOAD,
+    exporter = exporter_settings(topology)
+    if topology.console is not None or exporter is not None:
+        # The console and the metrics endpoint, one process serving both (procs/web.py): they too ask
+        # the cluster only when asked (a page opened, a scrape).
+        console_json = topology.console.to_json() if topology.console is not None else None
+        web_json = web_config_json(console_json, exporter.to_json() if exporter is not None else None)
+        specs.append(ChildSpec(name=WEB_CHILD, module="rocketbox.cluster.procs.web", args=("--config-json", web_json),
+                               role="web", start_order=START_NAMESRVS, awaited=False, preload=SERVER_PRELOAD,
                                **{**common, "ready_timeout_s": DOOR_READY_TIMEOUT_S}))
     return specs
+
+
+def web_config_json(console_json: str | None, metrics_json: str | None) -> str:
+    """The web process's config (procs/web.py): an object of each door's settings (their to_json's
+    object), null for a door that does not run."""
+    return json.dumps({"console": json.loads(console_json) if console_json else None,
+                       "metrics": json.loads(metrics_json) if metrics_json else None}, sort_keys=True)
 
 
 def exporter_settings(topology: Topology) -> ExporterSettings | None:

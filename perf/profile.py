@@ -114,7 +114,7 @@ def main(argv=None) -> int:
             producer.go()
             time.sleep(2.0)  # warm: segments allocated, routes cached
             pids = {"broker": cluster.pid("broker-a"), "reput": cluster.pid("broker-a-reput"),
-                    "flush": cluster.pid("broker-a-flush"), "allocate": cluster.pid("broker-a-allocate"),
+                    "flush": cluster.pid("broker-a-flush"),   # allocate: a thread of the reput process
                     "namesrv": cluster.pid("namesrv-0"), "producer": producer.pid}
             procs = {role: psutil.Process(pids[role]) for role in roles}
             cpu_before = {role: sum(p.cpu_times()[:2]) for role, p in procs.items()}

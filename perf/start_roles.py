@@ -1,7 +1,7 @@
 """What each role costs at start: ``python -m rocketbox.perf.start_roles [--runs 5] [--idle-s 3]``.
 
-Starts a ``LocalCluster`` (test store sizes, its six default roles) and a ``cluster up --detach``
-(the CLI, default sizes, its eight), each ``--runs`` times, and prints per role the medians of: when
+Starts a ``LocalCluster`` (test store sizes, its default roles) and a ``cluster up --detach``
+(the CLI, default sizes, its default roles), each ``--runs`` times, and prints per role the medians of: when
 the supervisor started it (ms after the supervisor's own start), fork to ready (its ``started_at`` and
 ``ready_at`` in cluster.json), the CPU it spent until the cluster was ready, and its memory after
 ``--idle-s`` idle (psutil ``memory_full_info``: RSS, PSS, USS); then the totals and the wall time
@@ -32,11 +32,11 @@ PORT_FLAGS = ("--namesrv-port", "--broker-port", "--namesrv-remoting-port", "--b
 # What a role imports after its fork: its entry point and, for the doors, the server its build() imports.
 ROLE_MODULES = {
     "namesrv": ("rocketbox.cluster.procs.namesrv",), "broker": ("rocketbox.cluster.procs.broker",),
-    "flush": ("rocketbox.cluster.procs.flush",), "reput": ("rocketbox.cluster.procs.reput",),
-    "allocate": ("rocketbox.cluster.procs.allocate",), "metrics": ("rocketbox.cluster.procs.metrics",),
+    "flush": ("rocketbox.cluster.procs.flush",), "reput": ("rocketbox.cluster.procs.reput",),   # with allocate
     "proxy": ("rocketbox.cluster.procs.proxy", "rocketbox.cluster.proxy.server", "rocketbox.cluster.proxy.settings"),
-    "console": ("rocketbox.cluster.procs.console", "rocketbox.cluster.console.server",
-                "rocketbox.cluster.console.settings"),
+    # The console and the metrics endpoint: one process (procs/web.py), each door's modules after the fork.
+    "web": ("rocketbox.cluster.procs.web", "rocketbox.cluster.console.server", "rocketbox.cluster.console.settings",
+            "rocketbox.cluster.metrics.exporter", "rocketbox.cluster.metrics.settings"),
 }
 _IMPORT_COST = """
 import importlib, resource, sys

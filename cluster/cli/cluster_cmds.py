@@ -259,10 +259,12 @@ def _print_up_banner(console, state: dict, ready_s: float, supervisor_pid: int, 
     grpc = proxy_endpoints(state)
     if grpc:
         console.print(f"RocketMQ 5 clients (gRPC): endpoints {grpc}")
-    web = [child.get("ready_info") or {} for child in state.get("children", []) if child.get("role") == "console"]
-    if web and web[0].get("endpoint"):
+    web = [child.get("ready_info") or {} for child in state.get("children", []) if child.get("role") == "web"]
+    if web and web[0].get("console"):
         login = " (log in with an admin account's accessKey and secretKey)" if web[0].get("credentials") else ""
-        console.print(f"web console: {web[0]['endpoint']}{login}")
+        console.print(f"web console: {web[0]['console']}{login}")
+    if web and web[0].get("metrics"):
+        console.print(f"Prometheus metrics: {web[0]['metrics']}")
 
 
 def _print_data_dir(console, data_dir: str) -> None:

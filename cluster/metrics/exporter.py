@@ -133,7 +133,7 @@ class MetricsExporter:
         self.access = AclFile(settings.acl_file) if settings.require_credentials else None
         self.refusals = 0
 
-    def serve(self) -> str:
+    def start(self) -> str:
         """Listen (OSError when the port is taken); the URL to scrape."""
         self.door = HttpDoor(self._asgi_app(), self.settings.host, self.settings.port, "metrics")
         self.door.start()

@@ -1,7 +1,9 @@
-"""Reput (dispatch) worker: builds IndexFile entries from new records (shm/reput.py).
+"""Reput (dispatch) worker: builds IndexFile entries from new records (shm/reput.py); the
+allocate worker runs on a thread of this process (procs/allocate.py).
 
 Woken by the broker after writes (under sync flush by the flush worker too). No consumer waits for
-it (the broker writes the ConsumeQueue entries itself), so it tells the broker nothing.
+it (the broker writes the ConsumeQueue entries itself), so it tells the broker nothing; which is why
+the allocate worker shares its process: a step of one that holds the other back delays nobody's answer.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import sys
 import time
 
 from rocketbox.cluster.broker import channels
+from rocketbox.cluster.procs.allocate import ALLOCATE
 from rocketbox.cluster.procs.workers import run_worker
 from rocketbox.cluster.shm.reput import ReputService
 
@@ -42,7 +45,8 @@ class ReputStep:
 
 def main(argv=None) -> int:
     return run_worker("reput", sys.argv[1:] if argv is None else argv, make_service=ReputService, step=ReputStep(),
-                      wake_endpoint=lambda cfg: channels.reput_wake(cfg.store_dir), interval_s=REPUT_INTERVAL_S)
+                      wake_endpoint=lambda cfg: channels.reput_wake(cfg.store_dir), interval_s=REPUT_INTERVAL_S,
+                      beside=(ALLOCATE,))
 
 
 if __name__ == "__main__":

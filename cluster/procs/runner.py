@@ -105,7 +105,7 @@ def run_role(role: str, argv, build):
 
 
 def start_server(settings, make_server):
-    """(server, the address it serves) for a role that serves a door of its own (proxy, console):
+    """(server, the address it serves) for a door of its own (the proxy, the console, the metrics endpoint):
     with access control its requests to the cluster go out with the cluster's key; a taken port
     closes the server and raises OSError, which ``run_role`` reports as a boot error."""
     from rocketbox.cluster.acl.curve import use_cluster_keys

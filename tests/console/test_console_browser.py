@@ -62,7 +62,7 @@ def test_every_page_renders_real_data_and_its_script_runs(page, console_cluster,
         assert page.locator("#processes tbody tr").count() == len(console_cluster.state()["children"])
         # The script replaced the live region at least once (fetch + setInterval).
         page.wait_for_function("document.querySelector('[data-live]').dataset.refreshed !== undefined")
-        assert _text(page, '#processes tr[data-process="console"] td.state') == "running"
+        assert _text(page, '#processes tr[data-process="web"] td.state') == "running"
 
         page.goto(url + "topics")
         assert _text(page, f'#topics tr[data-topic="{topic}"] td.kind') == "NORMAL"

@@ -1,5 +1,6 @@
-"""``cluster up`` starts the web console as a supervised child; it refuses to listen beyond
-loopback; the console process itself refuses a non-loopback address and a taken port at boot."""
+"""``cluster up`` starts the web console and the metrics endpoint in one supervised child (``web``);
+the console refuses to listen beyond loopback; the web process itself refuses a non-loopback
+console address and a taken port at boot."""
 
 from __future__ import annotations
 
@@ -9,14 +10,16 @@ import signal
 import socket
 import subprocess
 import sys
+import urllib.request
 
+import psutil
 import pytest
 
 from rocketbox.cluster.console.settings import ConsoleSettings, loopback_problem
 from rocketbox.cluster.supervision.lifecycle import EXIT_BOOT_ERROR
 from rocketbox.cluster.supervision.run_state import read_state_file
 from rocketbox.cluster.testing import wait_until
-from rocketbox.cluster.topology import free_ports
+from rocketbox.cluster.topology import free_ports, web_config_json
 from tests.cli_helpers import run_cli, up_on_free_ports
 from tests.console.pages import fetch
 
@@ -27,8 +30,17 @@ def _cli(data_dir: str, *args, check: bool = True) -> subprocess.CompletedProces
     return run_cli(*args, data_dir=data_dir, check=check, timeout_s=180)
 
 
-def _console_child(data_dir: str) -> dict:
-    return next(c for c in (read_state_file(data_dir) or {}).get("children", []) if c["name"] == "console")
+def _web_child(data_dir: str) -> dict:
+    return next(c for c in (read_state_file(data_dir) or {}).get("children", []) if c["name"] == "web")
+
+
+def _listening_ports(pid: int) -> set[int]:
+    return {c.laddr.port for c in psutil.Process(pid).net_connections("tcp") if c.status == psutil.CONN_LISTEN}
+
+
+def _scrape(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=30) as response:
+        return response.read().decode()
 
 
 def _ports_args(ports) -> list[str]:
@@ -37,32 +49,44 @@ def _ports_args(ports) -> list[str]:
             "--no-remoting", "--no-proxy", "--commitlog-file-size-bytes", str(16 * 1024 * 1024)]
 
 
-def test_cluster_up_serves_the_console_and_a_second_cluster_on_its_port_is_refused(tmp_path):
+def test_cluster_up_serves_the_console_and_the_metrics_from_one_process_and_a_second_cluster_on_its_port_is_refused(
+        tmp_path):
     data_dir = str(tmp_path / "up")
     ports, up = up_on_free_ports(4, lambda p: ("up", "--detach", *_ports_args(p[:3]), "--console-port", str(p[3])),
                                  data_dir=data_dir)
-    console = ports[3]
+    metrics, console = ports[2], ports[3]
     try:
-        url = f"http://127.0.0.1:{console}/"
+        url, metrics_url = f"http://127.0.0.1:{console}/", f"http://127.0.0.1:{metrics}/metrics"
         assert f"web console: {url}" in " ".join(up.stdout.split()), up.stdout
+        assert f"Prometheus metrics: {metrics_url}" in " ".join(up.stdout.split()), up.stdout
         status = json.loads(_cli(data_dir, "status", "--json").stdout)
-        child = next(c for c in status["children"] if c["name"] == "console")
-        assert (child["role"], child["state"], child["ready_info"]["endpoint"]) == ("console", "running", url)
+        assert not {"console", "metrics"} & {c["name"] for c in status["children"]}
+        child = next(c for c in status["children"] if c["name"] == "web")
+        assert (child["role"], child["state"]) == ("web", "running")
+        assert (child["ready_info"]["console"], child["ready_info"]["metrics"]) == (url, metrics_url)
         with open(f"/proc/{child['pid']}/cmdline", "rb") as f:
-            assert f.read().replace(b"\0", b" ").strip().startswith(b"rocketbox: console")
+            assert f.read().replace(b"\0", b" ").strip().startswith(b"rocketbox: web")
+        # One process listens on both ports, each where it was told, and says which is which in its log.
+        assert _listening_ports(child["pid"]) == {console, metrics}
+        with open(os.path.join(data_dir, "logs", "web.log"), encoding="utf-8") as f:
+            log = f.read()
+        assert f"console on {url}" in log and f"metrics on {metrics_url}" in log, log[-2000:]
         page = fetch(url, "/cluster")
-        assert page.status == 200 and "console" in {r["attrs"]["data-process"] for r in page.table("processes")}
+        assert page.status == 200 and "web" in {r["attrs"]["data-process"] for r in page.table("processes")}
+        assert "rocketbox_broker_up{" in _scrape(metrics_url)
 
-        # A killed console is restarted by the supervisor on the same port.
+        # A killed web process is restarted by the supervisor, both doors on the same ports.
         os.kill(child["pid"], signal.SIGKILL)
-        wait_until(lambda: (c := _console_child(data_dir))["state"] == "running" and c["pid"] != child["pid"], 60,
-                   interval_s=0.1, what="the console restarted")
+        wait_until(lambda: (c := _web_child(data_dir))["state"] == "running" and c["pid"] != child["pid"], 60,
+                   interval_s=0.1, what="the web process restarted")
         assert fetch(url, "/topics").status == 200
+        assert 'rocketbox_process_restarts_total{' in _scrape(metrics_url)
+        assert _listening_ports(_web_child(data_dir)["pid"]) == {console, metrics}
 
         busy = _cli(str(tmp_path / "second"), "up", "--detach", *_ports_args(free_ports(3)),
                     "--console-port", str(console), check=False)
         assert busy.returncode == 1
-        assert f"console's web console port {console} is in use by rocketbox: console" in busy.stderr, busy.stderr
+        assert f"console's web console port {console} is in use by rocketbox: web" in busy.stderr, busy.stderr
     finally:
         _cli(data_dir, "down")
 
@@ -86,8 +110,8 @@ def test_only_loopback_addresses_are_accepted(host):
 
 
 def _run_console(settings: dict) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "rocketbox.cluster.procs.console", "--config-json",
-                           json.dumps(settings)], capture_output=True, text=True, timeout=60)
+    return subprocess.run([sys.executable, "-m", "rocketbox.cluster.procs.web", "--config-json",
+                           web_config_json(json.dumps(settings), None)], capture_output=True, text=True, timeout=60)
 
 
 def test_the_console_process_refuses_a_wide_address_and_a_taken_port_at_boot():

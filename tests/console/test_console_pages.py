@@ -35,7 +35,7 @@ def test_the_cluster_page_shows_every_process_and_each_brokers_role_epoch_lag_an
     for child in state["children"]:
         name, role, pid, run, restarts = processes[child["name"]][:5]
         assert (role, pid, run, restarts) == (child["role"], str(child["pid"]), child["state"], str(child["restarts"]))
-    assert processes["console"][1] == "console"
+    assert processes["web"][1] == "web"   # the console's own process, which serves the metrics too
 
     brokers = {row["attrs"]["data-broker"]: row["cells"] for row in page.table("brokers")}
     assert set(brokers) == {"broker-a/0", "broker-a/1"}
@@ -333,11 +333,11 @@ BAD_REQUESTS = [
 
 @pytest.mark.parametrize("path, form, status, reason", BAD_REQUESTS, ids=[f"{p} {f}" for p, f, _, _ in BAD_REQUESTS])
 def test_bad_input_gets_an_error_page_with_the_reason(console_cluster, path, form, status, reason):
-    pid = console_cluster.pid("console")
+    pid = console_cluster.pid("web")
     page = fetch(console_cluster.console_url, path, form=form)
     assert page.status == status, page.text[:800]
     assert reason in page.by_id("error-message"), page.by_id("error-message")
-    assert fetch(console_cluster.console_url, "/cluster").status == 200 and console_cluster.pid("console") == pid
+    assert fetch(console_cluster.console_url, "/cluster").status == 200 and console_cluster.pid("web") == pid
 
 
 def test_a_refusal_of_the_broker_shows_its_reason(console_cluster):
@@ -387,8 +387,8 @@ def test_requests_another_site_could_make_are_refused(console_cluster, admin):
 
 def test_a_flood_of_bad_requests_is_answered_and_logged_within_bounds(console_cluster):
     url = console_cluster.console_url
-    log_path = f"{console_cluster.data_dir}/logs/console.log"
-    pid = console_cluster.pid("console")
+    log_path = f"{console_cluster.data_dir}/logs/web.log"
+    pid = console_cluster.pid("web")
     with open(log_path, "rb") as f:
         before = len(f.read())
     statuses = {fetch(url, path, form=form).status for _ in range(20) for path, form, _, _ in BAD_REQUESTS}
@@ -397,4 +397,4 @@ def test_a_flood_of_bad_requests_is_answered_and_logged_within_bounds(console_cl
         grown = f.read()[before:]
     assert len(grown) < 32 * 1024, len(grown)
     assert b"more like this held back" in grown or grown.count(b"\n") <= 60
-    assert fetch(url, "/cluster").status == 200 and console_cluster.pid("console") == pid
+    assert fetch(url, "/cluster").status == 200 and console_cluster.pid("web") == pid

@@ -111,12 +111,12 @@ def test_slave_files_are_byte_identical_and_catch_up_after_kill_and_from_empty(s
 
     # From nothing: stop the slave's group, empty its store, let the supervisor bring it back.
     slave_store = cluster.topology.slaves[0].store.store_dir
-    for name in ("broker-a-s1-flush", "broker-a-s1-reput", "broker-a-s1-allocate", "broker-a-s1"):
+    for name in ("broker-a-s1-flush", "broker-a-s1-reput", "broker-a-s1"):
         os.kill(cluster.pid(name), signal.SIGSTOP)
     try:
         shutil.rmtree(slave_store)
     finally:
-        for name in ("broker-a-s1-flush", "broker-a-s1-reput", "broker-a-s1-allocate", "broker-a-s1"):
+        for name in ("broker-a-s1-flush", "broker-a-s1-reput", "broker-a-s1"):
             os.kill(cluster.pid(name), signal.SIGCONT)
     victim = cluster.kill("broker-a-s1")
     cluster.await_running("broker-a-s1", not_pid=victim)
@@ -147,7 +147,7 @@ def test_sync_master_waits_for_the_slave(start_cluster):
     assert runtime_info(master.address)["confirmPos"] == runtime_info(master.address)["writePos"]
 
     # A slave that does not answer: each send waits its time-out, then FLUSH_SLAVE_TIMEOUT.
-    names = ("broker-a-s1", "broker-a-s1-flush", "broker-a-s1-reput", "broker-a-s1-allocate")
+    names = ("broker-a-s1", "broker-a-s1-flush", "broker-a-s1-reput")
     for name in names:
         os.kill(cluster.pid(name), signal.SIGSTOP)
     try:

@@ -169,7 +169,7 @@ def test_sigkill_in_the_middle_of_a_deletion(start_cluster):
         admin.create_topic("Cut", 4)
     sent = _send(cfg, "Cut", 3000)
 
-    for victim in ("broker-a-allocate", "broker-a"):
+    for victim in ("broker-a-reput", "broker-a"):   # the allocate worker runs in the reput process
         control = _control(cluster)
         try:
             # Read before asking: the worker may publish the new floor before this process looks.
@@ -182,7 +182,7 @@ def test_sigkill_in_the_middle_of_a_deletion(start_cluster):
             old_pid = cluster.kill(victim, signal.SIGKILL)
             cluster.await_running(victim, not_pid=old_pid)
             cluster.await_all_running()
-            if victim == "broker-a-allocate":
+            if victim == "broker-a-reput":
                 # Restarted alone, the worker's first look finishes what the killed one began.
                 wait_until(lambda: _segments(cluster)[0] >= floor_at_kill, 30, what="the deletion resumed")
             else:

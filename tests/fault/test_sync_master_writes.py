@@ -22,7 +22,7 @@ from tests.fault.test_replication import runtime_info
 
 TOPIC = "SyncWrites"
 REPLICA_TIMEOUT_MS = 1500
-SLAVE_PROCESSES = ("broker-a-s1", "broker-a-s1-flush", "broker-a-s1-reput", "broker-a-s1-allocate")
+SLAVE_PROCESSES = ("broker-a-s1", "broker-a-s1-flush", "broker-a-s1-reput")
 
 
 def _send(client: RpcClient, master: str, body: bytes, half: bool = False,

@@ -42,7 +42,7 @@ def test_cli_round_trip(tmp_path):
         assert f"export ROCKETBOX_NAMESRV='127.0.0.1:{namesrv_port}'" in up.stdout
         status = json.loads(_cli(data_dir, "status", "--json", env=env).stdout)
         roles = sorted(c["role"] for c in status["children"])
-        assert roles == ["allocate", "broker", "flush", "metrics", "namesrv", "reput"]
+        assert roles == ["broker", "flush", "namesrv", "reput", "web"]   # allocate: a thread of reput
         assert all(c["state"] == "running" for c in status["children"])
         _cli(data_dir, "topic", "create", "CliTopic", "--queues", "2", env=env)
         assert {"topic": "CliTopic"} in json_lines(_cli(data_dir, "topic", "list", "--json", env=env))
@@ -55,8 +55,8 @@ def test_cli_round_trip(tmp_path):
                     _cli(data_dir, "consume", "CliTopic", "--json", "--max", "10", "--wait-s", "5",
                          env=env).stdout.splitlines()]
         assert [m["body"] for m in consumed] == ["hello from the cli"]
-        # The metrics child serves Prometheus's text, with the send counted under RocketMQ's name.
-        metrics_url = next(c["ready_info"]["endpoint"] for c in status["children"] if c["role"] == "metrics")
+        # The web child serves Prometheus's text, with the send counted under RocketMQ's name.
+        metrics_url = next(c["ready_info"]["metrics"] for c in status["children"] if c["role"] == "web")
         with urllib.request.urlopen(metrics_url, timeout=30) as response:
             assert 'rocketmq_messages_in_total{' in response.read().decode()
         # Without --wait-s: one pass over what is there now.
@@ -92,8 +92,8 @@ def test_cli_up_with_slaves(tmp_path):
         status = json.loads(_cli(data_dir, "status", "--json", env=env).stdout)
         names = sorted(c["name"] for c in status["children"])
         groups = ["broker-a", "broker-a-s1", "broker-b", "broker-b-s1"]
-        assert names == sorted(["namesrv-0", "metrics"] + groups + [f"{g}-{r}" for g in groups
-                                                                    for r in ("flush", "reput", "allocate")])
+        assert names == sorted(["namesrv-0", "web"] + groups + [f"{g}-{r}" for g in groups
+                                                                    for r in ("flush", "reput")])
         assert all(c["state"] == "running" and c["pid"] for c in status["children"])
         _cli(data_dir, "topic", "create", "CliTopic", "--queues", "2", env=env)
         sent = json_lines(_cli(data_dir, "send", "CliTopic", "replicated", "--json", env=env))

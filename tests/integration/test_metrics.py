@@ -177,7 +177,7 @@ def test_a_broker_that_does_not_answer_is_reported_down_and_the_rest_still_are(c
                                 state_path=f"{cluster.data_dir}/cluster.json", request_timeout_ms=500)
     exporter = MetricsExporter(settings)
     try:
-        samples = scrape(exporter.serve())
+        samples = scrape(exporter.start())
     finally:
         exporter.close()
     assert total(samples, "rocketbox_broker_up", address=dead, node_id="broker-gone") == 0
@@ -197,7 +197,7 @@ def test_the_endpoint_survives_bad_input(cluster):
             except OSError:
                 pass
     assert labelled(scrape(cluster.metrics_url), "rocketbox_broker_up")
-    assert cluster.child("metrics")["restarts"] == 0
+    assert cluster.child("web")["restarts"] == 0
 
 
 def test_restarts_grow_when_a_process_is_killed(cluster):
@@ -212,6 +212,6 @@ def test_restarts_grow_when_a_process_is_killed(cluster):
     assert total(samples, "rocketbox_process_cpu_seconds_total", process="broker-a") > 0
     assert total(samples, "rocketbox_process_resident_memory_bytes", process="broker-a-flush") > 0
 
-    pid = cluster.kill("metrics", signal.SIGKILL)
-    cluster.await_running("metrics", not_pid=pid)
-    await_value(url, "rocketbox_process_restarts_total", 1, process="metrics")
+    pid = cluster.kill("web", signal.SIGKILL)
+    cluster.await_running("web", not_pid=pid)
+    await_value(url, "rocketbox_process_restarts_total", 1, process="web")

@@ -41,7 +41,7 @@ def test_two_namesrvs_two_brokers_survive_the_loss_of_a_namesrv(start_cluster):
 def test_sigkill_of_the_supervisor_leaves_no_orphan(start_cluster):
     cluster = start_cluster()
     children = [c["pid"] for c in cluster.state()["children"]]
-    assert len(children) == 6 and all(children)   # NameServer, broker and its 3 workers, metrics exporter
+    assert len(children) == 5 and all(children)   # NameServer, broker, its flush and reput (+ allocate), web
     os.kill(cluster.process.pid, signal.SIGKILL)
     cluster.process.wait(10)
 

@@ -28,13 +28,19 @@ def test_every_process_says_what_it_is(tmp_path):
     assert all(title.startswith("rocketbox: ") and "config-json" not in title for title in titles.values())
 
 
+def _nice_of_threads(pid: int) -> dict[int, int]:
+    return {int(tid): os.getpriority(os.PRIO_PROCESS, int(tid)) for tid in os.listdir(f"/proc/{pid}/task")}
+
+
 def test_the_allocate_workers_yield_the_cores(tmp_path):
-    """Segment creation and preheating are work ahead of need: the allocate workers run at nice 19,
-    every other process at the nice it was started with."""
+    """Segment creation and preheating are work ahead of need: the allocate worker's thread (in each
+    reput process) runs at nice 19, every other process and thread at the nice it was started with."""
     with LocalCluster(str(tmp_path / "nice"), slaves=1) as cluster:
         children = {c["name"]: c["pid"] for c in cluster.state()["children"]}
-        nice = {name: os.getpriority(os.PRIO_PROCESS, pid) for name, pid in children.items()}
+        nice = {name: _nice_of_threads(pid) for name, pid in children.items()}
     base = os.getpriority(os.PRIO_PROCESS, 0)
-    assert nice["broker-a-allocate"] == nice["broker-a-s1-allocate"] == 19
-    assert {name: value for name, value in nice.items() if not name.endswith("-allocate")} == \
-        {name: base for name in nice if not name.endswith("-allocate")}
+    for name in ("broker-a-reput", "broker-a-s1-reput"):
+        assert sorted(nice[name].values()).count(19) == 1, nice[name]   # the allocate thread
+        assert nice[name][children[name]] == base                      # the reput loop's, the main thread
+    assert all(value == base for name, threads in nice.items() if not name.endswith("-reput")
+               for value in threads.values()), nice

@@ -108,12 +108,12 @@ def test_namesrv_and_broker_group_started_apart(tmp_path):
                   "--metrics-port", str(master_metrics), *SMALL_SEGMENTS, "--detach")
         assert f"export ROCKETBOX_NAMESRV='{namesrv}'" in up.stdout
         # Each broker host exports its own brokers' metrics.
-        assert sorted(_children(master_dir)) == ["broker-b", "broker-b-allocate", "broker-b-flush", "broker-b-reput",
-                                                 "metrics"]
+        assert sorted(_children(master_dir)) == ["broker-b", "broker-b-flush", "broker-b-reput",
+                                                 "web"]
         _cli(slave_dir, "--namesrv", namesrv, "up", "--role", "broker", "--broker-name", "broker-b",
              "--slave-id", "1", "--master-address", f"127.0.0.1:{master_port}", "--broker-port", str(slave_port),
              "--broker-remoting-port", str(slave_remoting), "--no-metrics", *SMALL_SEGMENTS, "--detach")
-        assert sorted(_children(slave_dir)) == ["broker-b-s1", "broker-b-s1-allocate", "broker-b-s1-flush",
+        assert sorted(_children(slave_dir)) == ["broker-b-s1", "broker-b-s1-flush",
                                                 "broker-b-s1-reput"]
         status = json.loads(_cli(master_dir, "status", "--json").stdout)
         assert status["supervisor_alive"] and all(c["state"] == "running" for c in status["children"])
