@@ -107,3 +107,77 @@ def test_a_listener_on_the_io_thread_may_shut_its_consumer_down(start_cluster):
     finally:
         consumer.shutdown()
     assert outcome == ["stopped"]
+
+
+def _consume_all(cfg, topic: str, count: int, listener_work, deliveries: int = 0):
+    """Consume ``count`` messages of a fresh one-queue ``topic`` with a default pool (and at least
+    ``deliveries`` in all); the listener calls ``listener_work(messages)`` for its status. Which
+    threads ran it, and the consumer's statistics."""
+    fill_topic(cfg, topic, 1, count)
+    seen: dict[bytes, int] = {}
+    threads: set[str] = set()
+    lock = threading.Lock()
+
+    def listener(messages):
+        with lock:
+            threads.add(threading.current_thread().name)
+            for m in messages:
+                seen[m.body] = seen.get(m.body, 0) + 1
+        return listener_work(messages)
+
+    consumer = PushConsumer(f"{topic}Group", config=cfg, consume_batch_max=1)
+    consumer.subscribe(topic)
+    consumer.register_listener(listener)
+    consumer.start()
+    try:
+        wait_until(lambda: len(seen) >= count and sum(seen.values()) >= deliveries, 30,
+                   what="every message consumed")
+        await_group_caught_up(cfg, topic, f"{topic}Group")
+    finally:
+        consumer.shutdown()
+    assert set(seen) == {f"m{i}".encode() for i in range(count)}
+    return seen, threads, consumer.statistics()
+
+
+@pytest.mark.parametrize("transport", ["native", "remoting"])
+def test_a_quick_listener_runs_on_the_io_thread_while_the_pool_is_idle(start_cluster, transport):
+    cluster = start_cluster()
+    cfg = client_config(cluster, transport=transport)
+    _seen, threads, stats = _consume_all(cfg, "QuickPool", 60, lambda messages: ConsumeStatus.CONSUME_SUCCESS)
+    # The first calls go to the pool (the listener's speed is not known yet), then no hand-off.
+    assert IO_THREAD[transport] in threads
+    assert any(name.startswith("consume-") for name in threads)
+    assert stats["inline_batches"] >= 1
+    assert stats["consumed"] >= 60
+
+
+def test_a_slow_listener_stays_on_the_pool(start_cluster):
+    cluster = start_cluster()
+    cfg = client_config(cluster)
+
+    def slow(messages):
+        threading.Event().wait(0.005)   # longer than consume_service.QUICK_LISTENER_S
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    _seen, threads, stats = _consume_all(cfg, "SlowPool", 30, slow)
+    assert threads and all(name.startswith("consume-") for name in threads)
+    assert stats["inline_batches"] == 0
+
+
+def test_a_failure_on_the_io_thread_goes_back_from_the_pool(start_cluster):
+    cluster = start_cluster(store_overrides={"message_delay_levels": "300ms 600ms 900ms"})
+    cfg = client_config(cluster)
+    failed: list[tuple[int, str]] = []
+    lock = threading.Lock()
+
+    def fail_m40_once(messages):
+        with lock:
+            if messages[0].body == b"m40" and not failed:
+                failed.append((messages[0].reconsume_times, threading.current_thread().name))
+                return ConsumeStatus.RECONSUME_LATER
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    seen, threads, stats = _consume_all(cfg, "FailPool", 60, fail_m40_once, deliveries=61)
+    assert seen[b"m40"] == 2                 # once failed, once again through the retry topic
+    assert stats["sent_back"] == 1 and stats["consume_failures"] == 1
+    assert stats["inline_batches"] >= 1 and "rpc-io" in threads
