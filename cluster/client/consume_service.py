@@ -7,13 +7,23 @@ that received its pull, the client's I/O thread: no hand-off. Waking a pool thre
 the GIL was ~140 us of a message's ~700 us end to end at 10k msg/s on two cores (perf/RESULTS.md, end
 to end at 10k msg/s hop by hop). A listener that blocks there holds up every queue's pulls and the client's
 other asynchronous requests, so this is for listeners that return quickly. Messages that failed and
-could not go back to the broker are consumed again on one pool thread."""
+could not go back to the broker are consumed again on one pool thread.
+
+With a pool, a batch still runs on the I/O thread while the pool is idle and the listener has
+lately returned quickly and successfully (``QUICK_CALLS_BEFORE_INLINE`` calls in a row, each within
+``QUICK_LISTENER_S``): the hand-off it saves was ~165 us p50 (p90 ~450) of a message's path at 10k
+msg/s, the largest part left (perf/RESULTS.md "The consume pool's hand-off"). A call that is slow
+or fails sends the following batches back to the pool until the listener is quick again, so a
+listener that blocks holds up the I/O thread at most once in a row; what failed is sent back from
+a pool thread, never the I/O thread. While the pool has work, batches queue behind it as before
+(no more listener calls at once than ``consume_threads``)."""
 
 from __future__ import annotations
 
 import enum
 import logging
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 from rocketbox.cluster.client import broker_api
@@ -28,6 +38,13 @@ log = logging.getLogger(__name__)
 CLUSTERING = "CLUSTERING"
 BROADCASTING = "BROADCASTING"
 
+# A listener call within this is quick enough to run on the I/O thread (a pull's answer, heartbeats
+# and the other queues' answers wait behind it there).
+QUICK_LISTENER_S = 0.001
+# Quick, successful calls in a row before batches run on the I/O thread: one slow call sends them
+# back to the pool, and the streak starts again.
+QUICK_CALLS_BEFORE_INLINE = 4
+
 
 class ConsumeStatus(enum.Enum):
     CONSUME_SUCCESS = "CONSUME_SUCCESS"
@@ -40,27 +57,69 @@ class ConsumeService:
         self.inline = threads == 0
         # Inline, the pool's one thread consumes only what is retried here (_retry_consume).
         self.executor = ThreadPoolExecutor(max(1, threads), thread_name_prefix=f"consume-{consumer.group}")
+        self._pool_lock = threading.Lock()
+        self._pool_batches = 0          # handed to the pool and not finished
+        self._quick_streak = 0          # the listener's last calls in a row that were quick and succeeded
+        self.inline_batches = 0         # run on the I/O thread although there is a pool
 
     def submit(self, pq: ProcessQueue, messages: list[MessageExt]) -> None:
         if self.inline:
             self._consume(pq, messages)
+            return
+        with self._pool_lock:
+            idle = self._pool_batches == 0 and self._quick_streak >= QUICK_CALLS_BEFORE_INLINE
+        if idle:
+            self.inline_batches += 1
+            self._consume(pq, messages, failures_to_pool=True)
         else:
-            self.executor.submit(self._consume, pq, messages)
+            self._to_pool(pq, messages)
+
+    def _to_pool(self, pq: ProcessQueue, messages: list[MessageExt], **kwargs) -> None:
+        with self._pool_lock:
+            self._pool_batches += 1
+        try:
+            self.executor.submit(self._pool_consume, pq, messages, **kwargs)
+        except BaseException:
+            with self._pool_lock:
+                self._pool_batches -= 1
+            raise
+
+    def _pool_consume(self, pq: ProcessQueue, messages: list[MessageExt], **kwargs) -> None:
+        try:
+            self._consume(pq, messages, **kwargs)
+        finally:
+            with self._pool_lock:
+                self._pool_batches -= 1
 
     def shutdown(self) -> None:
         self.executor.shutdown(wait=True)
 
-    def _consume(self, pq: ProcessQueue, messages: list[MessageExt]) -> None:
+    def _consume(self, pq: ProcessQueue, messages: list[MessageExt], failures_to_pool: bool = False,
+                 status=None) -> None:
+        """``failures_to_pool``: on the I/O thread, so what failed is handled (sent back) on the pool;
+        ``status``: the listener already ran (there) and answered this."""
         c = self.consumer
         if pq.dropped:
             return
-        for m in messages:
-            restore_retried_topic(m)
-        try:
-            status = c.listener(messages)
-        except Exception:
-            log.exception("listener of %s raised; the messages will be consumed again", c.group)
-            status = ConsumeStatus.RECONSUME_LATER
+        if status is None:
+            for m in messages:
+                restore_retried_topic(m)
+            started = time.perf_counter()
+            try:
+                status = c.listener(messages)
+            except Exception:
+                log.exception("listener of %s raised; the messages will be consumed again", c.group)
+                status = ConsumeStatus.RECONSUME_LATER
+            failed = status is False or status == ConsumeStatus.RECONSUME_LATER
+            quick = not failed and time.perf_counter() - started <= QUICK_LISTENER_S
+            with self._pool_lock:
+                self._quick_streak = self._quick_streak + 1 if quick else 0
+            if failed and failures_to_pool:
+                try:
+                    self._to_pool(pq, messages, status=status)
+                except RuntimeError:
+                    pass  # shutting down: the offset was not committed past them, so they return later
+                return
         if status is False or status == ConsumeStatus.RECONSUME_LATER:
             c.consume_failures += len(messages)
             if c.message_model == BROADCASTING:
@@ -99,6 +158,6 @@ class ConsumeService:
         c = self.consumer
         if not pq.dropped and not c._stop.is_set():
             try:
-                self.executor.submit(self._consume, pq, messages)
+                self._to_pool(pq, messages)
             except RuntimeError:
                 pass  # shutting down: the offset was not committed past them, so they return later

@@ -174,7 +174,8 @@ class PushConsumer(_QueueClient):
     caps, by default the config's ``pull_threshold_for_queue`` / ``pull_threshold_size_for_queue_bytes``;
     ``consume_threads``: the pool the listener runs on, or 0 to run it on the thread that received the
     pull, with no hand-off (``consume_service.py``: lower latency, for listeners that return quickly;
-    not for orderly consumption).
+    not for orderly consumption). With a pool, batches still run on that thread while the pool is idle
+    and the listener has lately been quick (``statistics()["inline_batches"]``).
     """
 
     def __init__(self, group: str, namesrv=None, config: ClientConfig | None = None, *,
@@ -322,7 +323,8 @@ class PushConsumer(_QueueClient):
                 "assigned_queues": len(self._queues), "rebalances": self.rebalances,
                 "cached": sum(pq.cached() for pq in list(self._queues.values())),
                 "cached_bytes": sum(pq.cached_bytes for pq in list(self._queues.values())),
-                "flow_control_pauses": self.flow_control_pauses, "offset_resets": self.offset_resets}
+                "flow_control_pauses": self.flow_control_pauses, "offset_resets": self.offset_resets,
+                "inline_batches": self.consume_service.inline_batches if self.consume_service else 0}
 
     # ----------------------------------------------------------- background
 

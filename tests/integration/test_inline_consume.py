@@ -1,5 +1,6 @@
 """A push consumer with no consume threads (``consume_threads=0``): the listener runs on the
-client's I/O thread, which received the pull, and still gets everything, commits, and retries."""
+client's I/O thread, which received the pull, and still gets everything, commits, and retries; and
+with a pool, a quick listener runs there too while the pool is idle (a slow or failing one does not)."""
 
 from __future__ import annotations
 
@@ -17,11 +18,12 @@ from tests.conftest import await_group_caught_up, client_config, fill_topic
 IO_THREAD = {"native": "rpc-io", "remoting": "remoting-io"}
 
 
-@pytest.mark.parametrize("transport", ["native", "remoting"])
-def test_every_message_is_consumed_on_the_io_thread_and_committed(start_cluster, transport):
-    cluster = start_cluster()
-    cfg = client_config(cluster, transport=transport)
-    sent = fill_topic(cfg, "Inline", 4, 200)
+def _consume_all(cfg, topic: str, count: int, listener_work, deliveries: int = 0, queues: int = 1,
+                 **consumer_kwargs):
+    """Consume ``count`` messages of a fresh ``topic`` (by default with a default pool, a message a
+    batch; at least ``deliveries`` in all); the listener calls ``listener_work(messages)`` for its
+    status. Which threads ran it, and the consumer's statistics."""
+    fill_topic(cfg, topic, queues, count)
     seen: dict[bytes, int] = {}
     threads: set[str] = set()
     lock = threading.Lock()
@@ -31,19 +33,30 @@ def test_every_message_is_consumed_on_the_io_thread_and_committed(start_cluster,
             threads.add(threading.current_thread().name)
             for m in messages:
                 seen[m.body] = seen.get(m.body, 0) + 1
+        return listener_work(messages)
 
-    consumer = PushConsumer("InlineGroup", config=cfg, consume_threads=0)
-    consumer.subscribe("Inline")
+    consumer = PushConsumer(f"{topic}Group", config=cfg, **{"consume_batch_max": 1, **consumer_kwargs})
+    consumer.subscribe(topic)
     consumer.register_listener(listener)
     consumer.start()
     try:
-        wait_until(lambda: len(seen) >= len(sent), 30, what="every message consumed")
-        await_group_caught_up(cfg, "Inline", "InlineGroup")
+        wait_until(lambda: len(seen) >= count and sum(seen.values()) >= deliveries, 30,
+                   what="every message consumed")
+        await_group_caught_up(cfg, topic, f"{topic}Group")
     finally:
         consumer.shutdown()
-    assert set(seen) == {f"m{i}".encode() for i in range(200)}
+    assert set(seen) == {f"m{i}".encode() for i in range(count)}
+    return seen, threads, consumer.statistics()
+
+
+@pytest.mark.parametrize("transport", ["native", "remoting"])
+def test_every_message_is_consumed_on_the_io_thread_and_committed(start_cluster, transport):
+    cluster = start_cluster()
+    cfg = client_config(cluster, transport=transport)
+    _seen, threads, stats = _consume_all(cfg, "Inline", 200, lambda messages: None, queues=4,
+                                         consume_threads=0, consume_batch_max=32)
     assert threads == {IO_THREAD[transport]}   # no hand-off to a pool
-    assert consumer.statistics()["consumed"] >= 200
+    assert stats["consumed"] >= 200
 
 
 def test_failed_messages_go_back_through_the_retry_topic(start_cluster):
@@ -107,3 +120,47 @@ def test_a_listener_on_the_io_thread_may_shut_its_consumer_down(start_cluster):
     finally:
         consumer.shutdown()
     assert outcome == ["stopped"]
+
+
+@pytest.mark.parametrize("transport", ["native", "remoting"])
+def test_a_quick_listener_runs_on_the_io_thread_while_the_pool_is_idle(start_cluster, transport):
+    cluster = start_cluster()
+    cfg = client_config(cluster, transport=transport)
+    _seen, threads, stats = _consume_all(cfg, "QuickPool", 60, lambda messages: ConsumeStatus.CONSUME_SUCCESS)
+    # The first calls go to the pool (the listener's speed is not known yet), then no hand-off.
+    assert IO_THREAD[transport] in threads
+    assert any(name.startswith("consume-") for name in threads)
+    assert stats["inline_batches"] >= 1
+    assert stats["consumed"] >= 60
+
+
+def test_a_slow_listener_stays_on_the_pool(start_cluster):
+    cluster = start_cluster()
+    cfg = client_config(cluster)
+
+    def slow(messages):
+        threading.Event().wait(0.005)   # longer than consume_service.QUICK_LISTENER_S
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    _seen, threads, stats = _consume_all(cfg, "SlowPool", 30, slow)
+    assert threads and all(name.startswith("consume-") for name in threads)
+    assert stats["inline_batches"] == 0
+
+
+def test_a_failure_on_the_io_thread_goes_back_from_the_pool(start_cluster):
+    cluster = start_cluster(store_overrides={"message_delay_levels": "300ms 600ms 900ms"})
+    cfg = client_config(cluster)
+    failed: list[tuple[int, str]] = []
+    lock = threading.Lock()
+
+    def fail_m40_once(messages):
+        with lock:
+            if messages[0].body == b"m40" and not failed:
+                failed.append((messages[0].reconsume_times, threading.current_thread().name))
+                return ConsumeStatus.RECONSUME_LATER
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    seen, threads, stats = _consume_all(cfg, "FailPool", 60, fail_m40_once, deliveries=61)
+    assert seen[b"m40"] == 2                 # once failed, once again through the retry topic
+    assert stats["sent_back"] == 1 and stats["consume_failures"] == 1
+    assert stats["inline_batches"] >= 1 and "rpc-io" in threads
