@@ -134,8 +134,27 @@ static struct h2_stream *find(rb_h2 *c, uint32_t id)
     }
 }
 
+/* The table doubled (its load kept at most half), every entry placed again; 0 when out of memory. */
+static int grow(rb_h2 *c)
+{
+    uint32_t old_cap = c->mask + 1, cap = 2 * old_cap;
+    struct h2_stream *old = c->slots, *slots = calloc(cap, sizeof *slots);
+    if (!slots) return 0;
+    c->slots = slots;
+    c->mask = cap - 1;
+    for (uint32_t i = 0; i < old_cap; i++) {
+        if (!old[i].id) continue;
+        uint32_t j = home(c, old[i].id);
+        while (slots[j].id) j = (j + 1) & c->mask;
+        slots[j] = old[i];
+    }
+    free(old);
+    return 1;
+}
+
 static struct h2_stream *insert(rb_h2 *c, uint32_t id)
 {
+    if (2 * (c->open + 1) > c->mask + 1 && !grow(c)) return NULL;
     uint32_t i = home(c, id);
     while (c->slots[i].id) i = (i + 1) & c->mask;
     struct h2_stream *s = &c->slots[i];
@@ -395,6 +414,7 @@ static int end_of_block(rb_h2 *c)
         return 0;
     }
     s = insert(c, id);
+    if (!s) return fail(c, ENHANCE_YOUR_CALM, "out of memory for stream %u", id);
     if (c->fields_too_large) {
         end_with_status(c, s, GRPC_RESOURCE_EXHAUSTED, "header list larger than %u bytes", RB_H2_HEADER_LIST_MAX);
         return 0;
@@ -571,8 +591,7 @@ rb_h2 *rb_h2_new(uint32_t max_streams, uint32_t max_message, uint64_t max_buffer
 {
     rb_h2 *c = calloc(1, sizeof *c);
     if (!c) return NULL;
-    uint32_t cap = 16;
-    while (cap < 2 * max_streams) cap *= 2;
+    uint32_t cap = 16;   /* grows with the streams open (grow) */
     c->slots = calloc(cap, sizeof *c->slots);
     if (!c->slots) {
         free(c);

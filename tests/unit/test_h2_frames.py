@@ -208,7 +208,7 @@ def test_protocol_errors_end_the_connection_with_a_goaway(data, error, reason):
 def test_unfinished_messages_of_a_connection_are_bounded():
     conn = H2Connection(100, 100_000, 150_000)
     take(conn)
-    conn.feed(PREFACE + frame(HEADERS, END_HEADERS, 1, request_block()) + frame(HEADERS, END_HEADERS, 3, request_block()))
+    conn.feed(PREFACE + b"".join(frame(HEADERS, END_HEADERS, s, request_block()) for s in (1, 3)))
     chunk = b"\x00" + struct.pack(">I", 90_000) + b"x" * 16_000
     assert conn.feed(frame(DATA, 0, 1, chunk)) == []
     for _ in range(5):
