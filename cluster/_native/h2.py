@@ -16,21 +16,12 @@ EVENT_RESET = lib.RB_H2_EVENT_RESET
 CLOSE = lib.RB_E_H2_CLOSE
 _EVENT_HEAD = struct.Struct(">BII")
 _ANSWER_HEAD = struct.Struct(">II")
-_LENGTH = struct.Struct(">H")
 
 
 def fields_of(payload: bytes) -> list[tuple[str, str]]:
     """A HEADERS event's fields as (name, value) strings (latin-1: header bytes are kept as they came)."""
-    fields = []
-    at, end = 0, len(payload)
-    while at < end:
-        (name_len,) = _LENGTH.unpack_from(payload, at)
-        name = payload[at + 2:at + 2 + name_len].decode("latin-1")
-        at += 2 + name_len
-        (value_len,) = _LENGTH.unpack_from(payload, at)
-        fields.append((name, payload[at + 2:at + 2 + value_len].decode("latin-1")))
-        at += 2 + value_len
-    return fields
+    parts = iter(payload.decode("latin-1").split("\0"))
+    return list(zip(parts, parts))   # the text ends with a NUL: its last, empty part is left out
 
 
 class H2Connection:

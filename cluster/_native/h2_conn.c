@@ -22,7 +22,7 @@ enum { DATA = 0, HEADERS = 1, PRIORITY = 2, RST_STREAM = 3, SETTINGS = 4, PUSH_P
 enum { END_STREAM = 1, ACK = 1, END_HEADERS = 4, PADDED = 8, PRIORITY_FLAG = 0x20 };
 enum { NO_ERROR = 0, PROTOCOL_ERROR = 1, FLOW_CONTROL_ERROR = 3, FRAME_SIZE_ERROR = 6, REFUSED_STREAM = 7,
        COMPRESSION_ERROR = 9, ENHANCE_YOUR_CALM = 11 };
-enum { GRPC_UNIMPLEMENTED = 12, GRPC_RESOURCE_EXHAUSTED = 8 };
+enum { GRPC_RESOURCE_EXHAUSTED = 8, GRPC_UNIMPLEMENTED = 12, GRPC_INTERNAL = 13 };
 
 #define FRAME_MAX 16384u
 #define WINDOW_MAX 0x7fffffffu
@@ -55,7 +55,8 @@ struct rb_h2 {
     uint32_t last_stream;
     uint32_t max_message;
     uint64_t max_buffered, buffered, pending_bytes;
-    int fields_too_large;
+    const char *fields_refused;   /* why this block's request is refused (NULL: it is not) */
+    uint32_t fields_refused_status;
     char reason[128];
 };
 
@@ -371,17 +372,21 @@ int64_t rb_h2_answers(rb_h2 *c, const uint8_t *packed, size_t len)
 static int on_field(void *arg, const uint8_t *name, uint32_t name_len, const uint8_t *value, uint32_t value_len)
 {
     rb_h2 *c = arg;
-    if (c->fields.len + 4 + name_len + value_len > RB_H2_HEADER_LIST_MAX) {
-        c->fields_too_large = 1;   /* decoding goes on: the table must stay in step with the peer's */
+    if (c->fields.len + 2 + name_len + value_len > RB_H2_HEADER_LIST_MAX) {
+        c->fields_refused = "header list larger than 65536 bytes";
+        c->fields_refused_status = GRPC_RESOURCE_EXHAUSTED;
+        return 0;   /* decoding goes on: the table must stay in step with the peer's */
+    }
+    if (memchr(name, 0, name_len) || memchr(value, 0, value_len)) {
+        c->fields_refused = "a header field holds a NUL byte";   /* RFC 9113 8.2.1: malformed */
+        c->fields_refused_status = GRPC_INTERNAL;
         return 0;
     }
-    uint8_t n[2], v[2];
-    put_be16(n, (uint16_t)name_len);
-    put_be16(v, (uint16_t)value_len);
-    put(&c->fields, n, 2);
+    uint8_t nul = 0;
     put(&c->fields, name, name_len);
-    put(&c->fields, v, 2);
+    put(&c->fields, &nul, 1);
     put(&c->fields, value, value_len);
+    put(&c->fields, &nul, 1);
     return 0;
 }
 
@@ -389,7 +394,7 @@ static int end_of_block(rb_h2 *c)
 {
     uint32_t id = c->block_stream;
     c->fields.len = 0;
-    c->fields_too_large = 0;
+    c->fields_refused = NULL;
     if (hpack_decode_block(&c->table, c->block.data, c->block.data + c->block.len, on_field, c) != 0)
         return fail(c, COMPRESSION_ERROR, "a header block HPACK cannot decode (stream %u)", id);
     c->block.len = 0;
@@ -415,8 +420,8 @@ static int end_of_block(rb_h2 *c)
     }
     s = insert(c, id);
     if (!s) return fail(c, ENHANCE_YOUR_CALM, "out of memory for stream %u", id);
-    if (c->fields_too_large) {
-        end_with_status(c, s, GRPC_RESOURCE_EXHAUSTED, "header list larger than %u bytes", RB_H2_HEADER_LIST_MAX);
+    if (c->fields_refused) {
+        end_with_status(c, s, c->fields_refused_status, "%s", c->fields_refused);
         return 0;
     }
     event(c, RB_H2_EVENT_HEADERS, id, c->fields.data, (uint32_t)c->fields.len);

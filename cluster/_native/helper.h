@@ -327,7 +327,7 @@ int64_t rb_lane_answers(uint8_t *out, size_t out_len, const struct rb_lane_send 
  *
  * One connection's HTTP/2 state, without I/O: rb_h2_feed takes the bytes read and leaves events,
  * each [u8 kind][u32 stream][u32 length][payload] (big-endian): HEADERS (payload: the decoded fields,
- * each [u16 name length][name][u16 value length][value]), MESSAGE (one whole gRPC message, its
+ * each name NUL value NUL: HTTP/2 fields hold no NUL), MESSAGE (one whole gRPC message, its
  * 5-byte prefix taken off), END (the client half-closed), RESET (the stream is gone: the client reset
  * it, or the front end answered it itself). Answers: rb_h2_headers, rb_h2_message, rb_h2_trailers
  * (gRPC status and message; a trailers-only response when no headers went out), rb_h2_answers (each

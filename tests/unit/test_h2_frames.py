@@ -75,12 +75,43 @@ def test_rfc7541_c4_requests_with_huffman_and_the_dynamic_table():
                        + frame(HEADERS, END_HEADERS | END_STREAM, 5, third))
     assert [(kind, stream) for kind, stream, _ in events] == [
         (EVENT_HEADERS, 1), (EVENT_END, 1), (EVENT_HEADERS, 3), (EVENT_END, 3), (EVENT_HEADERS, 5), (EVENT_END, 5)]
+    assert events[0][2] == b":method\0GET\0:scheme\0http\0:path\0/\0:authority\0www.example.com\0"
     assert fields_of(events[0][2]) == [(":method", "GET"), (":scheme", "http"), (":path", "/"),
                                        (":authority", "www.example.com")]
     assert fields_of(events[2][2]) == [(":method", "GET"), (":scheme", "http"), (":path", "/"),
                                        (":authority", "www.example.com"), ("cache-control", "no-cache")]
     assert fields_of(events[4][2]) == [(":method", "GET"), (":scheme", "https"), (":path", "/index.html"),
                                        (":authority", "www.example.com"), ("custom-key", "custom-value")]
+
+
+def hpack_int(value: int, prefix_bits: int, first: int) -> bytes:
+    """RFC 7541 5.1's integer, its first byte's high bits ``first``."""
+    limit = (1 << prefix_bits) - 1
+    if value < limit:
+        return bytes([first | value])
+    out, value = bytearray([first | limit]), value - limit
+    while value >= 128:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    return bytes(out + bytearray([value]))
+
+
+# 4,000 bytes into the dynamic table once, then indexed 17 times: a 4 KB block of 72 KB of fields.
+LARGE_FIELDS = b"\x40\x01k" + hpack_int(4000, 7, 0) + b"v" * 4000 + b"\xbe" * 17
+
+
+@pytest.mark.parametrize("field, status, why", [
+    (b"\x00\x01k\x03a\x00b", b"13", b"NUL"),     # RFC 9113 8.2.1: malformed
+    (LARGE_FIELDS, b"8", b"larger"),
+])
+def test_a_request_with_bad_fields_is_answered_and_the_connection_goes_on(field, status, why):
+    conn = opened()
+    data = frame(HEADERS, END_HEADERS, 1, request_block(extra=field))
+    assert conn.feed(data) == [(EVENT_RESET, 1, b"")]   # Python never sees the request
+    (answer,) = [p for kind, _, _, p in frames_of(take(conn)) if kind == HEADERS]
+    assert b"grpc-status\x01" + status in answer or b"grpc-status\x02" + status in answer
+    assert why in answer
+    assert conn.feed(frame(HEADERS, END_HEADERS | END_STREAM, 3, request_block()))[0][:2] == (EVENT_HEADERS, 3)
 
 
 def test_a_message_split_across_frames_and_reads_is_one_event():
