@@ -83,7 +83,7 @@ class H2Connection:
     def state(self) -> dict[str, int]:
         lib.rb_h2_state(self._c, self._state)
         s = self._state
-        return {"open": s[0], "unsent": s[1], "buffered": s[2], "refused": s[3], "closing": s[4]}
+        return {"open": s[0], "unsent": s[1], "buffered": s[2], "refused": s[3], "closing": s[4], "preface": s[5]}
 
     @property
     def reason(self) -> str:

@@ -705,6 +705,7 @@ void rb_h2_state(rb_h2 *c, uint64_t *state)
     state[2] = c->buffered;
     state[3] = c->refused;
     state[4] = (uint64_t)c->closing;
+    state[5] = (uint64_t)c->preface_done;
 }
 
 const char *rb_h2_reason(rb_h2 *c) { return c->reason; }

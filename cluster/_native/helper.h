@@ -346,8 +346,9 @@ enum rb_h2_codes {
     RB_H2_STREAM_WINDOW = 1048576,     /* our SETTINGS_INITIAL_WINDOW_SIZE */
     RB_H2_CONN_WINDOW = 16777216,      /* our connection window */
     RB_H2_REFUSED_MAX = 10000,         /* streams refused over the open limit before the connection ends */
-    RB_H2_STATE_COLUMNS = 5            /* rb_h2_state: open streams, bytes to send, bytes of unfinished
-                                          messages, streams refused, closing (1 peer's GOAWAY, 2 ours) */
+    RB_H2_STATE_COLUMNS = 6            /* rb_h2_state: open streams, bytes to send, bytes of unfinished
+                                          messages, streams refused, closing (1 peer's GOAWAY, 2 ours),
+                                          whether the client's preface came */
 };
 
 rb_h2 *rb_h2_new(uint32_t max_streams, uint32_t max_message, uint64_t max_buffered);

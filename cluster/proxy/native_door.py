@@ -139,7 +139,15 @@ class Connection:
         self.drained = asyncio.Event()
         self.drained.set()
         door.loop.add_reader(self.fd, self.readable)
+        door.loop.call_later(settings.handshake_timeout_ms / 1000, self.check_preface)
         self.flush()   # our SETTINGS and connection window
+
+    def check_preface(self) -> None:
+        if self.sock is not None and not self.h2.state()["preface"]:
+            self.door.turned_away += 1
+            _limited.warning("grpc-native:handshake", "gRPC connection from %s closed: no HTTP/2 preface in %d ms",
+                             self.peer, self.door.settings.handshake_timeout_ms)
+            self.close()
 
     # ------------------------------------------------------------ reading
 
@@ -161,19 +169,26 @@ class Connection:
             self.close()
             return
         unary = []
-        for kind, stream, payload in events:
-            if kind == EVENT_MESSAGE:
-                self.on_message(stream, payload)
-            elif kind == EVENT_HEADERS:
-                self.on_headers(stream, fields_of(payload))
-            elif kind == EVENT_END:
-                call = self.calls.get(stream)
-                if call is not None:
-                    self.on_end(call, unary)
-            elif kind == EVENT_RESET:
-                self.on_reset(stream)
+        try:
+            for kind, stream, payload in events:
+                if kind == EVENT_MESSAGE:
+                    self.on_message(stream, payload)
+                elif kind == EVENT_HEADERS:
+                    self.on_headers(stream, fields_of(payload))
+                elif kind == EVENT_END:
+                    call = self.calls.get(stream)
+                    if call is not None:
+                        self.on_end(call, unary)
+                elif kind == EVENT_RESET:
+                    self.on_reset(stream)
+        except Exception:   # a bug of ours, not the peer's: that connection ends, the door serves on
+            _limited.warning("grpc-native:read", "gRPC connection from %s closed: %s", self.peer,
+                             traceback.format_exc(limit=8))
+            self.close(error=2)   # INTERNAL_ERROR
+            return
+        loop = self.door.loop
         for call, request in unary:   # the read's unary calls, started together
-            call.task = self.door.loop.create_task(self.unary(call, request))
+            call.task = loop.create_task(self.unary(call, request))
         self.flush()
 
     def on_headers(self, stream: int, fields: list[tuple[str, str]]) -> None:
@@ -206,7 +221,7 @@ class Connection:
         elif call.request is None:
             call.request = payload
         else:
-            self.end(call, UNIMPLEMENTED, f"a unary call of {len(self.calls)} takes one request message")
+            self.end(call, UNIMPLEMENTED, "a unary call takes one request message")
 
     def on_end(self, call: Call, unary: list) -> None:
         if call.inbox is not None:

@@ -64,6 +64,9 @@ class ProxySettings:
     # and the native door's bound on connections open at once.
     grpc_front: str = "grpcio"
     max_connections: int = 1_024
+    # A native-door connection that has not sent HTTP/2's preface this long is closed (grpc's own
+    # server waits 120 s for a handshake; a held slot of max_connections should not last that long).
+    handshake_timeout_ms: int = 10_000
     telemetry_outbox: int = 64
     # The cluster's plain_acl.yml when access control is on ("" = off): every RPC's authorization
     # header is checked against it (proxy/access.py), and the brokers are asked with the cluster's key.
@@ -91,8 +94,8 @@ class ProxySettings:
         check_tls(self.tls_server_mode, self.tls_server_cert_path, self.tls_server_key_path)
         if not self.namesrv_endpoints:
             raise ValueError("the proxy needs the NameServers to ask for routes")
-        positive = ("request_timeout_ms", "max_body_size", "long_polling_max_ms", "invisible_max_ms",
-                    "default_invisible_ms", "receive_batch_max", "route_ttl_ms", "metadata_ttl_ms",
+        positive = ("request_timeout_ms", "handshake_timeout_ms", "max_body_size", "long_polling_max_ms",
+                    "invisible_max_ms", "default_invisible_ms", "receive_batch_max", "route_ttl_ms", "metadata_ttl_ms",
                     "broker_heartbeat_interval_ms", "client_expiry_ms", "max_clients", "max_concurrent_rpcs",
                     "max_request_bytes", "max_connections", "telemetry_outbox", "signed_time_skew_s",
                     "max_lite_topic_size", "lite_subscription_quota", "max_lite_subscriptions", "max_lite_topics",

@@ -22,14 +22,15 @@ PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 DATA, HEADERS, RST_STREAM, SETTINGS, GOAWAY, CONTINUATION = 0, 1, 3, 4, 7, 9
 END_STREAM, END_HEADERS = 1, 4
 SERVICE = "/apache.rocketmq.v2.MessagingService/"
-MAX_CONNECTIONS, MAX_RPCS = 12, 256
+MAX_CONNECTIONS, MAX_RPCS, HANDSHAKE_TIMEOUT_MS = 12, 256, 1500
 CLIENT_ID = "native-front@1@1@1"
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     require_grpc_client()
-    overrides = {"grpc_front": "native", "max_connections": MAX_CONNECTIONS, "max_concurrent_rpcs": MAX_RPCS}
+    overrides = {"grpc_front": "native", "max_connections": MAX_CONNECTIONS, "max_concurrent_rpcs": MAX_RPCS,
+                 "handshake_timeout_ms": HANDSHAKE_TIMEOUT_MS}
     with LocalCluster(str(tmp_path_factory.mktemp("native-front")), proxy=True, proxy_overrides=overrides) as started:
         from rocketbox.cluster.client.admin import Admin
         with Admin(started.namesrv) as admin:
@@ -294,6 +295,15 @@ def test_connections_are_bounded_before_a_byte_is_read(cluster):
 
 
 @pytest.mark.timeout(120)
+def test_a_connection_without_a_preface_is_closed_after_the_handshake_timeout(cluster):
+    started = time.monotonic()
+    frames, closed = exchange(cluster, PREFACE[:10], timeout_s=30)   # half a preface, then silence
+    assert closed and time.monotonic() - started < 20
+    assert "no HTTP/2 preface" in proxy_log(cluster)
+    assert serving(cluster)
+
+
+@pytest.mark.timeout(120)
 def test_unfinished_messages_of_a_connection_are_bounded(cluster):
     part = b"x" * 16384
     claimed = 12 << 20   # each under the 16 MiB message limit; three are over the 32 MiB a connection may hold
@@ -305,3 +315,37 @@ def test_unfinished_messages_of_a_connection_are_bounded(cluster):
     ended = [stream for kind, flags, stream, payload in frames if kind == HEADERS and b"grpc-status\x018" in payload]
     assert ended and b"unfinished messages" in b"".join(p for kind, _, _, p in frames if kind == HEADERS)
     assert serving(cluster)
+
+
+@pytest.mark.timeout(120)
+def test_a_stopping_proxy_says_goaway_to_its_connections(cluster):
+    import threading
+    from rocketbox.cluster.proxy.server import ProxyServer
+    from rocketbox.cluster.proxy.settings import ProxySettings
+    from rocketbox.cluster.topology import free_ports
+    (port,) = free_ports(1)
+    settings = ProxySettings(port=port, namesrv_endpoints=tuple(cluster.topology.namesrv_endpoints),
+                             grpc_front="native")
+    started = threading.Event()
+    server_box = {}
+
+    def serve() -> None:
+        server = server_box["server"] = ProxyServer(settings)
+        server.start()
+        started.set()
+        server.run()
+        server.close()
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    assert started.wait(30)
+    with socket.create_connection(("127.0.0.1", port), timeout=20) as sock:
+        sock.sendall(PREFACE + frame(SETTINGS, 0, 0))
+        data = sock.recv(65536)   # our SETTINGS: the connection is up
+        server_box["server"].stopping = True
+        while True:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    thread.join(30)
+    assert goaway_code(frames_of(data)) == 0   # NO_ERROR: a graceful close

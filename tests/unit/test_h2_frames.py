@@ -63,6 +63,8 @@ def test_a_new_connection_says_its_settings_and_opens_the_connection_window():
     settings = struct.pack(">HIHIHI", 3, 100, 4, 1 << 20, 6, 65536)
     assert bytes(conn.output()) == frame(SETTINGS, 0, 0, settings) + \
         frame(WINDOW_UPDATE, 0, 0, struct.pack(">I", (1 << 24) - 65535))
+    assert conn.feed(PREFACE[:20]) == [] and not conn.state()["preface"]   # half a preface waits
+    assert conn.feed(PREFACE[20:]) == [] and conn.state()["preface"]
 
 
 def test_rfc7541_c4_requests_with_huffman_and_the_dynamic_table():
