@@ -22,7 +22,8 @@ import tempfile
 
 import psutil
 
-from rocketbox.perf.grpc_load import CLIENT_TIMEOUT_S, cpu_s, last_json_lines
+from rocketbox.perf.grpc_load import cpu_s, last_json_lines
+from rocketbox.perf.harness import turned
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NODE_BENCH = os.path.join(REPO, "perf", "grpc_node_bench.js")
@@ -81,7 +82,7 @@ def main() -> None:
     rows: dict[str, list[dict]] = {front: [] for front in fronts}
     with tempfile.TemporaryDirectory() as tmp:
         for round_ in range(args.rounds):
-            for front in fronts[round_ % len(fronts):] + fronts[:round_ % len(fronts)]:
+            for front in turned(fronts, round_):
                 row = measure(front, args, tmp, round_)
                 rows[front].append(row)
                 print(json.dumps(row), flush=True)

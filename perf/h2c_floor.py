@@ -41,6 +41,7 @@ import time
 import psutil
 
 from rocketbox.perf.grpc_load import CLIENT_TIMEOUT_S, last_json_lines
+from rocketbox.perf.harness import turned
 from rocketbox.perf.proxy_cost import CLIENT_ID, cpu_s
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -346,7 +347,7 @@ def main() -> None:
             settings_json = settings.to_json()
         try:
             for round_ in range(args.rounds):
-                for kind in kinds[round_ % len(kinds):] + kinds[:round_ % len(kinds)]:
+                for kind in turned(kinds, round_):
                     row = {"round": round_, **measure(kind, args, settings_json, topic)}
                     rows[kind].append(row)
                     print(json.dumps(row), flush=True)
