@@ -249,3 +249,46 @@ def test_unfinished_messages_of_a_connection_are_bounded():
         conn.feed(frame(DATA, 0, 3, chunk if _ == 0 else b"x" * 16_000))
     assert conn.state()["buffered"] <= 150_000
     assert any(b"grpc-status\x018" in p for kind, _, _, p in frames_of(take(conn)) if kind == HEADERS)
+
+
+def test_mutated_and_random_input_never_crashes_and_stays_bounded():
+    """Seeded mutations of a valid connection's bytes (flipped bytes, cuts, splices, random frames),
+    fed in random pieces: every feed returns events or None (the connection ended), never crashes,
+    and what the front end holds stays inside its bounds."""
+    import random
+    rng = random.Random(33)
+    body = grpc_message(b"m" * 300)
+    requests = b"".join(frame(HEADERS, END_HEADERS, s, request_block()) + frame(DATA, END_STREAM, s, body)
+                        for s in (1, 3, 5))
+    valid = PREFACE + frame(SETTINGS, 0, 0, struct.pack(">HI", 4, 100_000)) + requests + \
+        frame(WINDOW_UPDATE, 0, 0, struct.pack(">I", 1000)) + frame(RST_STREAM, 0, 3, bytes(4))
+    for case in range(3000):
+        data = bytearray(valid)
+        for _ in range(rng.randint(1, 8)):
+            choice, at = rng.random(), rng.randrange(len(data))
+            if choice < 0.5:
+                data[at] = rng.randrange(256)
+            elif choice < 0.7:
+                del data[at:at + rng.randint(1, 40)]
+            elif choice < 0.9:
+                payload = bytes(rng.randrange(256) for _ in range(rng.randrange(40)))
+                data[at:at] = frame(rng.randrange(12), rng.randrange(256), rng.randrange(8), payload)
+            else:
+                data[at:at] = bytes(rng.randrange(256) for _ in range(rng.randrange(64)))
+        conn = H2Connection(8, 4096, 8192)
+        at = 24 if rng.random() < 0.5 else 0
+        conn.feed(bytes(data[:at]))
+        while at < len(data):
+            step = rng.randint(1, 200)
+            events = conn.feed(bytes(data[at:at + step]))
+            at += step
+            if events is None:
+                break
+            for kind, stream, payload in events:
+                if kind == EVENT_MESSAGE:
+                    assert len(payload) <= 4096
+                elif kind == EVENT_HEADERS:
+                    conn.answers([(stream, b"answer")])
+            state = conn.state()
+            assert state["open"] <= 8 and state["buffered"] <= 8192, (case, state)
+        take(conn)
