@@ -67,7 +67,8 @@ def measure(front: str, args, tmp: str, round_: int) -> dict:
         sends = phase(processes, "async", [{**spec, "count": args.count}] * args.clients)
         expected = sends["count"] + spec["warmup"] * args.clients
         share = -(-expected // args.clients)
-        receives = phase(processes, "receive", [{**spec, "count": share, "group": f"GrpcFrontAB{round_}"}] * args.clients)
+        receivers = [{**spec, "count": share, "group": f"GrpcFrontAB{round_}"}] * args.clients
+        receives = phase(processes, "receive", receivers)
         return {"front": front, "round": round_, "send": sends, "receive": receives}
 
 

@@ -11,8 +11,9 @@ each response as it comes. What grpc.aio would give a handler, ``CallContext`` g
 from ``grpc-timeout``, ``abort``.
 
 Bounds, before anything is authenticated: connections (``max_connections``; more are closed at
-once), a connection's time to send HTTP/2's preface (``handshake_timeout_ms``), RPCs in flight over all connections (``max_concurrent_rpcs``: beyond, RESOURCE_EXHAUSTED),
-streams open a connection, a message's size, the unfinished messages' bytes of a connection, a
+once), a connection's time to send HTTP/2's preface (``handshake_timeout_ms``), RPCs in flight over
+all connections (``max_concurrent_rpcs``: beyond, RESOURCE_EXHAUSTED), streams open a connection, a
+message's size, the unfinished messages' bytes of a connection, a
 Telemetry stream's unread commands; a connection whose answers the client does not read is not
 read either. Whatever breaks the protocol ends that connection with a GOAWAY and a rate-limited
 log line; the door serves the others on. TLS stays on grpc.aio (``server.ProxyServer``).
