@@ -5,7 +5,8 @@
 //
 // Modes, each printing one JSON line on stdout:
 // - sync: `count` sends of `body_bytes`, one at a time after `warmup`: latencies_us;
-// - async: `count` sends with at most `window` in flight: count, failed, elapsed_s;
+// - async: `count` sends with at most `window` in flight: count, failed, elapsed_s, p50_us, p99_us (each send's
+//   time from its call to its answer, queueing in the client included);
 // - receive: SimpleConsumer receive (`batch` at a time) and ack each, acks of a batch in flight
 //   together, until `count` messages: count, failed_acks, elapsed_s from the first message received.
 // Every loop stops at `max_s`; the process exits when done (the client keeps timers alive).
@@ -54,13 +55,16 @@ async function asyncSends(spec) {
   const deadline = Date.now() + spec.max_s * 1000;
   let sent = 0;
   let failed = 0;
+  const latencies = [];
   const started = process.hrtime.bigint();
   // `window` senders, each awaiting its send before the next: at most `window` in flight.
   async function sender() {
     while (sent < spec.count && Date.now() < deadline) {
       sent++;
+      const sendStarted = process.hrtime.bigint();
       try {
         await producer.send({ topic: spec.topic, body });
+        latencies.push(Number(process.hrtime.bigint() - sendStarted) / 1000);
       } catch (err) {
         failed++;
       }
@@ -69,7 +73,9 @@ async function asyncSends(spec) {
   await Promise.all(Array.from({ length: spec.window }, sender));
   const elapsed = Number(process.hrtime.bigint() - started) / 1e9;
   await producer.shutdown();
-  return { count: sent - failed, failed, elapsed_s: elapsed };
+  latencies.sort((a, b) => a - b);
+  const at = (q) => (latencies.length ? Math.round(latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))]) : null);
+  return { count: sent - failed, failed, elapsed_s: elapsed, p50_us: at(0.5), p99_us: at(0.99) };
 }
 
 async function receive(spec) {

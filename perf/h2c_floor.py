@@ -41,10 +41,12 @@ import time
 import psutil
 
 from rocketbox.perf.grpc_load import CLIENT_TIMEOUT_S, last_json_lines
+from rocketbox.perf.harness import turned
 from rocketbox.perf.proxy_cost import CLIENT_ID, cpu_s
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 C_SOURCE = os.path.join(REPO, "perf", "h2c_floor.c")
+NATIVE_DIR = os.path.join(REPO, "cluster", "_native")
 GRPC_PYTHON = os.path.join(REPO, ".venv-rocketmq5", "bin", "python")
 AIO_FLOOR = os.path.join(REPO, "perf", "grpc_floor.py")
 SEND_PATH = "/apache.rocketmq.v2.MessagingService/SendMessage"
@@ -59,7 +61,8 @@ READY_TIMEOUT_S = 60
 def build_library(directory: str) -> ctypes.CDLL:
     """perf/h2c_floor.c compiled with gcc into ``directory`` and loaded."""
     target = os.path.join(directory, "h2c_floor.so")
-    subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-o", target, C_SOURCE], check=True)
+    subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-I", NATIVE_DIR, "-o", target, C_SOURCE,
+                    os.path.join(NATIVE_DIR, "h2_hpack.c")], check=True)
     lib = ctypes.CDLL(target)
     lib.h2_new.restype = ctypes.c_void_p
     lib.h2_free.argtypes = [ctypes.c_void_p]
@@ -344,7 +347,7 @@ def main() -> None:
             settings_json = settings.to_json()
         try:
             for round_ in range(args.rounds):
-                for kind in kinds[round_ % len(kinds):] + kinds[:round_ % len(kinds)]:
+                for kind in turned(kinds, round_):
                     row = {"round": round_, **measure(kind, args, settings_json, topic)}
                     rows[kind].append(row)
                     print(json.dumps(row), flush=True)

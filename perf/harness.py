@@ -13,6 +13,13 @@ from rocketbox.cluster.config import ASYNC_FLUSH, ClientConfig, SYNC_FLUSH
 from rocketbox.cluster.testing import wait_until
 
 
+def turned(items: list, round_: int) -> list:
+    """``items`` in the order of round ``round_`` of an interleaved A/B: turned by one each round, so
+    that no variant always runs after the same one."""
+    at = round_ % len(items) if items else 0
+    return items[at:] + items[:at]
+
+
 BATCH_SIZE = 256
 QUEUE_COUNT = 4
 PRODUCER_THREADS_DEFAULT = 4

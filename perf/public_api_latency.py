@@ -33,7 +33,7 @@ from rocketbox.cluster import ClientConfig, Message, Producer, PullConsumer, Pus
 from rocketbox.cluster.config import namesrv_endpoints
 from rocketbox.cluster.testing import LocalCluster, wait_until
 from rocketbox.perf.harness import (PACED_RATE_MSG_S, ChildProcess, Tally, client_config, create_topic, message_body,
-                                    serve_parent)
+                                    serve_parent, turned)
 from rocketbox.perf.peers.base import paced_batches
 from rocketbox.perf.report import percentile
 
@@ -292,10 +292,9 @@ def main(argv=None) -> int:
         namesrvs = {"native": cluster.namesrv, "remoting": cluster.remoting_namesrv}
         port = stack.enter_context(peer.server(tmp)) if peer.missing() is None else None
         for rnd in range(args.rounds):
-            # The order turns each round, so that no variant always follows the same one.
             order = [("sends", name) for name in (["redis", *sends_variants] if sends_variants else [])]
             order += [("e2e", name) for name in (["redis", *e2e_variants] if e2e_variants else [])]
-            order = order[rnd % len(order):] + order[:rnd % len(order)]
+            order = turned(order, rnd)
             for kind, name in order:
                 key = f"{kind} {name}"
                 if name == "redis":

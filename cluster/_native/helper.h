@@ -47,7 +47,8 @@ enum rb_status {
     RB_E_ARGUMENT = -10003,        /* topic longer than 127 bytes, page size not a power of two */
     RB_E_BATCH_MALFORMED = -10004, /* batch item sizes do not add up */
     RB_E_DEST_TOO_SMALL = -10005,  /* the records do not fit: roll to the next file */
-    RB_E_LANE_DECLINED = -10006    /* the send lane does not take the read: the Python path serves it */
+    RB_E_LANE_DECLINED = -10006,   /* the send lane does not take the read: the Python path serves it */
+    RB_E_H2_CLOSE = -10007         /* the gRPC front end ends the connection (its GOAWAY is in the output) */
 };
 
 /* ---- memory: page-aligned in here, so callers pass byte positions ---- */
@@ -321,5 +322,49 @@ int64_t rb_lane_encode(uint8_t *dst, size_t dst_len, int64_t dst_pos, int64_t ph
 int64_t rb_lane_answers(uint8_t *out, size_t out_len, const struct rb_lane_send *sends, int64_t count,
                         const uint8_t *store_host, const uint8_t *language, size_t language_len,
                         int64_t language_ordinal, int64_t version);
+
+/* ---- the gRPC door's HTTP/2 front end (h2_conn.c, h2_hpack.c; cluster/proxy/h2_frames.py) ----
+ *
+ * One connection's HTTP/2 state, without I/O: rb_h2_feed takes the bytes read and leaves events,
+ * each [u8 kind][u32 stream][u32 length][payload] (big-endian): HEADERS (payload: the decoded fields,
+ * each name NUL value NUL: HTTP/2 fields hold no NUL), MESSAGE (one whole gRPC message, its
+ * 5-byte prefix taken off), END (the client half-closed), RESET (the stream is gone: the client reset
+ * it, or the front end answered it itself). Answers: rb_h2_headers, rb_h2_message, rb_h2_trailers
+ * (gRPC status and message; a trailers-only response when no headers went out), rb_h2_answers (each
+ * [u32 stream][u32 length][message] answered whole with status 0). What to send: rb_h2_output, then
+ * rb_h2_sent with what went. */
+typedef struct rb_h2 rb_h2;
+
+enum rb_h2_codes {
+    RB_H2_EVENT_HEADERS = 1,
+    RB_H2_EVENT_MESSAGE = 2,
+    RB_H2_EVENT_END = 3,
+    RB_H2_EVENT_RESET = 4,
+    RB_H2_EVENT_HEAD_BYTES = 9,
+    RB_H2_HEADER_LIST_MAX = 65536,     /* decoded fields of one request (SETTINGS_MAX_HEADER_LIST_SIZE) */
+    RB_H2_HEADER_BLOCK_MAX = 65536,    /* encoded header block across CONTINUATIONs: beyond, ENHANCE_YOUR_CALM */
+    RB_H2_STREAM_WINDOW = 1048576,     /* our SETTINGS_INITIAL_WINDOW_SIZE */
+    RB_H2_CONN_WINDOW = 16777216,      /* our connection window */
+    RB_H2_REFUSED_MAX = 10000,         /* streams refused over the open limit before the connection ends */
+    RB_H2_STATE_COLUMNS = 6            /* rb_h2_state: open streams, bytes to send, bytes of unfinished
+                                          messages, streams refused, closing (1 peer's GOAWAY, 2 ours),
+                                          whether the client's preface came */
+};
+
+rb_h2 *rb_h2_new(uint32_t max_streams, uint32_t max_message, uint64_t max_buffered);
+void rb_h2_free(rb_h2 *c);
+/* The events' bytes (rb_h2_events), or RB_E_H2_CLOSE: send the output, then close (rb_h2_reason says why). */
+int64_t rb_h2_feed(rb_h2 *c, const uint8_t *data, size_t len);
+const uint8_t *rb_h2_events(rb_h2 *c, size_t *len);
+const uint8_t *rb_h2_output(rb_h2 *c, size_t *len);
+void rb_h2_sent(rb_h2 *c, size_t n);
+/* Each: 1 when done, 0 when the stream is gone or already ended (a reset raced the answer). */
+int64_t rb_h2_headers(rb_h2 *c, uint32_t stream);
+int64_t rb_h2_message(rb_h2 *c, uint32_t stream, const uint8_t *message, size_t len);
+int64_t rb_h2_trailers(rb_h2 *c, uint32_t stream, uint32_t status, const uint8_t *message, size_t len);
+int64_t rb_h2_answers(rb_h2 *c, const uint8_t *packed, size_t len);
+void rb_h2_goaway(rb_h2 *c, uint32_t error);
+void rb_h2_state(rb_h2 *c, uint64_t *state);
+const char *rb_h2_reason(rb_h2 *c);
 
 #endif

@@ -20,7 +20,7 @@ from rocketbox.cluster.config import (ASYNC_FLUSH, ASYNC_MASTER, BROKER_PORT_DEF
 from rocketbox.cluster.console.settings import CONSOLE_PORT_DEFAULT
 from rocketbox.cluster.procs.runner import (LOG_BACKUPS_DEFAULT, LOG_BACKUPS_ENV, LOG_MAX_BYTES_DEFAULT,
                                              LOG_MAX_BYTES_ENV)
-from rocketbox.cluster.proxy.settings import PROXY_PORT_DEFAULT
+from rocketbox.cluster.proxy.settings import GRPC_FRONTS, PROXY_PORT_DEFAULT
 from rocketbox.cluster.supervision.detach import spawn_detached
 from rocketbox.cluster.supervision.errors import SupervisorError
 from rocketbox.cluster.supervision.lifecycle import python_module_command
@@ -42,6 +42,7 @@ def _topology_from_args(args):
                           broker_remoting_ports=[args.broker_remoting_port + 10 * i for i in range(args.brokers)],
                           namesrv_overrides=files.namesrv,
                           proxy_port=None if args.no_proxy else args.proxy_port,
+                          proxy_overrides={"grpc_front": args.grpc_front},
                           console_port=None if args.no_console else args.console_port, console_host=args.console_host,
                           console_trust_loopback=args.console_trust_loopback, acl_file=args.acl_file or "",
                           controller_secret_file=args.controller_secret or "", **tls_arguments(args),
@@ -374,6 +375,9 @@ def add_shape_arguments(parser) -> None:
                              f"default {PROXY_PORT_DEFAULT}")
     parser.add_argument("--no-proxy", action="store_true", default=None,
                         help="no gRPC proxy (RocketMQ 5 clients cannot connect)")
+    parser.add_argument("--grpc-front", choices=GRPC_FRONTS,
+                        help="the proxy's gRPC server: grpcio (default) or native (HTTP/2 in the C helper; "
+                             "plaintext only, with TLS the proxy uses grpcio)")
     parser.add_argument("--console-port", type=int,
                         help=f"the web console on http://127.0.0.1:PORT/, default {CONSOLE_PORT_DEFAULT}")
     parser.add_argument("--console-host", help="the console's address (default 127.0.0.1; another than loopback "

@@ -34,6 +34,7 @@ from rocketbox.cluster.proxy.client_service import ClientService, StreamEnd
 from rocketbox.cluster.proxy.clients import ClientRegistry
 from rocketbox.cluster.proxy.consumer_service import ConsumerService
 from rocketbox.cluster.proxy.lite_service import LiteService
+from rocketbox.cluster.proxy.native_door import NativeDoor
 from rocketbox.cluster.proxy.producer_service import ProducerService
 from rocketbox.cluster.proxy.protos import Code, service, service_grpc
 from rocketbox.cluster.proxy.routes import RouteService
@@ -261,24 +262,33 @@ class ProxyServer:
         self.stopping = False
         self._stop = asyncio.Event()
         self.service = MessagingService(settings, self.loop)
-        self.server = grpc.aio.server(options=server_options(settings),
-                                      maximum_concurrent_rpcs=settings.max_concurrent_rpcs)
-        service_grpc.add_MessagingServiceServicer_to_server(self.service, self.server)
+        self.native = settings.grpc_front == "native" and settings.tls_server_mode == TLS_DISABLED
+        if self.native:
+            self.server = NativeDoor(settings, self.service, self.loop)
+        else:
+            if settings.grpc_front == "native":
+                log.info("grpc_front=native serves plaintext only: with TLS the proxy serves on grpc.aio")
+            self.server = grpc.aio.server(options=server_options(settings),
+                                          maximum_concurrent_rpcs=settings.max_concurrent_rpcs)
+            service_grpc.add_MessagingServiceServicer_to_server(self.service, self.server)
         self._tasks: list[asyncio.Task] = []
 
     def start(self) -> str:
         """Bind and serve; the address. OSError when the port is taken."""
-        if self.settings.tls_server_mode == TLS_DISABLED:
-            bound = self.server.add_insecure_port(self.settings.address)
+        if self.native:
+            self.server.start()
         else:
-            # grpcio serves a port either plain or TLS: permissive serves TLS here, as enforcing.
-            if self.settings.tls_server_mode != TLS_ENFORCING:
-                log.info("tls.server.mode=%s: the gRPC proxy serves TLS only (one port is plain or TLS)",
-                         self.settings.tls_server_mode)
-            bound = self.server.add_secure_port(self.settings.address, server_credentials(self.settings))
-        if bound == 0:
-            raise OSError(f"cannot listen on {self.settings.address}: Address already in use")
-        self.loop.run_until_complete(self.server.start())
+            if self.settings.tls_server_mode == TLS_DISABLED:
+                bound = self.server.add_insecure_port(self.settings.address)
+            else:
+                # grpcio serves a port either plain or TLS: permissive serves TLS here, as enforcing.
+                if self.settings.tls_server_mode != TLS_ENFORCING:
+                    log.info("tls.server.mode=%s: the gRPC proxy serves TLS only (one port is plain or TLS)",
+                             self.settings.tls_server_mode)
+                bound = self.server.add_secure_port(self.settings.address, server_credentials(self.settings))
+            if bound == 0:
+                raise OSError(f"cannot listen on {self.settings.address}: Address already in use")
+            self.loop.run_until_complete(self.server.start())
         self._tasks = [self.loop.create_task(self.service.transactions.heartbeat_forever()),
                        self.loop.create_task(self.service.consumers.renewals.forever()),
                        self.loop.create_task(self.service.housekeeping_forever())]

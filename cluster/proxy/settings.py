@@ -17,6 +17,7 @@ from rocketbox.cluster.config import TLS_DISABLED, check_tls
 
 PROXY_PORT_DEFAULT = 8081
 MIB = 1024 * 1024
+GRPC_FRONTS = ("grpcio", "native")
 # RocketMQ's messageDelayLevel: the consumers' retry back-off (a group's CustomizedRetryPolicy).
 RETRY_DELAYS_MS_DEFAULT = (1_000, 5_000, 10_000, 30_000, 60_000, 120_000, 180_000, 240_000, 300_000, 360_000,
                            420_000, 480_000, 540_000, 600_000, 1_200_000, 1_800_000, 3_600_000, 7_200_000)
@@ -58,6 +59,14 @@ class ProxySettings:
     max_clients: int = 10_000
     max_concurrent_rpcs: int = 4_096
     max_request_bytes: int = 16 * MIB
+    # Which gRPC server runs the door: "grpcio" (grpc.aio) or "native" (HTTP/2 in the C helper,
+    # proxy/native_door.py; plaintext only: with TLS the proxy serves on grpc.aio whatever this says),
+    # and the native door's bound on connections open at once.
+    grpc_front: str = "grpcio"
+    max_connections: int = 1_024
+    # A native-door connection that has not sent HTTP/2's preface this long is closed (grpc's own
+    # server waits 120 s for a handshake; a held slot of max_connections should not last that long).
+    handshake_timeout_ms: int = 10_000
     telemetry_outbox: int = 64
     # The cluster's plain_acl.yml when access control is on ("" = off): every RPC's authorization
     # header is checked against it (proxy/access.py), and the brokers are asked with the cluster's key.
@@ -85,14 +94,17 @@ class ProxySettings:
         check_tls(self.tls_server_mode, self.tls_server_cert_path, self.tls_server_key_path)
         if not self.namesrv_endpoints:
             raise ValueError("the proxy needs the NameServers to ask for routes")
-        positive = ("request_timeout_ms", "max_body_size", "long_polling_max_ms", "invisible_max_ms",
-                    "default_invisible_ms", "receive_batch_max", "route_ttl_ms", "metadata_ttl_ms",
+        positive = ("request_timeout_ms", "handshake_timeout_ms", "max_body_size", "long_polling_max_ms",
+                    "invisible_max_ms", "default_invisible_ms", "receive_batch_max", "route_ttl_ms", "metadata_ttl_ms",
                     "broker_heartbeat_interval_ms", "client_expiry_ms", "max_clients", "max_concurrent_rpcs",
-                    "max_request_bytes", "telemetry_outbox", "signed_time_skew_s", "max_lite_topic_size",
-                    "lite_subscription_quota", "max_lite_subscriptions", "max_lite_topics", "lite_held_max")
+                    "max_request_bytes", "max_connections", "telemetry_outbox", "signed_time_skew_s",
+                    "max_lite_topic_size", "lite_subscription_quota", "max_lite_subscriptions", "max_lite_topics",
+                    "lite_held_max")
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")
+        if self.grpc_front not in GRPC_FRONTS:
+            raise ValueError(f"grpc_front must be one of {', '.join(GRPC_FRONTS)}, not {self.grpc_front!r}")
         if not 0 <= self.long_polling_min_ms <= self.long_polling_max_ms:
             raise ValueError("long_polling_min_ms must lie in [0, long_polling_max_ms]")
         if not 0 <= self.invisible_min_ms <= self.invisible_max_ms:

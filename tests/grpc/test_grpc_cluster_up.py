@@ -52,3 +52,29 @@ def test_cluster_up_serves_rocketmq5_clients_through_its_proxy(tmp_path):
         assert f"proxy's gRPC port {proxy} is in use by rocketbox: proxy" in busy.stderr, busy.stderr
     finally:
         _cli(data_dir, "down")
+
+
+@pytest.mark.timeout(300)
+def test_cluster_up_grpc_front_native_serves_through_the_c_front_end(tmp_path):
+    import socket
+    import struct
+    data_dir = str(tmp_path / "native")
+    ports, _ = up_on_free_ports(6, lambda p: (
+        "up", "--detach", "--namesrv-port", str(p[0]), "--broker-port", str(p[1]),
+        "--namesrv-remoting-port", str(p[2]), "--broker-remoting-port", str(p[3]),
+        "--metrics-port", str(p[4]), "--proxy-port", str(p[5]), "--grpc-front", "native",
+        "--commitlog-file-size-bytes", str(16 * 1024 * 1024)), data_dir=data_dir)
+    namesrv, proxy = ports[0], ports[5]
+    try:
+        with socket.create_connection(("127.0.0.1", proxy), timeout=10) as sock:
+            sock.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes(3) + b"\x04" + bytes(5))
+            head = sock.recv(9 + 18)
+        # The native front end's SETTINGS: MAX_CONCURRENT_STREAMS, INITIAL_WINDOW_SIZE 1 MiB, MAX_HEADER_LIST_SIZE
+        assert head[3] == 4 and struct.unpack(">HI", head[15:21]) == (4, 1 << 20), head
+        with Admin(f"127.0.0.1:{namesrv}") as admin:
+            admin.create_topic("UpNative", 2)
+        lines = run_grpc("produce", {"endpoint": f"127.0.0.1:{proxy}", "topic": "UpNative",
+                                     "messages": [{"body": f"n-{i}"} for i in range(5)]}, tmp_path / "p")
+        assert len(sent(lines)) == 5, lines
+    finally:
+        _cli(data_dir, "down")

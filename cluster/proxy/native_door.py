@@ -1,0 +1,437 @@
+"""The gRPC door on the native front end (``grpc_front = "native"``): the proxy's listening socket, its
+connections on the proxy's asyncio loop, HTTP/2 and gRPC's framing in C (``_native/h2_conn.c`` through
+``_native/h2.py``), and the same servicer methods grpc.aio calls, one table of them
+(``method_table``: MessagingService's descriptor, request types and the servicer's bound methods).
+
+Each read of a connection goes to C once and comes back as events; the unary calls it completed
+start together, and the answers a loop turn made are framed and written by one C call and one
+``send``. Server streaming (ReceiveMessage) and the bidi Telemetry stream run as tasks that write
+each response as it comes. What grpc.aio would give a handler, ``CallContext`` gives: the metadata
+(``x-mq-client-id``, ``authorization``, ...; ``-bin`` values base64-decoded), the peer, the deadline
+from ``grpc-timeout``, ``abort``.
+
+Bounds, before anything is authenticated: connections (``max_connections``; more are closed at
+once), a connection's time to send HTTP/2's preface (``handshake_timeout_ms``), RPCs in flight over
+all connections (``max_concurrent_rpcs``: beyond, RESOURCE_EXHAUSTED), streams open a connection, a
+message's size, the unfinished messages' bytes of a connection, a
+Telemetry stream's unread commands; a connection whose answers the client does not read is not
+read either. Whatever breaks the protocol ends that connection with a GOAWAY and a rate-limited
+log line; the door serves the others on. TLS stays on grpc.aio (``server.ProxyServer``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import inspect
+import logging
+import socket
+import time
+import traceback
+from typing import NamedTuple
+
+from google.protobuf.message import DecodeError
+
+from rocketbox.cluster._native.h2 import (EVENT_END, EVENT_HEADERS, EVENT_MESSAGE, EVENT_RESET, H2Connection,
+                                          fields_of)
+from rocketbox.cluster.log_limit import RateLimitedLog
+from rocketbox.cluster.proxy.protos import service
+
+log = logging.getLogger(__name__)
+_limited = RateLimitedLog(log)
+
+SERVICE_NAME = "apache.rocketmq.v2.MessagingService"
+READ_BYTES = 256 * 1024
+ACCEPTS_A_TURN = 64
+# A connection with this many bytes its client has not taken is not read until they go.
+UNSENT_PAUSE_BYTES = 4 * 1024 * 1024
+STREAM_INBOX_MAX = 64
+OK, UNKNOWN, INTERNAL, UNIMPLEMENTED, RESOURCE_EXHAUSTED = 0, 2, 13, 12, 8
+# Headers that are HTTP/2's or gRPC's own, not the call's metadata (as grpcio leaves them out).
+NOT_METADATA = frozenset({"content-type", "te", "grpc-timeout", "grpc-encoding", "grpc-accept-encoding"})
+_TIMEOUT_UNITS = {"H": 3600.0, "M": 60.0, "S": 1.0, "m": 1e-3, "u": 1e-6, "n": 1e-9}
+
+
+class Method(NamedTuple):
+    parse: object               # the request type's FromString
+    client_streaming: bool
+    server_streaming: bool
+    handler: object             # the servicer's method, as grpc.aio calls it
+
+
+def method_table(servicer) -> dict[str, Method]:
+    """``/apache.rocketmq.v2.MessagingService/<Name>`` -> its Method, for every RPC of the service."""
+    table = {}
+    for method in service.DESCRIPTOR.services_by_name["MessagingService"].methods:
+        table[f"/{SERVICE_NAME}/{method.name}"] = Method(
+            getattr(service, method.input_type.name).FromString, method.client_streaming, method.server_streaming,
+            getattr(servicer, method.name))
+    return table
+
+
+def timeout_s(value: str) -> float | None:
+    """gRPC's ``grpc-timeout`` (at most 8 digits and a unit) in seconds; None when malformed."""
+    if 2 <= len(value) <= 9 and value[:-1].isdigit() and value[-1] in _TIMEOUT_UNITS:
+        return int(value[:-1]) * _TIMEOUT_UNITS[value[-1]]
+    return None
+
+
+def metadata_of(fields: list[tuple[str, str]]) -> tuple[tuple[str, str | bytes], ...]:
+    metadata = []
+    for name, value in fields:
+        if name.startswith(":") or name in NOT_METADATA:
+            continue
+        if name.endswith("-bin"):
+            try:
+                metadata.append((name, base64.b64decode(value + "=" * (-len(value) % 4))))
+            except ValueError:
+                continue
+        else:
+            metadata.append((name, value))
+    return tuple(metadata)
+
+
+class Aborted(Exception):
+    def __init__(self, code: int, details: str):
+        super().__init__(details)
+        self.code, self.details = code, details
+
+
+class CallContext:
+    """The part of grpc's ServicerContext the proxy's handlers read (calls.py, access.py, server.py)."""
+
+    __slots__ = ("_metadata", "_peer", "_deadline")
+
+    def __init__(self, metadata, peer: str, deadline: float | None):
+        self._metadata, self._peer, self._deadline = metadata, peer, deadline
+
+    def invocation_metadata(self):
+        return self._metadata
+
+    def peer(self) -> str:
+        return self._peer
+
+    def time_remaining(self) -> float | None:
+        return None if self._deadline is None else max(0.0, self._deadline - time.monotonic())
+
+    async def abort(self, code, details: str = ""):
+        raise Aborted(code.value[0], details)
+
+
+class Call:
+    __slots__ = ("stream", "method", "context", "request", "inbox", "task")
+
+    def __init__(self, stream: int, method: Method, context: CallContext):
+        self.stream, self.method, self.context = stream, method, context
+        self.request: bytes | None = None
+        self.inbox: asyncio.Queue | None = None
+        self.task: asyncio.Task | None = None
+
+
+class Connection:
+    def __init__(self, door: "NativeDoor", sock: socket.socket, peer: tuple):
+        self.door, self.sock, self.fd = door, sock, sock.fileno()
+        self.peer = f"ipv4:{peer[0]}:{peer[1]}"
+        settings = door.settings
+        self.h2 = H2Connection(door.streams_a_connection, settings.max_request_bytes, settings.max_request_bytes * 2)
+        self.calls: dict[int, Call] = {}
+        self.answers: list[tuple[int, bytes]] = []
+        self.flush_scheduled = self.writing = self.paused = False
+        self.drained = asyncio.Event()
+        self.drained.set()
+        door.loop.add_reader(self.fd, self.readable)
+        door.loop.call_later(settings.handshake_timeout_ms / 1000, self.check_preface)
+        self.flush()   # our SETTINGS and connection window
+
+    def check_preface(self) -> None:
+        if self.sock is not None and not self.h2.state()["preface"]:
+            self.door.turned_away += 1
+            _limited.warning("grpc-native:handshake", "gRPC connection from %s closed: no HTTP/2 preface in %d ms",
+                             self.peer, self.door.settings.handshake_timeout_ms)
+            self.close()
+
+    # ------------------------------------------------------------ reading
+
+    def readable(self) -> None:
+        try:
+            data = self.sock.recv(READ_BYTES)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            self.close()
+            return
+        if not data:
+            self.close()
+            return
+        events = self.h2.feed(data)
+        if events is None:
+            self.door.protocol_errors += 1
+            _limited.warning("grpc-native:protocol", "gRPC connection from %s closed: %s", self.peer, self.h2.reason)
+            self.close()
+            return
+        unary = []
+        try:
+            for kind, stream, payload in events:
+                if kind == EVENT_MESSAGE:
+                    self.on_message(stream, payload)
+                elif kind == EVENT_HEADERS:
+                    self.on_headers(stream, fields_of(payload))
+                elif kind == EVENT_END:
+                    call = self.calls.get(stream)
+                    if call is not None:
+                        self.on_end(call, unary)
+                elif kind == EVENT_RESET:
+                    self.on_reset(stream)
+        except Exception:   # a bug of ours, not the peer's: that connection ends, the door serves on
+            _limited.warning("grpc-native:read", "gRPC connection from %s closed: %s", self.peer,
+                             traceback.format_exc(limit=8))
+            self.close(error=2)   # INTERNAL_ERROR
+            return
+        loop = self.door.loop
+        for call, request in unary:   # the read's unary calls, started together
+            call.task = loop.create_task(self.unary(call, request))
+        self.flush()
+
+    def on_headers(self, stream: int, fields: list[tuple[str, str]]) -> None:
+        path = next((value for name, value in fields if name == ":path"), "")
+        method = self.door.methods.get(path)
+        if method is None:
+            self.h2.trailers(stream, UNIMPLEMENTED, f"Method not found: {path[1:]}")
+            return
+        if self.door.in_flight >= self.door.settings.max_concurrent_rpcs:
+            self.h2.trailers(stream, RESOURCE_EXHAUSTED, "Concurrent RPC limit exceeded!")
+            return
+        timeout = next((timeout_s(value) for name, value in fields if name == "grpc-timeout"), None)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        call = Call(stream, method, CallContext(metadata_of(fields), self.peer, deadline))
+        self.calls[stream] = call
+        self.door.in_flight += 1
+        if method.client_streaming:
+            call.inbox = asyncio.Queue(STREAM_INBOX_MAX + 1)
+            call.task = self.door.loop.create_task(self.streaming(call, self.requests(call)))
+
+    def on_message(self, stream: int, payload: bytes) -> None:
+        call = self.calls.get(stream)
+        if call is None:
+            return
+        if call.inbox is not None:
+            if call.inbox.qsize() >= STREAM_INBOX_MAX:
+                self.end(call, RESOURCE_EXHAUSTED, f"more than {STREAM_INBOX_MAX} messages unread on the stream")
+            else:
+                call.inbox.put_nowait(payload)
+        elif call.request is None:
+            call.request = payload
+        else:
+            self.end(call, UNIMPLEMENTED, "a unary call takes one request message")
+
+    def on_end(self, call: Call, unary: list) -> None:
+        if call.inbox is not None:
+            call.inbox.put_nowait(None)
+            return
+        if call.request is None:
+            self.end(call, INTERNAL, "the request has no message")
+            return
+        try:
+            request = call.method.parse(call.request)
+        except DecodeError:
+            self.end(call, INTERNAL, "Exception deserializing request!")
+            return
+        call.request = None
+        if call.method.server_streaming:
+            call.task = self.door.loop.create_task(self.streaming(call, request))
+        else:
+            unary.append((call, request))
+
+    def on_reset(self, stream: int) -> None:
+        call = self.calls.pop(stream, None)
+        if call is not None:
+            self.door.in_flight -= 1
+            if call.task is not None:
+                call.task.cancel()
+
+    async def requests(self, call: Call):
+        while True:
+            payload = await call.inbox.get()
+            if payload is None:
+                return
+            try:
+                yield call.method.parse(payload)
+            except DecodeError:
+                raise Aborted(INTERNAL, "Exception deserializing request!") from None
+
+    # ------------------------------------------------------------ running the handlers
+
+    async def unary(self, call: Call, request) -> None:
+        try:
+            response = await call.method.handler(request, call.context)
+        except Aborted as exc:
+            self.end(call, exc.code, exc.details)
+            return
+        except Exception:
+            self.failed(call)
+            return
+        if self.calls.pop(call.stream, None) is not None:
+            self.door.in_flight -= 1
+            self.answers.append((call.stream, response.SerializeToString()))
+            self.flush_soon()
+
+    async def streaming(self, call: Call, argument) -> None:
+        try:
+            responses = call.method.handler(argument, call.context)
+            if inspect.iscoroutine(responses):   # a handler that only refuses (server.unserved_rpc)
+                await responses
+            else:
+                async for response in responses:
+                    if call.stream not in self.calls:
+                        return
+                    self.h2.message(call.stream, response.SerializeToString())
+                    self.flush_soon()
+                    if self.h2.state()["unsent"] > UNSENT_PAUSE_BYTES:
+                        self.drained.clear()
+                        await self.drained.wait()
+        except Aborted as exc:
+            self.end(call, exc.code, exc.details)
+            return
+        except Exception:
+            self.failed(call)
+            return
+        self.end(call, OK, "")
+
+    def failed(self, call: Call) -> None:
+        self.door.failed += 1
+        _limited.warning("grpc-native:handler", "gRPC call %s failed: %s", call.stream, traceback.format_exc(limit=8))
+        self.end(call, UNKNOWN, "Unexpected error")
+
+    def end(self, call: Call, code: int, details: str) -> None:
+        if self.calls.pop(call.stream, None) is None:
+            return
+        self.door.in_flight -= 1
+        if call.task is not None and call.task is not asyncio.current_task():
+            call.task.cancel()
+        self.h2.trailers(call.stream, code, details)
+        self.flush_soon()
+
+    # ------------------------------------------------------------ writing
+
+    def flush_soon(self) -> None:
+        if not self.flush_scheduled:
+            self.flush_scheduled = True
+            self.door.loop.call_soon(self.flush)
+
+    def flush(self) -> None:
+        """The turn's unary answers framed by one C call, and everything pending sent by one ``send``."""
+        self.flush_scheduled = False
+        if self.sock is None:
+            return
+        if self.answers:
+            self.h2.answers(self.answers)
+            self.answers.clear()
+        out = self.h2.output()
+        size = len(out)
+        if not size:
+            return
+        try:
+            sent = self.sock.send(out)
+        except (BlockingIOError, InterruptedError):
+            sent = 0
+        except OSError:
+            self.close()
+            return
+        self.h2.sent(sent)
+        loop = self.door.loop
+        if sent < size:
+            if not self.writing:
+                self.writing = True
+                loop.add_writer(self.fd, self.flush)
+            if size - sent > UNSENT_PAUSE_BYTES and not self.paused:
+                self.paused = True
+                loop.remove_reader(self.fd)
+        else:
+            if self.writing:
+                self.writing = False
+                loop.remove_writer(self.fd)
+            if self.paused:
+                self.paused = False
+                loop.add_reader(self.fd, self.readable)
+            self.drained.set()
+
+    def close(self, error: int | None = None) -> None:
+        if self.sock is None:
+            return
+        if error is not None:   # our GOAWAY: the client retries what it had in flight elsewhere
+            self.h2.goaway(error)
+        try:
+            out = self.h2.output()
+            if len(out):
+                self.sock.send(out)
+        except OSError:
+            pass
+        loop = self.door.loop
+        loop.remove_reader(self.fd)
+        if self.writing:
+            loop.remove_writer(self.fd)
+        for call in self.calls.values():
+            if call.task is not None:
+                call.task.cancel()
+        self.door.in_flight -= len(self.calls)
+        self.calls.clear()
+        self.drained.set()
+        self.sock.close()
+        self.sock = None
+        self.door.connections.discard(self)
+
+
+class NativeDoor:
+    """The listening socket, bound to exactly the configured host and port, and its connections."""
+
+    def __init__(self, settings, servicer, loop: asyncio.AbstractEventLoop):
+        self.settings, self.loop = settings, loop
+        self.methods = method_table(servicer)
+        # grpc C-core clients share one connection among their channels to an address: one connection
+        # may carry every stream the door takes.
+        self.streams_a_connection = settings.max_concurrent_rpcs
+        self.connections: set[Connection] = set()
+        self.in_flight = self.failed = self.protocol_errors = self.turned_away = 0
+        self.listener: socket.socket | None = None
+
+    def start(self) -> str:
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            listener.bind((self.settings.host, self.settings.port))
+            listener.listen(512)
+        except OSError as exc:
+            listener.close()
+            raise OSError(f"cannot listen on {self.settings.address}: {exc.strerror}") from None
+        listener.setblocking(False)
+        self.listener = listener
+        self.loop.add_reader(listener.fileno(), self.accept)
+        return self.settings.address
+
+    def accept(self) -> None:
+        for _ in range(ACCEPTS_A_TURN):
+            try:
+                sock, peer = self.listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:   # EMFILE and the like: the next turn tries again
+                _limited.warning("grpc-native:accept", "accept failed: %s", exc)
+                return
+            if len(self.connections) >= self.settings.max_connections:
+                self.turned_away += 1
+                _limited.warning("grpc-native:connections", "gRPC connection from %s closed: %d connections open",
+                                 peer[0], len(self.connections))
+                sock.close()
+                continue
+            sock.setblocking(False)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self.connections.add(Connection(self, sock, peer))
+
+    async def stop(self, grace: float | None = None) -> None:
+        """Stops taking connections; every connection gets a GOAWAY and is closed."""
+        if self.listener is not None:
+            self.loop.remove_reader(self.listener.fileno())
+            self.listener.close()
+            self.listener = None
+        for connection in list(self.connections):
+            connection.close(error=0)
