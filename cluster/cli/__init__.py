@@ -142,9 +142,9 @@ def _accept_global_options(parser: argparse.ArgumentParser) -> None:
                 _accept_global_options(nested)
 
 
-# Verbs that connect to no door. They set no client keys: ``up --detach`` forks the supervisor from
-# this process, and it and every role it forks would start with them (a role without access
-# control then meets its plain NameServer with CURVE, and its registration fails).
+# Verbs that connect to no door: they load no CURVE modules and set no client keys. (Keys the command
+# held once reached the roles through ``up --detach``'s fork; a forked role now drops any it
+# inherits, role_fork._become_own_process.)
 VERBS_OF_NO_CLIENT = frozenset({"up", "config"})
 
 

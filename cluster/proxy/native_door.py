@@ -264,11 +264,8 @@ class Connection:
     async def unary(self, call: Call, request) -> None:
         try:
             response = await call.method.handler(request, call.context)
-        except Aborted as exc:
-            self.end(call, exc.code, exc.details)
-            return
-        except Exception:
-            self.failed(call)
+        except Exception as exc:
+            self.ended_by(call, exc)
             return
         if self.calls.pop(call.stream, None) is not None:
             self.door.in_flight -= 1
@@ -289,13 +286,17 @@ class Connection:
                     if self.h2.state()["unsent"] > UNSENT_PAUSE_BYTES:
                         self.drained.clear()
                         await self.drained.wait()
-        except Aborted as exc:
-            self.end(call, exc.code, exc.details)
-            return
-        except Exception:
-            self.failed(call)
+        except Exception as exc:
+            self.ended_by(call, exc)
             return
         self.end(call, OK, "")
+
+    def ended_by(self, call: Call, exc: Exception) -> None:
+        """A handler's refusal (``Aborted``) ends its call with that status; anything else is our bug."""
+        if isinstance(exc, Aborted):
+            self.end(call, exc.code, exc.details)
+        else:
+            self.failed(call)
 
     def failed(self, call: Call) -> None:
         self.door.failed += 1

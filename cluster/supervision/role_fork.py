@@ -149,6 +149,11 @@ def _become_own_process(env, cwd, log_fd, ready_writer, supervisor_pid, previous
         signal.signal(signum, signal.SIG_IGN if signum == signal.SIGPIPE else signal.SIG_DFL)
     os.environ.clear()
     os.environ.update(env)
+    # Nor does a fresh interpreter hold process-wide client keys: a role with access control sets its
+    # own, one without must connect plainly (the command's keys once reached roles this way).
+    curve = sys.modules.get("rocketbox.cluster.acl.curve")
+    if curve is not None:
+        curve.use_for_process(None)
     if cwd:
         os.chdir(cwd)
     signal.pthread_sigmask(signal.SIG_SETMASK, previous_mask)
