@@ -10,7 +10,7 @@ import urllib.request
 
 from rocketbox.cluster.supervision.run_state import read_state_file
 from rocketbox.cluster.topology import free_ports
-from tests.cli_helpers import free_port_block, free_remoting_ports, json_lines, run_cli, up_on_free_ports
+from tests.cli_helpers import free_port, free_port_block, free_remoting_ports, json_lines, run_cli, up_on_free_ports
 
 
 # 16 MiB CommitLog segments, as LocalCluster's: the 1 GiB default, fallocated and kept in pytest's
@@ -21,7 +21,7 @@ SMALL_SEGMENTS = ("--commitlog-file-size-bytes", str(16 * 1024 * 1024))
 def _up_extras() -> tuple[str, ...]:
     """What every ``up`` here adds: small segments, the metrics endpoint and the remoting ports on
     free ports (not 5557, 9876, 10911)."""
-    return (*SMALL_SEGMENTS, "--metrics-port", str(free_ports(1)[0]), *free_remoting_ports(), "--no-proxy",
+    return (*SMALL_SEGMENTS, "--metrics-port", str(free_port()), *free_remoting_ports(), "--no-proxy",
             "--no-console")
 
 
@@ -83,7 +83,7 @@ def test_cli_round_trip(tmp_path):
 def test_cli_up_with_slaves(tmp_path):
     """Two broker groups of a master and a slave each, every process a supervisor child."""
     data_dir = str(tmp_path / "cli")
-    namesrv_port = free_ports(1)[0]
+    namesrv_port = free_port()
     broker_port = free_port_block([0, 1, 2, 10, 11, 12])
     env = {k: v for k, v in os.environ.items() if k != "ROCKETBOX_NAMESRV"}
     _cli(data_dir, "up", "--detach", "--brokers", "2", "--slaves", "1", "--namesrv-port", str(namesrv_port),
@@ -144,7 +144,7 @@ def test_cli_up_ignores_a_decoy_cluster_package_in_the_working_directory(tmp_pat
     (workdir / "cluster").mkdir(parents=True)
     (workdir / "cluster" / "__init__.py").write_text("raise ImportError('decoy cluster package imported')\n")
     data_dir = str(tmp_path / "decoy-data")
-    namesrv_port, broker_port = free_ports(2)
+    namesrv_port, broker_port = free_port(), free_port_block([0, 1])
     env = {k: v for k, v in os.environ.items() if k not in ("ROCKETBOX_NAMESRV", "PYTHONPATH", "PYTHONSAFEPATH")}
     console_script = os.path.join(os.path.dirname(sys.executable), "cluster")
 

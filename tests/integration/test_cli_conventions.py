@@ -10,7 +10,7 @@ import subprocess
 
 from rocketbox.cluster import Admin
 from rocketbox.cluster.config import SYNC_MASTER
-from tests.cli_helpers import CLI, free_remoting_ports, json_lines, run_cli, up_on_free_ports
+from tests.cli_helpers import CLI, free_port, free_port_block, free_remoting_ports, json_lines, run_cli, up_on_free_ports
 from tests.conftest import client_config
 
 
@@ -162,8 +162,7 @@ def test_auto_create_can_be_turned_off(start_cluster):
 
 
 def test_ctrl_c_of_a_foreground_cluster_says_it_stopped(tmp_path):
-    from rocketbox.cluster.topology import free_ports
-    namesrv_port, broker_port = free_ports(2)
+    namesrv_port, broker_port = free_port(), free_port_block([0, 1])
     proc = subprocess.Popen([*CLI, "--data-dir", str(tmp_path / "fg"), "up", "--no-live", "--namesrv-port",
                              str(namesrv_port), "--broker-port", str(broker_port), *free_remoting_ports(),
                              "--commitlog-file-size-bytes", str(16 * 1024 * 1024), "--no-metrics", "--no-proxy",
@@ -198,9 +197,8 @@ def _disk_bytes(root) -> int:
 
 
 def test_a_data_dir_remembers_how_it_was_made_and_the_dev_footprint_is_small(tmp_path):
-    from rocketbox.cluster.topology import free_ports
     data_dir = str(tmp_path / "remembered")
-    namesrv_port, broker_port, metrics_port = free_ports(3)
+    namesrv_port, broker_port, metrics_port = free_port(), free_port_block([0, 1]), free_port()
 
     def cli(*args):
         return run_cli(*args, data_dir=data_dir, timeout_s=180, check=False)

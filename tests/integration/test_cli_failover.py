@@ -9,8 +9,7 @@ import json
 import os
 import time
 
-from rocketbox.cluster.topology import free_ports
-from tests.cli_helpers import free_port_block, free_remoting_ports, json_lines, run_cli
+from tests.cli_helpers import free_port, free_port_block, free_remoting_ports, json_lines, run_cli
 
 DEADLINE_S = 60.0
 
@@ -49,7 +48,7 @@ def test_pause_a_master_and_watch_the_failover_with_one_id_scheme(tmp_path):
     broker_port = free_port_block([0, 1, 2, 3])
     _cli(data_dir, "up", "--detach", "--slaves", "1", "--failover", "--broker-role", "sync",
          "--namesrv-port", str(namesrv_port), "--broker-port", str(broker_port),
-         "--commitlog-file-size-bytes", str(16 * 1024 * 1024), "--metrics-port", str(free_ports(1)[0]),
+         "--commitlog-file-size-bytes", str(16 * 1024 * 1024), "--metrics-port", str(free_port()),
          *free_remoting_ports(), "--no-proxy", "--no-console")
     try:
         _await("both replicas in the SyncStateSet", lambda: _group(data_dir).get("syncStateSet") == [1, 2])
