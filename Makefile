@@ -7,9 +7,7 @@ VENV_PYTHON := $(VENV)/bin/python
 # the native helper's sources are newer than it.
 INSTALL_STAMP := $(VENV)/.rocketbox-installed
 INSTALL_INPUTS := setup.py pyproject.toml MANIFEST.in constraints.txt \
-	cluster/_native/helper.h cluster/_native/helper.c cluster/_native/record_write.c \
-	cluster/_native/record_crc.h cluster/_native/record_crc.c cluster/_native/crc32.h cluster/_native/crc32.c \
-	cluster/_native/bytes.h cluster/_native/ranges.h cluster/_native/build.py \
+	cluster/_native/build.py $(wildcard cluster/_native/*.c cluster/_native/*.h) \
 	cluster/message/record_format.py cluster/shm/commitlog_format.py cluster/message/batch_format.py \
 	cluster/shm/indexfile_format.py cluster/shm/consumequeue_format.py cluster/field_tables.py \
 	cluster/message/properties.py cluster/message/sysflags.py

@@ -88,6 +88,8 @@ def main() -> None:
     parser.add_argument("--broker-pid", type=int, help="with --namesrv: the broker process whose CPU to count")
     parser.add_argument("--threads", action="store_true", help="each busy thread of the LocalCluster's broker and "
                                                                "its workers: CPU and context switches a message")
+    parser.add_argument("--broker-overrides", type=json.loads, default={},
+                        help='the LocalCluster broker\'s settings, e.g. {"busy_poll_us": 0}')
     args = parser.parse_args()
     counts = {**MESSAGES, **args.messages}
     with tempfile.TemporaryDirectory(prefix="remoting-clients-") as tmp:
@@ -99,7 +101,7 @@ def main() -> None:
         if args.namesrv:
             _rounds(args, counts, classes, env, args.namesrv, args.broker_pid)
             return
-        with LocalCluster(os.path.join(tmp, "cluster")) as cluster:
+        with LocalCluster(os.path.join(tmp, "cluster"), broker_overrides=args.broker_overrides) as cluster:
             with Admin(config=cluster.client_config()) as admin:
                 admin.create_topic("Bench", 4)
             workers = [child["pid"] for child in cluster.state().get("children", [])

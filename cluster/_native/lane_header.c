@@ -7,6 +7,8 @@
 
 #include <string.h>
 
+#define INT_TEXT_DIGITS_MAX 18
+
 struct cursor {
     const uint8_t *p;
     const uint8_t *end;
@@ -236,8 +238,44 @@ static int field_of(const struct span *key, const struct span *names)
     return -1;
 }
 
-/* extFields: every value a string; the fields the lane reads left as raw spans (the last of a
- * name twice, as orjson keeps it). */
+/* A JSON integer an extFields value may be instead of a string (the C++ client writes queueId, sysFlag,
+ * flag as numbers): remoting_format's reader keeps its str(), which is this text when it is
+ * -?(0|[1-9][0-9]{0,17}) and not -0; anything else (a fraction, an exponent, -0) declines. */
+static int ext_int_token(struct cursor *c)
+{
+    const uint8_t *p = c->p, *end = c->end;
+    int negative = p < end && *p == '-';
+    if (negative)
+        p++;
+    const uint8_t *digits = p;
+    while (p < end && *p >= '0' && *p <= '9' && p - digits <= INT_TEXT_DIGITS_MAX)
+        p++;
+    int64_t n = p - digits;
+    if (n == 0 || n > INT_TEXT_DIGITS_MAX || (n > 1 && *digits == '0') || (negative && n == 1 && *digits == '0'))
+        return LANE_DECLINE;
+    if (p < end && (*p == '.' || *p == 'e' || *p == 'E'))
+        return LANE_DECLINE;
+    c->p = p;
+    return 0;
+}
+
+/* An extFields value as remoting_format's reader turns it into text: a string; an integer (its
+ * decimal text); true or false ("true", "false"). null (a key the reader drops), a fraction and
+ * anything else decline. */
+static int ext_value(struct cursor *c)
+{
+    if (c->p >= c->end)
+        return LANE_DECLINE;
+    uint8_t ch = *c->p;
+    if (ch == '"')
+        return json_string(c, NULL) < 0 ? LANE_DECLINE : 0;
+    if (ch == '-' || (ch >= '0' && ch <= '9'))
+        return ext_int_token(c);
+    return literal(c, "true") == 0 || literal(c, "false") == 0 ? 0 : LANE_DECLINE;
+}
+
+/* extFields: every value one ext_value takes; the fields the lane reads left as raw spans (a field
+ * twice declines: which one a JSON reader keeps is not the lane's to guess). */
 static int ext_fields(struct cursor *c, const struct span *names, struct span *raw)
 {
     if (c->p >= c->end || *c->p != '{')
@@ -253,7 +291,7 @@ static int ext_fields(struct cursor *c, const struct span *names, struct span *r
         if (key_span(c, &key) != 0)
             return LANE_DECLINE;
         const uint8_t *value_start = c->p;
-        if (json_string(c, NULL) < 0)
+        if (ext_value(c) != 0)
             return LANE_DECLINE;
         int f = field_of(&key, names);
         if (f >= 0) {
@@ -312,10 +350,9 @@ int lane_json_header(const uint8_t *at, int64_t len, const struct span *v2_names
                 struct cursor again = {start, c.end};
                 rc = ext_fields(&again, v1_names, raw_v1);
             }
-        } else if (bit == 64) {
-            h->remark = literal(&c, "null") != 0;
-            if (h->remark)
-                rc = skip_scalar(&c);
+        } else if (bit == 64) {   /* null or a string (the C++ client's ""): a request's remark is unread */
+            if (literal(&c, "null") != 0)
+                rc = json_string(&c, NULL) < 0 ? LANE_DECLINE : 0;
         } else {
             rc = skip_scalar(&c);
         }
@@ -328,7 +365,7 @@ int lane_json_header(const uint8_t *at, int64_t len, const struct span *v2_names
             break;
     }
     skip_ws(&c);
-    return c.p == c.end && (h->seen & 63) == 63 && !h->remark ? 0 : LANE_DECLINE;
+    return c.p == c.end && (h->seen & 63) == 63 ? 0 : LANE_DECLINE;
 }
 
 static int valid_utf8(const uint8_t *at, int64_t len)
@@ -397,6 +434,10 @@ int lane_binary_header(const uint8_t *at, int64_t len, const struct span *v2_nam
 int64_t lane_field_text(const struct span *raw, uint8_t *tmp, int binary)
 {
     if (binary) {   /* checked as UTF-8 already */
+        memcpy(tmp, raw->at, (size_t)raw->len);
+        return raw->len;
+    }
+    if (raw->len > 0 && raw->at[0] != '"') {   /* an integer, true or false: its text as the reader's str() */
         memcpy(tmp, raw->at, (size_t)raw->len);
         return raw->len;
     }

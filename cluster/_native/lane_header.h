@@ -24,12 +24,12 @@ struct span {
 struct lane_header {
     int64_t code, opaque, flag, version;
     int seen;        /* JSON: bits of code, opaque, flag, version, language, extFields, remark */
-    int remark;      /* JSON: a remark that is not null */
 };
 
 /* A JSON header as RocketMQ's clients write one (remoting_format.decode_json_header's fast case):
- * every member once, extFields all strings, no remark but null. Both tables' spans are kept (the
- * code may come after extFields); a span is the value's JSON text, quotes included. 0 or LANE_DECLINE. */
+ * every member once; extFields' values strings, integers (the C++ client's queueId, sysFlag, flag),
+ * true or false; a remark null or a string. Both tables' spans are kept (the code may come after
+ * extFields); a span is the value's JSON text, a string's quotes included. 0 or LANE_DECLINE. */
 int lane_json_header(const uint8_t *at, int64_t len, const struct span *v2_names, const struct span *v1_names,
                      struct lane_header *h, struct span *raw_v2, struct span *raw_v1);
 
@@ -38,7 +38,8 @@ int lane_json_header(const uint8_t *at, int64_t len, const struct span *v2_names
 int lane_binary_header(const uint8_t *at, int64_t len, const struct span *v2_names, const struct span *v1_names,
                        struct lane_header *h, struct span *raw_v2, struct span *raw_v1);
 
-/* A field's text decoded into tmp (at most its span's length): its length, or LANE_DECLINE. */
+/* A field's text decoded into tmp (at most its span's length), as remoting_format's reader makes it
+ * (an integer's or true's own text): its length, or LANE_DECLINE. */
 int64_t lane_field_text(const struct span *raw, uint8_t *tmp, int binary);
 
 #endif

@@ -6,7 +6,7 @@
  * fields and the properties as _route stores them (WAIT cut as message/properties.split_property
  * cuts it, CLUSTER appended). It accepts a strict subset of what the Python path accepts, and only
  * where the Python path would store exactly these bytes: every doubt (an escape beyond ASCII, a
- * number where a string belongs, an odd property text, a mark of a half, delayed, timed, priority or
+ * fraction or -0 where a text belongs, a null, an odd property text, a mark of a half, delayed, timed, priority or
  * FIFO message) declines the read, which the Python path then serves whole. rb_lane_route picks the
  * queues (the broker's round robin) and groups the sends by queue in order of first arrival, as
  * send._by_queue does; rb_lane_encode writes one group's records with rb_encode_record;
