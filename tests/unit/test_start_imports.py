@@ -29,11 +29,27 @@ def _roots(modules: set[str]) -> set[str]:
 @pytest.mark.parametrize("role, never", [
     # The controller (Raft, Fernet), plain_acl.yml's YAML and TLS load only when configured.
     ("namesrv", {"pysyncobj", "cryptography", "yaml", "ssl"}),
-    ("broker", {"yaml", "pysyncobj", "grpc", "google", "uvicorn", "starlette", "prometheus_client"}),
+    # OpenSSL (ssl, hashlib: ~4 MB resident) for TLS and the ACL guard only; the SQL92 parser with
+    # the first SQL92 subscription.
+    ("broker", {"yaml", "pysyncobj", "grpc", "google", "uvicorn", "starlette", "prometheus_client",
+                "ssl", "hashlib", "hmac", "rocketbox.cluster.acl.guard", "rocketbox.cluster.filter.sql92_parser"}),
 ])
 def test_a_role_loads_only_what_it_serves_with(role, never):
-    loaded = _roots(loaded_after(f"import rocketbox.cluster.procs.{role}"))
+    modules = loaded_after(f"import rocketbox.cluster.procs.{role}\nimport rocketbox.cluster.{role}"
+                           f"{'.service' if role == 'broker' else ''}")
+    loaded = _roots(modules) | modules
     assert not never & loaded, f"{role} loads {sorted(never & loaded)}"
+
+
+def test_what_the_supervisor_forks_every_server_role_and_worker_from_holds_no_openssl():
+    """The supervisor's imports are in every child it forks (RSS counts each inherited page):
+    OpenSSL's libcrypto, which hashlib loads, was ~4 MB of it and of each worker's."""
+    loaded = _roots(loaded_after("from rocketbox.cluster.topology import SERVER_PRELOAD, BROKER_WORKER_ROLES\n"
+                                 "import importlib\n"
+                                 "for m in (*SERVER_PRELOAD, 'rocketbox.cluster.procs.supervisor',\n"
+                                 "          *(f'rocketbox.cluster.procs.{r}' for r in BROKER_WORKER_ROLES)):\n"
+                                 "    importlib.import_module(m)"))
+    assert not {"ssl", "hashlib", "_hashlib", "hmac", "rich"} & loaded, sorted({"ssl", "hashlib", "hmac"} & loaded)
 
 
 def test_the_proxy_loads_the_generated_protocol_without_the_rocketmq_client():
