@@ -32,7 +32,6 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse
 from starlette.templating import Jinja2Templates
 
-from rocketbox.cluster.acl.decision import AUTHENTICATION, http_refusal
 from rocketbox.cluster.console.forms import FormError, iso_local
 from rocketbox.cluster.console.settings import loopback_problem
 from rocketbox.cluster.errors import BrokerError, ClientError, NoRouteError
@@ -165,6 +164,7 @@ class Pages:
         access = self.context.access
         if access is not None:
             client = request.client.host if request.client else ""
+            from rocketbox.cluster.acl.decision import AUTHENTICATION, http_refusal   # with credentials only
             refused = http_refusal(access.config, request.headers.get("authorization"), client, admin_only=True)
             if refused is not None:
                 status = 401 if refused.kind == AUTHENTICATION else 403

@@ -95,3 +95,24 @@ def test_cluster_up_builds_only_its_own_parser_and_loads_no_tls_or_wire_protocol
                                                              "config_cmds", "logs_cmds", "pause_cmds")}
     assert not other_verbs & loaded, sorted(other_verbs & loaded)
     assert not {"ssl", "hmac", "rocketbox.cluster.protocol", "rocketbox.cluster.cli.broker_roles"} & loaded
+
+
+@pytest.mark.parametrize("modules", [
+    ("rocketbox.cluster.proxy.server",),
+    ("rocketbox.cluster.procs.web", "rocketbox.cluster.console.server", "rocketbox.cluster.metrics.exporter"),
+])
+def test_a_door_loads_the_acl_model_only_when_it_checks_accounts(modules):
+    """The proxy's and the HTTP doors' account checks (the ACL file's model, its decisions: ~8-17 ms
+    of each door's start) load with an ACL file or a door that asks for credentials, not before."""
+    loaded = loaded_after("\n".join(f"import {m}" for m in modules))
+    never = {"rocketbox.cluster.acl.model", "rocketbox.cluster.acl.decision", "rocketbox.cluster.acl.acl_file",
+             "rocketbox.cluster.proxy.access"}
+    assert not never & loaded, sorted(never & loaded)
+
+
+def test_the_metrics_endpoint_loads_prometheus_client_and_psutil_at_its_first_scrape():
+    """The web process is the last role ready in a ``cluster up``: prometheus-client (~50 ms, its
+    exposition module's http.server, wsgiref, urllib) and psutil (~15 ms) load with the first scrape."""
+    loaded = _roots(loaded_after("import rocketbox.cluster.procs.web, rocketbox.cluster.console.server\n"
+                                 "import rocketbox.cluster.metrics.exporter"))
+    assert not {"prometheus_client", "psutil", "wsgiref"} & loaded, sorted({"prometheus_client", "psutil"} & loaded)
