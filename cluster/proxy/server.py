@@ -33,7 +33,6 @@ from rocketbox.cluster.proxy.client_service import ClientService, StreamEnd
 from rocketbox.cluster.proxy.clients import ClientRegistry
 from rocketbox.cluster.proxy.consumer_service import ConsumerService
 from rocketbox.cluster.proxy.lite_service import LiteService
-from rocketbox.cluster.proxy.native_door import NativeDoor
 from rocketbox.cluster.proxy.producer_service import ProducerService
 from rocketbox.cluster.proxy.protos import Code, service, service_grpc
 from rocketbox.cluster.proxy.routes import RouteService
@@ -267,6 +266,7 @@ class ProxyServer:
         self.service = MessagingService(settings, self.loop)
         self.native = settings.grpc_front == "native" and settings.tls_server_mode == TLS_DISABLED
         if self.native:
+            from rocketbox.cluster.proxy.native_door import NativeDoor   # opt-in: its HTTP/2 helper loads for it alone
             self.server = NativeDoor(settings, self.service, self.loop)
         else:
             if settings.grpc_front == "native":

@@ -116,3 +116,9 @@ def test_the_metrics_endpoint_loads_prometheus_client_and_psutil_at_its_first_sc
     loaded = _roots(loaded_after("import rocketbox.cluster.procs.web, rocketbox.cluster.console.server\n"
                                  "import rocketbox.cluster.metrics.exporter"))
     assert not {"prometheus_client", "psutil", "wsgiref"} & loaded, sorted({"prometheus_client", "psutil"} & loaded)
+
+
+def test_the_proxy_loads_its_native_grpc_front_only_when_configured():
+    """``grpc_front = "native"`` is opt-in: its door and HTTP/2 helper load for it alone."""
+    loaded = loaded_after("import rocketbox.cluster.procs.proxy, rocketbox.cluster.proxy.server")
+    assert not {"rocketbox.cluster.proxy.native_door", "rocketbox.cluster._native.h2"} & loaded
