@@ -110,12 +110,14 @@ def test_a_door_loads_the_acl_model_only_when_it_checks_accounts(modules):
     assert not never & loaded, sorted(never & loaded)
 
 
-def test_the_metrics_endpoint_loads_prometheus_client_and_psutil_at_its_first_scrape():
+def test_the_web_doors_load_prometheus_client_psutil_and_jinja2_at_their_first_request():
     """The web process is the last role ready in a ``cluster up``: prometheus-client (~50 ms, its
-    exposition module's http.server, wsgiref, urllib) and psutil (~15 ms) load with the first scrape."""
+    exposition module's http.server, wsgiref, urllib) and psutil (~15 ms) load with the first scrape,
+    Jinja2 (~25-35 ms) with the console's first page."""
     loaded = _roots(loaded_after("import rocketbox.cluster.procs.web, rocketbox.cluster.console.server\n"
                                  "import rocketbox.cluster.metrics.exporter"))
-    assert not {"prometheus_client", "psutil", "wsgiref"} & loaded, sorted({"prometheus_client", "psutil"} & loaded)
+    assert not {"prometheus_client", "psutil", "wsgiref", "jinja2"} & loaded, \
+        sorted({"prometheus_client", "psutil", "wsgiref", "jinja2"} & loaded)
 
 
 def test_the_proxy_loads_its_native_grpc_front_only_when_configured():
