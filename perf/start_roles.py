@@ -5,7 +5,8 @@ Starts a ``LocalCluster`` (test store sizes, its default roles) and a ``cluster 
 the supervisor started it (ms after the supervisor's own start), fork to ready (its ``started_at`` and
 ``ready_at`` in cluster.json), the CPU it spent until the cluster was ready, and its memory after
 ``--idle-s`` idle (psutil ``memory_full_info``: RSS, PSS, USS); then the totals and the wall time
-(perf/RESULTS.md "Start and footprint"). RSS counts in each forked child every page it shares with
+(perf/RESULTS.md "Start and footprint"). ``--first-use``: the memory is read after one scrape of the
+metrics endpoint and one console page (what those doors load at their first request, not at start). RSS counts in each forked child every page it shares with
 the supervisor; PSS divides shared pages among their sharers (what the machine pays).
 """
 
@@ -18,6 +19,7 @@ import statistics
 import subprocess
 import tempfile
 import time
+import urllib.request
 
 import psutil
 
@@ -100,7 +102,17 @@ def phases_ms(state: dict, launched: float, wall_s: float) -> dict[str, float]:
             "command returned": wall_s * 1000}
 
 
-def one_local(tmp: str, idle_s: float) -> dict:
+def use_the_web_doors(state: dict) -> None:
+    """One scrape and one console page: what the web process loads at its first request counts."""
+    for child in state["children"]:
+        info = child.get("ready_info") or {}
+        for url in (info.get("metrics"), info.get("console")):
+            if url:
+                with urllib.request.urlopen(url, timeout=CLI_TIMEOUT_S) as answer:
+                    answer.read()
+
+
+def one_local(tmp: str, idle_s: float, first_use: bool = False) -> dict:
     cluster = LocalCluster(os.path.join(tmp, "local"))
     t0 = time.perf_counter()
     cluster.start()
@@ -108,13 +120,15 @@ def one_local(tmp: str, idle_s: float) -> dict:
         wall = time.perf_counter() - t0
         state = read_state_file(cluster.data_dir)
         cpu = cpu_ms(cluster.process.pid)
+        if first_use:
+            use_the_web_doors(state)
         time.sleep(idle_s)
         return {"wall_s": wall, "timeline": timeline_ms(state), "cpu": cpu, "memory": memory_mb(cluster.process.pid)}
     finally:
         cluster.stop()
 
 
-def one_cli(tmp: str, idle_s: float) -> dict:
+def one_cli(tmp: str, idle_s: float, first_use: bool = False) -> dict:
     data_dir = os.path.join(tmp, "cli")
     # Every door on a free port: RocketMQ's defaults (9876, 10911, 8081, ...) may be another cluster's.
     flags = [arg for flag, port in zip(PORT_FLAGS, free_ports(len(PORT_FLAGS))) for arg in (flag, str(port))]
@@ -132,6 +146,8 @@ def one_cli(tmp: str, idle_s: float) -> dict:
         state = read_state_file(data_dir)
         cpu = cpu_ms(state["supervisor_pid"])
         cpu["cli"] = (after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime) * 1000
+        if first_use:
+            use_the_web_doors(state)
         time.sleep(idle_s)
         return {"wall_s": wall, "timeline": timeline_ms(state), "cpu": cpu,
                 "memory": memory_mb(state["supervisor_pid"]), "phases": phases_ms(state, launched, wall)}
@@ -191,6 +207,8 @@ def main(argv=None) -> int:
     parser.add_argument("--idle-s", type=float, default=3.0)
     parser.add_argument("--only", choices=("local", "cli"), help="one of the two kinds (default both)")
     parser.add_argument("--imports", action="store_true", help="only each role's own imports: CPU and memory")
+    parser.add_argument("--first-use", action="store_true",
+                        help="read the memory after one metrics scrape and one console page")
     options = parser.parse_args(argv)
     if options.imports:
         print("\n".join(import_costs()))
@@ -201,7 +219,7 @@ def main(argv=None) -> int:
         for run in range(options.runs):
             for kind in kinds:   # interleaved: a busy moment of the machine hits both alike
                 results[kind].append((one_local if kind == "local" else one_cli)(os.path.join(tmp, f"{kind}-{run}"),
-                                                                                   options.idle_s))
+                                                                                   options.idle_s, options.first_use))
     for kind in kinds:
         print(f"\n{'LocalCluster.start' if kind == 'local' else 'cluster up --detach'}:")
         print("\n".join(table(results[kind])))

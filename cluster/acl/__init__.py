@@ -7,3 +7,13 @@ checks). With I/O: ``acl_file`` (loading and reloading the file), ``curve`` (Zer
 the ZAP handler of the native door), ``guard`` (the handler table's wrapper: refusals answered,
 counted and logged).
 """
+
+
+def accounts_if(required: bool, acl_file: str):
+    """The accounts an HTTP door checks requests against (``acl_file.AclFile``), or None when it asks
+    for no credentials: the ACL model and its parsers load only for a door that checks (~8 ms of the
+    web process's start)."""
+    if not required:
+        return None
+    from rocketbox.cluster.acl.acl_file import AclFile
+    return AclFile(acl_file)

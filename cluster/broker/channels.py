@@ -20,7 +20,6 @@ sender's CPU (perf/RESULTS.md).
 from __future__ import annotations
 
 import errno
-import hashlib
 import os
 import socket
 import time
@@ -33,8 +32,17 @@ DATAGRAM_BYTES_MAX = 64 * 1024
 BIND_WAIT_S_MAX = 5.0
 
 
+try:
+    # CPython's own SHA-1, the digest hashlib gives: hashlib loads OpenSSL (libcrypto, ~4 MB resident
+    # and its start-up allocations) into the supervisor, which imports this module for the workers it
+    # forks, and into every worker forked after it; a name needs no fast hash.
+    from _sha1 import sha1
+except ImportError:   # an interpreter without the module
+    from hashlib import sha1
+
+
 def _name(store_dir: str, channel: str) -> bytes:
-    digest = hashlib.sha1(os.path.realpath(store_dir).encode()).hexdigest()[:16]
+    digest = sha1(os.path.realpath(store_dir).encode()).hexdigest()[:16]
     return f"\0rocketbox-{digest}-{channel}".encode()
 
 

@@ -12,11 +12,10 @@ from __future__ import annotations
 from typing import Callable
 
 from rocketbox.cluster.acl.curve import KeyPair
-from rocketbox.cluster.config import BrokerConfig
+from rocketbox.cluster.config import TLS_DISABLED, BrokerConfig
 from rocketbox.cluster.fast_failure import WaitBounds
 from rocketbox.cluster.remoting_admission import AdmissionLimits
 from rocketbox.cluster.remoting_transport import RemotingServer
-from rocketbox.cluster.tls import ServerTls
 from rocketbox.cluster.wire_format import HEADER_BYTES_MAX, Command
 from rocketbox.cluster.zmq_transport import EventLoop, RpcServer
 from rocketbox.cluster.zmtp_door import ZmtpServer
@@ -50,7 +49,7 @@ class BrokerDoors:
                 frame_bytes_max=frame_bytes_max, limits=AdmissionLimits.of(cfg), authenticated_only=cfg.acl_enable,
                 idle_timeout_s=cfg.remoting_idle_timeout_ms / 1000,
                 partial_frame_timeout_s=cfg.remoting_partial_frame_timeout_ms / 1000,
-                on_disconnect=lambda peer: on_peer_gone(), wait_bounds=bounds, tls=ServerTls.of(cfg),
+                on_disconnect=lambda peer: on_peer_gone(), wait_bounds=bounds, tls=_server_tls(cfg),
                 read_lane=read_lane)
             self.remoting.attach(loop)
 
@@ -87,3 +86,11 @@ class BrokerDoors:
         self.native.close()
         if self.remoting is not None:
             self.remoting.close()
+
+
+def _server_tls(cfg):
+    """The remoting door's TLS, None without it: ssl (OpenSSL) loads only for a door that uses it."""
+    if cfg.tls_server_mode == TLS_DISABLED:
+        return None
+    from rocketbox.cluster.tls import ServerTls
+    return ServerTls.of(cfg)

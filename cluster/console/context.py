@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 
-from rocketbox.cluster.acl.acl_file import AclFile
+from rocketbox.cluster.acl import accounts_if
 from rocketbox.cluster.client.admin import Admin
 from rocketbox.cluster.client.producer import Producer
 from rocketbox.cluster.config import ClientConfig
@@ -33,7 +33,7 @@ class ConsoleContext:
         self._producer: Producer | None = None
         self._producer_lock = threading.Lock()
         # The accounts every request is checked against, when the console asks for credentials.
-        self.access = AclFile(settings.acl_file) if settings.require_credentials else None
+        self.access = accounts_if(settings.require_credentials, settings.acl_file)
 
     def producer(self) -> Producer:
         with self._producer_lock:

@@ -27,6 +27,7 @@ interpreter and imports instead of a fresh interpreter's ~0.1-0.15 CPU-s.
 from __future__ import annotations
 
 import atexit
+import gc
 import importlib
 import io
 import logging
@@ -77,6 +78,11 @@ def fork_role(module: str, args: list[str], env: dict[str, str], cwd: str | None
     the child outlives this process, in a session of its own (``supervisor_pid`` is not used)."""
     for shared in (module,) if before_fork is None else before_fork:
         preload(shared)
+    # What is garbage now is freed before the child counts it; what lives is moved out of the
+    # collector's sight, so a child's full collections never write to (and so copy) the pages it
+    # shares with this process, and skip their objects (gc.freeze's purpose). ~7 ms the first time.
+    gc.collect()
+    gc.freeze()
     lifecycle.release_free_heap()
     # Blocked across the fork: a stop signal meant for the child waits for its default handler,
     # never runs the supervisor's.

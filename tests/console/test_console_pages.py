@@ -295,6 +295,10 @@ def test_a_message_is_found_by_either_of_its_ids_with_or_without_its_topic(conso
     admin.create_topic("ConsoleEitherOther", 1)
     with Producer("ConsoleEitherProducer", config=cfg) as producer:
         sent = producer.send(Message(topic, b"either way", keys="either-1"))
+    # A msg id (UNIQ_KEY) is found through the IndexFile, which the reput worker writes a few ms after
+    # the send (woken at most every 10 ms): the page is asked once the index has it.
+    wait_until(lambda: admin.query_by_unique_key(topic, sent.msg_id), 10, interval_s=0.01,
+               what="the message in the IndexFile")
 
     def found(query: str) -> list[str]:
         page = fetch(url, "/messages?by=id&" + query)
