@@ -76,6 +76,10 @@ class H2Connection:
         packed = b"".join(_ANSWER_HEAD.pack(stream, len(message)) + message for stream, message in answers)
         return lib.rb_h2_answers(self._c, packed, len(packed))
 
+    def drain(self) -> None:
+        """The first GOAWAY of a graceful shutdown (last stream 2^31-1): no new streams, open ones go on."""
+        lib.rb_h2_drain(self._c)
+
     def goaway(self, error: int = 0) -> None:
         lib.rb_h2_goaway(self._c, error)
         self.closed = True

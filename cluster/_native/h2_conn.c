@@ -43,7 +43,8 @@ struct h2_stream {
 };
 
 struct rb_h2 {
-    int preface_done, closing;
+    int preface_done, closing;        /* closing 1: no new streams (a GOAWAY either way); 2: ended */
+    int drain_sent;                   /* our GOAWAY of 2^31-1 (rb_h2_drain) went */
     struct h2_buf in, out, events, block, fields;
     size_t out_at;
     struct hpack_table table;
@@ -97,18 +98,23 @@ static void window_update(rb_h2 *c, uint32_t stream, uint32_t increment)
     frame(c, WINDOW_UPDATE, 0, stream, w, 4);
 }
 
+/* A GOAWAY, unless the final one went already (closing 2: nothing more is sent). */
+static void goaway(rb_h2 *c, uint32_t last_stream, uint32_t error)
+{
+    if (c->closing == 2) return;
+    uint8_t g[8];
+    put_be32(g, last_stream);
+    put_be32(g + 4, error);
+    frame(c, GOAWAY, 0, 0, g, 8);
+}
+
 static int fail(rb_h2 *c, uint32_t error, const char *fmt, ...)
 {
     va_list args;
     va_start(args, fmt);
     vsnprintf(c->reason, sizeof c->reason, fmt, args);
     va_end(args);
-    if (!c->closing) {
-        uint8_t g[8];
-        put_be32(g, c->last_stream);
-        put_be32(g + 4, error);
-        frame(c, GOAWAY, 0, 0, g, 8);
-    }
+    goaway(c, c->last_stream, error);   /* also after the client's own GOAWAY: it is told why we close */
     c->closing = 2;
     return RB_E_H2_CLOSE;
 }
@@ -690,12 +696,19 @@ void rb_h2_sent(rb_h2 *c, size_t n)
 
 void rb_h2_goaway(rb_h2 *c, uint32_t error)
 {
-    if (c->closing == 2) return;
-    uint8_t g[8];
-    put_be32(g, c->last_stream);
-    put_be32(g + 4, error);
-    frame(c, GOAWAY, 0, 0, g, 8);
+    goaway(c, c->last_stream, error);
     c->closing = 2;
+}
+
+/* RFC 9113 6.8's graceful shutdown, its first step: GOAWAY with the largest stream id and NO_ERROR, once.
+ * The client opens no more streams here (grpc-java and C-core move new calls to a new connection) while
+ * the open ones are answered; streams opened after it are refused. rb_h2_goaway ends the connection. */
+void rb_h2_drain(rb_h2 *c)
+{
+    if (c->drain_sent || c->closing == 2) return;
+    goaway(c, WINDOW_MAX, NO_ERROR);
+    c->drain_sent = 1;
+    c->closing = 1;
 }
 
 void rb_h2_state(rb_h2 *c, uint64_t *state)

@@ -364,6 +364,8 @@ int64_t rb_h2_message(rb_h2 *c, uint32_t stream, const uint8_t *message, size_t 
 int64_t rb_h2_trailers(rb_h2 *c, uint32_t stream, uint32_t status, const uint8_t *message, size_t len);
 int64_t rb_h2_answers(rb_h2 *c, const uint8_t *packed, size_t len);
 void rb_h2_goaway(rb_h2 *c, uint32_t error);
+/* A graceful shutdown's first GOAWAY (last stream 2^31-1, NO_ERROR): open streams go on, new ones are refused. */
+void rb_h2_drain(rb_h2 *c);
 void rb_h2_state(rb_h2 *c, uint64_t *state);
 const char *rb_h2_reason(rb_h2 *c);
 

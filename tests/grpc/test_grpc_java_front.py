@@ -33,7 +33,8 @@ accounts:
     topicPerms: ["{TOPIC}=PUB|SUB"]
 """
 CHECKS = ("query_route", "telemetry_settings", "send_small", "send_3mib", "receive_and_ack", "long_poll_empty",
-          "deadline_expires", "cancel", "metadata", "trailers_only", "in_flight_64", "after_all", "channel_shutdown", "server_goaway")
+          "deadline_expires", "cancel", "metadata", "trailers_only", "in_flight_64", "after_all", "channel_shutdown", "server_goaway",
+          "stop_grace")
 PROBE_TIMEOUT_S = 240
 # 3 MiB in frames of at most 16 KiB (the default SETTINGS_MAX_FRAME_SIZE both sides keep)
 FRAMES_OF_3MIB = (3 << 20) // 16384

@@ -238,6 +238,30 @@ def test_protocol_errors_end_the_connection_with_a_goaway(data, error, reason):
     assert conn.feed(frame(PING, 0, 0, b"12345678")) is None   # nothing more is read
 
 
+def test_a_protocol_error_after_the_clients_goaway_still_gets_our_goaway():
+    conn = opened()
+    assert conn.feed(frame(GOAWAY, 0, 0, struct.pack(">II", 0, 0))) == []   # grpc-java's channel shutdown
+    assert conn.feed(frame(PING, 0, 0, b"short")) is None
+    assert take(conn) == frame(GOAWAY, 0, 0, struct.pack(">II", 0, 6))   # before: closed without a word
+
+
+def test_a_graceful_shutdown_announces_the_largest_stream_then_answers_the_open_ones():
+    conn = opened()
+    conn.feed(frame(HEADERS, END_HEADERS | END_STREAM, 1, request_block()))
+    conn.drain()
+    conn.drain()                                                     # once
+    assert take(conn) == frame(GOAWAY, 0, 0, struct.pack(">II", 0x7FFFFFFF, 0))
+    # a stream the client opened before it read our GOAWAY is refused; stream 1 is still answered
+    assert conn.feed(frame(HEADERS, END_HEADERS | END_STREAM, 3, request_block())) == []
+    assert take(conn) == frame(RST_STREAM, 0, 3, struct.pack(">I", 7))
+    assert conn.answers([(1, b"hi")]) == 1
+    assert frames_of(take(conn))[-1] == (HEADERS, END_HEADERS | END_STREAM, 1, OK_TRAILERS)
+    conn.goaway(0)                                                   # the final one names the last stream
+    assert take(conn) == frame(GOAWAY, 0, 0, struct.pack(">II", 3, 0))
+    conn.drain()
+    assert take(conn) == b""
+
+
 def test_unfinished_messages_of_a_connection_are_bounded():
     conn = H2Connection(100, 100_000, 150_000)
     take(conn)

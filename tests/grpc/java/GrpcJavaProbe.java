@@ -225,11 +225,14 @@ public final class GrpcJavaProbe {
         MethodDescriptor<byte[], byte[]> send = rawMethod("SendMessage");
         Status junk = statusOf(() -> ClientCalls.blockingUnaryCall(channel, send,
             CallOptions.DEFAULT.withDeadlineAfter(10, TimeUnit.SECONDS), new byte[]{(byte) 0xff, (byte) 0xff, 1}));
-        if (junk.getCode() != Status.Code.INTERNAL) throw new IllegalStateException("undecodable request: " + junk);
+        // grpc.aio answers UNKNOWN ("Unexpected error ... DecodeError"), the native door INTERNAL as grpcio's
+        // synchronous server and grpc-java's do: either refuses, neither is OK
+        if (junk.getCode() != Status.Code.INTERNAL && junk.getCode() != Status.Code.UNKNOWN)
+            throw new IllegalStateException("undecodable request: " + junk);
         Status large = statusOf(() -> ClientCalls.blockingUnaryCall(channel, send,
             CallOptions.DEFAULT.withDeadlineAfter(30, TimeUnit.SECONDS), new byte[17 << 20]));
         if (large.getCode() != Status.Code.RESOURCE_EXHAUSTED) throw new IllegalStateException("17 MiB: " + large);
-        return "UNIMPLEMENTED, INTERNAL, RESOURCE_EXHAUSTED (" + large.getDescription() + ")";
+        return "UNIMPLEMENTED, " + junk.getCode() + ", RESOURCE_EXHAUSTED (" + large.getDescription() + ")";
     }
 
     static MethodDescriptor<byte[], byte[]> rawMethod(String name) {
@@ -282,11 +285,27 @@ public final class GrpcJavaProbe {
             .setPublishing(Publishing.newBuilder().addTopics(resource(topic)))).build());
         try {
             first.get(20, TimeUnit.SECONDS);
+            // A long poll shorter than the proxy's 1 s grace (a tag no message has: it waits it out), in flight as
+            // the proxy stops: it is answered.
+            CompletableFuture<ReceiveMessageResponse> polled = new CompletableFuture<>();
+            CompletableFuture<Status> pollEnded = new CompletableFuture<>();
+            int data = count("OUTBOUND DATA");
+            MessagingServiceGrpc.newStub(ClientInterceptors.intercept(channel, signing(true, secretKey)))
+                .withDeadlineAfter(30, TimeUnit.SECONDS).receiveMessage(receiveRequest(0).toBuilder()
+                    .setFilterExpression(FilterExpression.newBuilder().setType(FilterType.TAG).setExpression("untagged"))
+                    .setLongPollingTimeout(Duration.newBuilder().setNanos(800_000_000)).build(),
+                    observer(polled, pollEnded));
+            awaitMore("OUTBOUND DATA", data);   // the poll is on the wire
             System.out.println("{\"holding\": true}");
             System.out.flush();
             Status status = ended.get(60, TimeUnit.SECONDS);
             put("server_goaway", count("INBOUND GO_AWAY") > inbound && !status.isOk(),
                 "stream ended " + status + ", GOAWAYs " + goaways);
+            Status pollStatus = pollEnded.get(30, TimeUnit.SECONDS);
+            ReceiveMessageResponse answer = polled.isCompletedExceptionally() ? null : polled.getNow(null);
+            put("stop_grace", pollStatus.isOk() && answer != null && answer.getStatus().getCode() == Code.MESSAGE_NOT_FOUND,
+                "long poll in flight at the stop ended " + pollStatus + ", answer "
+                    + (answer == null ? null : answer.getStatus().getCode()));
         } catch (Exception e) {
             put("server_goaway", false, e.toString());
             System.out.println("{\"holding\": false}");
