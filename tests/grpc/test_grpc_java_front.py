@@ -40,6 +40,11 @@ PROBE_TIMEOUT_S = 240
 FRAMES_OF_3MIB = (3 << 20) // 16384
 
 
+@pytest.fixture(autouse=True)
+def _grpc_client():
+    """conftest's fixture of that name skips without RocketMQ's Python client: these tests do not run it."""
+
+
 @pytest.fixture(scope="module")
 def probe_classes(tmp_path_factory):
     require_grpc_java()
@@ -57,23 +62,33 @@ def probe_result(request, probe_classes, tmp_path_factory):
             admin.create_topic(TOPIC, 2)
         finally:
             admin.shutdown()
-        yield run_probe(cluster, probe_classes)
+        yield run_probe(cluster, probe_classes, tmp_path_factory.mktemp("grpc-java-run") / "probe.stderr")
 
 
-def run_probe(cluster, classes) -> dict:
+def run_probe(cluster, classes, stderr_path) -> dict:
     """Runs the probe; when it holds its Telemetry stream open, stops the proxy (SIGTERM: its GOAWAY)
     and waits for the supervisor's new one. The probe's result line."""
-    process = subprocess.Popen(probe_command(classes, cluster.proxy_endpoint, TOPIC, GROUP, ACCESS_KEY, SECRET),
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    with open(stderr_path, "w") as stderr:
+        process = subprocess.Popen(probe_command(classes, cluster.proxy_endpoint, TOPIC, GROUP, ACCESS_KEY, SECRET),
+                                   stdout=subprocess.PIPE, stderr=stderr, text=True)
     lines: queue.Queue = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(line) for line in process.stdout], daemon=True).start()
+
+    def read() -> None:
+        for line in process.stdout:
+            lines.put(line)
+        lines.put(None)   # the probe ended
+    threading.Thread(target=read, daemon=True).start()
     deadline = time.monotonic() + PROBE_TIMEOUT_S
     try:
         while True:
             try:
                 line = lines.get(timeout=max(0.1, deadline - time.monotonic()))
             except queue.Empty:
-                raise AssertionError(f"the probe gave no result in {PROBE_TIMEOUT_S} s") from None
+                raise AssertionError(f"the probe gave no result in {PROBE_TIMEOUT_S} s: "
+                                     f"{stderr_path.read_text()[-3000:]}") from None
+            if line is None:
+                raise AssertionError(f"the probe ended ({process.wait(10)}) without a result: "
+                                     f"{stderr_path.read_text()[-3000:]}")
             answer = json.loads(line)
             if answer.get("holding"):
                 stopped = cluster.kill("proxy", signal.SIGTERM)
@@ -84,9 +99,6 @@ def run_probe(cluster, classes) -> dict:
         if process.poll() is None:
             process.kill()
         process.wait(10)
-        stderr = process.stderr.read()
-        if stderr.strip():
-            print(f"probe stderr: {stderr[-3000:]}")
 
 
 @pytest.mark.timeout(PROBE_TIMEOUT_S + 120)
