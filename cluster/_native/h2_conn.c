@@ -52,6 +52,7 @@ struct rb_h2 {
     uint32_t mask, open, max_streams, refused;
     uint32_t block_stream, block_end_stream, in_block;
     int64_t send_window, peer_initial_window;
+    uint32_t peer_header_list_max;    /* the client's SETTINGS_MAX_HEADER_LIST_SIZE (none said: unbounded) */
     uint64_t recv_unacked;
     uint32_t last_stream;
     uint32_t max_message;
@@ -225,9 +226,11 @@ static void literal(struct h2_buf *b, const char *name, const uint8_t *value, si
     put(b, value, len);
 }
 
-/* gRPC's trailers: grpc-status, and grpc-message percent-encoded (bytes outside 0x20-0x7e, and '%').
- * Without response headers sent, a trailers-only response (:status and content-type first). */
-static void trailer_block(struct h2_buf *b, int headers_sent, uint32_t status, const uint8_t *message, size_t len)
+/* gRPC's trailers: grpc-status, and grpc-message percent-encoded (bytes outside 0x20-0x7e, and '%'), cut
+ * to encoded_max bytes. Without response headers sent, a trailers-only response (:status and content-type
+ * first). */
+static void trailer_block(struct h2_buf *b, int headers_sent, uint32_t status, const uint8_t *message, size_t len,
+                          size_t encoded_max)
 {
     char digits[12];
     int n = snprintf(digits, sizeof digits, "%u", status);
@@ -238,7 +241,9 @@ static void trailer_block(struct h2_buf *b, int headers_sent, uint32_t status, c
         struct h2_buf encoded = {0};
         for (size_t i = 0; i < len && i < 4096; i++) {
             uint8_t ch = message[i];
-            if (ch < 0x20 || ch > 0x7e || ch == '%') {
+            int escaped = ch < 0x20 || ch > 0x7e || ch == '%';
+            if (encoded.len + (escaped ? 3 : 1) > encoded_max) break;   /* cut whole: never half an escape */
+            if (escaped) {
                 uint8_t e[3] = {'%', (uint8_t)HEX[ch >> 4], (uint8_t)HEX[ch & 15]};
                 put(&encoded, e, 3);
             } else {
@@ -248,6 +253,19 @@ static void trailer_block(struct h2_buf *b, int headers_sent, uint32_t status, c
         literal(b, "grpc-message", encoded.data, encoded.len);
         release(&encoded);
     }
+}
+
+/* How long a grpc-message may be: the trailer list must fit the client's SETTINGS_MAX_HEADER_LIST_SIZE
+ * (grpc-java says 8192; over it, it drops the trailers and sees a protocol error, not our status). RFC
+ * 9113 6.5.2 counts a field as name + value + 32: MESSAGE_ROOM holds the other fields of a
+ * trailers-only response (:status, content-type, grpc-status) and grpc-message's name. */
+#define MESSAGE_ROOM 256u
+#define MESSAGE_MAX (3u * 4096u)
+static size_t message_max(const rb_h2 *c)
+{
+    if (c->peer_header_list_max <= MESSAGE_ROOM) return 0;
+    size_t room = c->peer_header_list_max - MESSAGE_ROOM;
+    return room < MESSAGE_MAX ? room : MESSAGE_MAX;
 }
 
 /* The block as HEADERS (+ CONTINUATION when longer than a frame), END_STREAM when ending. */
@@ -320,7 +338,7 @@ static void end_with_status(rb_h2 *c, struct h2_stream *s, uint32_t status, cons
     s->pending.len = s->pending_at = 0;
     s->trailers.len = 0;
     trailer_block(&s->trailers, s->headers_sent, status, (const uint8_t *)message,
-                  n < 0 ? 0 : n >= (int)sizeof message ? sizeof message - 1 : (size_t)n);
+                  n < 0 ? 0 : n >= (int)sizeof message ? sizeof message - 1 : (size_t)n, message_max(c));
     finish(c, s);
     event(c, RB_H2_EVENT_RESET, id, NULL, 0);
 }
@@ -352,7 +370,7 @@ int64_t rb_h2_trailers(rb_h2 *c, uint32_t stream, uint32_t status, const uint8_t
     struct h2_stream *s = find(c, stream);
     if (!s || s->trailers_waiting) return 0;
     s->trailers.len = 0;
-    trailer_block(&s->trailers, s->headers_sent, status, message, len);
+    trailer_block(&s->trailers, s->headers_sent, status, message, len, message_max(c));
     s->trailers_waiting = 1;
     if (s->pending.len == s->pending_at) finish(c, s);
     return 1;
@@ -514,6 +532,8 @@ static int on_settings(rb_h2 *c, uint32_t id, uint8_t flags, const uint8_t *p, u
                 if (c->slots[i].id) c->slots[i].send_window += delta;
         } else if (key == 5 && (value < 16384 || value > 16777215)) {
             return fail(c, PROTOCOL_ERROR, "MAX_FRAME_SIZE %u", value);
+        } else if (key == 6) {
+            c->peer_header_list_max = value;
         } else if (key == 2 && value > 1) {
             return fail(c, PROTOCOL_ERROR, "ENABLE_PUSH %u", value);
         }
@@ -613,6 +633,7 @@ rb_h2 *rb_h2_new(uint32_t max_streams, uint32_t max_message, uint64_t max_buffer
     c->max_message = max_message;
     c->max_buffered = max_buffered;
     c->send_window = c->peer_initial_window = 65535;
+    c->peer_header_list_max = UINT32_MAX;
     hpack_init(&c->table, 4096);
     uint8_t s[18];
     put_be16(s, 3);

@@ -144,6 +144,37 @@ def test_an_error_before_any_answer_is_a_trailers_only_response_percent_encoded(
     assert take(conn) == frame(HEADERS, END_HEADERS | END_STREAM, 1, block)
 
 
+def test_grpc_message_is_cut_to_the_clients_header_list_size_never_inside_an_escape():
+    conn = opened()
+    conn.feed(frame(SETTINGS, 0, 0, struct.pack(">HI", 6, 256 + 10)))   # MAX_HEADER_LIST_SIZE: 10 bytes of room
+    take(conn)
+    conn.feed(frame(HEADERS, END_HEADERS | END_STREAM, 1, request_block()))
+    assert conn.trailers(1, 12, "abcdefgh\u00e9xyz")                    # the escape would end at byte 14: left out
+    block = RESPONSE_HEADERS + b"\x00\x0bgrpc-status\x0212" + b"\x00\x0cgrpc-message\x08abcdefgh"
+    assert take(conn) == frame(HEADERS, END_HEADERS | END_STREAM, 1, block)
+
+
+def test_without_the_clients_header_list_size_a_long_message_is_cut_at_4096_bytes_before_encoding():
+    conn = opened()   # grpc-java says 8192: 3,000 bytes to escape would be 9,000 and were sent whole before
+    conn.feed(frame(HEADERS, END_HEADERS | END_STREAM, 1, request_block()))
+    conn.trailers(1, 12, "\u00e9" * 3000)   # 6,000 bytes of UTF-8: 4,096 of them encoded, 12,288 bytes
+    (kind, _, _, first), *rest = frames_of(take(conn))
+    block = first + b"".join(payload for _, _, _, payload in rest)
+    assert block.endswith(b"%C3%A9" * 2048) and b"\x7f\x81\x5f" in block   # 12,288 = 127 + 12,161 (varint)
+
+
+def test_grpc_javas_8192_header_list_keeps_a_long_message_under_it():
+    conn = opened()
+    conn.feed(frame(SETTINGS, 0, 0, struct.pack(">HI", 6, 8192)))
+    take(conn)
+    conn.feed(frame(HEADERS, END_HEADERS | END_STREAM, 1, request_block()))
+    conn.trailers(1, 12, "\u00e9" * 3000)
+    (_, _, _, block), = frames_of(take(conn))
+    message = block.split(b"grpc-message", 1)[1][3:]   # past the length's 3 bytes (127 + varint)
+    assert len(message) == 8192 - 256 - (8192 - 256) % 3 and message == b"%C3%A9" * (len(message) // 6) + \
+        b"%C3%A9"[:len(message) % 6]
+
+
 def test_a_client_still_sending_when_the_call_ends_is_told_to_stop():
     conn = opened()
     conn.feed(frame(HEADERS, END_HEADERS, 1, request_block()))
