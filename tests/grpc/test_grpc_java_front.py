@@ -4,9 +4,10 @@ build is out of reach here (its OpenTelemetry dependencies are in no reachable r
 (``java/GrpcJavaProbe.java``) drives the generated stubs as that client does: QueryRoute, Telemetry
 settings, SendMessage (small and 3 MiB: many DATA frames and window updates both ways), ReceiveMessage
 long polls, AckMessage, a deadline that expires, a cancel, the metadata the handlers read
-(x-mq-client-id, the ACL signature), 64 calls in flight on one channel, a channel's shutdown (its
-GOAWAY) and the proxy's stop (ours) with a Telemetry stream open. Real processes: a cluster with
-access control, the JVM; Netty's frame logger counts every frame either way."""
+(x-mq-client-id, the ACL signature), trailers-only refusals, 64 calls in flight on one channel, a
+channel's shutdown (its GOAWAY) and the proxy's stop (ours) with a Telemetry stream and a long poll
+open (the poll is answered within the stop's grace). Real processes: a cluster with access control,
+the JVM; Netty's frame logger counts every frame either way."""
 
 from __future__ import annotations
 
@@ -33,8 +34,8 @@ accounts:
     topicPerms: ["{TOPIC}=PUB|SUB"]
 """
 CHECKS = ("query_route", "telemetry_settings", "send_small", "send_3mib", "receive_and_ack", "long_poll_empty",
-          "deadline_expires", "cancel", "metadata", "trailers_only", "in_flight_64", "after_all", "channel_shutdown", "server_goaway",
-          "stop_grace")
+          "deadline_expires", "cancel", "metadata", "trailers_only", "in_flight_64", "after_all", "channel_shutdown",
+          "server_goaway", "stop_grace")
 PROBE_TIMEOUT_S = 240
 # 3 MiB in frames of at most 16 KiB (the default SETTINGS_MAX_FRAME_SIZE both sides keep)
 FRAMES_OF_3MIB = (3 << 20) // 16384

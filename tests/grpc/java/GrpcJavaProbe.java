@@ -8,7 +8,8 @@
  *
  * Arguments: host:port topic group accessKey secretKey. Prints {"holding": true} once its checks are done
  * and a Telemetry stream is open, then waits for that stream to end (the test stops the proxy: its GOAWAY),
- * reads a line from stdin (the new proxy is up), makes its last check and prints one line: {"checks": {name: {"ok": bool, "detail": text}}, "frames": {"INBOUND DATA": n, ...}}.
+ * reads a line from stdin (the new proxy is up), makes its last check and prints one line:
+ * {"checks": {name: {"ok": bool, "detail": text}}, "frames": {"INBOUND DATA": n, ...}, "bytes": {...}}.
  */
 
 import apache.rocketmq.v2.*;
@@ -149,9 +150,12 @@ public final class GrpcJavaProbe {
                 if (r.hasMessage()) got.put(r.getMessage().getSystemProperties().getMessageId(), r.getMessage());
             }
         }
-        if (!got.keySet().equals(new HashSet<>(List.of(small, large)))) throw new IllegalStateException("received " + got.keySet());
-        if (!digest(got.get(large).getBody().toByteArray()).equals(largeDigest)) throw new IllegalStateException("3 MiB body differs");
-        if (!got.get(small).getBody().toStringUtf8().equals("grpc-java small")) throw new IllegalStateException("small body differs");
+        if (!got.keySet().equals(new HashSet<>(List.of(small, large))))
+            throw new IllegalStateException("received " + got.keySet());
+        if (!digest(got.get(large).getBody().toByteArray()).equals(largeDigest))
+            throw new IllegalStateException("3 MiB body differs");
+        if (!got.get(small).getBody().toStringUtf8().equals("grpc-java small"))
+            throw new IllegalStateException("small body differs");
         for (Message m : got.values()) {
             AckMessageResponse r = blocking.ackMessage(AckMessageRequest.newBuilder().setGroup(resource(group))
                 .setTopic(resource(topic)).addEntries(AckMessageEntry.newBuilder()
@@ -358,7 +362,8 @@ public final class GrpcJavaProbe {
     static apache.rocketmq.v2.Message message(String key, byte[] body) {
         long now = System.currentTimeMillis();
         return apache.rocketmq.v2.Message.newBuilder().setTopic(resource(topic)).setBody(ByteString.copyFrom(body))
-            .setSystemProperties(SystemProperties.newBuilder().setMessageId(UUID.randomUUID().toString().replace("-", "").toUpperCase())
+            .setSystemProperties(SystemProperties.newBuilder()
+                .setMessageId(UUID.randomUUID().toString().replace("-", "").toUpperCase())
                 .addKeys(key).setTag("java").setBodyEncoding(Encoding.IDENTITY).setMessageType(MessageType.NORMAL)
                 .setBornHost("127.0.0.1").setBornTimestamp(Timestamp.newBuilder().setSeconds(now / 1000)
                     .setNanos((int) (now % 1000) * 1_000_000))).build();
@@ -419,7 +424,10 @@ public final class GrpcJavaProbe {
         return new StreamObserver<T>() {
             public void onNext(T value) { first.complete(value); }
             public void onError(Throwable t) { ended.complete(Status.fromThrowable(t)); first.completeExceptionally(t); }
-            public void onCompleted() { ended.complete(Status.OK); first.completeExceptionally(new IllegalStateException("no answer")); }
+            public void onCompleted() {
+                ended.complete(Status.OK);
+                first.completeExceptionally(new IllegalStateException("no answer"));
+            }
         };
     }
 
@@ -465,7 +473,8 @@ public final class GrpcJavaProbe {
                 synchronized (frames) {
                     frames.merge(key, 1, Integer::sum);
                     if (length.find(m.end())) bytes.merge(key, Long.parseLong(length.group(1)), Long::sum);
-                    if (key.endsWith("GO_AWAY") && goaways.size() < 8) goaways.add(text.substring(m.start()).replaceAll("\\s+", " "));
+                    if (key.endsWith("GO_AWAY") && goaways.size() < 8)
+                        goaways.add(text.substring(m.start()).replaceAll("\\s+", " "));
                 }
             }
             @Override public void flush() {}
