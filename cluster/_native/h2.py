@@ -1,5 +1,5 @@
-"""The gRPC door's HTTP/2 front end (``h2_conn.c``, ``h2_hpack.c``): one connection's frames, HPACK and
-gRPC message prefixes in C, no I/O. ``H2Connection.feed`` takes what the door read and returns the
+"""The gRPC door's HTTP/2 front end (``h2_conn.c``, ``h2_answer.c``, ``h2_hpack.c``): one connection's
+frames, HPACK and gRPC message prefixes in C, no I/O. ``H2Connection.feed`` takes what the door read and returns the
 events it made; the answer calls frame what Python answers; ``output`` is what to send next.
 """
 

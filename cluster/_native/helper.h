@@ -323,7 +323,7 @@ int64_t rb_lane_answers(uint8_t *out, size_t out_len, const struct rb_lane_send 
                         const uint8_t *store_host, const uint8_t *language, size_t language_len,
                         int64_t language_ordinal, int64_t version);
 
-/* ---- the gRPC door's HTTP/2 front end (h2_conn.c, h2_hpack.c; cluster/proxy/h2_frames.py) ----
+/* ---- the gRPC door's HTTP/2 front end (h2_conn.c, h2_answer.c, h2_hpack.c; _native/h2.py) ----
  *
  * One connection's HTTP/2 state, without I/O: rb_h2_feed takes the bytes read and leaves events,
  * each [u8 kind][u32 stream][u32 length][payload] (big-endian): HEADERS (payload: the decoded fields,

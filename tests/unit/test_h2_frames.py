@@ -1,5 +1,5 @@
-"""Golden tests of the gRPC door's HTTP/2 front end (``cluster/_native/h2_conn.c``, ``h2_hpack.c``
-through ``_native/h2.py``): bytes in, events and exact bytes out, no socket. The header blocks of
+"""Golden tests of the gRPC door's HTTP/2 front end (``cluster/_native/h2_conn.c``, ``h2_answer.c``,
+``h2_hpack.c`` through ``_native/h2.py``): bytes in, events and exact bytes out, no socket. The header blocks of
 RFC 7541's Appendix C.4 (Huffman strings, the dynamic table across requests) are decoded; answers,
 trailers, SETTINGS, PING, GOAWAY and flow control are checked byte for byte against RFC 9113."""
 
