@@ -12,7 +12,7 @@ INSTALL_INPUTS := setup.py pyproject.toml MANIFEST.in constraints.txt \
 	cluster/shm/indexfile_format.py cluster/shm/consumequeue_format.py cluster/field_tables.py \
 	cluster/message/properties.py cluster/message/sysflags.py
 
-.PHONY: venv install real-clients node-client browser console-screenshots test run bench peers bench-compare clean distclean
+.PHONY: venv install real-clients node-client browser grpc-java console-screenshots test run bench peers bench-compare clean distclean
 
 venv: $(VENV_PYTHON)
 
@@ -55,6 +55,21 @@ browser:
 		$(SUDO_N) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium \
 		fonts-dejavu-core || echo "make browser: chromium could not be installed; the browser tests will skip" >&2; }
 
+# grpc-java (Netty) from Debian, RocketMQ's main 5.x client's gRPC stack, for tests/grpc/test_grpc_java_front.py
+# (tests/grpc/grpc_java.py builds its probe at test time): a JDK, protoc with the grpc-java plugin, the jars.
+# Nothing is done when every one is there; apt-get update only when a package is not known to apt yet.
+# A failed install does not stop `make test`: those tests then skip and say why.
+GRPC_JAVA_PACKAGES := default-jdk-headless libgrpc-java libprotobuf-java libperfmark-java \
+	libgeronimo-annotation-1.3-spec-java protobuf-compiler protobuf-compiler-grpc-java-plugin
+grpc-java:
+	@missing=$$(dpkg-query -W -f='$${db:Status-Abbrev} $${Package}\n' $(GRPC_JAVA_PACKAGES) 2>&1 | awk '$$1 != "ii" {print $$NF}'); \
+	[ -z "$$missing" ] || { [ "$$(id -u)" = 0 ] || sudo -n true 2>/dev/null || { echo \
+		"make grpc-java: $$missing missing and installing needs root (sudo would ask for a password); the grpc-java tests will skip" >&2; \
+		exit 0; }; \
+		{ apt-cache show $(GRPC_JAVA_PACKAGES) >/dev/null 2>&1 || $(SUDO_N) apt-get update -q; } && \
+		$(SUDO_N) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $(GRPC_JAVA_PACKAGES) \
+		|| echo "make grpc-java: grpc-java could not be installed; the grpc-java tests will skip" >&2; }
+
 # The console's screenshots in docs/console/ (a small cluster with traffic, shot in headless chromium).
 console-screenshots: install browser
 	$(VENV_PYTHON) -m tests.console.screenshots docs/console
@@ -67,7 +82,7 @@ console-screenshots: install browser
 TEST_WORKERS ?= 2
 TESTS ?= tests
 PYTEST_ARGS ?=
-test: install real-clients browser
+test: install real-clients browser grpc-java
 	@$(VENV_PYTHON) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS) $(TESTS); status=$$?; \
 	if [ $$status -eq 5 ]; then echo "make test: pytest collected no tests" >&2; fi; \
 	exit $$status

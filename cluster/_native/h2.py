@@ -1,5 +1,5 @@
-"""The gRPC door's HTTP/2 front end (``h2_conn.c``, ``h2_hpack.c``): one connection's frames, HPACK and
-gRPC message prefixes in C, no I/O. ``H2Connection.feed`` takes what the door read and returns the
+"""The gRPC door's HTTP/2 front end (``h2_conn.c``, ``h2_answer.c``, ``h2_hpack.c``): one connection's
+frames, HPACK and gRPC message prefixes in C, no I/O. ``H2Connection.feed`` takes what the door read and returns the
 events it made; the answer calls frame what Python answers; ``output`` is what to send next.
 """
 
@@ -75,6 +75,10 @@ class H2Connection:
         """Each (stream, message) answered whole: headers, the message, status 0."""
         packed = b"".join(_ANSWER_HEAD.pack(stream, len(message)) + message for stream, message in answers)
         return lib.rb_h2_answers(self._c, packed, len(packed))
+
+    def drain(self) -> None:
+        """The first GOAWAY of a graceful shutdown (last stream 2^31-1): no new streams, open ones go on."""
+        lib.rb_h2_drain(self._c)
 
     def goaway(self, error: int = 0) -> None:
         lib.rb_h2_goaway(self._c, error)

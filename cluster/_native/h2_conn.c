@@ -3,86 +3,18 @@
  * what rb_h2_output holds; in between, events (a stream opened with its headers, a whole gRPC
  * message, the client's half-close, a reset) go to Python in one buffer a read, and Python's answers
  * come back as calls that frame them. Flow control both ways (per stream and per connection), PING,
- * SETTINGS, GOAWAY, RST_STREAM; HPACK decoding in h2_hpack.c; answers are encoded without the
- * dynamic table (static indexes and literals only), so the peer's table size does not matter.
+ * SETTINGS, GOAWAY, RST_STREAM; HPACK decoding in h2_hpack.c; the answers framed in h2_answer.c; the
+ * connection's state in h2_conn.h.
  * Bounds, before anything is authenticated: streams open at once (MAX_CONCURRENT_STREAMS; more are
  * refused, too many refusals end the connection), a header block's bytes, a message's size (a
  * larger one is answered RESOURCE_EXHAUSTED), the unfinished messages' bytes of a connection. */
 #include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "bytes.h"
-#include "h2_hpack.h"
-#include "helper.h"
+#include "h2_conn.h"
 
-enum { DATA = 0, HEADERS = 1, PRIORITY = 2, RST_STREAM = 3, SETTINGS = 4, PUSH_PROMISE = 5, PING = 6,
-       GOAWAY = 7, WINDOW_UPDATE = 8, CONTINUATION = 9 };
-enum { END_STREAM = 1, ACK = 1, END_HEADERS = 4, PADDED = 8, PRIORITY_FLAG = 0x20 };
-enum { NO_ERROR = 0, PROTOCOL_ERROR = 1, FLOW_CONTROL_ERROR = 3, FRAME_SIZE_ERROR = 6, REFUSED_STREAM = 7,
-       COMPRESSION_ERROR = 9, ENHANCE_YOUR_CALM = 11 };
-enum { GRPC_RESOURCE_EXHAUSTED = 8, GRPC_UNIMPLEMENTED = 12, GRPC_INTERNAL = 13 };
-
-#define FRAME_MAX 16384u
-#define WINDOW_MAX 0x7fffffffu
-#define PREFACE "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
-#define PREFACE_LEN 24
-
-struct h2_buf { uint8_t *data; size_t len, cap; };
-
-struct h2_stream {
-    uint32_t id;                      /* 0: a free slot */
-    uint8_t remote_closed, headers_sent, trailers_waiting;
-    int64_t send_window;
-    uint32_t recv_unacked;
-    struct h2_buf body;               /* what has come of the message being received */
-    struct h2_buf pending;            /* DATA payload waiting for window */
-    size_t pending_at;
-    struct h2_buf trailers;           /* a trailer block waiting behind pending */
-};
-
-struct rb_h2 {
-    int preface_done, closing;
-    struct h2_buf in, out, events, block, fields;
-    size_t out_at;
-    struct hpack_table table;
-    struct h2_stream *slots;
-    uint32_t mask, open, max_streams, refused;
-    uint32_t block_stream, block_end_stream, in_block;
-    int64_t send_window, peer_initial_window;
-    uint64_t recv_unacked;
-    uint32_t last_stream;
-    uint32_t max_message;
-    uint64_t max_buffered, buffered, pending_bytes;
-    const char *fields_refused;   /* why this block's request is refused (NULL: it is not) */
-    uint32_t fields_refused_status;
-    char reason[128];
-};
-
-static int put(struct h2_buf *b, const void *p, size_t n)
-{
-    if (b->len + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 1024;
-        while (cap < b->len + n) cap *= 2;
-        uint8_t *data = realloc(b->data, cap);
-        if (!data) return 0;
-        b->data = data;
-        b->cap = cap;
-    }
-    if (n) memcpy(b->data + b->len, p, n);
-    b->len += n;
-    return 1;
-}
-
-static void release(struct h2_buf *b)
-{
-    free(b->data);
-    b->data = NULL;
-    b->len = b->cap = 0;
-}
-
-static void frame(rb_h2 *c, uint8_t type, uint8_t flags, uint32_t stream, const void *payload, uint32_t len)
+void h2_frame(rb_h2 *c, uint8_t type, uint8_t flags, uint32_t stream, const void *payload, uint32_t len)
 {
     uint8_t h[9] = {(uint8_t)(len >> 16), (uint8_t)(len >> 8), (uint8_t)len, type, flags};
     put_be32(h + 5, stream & WINDOW_MAX);
@@ -94,7 +26,17 @@ static void window_update(rb_h2 *c, uint32_t stream, uint32_t increment)
 {
     uint8_t w[4];
     put_be32(w, increment);
-    frame(c, WINDOW_UPDATE, 0, stream, w, 4);
+    h2_frame(c, WINDOW_UPDATE, 0, stream, w, 4);
+}
+
+/* A GOAWAY, unless the final one went already (closing 2: nothing more is sent). */
+static void goaway(rb_h2 *c, uint32_t last_stream, uint32_t error)
+{
+    if (c->closing == 2) return;
+    uint8_t g[8];
+    put_be32(g, last_stream);
+    put_be32(g + 4, error);
+    h2_frame(c, GOAWAY, 0, 0, g, 8);
 }
 
 static int fail(rb_h2 *c, uint32_t error, const char *fmt, ...)
@@ -103,17 +45,12 @@ static int fail(rb_h2 *c, uint32_t error, const char *fmt, ...)
     va_start(args, fmt);
     vsnprintf(c->reason, sizeof c->reason, fmt, args);
     va_end(args);
-    if (!c->closing) {
-        uint8_t g[8];
-        put_be32(g, c->last_stream);
-        put_be32(g + 4, error);
-        frame(c, GOAWAY, 0, 0, g, 8);
-    }
+    goaway(c, c->last_stream, error);   /* also after the client's own GOAWAY: it is told why we close */
     c->closing = 2;
     return RB_E_H2_CLOSE;
 }
 
-static void event(rb_h2 *c, uint8_t kind, uint32_t stream, const void *payload, uint32_t len)
+void h2_event(rb_h2 *c, uint8_t kind, uint32_t stream, const void *payload, uint32_t len)
 {
     uint8_t h[9] = {kind};
     put_be32(h + 1, stream);
@@ -126,7 +63,7 @@ static void event(rb_h2 *c, uint8_t kind, uint32_t stream, const void *payload, 
 
 static uint32_t home(const rb_h2 *c, uint32_t id) { return (id >> 1) & c->mask; }
 
-static struct h2_stream *find(rb_h2 *c, uint32_t id)
+struct h2_stream *h2_find(rb_h2 *c, uint32_t id)
 {
     if (!id) return NULL;
     for (uint32_t i = home(c, id);; i = (i + 1) & c->mask) {
@@ -167,7 +104,7 @@ static struct h2_stream *insert(rb_h2 *c, uint32_t id)
 }
 
 /* Frees s's slot; entries after it in its run move back (no tombstones: ids are never reused). */
-static void forget(rb_h2 *c, struct h2_stream *s)
+void h2_forget(rb_h2 *c, struct h2_stream *s)
 {
     c->buffered -= s->body.len;
     c->pending_bytes -= s->pending.len - s->pending_at;
@@ -187,184 +124,6 @@ static void forget(rb_h2 *c, struct h2_stream *s)
             hole = i;
         }
     }
-}
-
-/* ------------------------------------------------------------------ answers */
-
-/* :status 200 (static 8), content-type: application/grpc (literal, name static 31, not indexed). */
-static const uint8_t RESPONSE_HEADERS[] = {0x88, 0x0f, 0x10, 16, 'a', 'p', 'p', 'l', 'i', 'c', 'a', 't', 'i',
-                                           'o', 'n', '/', 'g', 'r', 'p', 'c'};
-
-static void literal(struct h2_buf *b, const char *name, const uint8_t *value, size_t len)
-{
-    /* a literal without indexing, new name; lengths below 127 fit the 7-bit prefix, longer ones take more bytes */
-    size_t name_len = strlen(name);
-    uint8_t zero = 0, byte;
-    put(b, &zero, 1);
-    byte = (uint8_t)name_len;
-    put(b, &byte, 1);
-    put(b, name, name_len);
-    if (len < 127) {
-        byte = (uint8_t)len;
-        put(b, &byte, 1);
-    } else {
-        byte = 127;
-        put(b, &byte, 1);
-        for (size_t rest = len - 127;; rest >>= 7) {
-            byte = (uint8_t)(rest & 0x7f) | (rest >= 128 ? 0x80 : 0);
-            put(b, &byte, 1);
-            if (rest < 128) break;
-        }
-    }
-    put(b, value, len);
-}
-
-/* gRPC's trailers: grpc-status, and grpc-message percent-encoded (bytes outside 0x20-0x7e, and '%').
- * Without response headers sent, a trailers-only response (:status and content-type first). */
-static void trailer_block(struct h2_buf *b, int headers_sent, uint32_t status, const uint8_t *message, size_t len)
-{
-    char digits[12];
-    int n = snprintf(digits, sizeof digits, "%u", status);
-    if (!headers_sent) put(b, RESPONSE_HEADERS, sizeof RESPONSE_HEADERS);
-    literal(b, "grpc-status", (const uint8_t *)digits, (size_t)n);
-    if (len) {
-        static const char HEX[] = "0123456789ABCDEF";
-        struct h2_buf encoded = {0};
-        for (size_t i = 0; i < len && i < 4096; i++) {
-            uint8_t ch = message[i];
-            if (ch < 0x20 || ch > 0x7e || ch == '%') {
-                uint8_t e[3] = {'%', (uint8_t)HEX[ch >> 4], (uint8_t)HEX[ch & 15]};
-                put(&encoded, e, 3);
-            } else {
-                put(&encoded, &ch, 1);
-            }
-        }
-        literal(b, "grpc-message", encoded.data, encoded.len);
-        release(&encoded);
-    }
-}
-
-/* The block as HEADERS (+ CONTINUATION when longer than a frame), END_STREAM when ending. */
-static void header_frames(rb_h2 *c, uint32_t stream, const uint8_t *block, size_t len, int end_stream)
-{
-    size_t first = len > FRAME_MAX ? FRAME_MAX : len;
-    frame(c, HEADERS, (uint8_t)((first == len ? END_HEADERS : 0) | (end_stream ? END_STREAM : 0)), stream, block,
-          (uint32_t)first);
-    for (size_t at = first; at < len;) {
-        size_t chunk = len - at > FRAME_MAX ? FRAME_MAX : len - at;
-        frame(c, CONTINUATION, at + chunk == len ? END_HEADERS : 0, stream, block + at, (uint32_t)chunk);
-        at += chunk;
-    }
-}
-
-/* The stream's trailers out and the stream forgotten; a client still sending is told to stop. */
-static void finish(rb_h2 *c, struct h2_stream *s)
-{
-    header_frames(c, s->id, s->trailers.data, s->trailers.len, 1);
-    if (!s->remote_closed) {
-        uint8_t e[4] = {0};
-        frame(c, RST_STREAM, 0, s->id, e, 4);
-    }
-    forget(c, s);
-}
-
-/* DATA frames of s's pending bytes as far as both windows go; 1 when that finished (and forgot) s. */
-static int drain(rb_h2 *c, struct h2_stream *s)
-{
-    while (s->pending.len > s->pending_at && s->send_window > 0 && c->send_window > 0) {
-        uint64_t chunk = s->pending.len - s->pending_at;
-        if (chunk > FRAME_MAX) chunk = FRAME_MAX;
-        if ((int64_t)chunk > s->send_window) chunk = (uint64_t)s->send_window;
-        if ((int64_t)chunk > c->send_window) chunk = (uint64_t)c->send_window;
-        frame(c, DATA, 0, s->id, s->pending.data + s->pending_at, (uint32_t)chunk);
-        s->pending_at += chunk;
-        s->send_window -= (int64_t)chunk;
-        c->send_window -= (int64_t)chunk;
-        c->pending_bytes -= chunk;
-    }
-    if (s->pending.len == s->pending_at) {
-        s->pending.len = s->pending_at = 0;
-        if (s->trailers_waiting) {
-            finish(c, s);
-            return 1;
-        }
-    }
-    return 0;
-}
-
-static void drain_all(rb_h2 *c)
-{
-    for (uint32_t i = 0; c->pending_bytes && i <= c->mask; i++) {
-        struct h2_stream *s = &c->slots[i];
-        if (s->id && s->pending.len > s->pending_at && drain(c, s)) i--;   /* a later entry may have moved to i */
-        if (c->send_window <= 0) break;
-    }
-}
-
-/* The stream ended by the front end itself (gRPC status and message), Python told with a reset event. */
-static void end_with_status(rb_h2 *c, struct h2_stream *s, uint32_t status, const char *fmt, ...)
-{
-    char message[160];
-    va_list args;
-    va_start(args, fmt);
-    int n = vsnprintf(message, sizeof message, fmt, args);
-    va_end(args);
-    uint32_t id = s->id;
-    c->pending_bytes -= s->pending.len - s->pending_at;
-    s->pending.len = s->pending_at = 0;
-    s->trailers.len = 0;
-    trailer_block(&s->trailers, s->headers_sent, status, (const uint8_t *)message,
-                  n < 0 ? 0 : n >= (int)sizeof message ? sizeof message - 1 : (size_t)n);
-    finish(c, s);
-    event(c, RB_H2_EVENT_RESET, id, NULL, 0);
-}
-
-int64_t rb_h2_headers(rb_h2 *c, uint32_t stream)
-{
-    struct h2_stream *s = find(c, stream);
-    if (!s || s->headers_sent || s->trailers_waiting) return 0;
-    frame(c, HEADERS, END_HEADERS, stream, RESPONSE_HEADERS, sizeof RESPONSE_HEADERS);
-    s->headers_sent = 1;
-    return 1;
-}
-
-int64_t rb_h2_message(rb_h2 *c, uint32_t stream, const uint8_t *message, size_t len)
-{
-    struct h2_stream *s = find(c, stream);
-    if (!s || s->trailers_waiting || len > WINDOW_MAX) return 0;
-    if (!s->headers_sent) rb_h2_headers(c, stream);
-    uint8_t prefix[5] = {0};
-    put_be32(prefix + 1, (uint32_t)len);
-    if (!put(&s->pending, prefix, 5) || !put(&s->pending, message, len)) return RB_E_ARGUMENT;
-    c->pending_bytes += 5 + len;
-    drain(c, s);
-    return 1;
-}
-
-int64_t rb_h2_trailers(rb_h2 *c, uint32_t stream, uint32_t status, const uint8_t *message, size_t len)
-{
-    struct h2_stream *s = find(c, stream);
-    if (!s || s->trailers_waiting) return 0;
-    s->trailers.len = 0;
-    trailer_block(&s->trailers, s->headers_sent, status, message, len);
-    s->trailers_waiting = 1;
-    if (s->pending.len == s->pending_at) finish(c, s);
-    return 1;
-}
-
-int64_t rb_h2_answers(rb_h2 *c, const uint8_t *packed, size_t len)
-{
-    int64_t answered = 0;
-    for (size_t at = 0; len - at >= 8;) {
-        uint32_t stream = get_be32(packed + at), message_len = get_be32(packed + at + 4);
-        if (message_len > len - at - 8) return RB_E_ARGUMENT;
-        if (rb_h2_message(c, stream, packed + at + 8, message_len) == 1) {
-            rb_h2_trailers(c, stream, 0, NULL, 0);
-            answered++;
-        }
-        at += 8 + (size_t)message_len;
-    }
-    return answered;
 }
 
 /* ------------------------------------------------------------------ reading */
@@ -398,12 +157,12 @@ static int end_of_block(rb_h2 *c)
     if (hpack_decode_block(&c->table, c->block.data, c->block.data + c->block.len, on_field, c) != 0)
         return fail(c, COMPRESSION_ERROR, "a header block HPACK cannot decode (stream %u)", id);
     c->block.len = 0;
-    struct h2_stream *s = find(c, id);
+    struct h2_stream *s = h2_find(c, id);
     if (s) {                                   /* the request's trailers: they must end it */
         if (!c->block_end_stream || s->remote_closed)
             return fail(c, PROTOCOL_ERROR, "HEADERS on open stream %u without END_STREAM", id);
         s->remote_closed = 1;
-        event(c, RB_H2_EVENT_END, id, NULL, 0);
+        h2_event(c, RB_H2_EVENT_END, id, NULL, 0);
         return 0;
     }
     if (!(id & 1) || id <= c->last_stream)
@@ -412,7 +171,7 @@ static int end_of_block(rb_h2 *c)
     if (c->closing || c->open >= c->max_streams) {
         uint8_t e[4];
         put_be32(e, REFUSED_STREAM);
-        frame(c, RST_STREAM, 0, id, e, 4);
+        h2_frame(c, RST_STREAM, 0, id, e, 4);
         if (++c->refused > RB_H2_REFUSED_MAX)
             return fail(c, ENHANCE_YOUR_CALM, "%u streams refused over the limit of %u open", c->refused,
                         c->max_streams);
@@ -421,13 +180,13 @@ static int end_of_block(rb_h2 *c)
     s = insert(c, id);
     if (!s) return fail(c, ENHANCE_YOUR_CALM, "out of memory for stream %u", id);
     if (c->fields_refused) {
-        end_with_status(c, s, c->fields_refused_status, "%s", c->fields_refused);
+        h2_end_with_status(c, s, c->fields_refused_status, "%s", c->fields_refused);
         return 0;
     }
-    event(c, RB_H2_EVENT_HEADERS, id, c->fields.data, (uint32_t)c->fields.len);
+    h2_event(c, RB_H2_EVENT_HEADERS, id, c->fields.data, (uint32_t)c->fields.len);
     if (c->block_end_stream) {
         s->remote_closed = 1;
-        event(c, RB_H2_EVENT_END, id, NULL, 0);
+        h2_event(c, RB_H2_EVENT_END, id, NULL, 0);
     }
     return 0;
 }
@@ -440,16 +199,16 @@ static int messages(rb_h2 *c, struct h2_stream *s)
         const uint8_t *m = s->body.data + at;
         uint32_t len = get_be32(m + 1);
         if (len > c->max_message) {
-            end_with_status(c, s, GRPC_RESOURCE_EXHAUSTED, "grpc: received message larger than max (%u vs. %u)",
+            h2_end_with_status(c, s, GRPC_RESOURCE_EXHAUSTED, "grpc: received message larger than max (%u vs. %u)",
                             len, c->max_message);
             return 1;
         }
         if (m[0] != 0) {
-            end_with_status(c, s, GRPC_UNIMPLEMENTED, "compressed messages are not supported");
+            h2_end_with_status(c, s, GRPC_UNIMPLEMENTED, "compressed messages are not supported");
             return 1;
         }
         if (s->body.len - at - 5 < len) break;
-        event(c, RB_H2_EVENT_MESSAGE, s->id, m + 5, len);
+        h2_event(c, RB_H2_EVENT_MESSAGE, s->id, m + 5, len);
         at += 5 + (size_t)len;
     }
     if (at) {
@@ -468,11 +227,11 @@ static int on_data(rb_h2 *c, uint32_t id, uint8_t flags, const uint8_t *p, const
         c->recv_unacked = 0;
     }
     if (!id) return fail(c, PROTOCOL_ERROR, "DATA on stream 0");
-    struct h2_stream *s = find(c, id);
+    struct h2_stream *s = h2_find(c, id);
     if (!s || s->remote_closed) return 0;   /* a stream already ended or refused: dropped */
     size_t n = (size_t)(end - p);
     if (c->buffered + n > c->max_buffered) {
-        end_with_status(c, s, GRPC_RESOURCE_EXHAUSTED, "the connection holds more than %llu bytes of unfinished "
+        h2_end_with_status(c, s, GRPC_RESOURCE_EXHAUSTED, "the connection holds more than %llu bytes of unfinished "
                         "messages", (unsigned long long)c->max_buffered);
         return 0;
     }
@@ -481,7 +240,7 @@ static int on_data(rb_h2 *c, uint32_t id, uint8_t flags, const uint8_t *p, const
     if (messages(c, s)) return 0;
     if (flags & END_STREAM) {
         s->remote_closed = 1;
-        event(c, RB_H2_EVENT_END, id, NULL, 0);
+        h2_event(c, RB_H2_EVENT_END, id, NULL, 0);
         return 0;
     }
     s->recv_unacked += frame_len;
@@ -508,12 +267,14 @@ static int on_settings(rb_h2 *c, uint32_t id, uint8_t flags, const uint8_t *p, u
                 if (c->slots[i].id) c->slots[i].send_window += delta;
         } else if (key == 5 && (value < 16384 || value > 16777215)) {
             return fail(c, PROTOCOL_ERROR, "MAX_FRAME_SIZE %u", value);
+        } else if (key == 6) {
+            c->peer_header_list_max = value;
         } else if (key == 2 && value > 1) {
             return fail(c, PROTOCOL_ERROR, "ENABLE_PUSH %u", value);
         }
     }
-    frame(c, SETTINGS, ACK, 0, NULL, 0);
-    drain_all(c);
+    h2_frame(c, SETTINGS, ACK, 0, NULL, 0);
+    h2_drain_all(c);
     return 0;
 }
 
@@ -554,7 +315,7 @@ static int on_frame(rb_h2 *c, const uint8_t *f, uint32_t len)
         return on_settings(c, id, flags, p, len);
     case PING:
         if (len != 8) return fail(c, FRAME_SIZE_ERROR, "PING of %u bytes", len);
-        if (!(flags & ACK)) frame(c, PING, ACK, 0, p, 8);
+        if (!(flags & ACK)) h2_frame(c, PING, ACK, 0, p, 8);
         return 0;
     case WINDOW_UPDATE: {
         if (len != 4) return fail(c, FRAME_SIZE_ERROR, "WINDOW_UPDATE of %u bytes", len);
@@ -563,22 +324,22 @@ static int on_frame(rb_h2 *c, const uint8_t *f, uint32_t len)
             if (!increment || c->send_window + increment > WINDOW_MAX)
                 return fail(c, FLOW_CONTROL_ERROR, "connection WINDOW_UPDATE of %u", increment);
             c->send_window += increment;
-            drain_all(c);
+            h2_drain_all(c);
             return 0;
         }
-        struct h2_stream *s = find(c, id);
+        struct h2_stream *s = h2_find(c, id);
         if (s) {
             s->send_window += increment;
-            drain(c, s);
+            h2_drain_stream(c, s);
         }
         return 0;
     }
     case RST_STREAM: {
         if (len != 4) return fail(c, FRAME_SIZE_ERROR, "RST_STREAM of %u bytes", len);
-        struct h2_stream *s = find(c, id);
+        struct h2_stream *s = h2_find(c, id);
         if (s) {
-            forget(c, s);
-            event(c, RB_H2_EVENT_RESET, id, NULL, 0);
+            h2_forget(c, s);
+            h2_event(c, RB_H2_EVENT_RESET, id, NULL, 0);
         }
         return 0;
     }
@@ -607,6 +368,7 @@ rb_h2 *rb_h2_new(uint32_t max_streams, uint32_t max_message, uint64_t max_buffer
     c->max_message = max_message;
     c->max_buffered = max_buffered;
     c->send_window = c->peer_initial_window = 65535;
+    c->peer_header_list_max = UINT32_MAX;
     hpack_init(&c->table, 4096);
     uint8_t s[18];
     put_be16(s, 3);
@@ -615,7 +377,7 @@ rb_h2 *rb_h2_new(uint32_t max_streams, uint32_t max_message, uint64_t max_buffer
     put_be32(s + 8, RB_H2_STREAM_WINDOW);
     put_be16(s + 12, 6);
     put_be32(s + 14, RB_H2_HEADER_LIST_MAX);
-    frame(c, SETTINGS, 0, 0, s, sizeof s);
+    h2_frame(c, SETTINGS, 0, 0, s, sizeof s);
     window_update(c, 0, RB_H2_CONN_WINDOW - 65535);
     return c;
 }
@@ -690,12 +452,19 @@ void rb_h2_sent(rb_h2 *c, size_t n)
 
 void rb_h2_goaway(rb_h2 *c, uint32_t error)
 {
-    if (c->closing == 2) return;
-    uint8_t g[8];
-    put_be32(g, c->last_stream);
-    put_be32(g + 4, error);
-    frame(c, GOAWAY, 0, 0, g, 8);
+    goaway(c, c->last_stream, error);
     c->closing = 2;
+}
+
+/* RFC 9113 6.8's graceful shutdown, its first step: GOAWAY with the largest stream id and NO_ERROR, once.
+ * The client opens no more streams here (grpc-java and C-core move new calls to a new connection) while
+ * the open ones are answered; streams opened after it are refused. rb_h2_goaway ends the connection. */
+void rb_h2_drain(rb_h2 *c)
+{
+    if (c->drain_sent || c->closing == 2) return;
+    goaway(c, WINDOW_MAX, NO_ERROR);
+    c->drain_sent = 1;
+    c->closing = 1;
 }
 
 void rb_h2_state(rb_h2 *c, uint64_t *state)

@@ -323,7 +323,7 @@ int64_t rb_lane_answers(uint8_t *out, size_t out_len, const struct rb_lane_send 
                         const uint8_t *store_host, const uint8_t *language, size_t language_len,
                         int64_t language_ordinal, int64_t version);
 
-/* ---- the gRPC door's HTTP/2 front end (h2_conn.c, h2_hpack.c; cluster/proxy/h2_frames.py) ----
+/* ---- the gRPC door's HTTP/2 front end (h2_conn.c, h2_answer.c, h2_hpack.c; _native/h2.py) ----
  *
  * One connection's HTTP/2 state, without I/O: rb_h2_feed takes the bytes read and leaves events,
  * each [u8 kind][u32 stream][u32 length][payload] (big-endian): HEADERS (payload: the decoded fields,
@@ -364,6 +364,8 @@ int64_t rb_h2_message(rb_h2 *c, uint32_t stream, const uint8_t *message, size_t 
 int64_t rb_h2_trailers(rb_h2 *c, uint32_t stream, uint32_t status, const uint8_t *message, size_t len);
 int64_t rb_h2_answers(rb_h2 *c, const uint8_t *packed, size_t len);
 void rb_h2_goaway(rb_h2 *c, uint32_t error);
+/* A graceful shutdown's first GOAWAY (last stream 2^31-1, NO_ERROR): open streams go on, new ones are refused. */
+void rb_h2_drain(rb_h2 *c);
 void rb_h2_state(rb_h2 *c, uint64_t *state);
 const char *rb_h2_reason(rb_h2 *c);
 

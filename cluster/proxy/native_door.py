@@ -46,6 +46,7 @@ ACCEPTS_A_TURN = 64
 # A connection with this many bytes its client has not taken is not read until they go.
 UNSENT_PAUSE_BYTES = 4 * 1024 * 1024
 STREAM_INBOX_MAX = 64
+STOP_POLL_S = 0.01
 OK, UNKNOWN, INTERNAL, UNIMPLEMENTED, RESOURCE_EXHAUSTED = 0, 2, 13, 12, 8
 # Headers that are HTTP/2's or gRPC's own, not the call's metadata (as grpcio leaves them out).
 NOT_METADATA = frozenset({"content-type", "te", "grpc-timeout", "grpc-encoding", "grpc-accept-encoding"})
@@ -429,10 +430,23 @@ class NativeDoor:
             self.connections.add(Connection(self, sock, peer))
 
     async def stop(self, grace: float | None = None) -> None:
-        """Stops taking connections; every connection gets a GOAWAY and is closed."""
+        """Stops taking connections. As grpc.aio's ``stop(grace)``: every connection is told GOAWAY at once
+        (RFC 9113's graceful first step: clients open no more streams here), calls in flight get
+        ``grace`` seconds to finish; a connection is closed (its final GOAWAY) when its last call ends, or
+        when the grace is over."""
         if self.listener is not None:
             self.loop.remove_reader(self.listener.fileno())
             self.listener.close()
             self.listener = None
         for connection in list(self.connections):
-            connection.close(error=0)
+            connection.h2.drain()
+            connection.flush()
+        deadline = time.monotonic() + (grace or 0.0)
+        while True:
+            for connection in list(self.connections):
+                if not connection.calls or time.monotonic() >= deadline:
+                    connection.close(error=0)
+            if not self.connections:
+                return
+            # The calls end on this loop; a stop is rare enough to look again every STOP_POLL_S.
+            await asyncio.sleep(STOP_POLL_S)

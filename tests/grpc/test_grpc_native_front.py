@@ -348,4 +348,6 @@ def test_a_stopping_proxy_says_goaway_to_its_connections(cluster):
                 break
             data += chunk
     thread.join(30)
-    assert goaway_code(frames_of(data)) == 0   # NO_ERROR: a graceful close
+    # RFC 9113's graceful close: GOAWAY 2^31-1 first (no new streams), then the last stream, NO_ERROR both
+    goaways = [struct.unpack(">II", payload) for kind, _, _, payload in frames_of(data) if kind == GOAWAY]
+    assert goaways == [(0x7FFFFFFF, 0), (0, 0)], goaways

@@ -1,5 +1,5 @@
-"""Golden tests of the gRPC door's HTTP/2 front end (``cluster/_native/h2_conn.c``, ``h2_hpack.c``
-through ``_native/h2.py``): bytes in, events and exact bytes out, no socket. The header blocks of
+"""Golden tests of the gRPC door's HTTP/2 front end (``cluster/_native/h2_conn.c``, ``h2_answer.c``,
+``h2_hpack.c`` through ``_native/h2.py``): bytes in, events and exact bytes out, no socket. The header blocks of
 RFC 7541's Appendix C.4 (Huffman strings, the dynamic table across requests) are decoded; answers,
 trailers, SETTINGS, PING, GOAWAY and flow control are checked byte for byte against RFC 9113."""
 
@@ -144,6 +144,37 @@ def test_an_error_before_any_answer_is_a_trailers_only_response_percent_encoded(
     assert take(conn) == frame(HEADERS, END_HEADERS | END_STREAM, 1, block)
 
 
+def test_grpc_message_is_cut_to_the_clients_header_list_size_never_inside_an_escape():
+    conn = opened()
+    conn.feed(frame(SETTINGS, 0, 0, struct.pack(">HI", 6, 256 + 10)))   # MAX_HEADER_LIST_SIZE: 10 bytes of room
+    take(conn)
+    conn.feed(frame(HEADERS, END_HEADERS | END_STREAM, 1, request_block()))
+    assert conn.trailers(1, 12, "abcdefgh\u00e9xyz")                    # the escape would end at byte 14: left out
+    block = RESPONSE_HEADERS + b"\x00\x0bgrpc-status\x0212" + b"\x00\x0cgrpc-message\x08abcdefgh"
+    assert take(conn) == frame(HEADERS, END_HEADERS | END_STREAM, 1, block)
+
+
+def test_without_the_clients_header_list_size_a_long_message_is_cut_at_4096_bytes_before_encoding():
+    conn = opened()   # grpc-java says 8192: 3,000 bytes to escape would be 9,000 and were sent whole before
+    conn.feed(frame(HEADERS, END_HEADERS | END_STREAM, 1, request_block()))
+    conn.trailers(1, 12, "\u00e9" * 3000)   # 6,000 bytes of UTF-8: 4,096 of them encoded, 12,288 bytes
+    (kind, _, _, first), *rest = frames_of(take(conn))
+    block = first + b"".join(payload for _, _, _, payload in rest)
+    assert block.endswith(b"%C3%A9" * 2048) and b"\x7f\x81\x5f" in block   # 12,288 = 127 + 12,161 (varint)
+
+
+def test_grpc_javas_8192_header_list_keeps_a_long_message_under_it():
+    conn = opened()
+    conn.feed(frame(SETTINGS, 0, 0, struct.pack(">HI", 6, 8192)))
+    take(conn)
+    conn.feed(frame(HEADERS, END_HEADERS | END_STREAM, 1, request_block()))
+    conn.trailers(1, 12, "\u00e9" * 3000)
+    (_, _, _, block), = frames_of(take(conn))
+    message = block.split(b"grpc-message", 1)[1][3:]   # past the length's 3 bytes (127 + varint)
+    assert len(message) == 8192 - 256 - (8192 - 256) % 3 and message == b"%C3%A9" * (len(message) // 6) + \
+        b"%C3%A9"[:len(message) % 6]
+
+
 def test_a_client_still_sending_when_the_call_ends_is_told_to_stop():
     conn = opened()
     conn.feed(frame(HEADERS, END_HEADERS, 1, request_block()))
@@ -236,6 +267,30 @@ def test_protocol_errors_end_the_connection_with_a_goaway(data, error, reason):
     assert last_goaway(conn) == error
     assert reason in conn.reason
     assert conn.feed(frame(PING, 0, 0, b"12345678")) is None   # nothing more is read
+
+
+def test_a_protocol_error_after_the_clients_goaway_still_gets_our_goaway():
+    conn = opened()
+    assert conn.feed(frame(GOAWAY, 0, 0, struct.pack(">II", 0, 0))) == []   # grpc-java's channel shutdown
+    assert conn.feed(frame(PING, 0, 0, b"short")) is None
+    assert take(conn) == frame(GOAWAY, 0, 0, struct.pack(">II", 0, 6))   # before: closed without a word
+
+
+def test_a_graceful_shutdown_announces_the_largest_stream_then_answers_the_open_ones():
+    conn = opened()
+    conn.feed(frame(HEADERS, END_HEADERS | END_STREAM, 1, request_block()))
+    conn.drain()
+    conn.drain()                                                     # once
+    assert take(conn) == frame(GOAWAY, 0, 0, struct.pack(">II", 0x7FFFFFFF, 0))
+    # a stream the client opened before it read our GOAWAY is refused; stream 1 is still answered
+    assert conn.feed(frame(HEADERS, END_HEADERS | END_STREAM, 3, request_block())) == []
+    assert take(conn) == frame(RST_STREAM, 0, 3, struct.pack(">I", 7))
+    assert conn.answers([(1, b"hi")]) == 1
+    assert frames_of(take(conn))[-1] == (HEADERS, END_HEADERS | END_STREAM, 1, OK_TRAILERS)
+    conn.goaway(0)                                                   # the final one names the last stream
+    assert take(conn) == frame(GOAWAY, 0, 0, struct.pack(">II", 3, 0))
+    conn.drain()
+    assert take(conn) == b""
 
 
 def test_unfinished_messages_of_a_connection_are_bounded():
