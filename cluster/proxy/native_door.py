@@ -57,15 +57,17 @@ class Method(NamedTuple):
     client_streaming: bool
     server_streaming: bool
     handler: object             # the servicer's method, as grpc.aio calls it
+    batch: object = None        # the servicer's handler of a read's calls together (requests, contexts) -> responses
 
 
 def method_table(servicer) -> dict[str, Method]:
     """``/apache.rocketmq.v2.MessagingService/<Name>`` -> its Method, for every RPC of the service."""
+    batch_handlers = servicer.batch_handlers() if hasattr(servicer, "batch_handlers") else {}
     table = {}
     for method in service.DESCRIPTOR.services_by_name["MessagingService"].methods:
         table[f"/{SERVICE_NAME}/{method.name}"] = Method(
             getattr(service, method.input_type.name).FromString, method.client_streaming, method.server_streaming,
-            getattr(servicer, method.name))
+            getattr(servicer, method.name), batch_handlers.get(method.name))
     return table
 
 
@@ -187,9 +189,7 @@ class Connection:
                              traceback.format_exc(limit=8))
             self.close(error=2)   # INTERNAL_ERROR
             return
-        loop = self.door.loop
-        for call, request in unary:   # the read's unary calls, started together
-            call.task = loop.create_task(self.unary(call, request))
+        self.start_unary(unary)
         self.flush()
 
     def on_headers(self, stream: int, fields: list[tuple[str, str]]) -> None:
@@ -260,6 +260,39 @@ class Connection:
                 raise Aborted(INTERNAL, "Exception deserializing request!") from None
 
     # ------------------------------------------------------------ running the handlers
+
+    def start_unary(self, unary: list) -> None:
+        """The read's unary calls, started together: those of an RPC with a batch handler (SendMessage)
+        as one task for them all when the read has more than one, the rest a task each."""
+        loop = self.door.loop
+        batches: dict | None = None
+        for call, request in unary:
+            if call.method.batch is None:
+                call.task = loop.create_task(self.unary(call, request))
+            else:
+                if batches is None:
+                    batches = {}
+                batches.setdefault(call.method.batch, []).append((call, request))
+        if batches:
+            for handler, calls in batches.items():
+                if len(calls) == 1:
+                    call, request = calls[0]
+                    call.task = loop.create_task(self.unary(call, request))
+                else:   # no call.task: a client's reset of one call drops its answer, not the batch
+                    loop.create_task(self.unary_batch(handler, calls))
+
+    async def unary_batch(self, handler, calls: list) -> None:
+        try:
+            responses = await handler([request for _, request in calls], [call.context for call, _ in calls])
+        except Exception as exc:
+            for call, _ in calls:
+                self.ended_by(call, exc)
+            return
+        for (call, _), response in zip(calls, responses):
+            if self.calls.pop(call.stream, None) is not None:
+                self.door.in_flight -= 1
+                self.answers.append((call.stream, response.SerializeToString()))
+        self.flush_soon()
 
     async def unary(self, call: Call, request) -> None:
         try:
