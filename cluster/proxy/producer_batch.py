@@ -34,7 +34,7 @@ import time
 from rocketbox.cluster import topic_attributes
 from rocketbox.cluster.message import batch_format
 from rocketbox.cluster.message.system_topics import AUTO_CREATE_TOPIC_KEY
-from rocketbox.cluster.protocol import RequestCode, ResponseCode, send_fields_short
+from rocketbox.cluster.protocol import SEND_V2_LONG_NAMES, RequestCode, ResponseCode, send_fields_short
 from rocketbox.cluster.proxy import messages, validation
 from rocketbox.cluster.proxy.calls import Call
 from rocketbox.cluster.proxy.protos import Code, service
@@ -44,8 +44,11 @@ from rocketbox.cluster.wire_format import Command
 BATCHED_TYPES = frozenset({topic_attributes.NORMAL, topic_attributes.FIFO})
 # SEND_BATCH_MESSAGE's header but the queue and the born time (the proxy is the producer group's
 # sender, as for SEND_MESSAGE_V2: producer group = the topic).
-_BATCH_FIELDS = {"defaultTopic": AUTO_CREATE_TOPIC_KEY, "defaultTopicQueueNums": "4", "sysFlag": "0", "flag": "0",
-                 "properties": "", "reconsumeTimes": "0", "unitMode": "false", "batch": "true"}
+_BATCH_FIELDS = send_fields_short({"defaultTopic": AUTO_CREATE_TOPIC_KEY, "defaultTopicQueueNums": "4", "sysFlag": "0",
+                                   "flag": "0", "properties": "", "reconsumeTimes": "0", "unitMode": "false",
+                                   "batch": "true"})
+_GROUP, _TOPIC, _QUEUE, _BORN = (SEND_V2_LONG_NAMES[name] for name in ("producerGroup", "topic", "queueId",
+                                                                       "bornTimestamp"))
 
 Result = service.SendMessageResponse | ProxyError
 
@@ -164,12 +167,11 @@ class SendBatches:
                      outs: list[messages.Outgoing]) -> list[service.SendResultEntry] | None:
         """The entries of ``outs`` stored by one SEND_BATCH_MESSAGE; None when the broker refused it."""
         body = batch_format.encode_items((0, out.body, out.properties_text.encode()) for out in outs)
-        fields = {**_BATCH_FIELDS, "producerGroup": topic, "topic": topic, "queueId": str(queue_id),
-                  "bornTimestamp": str(outs[0].born_ms)}
+        fields = {**_BATCH_FIELDS, _GROUP: topic, _TOPIC: topic, _QUEUE: str(queue_id), _BORN: str(outs[0].born_ms)}
         self.requests += 1
         self.messages += len(outs)
         response = await self.producer.gateway.broker_call(
-            broker_name, Command(RequestCode.SEND_BATCH_MESSAGE, send_fields_short(fields), body))
+            broker_name, Command(RequestCode.SEND_BATCH_MESSAGE, fields, body))
         code = self.producer.entry_code(response.code)
         if code is None:
             return None
