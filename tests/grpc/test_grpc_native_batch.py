@@ -6,14 +6,15 @@ Raw HTTP/2 puts the calls in one read; RocketMQ 5's Python client sends with man
 
 from __future__ import annotations
 
+import asyncio
 import struct
 
 import pytest
 
 from rocketbox.cluster.testing import LocalCluster, broker_runtime_info
 from tests.grpc.grpc_client import received, require_grpc_client, run_grpc, sent
-from tests.grpc.test_grpc_native_front import (DATA, END_STREAM, HEADERS, PREFACE, SETTINGS, END_HEADERS, exchange,
-                                               frame, request_block)
+from tests.grpc.test_grpc_native_front import (CLIENT_ID, DATA, END_STREAM, HEADERS, PREFACE, SETTINGS, END_HEADERS,
+                                               exchange, frame, request_block)
 
 TOPIC = "NativeBatch"
 
@@ -47,19 +48,47 @@ def send_request(message_id: str, body: bytes, group: str = ""):
 
 
 def one_read(requests: list[bytes]) -> bytes:
+    return one_read_of("SendMessage", requests)
+
+
+def one_read_of(rpc: str, requests: list[bytes]) -> bytes:
     """HTTP/2's preface and every call's HEADERS and DATA, sent by one ``sendall``."""
     out = PREFACE + frame(SETTINGS, 0, 0)
     for k, payload in enumerate(requests):
         stream = 1 + 2 * k
-        out += frame(HEADERS, END_HEADERS, stream, request_block("SendMessage"))
+        out += frame(HEADERS, END_HEADERS, stream, request_block(rpc))
         out += frame(DATA, END_STREAM, stream, b"\x00" + struct.pack(">I", len(payload)) + payload)
     return out
 
 
-def answers(frames) -> dict[int, object]:
+def answers(frames, response_type=None) -> dict[int, object]:
     from rocketbox.cluster.proxy.protos import service
-    return {stream: service.SendMessageResponse.FromString(payload[5:])
-            for kind, _, stream, payload in frames if kind == DATA}
+    response_type = response_type or service.SendMessageResponse
+    return {stream: response_type.FromString(payload[5:]) for kind, _, stream, payload in frames if kind == DATA}
+
+
+async def _receive(cluster, group: str, count: int) -> list:
+    """Up to ``count`` (message id, receipt handle) popped through ReceiveMessage (grpcio's C-core client)."""
+    import grpc
+    from rocketbox.cluster.proxy.protos import pb, service
+    from google.protobuf.duration_pb2 import Duration
+    request = service.ReceiveMessageRequest(
+        group=pb.Resource(name=group), message_queue=pb.MessageQueue(topic=pb.Resource(name=TOPIC), id=-1),
+        filter_expression=pb.FilterExpression(type=pb.TAG, expression="*"), batch_size=count,
+        invisible_duration=Duration(seconds=60), long_polling_timeout=Duration(seconds=1))
+    got = []
+    async with grpc.aio.insecure_channel(cluster.proxy_endpoint) as channel:
+        receive = channel.unary_stream("/apache.rocketmq.v2.MessagingService/ReceiveMessage")
+        for _ in range(10):
+            async for raw in receive(request.SerializeToString(), metadata=(("x-mq-client-id", CLIENT_ID),),
+                                     timeout=10):
+                answer = service.ReceiveMessageResponse.FromString(raw)
+                if answer.HasField("message"):
+                    system = answer.message.system_properties
+                    got.append((system.message_id, system.receipt_handle))
+            if len(got) >= count:
+                break
+    return got
 
 
 @pytest.mark.timeout(60)
@@ -94,6 +123,38 @@ def test_a_reads_sends_are_one_broker_request_each_answered_on_its_own(cluster):
         assert served <= 3, served
     else:
         assert served >= len(by_id), served
+
+
+@pytest.mark.timeout(60)
+def test_a_reads_acks_are_one_broker_request_each_answered_on_its_own(cluster):
+    from rocketbox.cluster.proxy.protos import Code, pb, service
+    group = "AckBatch" + ("On" if cluster.batched else "Off")
+    exchange(cluster, one_read([send_request(f"ack-{i}", b"ack me") for i in range(8)]), timeout_s=3)
+    popped = asyncio.run(_receive(cluster, group, 8))
+    assert len(popped) >= 6, popped
+    forged = ("forged", "v1 nope")
+    asked = popped[:2] + [forged] + popped[2:]
+
+    def ack(message_id, handle):
+        return service.AckMessageRequest(group=pb.Resource(name=group), topic=pb.Resource(name=TOPIC), entries=[
+            service.AckMessageEntry(message_id=message_id, receipt_handle=handle)]).SerializeToString()
+    exchange(cluster, one_read_of("AckMessage", [ack(*popped[0])]), timeout_s=3)   # acked already: NO_MESSAGE
+    before = broker_requests(cluster)
+    frames, _ = exchange(cluster, one_read_of("AckMessage", [ack(*one) for one in asked]), timeout_s=3)
+    served = broker_requests(cluster) - before - 1
+    got = answers(frames, service.AckMessageResponse)
+    assert len(got) == len(asked), frames
+    codes = [got[1 + 2 * k].status.code for k in range(len(asked))]
+    # Acked before (the broker's NO_MESSAGE) and forged (the proxy's own check): each refused alone.
+    assert codes[0] == codes[2] == Code.INVALID_RECEIPT_HANDLE, codes
+    assert codes[1] == Code.OK and all(code == Code.OK for code in codes[3:]), codes
+    for k, (message_id, handle) in enumerate(asked):
+        (entry,) = got[1 + 2 * k].entries
+        assert entry.message_id == message_id and entry.receipt_handle == handle
+    if cluster.batched:
+        assert served <= 2, served
+    else:
+        assert served >= len(asked) - 2, served
 
 
 @pytest.mark.timeout(180)
