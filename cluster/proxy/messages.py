@@ -202,7 +202,10 @@ def incoming(record: fmt.Record, *, receipt_handle: str | None = None, delivery_
     """A stored message as a gRPC Message. ``topic`` overrides the record's (a pop retry record
     is presented with its original topic)."""
     props = record.properties
-    system = pb.SystemProperties()
+    # Filled in place (a SystemProperties built apart and given to Message() is copied; a Timestamp
+    # made and CopyFrom'd likewise): ~20% of the proxy's receive path was this function.
+    message = pb.Message()
+    system = message.system_properties
     if PROPERTY_TAGS in props:
         system.tag = props[PROPERTY_TAGS]
     if props.get(PROPERTY_KEYS):
@@ -218,9 +221,9 @@ def incoming(record: fmt.Record, *, receipt_handle: str | None = None, delivery_
         born_ms = int(props.get(PROPERTY_BORN_TIMESTAMP, born_ms))
     except ValueError:
         pass
-    system.born_timestamp.CopyFrom(timestamp(born_ms))
+    _set_millis(system.born_timestamp, born_ms)
     system.born_host = props.get(PROPERTY_BORN_HOST) or _host(record.born_host)
-    system.store_timestamp.CopyFrom(timestamp(record.store_timestamp_ms))
+    _set_millis(system.store_timestamp, record.store_timestamp_ms)
     system.store_host = _host(record.store_host)
     deliver = props.get(PROPERTY_TIMER_DELIVER_MS)
     delay_s = props.get(PROPERTY_TIMER_DELAY_SEC)
@@ -248,6 +251,11 @@ def incoming(record: fmt.Record, *, receipt_handle: str | None = None, delivery_
     if props.get(PROPERTY_DLQ_ORIGIN_TOPIC) and props.get(PROPERTY_DLQ_ORIGIN_MESSAGE_ID):
         system.dead_letter_queue.topic = props[PROPERTY_DLQ_ORIGIN_TOPIC]
         system.dead_letter_queue.message_id = props[PROPERTY_DLQ_ORIGIN_MESSAGE_ID]
-    user = {k: v for k, v in props.items() if k not in SYSTEM_PROPERTIES}
-    return pb.Message(topic=pb.Resource(name=topic or record.topic), user_properties=user,
-                      system_properties=system, body=body)
+    message.topic.name = topic or record.topic
+    message.user_properties.update({k: v for k, v in props.items() if k not in SYSTEM_PROPERTIES})
+    message.body = body
+    return message
+
+
+def _set_millis(field: Timestamp, ms: int) -> None:
+    field.seconds, field.nanos = ms // 1000, (ms % 1000) * 1_000_000
