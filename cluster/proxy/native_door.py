@@ -78,10 +78,18 @@ def timeout_s(value: str) -> float | None:
     return None
 
 
-def metadata_of(fields: list[tuple[str, str]]) -> tuple[tuple[str, str | bytes], ...]:
-    metadata = []
+def headers_of(fields: list[tuple[str, str]]) -> tuple[str, str | None, tuple[tuple[str, str | bytes], ...]]:
+    """A call's ``:path`` ("" when none), its ``grpc-timeout`` text (None) and its metadata, in one pass
+    over its fields (the first of a repeated pseudo-header or timeout counts)."""
+    path, timeout, metadata = None, None, []
     for name, value in fields:
-        if name.startswith(":") or name in NOT_METADATA:
+        if name.startswith(":"):
+            if name == ":path" and path is None:
+                path = value
+            continue
+        if name in NOT_METADATA:
+            if name == "grpc-timeout" and timeout is None:
+                timeout = value
             continue
         if name.endswith("-bin"):
             try:
@@ -90,7 +98,7 @@ def metadata_of(fields: list[tuple[str, str]]) -> tuple[tuple[str, str | bytes],
                 continue
         else:
             metadata.append((name, value))
-    return tuple(metadata)
+    return path or "", timeout, tuple(metadata)
 
 
 class Aborted(Exception):
@@ -193,7 +201,7 @@ class Connection:
         self.flush()
 
     def on_headers(self, stream: int, fields: list[tuple[str, str]]) -> None:
-        path = next((value for name, value in fields if name == ":path"), "")
+        path, timeout_text, metadata = headers_of(fields)
         method = self.door.methods.get(path)
         if method is None:
             self.h2.trailers(stream, UNIMPLEMENTED, f"Method not found: {path[1:]}")
@@ -201,9 +209,9 @@ class Connection:
         if self.door.in_flight >= self.door.settings.max_concurrent_rpcs:
             self.h2.trailers(stream, RESOURCE_EXHAUSTED, "Concurrent RPC limit exceeded!")
             return
-        timeout = next((timeout_s(value) for name, value in fields if name == "grpc-timeout"), None)
+        timeout = None if timeout_text is None else timeout_s(timeout_text)
         deadline = None if timeout is None else time.monotonic() + timeout
-        call = Call(stream, method, CallContext(metadata_of(fields), self.peer, deadline))
+        call = Call(stream, method, CallContext(metadata, self.peer, deadline))
         self.calls[stream] = call
         self.door.in_flight += 1
         if method.client_streaming:
