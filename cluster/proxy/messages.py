@@ -7,6 +7,7 @@ from another.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import time
 import zlib
@@ -189,6 +190,7 @@ def inflated_body(record: fmt.Record) -> bytes:
         return record.body
 
 
+@functools.lru_cache(maxsize=1024)   # a few hosts (the brokers, the producers) over every record
 def _host(raw: bytes) -> str:
     try:
         ip, port = unpack_host(raw)

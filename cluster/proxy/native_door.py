@@ -324,7 +324,7 @@ class Connection:
                         return
                     self.h2.message(call.stream, response.SerializeToString())
                     self.flush_soon()
-                    if self.h2.state()["unsent"] > UNSENT_PAUSE_BYTES:
+                    if self.h2.unsent() > UNSENT_PAUSE_BYTES:
                         self.drained.clear()
                         await self.drained.wait()
         except Exception as exc:
