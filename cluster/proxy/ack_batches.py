@@ -33,10 +33,14 @@ class AckBatches:
         results: list = [None] * len(calls)
         outcomes: list[list] = [[] for _ in calls]   # each call's entries' statuses, in its order
         groups: dict[tuple, list] = {}                # (broker, group, topic) -> [(call index, entry index, handle)]
+        names: dict[tuple, tuple] = {}                # a read's calls name the same group and topic: checked once
         for index, (_call, request) in enumerate(calls):
             try:
-                group = validation.consumer_group(request.group.name)
-                topic = validation.topic(request.topic.name)
+                asked = (request.group.name, request.topic.name)
+                checked = names.get(asked)
+                if checked is None:
+                    checked = names[asked] = (validation.consumer_group(asked[0]), validation.topic(asked[1]))
+                group, topic = checked
                 if not request.entries:
                     raise ProxyError(Code.BAD_REQUEST, "no entry to ack")
             except ProxyError as exc:

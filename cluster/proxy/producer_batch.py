@@ -75,13 +75,16 @@ class SendBatches:
         by_topic: dict[str, list[_Pending]] = {}
         singles = []
         settings, now_ms = self.producer.settings, int(time.time() * 1000)
+        topics: dict[str, str] = {}   # a read's calls name the same topic: checked once
         for index, (call, request) in enumerate(calls):
             if len(request.messages) != 1:
                 singles.append(index)
                 continue
             message = request.messages[0]
             try:
-                topic = validation.topic(message.topic.name)
+                topic = topics.get(message.topic.name)
+                if topic is None:
+                    topic = topics[message.topic.name] = validation.topic(message.topic.name)
                 out = messages.outgoing(message, settings, now_ms, call.peer_host)
             except ProxyError as exc:
                 results[index] = exc
