@@ -23,7 +23,8 @@ taken together:
 Stored as a batch, a record differs from a single send's only in what no gRPC reader sees: the
 broker adds no CLUSTER property to a batch's items (RocketMQ's request-reply reads it; the 5.x
 clients do not use it), and the record's born timestamp is the batch's (the message's own is
-kept in BORN_TIMESTAMP, which ``messages.incoming`` reads first).
+kept in BORN_TIMESTAMP, which ``messages.incoming`` reads first). The broker's metrics count a
+batch's messages under the message type "normal", FIFO ones included (broker/send.py).
 """
 
 from __future__ import annotations
