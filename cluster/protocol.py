@@ -186,6 +186,9 @@ class RequestCode(enum.IntEnum):
     GET_BROKER_METRICS = 9901
     # The same for a NameServer: what its access control refused (namesrv.py).
     GET_NAMESRV_METRICS = 9902
+    # The gRPC proxy's acks of one read to one broker, consumer group and topic in one request
+    # (ack_batch_format.py; RocketMQ 5's BATCH_ACK_MESSAGE carries a pop's bit sets instead).
+    ACK_MESSAGES = 9903
     # RocketMQ 5's pop consumption (broker/pop.py): the broker keeps what each consumer holds.
     POP_MESSAGE = 200050
     ACK_MESSAGE = 200051
@@ -330,6 +333,7 @@ SERVED_BY: dict[RequestCode, str] = {
     RequestCode.GET_BROKER_METRICS: BROKER,
     RequestCode.POP_MESSAGE: BROKER,
     RequestCode.ACK_MESSAGE: BROKER,
+    RequestCode.ACK_MESSAGES: BROKER,
     RequestCode.CHANGE_MESSAGE_INVISIBLETIME: BROKER,
 }
 

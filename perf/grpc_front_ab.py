@@ -29,6 +29,10 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NODE_BENCH = os.path.join(REPO, "perf", "grpc_node_bench.js")
 NODE_CLIENT = os.path.join(REPO, ".node", "node_modules", "rocketmq-client-nodejs")
 FRONTS = ("native", "grpcio")
+# What each front sets in the proxy: ``native-unbatched`` is the native front with a read's SendMessage
+# calls taken one at a time (``grpc_batch_calls`` off), the A/B of proxy/producer_batch.py.
+FRONT_SETTINGS = {"native": {"grpc_front": "native"}, "grpcio": {"grpc_front": "grpcio"},
+                  "native-unbatched": {"grpc_front": "native", "grpc_batch_calls": False}}
 
 
 def node_clients(mode: str, specs: list[dict]) -> list[dict]:
@@ -58,7 +62,7 @@ def measure(front: str, args, tmp: str, round_: int) -> dict:
     from rocketbox.cluster.testing import LocalCluster
     from rocketbox.perf.harness import client_config, create_topic
     with LocalCluster(os.path.join(tmp, f"{front}-{round_}"), proxy=True, metrics=False, remoting=False,
-                      proxy_overrides={"grpc_front": front}) as cluster:
+                      proxy_overrides=FRONT_SETTINGS[front]) as cluster:
         topic = "GrpcFrontAB"
         create_topic(client_config(cluster.namesrv), topic)
         processes = {"proxy": psutil.Process(cluster.pid("proxy")), "broker": psutil.Process(cluster.pid("broker-a"))}
@@ -77,7 +81,7 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=20_000, help="sends a client process")
     parser.add_argument("--clients", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--fronts", default=",".join(FRONTS))
+    parser.add_argument("--fronts", default=",".join(FRONTS), help=f"of {', '.join(FRONT_SETTINGS)}")
     args = parser.parse_args()
     fronts = args.fronts.split(",")
     rows: dict[str, list[dict]] = {front: [] for front in fronts}

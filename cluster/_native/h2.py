@@ -84,6 +84,12 @@ class H2Connection:
         lib.rb_h2_goaway(self._c, error)
         self.closed = True
 
+    def unsent(self) -> int:
+        """Bytes framed and not yet taken by ``sent`` (``state()["unsent"]`` without the dict: asked
+        after every message a stream writes)."""
+        lib.rb_h2_state(self._c, self._state)
+        return self._state[1]
+
     def state(self) -> dict[str, int]:
         lib.rb_h2_state(self._c, self._state)
         s = self._state

@@ -5,7 +5,7 @@ an admin may make it (RocketMQ's PlainAccessResource.parse and Permission.ADMIN_
 | --- | --- |
 | SEND_MESSAGE 10 (``topic``), SEND_MESSAGE_V2 310, SEND_BATCH_MESSAGE 320 (``b``) | the topic PUB; a send to ``%RETRY%G`` needs the group G SUB instead (whatever group it names), one to ``%DLQ%G`` the group G SUB too |
 | RECALL_MESSAGE 370 (``topic``) | the topic PUB (RocketMQ's RecallMessageRequestHeader) |
-| PULL_MESSAGE 11, POP_MESSAGE, ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME | the topic SUB and the group SUB (a pull of ``%DLQ%G``: the group G SUB too) |
+| PULL_MESSAGE 11, POP_MESSAGE, ACK_MESSAGE, ACK_MESSAGES, CHANGE_MESSAGE_INVISIBLETIME | the topic SUB and the group SUB (a pull of ``%DLQ%G``: the group G SUB too) |
 | UPDATE_CONSUMER_OFFSET 15, QUERY_CONSUMER_OFFSET 14, GET_CONSUME_STATS 208 | the group SUB and the topic SUB (when named) |
 | QUERY_MESSAGE 12, QUERY_TOPIC_CONSUME_BY_WHO 300 | the topic SUB |
 | HEART_BEAT 34 | each consumer group's SUB and each topic it subscribes SUB (the JSON body) |
@@ -150,6 +150,7 @@ _READERS = {
     RequestCode.PULL_MESSAGE: lambda cmd: _topic_and_group(cmd.fields),
     RequestCode.POP_MESSAGE: lambda cmd: _topic_and_group(cmd.fields),
     RequestCode.ACK_MESSAGE: lambda cmd: _topic_and_group(cmd.fields),
+    RequestCode.ACK_MESSAGES: lambda cmd: _topic_and_group(cmd.fields),
     RequestCode.CHANGE_MESSAGE_INVISIBLETIME: lambda cmd: _topic_and_group(cmd.fields),
     RequestCode.UPDATE_CONSUMER_OFFSET: lambda cmd: _topic_and_group(cmd.fields),
     RequestCode.QUERY_CONSUMER_OFFSET: lambda cmd: _topic_and_group(cmd.fields),

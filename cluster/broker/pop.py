@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import time
 
-from rocketbox.cluster import receipt_handle
+from rocketbox.cluster import ack_batch_format, receipt_handle
 from rocketbox.cluster.acl.permissions import SUB
 from rocketbox.cluster.acl.records import require
 from rocketbox.cluster.broker.context import BrokerContext
@@ -247,10 +247,11 @@ class PopProcessor:
 
     # ------------------------------------------------------------ ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME
 
-    def _pending_of(self, request: Command):
+    def _pending_of(self, request: Command, text: str | None = None):
+        """The handle (``extraInfo``, or ``text``: one of ACK_MESSAGES') and the pop it acks."""
         group = require_name("group", field_str(request, "consumerGroup"))
         try:
-            handle = receipt_handle.decode(field_str(request, "extraInfo"))
+            handle = receipt_handle.decode(field_str(request, "extraInfo") if text is None else text)
         except receipt_handle.InvalidReceiptHandle as exc:
             raise ProtocolError(str(exc)) from None
         if not self.may_write():
@@ -271,6 +272,28 @@ class PopProcessor:
         self._wake_if_unblocked(pending)
         # Answered once the ack record is as durable as a send (durability.py).
         return self.durability.answer(request.response(ResponseCode.SUCCESS), result.end_phys_offset, reply)
+
+    @answers_refusals
+    def on_ack_batch(self, request: Command, reply) -> Command | None:
+        """ACK_MESSAGES (ack_batch_format.py): each handle acked as ACK_MESSAGE acks it, its own outcome
+        in the answer's body; one durability wait for the ack records of them all."""
+        try:
+            handles = ack_batch_format.decode_handles(request.body)
+        except ValueError as exc:
+            raise ProtocolError(f"malformed ACK_MESSAGES body: {exc}") from None
+        outcomes, end = [], -1
+        for text in handles:
+            try:
+                handle, pending = self._pending_of(request, text)
+            except ProtocolError as exc:
+                outcomes.append((exc.code, str(exc)))
+                continue
+            result = self.log.ack(pending, handle.queue_offset)
+            self._wake_if_unblocked(pending)
+            end = max(end, result.end_phys_offset)
+            outcomes.append((ResponseCode.SUCCESS, ""))
+        response = request.response(ResponseCode.SUCCESS, body=ack_batch_format.encode_outcomes(outcomes))
+        return response if end < 0 else self.durability.answer(response, end, reply)
 
     @answers_refusals
     def on_change_invisible_time(self, request: Command, reply) -> Command | None:

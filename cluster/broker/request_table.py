@@ -17,6 +17,7 @@ BROKER_HANDLERS: dict[int, str] = {
     RequestCode.PULL_MESSAGE: "puller.on_pull",
     RequestCode.POP_MESSAGE: "popper.on_pop",
     RequestCode.ACK_MESSAGE: "popper.on_ack",
+    RequestCode.ACK_MESSAGES: "popper.on_ack_batch",
     RequestCode.CHANGE_MESSAGE_INVISIBLETIME: "popper.on_change_invisible_time",
     RequestCode.QUERY_CONSUMER_OFFSET: "offset_requests.on_query_consumer_offset",
     RequestCode.UPDATE_CONSUMER_OFFSET: "offset_requests.on_update_consumer_offset",

@@ -24,6 +24,7 @@ from rocketbox.cluster.filter.expressions import parse_tags
 from rocketbox.cluster.log_limit import RateLimitedLog
 from rocketbox.cluster.protocol import RETRY_TOPIC_PREFIX, RequestCode, ResponseCode
 from rocketbox.cluster.proxy import messages, validation
+from rocketbox.cluster.proxy.ack_batches import AckBatches
 from rocketbox.cluster.proxy.brokers import BrokerGateway
 from rocketbox.cluster.proxy.calls import Call
 from rocketbox.cluster.proxy.clients import ClientRegistry, unserved_client_type
@@ -67,6 +68,7 @@ class ConsumerService:
         self.settings = settings
         self.gateway = gateway
         self.registry = registry
+        self.batches = AckBatches(self)
         self.renewals = ReceiptRenewals(self._change, lambda client_id: registry.get(client_id) is not None,
                                         invisible_ms=settings.default_invisible_ms,
                                         renew_ahead_ms=min(10_000, settings.default_invisible_ms // 2))
@@ -276,6 +278,10 @@ class ConsumerService:
         codes = {entry.status.code for entry in results}
         overall = status(Code.MULTIPLE_RESULTS) if len(codes) > 1 else status(codes.pop())
         return service.AckMessageResponse(status=overall, entries=results)
+
+    async def ack_batch(self, calls: list[tuple[Call, service.AckMessageRequest]]) -> list:
+        """A read's AckMessage calls together (ack_batches.py): each call's response or refusal."""
+        return await self.batches.ack(calls)
 
     async def _ack_entry(self, group: str, topic: str, entry: service.AckMessageEntry) -> service.AckMessageResultEntry:
         try:

@@ -58,15 +58,17 @@ class Method(NamedTuple):
     client_streaming: bool
     server_streaming: bool
     handler: object             # the servicer's method, as grpc.aio calls it
+    batch: object = None        # the servicer's handler of a read's calls together (requests, contexts) -> responses
 
 
 def method_table(servicer) -> dict[str, Method]:
     """``/apache.rocketmq.v2.MessagingService/<Name>`` -> its Method, for every RPC of the service."""
+    batch_handlers = servicer.batch_handlers() if hasattr(servicer, "batch_handlers") else {}
     table = {}
     for method in service.DESCRIPTOR.services_by_name["MessagingService"].methods:
         table[f"/{SERVICE_NAME}/{method.name}"] = Method(
             getattr(service, method.input_type.name).FromString, method.client_streaming, method.server_streaming,
-            getattr(servicer, method.name))
+            getattr(servicer, method.name), batch_handlers.get(method.name))
     return table
 
 
@@ -77,10 +79,18 @@ def timeout_s(value: str) -> float | None:
     return None
 
 
-def metadata_of(fields: list[tuple[str, str]]) -> tuple[tuple[str, str | bytes], ...]:
-    metadata = []
+def headers_of(fields: list[tuple[str, str]]) -> tuple[str, str | None, tuple[tuple[str, str | bytes], ...]]:
+    """A call's ``:path`` ("" when none), its ``grpc-timeout`` text (None) and its metadata, in one pass
+    over its fields (the first of a repeated pseudo-header or timeout counts)."""
+    path, timeout, metadata = None, None, []
     for name, value in fields:
-        if name.startswith(":") or name in NOT_METADATA:
+        if name.startswith(":"):
+            if name == ":path" and path is None:
+                path = value
+            continue
+        if name in NOT_METADATA:
+            if name == "grpc-timeout" and timeout is None:
+                timeout = value
             continue
         if name.endswith("-bin"):
             try:
@@ -89,7 +99,7 @@ def metadata_of(fields: list[tuple[str, str]]) -> tuple[tuple[str, str | bytes],
                 continue
         else:
             metadata.append((name, value))
-    return tuple(metadata)
+    return path or "", timeout, tuple(metadata)
 
 
 class Aborted(Exception):
@@ -188,13 +198,11 @@ class Connection:
                              traceback.format_exc(limit=8))
             self.close(error=2)   # INTERNAL_ERROR
             return
-        loop = self.door.loop
-        for call, request in unary:   # the read's unary calls, started together
-            call.task = loop.create_task(self.unary(call, request))
+        self.start_unary(unary)
         self.flush()
 
     def on_headers(self, stream: int, fields: list[tuple[str, str]]) -> None:
-        path = next((value for name, value in fields if name == ":path"), "")
+        path, timeout_text, metadata = headers_of(fields)
         method = self.door.methods.get(path)
         if method is None:
             self.h2.trailers(stream, UNIMPLEMENTED, f"Method not found: {path[1:]}")
@@ -202,9 +210,9 @@ class Connection:
         if self.door.in_flight >= self.door.settings.max_concurrent_rpcs:
             self.h2.trailers(stream, RESOURCE_EXHAUSTED, "Concurrent RPC limit exceeded!")
             return
-        timeout = next((timeout_s(value) for name, value in fields if name == "grpc-timeout"), None)
+        timeout = None if timeout_text is None else timeout_s(timeout_text)
         deadline = None if timeout is None else time.monotonic() + timeout
-        call = Call(stream, method, CallContext(metadata_of(fields), self.peer, deadline))
+        call = Call(stream, method, CallContext(metadata, self.peer, deadline))
         self.calls[stream] = call
         self.door.in_flight += 1
         if method.client_streaming:
@@ -262,6 +270,39 @@ class Connection:
 
     # ------------------------------------------------------------ running the handlers
 
+    def start_unary(self, unary: list) -> None:
+        """The read's unary calls, started together: those of an RPC with a batch handler (SendMessage)
+        as one task for them all when the read has more than one, the rest a task each."""
+        loop = self.door.loop
+        batches: dict | None = None
+        for call, request in unary:
+            if call.method.batch is None:
+                call.task = loop.create_task(self.unary(call, request))
+            else:
+                if batches is None:
+                    batches = {}
+                batches.setdefault(call.method.batch, []).append((call, request))
+        if batches:
+            for handler, calls in batches.items():
+                if len(calls) == 1:
+                    call, request = calls[0]
+                    call.task = loop.create_task(self.unary(call, request))
+                else:   # no call.task: a client's reset of one call drops its answer, not the batch
+                    loop.create_task(self.unary_batch(handler, calls))
+
+    async def unary_batch(self, handler, calls: list) -> None:
+        try:
+            responses = await handler([request for _, request in calls], [call.context for call, _ in calls])
+        except Exception as exc:
+            for call, _ in calls:
+                self.ended_by(call, exc)
+            return
+        for (call, _), response in zip(calls, responses):
+            if self.calls.pop(call.stream, None) is not None:
+                self.door.in_flight -= 1
+                self.answers.append((call.stream, response.SerializeToString()))
+        self.flush_soon()
+
     async def unary(self, call: Call, request) -> None:
         try:
             response = await call.method.handler(request, call.context)
@@ -284,7 +325,7 @@ class Connection:
                         return
                     self.h2.message(call.stream, response.SerializeToString())
                     self.flush_soon()
-                    if self.h2.state()["unsent"] > UNSENT_PAUSE_BYTES:
+                    if self.h2.unsent() > UNSENT_PAUSE_BYTES:
                         self.drained.clear()
                         await self.drained.wait()
         except Exception as exc:

@@ -27,6 +27,7 @@ from rocketbox.cluster.message.system_topics import AUTO_CREATE_TOPIC_KEY
 from rocketbox.cluster.proxy import messages, validation
 from rocketbox.cluster.proxy.brokers import BrokerGateway
 from rocketbox.cluster.proxy.calls import Call
+from rocketbox.cluster.proxy.producer_batch import SendBatches
 from rocketbox.cluster.proxy.clients import ClientRegistry
 from rocketbox.cluster.proxy.protos import Code, service
 from rocketbox.cluster.proxy.settings import ProxySettings
@@ -57,6 +58,7 @@ class ProducerService:
         self.registry = registry
         self.transactions = transactions
         self._round_robin = itertools.count()
+        self.batches = SendBatches(self)
 
     async def send_message(self, call: Call, request: service.SendMessageRequest) -> service.SendMessageResponse:
         if not request.messages:
@@ -68,18 +70,15 @@ class ProducerService:
         now_ms = int(time.time() * 1000)
         outgoing = [messages.outgoing(m, self.settings, now_ms, call.peer_host) for m in request.messages]
         for out in outgoing:
-            await self._require_type(topic, route, out.type_name)
-        queues = [(name, queue_id) for name, data in self.gateway.writable(route)
-                  for queue_id in range(data["writeQueueNums"])]
-        if not queues:
-            raise ProxyError(Code.FORBIDDEN, f"topic {topic} has no writable queue")
+            await self.require_type(topic, route, out.type_name)
+        queues = self.writable_queues(topic, route)
         group = (outgoing[0].message_group or outgoing[0].lite_topic) if len(outgoing) == 1 else ""
-        index = fifo_queue_index(group, len(queues)) if group else next(self._round_robin) % len(queues)
+        index = self.fifo_queue(group, len(queues)) if group else self.next_queue(len(queues))
         for out in outgoing:
             if out.lite_topic:
                 self.note_lite_send(topic, out.lite_topic)
         broker_name, queue_id = queues[index]
-        entries = [await self._store(topic, broker_name, queue_id, out) for out in outgoing]
+        entries = [await self.store(topic, broker_name, queue_id, out) for out in outgoing]
         if any(out.type_name == topic_attributes.TRANSACTION for out in outgoing):
             client = self.registry.get(call.client_id)
             if client is not None:
@@ -89,7 +88,32 @@ class ProducerService:
         overall = status(Code.MULTIPLE_RESULTS) if len(codes) > 1 else status(codes.pop())
         return service.SendMessageResponse(status=overall, entries=entries)
 
-    async def _require_type(self, topic: str, route, type_name: str) -> None:
+    async def send_batch(self, calls: list[tuple[Call, service.SendMessageRequest]]
+                         ) -> list[service.SendMessageResponse | ProxyError]:
+        """A read's SendMessage calls together (producer_batch.py): each call's response or refusal."""
+        return await self.batches.send(calls)
+
+    def writable_queues(self, topic: str, route) -> list[tuple[str, int]]:
+        """(broker name, queue id) of every writable queue of the topic; FORBIDDEN when none is."""
+        queues = [(name, queue_id) for name, data in self.gateway.writable(route)
+                  for queue_id in range(data["writeQueueNums"])]
+        if not queues:
+            raise ProxyError(Code.FORBIDDEN, f"topic {topic} has no writable queue")
+        return queues
+
+    @staticmethod
+    def fifo_queue(group: str, queue_count: int) -> int:
+        return fifo_queue_index(group, queue_count)
+
+    def next_queue(self, queue_count: int) -> int:
+        return next(self._round_robin) % queue_count
+
+    @staticmethod
+    def entry_code(response_code: int) -> int | None:
+        """A stored message's entry code for the broker's answer; None: the broker refused it."""
+        return _ENTRY_CODES.get(response_code)
+
+    async def require_type(self, topic: str, route, type_name: str) -> None:
         """MESSAGE_PROPERTY_CONFLICT_WITH_TYPE unless the topic takes messages of this type."""
         config = await self.gateway.topic_config(topic, route)
         declared = topic_attributes.declared_message_type((config or {}).get("attributes") or {})
@@ -105,7 +129,7 @@ class ProducerService:
         whose refusal is answered with its remark (an unreadable handle: INTERNAL_SERVER_ERROR, as there)."""
         topic = validation.topic(request.topic.name)
         route = await self.gateway.existing_route(topic)
-        await self._require_type(topic, route, topic_attributes.DELAY)
+        await self.require_type(topic, route, topic_attributes.DELAY)
         try:
             handle = recall_handle.decode(request.recall_handle)
         except ValueError as exc:
@@ -117,7 +141,7 @@ class ProducerService:
                                                                response.remark or str(response.code)))
         return service.RecallMessageResponse(status=status(Code.OK), message_id=response.fields.get("msgId", ""))
 
-    async def _store(self, topic: str, broker_name: str, queue_id: int, out: messages.Outgoing) -> service.SendResultEntry:
+    async def store(self, topic: str, broker_name: str, queue_id: int, out: messages.Outgoing) -> service.SendResultEntry:
         fields = {"producerGroup": topic, "topic": topic, "defaultTopic": AUTO_CREATE_TOPIC_KEY,
                   "defaultTopicQueueNums": "4", "queueId": str(queue_id), "sysFlag": str(out.sys_flag),
                   "bornTimestamp": str(out.born_ms), "flag": "0", "properties": out.properties_text,

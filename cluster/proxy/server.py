@@ -127,15 +127,18 @@ class MessagingService(service_grpc.MessagingServiceServicer):
                 self.access.check(context, name, request=request)
             return await handler(call, request)
         except ProxyError as exc:
-            self.refused += 1
-            _limited.warning(f"refused:{name}", "%s refused (%s): %s", name, Code.Name(exc.code), exc.message)
-            return response_type(status=status(exc.code, exc.message))
+            return self._refusal(name, exc, response_type)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             self.failed += 1
             _limited.warning(f"failed:{name}", "%s failed: %s", name, traceback.format_exc(limit=8))
             return response_type(status=status(Code.INTERNAL_SERVER_ERROR, f"{type(exc).__name__}: {exc}"))
+
+    def _refusal(self, name: str, exc: ProxyError, response_type):
+        self.refused += 1
+        _limited.warning(f"refused:{name}", "%s refused (%s): %s", name, Code.Name(exc.code), exc.message)
+        return response_type(status=status(exc.code, exc.message))
 
     async def QueryRoute(self, request, context):
         return await self._unary("QueryRoute", self.routes.query_route, request, context,
@@ -155,6 +158,52 @@ class MessagingService(service_grpc.MessagingServiceServicer):
     async def SendMessage(self, request, context):
         return await self._unary("SendMessage", self.producers.send_message, request, context,
                                  service.SendMessageResponse)
+
+    async def send_message_batch(self, requests: list, contexts: list) -> list:
+        return await self._batch("SendMessage", self.producers.send_batch, requests, contexts,
+                                 service.SendMessageResponse)
+
+    async def ack_message_batch(self, requests: list, contexts: list) -> list:
+        return await self._batch("AckMessage", self.consumers.ack_batch, requests, contexts,
+                                 service.AckMessageResponse)
+
+    async def _batch(self, name: str, handler, requests: list, contexts: list, response_type) -> list:
+        """A read's calls of one RPC (the native door, ``grpc_batch_calls``): each call guarded as
+        ``_unary`` guards it (its caller, its access check, its refusal in its own response), the
+        calls that pass handled together (``handler``: producer_batch.py, ack_batches.py); a response
+        for each, in order."""
+        responses: list = [None] * len(requests)
+        passed, where = [], []
+        for index, (request, context) in enumerate(zip(requests, contexts)):
+            try:
+                call = call_of(context)
+                if self.access is not None:
+                    self.access.check(context, name, request=request)
+            except ProxyError as exc:
+                responses[index] = self._refusal(name, exc, response_type)
+                continue
+            passed.append((call, request))
+            where.append(index)
+        if passed:
+            try:
+                results = await handler(passed)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                self.failed += 1
+                _limited.warning(f"failed:{name}", "%s failed: %s", name, traceback.format_exc(limit=8))
+                results = [response_type(status=status(Code.INTERNAL_SERVER_ERROR, f"{type(exc).__name__}: {exc}"))
+                           ] * len(passed)
+            for index, result in zip(where, results):
+                responses[index] = self._refusal(name, result, response_type) if isinstance(result, ProxyError) \
+                    else result
+        return responses
+
+    def batch_handlers(self) -> dict:
+        """RPC name -> the handler of a read's calls of it together (native_door.py), as the settings allow."""
+        if not self.settings.grpc_batch_calls:
+            return {}
+        return {"SendMessage": self.send_message_batch, "AckMessage": self.ack_message_batch}
 
     async def RecallMessage(self, request, context):
         return await self._unary("RecallMessage", self.producers.recall_message, request, context,

@@ -79,6 +79,15 @@ def produce(spec: dict) -> None:
     producer.startup()
     emit(started=True)
     try:
+        if spec.get("in_flight"):   # every message sent at once (send_async), the receipts in order
+            futures = [(item, producer.send_async(message_of(item, spec["topic"]))) for item in spec["messages"]]
+            for item, future in futures:
+                try:
+                    receipt = future.result(timeout=60)
+                    emit(sent=item["body"], message_id=receipt.message_id, offset=receipt.offset, at=time.time())
+                except Exception as exc:
+                    emit(sent=None, body=item["body"], **error_line(exc))
+            return
         for item in spec["messages"]:
             try:
                 message = message_of(item, spec["topic"])

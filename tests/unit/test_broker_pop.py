@@ -206,6 +206,25 @@ def test_bad_pops_and_acks_get_clear_answers(broker):
     assert [b for b, *_ in broker.pop()] == [b"x"]   # and it serves on
 
 
+def test_ack_messages_acks_each_handle_as_ack_message_would_and_answers_each(broker):
+    from rocketbox.cluster import ack_batch_format
+    for i in range(4):
+        broker.send(b"b%d" % i, queue_id=i % 2)
+    handles = [h for _, h, _, _ in broker.pop()]
+    assert broker.ack(handles[0]) == ResponseCode.SUCCESS   # acked already: NO_MESSAGE in the batch
+    asked = [handles[0], handles[1], "v1 nope", handles[2], handles[3]]
+    answer = broker.call(RequestCode.ACK_MESSAGES, {"consumerGroup": GROUP, "topic": TOPIC},
+                         ack_batch_format.encode_handles(asked))
+    assert answer.code == ResponseCode.SUCCESS, answer.remark
+    codes = [code for code, _ in ack_batch_format.decode_outcomes(answer.body, len(asked))]
+    assert codes == [ResponseCode.NO_MESSAGE, ResponseCode.SUCCESS, ResponseCode.SYSTEM_ERROR,
+                     ResponseCode.SUCCESS, ResponseCode.SUCCESS]
+    broker.expire()
+    assert broker.pop() == []                        # every batch-acked message stays acked
+    malformed = broker.call(RequestCode.ACK_MESSAGES, {"consumerGroup": GROUP, "topic": TOPIC}, b"no newline")
+    assert malformed.code == ResponseCode.SYSTEM_ERROR and "ACK_MESSAGES" in malformed.remark
+
+
 def test_a_parked_pop_wakes_when_the_first_redelivery_makes_the_retry_topic(broker):
     broker.send(b"again")
     [(_, _handle, _, _)] = broker.pop()

@@ -27,6 +27,7 @@ _LAYERS_BY_PATH: list[tuple[str, ...]] = [
      "cluster.file_modes", "cluster.format_errors", "cluster.log_limit", "cluster.loop_stalls", "cluster.spin_wait", "cluster.zmq_frames"),
     ("cluster.account_keys", "cluster.setting_texts", "cluster.config", "cluster.rocketmq_keys", "cluster.rocketmq_defaults", "cluster.config_file"),
     ("cluster.wire_format", "cluster.remoting_format", "cluster.fastjson_format", "cluster.mq_version",
+     "cluster.ack_batch_format",
      "cluster.zmtp_format"),
     ("cluster.shm", "cluster.json_files", "cluster.live_settings"),
     ("cluster.supervision",),
