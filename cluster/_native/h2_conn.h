@@ -82,6 +82,7 @@ static inline void release(struct h2_buf *b)
 void h2_frame(rb_h2 *c, uint8_t type, uint8_t flags, uint32_t stream, const void *payload, uint32_t len);
 void h2_event(rb_h2 *c, uint8_t kind, uint32_t stream, const void *payload, uint32_t len);
 struct h2_stream *h2_find(rb_h2 *c, uint32_t id);
+struct h2_stream *h2_insert(rb_h2 *c, uint32_t id);   /* NULL when out of memory */
 void h2_forget(rb_h2 *c, struct h2_stream *s);
 /* h2_answer.c */
 int h2_drain_stream(rb_h2 *c, struct h2_stream *s);
