@@ -376,8 +376,8 @@ def add_shape_arguments(parser) -> None:
     parser.add_argument("--no-proxy", action="store_true", default=None,
                         help="no gRPC proxy (RocketMQ 5 clients cannot connect)")
     parser.add_argument("--grpc-front", choices=GRPC_FRONTS,
-                        help="the proxy's gRPC server: grpcio (default) or native (HTTP/2 in the C helper; "
-                             "plaintext only, with TLS the proxy uses grpcio)")
+                        help="the proxy's gRPC server: native (default; HTTP/2 in the C helper) or grpcio (grpc.aio; "
+                             "with TLS the proxy always uses grpcio)")
     parser.add_argument("--console-port", type=int,
                         help=f"the web console on http://127.0.0.1:PORT/, default {CONSOLE_PORT_DEFAULT}")
     parser.add_argument("--console-host", help="the console's address (default 127.0.0.1; another than loopback "

@@ -39,7 +39,7 @@ DEFAULTS = {
     "broker_port": BROKER_PORT_DEFAULT, "store_sizes": "dev", "commitlog_file_size_bytes": 0,
     "namesrv_remoting_port": NAMESRV_REMOTING_PORT_DEFAULT, "broker_remoting_port": BROKER_REMOTING_PORT_DEFAULT,
     "no_remoting": False, "config": None, "namesrv_config": None, "metrics_port": METRICS_PORT_DEFAULT,
-    "no_metrics": False, "proxy_port": PROXY_PORT_DEFAULT, "no_proxy": False, "grpc_front": "grpcio",
+    "no_metrics": False, "proxy_port": PROXY_PORT_DEFAULT, "no_proxy": False, "grpc_front": "native",
     "console_port": CONSOLE_PORT_DEFAULT, "console_host": CONSOLE_HOST_DEFAULT, "no_console": False,
     "console_trust_loopback": False, "acl_file": None, "insecure": False, "controller_secret": None,
     "tls_mode": None, "tls_cert": None, "tls_key": None,

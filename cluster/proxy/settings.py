@@ -62,7 +62,7 @@ class ProxySettings:
     # Which gRPC server runs the door: "grpcio" (grpc.aio) or "native" (HTTP/2 in the C helper,
     # proxy/native_door.py; plaintext only: with TLS the proxy serves on grpc.aio whatever this says),
     # and the native door's bound on connections open at once.
-    grpc_front: str = "grpcio"
+    grpc_front: str = "native"
     # The native door hands a read's SendMessage calls to the proxy as one batch (one broker request a
     # queue, producer_batch.py); off: one call at a time, as grpc.aio does (perf/grpc_front_ab.py's A/B).
     grpc_batch_calls: bool = True
