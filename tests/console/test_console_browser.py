@@ -155,6 +155,9 @@ def test_a_dead_letter_resend_made_on_the_page_arrives(page, console_cluster, ad
 
         page.check("#resend-all input[name=force]")
         page.click("#resend-all button")
+        # The answer is a new page: its second row awaited (reading at once met the page mid-navigation
+        # in a fresh-clone run: no rows).
+        page.locator("#resend-result td.status").nth(1).wait_for(timeout=30_000)
         statuses = sorted(page.locator("#resend-result td.status").all_inner_texts())
         assert statuses == ["RESENT", "RESENT"]
         wait_until(lambda: len(ledger.by_msg_id(sent[0].msg_id)) == 2 and len(ledger.by_msg_id(sent[1].msg_id)) == 3,

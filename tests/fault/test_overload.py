@@ -142,12 +142,16 @@ def test_a_broker_offered_twice_what_its_disk_takes_answers_every_request(start_
     assert not missing, f"{len(missing)} of {len(acked)} acknowledged messages not read back"
 
 
+SEND_QUEUE_WAIT_MS = 20
+
+
 def test_a_burst_past_the_send_bound_is_answered_busy_with_the_reason_and_the_rest_stored(start_cluster):
     """20,000 sends arrive at once on the native door: far more than the broker stores in
-    waitTimeMillsInSendQueue (200 ms). Those that waited longer are answered SYSTEM_BUSY with
-    RocketMQ's [TIMEOUT_CLEAN_QUEUE] reason and how long they may have waited; the others are
-    stored; none is left unanswered; every acked one is read back."""
-    cluster = start_cluster()
+    waitTimeMillsInSendQueue (20 ms here: with RocketMQ's 200 ms a fresh-clone run on a quicker
+    machine stored the whole burst in time and answered none busy). Those that waited longer are
+    answered SYSTEM_BUSY with RocketMQ's [TIMEOUT_CLEAN_QUEUE] reason and how long they may have
+    waited; the others are stored; none is left unanswered; every acked one is read back."""
+    cluster = start_cluster(broker_overrides={"wait_time_ms_in_send_queue": SEND_QUEUE_WAIT_MS})
     cfg = client_config(cluster)
     with Admin(config=cfg) as admin:
         admin.create_topic("Burst", 4)
@@ -161,7 +165,7 @@ def test_a_burst_past_the_send_bound_is_answered_busy_with_the_reason_and_the_re
     assert burst["request_busy"] > 0 and set(burst["reasons"]) == {"[TIMEOUT_CLEAN_QUEUE]"}, burst["reasons"]
     example = burst["examples"]["[TIMEOUT_CLEAN_QUEUE]"]
     assert example.startswith("[TIMEOUT_CLEAN_QUEUE]broker busy, start flow control for a while, period in queue: ")
-    assert int(example.split("period in queue: ")[1].split("ms")[0]) >= 200, example
+    assert int(example.split("period in queue: ")[1].split("ms")[0]) >= SEND_QUEUE_WAIT_MS, example
     assert burst["acked"] > 0
     missing = set(burst["acked_keys"]) - _read_back(cfg, "Burst")
     assert not missing, f"{len(missing)} acknowledged messages not read back"
