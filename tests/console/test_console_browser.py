@@ -44,6 +44,13 @@ def page(browser, console_cluster):
     assert not errors, f"script errors on the page: {errors}"
 
 
+def _go(page, selector: str) -> None:
+    """Click what loads a page (a link, a form's button: a POST answered by a redirect) and await that
+    page: a count read at once after a bare click met the old page or none (fresh-clone runs)."""
+    with page.expect_navigation(timeout=30_000):
+        page.click(selector)
+
+
 def _text(page, selector: str) -> str:
     return page.locator(selector).inner_text().strip()
 
@@ -71,7 +78,7 @@ def test_every_page_renders_real_data_and_its_script_runs(page, console_cluster,
         assert page.locator(f'#topics tr[data-topic="{topic}"]').count() == 0
         page.select_option("#topic-filter select[name=kind]", "NORMAL")
         page.wait_for_url(re.compile(r"/topics\?.*kind=NORMAL"))
-        page.click(f'#topics tr[data-topic="{topic}"] a')
+        _go(page, f'#topics tr[data-topic="{topic}"] a')
         page.wait_for_url(f"**/topics/{topic}")
         maxima = [int(t) for t in page.locator("#queues td.max-offset").all_inner_texts()]
         assert sum(maxima) == 8 and len(maxima) == 2
@@ -79,15 +86,15 @@ def test_every_page_renders_real_data_and_its_script_runs(page, console_cluster,
         assert page.locator("#queues td.max-offset").count() == 2   # still there after the refresh
 
         page.goto(url + "groups")
-        page.click(f'#groups tr[data-group="{group}"] a')
+        _go(page, f'#groups tr[data-group="{group}"] a')
         assert _text(page, "#members tbody tr td >> nth=0") == reader.consumer.client_id
         assert _text(page, "#total-lag") == "0"
 
         page.goto(url + "messages")
         page.fill("#by-unique input[name=topic]", topic)
         page.fill("#by-unique input[name=key]", sent[3].msg_id)
-        page.click("#by-unique button")
-        page.click(f"#found a:text('{sent[3].msg_id}')")
+        _go(page, "#by-unique button")
+        _go(page, f"#found a:text('{sent[3].msg_id}')")
         assert _text(page, "#body") == "order 3"
         assert _text(page, f'#tracks tr[data-group="{group}"] td.track') == "CONSUMED"
 
@@ -105,7 +112,7 @@ def test_a_test_message_sent_from_the_page_reaches_a_native_consumer(page, conso
         page.fill("#send-form input[name=tags]", "from-browser")
         page.fill("#send-form input[name=keys]", "b-1")
         page.fill("#send-form textarea[name=body]", "typed in chromium")
-        page.click("#send-form button")
+        _go(page, "#send-form button")
         assert _text(page, "#sent .status") == "SEND_OK"
         msg_id = _text(page, "#sent .msg-id")
         got = wait_until(lambda: reader.by_msg_id(msg_id), 30, what="the page's message at the consumer")
@@ -128,7 +135,7 @@ def test_a_reset_offset_made_on_the_page_reaches_a_running_group(page, console_c
         page.select_option("#reset-form select[name=topic]", topic)
         # A browser's datetime-local value (seconds): the second the first message was stored in.
         page.fill("#reset-form input[name=time]", datetime.fromtimestamp(stored_s).strftime("%Y-%m-%dT%H:%M:%S"))
-        page.click("#reset-form button:text('Reset to the time')")
+        _go(page, "#reset-form button:text('Reset to the time')")
         assert page.locator("#reset-result tbody tr").count() == 1
         wait_until(lambda: sorted(reader.bodies()) == sorted(expected * 2), 30,
                    what="the running group reading again from the page's reset")
@@ -145,19 +152,16 @@ def test_a_dead_letter_resend_made_on_the_page_arrives(page, console_cluster, ad
 
         page.goto(url + "dlq")
         page.fill("#dlq-group input[name=group]", group)
-        page.click("#dlq-group button")
+        _go(page, "#dlq-group button")
         assert page.locator("#dead-letters tbody tr").count() == 2
-        page.click(f'#dead-letters tr[data-msg-id="{sent[1].msg_id}"] button')
+        _go(page, f'#dead-letters tr[data-msg-id="{sent[1].msg_id}"] button')
         assert _text(page, "#resend-result td.status") == "RESENT"
         wait_until(lambda: len(ledger.by_msg_id(sent[1].msg_id)) == 2, 30,
                    what="the resent letter at the group")
         assert _text(page, f'#dead-letters tr[data-msg-id="{sent[1].msg_id}"] td.resent') == "yes"
 
         page.check("#resend-all input[name=force]")
-        page.click("#resend-all button")
-        # The answer is a new page: its second row awaited (reading at once met the page mid-navigation
-        # in a fresh-clone run: no rows).
-        page.locator("#resend-result td.status").nth(1).wait_for(timeout=30_000)
+        _go(page, "#resend-all button")
         statuses = sorted(page.locator("#resend-result td.status").all_inner_texts())
         assert statuses == ["RESENT", "RESENT"]
         wait_until(lambda: len(ledger.by_msg_id(sent[0].msg_id)) == 2 and len(ledger.by_msg_id(sent[1].msg_id)) == 3,
@@ -178,7 +182,7 @@ def _cli_send(cluster, topic: str, body: str, keys: str) -> dict:
 def _look_up(page, form: str, **fields) -> None:
     for name, value in fields.items():
         page.fill(f"#{form} input[name={name}]", value)
-    page.click(f"#{form} button")
+    _go(page, f"#{form} button")
     page.wait_for_selector("#found, #error-message")
 
 
@@ -214,7 +218,7 @@ def test_the_by_message_id_form_takes_every_id_the_console_and_the_cli_show(page
         page.goto(url + "messages")
         _look_up(page, "by-id", msg_id=msg_id)
         assert page.locator("#found tbody a").count() == 1, (msg_id, page.locator("main").inner_text()[:300])
-        page.click("#found tbody a")
+        _go(page, "#found tbody a")
         assert _text(page, "#body") == body, msg_id
 
 
@@ -266,7 +270,7 @@ def test_reloading_the_page_after_a_test_message_sends_nothing_again(page, conso
     admin.create_topic(topic, 1)
     page.goto(url + f"topics/{topic}")
     page.fill("#send-form textarea[name=body]", "only once")
-    page.click("#send-form button")
+    _go(page, "#send-form button")
     assert _text(page, "#sent .status") == "SEND_OK"
     assert "/send" not in page.url   # POST/redirect/GET: the page shown is a GET of the topic
     page.reload()
