@@ -212,32 +212,6 @@ static int next_member(struct cursor *c)
     return LANE_DECLINE;
 }
 
-/* A scalar value of a header key the lane does not read: a string, an integer, true, false or null. */
-static int skip_scalar(struct cursor *c)
-{
-    if (c->p >= c->end)
-        return LANE_DECLINE;
-    uint8_t ch = *c->p;
-    if (ch == '"')
-        return json_string(c, NULL) < 0 ? LANE_DECLINE : 0;
-    if (ch == '-' || (ch >= '0' && ch <= '9')) {
-        int64_t ignored;
-        return json_int32(c, &ignored);
-    }
-    if (literal(c, "true") == 0 || literal(c, "false") == 0 || literal(c, "null") == 0)
-        return 0;
-    return LANE_DECLINE;
-}
-
-/* The send field a key names, by the code's table (9 NUL-terminated names in lane_field order), or -1. */
-static int field_of(const struct span *key, const struct span *names)
-{
-    for (int f = 0; f < F_COUNT; f++)
-        if (names[f].len == key->len && memcmp(names[f].at, key->at, (size_t)key->len) == 0)
-            return f;
-    return -1;
-}
-
 /* A JSON integer an extFields value may be instead of a string (the C++ client writes queueId, sysFlag,
  * flag as numbers): remoting_format's reader keeps its str(), which is this text when it is
  * -?(0|[1-9][0-9]{0,17}) and not -0; anything else (a fraction, an exponent, -0) declines. */
@@ -272,6 +246,25 @@ static int ext_value(struct cursor *c)
     if (ch == '-' || (ch >= '0' && ch <= '9'))
         return ext_int_token(c);
     return literal(c, "true") == 0 || literal(c, "false") == 0 ? 0 : LANE_DECLINE;
+}
+
+/* A scalar value of a header key the lane does not read: a string, an integer, true, false or null. */
+static int skip_scalar(struct cursor *c)
+{
+    if (c->p < c->end && (*c->p == '-' || (*c->p >= '0' && *c->p <= '9'))) {
+        int64_t ignored;
+        return json_int32(c, &ignored);
+    }
+    return literal(c, "null") == 0 || ext_value(c) == 0 ? 0 : LANE_DECLINE;
+}
+
+/* The send field a key names, by the code's table (9 NUL-terminated names in lane_field order), or -1. */
+static int field_of(const struct span *key, const struct span *names)
+{
+    for (int f = 0; f < F_COUNT; f++)
+        if (names[f].len == key->len && memcmp(names[f].at, key->at, (size_t)key->len) == 0)
+            return f;
+    return -1;
 }
 
 /* extFields: every value one ext_value takes; the fields the lane reads left as raw spans (a field
