@@ -278,7 +278,7 @@ struct rb_lane_send {
     int64_t sys_flag, born_timestamp_ms, flag, reconsume_times;
     int64_t record_size;
     int64_t group;                    /* rb_lane_route: its queue's group */
-    int64_t phys_offset, queue_offset;   /* rb_lane_encode: where it was stored */
+    int64_t phys_offset, queue_offset;   /* rb_lane_place: where it was stored */
 };
 
 enum rb_lane_limits {
@@ -294,7 +294,7 @@ enum rb_lane_limits {
  * the SEND_MESSAGE_V2 sends, the SEND_MESSAGE sends. scratch needs blob_len +
  * count * (1 + cluster_mark_len) bytes. Returns count when the lane takes every frame, else the
  * index of the first it does not; or an error. */
-int64_t rb_lane_scan(const uint8_t *blob, size_t blob_len, const int64_t *ends, int64_t count,
+int64_t rb_lane_scan(const char *blob, size_t blob_len, const int64_t *ends, int64_t count,
                      const uint8_t *v2_keys, size_t v2_keys_len, const uint8_t *v1_keys, size_t v1_keys_len,
                      const uint8_t *marks, size_t marks_len, const uint8_t *cluster_mark, size_t cluster_mark_len,
                      int64_t size_max, int64_t header_max, int64_t sys_flag_allowed, int32_t record_crc,
@@ -307,20 +307,21 @@ int64_t rb_lane_scan(const uint8_t *blob, size_t blob_len, const int64_t *ends, 
 int64_t rb_lane_route(struct rb_lane_send *sends, int64_t count, const int64_t *queue_counts,
                       int64_t round_robin_next, int64_t *groups, int64_t *group_count_out);
 
-/* The records of group's sends, in arrival order, at dst[dst_pos, ...) (rb_encode_record's records;
- * the group's record bytes reserved), the first at phys_first and queue_offset_first. Returns the
- * bytes written. */
-int64_t rb_lane_encode(uint8_t *dst, size_t dst_len, int64_t dst_pos, int64_t phys_first,
-                       const uint8_t *blob, size_t blob_len, const uint8_t *scratch, size_t scratch_len,
-                       struct rb_lane_send *sends, int64_t count, int64_t group, int64_t queue_offset_first,
-                       const uint8_t *born_host, const uint8_t *store_host, int64_t store_timestamp_ms,
-                       int32_t record_crc);
+/* The records of groups [group_first, group_end) back to back at dst[dst_pos, ...) (their record bytes
+ * reserved): each group's sends in arrival order (rb_encode_record's records), the first record at
+ * phys_first, group g's first at queue offset queue_offsets[g - group_first]; each send's phys_offset
+ * and queue_offset set. Returns the bytes written. */
+int64_t rb_lane_place(uint8_t *dst, size_t dst_len, int64_t dst_pos, int64_t phys_first,
+                      const char *blob, size_t blob_len, const uint8_t *scratch, size_t scratch_len,
+                      struct rb_lane_send *sends, int64_t count, int64_t group_first, int64_t group_end,
+                      const int64_t *queue_offsets, const char *born_host, const char *store_host,
+                      int64_t store_timestamp_ms, int32_t record_crc);
 
 /* Every send's SEND_OK frame in its request's serialize type (msgId, queueId, queueOffset; the
  * response's language, by name in JSON and by ordinal in binary, and version), back to back into out
  * (RB_LANE_ANSWER_BYTES_MAX a send). Returns the bytes written. */
 int64_t rb_lane_answers(uint8_t *out, size_t out_len, const struct rb_lane_send *sends, int64_t count,
-                        const uint8_t *store_host, const uint8_t *language, size_t language_len,
+                        const char *store_host, const uint8_t *language, size_t language_len,
                         int64_t language_ordinal, int64_t version);
 
 /* ---- the gRPC door's HTTP/2 front end (h2_conn.c, h2_answer.c, h2_hpack.c; _native/h2.py) ----

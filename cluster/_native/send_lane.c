@@ -9,7 +9,8 @@
  * fraction or -0 where a text belongs, a null, an odd property text, a mark of a half, delayed, timed, priority or
  * FIFO message) declines the read, which the Python path then serves whole. rb_lane_route picks the
  * queues (the broker's round robin) and groups the sends by queue in order of first arrival, as
- * send._by_queue does; rb_lane_encode writes one group's records with rb_encode_record;
+ * send._by_queue does; rb_lane_place writes a run of groups' records back to back with rb_encode_record
+ * (one append for the queues of a read);
  * rb_lane_answers writes every send's answer frame, as remoting_format.encode_frame writes SEND_OK's
  * (JSON, or wire_format's binary layout). tests/unit/test_send_lane.py holds all four to the Python
  * path, byte for byte. */
@@ -222,13 +223,14 @@ static int scan_frame(const uint8_t *payload, int64_t len, const struct span *v2
     return 0;
 }
 
-int64_t rb_lane_scan(const uint8_t *blob, size_t blob_len, const int64_t *ends, int64_t count,
+int64_t rb_lane_scan(const char *blob_text, size_t blob_len, const int64_t *ends, int64_t count,
                      const uint8_t *v2_keys, size_t v2_keys_len, const uint8_t *v1_keys, size_t v1_keys_len,
                      const uint8_t *marks, size_t marks_len, const uint8_t *cluster_mark, size_t cluster_mark_len,
                      int64_t size_max, int64_t header_max, int64_t sys_flag_allowed, int32_t record_crc,
                      uint8_t *scratch, size_t scratch_len, struct rb_lane_send *sends,
                      int64_t *topic_firsts, int64_t *counts_out)
 {
+    const uint8_t *blob = (const uint8_t *)blob_text;
     struct span v2_names[F_COUNT], v1_names[F_COUNT], mark_spans[MARKS_MAX];
     if (names_of(v2_keys, v2_keys_len, v2_names, F_COUNT) != F_COUNT
             || names_of(v1_keys, v1_keys_len, v1_names, F_COUNT) != F_COUNT)
@@ -302,11 +304,13 @@ int64_t rb_lane_route(struct rb_lane_send *sends, int64_t count, const int64_t *
     return picked;
 }
 
-int64_t rb_lane_encode(uint8_t *dst, size_t dst_len, int64_t dst_pos, int64_t phys_first,
-                       const uint8_t *blob, size_t blob_len, const uint8_t *scratch, size_t scratch_len,
-                       struct rb_lane_send *sends, int64_t count, int64_t group, int64_t queue_offset_first,
-                       const uint8_t *born_host, const uint8_t *store_host, int64_t store_timestamp_ms,
-                       int32_t record_crc)
+/* One group's records, in arrival order, at dst[dst_pos, ...): rb_encode_record's records, the first at
+ * phys_first and queue_offset_first. Returns the bytes written. */
+static int64_t encode_group(uint8_t *dst, size_t dst_len, int64_t dst_pos, int64_t phys_first,
+                            const uint8_t *blob, size_t blob_len, const uint8_t *scratch, size_t scratch_len,
+                            struct rb_lane_send *sends, int64_t count, int64_t group, int64_t queue_offset_first,
+                            const char *born_host, const char *store_host, int64_t store_timestamp_ms,
+                            int32_t record_crc)
 {
     int64_t pos = dst_pos, queue_offset = queue_offset_first;
     for (int64_t i = 0; i < count; i++) {
@@ -322,12 +326,31 @@ int64_t rb_lane_encode(uint8_t *dst, size_t dst_len, int64_t dst_pos, int64_t ph
             dst, dst_len, pos, send->record_size, (const char *)blob + send->body_pos, send->body_len,
             (const char *)scratch + send->props_pos, send->props_len, (const char *)scratch + send->topic_pos,
             send->topic_len, (int32_t)send->flag, (int32_t)send->reconsume_times, (int32_t)send->queue_id,
-            queue_offset, phys, (int32_t)send->sys_flag, send->born_timestamp_ms, (const char *)born_host,
-            store_timestamp_ms, (const char *)store_host, 0, record_crc);
+            queue_offset, phys, (int32_t)send->sys_flag, send->born_timestamp_ms, born_host,
+            store_timestamp_ms, store_host, 0, record_crc);
         if (written < 0)
             return written;
         send->phys_offset = phys;
         send->queue_offset = queue_offset++;
+        pos += written;
+    }
+    return pos - dst_pos;
+}
+
+int64_t rb_lane_place(uint8_t *dst, size_t dst_len, int64_t dst_pos, int64_t phys_first,
+                      const char *blob, size_t blob_len, const uint8_t *scratch, size_t scratch_len,
+                      struct rb_lane_send *sends, int64_t count, int64_t group_first, int64_t group_end,
+                      const int64_t *queue_offsets, const char *born_host, const char *store_host,
+                      int64_t store_timestamp_ms, int32_t record_crc)
+{
+    int64_t pos = dst_pos;
+    for (int64_t group = group_first; group < group_end; group++) {
+        int64_t written = encode_group(dst, dst_len, pos, phys_first + (pos - dst_pos), (const uint8_t *)blob,
+                                       blob_len, scratch, scratch_len, sends, count, group,
+                                       queue_offsets[group - group_first], born_host, store_host,
+                                       store_timestamp_ms, record_crc);
+        if (written < 0)
+            return written;
         pos += written;
     }
     return pos - dst_pos;
@@ -359,7 +382,7 @@ static uint8_t *put_decimal(uint8_t *p, int64_t v)
 }
 
 /* The offset message id: store host and phys offset, 32 upper-case hex digits (message/ids.py). */
-static uint8_t *put_msg_id(uint8_t *p, const uint8_t *store_host, int64_t phys_offset)
+static uint8_t *put_msg_id(uint8_t *p, const char *store_host, int64_t phys_offset)
 {
     uint8_t id[16];
     memcpy(id, store_host, 8);
@@ -385,7 +408,7 @@ static uint8_t *put_binary_field(uint8_t *p, const char *key, const uint8_t *val
 
 /* SEND_OK's binary header (wire_format.encode_header with rocketmq_layout): the fixed fields, no
  * remark, then msgId, queueId, queueOffset. */
-static uint8_t *binary_answer(uint8_t *p, const struct rb_lane_send *send, const uint8_t *store_host,
+static uint8_t *binary_answer(uint8_t *p, const struct rb_lane_send *send, const char *store_host,
                               int64_t language_ordinal, int64_t version)
 {
     uint8_t text[24];
@@ -407,7 +430,7 @@ static uint8_t *binary_answer(uint8_t *p, const struct rb_lane_send *send, const
 }
 
 int64_t rb_lane_answers(uint8_t *out, size_t out_len, const struct rb_lane_send *sends, int64_t count,
-                        const uint8_t *store_host, const uint8_t *language, size_t language_len,
+                        const char *store_host, const uint8_t *language, size_t language_len,
                         int64_t language_ordinal, int64_t version)
 {
     uint8_t *p = out, *end = out + out_len;

@@ -7,9 +7,7 @@ names of each send code, the property marks that send a read to the Python path,
 
 from __future__ import annotations
 
-from array import array
-
-from rocketbox.cluster._native import _check, _readable, _writable, ffi, lib
+from rocketbox.cluster._native import _check, _writable, ffi, lib
 
 ANSWER_BYTES_MAX = lib.RB_LANE_ANSWER_BYTES_MAX
 _GROUP_COLUMNS = lib.RB_LANE_GROUP_COLUMNS
@@ -25,8 +23,9 @@ def _held(data: bytes):
 
 
 class LaneCodec:
-    """``scan`` a read, then (when it took every frame) ``topic``/``route``/``encoder``/``answers``
-    for that read; the next ``scan`` starts another."""
+    """``scan`` a read, then (when it took every frame) ``topic``/``route``/``groups``/``place``/``answers``
+    for that read; the next ``scan`` starts another. The working arrays are kept between reads and
+    bytes go to the C as they are (``const char *``): a read costs few Python steps whatever it holds."""
 
     def __init__(self, v2_keys, v1_keys, marks, cluster_mark: str, size_max: int, header_max: int,
                  sys_flag_allowed: int, language: str, language_ordinal: int, version: int):
@@ -41,6 +40,7 @@ class LaneCodec:
         self._grow(64, 1 << 16)
         self._blob = b""
         self._counts = ffi.new("int64_t[3]")
+        self._group_count = ffi.new("int64_t *")
         self.v2_sends = self.v1_sends = 0   # SEND_MESSAGE_V2 and SEND_MESSAGE sends of the read scanned last
         self.count = 0
 
@@ -48,26 +48,41 @@ class LaneCodec:
         if count > self._capacity:
             self._capacity = max(count, 2 * self._capacity)
             self.sends = ffi.new("struct rb_lane_send[]", self._capacity)
+            self._ends = ffi.new("int64_t[]", self._capacity)
             self._topic_firsts = ffi.new("int64_t[]", self._capacity)
+            # Filled by the caller before ``route``: each topic slot's write queues.
+            self.queue_counts = ffi.new("int64_t[]", self._capacity)
+            self._queue_offsets = ffi.new("int64_t[]", self._capacity)
             self._groups = ffi.new("int64_t[]", self._capacity * _GROUP_COLUMNS)
-            self._answers = bytearray(self._capacity * ANSWER_BYTES_MAX)
+            self._answers_size = self._capacity * ANSWER_BYTES_MAX
+            self._answers = ffi.new("uint8_t[]", self._answers_size)
         if scratch_bytes > self._scratch_capacity:
             self._scratch_capacity = max(scratch_bytes, 2 * self._scratch_capacity)
             self._scratch = ffi.new("uint8_t[]", self._scratch_capacity)
 
-    def scan(self, blob: bytes, ends: array, record_crc: bool) -> int | None:
-        """The frames ``blob[ends[i-1]:ends[i]]`` (payloads without their length words): the number
-        of distinct topics when every frame is a plain send the lane takes, else None."""
-        count = len(ends)
-        self._grow(count, len(blob) + count * (1 + len(self._cluster_mark)))
+    def scan(self, payloads: list, record_crc: bool) -> int | None:
+        """The frames ``payloads`` (bytes, without their length words) of one read: the number of
+        distinct topics when every frame is a plain send the lane takes, else None."""
+        count = len(payloads)
+        if count == 1:
+            blob = payloads[0]
+            self._grow(1, len(blob) + 1 + len(self._cluster_mark))
+            self._ends[0] = len(blob)
+        else:
+            blob = b"".join(payloads)
+            self._grow(count, len(blob) + count * (1 + len(self._cluster_mark)))
+            ends, at = self._ends, 0
+            for i, payload in enumerate(payloads):
+                at += len(payload)
+                ends[i] = at
         counts = self._counts
-        with ffi.from_buffer("int64_t[]", ends) as c_ends, _readable(blob) as c_blob:
-            taken = _check(lib.rb_lane_scan(
-                c_blob, len(blob), c_ends, count, self._v2_keys, len(self._v2_keys), self._v1_keys, len(self._v1_keys),
-                self._marks, len(self._marks), self._cluster_mark, len(self._cluster_mark), self._size_max,
-                self._header_max, self._sys_flag_allowed, record_crc, self._scratch, self._scratch_capacity,
-                self.sends, self._topic_firsts, counts), "lane_scan")
+        taken = lib.rb_lane_scan(
+            blob, len(blob), self._ends, count, self._v2_keys, len(self._v2_keys), self._v1_keys, len(self._v1_keys),
+            self._marks, len(self._marks), self._cluster_mark, len(self._cluster_mark), self._size_max,
+            self._header_max, self._sys_flag_allowed, record_crc, self._scratch, self._scratch_capacity,
+            self.sends, self._topic_firsts, counts)
         if taken < count:
+            _check(taken, "lane_scan")
             return None
         self._blob, self.count = blob, count
         self.v2_sends, self.v1_sends = counts[1], counts[2]
@@ -78,36 +93,40 @@ class LaneCodec:
         send = self.sends[self._topic_firsts[slot]]
         return ffi.buffer(self._scratch + send.topic_pos, send.topic_len)[:]
 
-    def route(self, queue_counts: array, round_robin_next: int) -> tuple[int, list[tuple[int, int, int, int]]] | None:
-        """(queues picked, the groups: (topic slot, queue id, sends, record bytes) in order of first
-        arrival), or None when a send names a queue its topic lacks."""
-        group_count = ffi.new("int64_t *")
-        with ffi.from_buffer("int64_t[]", queue_counts) as counts:
-            picked = lib.rb_lane_route(self.sends, self.count, counts, round_robin_next, self._groups, group_count)
+    def route(self, round_robin_next: int) -> int | None:
+        """Each send's queue and group (``queue_counts`` filled for every topic slot): the queues
+        picked, or None when a send names a queue its topic lacks."""
+        picked = lib.rb_lane_route(self.sends, self.count, self.queue_counts, round_robin_next, self._groups,
+                                   self._group_count)
         if picked == lib.RB_E_LANE_DECLINED:
             return None
-        _check(picked, "lane_route")
-        groups = self._groups
-        return picked, [tuple(groups[g * _GROUP_COLUMNS:(g + 1) * _GROUP_COLUMNS]) for g in range(group_count[0])]
+        return _check(picked, "lane_route")
 
-    def encoder(self, group: int, born_host: bytes, record_crc: bool):
-        """What ``Store.put_encoded`` calls to write ``group``'s records."""
-        def encode(buf, pos: int, phys: int, queue_offset: int, _topic: bytes, store_ts: int, store_host: bytes):
-            with _writable(buf) as out, _readable(self._blob) as blob, _readable(born_host) as born, \
-                    _readable(store_host) as store:
-                _check(lib.rb_lane_encode(out, len(out), pos, phys, blob, len(blob), self._scratch,
-                                          self._scratch_capacity, self.sends, self.count, group, queue_offset,
-                                          born, store, store_ts, record_crc), "lane_encode")
-        return encode
+    def groups(self) -> list[tuple[int, int, int, int]]:
+        """The routed read's groups: (topic slot, queue id, sends, record bytes) in order of first arrival."""
+        groups = self._groups
+        return [tuple(groups[g * _GROUP_COLUMNS:(g + 1) * _GROUP_COLUMNS]) for g in range(self._group_count[0])]
+
+    def placer(self, group_first: int, born_host: bytes, record_crc: bool):
+        """What ``Store.put_encoded`` calls to write the records of the groups from ``group_first`` on
+        (as many as it is given queue offsets for), back to back."""
+        def place(buf, pos: int, phys: int, queue_offsets: list, store_ts: int, store_host: bytes):
+            offsets = self._queue_offsets
+            for i, offset in enumerate(queue_offsets):
+                offsets[i] = offset
+            with _writable(buf) as out:
+                _check(lib.rb_lane_place(out, len(out), pos, phys, self._blob, len(self._blob), self._scratch,
+                                         self._scratch_capacity, self.sends, self.count, group_first,
+                                         group_first + len(queue_offsets), offsets, born_host, store_host,
+                                         store_ts, record_crc), "lane_place")
+        return place
 
     def answers(self, store_host: bytes) -> bytes:
         """Every send's SEND_OK frame, in arrival order, once each was stored."""
-        out = self._answers
-        with _writable(out) as buf, _readable(store_host) as host:
-            size = _check(lib.rb_lane_answers(buf, len(out), self.sends, self.count, host, self._language,
-                                              len(self._language), self._language_ordinal, self._version),
-                          "lane_answers")
-        return bytes(out[:size])
+        size = _check(lib.rb_lane_answers(self._answers, self._answers_size, self.sends, self.count, store_host,
+                                          self._language, len(self._language), self._language_ordinal,
+                                          self._version), "lane_answers")
+        return ffi.buffer(self._answers, size)[:]
 
     def places(self) -> list[tuple[int, int, int]]:
         """(queue id, phys offset, queue offset) of each send: for tests and refusals."""

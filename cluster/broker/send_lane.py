@@ -17,10 +17,8 @@ the Python path byte for byte.
 
 from __future__ import annotations
 
-import itertools
 import logging
 import time
-from array import array
 
 from rocketbox.cluster._native.send_lane import LaneCodec
 from rocketbox.cluster.config import NAME_LENGTH_MAX
@@ -43,6 +41,8 @@ _LANE_FIELDS = ("topic", "queueId", "sysFlag", "bornTimestamp", "flag", "propert
 _LANE_MARKS = (send._HALF_MARK, send._DELAY_MARK, send._TIMER_MARKS_PREFIX, send._PRIORITY_MARK,
                send._SHARDING_KEY_MARK)
 _ANSWER = Command(0, {}, b"").response(ResponseCode.SUCCESS)   # the language and version every SEND_OK carries
+_UNKNOWN = object()
+_TOPIC_NAMES_MAX = 4096   # remembered topic names (a client naming ever new topics only empties it now and then)
 
 
 class SendLane:
@@ -55,6 +55,7 @@ class SendLane:
             sender.cluster_mark, sender.cfg.store.message_size_bytes_max, HEADER_BYTES_MAX,
             send.SEND_SYSFLAG_ALLOWED, LANGUAGES[_ANSWER.language], _ANSWER.language, _ANSWER.version)
         self.reads_taken = 0
+        self._topic_names: dict[bytes, str | None] = {}
         # The largest append a segment takes (commitlog.append refuses more, whatever the disk).
         self._group_bytes_max = self.store.commitlog.file_size_bytes - BLANK_SIZE_MIN
 
@@ -65,25 +66,27 @@ class SendLane:
         if sender.durability.waits or len(sender.flush_waiters) or sender.cfg.is_slave or not sender.may_write():
             return None
         started = time.perf_counter()
-        codec, store = self.codec, self.store
-        record_crc = store.writer.record_crc
-        topic_count = codec.scan(b"".join(payloads), array("q", itertools.accumulate(map(len, payloads))), record_crc)
+        codec = self.codec
+        record_crc = self.store.writer.record_crc
+        topic_count = codec.scan(payloads, record_crc)
         if topic_count is None:
             return None
-        topics, queue_counts = [], array("q")
+        topics, topic_configs, queue_counts = [], sender.topics, codec.queue_counts
         for slot in range(topic_count):
-            topic = codec.topic(slot).decode()
-            config = sender.topics.get(topic)
-            if len(topic) > NAME_LENGTH_MAX or not send._plain_topic(topic) or topic.startswith(RETRY_TOPIC_PREFIX) \
-                    or config is None or not config.perm & PERM_WRITE:
+            topic = self._lane_topic(codec.topic(slot))
+            config = topic_configs.get(topic) if topic is not None else None
+            if config is None or not config.perm & PERM_WRITE:
                 return None
             topics.append(topic)
-            queue_counts.append(config.writeQueueNums)
-        routed = codec.route(queue_counts, sender.round_robin_next)
-        if routed is None:
+            queue_counts[slot] = config.writeQueueNums
+        picked = codec.route(sender.round_robin_next)
+        if picked is None:
             return None
-        picked, groups = routed
-        if max(group[3] for group in groups) > self._group_bytes_max:
+        groups = codec.groups()
+        if len(groups) == 1:
+            if groups[0][3] > self._group_bytes_max:
+                return None   # the Python path refuses it whole
+        elif max(group[3] for group in groups) > self._group_bytes_max:
             return None   # the Python path stores such a queue's sends one by one (its put is refused whole)
         sender.round_robin_next += picked
         self.reads_taken += 1
@@ -103,18 +106,40 @@ class SendLane:
                     self.rpc_latency.record(DOOR_REMOTING, code, ResponseCode.SUCCESS, False, elapsed_s, count)
         return answers
 
+    def _lane_topic(self, name: bytes) -> str | None:
+        """The topic ``name`` names when the lane may take its sends by name (a plain, non-retry topic
+        name of at most NAME_LENGTH_MAX characters), else None; remembered, names being few."""
+        known = self._topic_names.get(name, _UNKNOWN)
+        if known is not _UNKNOWN:
+            return known
+        topic = name.decode()
+        if len(topic) > NAME_LENGTH_MAX or not send._plain_topic(topic) or topic.startswith(RETRY_TOPIC_PREFIX):
+            topic = None
+        if len(self._topic_names) >= _TOPIC_NAMES_MAX:
+            self._topic_names.clear()
+        self._topic_names[name] = topic
+        return topic
+
     def _store_and_answer(self, topics: list, groups: list, born_host: bytes, record_crc: bool) -> bytes:
-        """One append a queue (``groups``: in order of first arrival), then every send's answer."""
+        """One append for the read (a run of queues per append: one a queue when they would not fit
+        in the segment together, as the Python path's one put a queue rolls), then every send's answer."""
         codec, store, sender = self.codec, self.store, self.sender
+        if len(groups) == 1 or sum(group[3] for group in groups) <= store.commitlog.room_in_segment():
+            runs = [(0, groups)]
+        else:
+            runs = [(index, [group]) for index, group in enumerate(groups)]
         refused = None
-        for group, (slot, queue_id, count, size) in enumerate(groups):
-            result = store.put_encoded(topics[slot], queue_id, count, size, codec.encoder(group, born_host, record_crc))
+        for first, run in runs:
+            result = store.put_encoded([(topics[slot], queue_id, count) for slot, queue_id, count, _size in run],
+                                       sum(group[3] for group in run), codec.placer(first, born_host, record_crc))
             if result.status != PutStatus.PUT_OK:
                 refused = refused or {}
-                refused[group] = result.status
+                for group in range(first, first + len(run)):
+                    refused[group] = result.status
                 continue
-            sender.messages_stored += count
-            sender.traffic_in.add(topics[slot], "normal", count, result.end_phys_offset - result.phys_offset)
+            sender.messages_stored += result.count
+            for slot, _queue_id, count, size in run:
+                sender.traffic_in.add(topics[slot], "normal", count, size)
         if refused is None or len(refused) < len(groups):
             sender.on_written()
         answers = codec.answers(store.store_host)

@@ -132,6 +132,11 @@ class CommitLog:
         """Phys offset where the next record goes, in this (the broker's) process."""
         return self._write_pos
 
+    def room_in_segment(self) -> int:
+        """The most bytes one ``append`` can take now without rolling to the next segment."""
+        file_size = self.file_size_bytes
+        return file_size - self._write_pos % file_size - BLANK_SIZE_MIN
+
     def set_write_pos(self, phys_offset: int) -> None:
         """Recovery places the cursor at the verified end of data."""
         self._write_pos = phys_offset

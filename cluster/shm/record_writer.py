@@ -188,27 +188,37 @@ class RecordWriter:
         return self._published(key, queue_offset, next_offset, len(sizes), phys,
                                _native.offset_msg_ids(store_host, phys, ends, 0))
 
-    def put_encoded(self, topic: str, queue_id: int, count: int, size: int, encode) -> PutResult:
-        """Append ``count`` records of one queue, ``size`` bytes in all, that the caller's encoder writes
-        (``encode(buf, pos, phys_offset, queue_offset, topic_bytes, store_timestamp_ms, store_host)``: the
-        remoting door's send lane, ``broker/send_lane.py``, its records checked and measured before),
-        published as ``put`` publishes them. ``msg_ids_text`` is left empty: the caller has every record's place."""
+    def put_encoded(self, queues: list, size: int, encode) -> PutResult:
+        """Append the records of one or more queues (``queues``: (topic, queue id, records) each, their
+        records back to back in that order), ``size`` bytes in all, that the caller's encoder writes in
+        one call (``encode(buf, pos, phys_offset, queue_offsets, store_timestamp_ms, store_host)``, a
+        first queue offset a queue: the remoting door's send lane, ``broker/send_lane.py``, its records
+        checked and measured before), published as ``put`` publishes them. The result's queue offset
+        is the first queue's; ``msg_ids_text`` is left empty: the caller has every record's place."""
         if not self.ready or self.read_only:
             return _NOT_AVAILABLE
-        topic_bytes = self._topic_bytes.get(topic) or self._new_topic(topic)
-        if topic_bytes is None or type(queue_id) is not int or not 0 <= queue_id < _QUEUE_ID_END or count <= 0:
-            return _ILLEGAL
-        key = (topic, queue_id)
-        queue_offset = self.next_offsets.get(key, 0)
+        keys, offsets, next_offsets, records = [], [], self.next_offsets, 0
+        for topic, queue_id, count in queues:
+            if (self._topic_bytes.get(topic) or self._new_topic(topic)) is None or type(queue_id) is not int \
+                    or not 0 <= queue_id < _QUEUE_ID_END or count <= 0:
+                return _ILLEGAL
+            key = (topic, queue_id)
+            keys.append(key)
+            offsets.append(next_offsets.get(key, 0))
+            records += count
         store_ts, store_host = _now_ms(), self.store_host
         try:
             outcome = self.commitlog.append(
-                size, lambda buf, pos, phys: encode(buf, pos, phys, queue_offset, topic_bytes, store_ts, store_host))
+                size, lambda buf, pos, phys: encode(buf, pos, phys, offsets, store_ts, store_host))
         except (ValueError, TypeError, OverflowError):
             return _ILLEGAL
         if outcome.status is not AppendStatus.OK:
             return _append_refused(outcome.status)
-        return self._published(key, queue_offset, queue_offset + count, count, outcome.phys_offset, "")
+        for key, offset, (_topic, _queue_id, count) in zip(keys, offsets, queues):
+            next_offsets[key] = offset + count
+        end = self.commitlog.write_pos
+        self.control.write_pos = end  # publish: the bytes are in place
+        return PutResult(PutMessageStatus.PUT_OK, outcome.phys_offset, offsets[0], records, end, "")
 
     def _new_topic(self, topic: str) -> bytes | None:
         if not isinstance(topic, str) or not topic:

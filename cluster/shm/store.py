@@ -140,9 +140,9 @@ class MessageStore:
         """Append ``records`` (messages, or a producer's batch body) to one queue: ``RecordWriter.put``."""
         return self.writer.put(topic, queue_id, records)
 
-    def put_encoded(self, topic: str, queue_id: int, count: int, size: int, encode) -> PutResult:
-        """Records the caller encodes, to one queue: ``RecordWriter.put_encoded``."""
-        return self.writer.put_encoded(topic, queue_id, count, size, encode)
+    def put_encoded(self, queues: list, size: int, encode) -> PutResult:
+        """Records the caller encodes, to one or more queues in one append: ``RecordWriter.put_encoded``."""
+        return self.writer.put_encoded(queues, size, encode)
 
     # ---- replication (broker/ha.py) ----
 
