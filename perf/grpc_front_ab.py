@@ -30,9 +30,11 @@ NODE_BENCH = os.path.join(REPO, "perf", "grpc_node_bench.js")
 NODE_CLIENT = os.path.join(REPO, ".node", "node_modules", "rocketmq-client-nodejs")
 FRONTS = ("native", "grpcio")
 # What each front sets in the proxy: ``native-unbatched`` is the native front with a read's SendMessage
-# calls taken one at a time (``grpc_batch_calls`` off), the A/B of proxy/producer_batch.py.
+# calls taken one at a time (``grpc_batch_calls`` off), the A/B of proxy/producer_batch.py;
+# ``native-io-thread`` its broker calls through the RpcClient's I/O thread (proxy/loop_calls.py's A/B).
 FRONT_SETTINGS = {"native": {"grpc_front": "native"}, "grpcio": {"grpc_front": "grpcio"},
-                  "native-unbatched": {"grpc_front": "native", "grpc_batch_calls": False}}
+                  "native-unbatched": {"grpc_front": "native", "grpc_batch_calls": False},
+                  "native-io-thread": {"grpc_front": "native", "broker_calls_on_loop": False}}
 
 
 def node_clients(mode: str, specs: list[dict]) -> list[dict]:

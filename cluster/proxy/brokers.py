@@ -1,6 +1,6 @@
-"""The proxy's way to the cluster: NameServers and broker masters over the native (ZeroMQ) door,
-through the client library's RpcClient, awaited from the proxy's asyncio loop (answers
-handed over in batches: handoff.py).
+"""The proxy's way to the cluster: NameServers and broker masters over the native (ZeroMQ) door, on
+the asyncio loop's own connections (loop_calls.py), or with access control's CURVE keys through the
+client library's RpcClient, awaited from the loop (answers handed over in batches: handoff.py).
 
 Everything the proxy learns from them is cached with a time-to-live and a size bound (a flood of
 requests naming random topics must not grow the proxy): topic routes (``route_ttl_ms``, RocketMQ's
@@ -19,7 +19,9 @@ import time
 
 from rocketbox.cluster.client.routes import TopicRoute, normalize_endpoint
 from rocketbox.cluster.protocol import MASTER_ID, PERM_READ, PERM_WRITE, RequestCode, ResponseCode
+from rocketbox.cluster.acl.curve import effective_client_keys
 from rocketbox.cluster.proxy.handoff import BatchedCalls
+from rocketbox.cluster.proxy.loop_calls import LoopCalls
 from rocketbox.cluster.proxy.protos import Code
 from rocketbox.cluster.proxy.settings import ProxySettings
 from rocketbox.cluster.proxy.status import ProxyError, broker_refusal, code_of_transport
@@ -64,6 +66,8 @@ class BrokerGateway:
         self.settings = settings
         self.rpc = RpcClient(settings.request_timeout_ms)
         self._calls = BatchedCalls(self.rpc)
+        if settings.broker_calls_on_loop and effective_client_keys(None) is None:
+            self._calls = LoopCalls(self._calls, self.rpc.server_request_handlers, settings.request_timeout_ms)
         self._routes = TtlCache()
         self._topic_configs = TtlCache()
         self._group_tables = TtlCache()
@@ -241,4 +245,6 @@ class BrokerGateway:
         return groups
 
     def close(self) -> None:
+        if isinstance(self._calls, LoopCalls):
+            self._calls.close()
         self.rpc.close()

@@ -66,6 +66,9 @@ class ProxySettings:
     # The native door hands a read's SendMessage calls to the proxy as one batch (one broker request a
     # queue, producer_batch.py); off: one call at a time, as grpc.aio does (perf/grpc_front_ab.py's A/B).
     grpc_batch_calls: bool = True
+    # The proxy's requests to NameServers and brokers on its loop's own ZMTP connections (loop_calls.py),
+    # without the RpcClient's I/O thread; off (or with access control's CURVE keys): through the RpcClient.
+    broker_calls_on_loop: bool = True
     max_connections: int = 1_024
     # A native-door connection that has not sent HTTP/2's preface this long is closed (grpc's own
     # server waits 120 s for a handshake; a held slot of max_connections should not last that long).
