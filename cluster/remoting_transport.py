@@ -177,6 +177,9 @@ class RemotingServer:
         self._polled_at = time.monotonic()   # the previous readiness pass: every connection not behind was empty then
         self._unproven_bytes_left = UNPROVEN_BYTES_PER_PASS
         self._trim_due = False
+        # Run after a read's requests were served and before their answers leave (the broker answers
+        # the pulls parked for what the read stored: BrokerService.answer_parked_pulls).
+        self.before_answers: Callable[[], None] | None = None
 
     # ------------------------------------------------------------ event loop
 
@@ -335,6 +338,8 @@ class RemotingServer:
         finally:
             if read_pass is not None:
                 read_pass.finish()
+            if self.before_answers is not None and conn.corked:
+                self.before_answers()
             self._uncork(conn)
 
     def _lane(self, conn: _Connection, payloads: list, since: float) -> bool:
@@ -353,6 +358,8 @@ class RemotingServer:
         conn.place.last_active = time.monotonic()
         if not conn.place.proven:
             self.admission.prove(conn.place)
+        if self.before_answers is not None:
+            self.before_answers()
         self.write(conn, answers)
         return True
 

@@ -43,6 +43,7 @@ class BrokerDoors:
             self.native.attach(loop)
             self.native.watch_disconnects(loop, on_peer_gone)
         self.remoting: RemotingServer | None = None
+        self.loop_served = [door for door in (self.native,) if isinstance(door, RemotingServer)]
         if cfg.remoting_port:
             self.remoting = RemotingServer(
                 cfg.host, cfg.remoting_port, handlers, name=f"broker {cfg.broker_name} remoting",
@@ -52,6 +53,13 @@ class BrokerDoors:
                 on_disconnect=lambda peer: on_peer_gone(), wait_bounds=bounds, tls=_server_tls(cfg),
                 read_lane=read_lane)
             self.remoting.attach(loop)
+            self.loop_served.append(self.remoting)
+
+    def before_answers(self, hook: Callable[[], None]) -> None:
+        """``hook()`` runs after each read's requests are served on the doors the loop serves, before
+        their answers are written (``RemotingServer.before_answers``; libzmq's CURVE door has none)."""
+        for door in self.loop_served:
+            door.before_answers = hook
 
     def _door_of(self, peer):
         return self.remoting if self.remoting is not None and self.remoting.owns(peer) else self.native

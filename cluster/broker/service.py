@@ -161,6 +161,7 @@ class BrokerService:
         self._written_since_wake = False
         self.durable_reads = cfg.store.flush_mode == SYNC_FLUSH   # see shm/queue_writer.py
         self.unflushed_queues = UnflushedQueues()
+        self.pulls_answered_with_put = 0   # parked pulls answered before the answers of the read that stored
         self._channels: list = []   # the wake channels to the workers, once serving
         self.offset_requests = OffsetRequests(ctx, self.controller)
         self.topic_requests = TopicRequests(ctx)
@@ -232,6 +233,7 @@ class BrokerService:
             channels.CoalescedWake(self.flush_wake, SLAVE_FLUSH_INTERVAL_S if self.cfg.is_slave else 0.0,
                                    loop.call_at) if self.durable_reads
             else channels.CoalescedWake(self.reput_wake, REPUT_WAKE_INTERVAL_S, loop.call_at))
+        self.doors.before_answers(self.answer_parked_pulls)
         loop.after_each_batch(self.after_batch)
         loop.call_every(0.05, self.on_tick)
         self.stats.sample()   # the zero point: what arrives before the first interval is a rate too
@@ -259,12 +261,7 @@ class BrokerService:
     def after_batch(self) -> None:
         """Once per loop turn: the ConsumeQueue entries of the turn's writes and the parked pulls
         they answer, then one wake for each worker (batching across processes)."""
-        touched = self.store.write_queue_entries()
-        if touched:
-            if self.durable_reads:
-                self.unflushed_queues.written(touched, self.control.write_pos)
-            elif len(self.pull_waiters):
-                self.pull_waiters.wake(touched)
+        self._write_queue_entries()
         if self.flush_waiters.parked_since_wake:
             # A send waits for the disk: the flush worker at once (it wakes the reput after).
             self.flush_waiters.parked_since_wake = 0
@@ -278,6 +275,28 @@ class BrokerService:
             self._written_since_wake = False
             self._dispatch_wake.wake(urgent=self.durable_reads and bool(len(self.pull_waiters)))
         self._flushed()
+
+    def _write_queue_entries(self) -> int:
+        """The ConsumeQueue entries of the writes so far; the pulls parked on their queues answered
+        when they are readable now (under sync flush once flushed: ``_flushed``). Returns how many."""
+        touched = self.store.write_queue_entries()
+        if not touched:
+            return 0
+        if self.durable_reads:
+            self.unflushed_queues.written(touched, self.control.write_pos)
+            return 0
+        return self.pull_waiters.wake(touched) if len(self.pull_waiters) else 0
+
+    def answer_parked_pulls(self) -> None:
+        """After a read's requests were served and before their answers are written: the pulls parked
+        for what the read stored are answered first, in the same pass as the put: a consumer's message
+        no longer waits behind the producer's answer (its send, which runs the loopback TCP stack and
+        wakes the producer) and the rest of the turn; the producer's answer waits for the pull's
+        instead (e2e p50 0.86x at 10k msg/s, the sync producer's rate 0.87x when a consumer waits:
+        perf/RESULTS.md "The parked pull's answer"). Under sync flush nothing is readable before the
+        flush, so the turn's end is soon enough."""
+        if len(self.pull_waiters) and not self.durable_reads:
+            self.pulls_answered_with_put += self._write_queue_entries()
 
     def on_notify(self) -> None:
         self.notify_receiver.drain()   # "flushed_pos moved": read from the control block
@@ -442,6 +461,7 @@ class BrokerService:
             "minPos": control.commitlog_min_pos,
             "messagesStored": self.sender.messages_stored, "messagesServed": self.puller.messages_served,
             "parkedFlushWaiters": len(self.flush_waiters), "parkedPulls": len(self.pull_waiters),
+            "pullsAnsweredWithTheirPut": self.pulls_answered_with_put,
             "topics": len(self.topics.topics), "uptimeMs": self.clock.now_ms() - self.started_ms,
             "recovery": str(self.recovery),
             "scheduleDelivered": self.schedule.delivered,

@@ -104,15 +104,19 @@ class PullWaiters:
     def __len__(self) -> int:
         return self._count
 
-    def wake(self, queues) -> None:
+    def wake(self, queues) -> int:
+        """Retry the pulls parked on ``queues``; returns how many answered."""
+        answered = 0
         for key in queues:
             parked = self._by_queue.pop(key, None)
             if parked:
                 self._count -= len(parked)
                 keep = [(d, retry) for d, retry in parked if not retry(False)]
+                answered += len(parked) - len(keep)
                 if keep:
                     self._by_queue.setdefault(key, []).extend(keep)
                     self._count += len(keep)
+        return answered
 
     def expire(self, now_s: float | None = None) -> None:
         now_s = time.monotonic() if now_s is None else now_s

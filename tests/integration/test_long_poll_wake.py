@@ -31,25 +31,33 @@ def _parked_pull(consumer: PullConsumer, mq, offset: int) -> tuple[threading.Thr
 
 
 @pytest.mark.timeout(180)
-@pytest.mark.parametrize("flush_mode", [ASYNC_FLUSH, SYNC_FLUSH])
-def test_a_parked_pull_is_answered_by_the_write_it_waits_for(start_cluster, flush_mode):
+@pytest.mark.parametrize("door, flush_mode", [("native", ASYNC_FLUSH), ("native", SYNC_FLUSH),
+                                              ("remoting", ASYNC_FLUSH)])
+def test_a_parked_pull_is_answered_by_the_write_it_waits_for(start_cluster, door, flush_mode):
+    """Under async flush the broker answers it right after the read that stored its message was
+    served, before that read's answers are written (not at the loop turn's end):
+    ``pullsAnsweredWithTheirPut`` counts each. Under sync flush the message is not readable before
+    the flush: the pull is answered once flushed, and the count stays 0."""
     cluster = start_cluster(flush_mode=flush_mode)
-    cfg = client_config(cluster)
+    cfg = client_config(cluster, transport=door)
     with Admin(config=cfg) as admin:
         admin.create_topic("Woken", 1)
     with Producer("PG", config=cfg) as producer, PullConsumer("CG", config=cfg) as consumer, \
             Admin(config=cfg) as admin:
         (endpoint,) = admin.master_endpoints().values()
         mq = consumer.queues("Woken")[0]
-        for round_ in range(3):   # each pull parks at the queue's end, then a send arrives
+        rounds = 3
+        for round_ in range(rounds):   # each pull parks at the queue's end, then a send arrives
             offset = consumer.max_offset(mq)
             thread, out = _parked_pull(consumer, mq, offset)
             wait_until(lambda: admin.broker_runtime_info(endpoint)["parkedPulls"] >= 1, 20,
                        what="the pull parked at the broker")
             producer.send(Message("Woken", b"wake-%d" % round_))
             thread.join(WOKEN_WAIT_S)
-            assert not thread.is_alive(), f"the pull was not woken by the send ({flush_mode})"
+            assert not thread.is_alive(), f"the pull was not woken by the send ({door}, {flush_mode})"
             assert out[0].status is PullStatus.FOUND and [m.body for m in out[0].messages] == [b"wake-%d" % round_]
+        answered_with_put = admin.broker_runtime_info(endpoint)["pullsAnsweredWithTheirPut"]
+        assert answered_with_put == (rounds if flush_mode == ASYNC_FLUSH else 0), (door, flush_mode)
 
 
 @pytest.mark.timeout(180)
