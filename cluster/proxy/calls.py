@@ -7,7 +7,7 @@ refuses it (GrpcMessagingApplication.validateContext).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from rocketbox.cluster.proxy.protos import Code
 from rocketbox.cluster.proxy.status import ProxyError
@@ -16,8 +16,7 @@ CLIENT_ID_KEY = "x-mq-client-id"
 CLIENT_ID_MAX = 256
 
 
-@dataclass(frozen=True)
-class Call:
+class Call(NamedTuple):   # made for every call: a tuple builds in a fraction of a frozen dataclass's time
     client_id: str
     peer_host: str          # the client's address as the connection shows it ("127.0.0.1:54321")
     time_remaining_s: float | None   # until the call's deadline (None: the client set none)

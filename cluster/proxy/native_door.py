@@ -6,7 +6,7 @@ connections on the proxy's asyncio loop, HTTP/2 and gRPC's framing in C (``_nati
 Each read of a connection goes to C once and comes back as events; the unary calls it completed
 start together, and the answers a loop turn made are framed and written by one C call and one
 ``send``. Server streaming (ReceiveMessage) and the bidi Telemetry stream run as tasks that write
-each response as it comes. What grpc.aio would give a handler, ``CallContext`` gives: the metadata
+each response as it comes, or a run of them (a receive's messages, already serialized) by one C call. What grpc.aio would give a handler, ``CallContext`` gives: the metadata
 (``x-mq-client-id``, ``authorization``, ...; ``-bin`` values base64-decoded), the peer, the deadline
 from ``grpc-timeout``, ``abort``.
 
@@ -62,13 +62,16 @@ class Method(NamedTuple):
 
 
 def method_table(servicer) -> dict[str, Method]:
-    """``/apache.rocketmq.v2.MessagingService/<Name>`` -> its Method, for every RPC of the service."""
+    """``/apache.rocketmq.v2.MessagingService/<Name>`` -> its Method, for every RPC of the service. A
+    servicer's ``stream_handlers`` replace grpc.aio's handler of a server-streaming RPC with one whose
+    responses may come as runs (``Connection.streaming``)."""
     batch_handlers = servicer.batch_handlers() if hasattr(servicer, "batch_handlers") else {}
+    stream_handlers = servicer.stream_handlers() if hasattr(servicer, "stream_handlers") else {}
     table = {}
     for method in service.DESCRIPTOR.services_by_name["MessagingService"].methods:
         table[f"/{SERVICE_NAME}/{method.name}"] = Method(
             getattr(service, method.input_type.name).FromString, method.client_streaming, method.server_streaming,
-            getattr(servicer, method.name), batch_handlers.get(method.name))
+            stream_handlers.get(method.name) or getattr(servicer, method.name), batch_handlers.get(method.name))
     return table
 
 
@@ -300,7 +303,9 @@ class Connection:
         for (call, _), response in zip(calls, responses):
             if self.calls.pop(call.stream, None) is not None:
                 self.door.in_flight -= 1
-                self.answers.append((call.stream, response.SerializeToString()))
+                # a batch handler may answer with the response's bytes already (proxy/response_wire.py)
+                self.answers.append((call.stream, response if type(response) is bytes else
+                                     response.SerializeToString()))
         self.flush_soon()
 
     async def unary(self, call: Call, request) -> None:
@@ -323,7 +328,10 @@ class Connection:
                 async for response in responses:
                     if call.stream not in self.calls:
                         return
-                    self.h2.message(call.stream, response.SerializeToString())
+                    if type(response) is list:   # a run of responses' bytes (stream_handlers): one C call
+                        self.h2.messages(call.stream, response)
+                    else:
+                        self.h2.message(call.stream, response.SerializeToString())
                     self.flush_soon()
                     if self.h2.unsent() > UNSENT_PAUSE_BYTES:
                         self.drained.clear()
