@@ -31,11 +31,15 @@ def peer_host(peer: str) -> str:
 
 
 def call_of(context) -> Call:
-    client_id = ""
-    for key, value in context.invocation_metadata() or ():
-        if key == CLIENT_ID_KEY:
-            client_id = value if isinstance(value, str) else ""
-            break
+    metadata_value = getattr(context, "metadata_value", None)
+    if metadata_value is not None:   # the native door's context finds one key without the whole metadata
+        client_id = metadata_value(CLIENT_ID_KEY) or ""
+    else:
+        client_id = ""
+        for key, value in context.invocation_metadata() or ():
+            if key == CLIENT_ID_KEY:
+                client_id = value if isinstance(value, str) else ""
+                break
     if not client_id.strip():
         raise ProxyError(Code.CLIENT_ID_REQUIRED, "client id cannot be empty (metadata x-mq-client-id)")
     if len(client_id) > CLIENT_ID_MAX:

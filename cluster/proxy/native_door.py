@@ -111,16 +111,44 @@ class Aborted(Exception):
         self.code, self.details = code, details
 
 
+def split_fields(payload: bytes) -> tuple[list[bytes], list[bytes]]:
+    """A HEADERS event's payload (``name NUL value NUL`` ...) split: its parts, and its names alone
+    (a name's value is ``parts[2 * names.index(name) + 1]``)."""
+    parts = payload.split(b"\0")
+    return parts, parts[0:-1:2]
+
+
+def first_value(parts: list[bytes], names: list[bytes], name: bytes) -> str | None:
+    """The first value of field ``name`` (latin-1, as ``fields_of`` reads it), None without one."""
+    try:
+        return parts[2 * names.index(name) + 1].decode("latin-1")
+    except ValueError:
+        return None
+
+
 class CallContext:
-    """The part of grpc's ServicerContext the proxy's handlers read (calls.py, access.py, server.py)."""
+    """The part of grpc's ServicerContext the proxy's handlers read (calls.py, access.py, server.py).
+    The metadata (``headers_of``) is made from the call's fields when a handler first asks for all of
+    it; ``metadata_value`` reads one key without it (``calls.call_of``: every call's x-mq-client-id)."""
 
-    __slots__ = ("_metadata", "_peer", "_deadline")
+    __slots__ = ("_payload", "_parts", "_names", "_metadata", "_peer", "_deadline")
 
-    def __init__(self, metadata, peer: str, deadline: float | None):
-        self._metadata, self._peer, self._deadline = metadata, peer, deadline
+    def __init__(self, payload: bytes, parts: list[bytes], names: list[bytes], peer: str, deadline: float | None):
+        self._payload, self._parts, self._names = payload, parts, names
+        self._metadata = None
+        self._peer, self._deadline = peer, deadline
 
     def invocation_metadata(self):
+        if self._metadata is None:
+            self._metadata = headers_of(fields_of(self._payload))[2]
         return self._metadata
+
+    def metadata_value(self, key: str) -> str | None:
+        """The first value of a metadata key that is no ``-bin`` one, no pseudo-header and none of
+        NOT_METADATA (those are not metadata: None), as ``invocation_metadata`` would give it."""
+        if key.startswith(":") or key in NOT_METADATA or key.endswith("-bin"):
+            return None
+        return first_value(self._parts, self._names, key.encode("latin-1"))
 
     def peer(self) -> str:
         return self._peer
@@ -189,7 +217,7 @@ class Connection:
                 if kind == EVENT_MESSAGE:
                     self.on_message(stream, payload)
                 elif kind == EVENT_HEADERS:
-                    self.on_headers(stream, fields_of(payload))
+                    self.on_headers(stream, payload)
                 elif kind == EVENT_END:
                     call = self.calls.get(stream)
                     if call is not None:
@@ -204,8 +232,11 @@ class Connection:
         self.start_unary(unary)
         self.flush()
 
-    def on_headers(self, stream: int, fields: list[tuple[str, str]]) -> None:
-        path, timeout_text, metadata = headers_of(fields)
+    def on_headers(self, stream: int, payload: bytes) -> None:
+        # Only :path and grpc-timeout are read here (the metadata when a handler asks: CallContext).
+        parts, names = split_fields(payload)
+        path = first_value(parts, names, b":path") or ""
+        timeout_text = first_value(parts, names, b"grpc-timeout")
         method = self.door.methods.get(path)
         if method is None:
             self.h2.trailers(stream, UNIMPLEMENTED, f"Method not found: {path[1:]}")
@@ -215,7 +246,7 @@ class Connection:
             return
         timeout = None if timeout_text is None else timeout_s(timeout_text)
         deadline = None if timeout is None else time.monotonic() + timeout
-        call = Call(stream, method, CallContext(metadata, self.peer, deadline))
+        call = Call(stream, method, CallContext(payload, parts, names, self.peer, deadline))
         self.calls[stream] = call
         self.door.in_flight += 1
         if method.client_streaming:
