@@ -11,7 +11,6 @@ its own entries and status, as ``ConsumerService.ack`` would have answered it.
 from __future__ import annotations
 
 import asyncio
-
 import functools
 
 from rocketbox.cluster import ack_batch_format
