@@ -16,7 +16,7 @@ Layout, fields separated by one space (names have none: ``config.name_problem``)
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 VERSION = "v1"
 _FIELDS = 9
@@ -26,8 +26,7 @@ class InvalidReceiptHandle(ValueError):
     """Not a handle this broker made: wrong shape or numbers."""
 
 
-@dataclass(frozen=True)
-class ReceiptHandle:
+class ReceiptHandle(NamedTuple):   # one an acked message: a tuple builds in a fraction of a frozen dataclass's time
     ck_offset: int
     pop_time_ms: int
     invisible_ms: int

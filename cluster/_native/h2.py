@@ -16,6 +16,7 @@ EVENT_RESET = lib.RB_H2_EVENT_RESET
 CLOSE = lib.RB_E_H2_CLOSE
 _EVENT_HEAD = struct.Struct(">BII")
 _ANSWER_HEAD = struct.Struct(">II")
+_MESSAGE_PREFIX = struct.Struct(">BI")   # gRPC's length-prefixed message: flag 0 (not compressed), length
 
 
 def fields_of(payload: bytes) -> list[tuple[str, str]]:
@@ -66,6 +67,12 @@ class H2Connection:
 
     def message(self, stream: int, message: bytes) -> bool:
         return lib.rb_h2_message(self._c, stream, message, len(message)) == 1
+
+    def messages(self, stream: int, messages: list[bytes]) -> bool:
+        """A run of the stream's messages framed by one call: one append, DATA frames as the windows
+        allow, several messages a frame (``message`` once each frames one message at least a frame)."""
+        framed = b"".join([_MESSAGE_PREFIX.pack(0, len(message)) + message for message in messages])
+        return lib.rb_h2_messages(self._c, stream, framed, len(framed)) == 1
 
     def trailers(self, stream: int, status: int, message: str = "") -> bool:
         text = message.encode("utf-8", "replace")

@@ -176,6 +176,22 @@ int64_t rb_h2_message(rb_h2 *c, uint32_t stream, const uint8_t *message, size_t 
     return 1;
 }
 
+int64_t rb_h2_messages(rb_h2 *c, uint32_t stream, const uint8_t *framed, size_t len)
+{
+    /* Every 5-byte prefix checked first (flag 0, a length that fits the block): a bad block frames nothing. */
+    for (size_t at = 0; at < len;) {
+        if (len - at < 5 || framed[at] != 0 || get_be32(framed + at + 1) > len - at - 5) return RB_E_ARGUMENT;
+        at += 5 + (size_t)get_be32(framed + at + 1);
+    }
+    struct h2_stream *s = h2_find(c, stream);
+    if (!s || s->trailers_waiting || len > WINDOW_MAX) return 0;
+    if (!s->headers_sent) rb_h2_headers(c, stream);
+    if (!put(&s->pending, framed, len)) return RB_E_ARGUMENT;
+    c->pending_bytes += len;
+    h2_drain_stream(c, s);
+    return 1;
+}
+
 int64_t rb_h2_trailers(rb_h2 *c, uint32_t stream, uint32_t status, const uint8_t *message, size_t len)
 {
     struct h2_stream *s = h2_find(c, stream);

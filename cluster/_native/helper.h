@@ -331,7 +331,8 @@ int64_t rb_lane_answers(uint8_t *out, size_t out_len, const struct rb_lane_send 
  * each name NUL value NUL: HTTP/2 fields hold no NUL), MESSAGE (one whole gRPC message, its
  * 5-byte prefix taken off), END (the client half-closed), RESET (the stream is gone: the client reset
  * it, or the front end answered it itself). Answers: rb_h2_headers, rb_h2_message, rb_h2_trailers
- * (gRPC status and message; a trailers-only response when no headers went out), rb_h2_answers (each
+ * (gRPC status and message; a trailers-only response when no headers went out), rb_h2_messages (a
+ * stream's run of messages, one append), rb_h2_answers (each
  * [u32 stream][u32 length][message] answered whole with status 0). What to send: rb_h2_output, then
  * rb_h2_sent with what went. */
 typedef struct rb_h2 rb_h2;
@@ -362,6 +363,10 @@ void rb_h2_sent(rb_h2 *c, size_t n);
 /* Each: 1 when done, 0 when the stream is gone or already ended (a reset raced the answer). */
 int64_t rb_h2_headers(rb_h2 *c, uint32_t stream);
 int64_t rb_h2_message(rb_h2 *c, uint32_t stream, const uint8_t *message, size_t len);
+/* A run of a stream's messages, each already with gRPC's 5-byte prefix ([u8 0][u32 length][message],
+ * back to back): one append, DATA frames as the windows allow (several messages a frame).
+ * RB_E_ARGUMENT when a prefix is not that. */
+int64_t rb_h2_messages(rb_h2 *c, uint32_t stream, const uint8_t *framed, size_t len);
 int64_t rb_h2_trailers(rb_h2 *c, uint32_t stream, uint32_t status, const uint8_t *message, size_t len);
 int64_t rb_h2_answers(rb_h2 *c, const uint8_t *packed, size_t len);
 void rb_h2_goaway(rb_h2 *c, uint32_t error);

@@ -11,18 +11,20 @@ its own entries and status, as ``ConsumerService.ack`` would have answered it.
 from __future__ import annotations
 
 import asyncio
+import functools
 
 from rocketbox.cluster import ack_batch_format
 from rocketbox.cluster.protocol import RequestCode, ResponseCode
-from rocketbox.cluster.proxy import validation
+from rocketbox.cluster.proxy import response_wire, validation
 from rocketbox.cluster.proxy.calls import Call
 from rocketbox.cluster.proxy.protos import Code, service
-from rocketbox.cluster.proxy.status import OK, ProxyError, broker_refusal, status
+from rocketbox.cluster.proxy.status import ProxyError, broker_refusal
 from rocketbox.cluster.wire_format import FLAG_RESPONSE, Command
 
 
 class AckBatches:
-    """``await batches.ack(calls)``: an AckMessageResponse or a ProxyError for each (Call, request)."""
+    """``await batches.ack(calls)``: an AckMessageResponse's bytes (``response_wire``) or a ProxyError for
+    each (Call, request)."""
 
     def __init__(self, consumers):
         self.consumers = consumers   # ConsumerService: its renewals and handle checks
@@ -31,9 +33,10 @@ class AckBatches:
 
     async def ack(self, calls: list[tuple[Call, service.AckMessageRequest]]) -> list:
         results: list = [None] * len(calls)
-        outcomes: list[list] = [[] for _ in calls]   # each call's entries' statuses, in its order
+        outcomes: list[list] = [[] for _ in calls]   # each call's entries' (code, Status bytes), in its order
         groups: dict[tuple, list] = {}                # (broker, group, topic) -> [(call index, entry index, handle)]
         names: dict[tuple, tuple] = {}                # a read's calls name the same group and topic: checked once
+        renewals = self.consumers.renewals
         for index, (_call, request) in enumerate(calls):
             try:
                 asked = (request.group.name, request.topic.name)
@@ -49,15 +52,21 @@ class AckBatches:
             outcomes[index] = [None] * len(request.entries)
             for k, entry in enumerate(request.entries):
                 try:
-                    text = await self.consumers.renewals.take(entry.receipt_handle)
+                    text = entry.receipt_handle
+                    if renewals.holds(text):   # the rest skip the await of a coroutine that would not wait
+                        text = await renewals.take(text)
                     handle = self.consumers.handle_of(text)
                     if "\n" in text:
                         raise ProxyError(Code.INVALID_RECEIPT_HANDLE, "receipt handle is invalid: it has a newline")
                 except ProxyError as exc:
-                    outcomes[index][k] = status(exc.code, exc.message)
+                    outcomes[index][k] = _outcome(exc.code, exc.message)
                     continue
                 groups.setdefault((handle.broker_name, group, topic), []).append((index, k, text))
-        await asyncio.gather(*(self._ack_group(*key, members, outcomes) for key, members in groups.items()))
+        if len(groups) == 1:   # the common read: one broker, group and topic, no task for it
+            (key, members), = groups.items()
+            await self._ack_group(*key, members, outcomes)
+        elif groups:
+            await asyncio.gather(*(self._ack_group(*key, members, outcomes) for key, members in groups.items()))
         for index, (_call, request) in enumerate(calls):
             if results[index] is None:
                 results[index] = _response(request, outcomes[index])
@@ -78,21 +87,35 @@ class AckBatches:
             except ValueError as exc:
                 raise ProxyError(Code.INTERNAL_SERVER_ERROR, f"{broker_name} answered ACK_MESSAGES with {exc}") from None
         except ProxyError as exc:
-            failed = status(exc.code, exc.message)
+            failed = _outcome(exc.code, exc.message)
             for index, k, _ in members:
                 outcomes[index][k] = failed
             return
+        ok = _plain(Code.OK)
         for (index, k, _), (code, remark) in zip(members, answered):
             if code == ResponseCode.SUCCESS:
-                outcomes[index][k] = OK
+                outcomes[index][k] = ok
             else:   # as ACK_MESSAGE's refusal of that handle alone would be answered
                 refusal = broker_refusal(Command(code, {}, b"", 0, FLAG_RESPONSE, remark), broker_name)
-                outcomes[index][k] = status(refusal.code, refusal.message)
+                outcomes[index][k] = _outcome(refusal.code, refusal.message)
 
 
-def _response(request: service.AckMessageRequest, statuses: list) -> service.AckMessageResponse:
-    entries = [service.AckMessageResultEntry(message_id=entry.message_id, receipt_handle=entry.receipt_handle,
-                                             status=one) for entry, one in zip(request.entries, statuses)]
-    codes = {one.code for one in statuses}
-    overall = status(Code.MULTIPLE_RESULTS) if len(codes) > 1 else status(codes.pop())
-    return service.AckMessageResponse(status=overall, entries=entries)
+def _outcome(code: int, message: str) -> tuple[int, bytes]:
+    return code, response_wire.status(code, message)
+
+
+@functools.lru_cache(maxsize=64)
+def _plain(code: int) -> tuple[int, bytes]:
+    """A code's outcome as ``status.status(code)`` makes its Status: the code's name as the message."""
+    return _outcome(code, Code.Name(code))
+
+
+def _response(request: service.AckMessageRequest, outcomes: list[tuple[int, bytes]]) -> bytes:
+    """AckMessageResponse(status, entries: each entry's message id, handle and status), as ``ConsumerService.ack``
+    answers it: the overall status the entries' one code, else MULTIPLE_RESULTS."""
+    entries = [response_wire.ack_entry(entry.message_id, entry.receipt_handle, one)
+               for entry, (_, one) in zip(request.entries, outcomes)]
+    code = outcomes[0][0]
+    if any(other != code for other, _ in outcomes):
+        code = Code.MULTIPLE_RESULTS
+    return response_wire.ack_message(_plain(code)[1], entries)

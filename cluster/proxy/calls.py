@@ -7,7 +7,7 @@ refuses it (GrpcMessagingApplication.validateContext).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from rocketbox.cluster.proxy.protos import Code
 from rocketbox.cluster.proxy.status import ProxyError
@@ -16,8 +16,7 @@ CLIENT_ID_KEY = "x-mq-client-id"
 CLIENT_ID_MAX = 256
 
 
-@dataclass(frozen=True)
-class Call:
+class Call(NamedTuple):   # made for every call: a tuple builds in a fraction of a frozen dataclass's time
     client_id: str
     peer_host: str          # the client's address as the connection shows it ("127.0.0.1:54321")
     time_remaining_s: float | None   # until the call's deadline (None: the client set none)
@@ -32,11 +31,15 @@ def peer_host(peer: str) -> str:
 
 
 def call_of(context) -> Call:
-    client_id = ""
-    for key, value in context.invocation_metadata() or ():
-        if key == CLIENT_ID_KEY:
-            client_id = value if isinstance(value, str) else ""
-            break
+    metadata_value = getattr(context, "metadata_value", None)
+    if metadata_value is not None:   # the native door's context finds one key without the whole metadata
+        client_id = metadata_value(CLIENT_ID_KEY) or ""
+    else:
+        client_id = ""
+        for key, value in context.invocation_metadata() or ():
+            if key == CLIENT_ID_KEY:
+                client_id = value if isinstance(value, str) else ""
+                break
     if not client_id.strip():
         raise ProxyError(Code.CLIENT_ID_REQUIRED, "client id cannot be empty (metadata x-mq-client-id)")
     if len(client_id) > CLIENT_ID_MAX:

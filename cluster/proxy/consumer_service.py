@@ -23,7 +23,7 @@ from rocketbox.cluster import receipt_handle
 from rocketbox.cluster.filter.expressions import parse_tags
 from rocketbox.cluster.log_limit import RateLimitedLog
 from rocketbox.cluster.protocol import RETRY_TOPIC_PREFIX, RequestCode, ResponseCode
-from rocketbox.cluster.proxy import messages, validation
+from rocketbox.cluster.proxy import messages, response_wire, validation
 from rocketbox.cluster.proxy.ack_batches import AckBatches
 from rocketbox.cluster.proxy.brokers import BrokerGateway
 from rocketbox.cluster.proxy.calls import Call
@@ -42,6 +42,7 @@ _limited = RateLimitedLog(log)
 NACK_INVISIBLE_MS = 1_000
 # Time kept back from a receive's deadline to write its answer.
 DEADLINE_MARGIN_MS = 500
+_RECEIVE_OK = service.ReceiveMessageResponse(status=OK).SerializeToString()
 
 
 def now_ms() -> int:
@@ -108,8 +109,10 @@ class ConsumerService:
             return "SQL92", expression.expression
         return "TAG", expression.expression.strip() or "*"
 
-    async def receive(self, call: Call, request: service.ReceiveMessageRequest):
-        """The response stream (an async generator of ReceiveMessageResponse)."""
+    async def receive(self, call: Call, request: service.ReceiveMessageRequest, runs: bool = False):
+        """The response stream (an async generator of ReceiveMessageResponse). ``runs`` (the native door):
+        the popped messages come as one list of serialized responses (status, messages, delivery
+        timestamp: what the stream's end would be), made without a response object a message."""
         popped: list[Popped] = []
         written = 0
         try:
@@ -127,6 +130,13 @@ class ConsumerService:
                                  exc.message)
                 yield service.ReceiveMessageResponse(status=status(exc.code, exc.message))
             else:
+                if popped and runs:
+                    yield self._run(popped)
+                    written = len(popped)
+                    if request.auto_renew:
+                        for item in popped:
+                            self._renew_while_consumed(call, request, item)
+                    return
                 if popped:
                     yield service.ReceiveMessageResponse(status=OK)
                     for item in popped:
@@ -141,6 +151,18 @@ class ConsumerService:
         finally:
             if written < len(popped):
                 self._nack_soon(popped[written:], request.group.name, request.message_queue.topic.name)
+
+    @staticmethod
+    def _run(popped: list[Popped]) -> list[bytes]:
+        """A receive's whole stream as bytes: the OK status, each message (``response_wire`` wraps its
+        Message's serialization: no ReceiveMessageResponse copied from it), the delivery timestamp."""
+        run = [_RECEIVE_OK]
+        for item in popped:
+            run.append(response_wire.receive_message(messages.incoming(
+                item.record, receipt_handle=item.handle, delivery_attempt=item.attempt,
+                topic=item.topic).SerializeToString()))
+        run.append(service.ReceiveMessageResponse(delivery_timestamp=messages.timestamp(now_ms())).SerializeToString())
+        return run
 
     async def _target(self, call: Call, request: service.ReceiveMessageRequest) -> tuple[str, str, str]:
         client = self.registry.get(call.client_id)

@@ -6,7 +6,7 @@ connections on the proxy's asyncio loop, HTTP/2 and gRPC's framing in C (``_nati
 Each read of a connection goes to C once and comes back as events; the unary calls it completed
 start together, and the answers a loop turn made are framed and written by one C call and one
 ``send``. Server streaming (ReceiveMessage) and the bidi Telemetry stream run as tasks that write
-each response as it comes. What grpc.aio would give a handler, ``CallContext`` gives: the metadata
+each response as it comes, or a run of them (a receive's messages, already serialized) by one C call. What grpc.aio would give a handler, ``CallContext`` gives: the metadata
 (``x-mq-client-id``, ``authorization``, ...; ``-bin`` values base64-decoded), the peer, the deadline
 from ``grpc-timeout``, ``abort``.
 
@@ -62,13 +62,16 @@ class Method(NamedTuple):
 
 
 def method_table(servicer) -> dict[str, Method]:
-    """``/apache.rocketmq.v2.MessagingService/<Name>`` -> its Method, for every RPC of the service."""
+    """``/apache.rocketmq.v2.MessagingService/<Name>`` -> its Method, for every RPC of the service. A
+    servicer's ``stream_handlers`` replace grpc.aio's handler of a server-streaming RPC with one whose
+    responses may come as runs (``Connection.streaming``)."""
     batch_handlers = servicer.batch_handlers() if hasattr(servicer, "batch_handlers") else {}
+    stream_handlers = servicer.stream_handlers() if hasattr(servicer, "stream_handlers") else {}
     table = {}
     for method in service.DESCRIPTOR.services_by_name["MessagingService"].methods:
         table[f"/{SERVICE_NAME}/{method.name}"] = Method(
             getattr(service, method.input_type.name).FromString, method.client_streaming, method.server_streaming,
-            getattr(servicer, method.name), batch_handlers.get(method.name))
+            stream_handlers.get(method.name) or getattr(servicer, method.name), batch_handlers.get(method.name))
     return table
 
 
@@ -108,16 +111,44 @@ class Aborted(Exception):
         self.code, self.details = code, details
 
 
+def split_fields(payload: bytes) -> tuple[list[bytes], list[bytes]]:
+    """A HEADERS event's payload (``name NUL value NUL`` ...) split: its parts, and its names alone
+    (a name's value is ``parts[2 * names.index(name) + 1]``)."""
+    parts = payload.split(b"\0")
+    return parts, parts[0:-1:2]
+
+
+def first_value(parts: list[bytes], names: list[bytes], name: bytes) -> str | None:
+    """The first value of field ``name`` (latin-1, as ``fields_of`` reads it), None without one."""
+    try:
+        return parts[2 * names.index(name) + 1].decode("latin-1")
+    except ValueError:
+        return None
+
+
 class CallContext:
-    """The part of grpc's ServicerContext the proxy's handlers read (calls.py, access.py, server.py)."""
+    """The part of grpc's ServicerContext the proxy's handlers read (calls.py, access.py, server.py).
+    The metadata (``headers_of``) is made from the call's fields when a handler first asks for all of
+    it; ``metadata_value`` reads one key without it (``calls.call_of``: every call's x-mq-client-id)."""
 
-    __slots__ = ("_metadata", "_peer", "_deadline")
+    __slots__ = ("_payload", "_parts", "_names", "_metadata", "_peer", "_deadline")
 
-    def __init__(self, metadata, peer: str, deadline: float | None):
-        self._metadata, self._peer, self._deadline = metadata, peer, deadline
+    def __init__(self, payload: bytes, parts: list[bytes], names: list[bytes], peer: str, deadline: float | None):
+        self._payload, self._parts, self._names = payload, parts, names
+        self._metadata = None
+        self._peer, self._deadline = peer, deadline
 
     def invocation_metadata(self):
+        if self._metadata is None:
+            self._metadata = headers_of(fields_of(self._payload))[2]
         return self._metadata
+
+    def metadata_value(self, key: str) -> str | None:
+        """The first value of a metadata key that is no ``-bin`` one, no pseudo-header and none of
+        NOT_METADATA (those are not metadata: None), as ``invocation_metadata`` would give it."""
+        if key.startswith(":") or key in NOT_METADATA or key.endswith("-bin"):
+            return None
+        return first_value(self._parts, self._names, key.encode("latin-1"))
 
     def peer(self) -> str:
         return self._peer
@@ -186,7 +217,7 @@ class Connection:
                 if kind == EVENT_MESSAGE:
                     self.on_message(stream, payload)
                 elif kind == EVENT_HEADERS:
-                    self.on_headers(stream, fields_of(payload))
+                    self.on_headers(stream, payload)
                 elif kind == EVENT_END:
                     call = self.calls.get(stream)
                     if call is not None:
@@ -201,8 +232,11 @@ class Connection:
         self.start_unary(unary)
         self.flush()
 
-    def on_headers(self, stream: int, fields: list[tuple[str, str]]) -> None:
-        path, timeout_text, metadata = headers_of(fields)
+    def on_headers(self, stream: int, payload: bytes) -> None:
+        # Only :path and grpc-timeout are read here (the metadata when a handler asks: CallContext).
+        parts, names = split_fields(payload)
+        path = first_value(parts, names, b":path") or ""
+        timeout_text = first_value(parts, names, b"grpc-timeout")
         method = self.door.methods.get(path)
         if method is None:
             self.h2.trailers(stream, UNIMPLEMENTED, f"Method not found: {path[1:]}")
@@ -212,7 +246,7 @@ class Connection:
             return
         timeout = None if timeout_text is None else timeout_s(timeout_text)
         deadline = None if timeout is None else time.monotonic() + timeout
-        call = Call(stream, method, CallContext(metadata, self.peer, deadline))
+        call = Call(stream, method, CallContext(payload, parts, names, self.peer, deadline))
         self.calls[stream] = call
         self.door.in_flight += 1
         if method.client_streaming:
@@ -300,7 +334,9 @@ class Connection:
         for (call, _), response in zip(calls, responses):
             if self.calls.pop(call.stream, None) is not None:
                 self.door.in_flight -= 1
-                self.answers.append((call.stream, response.SerializeToString()))
+                # a batch handler may answer with the response's bytes already (proxy/response_wire.py)
+                self.answers.append((call.stream, response if type(response) is bytes else
+                                     response.SerializeToString()))
         self.flush_soon()
 
     async def unary(self, call: Call, request) -> None:
@@ -323,7 +359,10 @@ class Connection:
                 async for response in responses:
                     if call.stream not in self.calls:
                         return
-                    self.h2.message(call.stream, response.SerializeToString())
+                    if type(response) is list:   # a run of responses' bytes (stream_handlers): one C call
+                        self.h2.messages(call.stream, response)
+                    else:
+                        self.h2.message(call.stream, response.SerializeToString())
                     self.flush_soon()
                     if self.h2.unsent() > UNSENT_PAUSE_BYTES:
                         self.drained.clear()

@@ -61,6 +61,10 @@ class ReceiptRenewals:
         now = int(time.time() * 1000)
         self._tracked[handle] = Renewed(client_id, group, topic, handle, next_visible_ms, now)
 
+    def holds(self, handle: str) -> bool:
+        """Whether ``handle`` is one being renewed (``take`` would swap it)."""
+        return handle in self._tracked
+
     async def take(self, handle: str) -> str:
         """The handle to use for what the client holds as ``handle`` (which stops being renewed)."""
         entry = self._tracked.pop(handle, None)

@@ -18,6 +18,7 @@ it gRPC refuses with RESOURCE_EXHAUSTED), request size (``max_request_bytes``), 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import time
@@ -205,6 +206,13 @@ class MessagingService(service_grpc.MessagingServiceServicer):
             return {}
         return {"SendMessage": self.send_message_batch, "AckMessage": self.ack_message_batch}
 
+    def stream_handlers(self) -> dict:
+        """RPC name -> the native door's handler of a server-streaming RPC whose responses may come as
+        runs of bytes (native_door.py), as the settings allow (the batching's switch turns it off too)."""
+        if not self.settings.grpc_batch_calls:
+            return {}
+        return {"ReceiveMessage": functools.partial(self.ReceiveMessage, runs=True)}
+
     async def RecallMessage(self, request, context):
         return await self._unary("RecallMessage", self.producers.recall_message, request, context,
                                  service.RecallMessageResponse)
@@ -228,7 +236,9 @@ class MessagingService(service_grpc.MessagingServiceServicer):
         return await self._unary("SyncLiteSubscription", self.lite.sync_lite_subscription, request, context,
                                  service.SyncLiteSubscriptionResponse)
 
-    async def ReceiveMessage(self, request, context):
+    async def ReceiveMessage(self, request, context, runs: bool = False):
+        """``runs`` (the native door, ``stream_handlers``): a receive's messages come as one run of
+        serialized responses (``ConsumerService.receive``), framed by one C call."""
         try:
             call = call_of(context)
             if self.access is not None:
@@ -237,7 +247,7 @@ class MessagingService(service_grpc.MessagingServiceServicer):
             yield service.ReceiveMessageResponse(status=status(exc.code, exc.message))
             return
         try:
-            async for response in self.consumers.receive(call, request):
+            async for response in self.consumers.receive(call, request, runs=runs):
                 yield response
         except asyncio.CancelledError:
             raise

@@ -63,8 +63,10 @@ class ProxySettings:
     # proxy/native_door.py; plaintext only: with TLS the proxy serves on grpc.aio whatever this says),
     # and the native door's bound on connections open at once.
     grpc_front: str = "native"
-    # The native door hands a read's SendMessage calls to the proxy as one batch (one broker request a
-    # queue, producer_batch.py); off: one call at a time, as grpc.aio does (perf/grpc_front_ab.py's A/B).
+    # The native door hands a read's SendMessage and AckMessage calls to the proxy as one batch (one broker
+    # request a queue, producer_batch.py, ack_batches.py) and writes a receive's messages as one run of
+    # bytes (server.stream_handlers); off: one call and one response at a time, as grpc.aio does
+    # (perf/grpc_front_ab.py's A/B).
     grpc_batch_calls: bool = True
     # The proxy's requests to NameServers and brokers on its loop's own ZMTP connections (loop_calls.py),
     # without the RpcClient's I/O thread; off (or with access control's CURVE keys): through the RpcClient.

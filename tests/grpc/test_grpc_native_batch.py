@@ -174,3 +174,30 @@ def test_the_5x_client_with_sends_in_flight_gets_every_receipt_and_message(clust
     assert sorted(r["body"] for r in got.values()) == sorted(m["body"] for m in messages)
     assert all(r["tag"] == "T" and r["keys"] == [r["body"].replace("batch-", "k")]
                for r in got.values() if r["body"].startswith("batch-"))
+
+
+@pytest.mark.timeout(60)
+def test_a_receives_messages_are_written_as_one_run_of_data_frames(cluster):
+    """Batched, a receive's stream (status, messages, delivery timestamp) goes out framed by one call: one
+    DATA frame for them all while they fit one; one by one, a DATA frame a response."""
+    from google.protobuf.duration_pb2 import Duration
+    from rocketbox.cluster.proxy.protos import Code, pb, service
+    group = "RunReader" + ("On" if cluster.batched else "Off")
+    bodies = {f"run-{i}".encode() for i in range(6)}
+    exchange(cluster, one_read([send_request(body.decode(), body) for body in sorted(bodies)]), timeout_s=3)
+    request = service.ReceiveMessageRequest(
+        group=pb.Resource(name=group), message_queue=pb.MessageQueue(topic=pb.Resource(name=TOPIC), id=-1),
+        filter_expression=pb.FilterExpression(type=pb.TAG, expression="*"), batch_size=32,
+        invisible_duration=Duration(seconds=60), long_polling_timeout=Duration(seconds=1)).SerializeToString()
+    frames, _ = exchange(cluster, one_read_of("ReceiveMessage", [request]), timeout_s=3)
+    data = [payload for kind, _, stream, payload in frames if kind == DATA and stream == 1]
+    stream, responses = b"".join(data), []
+    while stream:
+        length = struct.unpack(">I", stream[1:5])[0]
+        responses.append(service.ReceiveMessageResponse.FromString(stream[5:5 + length]))
+        stream = stream[5 + length:]
+    assert responses[0].status.code == Code.OK and responses[-1].HasField("delivery_timestamp"), responses
+    got = [r.message for r in responses[1:-1]]
+    assert got and all(m.system_properties.receipt_handle and m.topic.name == TOPIC for m in got), responses
+    assert {m.body for m in got} <= bodies | {b"a", b"b", b"c", b"d", b"e", b"f", b"g", b"h", b"i", b"warm", b"ack me"}
+    assert len(data) == (1 if cluster.batched else len(responses)), (len(data), len(responses))

@@ -9,6 +9,7 @@ import struct
 
 import pytest
 
+from rocketbox.cluster._native import lib
 from rocketbox.cluster._native.h2 import (EVENT_END, EVENT_HEADERS, EVENT_MESSAGE, EVENT_RESET, H2Connection,
                                           fields_of)
 
@@ -133,6 +134,44 @@ def test_a_unary_answer_is_headers_data_and_trailers():
         frame(DATA, 0, 1, grpc_message(b"hi")) + frame(HEADERS, END_HEADERS | END_STREAM, 1, OK_TRAILERS)
     assert conn.state()["open"] == 0
     assert conn.answers([(1, b"again")]) == 0          # the stream is gone: nothing written
+    assert take(conn) == b""
+
+
+def test_a_streams_run_of_messages_is_framed_together_several_messages_a_data_frame():
+    conn = opened()
+    conn.feed(frame(HEADERS, END_HEADERS | END_STREAM, 1, request_block(b"/x/ReceiveMessage")))
+    conn.feed(frame(HEADERS, END_HEADERS | END_STREAM, 3, request_block(b"/x/ReceiveMessage")))
+    run = [b"status", b"m" * 300, b"", b"timestamp"]
+    assert conn.messages(1, run)
+    assert take(conn) == frame(HEADERS, END_HEADERS, 1, RESPONSE_HEADERS) + \
+        frame(DATA, 0, 1, b"".join(grpc_message(m) for m in run))   # one DATA frame for the four
+    for message in run:   # one message a call: a DATA frame each
+        assert conn.message(3, message)
+    assert [kind for kind, _, _, _ in frames_of(take(conn))] == [HEADERS] + [DATA] * len(run)
+    assert conn.trailers(1, 0)
+    assert take(conn) == frame(HEADERS, END_HEADERS | END_STREAM, 1, OK_TRAILERS)
+    assert not conn.messages(1, [b"late"])             # the stream is over: nothing written
+    assert take(conn) == b""
+
+
+def test_a_run_larger_than_the_windows_waits_for_them_and_a_bad_block_frames_nothing():
+    conn = opened()
+    conn.feed(frame(HEADERS, END_HEADERS | END_STREAM, 1, request_block(b"/x/ReceiveMessage")))
+    run = [bytes([i]) * 20_000 for i in range(5)]      # 100,025 framed bytes: over the 65,535 window
+    assert conn.messages(1, run)
+    conn.trailers(1, 0)
+    sent = frames_of(take(conn))
+    assert sum(len(p) for kind, _, _, p in sent if kind == DATA) == 65535
+    assert all(len(p) <= 16384 for kind, _, _, p in sent if kind == DATA)   # SETTINGS_MAX_FRAME_SIZE
+    conn.feed(frame(WINDOW_UPDATE, 0, 1, struct.pack(">I", 1 << 20)) + frame(WINDOW_UPDATE, 0, 0, struct.pack(">I", 1 << 20)))
+    rest = frames_of(take(conn))
+    assert b"".join(p for kind, _, _, p in sent + rest if kind == DATA) == b"".join(grpc_message(m) for m in run)
+    assert rest[-1] == (HEADERS, END_HEADERS | END_STREAM, 1, OK_TRAILERS)
+    conn.feed(frame(HEADERS, END_HEADERS | END_STREAM, 3, request_block(b"/x/ReceiveMessage")))
+    for bad in (b"\x01" + struct.pack(">I", 1) + b"x",   # a compressed flag
+                grpc_message(b"ok") + b"\x00" + struct.pack(">I", 9) + b"short",   # a length past the block
+                grpc_message(b"ok") + b"\x00\x00"):   # half a prefix
+        assert lib.rb_h2_messages(conn._c, 3, bad, len(bad)) == lib.RB_E_ARGUMENT
     assert take(conn) == b""
 
 
