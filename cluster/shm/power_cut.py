@@ -148,6 +148,19 @@ def dir_synced(path: str) -> None:
 
 
 def _record_dir(image: str, root: str, path: str) -> None:
+    # One listing and its write at a time across the store's processes: a listing read before another
+    # process made and synced a name, written after that process's, would lose the name (a fresh-clone
+    # run lost CommitLog segment 0 so: the broker synced it while the allocate thread synced segment 1).
+    import fcntl
+    lock = os.open(os.path.join(image, "dirs.lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        _write_listing(image, root, path)
+    finally:
+        os.close(lock)
+
+
+def _write_listing(image: str, root: str, path: str) -> None:
     entries = {}
     with os.scandir(path) as listing:
         for entry in listing:
