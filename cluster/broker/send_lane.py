@@ -83,10 +83,7 @@ class SendLane:
         if picked is None:
             return None
         groups = codec.groups()
-        if len(groups) == 1:
-            if groups[0][3] > self._group_bytes_max:
-                return None   # the Python path refuses it whole
-        elif max(group[3] for group in groups) > self._group_bytes_max:
+        if max(group[3] for group in groups) > self._group_bytes_max:
             return None   # the Python path stores such a queue's sends one by one (its put is refused whole)
         sender.round_robin_next += picked
         self.reads_taken += 1
@@ -124,7 +121,7 @@ class SendLane:
         """One append for the read (a run of queues per append: one a queue when they would not fit
         in the segment together, as the Python path's one put a queue rolls), then every send's answer."""
         codec, store, sender = self.codec, self.store, self.sender
-        if len(groups) == 1 or sum(group[3] for group in groups) <= store.commitlog.room_in_segment():
+        if sum(group[3] for group in groups) <= store.commitlog.room_in_segment():
             runs = [(0, groups)]
         else:
             runs = [(index, [group]) for index, group in enumerate(groups)]

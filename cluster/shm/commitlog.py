@@ -164,7 +164,7 @@ class CommitLog:
         pos = phys % file_size
         try:
             seg = self._segments.get(phys - pos) or self.ensure_segment(phys - pos)
-            if pos + size + BLANK_SIZE_MIN > file_size:
+            if size > self.room_in_segment():
                 # Create the next segment before writing the blank, so a failure
                 # leaves the current one untouched and the send can be retried.
                 next_start = phys - pos + file_size
