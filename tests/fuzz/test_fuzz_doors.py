@@ -184,7 +184,7 @@ class RemotingDoor:
             answer = answers.next()
             assert answer is not None, f"connection closed before answering {kind} {opaque}"
             got.append(answer)
-        malformed = [a for a in got if a.code == ResponseCode.SYSTEM_ERROR and "malformed" in a.remark]
+        malformed = [a for a in got if a.code == ResponseCode.SYSTEM_ERROR and "malformed frame" in a.remark]
         assert len(malformed) == sum(kind == "malformed" for kind, _ in owed), got
         assert sorted(a.opaque for a in got if a not in malformed) == \
             sorted(opaque for kind, opaque in owed if kind == "answer"), got
