@@ -38,6 +38,15 @@ def live(tmp_path_factory):
         yield cluster
 
 
+def _waiting_opaque(header: bytes) -> int | None:
+    """The opaque of a request that waits before its answer (WAITING), else None."""
+    try:
+        cmd = decode_header(header)
+    except FrameError:
+        return None
+    return cmd.opaque if cmd.code in WAITING and not (cmd.is_response or cmd.is_oneway) else None
+
+
 def _owed(header: bytes, frame_count: int, rocketmq_layout: bool = False):
     """What the broker owes a frame: ("answer", opaque), ("malformed", 0) or (None, 0)."""
     if frame_count not in (1, 2):
@@ -55,6 +64,9 @@ class NativeDoor:
     def __init__(self, endpoint: str):
         self.endpoint = endpoint
         self.sock = None
+        # Opaques of requests answered when they stop waiting (a parked pull or pop): such an answer may
+        # come during a later input on this socket and is not that input's.
+        self.late: set[int] = set()
 
     def exchange(self, frames: list[bytes]) -> None:
         try:
@@ -71,6 +83,7 @@ class NativeDoor:
         owed, opaque = _owed(frames[0], len(frames))
         self.sock.send_multipart(frames)
         if owed is None:
+            self.late.add(_waiting_opaque(frames[0]))
             return
         answer = self._next_response(frames)
         if owed == "malformed":
@@ -80,11 +93,12 @@ class NativeDoor:
 
     def _next_response(self, frames) -> Command:
         """The next response; requests the broker sends its clients (a heartbeat made this socket
-        one: NOTIFY_CONSUMER_IDS_CHANGED, CHECK_TRANSACTION_STATE) are passed over."""
+        one: NOTIFY_CONSUMER_IDS_CHANGED, CHECK_TRANSACTION_STATE) and the late answers of waiting
+        requests sent before are passed over."""
         while True:
             assert self.sock.poll(ANSWER_WAIT_MS), f"no answer to {frames!r}"
             answer = decode_header(self.sock.recv_multipart()[0])
-            if answer.is_response:
+            if answer.is_response and answer.opaque not in self.late:
                 return answer
 
     def close(self) -> None:
