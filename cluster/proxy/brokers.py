@@ -20,6 +20,7 @@ import time
 from rocketbox.cluster.client.routes import TopicRoute, normalize_endpoint
 from rocketbox.cluster.protocol import MASTER_ID, PERM_READ, PERM_WRITE, RequestCode, ResponseCode
 from rocketbox.cluster.acl.curve import effective_client_keys
+from rocketbox.cluster.proxy.group_order import release_turns, wait_turns
 from rocketbox.cluster.proxy.handoff import BatchedCalls
 from rocketbox.cluster.proxy.loop_calls import LoopCalls
 from rocketbox.cluster.proxy.protos import Code
@@ -77,9 +78,10 @@ class BrokerGateway:
 
     # ------------------------------------------------------------ requests
 
-    async def call(self, endpoint: str, request: Command, timeout_ms: int | None = None) -> Command:
-        """One request; TransportError when the peer does not answer within ``timeout_ms``."""
-        return await self._calls.call(endpoint, request, timeout_ms)
+    def call(self, endpoint: str, request: Command, timeout_ms: int | None = None) -> asyncio.Future:
+        """One request, handed to its connection now (so requests go out in the order of these calls);
+        the future's result is the answer, or a TransportError when none comes within ``timeout_ms``."""
+        return self._calls.call(endpoint, request, timeout_ms)
 
     async def namesrv(self, factory) -> Command:
         """Ask each NameServer in turn until one answers."""
@@ -194,11 +196,22 @@ class BrokerGateway:
                 return name
         return None
 
-    async def broker_call(self, broker_name: str, request: Command, timeout_ms: int | None = None) -> Command:
-        """``request`` to the master of ``broker_name``; a ProxyError when it cannot be had."""
-        endpoint = await self.master_endpoint(broker_name)
+    async def broker_call(self, broker_name: str, request: Command, timeout_ms: int | None = None,
+                          turns=()) -> Command:
+        """``request`` to the master of ``broker_name``; a ProxyError when it cannot be had. With
+        ``turns`` (group_order.py), written once the sends before them in their groups are, and the
+        turns released as it is written (or fails before)."""
+        endpoint = None
         try:
-            return await self.call(endpoint, request, timeout_ms)
+            try:
+                endpoint = await self.master_endpoint(broker_name)
+                if turns:
+                    await wait_turns(turns)
+                answer = self.call(endpoint, request, timeout_ms)
+            finally:
+                if turns:
+                    release_turns(turns)
+            return await answer
         except TransportError as exc:
             self.suspect(broker_name)
             raise ProxyError(code_of_transport(exc), f"broker {broker_name} ({endpoint}): {exc}") from None

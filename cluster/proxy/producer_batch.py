@@ -12,7 +12,8 @@ taken together:
 - the messages a batch may carry (NORMAL and FIFO, none redelivered) grouped by the queue they go
   to: a FIFO message to its group's queue (as ``ProducerService.send_message``), the others of the
   topic to one round-robin pick for the read. Each group in arrival order, so one message group's
-  messages keep their order;
+  messages keep their order (and a group's sends of different reads are written in the order they
+  were taken: group_order.py);
 - one SEND_BATCH_MESSAGE a queue (split where its body would pass the brokers' message size), whose
   answer gives each message its own entry: its message id, its queue offset (the first's + its
   place in the batch); a group of one goes as today's SEND_MESSAGE_V2. A batch the broker refuses
@@ -38,6 +39,7 @@ from rocketbox.cluster.message.system_topics import AUTO_CREATE_TOPIC_KEY
 from rocketbox.cluster.protocol import SEND_V2_LONG_NAMES, RequestCode, ResponseCode, send_fields_short
 from rocketbox.cluster.proxy import messages, validation
 from rocketbox.cluster.proxy.calls import Call
+from rocketbox.cluster.proxy.group_order import release_turns
 from rocketbox.cluster.proxy.protos import Code, service
 from rocketbox.cluster.proxy.status import ProxyError, status
 from rocketbox.cluster.wire_format import Command
@@ -57,10 +59,11 @@ Result = service.SendMessageResponse | ProxyError
 class _Pending:
     """One call's message on its way into a batch."""
 
-    __slots__ = ("index", "out", "topic")
+    __slots__ = ("index", "out", "topic", "turns")
 
-    def __init__(self, index: int, out: messages.Outgoing, topic: str):
+    def __init__(self, index: int, out: messages.Outgoing, topic: str, turn):
         self.index, self.out, self.topic = index, out, topic
+        self.turns = (turn,) if turn is not None else ()
 
 
 class SendBatches:
@@ -72,6 +75,15 @@ class SendBatches:
         self.messages = 0
 
     async def send(self, calls: list[tuple[Call, service.SendMessageRequest]]) -> list[Result]:
+        # Each grouped send's turn (group_order.py) taken now, before any await, in the calls' order.
+        turns = [self.producer.turn_of(request) for _call, request in calls]
+        try:
+            return await self._send(calls, turns)
+        finally:
+            for turn in turns:
+                _release(turn)
+
+    async def _send(self, calls: list[tuple[Call, service.SendMessageRequest]], turns: list) -> list[Result]:
         results: list[Result | None] = [None] * len(calls)
         by_topic: dict[str, list[_Pending]] = {}
         singles = []
@@ -87,21 +99,22 @@ class SendBatches:
                 if topic is None:
                     topic = topics[message.topic.name] = validation.topic(message.topic.name)
                 out = messages.outgoing(message, settings, now_ms, call.peer_host)
-            except ProxyError as exc:
+            except ProxyError as exc:   # refused here: its group's next sends need not wait for it
                 results[index] = exc
+                _release(turns[index])
                 continue
             if out.type_name in BATCHED_TYPES and not out.reconsume_times:
-                by_topic.setdefault(topic, []).append(_Pending(index, out, topic))
+                by_topic.setdefault(topic, []).append(_Pending(index, out, topic, turns[index]))
             else:
                 singles.append(index)
-        work = [self._single(calls[index], index, results) for index in singles]
+        work = [self._single(calls[index], turns[index], index, results) for index in singles]
         work += [self._topic(topic, pending, results) for topic, pending in by_topic.items()]
         await asyncio.gather(*work)
         return results
 
-    async def _single(self, call_request, index: int, results: list) -> None:
+    async def _single(self, call_request, turn, index: int, results: list) -> None:
         try:
-            results[index] = await self.producer.send_message(*call_request)
+            results[index] = await self.producer.send_message(*call_request, turn=turn)
         except ProxyError as exc:
             results[index] = exc
 
@@ -114,6 +127,7 @@ class SendBatches:
         except ProxyError as exc:
             for one in pending:
                 results[one.index] = exc
+                release_turns(one.turns)
             return
         refused_types: dict[str, ProxyError | None] = {}
         for type_name in {one.out.type_name for one in pending}:
@@ -128,6 +142,7 @@ class SendBatches:
             refusal = refused_types[one.out.type_name]
             if refusal is not None:
                 results[one.index] = refusal
+                release_turns(one.turns)
                 continue
             group = one.out.message_group
             if group:
@@ -147,7 +162,7 @@ class SendBatches:
                 await self._one(topic, broker_name, queue_id, chunk[0], results)
                 continue
             try:
-                entries = await self._batch(topic, broker_name, queue_id, [one.out for one in chunk])
+                entries = await self._batch(topic, broker_name, queue_id, chunk)
             except ProxyError as exc:
                 for one in chunk:
                     results[one.index] = exc
@@ -161,21 +176,24 @@ class SendBatches:
 
     async def _one(self, topic: str, broker_name: str, queue_id: int, one: _Pending, results: list) -> None:
         try:
-            entry = await self.producer.store(topic, broker_name, queue_id, one.out)
+            entry = await self.producer.store(topic, broker_name, queue_id, one.out, one.turns)
         except ProxyError as exc:
             results[one.index] = exc
             return
         results[one.index] = service.SendMessageResponse(status=entry.status, entries=(entry,))
 
     async def _batch(self, topic: str, broker_name: str, queue_id: int,
-                     outs: list[messages.Outgoing]) -> list[service.SendResultEntry] | None:
-        """The entries of ``outs`` stored by one SEND_BATCH_MESSAGE; None when the broker refused it."""
+                     chunk: list[_Pending]) -> list[service.SendResultEntry] | None:
+        """The entries of ``chunk``'s messages stored by one SEND_BATCH_MESSAGE; None when the broker
+        refused it."""
+        outs = [one.out for one in chunk]
         body = batch_format.encode_items((0, out.body, out.properties_text.encode()) for out in outs)
         fields = {**_BATCH_FIELDS, _GROUP: topic, _TOPIC: topic, _QUEUE: str(queue_id), _BORN: str(outs[0].born_ms)}
         self.requests += 1
         self.messages += len(outs)
         response = await self.producer.gateway.broker_call(
-            broker_name, Command(RequestCode.SEND_BATCH_MESSAGE, fields, body))
+            broker_name, Command(RequestCode.SEND_BATCH_MESSAGE, fields, body),
+            turns=[turn for one in chunk for turn in one.turns])
         code = self.producer.entry_code(response.code)
         if code is None:
             return None
@@ -186,6 +204,11 @@ class SendBatches:
         ok = status(Code.OK)
         return [service.SendResultEntry(status=ok, message_id=out.message_id, offset=first + k if first >= 0 else -1)
                 for k, out in enumerate(outs)]
+
+
+def _release(turn) -> None:
+    if turn is not None:
+        turn.release()
 
 
 def _chunks(group: list[_Pending], bytes_max: int) -> list[list[_Pending]]:

@@ -27,6 +27,7 @@ from rocketbox.cluster.message.system_topics import AUTO_CREATE_TOPIC_KEY
 from rocketbox.cluster.proxy import messages, validation
 from rocketbox.cluster.proxy.brokers import BrokerGateway
 from rocketbox.cluster.proxy.calls import Call
+from rocketbox.cluster.proxy.group_order import GroupOrder, Turn
 from rocketbox.cluster.proxy.producer_batch import SendBatches
 from rocketbox.cluster.proxy.clients import ClientRegistry
 from rocketbox.cluster.proxy.protos import Code, service
@@ -58,9 +59,30 @@ class ProducerService:
         self.registry = registry
         self.transactions = transactions
         self._round_robin = itertools.count()
+        self.order = GroupOrder()
         self.batches = SendBatches(self)
 
-    async def send_message(self, call: Call, request: service.SendMessageRequest) -> service.SendMessageResponse:
+    def turn_of(self, request: service.SendMessageRequest) -> Turn | None:
+        """The send's place in its message group's line (group_order.py), taken when its call is, before
+        any await; None for a send of no group or of several messages."""
+        if len(request.messages) != 1:
+            return None
+        message = request.messages[0]
+        system = message.system_properties
+        return self.order.turn(message.topic.name, system.message_group or system.lite_topic)
+
+    async def send_message(self, call: Call, request: service.SendMessageRequest,
+                           turn: Turn | None = None) -> service.SendMessageResponse:
+        if turn is None:
+            turn = self.turn_of(request)
+        try:
+            return await self._send_message(call, request, turn)
+        finally:
+            if turn is not None:
+                turn.release()
+
+    async def _send_message(self, call: Call, request: service.SendMessageRequest,
+                            turn: Turn | None) -> service.SendMessageResponse:
         if not request.messages:
             raise ProxyError(Code.MESSAGE_CORRUPTED, "no message to send")
         topic = validation.topic(request.messages[0].topic.name)
@@ -78,7 +100,8 @@ class ProducerService:
             if out.lite_topic:
                 self.note_lite_send(topic, out.lite_topic)
         broker_name, queue_id = queues[index]
-        entries = [await self.store(topic, broker_name, queue_id, out) for out in outgoing]
+        turns = (turn,) if turn is not None else ()
+        entries = [await self.store(topic, broker_name, queue_id, out, turns) for out in outgoing]
         if any(out.type_name == topic_attributes.TRANSACTION for out in outgoing):
             client = self.registry.get(call.client_id)
             if client is not None:
@@ -141,7 +164,8 @@ class ProducerService:
                                                                response.remark or str(response.code)))
         return service.RecallMessageResponse(status=status(Code.OK), message_id=response.fields.get("msgId", ""))
 
-    async def store(self, topic: str, broker_name: str, queue_id: int, out: messages.Outgoing) -> service.SendResultEntry:
+    async def store(self, topic: str, broker_name: str, queue_id: int, out: messages.Outgoing,
+                    turns=()) -> service.SendResultEntry:
         fields = {"producerGroup": topic, "topic": topic, "defaultTopic": AUTO_CREATE_TOPIC_KEY,
                   "defaultTopicQueueNums": "4", "queueId": str(queue_id), "sysFlag": str(out.sys_flag),
                   "bornTimestamp": str(out.born_ms), "flag": "0", "properties": out.properties_text,
@@ -149,7 +173,7 @@ class ProducerService:
         if out.type_name == topic_attributes.TRANSACTION:
             fields["properties"] = properties_text([*out.properties.items(), (PROPERTY_PGROUP, topic)])
         response = await self.gateway.broker_call(
-            broker_name, Command(RequestCode.SEND_MESSAGE_V2, send_fields_short(fields), out.body))
+            broker_name, Command(RequestCode.SEND_MESSAGE_V2, send_fields_short(fields), out.body), turns=turns)
         code = _ENTRY_CODES.get(response.code)
         if code is None:
             raise broker_refusal(response, broker_name)
