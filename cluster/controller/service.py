@@ -50,7 +50,7 @@ class ControllerService:
         self.live: dict[str, dict[int, Liveness]] = {}
         # broker name -> replica id -> the sync set it last reported as master
         self.reported_sync_sets: dict[str, dict[int, frozenset[int]]] = {}
-        # (kind, broker name) -> when a proposal may be made again (one in flight at a time)
+        # (kind, broker name or broker name/replica id) -> when a proposal may be made again (one in flight)
         self._proposed_until: dict[tuple[str, str], float] = {}
         self._stuck_logged: dict[str, int] = {}
         self.first_heard_s: dict[str, float] = {}   # broker name -> when a replica of it was first heard   # broker name -> epoch whose stall was logged
@@ -84,7 +84,8 @@ class ControllerService:
         if self.replicated.is_leader():
             group = self.replicated.group(broker_name)
             if group.replica(replica_id) != Replica(replica_id, address, ha_address):
-                self._propose("register", broker_name, lambda done: self.replicated.register(
+                # One registration in flight a replica, not a group: a replica's must not wait for another's.
+                self._propose("register", f"{broker_name}/{replica_id}", lambda done: self.replicated.register(
                     broker_name, Replica(replica_id, address, ha_address), done))
             elif group.master_id is None:
                 self._consider(group, now)
@@ -152,8 +153,10 @@ class ControllerService:
         self._propose("sync", group.broker_name, lambda done: self.replicated.alter_sync_set(
             group.broker_name, group.master_id, group.epoch, sorted(reported), done))
 
-    def _propose(self, kind: str, broker_name: str, propose) -> bool:
-        key = (kind, broker_name)
+    def _propose(self, kind: str, subject: str, propose) -> bool:
+        """``propose(done)`` unless a proposal of ``kind`` about ``subject`` (a group, or a group's replica)
+        is in flight and younger than PROPOSAL_RETRY_S."""
+        key = (kind, subject)
         now = self.clock_s()
         if self._proposed_until.get(key, 0.0) > now:
             return False
@@ -162,6 +165,6 @@ class ControllerService:
         def done(outcome):   # on PySyncObj's thread: only clear the in-flight mark
             self._proposed_until.pop(key, None)
             if outcome is not True and kind == "elect":
-                log.info("election in %s: %s", broker_name, "superseded" if outcome is False else outcome)
+                log.info("election in %s: %s", subject, "superseded" if outcome is False else outcome)
         propose(done)
         return True

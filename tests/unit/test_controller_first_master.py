@@ -87,3 +87,32 @@ def test_a_slave_is_elected_when_the_configured_master_stays_away():
         _heartbeat(controller, 2)
         controller.scan()
     assert replicated.group("broker-a").master_id == 2
+
+
+class HeldUntilApplied(AppliedAtOnce):
+    """Registrations wait, as a Raft proposal waits for its commit, until ``apply_registrations``."""
+
+    def __init__(self):
+        super().__init__()
+        self.held = []
+
+    def register(self, broker_name, replica, outcome):
+        self.held.append((broker_name, replica, outcome))
+
+    def apply_registrations(self):
+        held, self.held = self.held, []
+        for broker_name, replica, outcome in held:
+            outcome(self.state.register(broker_name, replica))
+
+
+def test_a_replicas_registration_does_not_wait_for_anothers_in_flight():
+    clock = Clock()
+    replicated = HeldUntilApplied()
+    controller = service.ControllerService(NamesrvConfig(), replicated, clock_s=clock)
+    _heartbeat(controller, 2)
+    _heartbeat(controller, 1)   # replica 2's registration not yet committed
+    assert sorted(replica.replica_id for _, replica, _ in replicated.held) == [1, 2]
+    _heartbeat(controller, 1)   # its own is in flight: not proposed again
+    assert len(replicated.held) == 2
+    replicated.apply_registrations()
+    assert [r.replica_id for r in replicated.group("broker-a").replicas] == [1, 2]
