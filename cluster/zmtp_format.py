@@ -224,6 +224,52 @@ class _Session:
         self.outgoing.clear()
         return data
 
+    def feed(self, data: bytes, messages: list | None = None) -> list[list[bytes]]:
+        """Every message ``data`` completes, added to ``messages`` (those before a ZmtpError stay there)."""
+        self.reader.feed(data)
+        messages = [] if messages is None else messages
+        while (parts := self.next_message()) is not None:
+            messages.append(parts)
+        return messages
+
+    def next_message(self) -> list[bytes] | None:
+        """The next whole message of the bytes fed to ``reader``, or None until more come; the
+        handshake on the way is the subclass's (``_greeted``, ``_peer_ready``)."""
+        if self._state == _AWAIT_GREETING and not self._greeted():
+            return None
+        reader = self.reader
+        while True:
+            got = reader.next_frame()
+            if got is None:
+                return None
+            flags, data = got
+            if flags & FLAG_COMMAND:
+                self._command(data)
+            elif self._state != _OPEN:
+                raise ZmtpError("a message before the READY handshake")
+            elif flags & FLAG_MORE:
+                if len(self._parts) + 1 >= MESSAGE_PARTS_MAX:
+                    raise ZmtpError(f"a message of more than {MESSAGE_PARTS_MAX} parts")
+                self._parts.append(data)
+            else:
+                parts = self._parts
+                parts.append(data)
+                self._parts = []
+                return parts
+
+    def _command(self, body: bytes) -> None:
+        name, properties = parse_command(body)
+        if name == b"PING":
+            self.outgoing += pong(properties)
+        elif name == b"READY" and self._state == _AWAIT_READY:
+            self._peer_ready(properties)   # the subclass's answer to it
+            self._state = _OPEN
+        elif name == b"ERROR":
+            raise ZmtpError(f"{self.PEER_ERROR} {error_reason(properties)}")
+        elif self._state != _OPEN:
+            raise ZmtpError(f"{name.decode(errors='replace')!r} where READY was due")
+        # After the handshake other commands (PONG, SUBSCRIBE ...) mean nothing to a ROUTER or DEALER.
+
     def _peer_mechanism(self) -> bytes | None:
         """The mechanism the peer's greeting names once all of it came (None until then); ZmtpError at
         its first byte when the stream is not ZMTP, or at its end when not 3.x."""
@@ -236,11 +282,6 @@ class _Session:
         self._state = _AWAIT_READY
         return parse_greeting(raw)[1]
 
-    def _next_part(self, body: bytes) -> None:
-        if len(self._parts) + 1 >= MESSAGE_PARTS_MAX:
-            raise ZmtpError(f"a message of more than {MESSAGE_PARTS_MAX} parts")
-        self._parts.append(body)
-
 
 class ServerSession(_Session):
     """One connection to a ROUTER door with the NULL mechanism, as the door reads it: the peer's
@@ -249,9 +290,10 @@ class ServerSession(_Session):
     door owes the peer besides its answers (READY, PONG) collects in ``outgoing``; the door's own
     greeting, ``opening()``, goes first, at accept, as libzmq's does."""
 
+    PEER_ERROR = "the peer gave up:"
+
     def __init__(self, frame_bytes_max: int):
         super().__init__(frame_bytes_max)
-        self._parts_bytes = 0
         self.peer_socket_type = b""
 
     @staticmethod
@@ -261,32 +303,13 @@ class ServerSession(_Session):
     @property
     def buffered_bytes(self) -> int:
         """Bytes held for messages not yet whole (frames cut short and the parts before them)."""
-        return len(self.reader) + self._parts_bytes
+        return len(self.reader) + sum(map(len, self._parts))
 
     def feed(self, data: bytes) -> list[list[bytes]]:
         """The messages ``data`` completes; ZmtpStreamError when the stream cannot be read on."""
-        reader = self.reader
-        reader.feed(data)
         messages: list[list[bytes]] = []
         try:
-            if self._state == _AWAIT_GREETING and not self._greeted():
-                return messages
-            while True:
-                got = reader.next_frame()
-                if got is None:
-                    return messages
-                flags, body = got
-                if flags & FLAG_COMMAND:
-                    self._command(body)
-                elif self._state != _OPEN:
-                    raise ZmtpError("a message before the READY handshake")
-                elif flags & FLAG_MORE:
-                    self._next_part(body)
-                    self._parts_bytes += len(body)
-                else:
-                    self._parts.append(body)
-                    messages.append(self._parts)
-                    self._parts, self._parts_bytes = [], 0
+            return super().feed(data, messages)
         except ZmtpError as exc:
             raise ZmtpStreamError(str(exc), messages) from None
 
@@ -299,19 +322,9 @@ class ServerSession(_Session):
                             "takes only NULL (access control is off: connect without CURVE keys)")
         return True
 
-    def _command(self, body: bytes) -> None:
-        name, properties = parse_command(body)
-        if name == b"PING":
-            self.outgoing += pong(properties)
-        elif name == b"READY" and self._state == _AWAIT_READY:
-            self.peer_socket_type = _peer_socket_type(properties, ROUTER_PEERS, "this door (a ROUTER)")
-            self.outgoing += ready(b"ROUTER")
-            self._state = _OPEN
-        elif name == b"ERROR":
-            raise ZmtpError(f"the peer gave up: {error_reason(properties)}")
-        elif self._state != _OPEN:
-            raise ZmtpError(f"{name.decode(errors='replace')!r} where READY was due")
-        # After the handshake other commands (PONG, SUBSCRIBE ...) mean nothing to a ROUTER.
+    def _peer_ready(self, properties: bytes) -> None:
+        self.peer_socket_type = _peer_socket_type(properties, ROUTER_PEERS, "this door (a ROUTER)")
+        self.outgoing += ready(b"ROUTER")
 
 
 class ClientSession(_Session):
@@ -327,6 +340,8 @@ class ClientSession(_Session):
     ``next_message`` is the native client's sync hot path: one message at a time, the handshake's
     state looked at once a call; ``reader`` is fed by the caller (``reader.feed``) with no session
     call between."""
+
+    PEER_ERROR = "the door sent ERROR:"
 
     def __init__(self, frame_bytes_max: int):
         super().__init__(frame_bytes_max)
@@ -352,36 +367,6 @@ class ClientSession(_Session):
         self._held += data
         return b""
 
-    def feed(self, data: bytes) -> list[list[bytes]]:
-        """Every message ``data`` completes."""
-        self.reader.feed(data)
-        messages = []
-        while (parts := self.next_message()) is not None:
-            messages.append(parts)
-        return messages
-
-    def next_message(self) -> list[bytes] | None:
-        """The next whole message of the bytes fed, or None until more come."""
-        if self._state == _AWAIT_GREETING and not self._greeted():
-            return None
-        reader = self.reader
-        while True:
-            got = reader.next_frame()
-            if got is None:
-                return None
-            flags, data = got
-            if flags & FLAG_COMMAND:
-                self._command(data)
-            elif self._state != _OPEN:
-                raise ZmtpError("a message before the door's READY")
-            elif flags & FLAG_MORE:
-                self._next_part(data)
-            else:
-                parts = self._parts
-                parts.append(data)
-                self._parts = []
-                return parts
-
     def _greeted(self) -> bool:
         mechanism = self._peer_mechanism()
         if mechanism is None:
@@ -391,20 +376,10 @@ class ClientSession(_Session):
         self.outgoing += ready(b"DEALER")
         return True
 
-    def _command(self, body: bytes) -> None:
-        name, properties = parse_command(body)
-        if name == b"PING":
-            self.outgoing += pong(properties)
-        elif name == b"READY" and self._state == _AWAIT_READY:
-            _peer_socket_type(properties, DEALER_PEERS, "a DEALER")
-            self._state = _OPEN
-            self.outgoing += self._held
-            self._held = bytearray()
-        elif name == b"ERROR":
-            raise ZmtpError(f"the door sent ERROR: {error_reason(properties)}")
-        elif self._state != _OPEN:
-            raise ZmtpError(f"{name.decode(errors='replace')!r} where READY was due")
-        # After the handshake other commands (PONG, SUBSCRIBE ...) mean nothing to a DEALER.
+    def _peer_ready(self, properties: bytes) -> None:
+        _peer_socket_type(properties, DEALER_PEERS, "a DEALER")
+        self.outgoing += self._held
+        self._held = bytearray()
 
 
 def _peer_socket_type(ready_properties: bytes, peers: frozenset, us: str) -> bytes:

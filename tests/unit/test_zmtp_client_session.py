@@ -91,8 +91,8 @@ def test_the_doors_error_ends_the_session_with_its_reason():
     (zf.greeting(b"CURVE", as_server=True), zf.MechanismRefused, "mechanism is CURVE"),
     (b"\x00\x00\x00\x20\x00\x00\x00\x10", zf.ZmtpError, "not a ZMTP greeting"),   # a RocketMQ remoting door
     (zf.SIGNATURE + b"\x02\x00" + b"\x00" * 52, zf.ZmtpError, "not 3.x"),
-    (DOOR_GREETING + zf.message([b"head", b"body"]), zf.ZmtpError, "before the door's READY"),
-    (DOOR_GREETING + b"\x01\x04head", zf.ZmtpError, "before the door's READY"),
+    (DOOR_GREETING + zf.message([b"head", b"body"]), zf.ZmtpError, "before the READY handshake"),
+    (DOOR_GREETING + b"\x01\x04head", zf.ZmtpError, "before the READY handshake"),
     (DOOR_GREETING + zf.ready(b"PUB"), zf.ZmtpError, "'PUB' socket cannot talk to a DEALER"),
     (DOOR_GREETING + zf.command(b"HELLO"), zf.ZmtpError, "where READY was due"),
     (DOOR_GREETING + DOOR_READY + zf.frame(b"x" * 2000), zf.ZmtpError, "over the 1024-byte bound"),
