@@ -80,7 +80,7 @@ class ZmtpConnection:
         session = self.session
         self._write(session.opening(), deadline)
         while True:
-            session.next_message()   # none comes before READY (the session refuses one)
+            session.next_message()   # no message comes: a door writes none before our first request
             if self._outgoing:
                 self._write(session.take_outgoing(), deadline)
             if session.open:
