@@ -12,8 +12,8 @@ from rocketbox.cluster.client_transport import AccessRefused, RequestTimeout, Tr
 from rocketbox.cluster.log_limit import RateLimitedLog
 from rocketbox.cluster.spin_wait import SpinWait
 from rocketbox.cluster.wire_format import Command, to_frames
-from rocketbox.cluster.zmtp_client import ConnectionLost, HandshakeTimeout, MechanismRefused, ZmtpConnection
-from rocketbox.cluster.zmtp_format import ZmtpError
+from rocketbox.cluster.zmtp_client import ConnectionLost, HandshakeTimeout, ZmtpConnection
+from rocketbox.cluster.zmtp_format import MechanismRefused, ZmtpError
 
 log = logging.getLogger(__name__)
 _limited = RateLimitedLog(log)

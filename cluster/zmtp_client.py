@@ -1,5 +1,6 @@
 """A DEALER connection to a ZeroMQ ROUTER door on the calling thread's own TCP socket (ZMTP 3.1,
-NULL mechanism: zmtp_format.py), for sync calls without libzmq's I/O threads.
+NULL mechanism: zmtp_format.py, whose ``ClientSession`` reads and writes the protocol; this module
+does the I/O), for sync calls without libzmq's I/O threads.
 
 Through a libzmq socket a request goes from the caller to libzmq's I/O thread and the answer comes
 back the same way: two thread wake-ups a call on top of the door's own, ~150 us of a round trip on
@@ -31,14 +32,6 @@ class ConnectionLost(Exception):
     """The door closed the connection (or it broke)."""
 
 
-class MechanismRefused(Exception):
-    """The door does not take NULL connections (it runs CURVE: access control)."""
-
-    def __init__(self, mechanism: bytes):
-        super().__init__(f"the door's mechanism is {mechanism.decode(errors='replace') or 'not NULL'}")
-        self.mechanism = mechanism
-
-
 class HandshakeTimeout(Exception):
     pass
 
@@ -58,8 +51,13 @@ class ZmtpConnection:
 
     def __init__(self, sock: socket.socket, frame_bytes_max: int):
         self.sock = sock
-        self._reader = zf.FrameReader(frame_bytes_max)
-        self._parts: list[bytes] = []
+        self.session = zf.ClientSession(frame_bytes_max)
+        # The hot path's steps, looked up once: bytes go straight to the session's reader, and what the
+        # session owes the door (a PONG) is seen by a look at its outgoing buffer (emptied in place).
+        self._feed = self.session.reader.feed
+        self._next_message = self.session.next_message
+        self._request = self.session.request   # open before any request: its frames at once
+        self._outgoing = self.session.outgoing
         self._poll = select.poll()
         self._poll.register(sock.fileno(), select.POLLIN)
 
@@ -67,7 +65,7 @@ class ZmtpConnection:
     def open(cls, address: tuple[str, int], deadline: float, frame_bytes_max: int,
              retry_refused: bool = True) -> "ZmtpConnection":
         """Connected and past the handshake by ``deadline`` (time.monotonic()), or HandshakeTimeout,
-        MechanismRefused, ConnectionLost, zf.ZmtpError; a refused connect is tried again until then
+        zf.MechanismRefused, ConnectionLost, zf.ZmtpError; a refused connect is tried again until then
         unless ``retry_refused`` is off."""
         sock = _connect(address, deadline, retry_refused)
         conn = cls(sock, frame_bytes_max)
@@ -79,55 +77,44 @@ class ZmtpConnection:
         return conn
 
     def _handshake(self, deadline: float) -> None:
-        # READY only after the door's greeting, as libzmq does: a CURVE door closes at our greeting,
-        # and bytes of ours it never read would turn its close into a reset that loses its greeting.
-        self._write(zf.greeting(), deadline)
-        greeting = self._reader.take(zf.GREETING_BYTES)
-        while greeting is None:
+        session = self.session
+        self._write(session.opening(), deadline)
+        while True:
+            session.next_message()   # no message comes: a door writes none before our first request
+            if self._outgoing:
+                self._write(session.take_outgoing(), deadline)
+            if session.open:
+                return
             try:
                 self._read_some(deadline, HandshakeTimeout)
             except ConnectionLost:
-                # A door whose mechanism is not ours (CURVE) closes at our greeting, before the rest
-                # of its own (at most its 10-byte signature came): libzmq's client reports a close
-                # during the handshake as a failed handshake too (zmq_transport._refusal_of).
-                raise MechanismRefused(b"") from None
-            greeting = self._reader.take(zf.GREETING_BYTES)
-        _version, mechanism = zf.parse_greeting(greeting)
-        if mechanism != zf.NULL_MECHANISM:
-            raise MechanismRefused(mechanism)
-        self._write(zf.ready(b"DEALER"), deadline)
-        while True:
-            got = self._reader.next_frame()
-            if got is None:
-                self._read_some(deadline, HandshakeTimeout)
-                continue
-            flags, data = got
-            if not flags & zf.FLAG_COMMAND:
-                raise zf.ZmtpError("a message before the door's READY")
-            name, body = zf.parse_command(data)
-            if name == b"READY":
-                return
-            if name == b"ERROR":
-                raise ConnectionLost(f"the door refused the handshake: {zf.error_reason(body)}")
+                refusal = session.close_refusal()
+                if refusal is None:
+                    raise
+                raise refusal from None
 
     def send(self, parts, deadline: float) -> None:
-        self._write(zf.message(parts), deadline)
+        self._write(self._request(parts), deadline)
 
     def poll_message(self) -> list[bytes] | None:
         """A whole message if one can be read now (PINGs on the way are answered), else None."""
         message = self._next_message()
-        if message is not None:
-            return message
-        try:
-            data = self.sock.recv(READ_BYTES)
-        except BlockingIOError:
-            return None
-        except OSError as exc:
-            raise ConnectionLost(str(exc)) from None
-        if not data:
-            raise ConnectionLost("closed by the door")
-        self._reader.feed(data)
-        return self._next_message()
+        if message is None:
+            if self._outgoing:
+                self._send_outgoing()
+            try:
+                data = self.sock.recv(READ_BYTES)
+            except BlockingIOError:
+                return None
+            except OSError as exc:
+                raise ConnectionLost(str(exc)) from None
+            if not data:
+                raise ConnectionLost("closed by the door")
+            self._feed(data)
+            message = self._next_message()
+        if self._outgoing:
+            self._send_outgoing()
+        return message
 
     def wait_message(self, deadline: float) -> list[bytes] | None:
         """The next whole message, sleeping for it until ``deadline``; None then."""
@@ -153,28 +140,9 @@ class ZmtpConnection:
         except OSError:
             pass
 
-    def _next_message(self) -> list[bytes] | None:
-        reader = self._reader
-        while True:
-            got = reader.next_frame()
-            if got is None:
-                return None
-            flags, data = got
-            if flags & zf.FLAG_COMMAND:
-                self._command(data)
-                continue
-            self._parts.append(data)
-            if not flags & zf.FLAG_MORE:
-                parts, self._parts = self._parts, []
-                return parts
-
-    def _command(self, data: bytes) -> None:
-        name, body = zf.parse_command(data)
-        if name == b"PING":
-            self._write(zf.pong(body), time.monotonic() + 1.0)
-        elif name == b"ERROR":
-            raise ConnectionLost(f"the door sent ERROR: {zf.error_reason(body)}")
-        # PONG, SUBSCRIBE and others mean nothing to a DEALER client.
+    def _send_outgoing(self) -> None:
+        """What the session owes the door (PONGs) written now."""
+        self._write(self.session.take_outgoing(), time.monotonic() + 1.0)
 
     def _read_some(self, deadline: float, timeout_error) -> None:
         left_ms = int((deadline - time.monotonic()) * 1000)
@@ -188,7 +156,7 @@ class ZmtpConnection:
             raise ConnectionLost(str(exc)) from None
         if not data:
             raise ConnectionLost("closed by the door")
-        self._reader.feed(data)
+        self._feed(data)
 
     def _write(self, data: bytes, deadline: float) -> None:
         view = memoryview(data)

@@ -1,7 +1,8 @@
 """The bytes of ZeroMQ's wire protocol (ZMTP 3.1, RFC 37) with the NULL mechanism, both sides: the
-greeting, the READY handshake command, message frames and the PING/PONG heartbeat, and
-``ServerSession``, a ROUTER door's reading of one connection. Pure: no I/O (zmtp_client.py owns
-the client's sockets, zmtp_door.py the broker's).
+greeting, the READY handshake command, message frames and the PING/PONG heartbeat, and the two
+ends of one connection: ``ServerSession``, a ROUTER door's, and ``ClientSession``, a DEALER client's.
+Pure: no I/O (zmtp_client.py and proxy/loop_calls.py own the clients' sockets, zmtp_door.py the
+broker's).
 
 Why speak it ourselves: a libzmq socket hands every message to libzmq's own I/O thread, a thread
 wake-up each way on top of the caller's; on a small VM that is most of one sync call's time
@@ -185,26 +186,114 @@ class FrameReader:
 
 # The socket types a ROUTER talks to (libzmq's compatibility table); RocketBox's clients are DEALERs.
 ROUTER_PEERS = frozenset((b"DEALER", b"REQ", b"ROUTER"))
-# Parts of one message a door takes: ours have two (header, body); a third is answered as malformed
-# (wire_format), a run of MORE frames past this closes the connection.
+# ... and those a DEALER talks to: the doors are ROUTERs.
+DEALER_PEERS = frozenset((b"ROUTER", b"REP", b"DEALER"))
+# Parts of one message a session takes: ours have two (header, body); a door answers a third as
+# malformed (wire_format), a run of MORE frames past this closes the connection.
 MESSAGE_PARTS_MAX = 16
 
 _AWAIT_GREETING, _AWAIT_READY, _OPEN = range(3)
 
 
-class ServerSession:
+class MechanismRefused(ZmtpError):
+    """The door does not take NULL connections (it runs CURVE: access control)."""
+
+    def __init__(self, mechanism: bytes):
+        super().__init__(f"the door's mechanism is {mechanism.decode(errors='replace') or 'not NULL'}")
+        self.mechanism = mechanism
+
+
+class _Session:
+    """What both ends' sessions share: the frames read (``reader``), the bytes owed the peer
+    (``outgoing``, emptied in place by ``take_outgoing``: a holder of it sees it fill), the peer's
+    greeting."""
+
+    def __init__(self, frame_bytes_max: int):
+        self.reader = FrameReader(frame_bytes_max)
+        self._state = _AWAIT_GREETING
+        self._parts: list[bytes] = []
+        self.outgoing = bytearray()
+
+    @property
+    def open(self) -> bool:
+        """The handshake is done: what follows are messages."""
+        return self._state == _OPEN
+
+    def take_outgoing(self) -> bytes:
+        data = bytes(self.outgoing)
+        self.outgoing.clear()
+        return data
+
+    def feed(self, data: bytes, messages: list | None = None) -> list[list[bytes]]:
+        """Every message ``data`` completes, added to ``messages`` (those before a ZmtpError stay there)."""
+        self.reader.feed(data)
+        messages = [] if messages is None else messages
+        while (parts := self.next_message()) is not None:
+            messages.append(parts)
+        return messages
+
+    def next_message(self) -> list[bytes] | None:
+        """The next whole message of the bytes fed to ``reader``, or None until more come; the
+        handshake on the way is the subclass's (``_greeted``, ``_peer_ready``)."""
+        if self._state == _AWAIT_GREETING and not self._greeted():
+            return None
+        reader = self.reader
+        while True:
+            got = reader.next_frame()
+            if got is None:
+                return None
+            flags, data = got
+            if flags & FLAG_COMMAND:
+                self._command(data)
+            elif self._state != _OPEN:
+                raise ZmtpError("a message before the READY handshake")
+            elif flags & FLAG_MORE:
+                if len(self._parts) + 1 >= MESSAGE_PARTS_MAX:
+                    raise ZmtpError(f"a message of more than {MESSAGE_PARTS_MAX} parts")
+                self._parts.append(data)
+            else:
+                parts = self._parts
+                parts.append(data)
+                self._parts = []
+                return parts
+
+    def _command(self, body: bytes) -> None:
+        name, properties = parse_command(body)
+        if name == b"PING":
+            self.outgoing += pong(properties)
+        elif name == b"READY" and self._state == _AWAIT_READY:
+            self._peer_ready(properties)   # the subclass's answer to it
+            self._state = _OPEN
+        elif name == b"ERROR":
+            raise ZmtpError(f"{self.PEER_ERROR} {error_reason(properties)}")
+        elif self._state != _OPEN:
+            raise ZmtpError(f"{name.decode(errors='replace')!r} where READY was due")
+        # After the handshake other commands (PONG, SUBSCRIBE ...) mean nothing to a ROUTER or DEALER.
+
+    def _peer_mechanism(self) -> bytes | None:
+        """The mechanism the peer's greeting names once all of it came (None until then); ZmtpError at
+        its first byte when the stream is not ZMTP, or at its end when not 3.x."""
+        reader = self.reader
+        if len(reader) and reader.peek_byte() != 0xFF:
+            raise ZmtpError("not a ZMTP greeting (its first byte is not 0xFF): not a ZeroMQ peer")
+        raw = reader.take(GREETING_BYTES)
+        if raw is None:
+            return None
+        self._state = _AWAIT_READY
+        return parse_greeting(raw)[1]
+
+
+class ServerSession(_Session):
     """One connection to a ROUTER door with the NULL mechanism, as the door reads it: the peer's
     greeting (a ZMTP 3.x one naming NULL: a CURVE client or any other stream is refused at once),
     its READY (a socket type a ROUTER talks to), then messages, each a list of its parts. What the
     door owes the peer besides its answers (READY, PONG) collects in ``outgoing``; the door's own
     greeting, ``opening()``, goes first, at accept, as libzmq's does."""
 
+    PEER_ERROR = "the peer gave up:"
+
     def __init__(self, frame_bytes_max: int):
-        self._reader = FrameReader(frame_bytes_max)
-        self._state = _AWAIT_GREETING
-        self._parts: list[bytes] = []
-        self._parts_bytes = 0
-        self.outgoing = bytearray()
+        super().__init__(frame_bytes_max)
         self.peer_socket_type = b""
 
     @staticmethod
@@ -214,74 +303,88 @@ class ServerSession:
     @property
     def buffered_bytes(self) -> int:
         """Bytes held for messages not yet whole (frames cut short and the parts before them)."""
-        return len(self._reader) + self._parts_bytes
-
-    @property
-    def open(self) -> bool:
-        """The handshake is done: what follows are messages."""
-        return self._state == _OPEN
-
-    def take_outgoing(self) -> bytes:
-        data, self.outgoing = bytes(self.outgoing), bytearray()
-        return data
+        return len(self.reader) + sum(map(len, self._parts))
 
     def feed(self, data: bytes) -> list[list[bytes]]:
         """The messages ``data`` completes; ZmtpStreamError when the stream cannot be read on."""
-        reader = self._reader
-        reader.feed(data)
         messages: list[list[bytes]] = []
         try:
-            if self._state == _AWAIT_GREETING and not self._greeted():
-                return messages
-            while True:
-                got = reader.next_frame()
-                if got is None:
-                    return messages
-                flags, body = got
-                if flags & FLAG_COMMAND:
-                    self._command(body)
-                elif self._state != _OPEN:
-                    raise ZmtpError("a message before the READY handshake")
-                elif flags & FLAG_MORE:
-                    if len(self._parts) + 1 >= MESSAGE_PARTS_MAX:
-                        raise ZmtpError(f"a message of more than {MESSAGE_PARTS_MAX} parts")
-                    self._parts.append(body)
-                    self._parts_bytes += len(body)
-                else:
-                    self._parts.append(body)
-                    messages.append(self._parts)
-                    self._parts, self._parts_bytes = [], 0
+            return super().feed(data, messages)
         except ZmtpError as exc:
             raise ZmtpStreamError(str(exc), messages) from None
 
     def _greeted(self) -> bool:
-        reader = self._reader
-        if len(reader) and reader.peek_byte() != 0xFF:
-            raise ZmtpError("not a ZMTP greeting (its first byte is not 0xFF): not a ZeroMQ peer")
-        raw = reader.take(GREETING_BYTES)
-        if raw is None:
+        mechanism = self._peer_mechanism()
+        if mechanism is None:
             return False
-        _version, mechanism = parse_greeting(raw)
         if mechanism != NULL_MECHANISM:
             raise ZmtpError(f"the peer's security mechanism is {mechanism.decode(errors='replace')!r}; this door "
                             "takes only NULL (access control is off: connect without CURVE keys)")
-        self._state = _AWAIT_READY
         return True
 
-    def _command(self, body: bytes) -> None:
-        name, properties = parse_command(body)
-        if name == b"PING":
-            self.outgoing += pong(properties)
-        elif name == b"READY" and self._state == _AWAIT_READY:
-            socket_type = parse_properties(properties).get(b"Socket-Type", b"")
-            if socket_type not in ROUTER_PEERS:
-                raise ZmtpError(f"a {socket_type.decode(errors='replace')!r} socket cannot talk to this door "
-                                "(a ROUTER)")
-            self.peer_socket_type = socket_type
-            self.outgoing += ready(b"ROUTER")
-            self._state = _OPEN
-        elif name == b"ERROR":
-            raise ZmtpError(f"the peer gave up: {error_reason(properties)}")
-        elif self._state != _OPEN:
-            raise ZmtpError(f"{name.decode(errors='replace')!r} where READY was due")
-        # After the handshake other commands (PONG, SUBSCRIBE ...) mean nothing to a ROUTER.
+    def _peer_ready(self, properties: bytes) -> None:
+        self.peer_socket_type = _peer_socket_type(properties, ROUTER_PEERS, "this door (a ROUTER)")
+        self.outgoing += ready(b"ROUTER")
+
+
+class ClientSession(_Session):
+    """A DEALER's connection to a ROUTER door with the NULL mechanism, both clients' (the native
+    client's blocking ``zmtp_client.ZmtpConnection``, the proxy's ``loop_calls``): our greeting,
+    ``opening()``, first; READY only once the door's greeting came and named NULL, as libzmq does (a
+    CURVE door closes at our greeting, and bytes of ours it never read would turn its close into a
+    reset that loses its greeting); then messages, each a list of its parts. A request's bytes come
+    from ``request``, held until the door's READY; READY, PONGs and the held requests collect in
+    ``outgoing``. Errors: MechanismRefused (a door not NULL), ZmtpError (a door's ERROR, a stream
+    that is not ZMTP 3.x, a message before READY).
+
+    ``next_message`` is the native client's sync hot path: one message at a time, the handshake's
+    state looked at once a call; ``reader`` is fed by the caller (``reader.feed``) with no session
+    call between."""
+
+    PEER_ERROR = "the door sent ERROR:"
+
+    def __init__(self, frame_bytes_max: int):
+        super().__init__(frame_bytes_max)
+        self._held = bytearray()
+
+    @staticmethod
+    def opening() -> bytes:
+        return greeting(NULL_MECHANISM)
+
+    def close_refusal(self) -> MechanismRefused | None:
+        """What the door's closing the connection now says besides a lost connection: before its
+        greeting came whole, that it does not take NULL (a CURVE door closes at our greeting, before
+        the rest of its own: at most its 10-byte signature came; libzmq's client reports a close
+        during the handshake as a failed handshake too, zmq_transport._refusal_of)."""
+        return MechanismRefused(b"") if self._state == _AWAIT_GREETING else None
+
+    def request(self, parts) -> bytes:
+        """The frames of a message of ``parts`` to write now; b"" while the handshake is on (they go
+        to ``outgoing`` when the door's READY comes)."""
+        data = message(parts)
+        if self._state == _OPEN:
+            return data
+        self._held += data
+        return b""
+
+    def _greeted(self) -> bool:
+        mechanism = self._peer_mechanism()
+        if mechanism is None:
+            return False
+        if mechanism != NULL_MECHANISM:
+            raise MechanismRefused(mechanism)
+        self.outgoing += ready(b"DEALER")
+        return True
+
+    def _peer_ready(self, properties: bytes) -> None:
+        _peer_socket_type(properties, DEALER_PEERS, "a DEALER")
+        self.outgoing += self._held
+        self._held = bytearray()
+
+
+def _peer_socket_type(ready_properties: bytes, peers: frozenset, us: str) -> bytes:
+    """The Socket-Type a READY names, when one ``us`` talks to; ZmtpError when not."""
+    socket_type = parse_properties(ready_properties).get(b"Socket-Type", b"")
+    if socket_type not in peers:
+        raise ZmtpError(f"a {socket_type.decode(errors='replace')!r} socket cannot talk to {us}")
+    return socket_type

@@ -20,9 +20,8 @@ from rocketbox.cluster.acl.curve import handshake_refusal
 from rocketbox.cluster.client_transport import AccessRefused, IoThreadBase, TransportError, decode_response
 from rocketbox.cluster.request_dispatch import settle
 from rocketbox.cluster.wire_format import to_frames
-from rocketbox.cluster.zmtp_client import (ConnectionLost, HandshakeTimeout, MechanismRefused, ZmtpConnection,
-                                           tcp_address)
-from rocketbox.cluster.zmtp_format import ZmtpError
+from rocketbox.cluster.zmtp_client import ConnectionLost, HandshakeTimeout, ZmtpConnection, tcp_address
+from rocketbox.cluster.zmtp_format import MechanismRefused, ZmtpError
 
 CONNECT_TIMEOUT_S = 3.0
 WRITE_TIMEOUT_S = 3.0

@@ -34,78 +34,44 @@ _limited = RateLimitedLog(log)
 SWEEP_INTERVAL_S = 0.05   # how often calls past their deadline are looked for (while any wait)
 
 
-class _NotNull(Exception):
-    """The door does not take NULL connections."""
-
-
 class _DoorConnection(asyncio.Protocol):
-    """One connection to one door; the loop's only."""
+    """One connection to one door; the loop's only. The protocol is ``zf.ClientSession``'s; this
+    writes what it owes the door and settles the answers it reads."""
 
     def __init__(self, calls: "LoopCalls", endpoint: str):
         self.calls, self.endpoint = calls, endpoint
         self.transport: asyncio.Transport | None = None
-        self.reader = zf.FrameReader(ANSWER_FRAME_BYTES_MAX)
-        self.greeted = self.ready = self.closed = False
-        self._parts: list[bytes] = []
-        self.outbox: list[bytes] = []   # requests written once the door's READY came
+        self.session = zf.ClientSession(ANSWER_FRAME_BYTES_MAX)   # holds requests until the door's READY
+        self.closed = False
         self.pending: dict[int, tuple[Command, asyncio.Future, float]] = {}   # opaque -> (request, waiter, deadline)
 
     def send(self, request: Command, waiter: asyncio.Future, deadline: float) -> None:
         request.opaque = next_opaque()   # as the RpcClient gives each call its own
         self.pending[request.opaque] = (request, waiter, deadline)
-        data = zf.message(to_frames(request))
-        if self.ready:
+        data = self.session.request(to_frames(request))
+        if data:
             self.transport.write(data)
-        else:
-            self.outbox.append(data)
 
     def connection_made(self, transport) -> None:
         self.transport = transport
-        # READY only after the door's greeting, as libzmq does (zmtp_client.ZmtpConnection._handshake).
-        transport.write(zf.greeting())
+        transport.write(self.session.opening())
 
     def data_received(self, data: bytes) -> None:
-        reader = self.reader
-        reader.feed(data)
+        session = self.session
+        session.reader.feed(data)
         try:
-            if not self.greeted:
-                greeting = reader.take(zf.GREETING_BYTES)
-                if greeting is None:
-                    return
-                if zf.parse_greeting(greeting)[1] != zf.NULL_MECHANISM:
-                    raise _NotNull()
-                self.greeted = True
-                self.transport.write(zf.ready(b"DEALER"))
+            # One message at a time: the answers before a fault in the same read are still settled.
             while not self.closed:
-                got = reader.next_frame()
-                if got is None:
+                parts = session.next_message()
+                if session.outgoing:   # READY, held requests, PONGs: before any answer of ours
+                    self.transport.write(session.take_outgoing())
+                if parts is None:
                     return
-                flags, frame = got
-                if flags & zf.FLAG_COMMAND:
-                    self._command(frame)
-                    continue
-                if not self.ready:
-                    raise zf.ZmtpError("a message before the door's READY")
-                self._parts.append(frame)
-                if not flags & zf.FLAG_MORE:
-                    parts, self._parts = self._parts, []
-                    self._message(parts)
-        except _NotNull:
+                self._message(parts)
+        except zf.MechanismRefused:
             self.calls.not_null(self)
         except zf.ZmtpError as exc:
             self.fail(TransportError(f"connection to {self.endpoint} lost: {exc}"))
-
-    def _command(self, frame: bytes) -> None:
-        name, body = zf.parse_command(frame)
-        if name == b"READY":
-            self.ready = True
-            outbox, self.outbox = self.outbox, []
-            if outbox:
-                self.transport.write(b"".join(outbox))
-        elif name == b"PING":
-            self.transport.write(zf.pong(body))
-        elif name == b"ERROR":
-            raise zf.ZmtpError(f"the door sent ERROR: {zf.error_reason(body)}")
 
     def _message(self, parts: list[bytes]) -> None:
         message = decode_response(parts)
@@ -114,7 +80,7 @@ class _DoorConnection(asyncio.Protocol):
         if not message.is_response:   # the door's own request (CHECK_TRANSACTION_STATE)
             answer = serve_server_request(self.calls.handlers, message)
             if answer is not None:
-                self.transport.write(zf.message(to_frames(answer)))
+                self.transport.write(self.session.request(to_frames(answer)))
             return
         entry = self.pending.pop(message.opaque, None)
         if entry is not None and not entry[1].done():
@@ -122,9 +88,9 @@ class _DoorConnection(asyncio.Protocol):
 
     def connection_lost(self, exc) -> None:
         if not self.closed:
-            if self.greeted:
+            if self.session.close_refusal() is None:
                 self.fail(TransportError(f"connection to {self.endpoint} lost: {exc or 'closed by the door'}"))
-            else:   # a CURVE door closes at our greeting (zmtp_client.ZmtpConnection._handshake)
+            else:   # a CURVE door closes at our greeting
                 self.calls.not_null(self)
 
     def fail(self, error: BaseException) -> None:
