@@ -16,6 +16,7 @@ import signal
 
 from rocketbox.cluster import Admin, Message, Producer, SendStatus
 from rocketbox.cluster.config import SYNC_MASTER
+from rocketbox.cluster.message import record_format
 from rocketbox.cluster.protocol import RequestCode, ResponseCode
 from rocketbox.cluster.testing import wait_until
 from rocketbox.cluster.wire_format import Command
@@ -70,6 +71,29 @@ def _await_replicated(cluster) -> int:
     return runtime_info(master.address)["writePos"]
 
 
+def _record_around(segment: bytes, at: int) -> str:
+    """The record holding byte ``at`` of a segment, found by walking it from its start."""
+    pos = 0
+    while pos < len(segment):
+        rec = record_format.decode_at(segment, pos, check_crc=True)
+        if not isinstance(rec, record_format.Record):
+            return f"{rec!r} at {pos}"
+        if pos + rec.total_size > at:
+            return (f"record at {pos} ({rec.total_size} B): body {rec.body[:40]!r}, queue {rec.queue_id} offset "
+                    f"{rec.queue_offset}, born {rec.born_timestamp_ms}, stored {rec.store_timestamp_ms}, "
+                    f"properties {rec.properties_raw[:80]!r}")
+        pos += rec.total_size
+    return "past the records"
+
+
+def _first_difference(name: str, master: bytes, slave: bytes, end: int, master_store: str, slave_store: str) -> str:
+    at = next(i for i, (m, s) in enumerate(zip(master, slave)) if m != s) if len(master) == len(slave) \
+        else min(len(master), len(slave))
+    return (f"segment {name} differs below the replicated end {end}, first at {int(name) + at}:\n"
+            f"  master: {_record_around(master, at)}\n  slave:  {_record_around(slave, at)}\n"
+            f"  stores: {master_store} {slave_store}")
+
+
 def assert_identical(cluster, segments_min: int = 1) -> None:
     """CommitLog bytes up to the master's end and every ConsumeQueue file are the same on both."""
     end = _await_replicated(cluster)
@@ -82,7 +106,9 @@ def assert_identical(cluster, segments_min: int = 1) -> None:
         and len(with_data) >= segments_min
     for name in with_data:
         used = min(file_size, end - int(name))
-        assert master_log[name][:used] == slave_log[name][:used], f"segment {name} differs below {end}"
+        if master_log[name][:used] != slave_log[name][:used]:
+            raise AssertionError(_first_difference(name, master_log[name][:used], slave_log[name][:used], end,
+                                                   master_store, slave_store))
     # Entries past the replicated end may differ only in not being there yet: none here.
     master_cq = _files(os.path.join(master_store, "consumequeue"))
     slave_cq = _files(os.path.join(slave_store, "consumequeue"))
