@@ -65,8 +65,11 @@ def _await_replicated(cluster) -> int:
 
     def caught_up():
         m, s = runtime_info(master.address), runtime_info(slave.address)
+        # Equal ends are not enough: a slave told to cut its log back (its bytes past the master's restart
+        # point were never the master's) is not replicated to until it restarts, whatever its length.
+        followed = [f for f in m["ha"]["slaves"] if f["ackedPos"] == m["writePos"] and not f["diverged"]]
         return m["writePos"] == s["writePos"] == s["dispatchedPos"] and m["dispatchedPos"] == m["writePos"] \
-            and m["writePos"]
+            and followed and m["writePos"]
     wait_until(caught_up, 30, interval_s=0.05, what="slave caught up with the master")
     return runtime_info(master.address)["writePos"]
 
