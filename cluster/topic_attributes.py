@@ -51,7 +51,7 @@ LITE_EXPIRATION_MAX_MINUTES = 30 * 24 * 60
 
 # Message properties that make a message's type (RocketMQ's MessageConst names).
 _PROPERTY_TRANSACTION_PREPARED = "TRAN_MSG"
-_DELAY_PROPERTIES = ("DELAY", "TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS")
+DELAY_PROPERTIES = ("DELAY", "TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS")
 _PROPERTY_SHARDING_KEY = "__SHARDINGKEY"
 _PROPERTY_PRIORITY = "_SYS_MSG_PRIORITY_"   # RocketMQ 5.4's MessageConst.PROPERTY_PRIORITY
 
@@ -159,7 +159,7 @@ def message_type_of(properties: dict[str, str]) -> str:
         return TRANSACTION
     if lite_topic_of(properties) is not None:
         return LITE
-    if any(properties.get(name) is not None for name in _DELAY_PROPERTIES):
+    if any(properties.get(name) is not None for name in DELAY_PROPERTIES):
         return DELAY
     if properties.get(_PROPERTY_SHARDING_KEY) is not None:
         return FIFO

@@ -1,9 +1,10 @@
 """The native gRPC door's receive + ack steps a message, in process (issue 33 item 2): each step the
 way the session of 2026-11-28 e left it (protobuf objects, a response a C call, the whole metadata a
 call) against the way it is now (``response_wire`` bytes, one C call a receive's run, the fields a
-call needs read from its split HEADERS), interleaved, best of ``--repeat`` runs of ``--number`` each.
-No sockets, no broker: what the proxy's own Python costs a message, out of reach of the
-machine's other load that spreads the end-to-end figures (``grpc_front_ab``).
+call needs read from its split HEADERS; since the session of 2026-11-28 g a record's response
+written by ``received_wire``'s C writer, not built by ``messages.incoming``), interleaved, best of
+``--repeat`` runs of ``--number`` each. No sockets, no broker: what the proxy's own Python costs a
+message, out of reach of the machine's other load that spreads the end-to-end figures (``grpc_front_ab``).
 
     .venv/bin/python -m rocketbox.perf.grpc_recv_paths [--number 20000] [--repeat 7]
 """
@@ -15,7 +16,8 @@ import json
 import timeit
 
 from rocketbox.cluster._native.h2 import H2Connection, fields_of
-from rocketbox.cluster.proxy import response_wire
+from rocketbox.cluster.message import record_format
+from rocketbox.cluster.proxy import messages, received_wire, response_wire
 from rocketbox.cluster.proxy.calls import call_of
 from rocketbox.cluster.proxy.native_door import CallContext, first_value, headers_of, split_fields
 from rocketbox.cluster.proxy.protos import Code, pb, service
@@ -126,12 +128,36 @@ def call_header_steps():
     return whole_metadata, split, 1
 
 
+def record_steps():
+    """A popped record (as the Node client's sends store it) as its ReceiveMessageResponse's bytes: the
+    Message built by ``messages.incoming`` and serialized (the session of 2026-11-28 f) against the C
+    writer (``received_wire``)."""
+    host = bytes((127, 0, 0, 1)) + (10911).to_bytes(4, "big")
+    properties = b"UNIQ_KEY\x017F0000010B6D1B2C3D4E5F6071829300\x02__BORNHOST\x01127.0.0.1\x02" \
+                 b"BORN_TIMESTAMP\x011764342915123\x02"
+    record = next(record_format.iter_records(record_format.encode(
+        queue_id=2, flag=0, queue_offset=7, phys_offset=12345, sys_flag=0, born_timestamp_ms=1764342915123,
+        born_host=host, store_timestamp_ms=1764342915200, store_host=host, reconsume_times=0,
+        prepared_transaction_offset=0, body=b"x" * 100, topic=b"GrpcFrontAB", properties=properties)))
+    out = received_wire.Buffer()
+
+    def objects():
+        return response_wire.receive_message(messages.incoming(
+            record, receipt_handle=HANDLE, delivery_attempt=1, topic="GrpcFrontAB").SerializeToString())
+
+    def c_writer():
+        return received_wire.received(record, HANDLE, 1, "GrpcFrontAB", out)
+    assert objects() == c_writer()
+    return objects, c_writer, 1
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--number", type=int, default=20_000, help="calls of a step a run (a receive counts 32)")
     parser.add_argument("--repeat", type=int, default=7)
     args = parser.parse_args()
-    for name, steps in (("receive: a message written", receive_steps), ("ack: a call's answer", ack_answer_steps),
+    for name, steps in (("receive: a record as its response", record_steps),
+                        ("receive: a message written", receive_steps), ("ack: a call's answer", ack_answer_steps),
                         ("ack: a call's headers and caller", call_header_steps)):
         before, after, per = steps()
         number = max(1, args.number // per)

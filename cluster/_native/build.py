@@ -33,7 +33,7 @@ ROOT = HERE.parents[1]
 # relative source paths; ffibuilder.compile below uses it as its directory.
 HERE_FROM_ROOT = HERE.relative_to(ROOT).as_posix()
 SOURCES = ("helper.c", "record_write.c", "record_crc.c", "crc32.c", "send_lane.c", "lane_header.c", "h2_conn.c",
-           "h2_answer.c", "h2_streams.c", "h2_hpack.c")
+           "h2_answer.c", "h2_streams.c", "h2_hpack.c", "grpc_message.c")
 HEADERS = ("helper.h", "layouts.h", "record_crc.h", "crc32.h", "bytes.h", "ranges.h", "lane_header.h", "h2_hpack.h",
            "h2_conn.h")
 FORMAT_MODULES = ("message.record_format", "shm.commitlog_format", "message.batch_format", "shm.consumequeue_format",

@@ -48,7 +48,8 @@ enum rb_status {
     RB_E_BATCH_MALFORMED = -10004, /* batch item sizes do not add up */
     RB_E_DEST_TOO_SMALL = -10005,  /* the records do not fit: roll to the next file */
     RB_E_LANE_DECLINED = -10006,   /* the send lane does not take the read: the Python path serves it */
-    RB_E_H2_CLOSE = -10007         /* the gRPC front end ends the connection (its GOAWAY is in the output) */
+    RB_E_H2_CLOSE = -10007,        /* the gRPC front end ends the connection (its GOAWAY is in the output) */
+    RB_E_GRPC_UNCOVERED = -10008   /* a record rb_grpc_received does not write: proxy/messages.incoming does */
 };
 
 /* ---- memory: page-aligned in here, so callers pass byte positions ---- */
@@ -374,5 +375,35 @@ void rb_h2_goaway(rb_h2 *c, uint32_t error);
 void rb_h2_drain(rb_h2 *c);
 void rb_h2_state(rb_h2 *c, uint64_t *state);
 const char *rb_h2_reason(rb_h2 *c);
+
+/* ---- the gRPC proxy's received messages (grpc_message.c; proxy/received_wire.py) ----
+ *
+ * A popped record as ReceiveMessageResponse{message}'s bytes, as proxy/messages.incoming and the protobuf
+ * library serialize it: the record's shown topic, body, raw properties (name \x01 value \x02 pairs),
+ * receipt handle, born and store hosts (8 bytes each), times, physical offset, queue id and offset and
+ * the delivery attempt. names: the property names the Message reads, [u8 role][u8 length][name] back to
+ * back (a name not there is a user property). Returns the bytes written to out, RB_E_GRPC_UNCOVERED for
+ * a record it leaves to Python (a role RB_GRPC_UNCOVERED name, properties that are not strict UTF-8 or
+ * name a property twice, a BORN_TIMESTAMP that is not plain decimal), RB_E_DEST_TOO_SMALL. */
+enum rb_grpc_roles {
+    RB_GRPC_USER = 0,
+    RB_GRPC_SYSTEM = 1,          /* a system property the Message does not show */
+    RB_GRPC_TAGS = 2,
+    RB_GRPC_KEYS = 3,
+    RB_GRPC_UNIQ_KEY = 4,
+    RB_GRPC_TRANSACTION = 5,
+    RB_GRPC_SHARDING_KEY = 6,
+    RB_GRPC_BORN_TIMESTAMP = 7,
+    RB_GRPC_BORN_HOST = 8,
+    RB_GRPC_TRACE_CONTEXT = 9,
+    RB_GRPC_UNCOVERED = 10,      /* its Message fields only messages.incoming writes (delays, lite, priority, DLQ) */
+    RB_GRPC_ROLES = 11
+};
+
+int64_t rb_grpc_received(uint8_t *out, size_t out_len, const uint8_t *names, size_t names_len,
+                         const uint8_t *topic, size_t topic_len, const uint8_t *body, size_t body_len,
+                         const uint8_t *properties, size_t properties_len, const uint8_t *handle, size_t handle_len,
+                         const uint8_t *born_host, const uint8_t *store_host, int64_t born_ms, int64_t store_ms,
+                         int64_t phys_offset, int32_t queue_id, int64_t queue_offset, int32_t delivery_attempt);
 
 #endif
