@@ -52,6 +52,7 @@ class Variant:
     batch_per_tick: bool = False    # e2e: a tick's due messages in one send_batch (perf) or one send each
     consumer: str = "push"          # e2e: push (a default PushConsumer), push0 (no consume pool), pull (a loop)
     libzmq: bool = False            # the native door through libzmq's sockets (ClientConfig.native_direct off)
+    spin_us: int | None = None      # ClientConfig.sync_call_spin_us (None: the default)
 
 
 SENDS_VARIANTS = {
@@ -67,6 +68,7 @@ E2E_VARIANTS = {
     "batch": Variant(batch_per_tick=True),
     "libzmq": Variant(libzmq=True),
     "push0": Variant(consumer="push0"),
+    "nospin": Variant(spin_us=0),
     "pull": Variant(consumer="pull"),
     # perf's "pull loop" row: remoting, a batch a tick, a PullConsumer loop
     "perf-pull": Variant(door="remoting", perf_config=True, batch_per_tick=True, consumer="pull"),
@@ -79,6 +81,8 @@ def _config(cluster_namesrv: dict, variant: Variant) -> ClientConfig:
         return client_config(namesrv, transport=variant.door)
     # What Producer(group, namesrv=...) builds: the defaults, the door (and libzmq) aside.
     cfg = ClientConfig(namesrv_endpoints=namesrv_endpoints(namesrv), transport=variant.door)
+    if variant.spin_us is not None:
+        cfg = dataclasses.replace(cfg, sync_call_spin_us=variant.spin_us)
     return dataclasses.replace(cfg, native_direct=False) if variant.libzmq else cfg
 
 

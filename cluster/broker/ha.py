@@ -221,6 +221,7 @@ class HAServer(_AnswersHAStatus):
         chunk_max = self.cfg.ha_chunk_bytes
         window = self.cfg.ha_window_bytes
         master_epoch = self.epoch
+        record_crc_from = self.store.record_crc_from
         for slave in list(self.slaves.values()):
             if slave.diverged:
                 continue
@@ -231,7 +232,7 @@ class HAServer(_AnswersHAStatus):
                 chunk = self.store.replication_chunk(slave.sent, limit)
                 if chunk is None:
                     break
-                header = DataHeader(slave.sent, master_epoch, epoch, epoch_start)
+                header = DataHeader(slave.sent, master_epoch, epoch, epoch_start, record_crc_from)
                 try:
                     send_parts(self.socket, [slave.identity, *data_header(header), chunk], NOBLOCK, False)
                 except zmq.Again:
@@ -430,7 +431,7 @@ class HAClient(_AnswersHAStatus):
             if offset == pos:
                 if header.epoch > self.epochs.last_epoch:
                     self.epochs.begin(header.epoch, header.epoch_start)
-                if not self.store.append_replicated(offset, data):
+                if not self.store.append_replicated(offset, data, header.record_crc_from):
                     log.error("cannot append replicated bytes at %d (disk full?)", offset)
                     gap = True
                     break

@@ -5,12 +5,16 @@ slave -> master: two frames, ``kind`` and ``offset``:
     offset 8 bytes, big-endian unsigned: the slave's CommitLog end (its write_pos), then, from
            slaves that send it (24 bytes in all), the last epoch its log holds and where that
            epoch starts (two more u64): the master checks its log is a prefix of its own
-master -> slave: three frames, ``D``, a 32-byte header, then the CommitLog bytes that start at
-that physical offset (whole records, within one segment and one epoch). The header is four
+master -> slave: three frames, ``D``, a 40-byte header, then the CommitLog bytes that start at
+that physical offset (whole records, within one segment and one epoch). The header is five
 big-endian u64: the physical ``offset``; the sender's ``master_epoch`` (its current term: a
 slave refuses bytes from a master of another epoch than the controller named, which fences a
 stale master); the ``epoch`` the bytes belong to and that epoch's ``epoch_start`` offset (the
-slave records them in its epoch file). Without a controller every epoch is 0.
+slave records them in its epoch file); ``record_crc_from``, the offset from which every record of
+the master's log carries the whole-record CRC property (``shm/record_crc_promise.py``), all ones
+when it promises none (a 32-byte header, from a sender without the field, promises none too): the
+slave makes the same promise before it appends, so its recovery can tell a record whose property
+a torn write garbled from one written without it. Without a controller every epoch is 0.
 master -> slave: two frames, ``T`` and a u64 ``offset`` (big-endian): "your log is longer than
 mine; drop everything past this offset" (without a controller: a power cut took records from
 the master that its slave had copied before they were flushed, never acknowledged).
@@ -28,7 +32,9 @@ DATA = b"D"
 TRUNCATE = b"T"
 _OFFSET = struct.Struct(">Q")
 _OFFSET_EPOCH = struct.Struct(">QQQ")
-_DATA_HEADER = struct.Struct(">QQQQ")
+_DATA_HEADER = struct.Struct(">QQQQQ")
+_DATA_HEADER_WITHOUT_PROMISE = struct.Struct(">QQQQ")
+NO_PROMISE = (1 << 64) - 1
 
 
 class DataHeader(NamedTuple):
@@ -36,6 +42,7 @@ class DataHeader(NamedTuple):
     master_epoch: int = 0
     epoch: int = 0
     epoch_start: int = 0
+    record_crc_from: int | None = None   # None: the master's records may lack the CRC property
 
 
 class HAFrameError(ValueError):
@@ -73,16 +80,22 @@ def parse_slave_message(frames) -> SlaveMessage:
 
 def data_header(header: DataHeader) -> list[bytes]:
     """The first two frames of a DATA message; the caller appends the bytes (not copied here)."""
-    return [DATA, _DATA_HEADER.pack(*header)]
+    offset, master_epoch, epoch, epoch_start, record_crc_from = header
+    return [DATA, _DATA_HEADER.pack(offset, master_epoch, epoch, epoch_start,
+                                    NO_PROMISE if record_crc_from is None else record_crc_from)]
 
 
 def parse_data_header(kind: bytes, header: bytes) -> DataHeader:
     """The header of a DATA message from its first two frames; HAFrameError otherwise."""
     if bytes(kind) != DATA:
         raise HAFrameError(f"a master sends D, not {bytes(kind)[:8]!r}")
+    header = bytes(header)
+    if len(header) == _DATA_HEADER_WITHOUT_PROMISE.size:
+        return DataHeader(*_DATA_HEADER_WITHOUT_PROMISE.unpack(header))
     if len(header) != _DATA_HEADER.size:
         raise HAFrameError(f"the data header frame has {len(header)} bytes, not {_DATA_HEADER.size}")
-    return DataHeader(*_DATA_HEADER.unpack(bytes(header)))
+    *fields, record_crc_from = _DATA_HEADER.unpack(header)
+    return DataHeader(*fields, None if record_crc_from == NO_PROMISE else record_crc_from)
 
 
 def truncate_message(offset: int) -> list[bytes]:

@@ -10,9 +10,10 @@ past it that lacks one, as the end of the valid log.
 The promise is settled at the end of each recovery, before the broker writes anything: kept (from
 its old offset, or from the recovered end if it had none or the end moved below it) while the
 setting is on, withdrawn while it is off. A store that appends another broker's bytes (a slave,
-``MessageStore.append_replicated``) withdraws it before the first of them: its master's setting
-is not its own. Records below the offset, or in a store without the file, keep the old rule (the
-CRC property verified when present, the body CRC always).
+``MessageStore.append_replicated``) makes its master's promise instead, before it appends: its
+master's setting is not its own, and its log is a prefix of its master's (the HA data header
+carries the master's offset, ``broker/ha_format.py``). Records below the offset, or in a store
+without the file, keep the old rule (the CRC property verified when present, the body CRC always).
 """
 
 from __future__ import annotations
@@ -40,6 +41,14 @@ def settle(store_dir: str, previous: int | None, end: int, record_crc_enabled: b
     if promised != previous:
         durable.atomic_write(record_crc_promise_path(store_dir), b"%d\n" % promised)
     return promised
+
+
+def adopt(store_dir: str, offset: int | None) -> None:
+    """Promise from ``offset`` on (None: withdraw), durably, before the bytes it speaks of are written."""
+    if offset is None:
+        withdraw(store_dir)
+    else:
+        durable.atomic_write(record_crc_promise_path(store_dir), b"%d\n" % offset)
 
 
 def withdraw(store_dir: str) -> None:

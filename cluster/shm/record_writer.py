@@ -126,8 +126,9 @@ class RecordWriter:
         self.read_only = False
         # Seal every record with the whole-record CRC property (RocketMQ's enabledAppendPropCRC).
         self.record_crc = cfg.record_crc_enabled
-        # Whether the store promises, durably, that its records carry it (record_crc_promise.py).
-        self.record_crc_promised = False
+        # From where the store promises, durably, that its records carry it (record_crc_promise.py;
+        # None: no promise).
+        self.record_crc_from: int | None = None
         self._topic_bytes: dict[str, bytes] = {}
 
     def put(self, topic: str, queue_id: int, records: Sequence[MessageToStore] | BatchBody) -> PutResult:
@@ -273,11 +274,12 @@ class RecordWriter:
         self.control.write_pos = end  # publish: the bytes are in place
         return PutResult(PutMessageStatus.PUT_OK, phys, queue_offset, count, end, msg_ids_text)
 
-    def append_replicated(self, phys_offset: int, data) -> bool:
-        """A slave appends its master's bytes verbatim and publishes write_pos; False if it cannot (disk)."""
-        if self.record_crc_promised:   # the master's records, sealed or not as its setting says
-            record_crc_promise.withdraw(self.cfg.store_dir)
-            self.record_crc_promised = False
+    def append_replicated(self, phys_offset: int, data, record_crc_from: int | None = None) -> bool:
+        """A slave appends its master's bytes verbatim and publishes write_pos; False if it cannot (disk).
+        ``record_crc_from``: the master's promise (record_crc_promise.py), made this store's first."""
+        if record_crc_from != self.record_crc_from:
+            record_crc_promise.adopt(self.cfg.store_dir, record_crc_from)
+            self.record_crc_from = record_crc_from
         if self.commitlog.append_raw(phys_offset, data) is not AppendStatus.OK:
             return False
         self.control.write_pos = self.commitlog.write_pos

@@ -108,8 +108,8 @@ class MessageStore:
                          parse_levels(self.cfg.message_delay_levels), truncate_to=truncate_to,
                          record_crc_from=promised)
         writer = self.writer
-        writer.record_crc_promised = record_crc_promise.settle(
-            self.cfg.store_dir, promised, report.end_phys, writer.record_crc) is not None
+        writer.record_crc_from = record_crc_promise.settle(self.cfg.store_dir, promised, report.end_phys,
+                                                           writer.record_crc)
         self._next_offsets.clear()   # the writer's table too
         self._next_offsets.update({(cq.topic, cq.queue_id): cq.max_offset() for cq in self.cqs.queues()})
         for cq in self.cqs.queues():
@@ -173,9 +173,14 @@ class MessageStore:
             end = cut
         return mm[pos:end] if end > pos else None
 
-    def append_replicated(self, phys_offset: int, data) -> bool:
+    def append_replicated(self, phys_offset: int, data, record_crc_from: int | None = None) -> bool:
         """A slave appends its master's bytes verbatim (``RecordWriter.append_replicated``)."""
-        return self.writer.append_replicated(phys_offset, data)
+        return self.writer.append_replicated(phys_offset, data, record_crc_from)
+
+    @property
+    def record_crc_from(self) -> int | None:
+        """From where every record of this log carries the whole-record CRC property (None: not promised)."""
+        return self.writer.record_crc_from
 
     # ---- the way to readers (queue_writer.py) ----
 

@@ -16,6 +16,7 @@ import signal
 
 from rocketbox.cluster import Admin, Message, Producer, SendStatus
 from rocketbox.cluster.config import SYNC_MASTER
+from rocketbox.cluster.message import record_format
 from rocketbox.cluster.protocol import RequestCode, ResponseCode
 from rocketbox.cluster.testing import wait_until
 from rocketbox.cluster.wire_format import Command
@@ -64,10 +65,36 @@ def _await_replicated(cluster) -> int:
 
     def caught_up():
         m, s = runtime_info(master.address), runtime_info(slave.address)
+        # Equal ends are not enough: a slave told to cut its log back (its bytes past the master's restart
+        # point were never the master's) is not replicated to until it restarts, whatever its length.
+        followed = [f for f in m["ha"]["slaves"] if f["ackedPos"] == m["writePos"] and not f["diverged"]]
         return m["writePos"] == s["writePos"] == s["dispatchedPos"] and m["dispatchedPos"] == m["writePos"] \
-            and m["writePos"]
+            and followed and m["writePos"]
     wait_until(caught_up, 30, interval_s=0.05, what="slave caught up with the master")
     return runtime_info(master.address)["writePos"]
+
+
+def _record_around(segment: bytes, at: int) -> str:
+    """The record holding byte ``at`` of a segment, found by walking it from its start."""
+    pos = 0
+    while pos < len(segment):
+        rec = record_format.decode_at(segment, pos, check_crc=True)
+        if not isinstance(rec, record_format.Record):
+            return f"{rec!r} at {pos}"
+        if pos + rec.total_size > at:
+            return (f"record at {pos} ({rec.total_size} B): body {rec.body[:40]!r}, queue {rec.queue_id} offset "
+                    f"{rec.queue_offset}, born {rec.born_timestamp_ms}, stored {rec.store_timestamp_ms}, "
+                    f"properties {rec.properties_raw[:80]!r}")
+        pos += rec.total_size
+    return "past the records"
+
+
+def _first_difference(name: str, master: bytes, slave: bytes, end: int, master_store: str, slave_store: str) -> str:
+    at = next(i for i, (m, s) in enumerate(zip(master, slave)) if m != s) if len(master) == len(slave) \
+        else min(len(master), len(slave))
+    return (f"segment {name} differs below the replicated end {end}, first at {int(name) + at}:\n"
+            f"  master: {_record_around(master, at)}\n  slave:  {_record_around(slave, at)}\n"
+            f"  stores: {master_store} {slave_store}")
 
 
 def assert_identical(cluster, segments_min: int = 1) -> None:
@@ -82,7 +109,9 @@ def assert_identical(cluster, segments_min: int = 1) -> None:
         and len(with_data) >= segments_min
     for name in with_data:
         used = min(file_size, end - int(name))
-        assert master_log[name][:used] == slave_log[name][:used], f"segment {name} differs below {end}"
+        if master_log[name][:used] != slave_log[name][:used]:
+            raise AssertionError(_first_difference(name, master_log[name][:used], slave_log[name][:used], end,
+                                                   master_store, slave_store))
     # Entries past the replicated end may differ only in not being there yet: none here.
     master_cq = _files(os.path.join(master_store, "consumequeue"))
     slave_cq = _files(os.path.join(slave_store, "consumequeue"))

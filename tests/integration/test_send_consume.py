@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from rocketbox.cluster import Admin, Message, Producer, PullConsumer, PullStatus, SendStatus
+from rocketbox.cluster import Admin, Message, NoRouteError, Producer, PullConsumer, PullStatus, SendStatus
 from rocketbox.cluster.testing import pull_until, wait_until
 from tests.conftest import client_config
 
@@ -103,13 +103,22 @@ def test_long_poll_answers_as_soon_as_a_message_is_dispatched(start_cluster):
         assert [m.body for m in future_result["r"].messages] == [b"wake up"]
 
 
+def _route_or_none(admin: Admin, topic: str) -> dict | None:
+    try:
+        return admin.route(topic)
+    except NoRouteError:
+        return None
+
+
 def test_auto_created_topic_and_query_by_id_and_key(start_cluster):
     cluster = start_cluster()
     cfg = client_config(cluster)
     with Producer("PG", config=cfg) as producer:
         result = producer.send(Message("AutoCreated", b"find me", keys="order-42"))
     with Admin(config=cfg) as admin:
-        route = admin.route("AutoCreated")
+        # The broker registers a topic it made with the NameServer without awaiting the answer before it
+        # answers the send (RocketMQ's registerBrokerAll(oneway) too): the route shows up soon after.
+        route = wait_until(lambda: _route_or_none(admin, "AutoCreated"), 10, what="auto-created topic's route")
         assert route["queueDatas"][0]["writeQueueNums"] == 4
         viewed = admin.view_message(result.offset_msg_id)
         assert viewed.body == b"find me" and viewed.msg_id == result.msg_id

@@ -16,11 +16,16 @@ def test_slave_messages_golden():
 
 
 def test_data_header_golden():
-    header = f.DataHeader(offset=1 << 30, master_epoch=3, epoch=2, epoch_start=0x1000)
-    golden = bytes.fromhex("0000000040000000" "0000000000000003" "0000000000000002" "0000000000001000")
+    header = f.DataHeader(offset=1 << 30, master_epoch=3, epoch=2, epoch_start=0x1000, record_crc_from=0x800)
+    golden = bytes.fromhex("0000000040000000" "0000000000000003" "0000000000000002" "0000000000001000"
+                           "0000000000000800")
     assert f.data_header(header) == [b"D", golden]
     assert f.parse_data_header(b"D", golden) == header
-    assert f.data_header(f.DataHeader(5)) == [b"D", bytes.fromhex("0000000000000005") + b"\x00" * 24]
+    # No promise: all ones (0 is a promise from the log's start).
+    assert f.data_header(f.DataHeader(5)) == [b"D", bytes.fromhex("0000000000000005") + b"\x00" * 24 + b"\xff" * 8]
+    assert f.parse_data_header(b"D", f.data_header(f.DataHeader(5, record_crc_from=0))[1]).record_crc_from == 0
+    # A sender without the field (32 bytes) promises nothing.
+    assert f.parse_data_header(b"D", golden[:32]) == header._replace(record_crc_from=None)
 
 
 @pytest.mark.parametrize("frames", [[b"A"], [b"A", b"\x00" * 7], [b"X", b"\x00" * 8], [b"R", b"\x00" * 9],
@@ -36,6 +41,8 @@ def test_malformed_data_headers_are_refused():
         f.parse_data_header(b"A", b"\x00" * 32)
     with pytest.raises(f.HAFrameError):
         f.parse_data_header(b"D", b"\x00" * 8)
+    with pytest.raises(f.HAFrameError):
+        f.parse_data_header(b"D", b"\x00" * 48)
     with pytest.raises(f.HAFrameError):
         f.slave_message(b"D", 1)
 

@@ -160,3 +160,33 @@ def test_a_slave_withdraws_the_promise_before_its_masters_bytes(tmp_path):
         assert h.report.end_phys == len(unsealed), h.report
     finally:
         h.close()
+
+
+def test_a_slave_makes_its_masters_promise_and_refuses_a_record_whose_property_a_torn_write_garbled(tmp_path):
+    """What a power cut did to a SYNC_MASTER's slave in CI: the page holding the end of a replicated record
+    came back garbage, its CRC property with it; the slave, which had withdrawn the promise, kept the
+    record on its body CRC (and served its garbage properties). With the master's promise made its own
+    (the HA data header carries it) the record ends the slave's log, and the master sends it again."""
+    master_dir, slave_dir = tmp_path / "master", tmp_path / "slave"
+    results = write_records(master_dir, record_crc=True)
+    assert record_crc_promise.read(str(master_dir)) == 0
+    with open(os.path.join(master_dir, "commitlog", f"{0:020d}"), "rb") as f:
+        log = f.read(results[-1].end_phys_offset)
+    h = Harness(tiny_config(slave_dir, record_crc_enabled=False))   # its own setting is not what counts
+    try:
+        assert h.store.append_replicated(0, log, record_crc_from=0)
+        assert record_crc_promise.read(str(slave_dir)) == 0
+    finally:
+        h.close()
+    victim = results[3]
+    for at in range(victim.end_phys_offset - fmt.RECORD_CRC_SIZE, victim.end_phys_offset):
+        change_byte(slave_dir, at, lambda b: b ^ 0x5A)
+    h = Harness(tiny_config(slave_dir))
+    try:
+        assert h.report.end_phys == victim.phys_offset, h.report
+        assert "lacks the CRC property" in h.report.stop_reason
+        # A master that promises nothing: withdrawn before its bytes are appended.
+        assert h.store.append_replicated(victim.phys_offset, log[victim.phys_offset:], record_crc_from=None)
+        assert record_crc_promise.read(str(slave_dir)) is None
+    finally:
+        h.close()
