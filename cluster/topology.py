@@ -24,6 +24,7 @@ import random
 import socket
 from dataclasses import dataclass
 
+from rocketbox.cluster import port_reservations
 from rocketbox.cluster.account_keys import AUTH_FILE_NAME
 from rocketbox.cluster.config import (ASYNC_FLUSH, BROKER_PORT_DEFAULT, BROKER_PORT_STEP, BROKER_REMOTING_PORT_DEFAULT,
                                       METRICS_PROM, NAMESRV_PORT_DEFAULT, NAMESRV_REMOTING_PORT_DEFAULT, SLAVE,
@@ -87,7 +88,8 @@ def _ephemeral_low(default: int = 32768) -> int:
 
 
 def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
-    """Ports free right now (tests use them so parallel runs never collide).
+    """Ports free right now and not handed out by another call in the last minute
+    (``port_reservations.py``): tests use them so parallel runs never collide.
 
     Picked below the kernel's ephemeral range: a port from that range can be handed to an
     outgoing connection meanwhile, and a client reconnecting to a restarting server on
@@ -100,7 +102,7 @@ def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
         if len(chosen) == count:
             return chosen
         port = rng.randint(low, high)
-        if port in chosen:
+        if port in chosen or not port_reservations.claim(port):
             continue
         with socket.socket() as s:
             try:

@@ -24,7 +24,8 @@ MODULE_LINES_MAX = 600
 # layer or of a lower one only.
 _LAYERS_BY_PATH: list[tuple[str, ...]] = [
     ("cluster.message", "cluster._native", "cluster.clock", "cluster.fault_proxy", "cluster.field_tables",
-     "cluster.file_modes", "cluster.format_errors", "cluster.log_limit", "cluster.loop_stalls", "cluster.spin_wait", "cluster.zmq_frames"),
+     "cluster.file_modes", "cluster.format_errors", "cluster.log_limit", "cluster.loop_stalls", "cluster.spin_wait", "cluster.zmq_frames",
+     "cluster.port_reservations"),
     ("cluster.account_keys", "cluster.setting_texts", "cluster.config", "cluster.rocketmq_keys", "cluster.rocketmq_defaults", "cluster.config_file"),
     ("cluster.wire_format", "cluster.remoting_format", "cluster.fastjson_format", "cluster.mq_version",
      "cluster.ack_batch_format",
