@@ -10,6 +10,7 @@ stale and taken over. Bounded: one small file a port, at most the range ``free_p
 
 from __future__ import annotations
 
+import functools
 import os
 import tempfile
 import time
@@ -17,6 +18,7 @@ import time
 HOLD_S = 60.0
 
 
+@functools.cache
 def _directory() -> str:
     path = os.path.join(tempfile.gettempdir(), f"rocketbox-port-claims-{os.getuid()}")
     os.makedirs(path, mode=0o700, exist_ok=True)

@@ -1,7 +1,7 @@
 """The native gRPC door's receive + ack steps a message, in process (issue 33 item 2): each step the
 way the session of 2026-11-28 e left it (protobuf objects, a response a C call, the whole metadata a
 call) against the way it is now (``response_wire`` bytes, one C call a receive's run, the fields a
-call needs read from its split HEADERS; since the session of 2026-11-28 g a record's response
+call needs read from its split HEADERS; since the session of 2026-11-28 h a record's response
 written by ``received_wire``'s C writer, not built by ``messages.incoming``), interleaved, best of
 ``--repeat`` runs of ``--number`` each. No sockets, no broker: what the proxy's own Python costs a
 message, out of reach of the machine's other load that spreads the end-to-end figures (``grpc_front_ab``).
