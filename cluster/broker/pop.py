@@ -46,6 +46,9 @@ _limited = RateLimitedLog(log)
 POP_BATCH_MAX = 32
 # Pending checkpoints held in memory; past it pops are refused until acks or revives settle some.
 PENDING_CHECKPOINTS_MAX = 100_000
+# Ack records an ACK_MESSAGES writes in one put: a put's records go to one CommitLog segment together,
+# so a huge batch is written in parts (~100 KiB each).
+ACK_RECORDS_A_PUT = 1024
 PROPERTY_MESSAGE_GROUP = "__SHARDINGKEY"   # RocketMQ 5's FIFO message group (MessageConst.PROPERTY_SHARDING_KEY)
 INIT_MODE_MIN = 0
 
@@ -260,15 +263,14 @@ class PopProcessor:
         pending = self.state.ackable(handle.ck_offset, group, handle.queue_offset)
         topic = request.fields.get("topic")
         if pending is None or (topic and topic != pending.ck.topic):
-            raise ProtocolError(f"no message to ack for {group}: the handle's message was acked already, or its "
-                                f"invisible time passed and it was delivered again", ResponseCode.NO_MESSAGE)
+            raise _nothing_to_ack(group)
         require(request, {pending.ck.topic: SUB})   # a request without a topic was checked for the group only
         return handle, pending
 
     @answers_refusals
     def on_ack(self, request: Command, reply) -> Command | None:
         handle, pending = self._pending_of(request)
-        result = self.log.ack(pending, handle.queue_offset)
+        result = self.log.ack((pending, handle.queue_offset))
         self._wake_if_unblocked(pending)
         # Answered once the ack record is as durable as a send (durability.py).
         return self.durability.answer(request.response(ResponseCode.SUCCESS), result.end_phys_offset, reply)
@@ -276,22 +278,40 @@ class PopProcessor:
     @answers_refusals
     def on_ack_batch(self, request: Command, reply) -> Command | None:
         """ACK_MESSAGES (ack_batch_format.py): each handle acked as ACK_MESSAGE acks it, its own outcome
-        in the answer's body; one durability wait for the ack records of them all."""
+        in the answer's body; the ack records of up to ACK_RECORDS_A_PUT handles in one put (a put a
+        handle was most of an ack's broker time), one durability wait for them all."""
         try:
             handles = ack_batch_format.decode_handles(request.body)
         except ValueError as exc:
             raise ProtocolError(f"malformed ACK_MESSAGES body: {exc}") from None
-        outcomes, end = [], -1
+        outcomes: list = []
+        ackable: list[tuple[int, tuple]] = []   # (place in outcomes, (pending, queue offset))
+        asked = set()
         for text in handles:
             try:
                 handle, pending = self._pending_of(request, text)
+                if (handle.ck_offset, handle.queue_offset) in asked:   # the batch names it twice
+                    raise _nothing_to_ack(pending.ck.group)
             except ProtocolError as exc:
                 outcomes.append((exc.code, str(exc)))
                 continue
-            result = self.log.ack(pending, handle.queue_offset)
-            self._wake_if_unblocked(pending)
-            end = max(end, result.end_phys_offset)
-            outcomes.append((ResponseCode.SUCCESS, ""))
+            asked.add((handle.ck_offset, handle.queue_offset))
+            ackable.append((len(outcomes), (pending, handle.queue_offset)))
+            outcomes.append(None)
+        end = -1
+        for first in range(0, len(ackable), ACK_RECORDS_A_PUT):
+            part = ackable[first:first + ACK_RECORDS_A_PUT]
+            try:
+                result = self.log.ack(*(ack for _, ack in part))
+            except ProtocolError as exc:
+                outcome = (exc.code, str(exc))
+            else:
+                end = max(end, result.end_phys_offset)
+                outcome = (ResponseCode.SUCCESS, "")
+                for _, (pending, _) in part:
+                    self._wake_if_unblocked(pending)
+            for place, _ in part:
+                outcomes[place] = outcome
         response = request.response(ResponseCode.SUCCESS, body=ack_batch_format.encode_outcomes(outcomes))
         return response if end < 0 else self.durability.answer(response, end, reply)
 
@@ -308,7 +328,7 @@ class PopProcessor:
                         [handle.queue_offset], [old.commitlog_offsets[index]], [old.attempts[index]])
         # The new checkpoint first: a crash between the two leaves the message owed twice, never lost.
         self.log.checkpoint(ck)
-        result = self.log.ack(pending, handle.queue_offset)
+        result = self.log.ack((pending, handle.queue_offset))
         new_handle = receipt_handle.ReceiptHandle(ck.ck_offset, now_ms, invisible_ms, ck.retry, ck.queue_id,
                                                   handle.queue_offset, handle.commitlog_offset, handle.broker_name)
         response = request.response(ResponseCode.SUCCESS, {"receiptHandle": new_handle.encode(),
@@ -318,6 +338,11 @@ class PopProcessor:
     def _wake_if_unblocked(self, pending) -> None:
         if pending.ck.order and not self.state.is_blocked(pending.key):
             self.pull_waiters.wake([(pending.queue_topic, pending.ck.queue_id)])
+
+
+def _nothing_to_ack(group: str) -> ProtocolError:
+    return ProtocolError(f"no message to ack for {group}: the handle's message was acked already, or its "
+                         f"invisible time passed and it was delivered again", ResponseCode.NO_MESSAGE)
 
 
 class _Pop:

@@ -53,12 +53,15 @@ class PopLog:
 
     # ------------------------------------------------------------ writing
 
-    def _append(self, tag: str, body: bytes) -> PutResult:
-        """One record in the revive queue; ProtocolError when the store refuses it (nothing changed)."""
+    def _append(self, tag: str, *bodies: bytes) -> PutResult:
+        """Records of one kind in the revive queue, in one put (all or nothing); ProtocolError when the
+        store refuses them (nothing changed)."""
         self.ensure_system_topic(self.topic)
-        message = MessageToStore(body=body, flag=0, properties=encode_properties({PROPERTY_TAGS: tag}),
-                                 sys_flag=0, born_timestamp_ms=self.clock.now_ms(), born_host=_BORN_HOST)
-        result = self.store.put_messages(self.topic, 0, [message])
+        properties = encode_properties({PROPERTY_TAGS: tag})
+        born_ms = self.clock.now_ms()
+        result = self.store.put_messages(self.topic, 0, [
+            MessageToStore(body=body, flag=0, properties=properties, sys_flag=0, born_timestamp_ms=born_ms,
+                           born_host=_BORN_HOST) for body in bodies])
         if result.status != PutMessageStatus.PUT_OK:
             code = (ResponseCode.SERVICE_NOT_AVAILABLE if result.status == PutMessageStatus.SERVICE_NOT_AVAILABLE
                     else ResponseCode.SYSTEM_ERROR)
@@ -72,9 +75,12 @@ class PopLog:
         ck.ck_offset = result.queue_offset
         return self.apply_checkpoint(ck, durable_at=result.end_phys_offset)
 
-    def ack(self, pending: Pending, queue_offset: int) -> PutResult:
-        result = self._append(TAG_ACK, encode_ack(pending.ck.ck_offset, queue_offset))
-        self.apply_ack(pending, queue_offset)
+    def ack(self, *acks: tuple[Pending, int]) -> PutResult:
+        """Each (pending pop, queue offset) acked: their ack records in one put, then each applied."""
+        result = self._append(TAG_ACK, *(encode_ack(pending.ck.ck_offset, queue_offset)
+                                         for pending, queue_offset in acks))
+        for pending, queue_offset in acks:
+            self.apply_ack(pending, queue_offset)
         return result
 
     def done(self, pending: Pending, redeliver: dict[int, int]) -> None:

@@ -225,6 +225,39 @@ def test_ack_messages_acks_each_handle_as_ack_message_would_and_answers_each(bro
     assert malformed.code == ResponseCode.SYSTEM_ERROR and "ACK_MESSAGES" in malformed.remark
 
 
+def _ack_records(broker) -> int:
+    """The ack records in the revive queue (what a reboot replays)."""
+    from rocketbox.cluster.broker.pop_format import TAG_ACK, revive_topic
+    topic = revive_topic(broker.cfg.cluster_name)
+    broker.dispatch()
+    store = broker.service.store
+    entries = store.queue_entries(topic, 0, 0, 10_000)
+    return sum(1 for _, phys, *_ in entries if store.read_record(phys).properties.get("TAGS") == TAG_ACK)
+
+
+@pytest.mark.parametrize("records_a_put", [1024, 2])
+def test_ack_messages_writes_one_ack_record_a_message_it_acks_however_the_batch_is_cut(broker, monkeypatch,
+                                                                                      records_a_put):
+    from rocketbox.cluster import ack_batch_format
+    from rocketbox.cluster.broker import pop
+    monkeypatch.setattr(pop, "ACK_RECORDS_A_PUT", records_a_put)
+    for i in range(5):
+        broker.send(b"d%d" % i, queue_id=i % 2)
+    handles = [h for _, h, _, _ in broker.pop()]
+    asked = [handles[0], handles[1], handles[0], handles[2], handles[3], handles[4], handles[4]]
+    answer = broker.call(RequestCode.ACK_MESSAGES, {"consumerGroup": GROUP, "topic": TOPIC},
+                         ack_batch_format.encode_handles(asked))
+    codes = [code for code, _ in ack_batch_format.decode_outcomes(answer.body, len(asked))]
+    # A handle named twice is acked once: its second place answers as an ack of an acked message would.
+    assert codes == [ResponseCode.SUCCESS, ResponseCode.SUCCESS, ResponseCode.NO_MESSAGE, ResponseCode.SUCCESS,
+                     ResponseCode.SUCCESS, ResponseCode.SUCCESS, ResponseCode.NO_MESSAGE]
+    assert _ack_records(broker) == 5
+    broker.reboot()
+    assert all(broker.ack(h) == ResponseCode.NO_MESSAGE for h in handles)   # every ack replayed
+    broker.expire()
+    assert broker.pop() == []
+
+
 def test_a_parked_pop_wakes_when_the_first_redelivery_makes_the_retry_topic(broker):
     broker.send(b"again")
     [(_, _handle, _, _)] = broker.pop()
